@@ -1,0 +1,30 @@
+"""Privacy: mechanisms (noise with stated sensitivity) and accounting."""
+
+from dpopt.privacy.accounting import (
+    ACCOUNTANTS,
+    ADJACENCIES,
+    Calibration,
+    Gaussian,
+    Laplace,
+    PureDP,
+    SubsampledGaussian,
+    ZCDP,
+    calibrate,
+    calibrate_gaussian,
+    dp_to_zcdp,
+    epsilon_of,
+    gdp_delta,
+    gdp_epsilon,
+    gdp_mu,
+    rdp_gaussian_epsilon,
+    rdp_gaussian_noise,
+    resolve_accountant,
+    zcdp_to_dp,
+)
+
+__all__ = [
+    "ACCOUNTANTS", "ADJACENCIES", "Calibration", "Gaussian", "Laplace", "PureDP",
+    "SubsampledGaussian", "ZCDP", "calibrate", "calibrate_gaussian", "dp_to_zcdp", "epsilon_of",
+    "gdp_delta", "gdp_epsilon", "gdp_mu", "rdp_gaussian_epsilon", "rdp_gaussian_noise",
+    "resolve_accountant", "zcdp_to_dp",
+]

@@ -1,0 +1,452 @@
+"""Privacy accounting on top of dp-accounting, with the adjacency explicit.
+
+Conventions (DESIGN.md, invariant 1)
+------------------------------------
+*Adjacency* is ``"replace-one"`` (the default and the papers' convention:
+neighbouring datasets differ in the value of one record) or ``"add-remove"``.
+
+A *noise multiplier* is always ``z = sigma / Delta`` where ``Delta`` is the L2
+(or, for Laplace, L1) sensitivity of the released quantity **under the stated
+adjacency**. For a mean of n values clipped to norm C that is Delta = 2C/n
+under replace-one; for the noisy sum of Poisson-sampled clipped gradients it
+is 2C under replace-one and C under add-remove. Internally this is translated
+to dp-accounting's convention (multiplier relative to the per-record bound C).
+
+Mechanism records
+-----------------
+:class:`Gaussian`, :class:`SubsampledGaussian`, :class:`Laplace`,
+:class:`PureDP` (any epsilon-DP mechanism, e.g. report-noisy-max) and
+:class:`ZCDP`, each with a ``count`` of adaptive repetitions. A list of them
+is a composition, accounted by :func:`epsilon_of`:
+
+``"exact"``
+    Gaussian differential privacy (Dong, Roth, Su 2022): the composition of
+    Gaussian mechanisms with multipliers z_k is exactly mu-GDP with
+    mu = sqrt(sum_k 1/z_k^2), and its privacy profile is the analytic
+    Gaussian mechanism's (Balle & Wang 2018). Exact, for unsampled Gaussians.
+``"pld"``
+    dp-accounting's privacy-loss-distribution accountant, pessimistic
+    discretisation (an upper bound). Gaussian, Poisson-subsampled Gaussian
+    (both adjacencies), Laplace and pure-DP mechanisms.
+``"rdp"``
+    dp-accounting's Renyi accountant. Adds zCDP mechanisms and fixed-size
+    sampling without replacement (replace-one, Wang-Balle-Kasiviswanathan 2019).
+``"auto"``
+    ``"exact"`` when it applies, else ``"pld"``, else ``"rdp"``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import dp_accounting as dpa
+import numpy as np
+from dp_accounting.pld import privacy_loss_distribution as pldlib
+from scipy import optimize, special
+
+from dpopt._validation import check_choice, check_delta, check_epsilon, check_scalar
+
+ADJACENCIES = ("replace-one", "add-remove")
+ACCOUNTANTS = ("auto", "exact", "pld", "rdp")
+SAMPLINGS = ("poisson", "without-replacement")
+PLD_DISCRETIZATION = 1e-4
+
+# ---------------------------------------------------------------------------
+# mechanism records
+
+
+@dataclass(frozen=True)
+class Gaussian:
+    """``count`` Gaussian mechanisms with noise multiplier sigma / Delta."""
+
+    noise_multiplier: float
+    count: int = 1
+
+
+@dataclass(frozen=True)
+class SubsampledGaussian:
+    """``count`` steps of a noisy sum over a random batch.
+
+    ``sampling="poisson"`` includes each record independently with probability
+    ``sampling_rate``; ``"without-replacement"`` draws a batch of fixed size
+    ``sampling_rate * n`` (replace-one only; give ``dataset_size``).
+    """
+
+    noise_multiplier: float
+    sampling_rate: float
+    count: int = 1
+    sampling: str = "poisson"
+    dataset_size: int | None = None
+
+
+@dataclass(frozen=True)
+class Laplace:
+    """``count`` Laplace mechanisms with scale / L1-sensitivity = noise_multiplier."""
+
+    noise_multiplier: float
+    count: int = 1
+
+
+@dataclass(frozen=True)
+class PureDP:
+    """``count`` mechanisms that are each ``epsilon``-DP (delta = 0)."""
+
+    epsilon: float
+    count: int = 1
+
+
+@dataclass(frozen=True)
+class ZCDP:
+    """``count`` mechanisms that are each ``rho``-zCDP."""
+
+    rho: float
+    count: int = 1
+
+
+MECHANISMS = (Gaussian, SubsampledGaussian, Laplace, PureDP, ZCDP)
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """Result of a calibration: the noise and the privacy it actually gives."""
+
+    noise_multiplier: float
+    epsilon: float
+    delta: float
+    accountant: str
+    adjacency: str
+
+
+# ---------------------------------------------------------------------------
+# Gaussian differential privacy (exact)
+
+
+def gdp_delta(mu: float, epsilon: float) -> float:
+    """delta(epsilon) of mu-GDP: Phi(-eps/mu + mu/2) - e^eps Phi(-eps/mu - mu/2)."""
+    if mu == 0:
+        return 0.0
+    if math.isinf(mu):
+        return 1.0
+    a = special.ndtr(-epsilon / mu + mu / 2)
+    b = math.exp(epsilon + special.log_ndtr(-epsilon / mu - mu / 2))
+    return float(max(a - b, 0.0))
+
+
+def gdp_epsilon(mu: float, delta: float) -> float:
+    """Smallest epsilon >= 0 with delta(epsilon) <= delta for mu-GDP."""
+    if mu == 0:
+        return 0.0
+    if math.isinf(mu):
+        return math.inf
+    if gdp_delta(mu, 0.0) <= delta:
+        return 0.0
+    hi = max(1.0, mu * mu)
+    while gdp_delta(mu, hi) > delta:
+        hi *= 2.0
+    eps = optimize.brentq(lambda e: gdp_delta(mu, e) - delta, 0.0, hi, xtol=1e-14, rtol=1e-14)
+    # brentq brackets the root; step up until the profile certifies it.
+    while gdp_delta(mu, eps) > delta:
+        eps = np.nextafter(eps, math.inf) * (1 + 1e-14)
+    return float(eps)
+
+
+def gdp_mu(epsilon: float, delta: float) -> float:
+    """Largest mu such that mu-GDP is (epsilon, delta)-DP."""
+    hi = 1.0
+    while gdp_delta(hi, epsilon) < delta:
+        hi *= 2.0
+    mu = optimize.brentq(lambda m: gdp_delta(m, epsilon) - delta, 0.0, hi, xtol=1e-14, rtol=1e-14)
+    while gdp_delta(mu, epsilon) > delta:
+        mu = np.nextafter(mu, 0.0) * (1 - 1e-14)
+    return float(mu)
+
+
+# ---------------------------------------------------------------------------
+# composition
+
+
+def epsilon_of(mechanisms, delta, *, adjacency="replace-one", accountant="auto") -> float:
+    """Epsilon at ``delta`` of the adaptive composition of ``mechanisms``.
+
+    Never optimistic: ``"exact"`` is exact up to floating point (rounded up),
+    ``"pld"`` and ``"rdp"`` are upper bounds.
+    """
+    mechanisms = _check_mechanisms(mechanisms)
+    delta = check_delta(delta)
+    check_choice(adjacency, "adjacency", ADJACENCIES)
+    accountant = resolve_accountant(mechanisms, accountant)
+    if not mechanisms:
+        return 0.0
+    if any(_is_non_private(m) for m in mechanisms):
+        return math.inf
+    mechanisms = [m for m in mechanisms if not _is_free(m)]
+    if not mechanisms:
+        return 0.0
+    if accountant == "exact":
+        return gdp_epsilon(_gdp_mu_of(mechanisms), delta)
+    if accountant == "pld":
+        return _pld_epsilon(mechanisms, delta, adjacency)
+    return _rdp_epsilon(mechanisms, delta, adjacency)
+
+
+def resolve_accountant(mechanisms, accountant="auto") -> str:
+    """The accountant ``"auto"`` resolves to, or a ``ValueError`` if it cannot apply."""
+    check_choice(accountant, "accountant", ACCOUNTANTS)
+    all_gauss = all(isinstance(m, Gaussian) for m in mechanisms)
+    pld_ok = not any(isinstance(m, ZCDP) or (isinstance(m, SubsampledGaussian)
+                                              and m.sampling == "without-replacement")
+                     for m in mechanisms)
+    if accountant == "auto":
+        return "exact" if all_gauss else ("pld" if pld_ok else "rdp")
+    if accountant == "exact" and not all_gauss:
+        raise ValueError("accountant='exact' (Gaussian DP) applies only to compositions of "
+                         "unsampled Gaussian mechanisms; use 'pld' or 'rdp'")
+    if accountant == "pld" and not pld_ok:
+        raise ValueError("accountant='pld' does not support zCDP mechanisms or sampling without "
+                         "replacement; use 'rdp'")
+    return accountant
+
+
+def _check_mechanisms(mechanisms):
+    if isinstance(mechanisms, MECHANISMS):
+        mechanisms = [mechanisms]
+    mechanisms = list(mechanisms)
+    for m in mechanisms:
+        if not isinstance(m, MECHANISMS):
+            raise ValueError(f"mechanisms must be Gaussian, SubsampledGaussian, Laplace, PureDP or "
+                             f"ZCDP records, got {m!r}")
+        if isinstance(m.count, bool) or int(m.count) != m.count or m.count < 0:
+            raise ValueError(f"count must be a non-negative integer, got {m.count!r}")
+        if isinstance(m, (Gaussian, SubsampledGaussian, Laplace)):
+            check_scalar(m.noise_multiplier, "noise_multiplier", low=0.0, allow_inf=True)
+        if isinstance(m, SubsampledGaussian):
+            check_scalar(m.sampling_rate, "sampling_rate", low=0.0, high=1.0)
+            check_choice(m.sampling, "sampling", SAMPLINGS)
+        if isinstance(m, PureDP):
+            check_scalar(m.epsilon, "epsilon", low=0.0, allow_inf=True)
+        if isinstance(m, ZCDP):
+            check_scalar(m.rho, "rho", low=0.0, allow_inf=True)
+    return mechanisms
+
+
+def _is_non_private(m) -> bool:
+    if m.count == 0:
+        return False
+    if isinstance(m, (Gaussian, Laplace)):
+        return m.noise_multiplier == 0
+    if isinstance(m, SubsampledGaussian):
+        return m.noise_multiplier == 0 and m.sampling_rate > 0
+    if isinstance(m, PureDP):
+        return math.isinf(m.epsilon)
+    return math.isinf(m.rho)
+
+
+def _is_free(m) -> bool:
+    if m.count == 0:
+        return True
+    if isinstance(m, (Gaussian, Laplace)):
+        return math.isinf(m.noise_multiplier)
+    if isinstance(m, SubsampledGaussian):
+        return math.isinf(m.noise_multiplier) or m.sampling_rate == 0
+    if isinstance(m, PureDP):
+        return m.epsilon == 0
+    return m.rho == 0
+
+
+def _gdp_mu_of(mechanisms) -> float:
+    return math.sqrt(sum(m.count / m.noise_multiplier ** 2 for m in mechanisms))
+
+
+def _pld_epsilon(mechanisms, delta, adjacency) -> float:
+    total = None
+    for m in mechanisms:
+        pld = _pld_of(m, adjacency)
+        total = pld if total is None else total.compose(pld)
+    return float(total.get_epsilon_for_delta(delta))
+
+
+def _pld_of(m, adjacency):
+    step = PLD_DISCRETIZATION
+    if isinstance(m, Gaussian):
+        return pldlib.from_gaussian_mechanism(
+            standard_deviation=m.noise_multiplier / math.sqrt(m.count), sensitivity=1.0,
+            value_discretization_interval=step)
+    if isinstance(m, SubsampledGaussian):
+        if adjacency == "replace-one":
+            # dp-accounting's REPLACE_ONE multiplier is sigma / C with the replace-one
+            # sensitivity 2C: translate our sigma / (2C).
+            rel, z = dpa.NeighboringRelation.REPLACE_ONE, 2.0 * m.noise_multiplier
+        else:
+            rel, z = dpa.NeighboringRelation.ADD_OR_REMOVE_ONE, m.noise_multiplier
+        single = pldlib.from_gaussian_mechanism(
+            standard_deviation=z, sensitivity=1.0, sampling_prob=m.sampling_rate,
+            value_discretization_interval=step, neighboring_relation=rel)
+        return single.self_compose(m.count)
+    if isinstance(m, Laplace):
+        return pldlib.from_laplace_mechanism(
+            parameter=m.noise_multiplier, sensitivity=1.0,
+            value_discretization_interval=step).self_compose(m.count)
+    # PureDP
+    params = dpa.pld.common.DifferentialPrivacyParameters(m.epsilon, 0.0)
+    return pldlib.from_privacy_parameters(params, value_discretization_interval=step
+                                          ).self_compose(m.count)
+
+
+_RDP_ORDERS = np.concatenate([np.linspace(1.01, 1.99, 50), np.linspace(2, 12, 101),
+                              np.arange(13, 65), [80, 96, 128, 160, 192, 256, 384, 512, 1024]])
+
+
+def _rdp_epsilon(mechanisms, delta, adjacency) -> float:
+    wor = [m for m in mechanisms if isinstance(m, SubsampledGaussian)
+           and m.sampling == "without-replacement"]
+    poisson = [m for m in mechanisms if isinstance(m, SubsampledGaussian) and m.sampling == "poisson"]
+    if wor and adjacency != "replace-one":
+        raise ValueError("sampling without replacement is analysed under replace-one adjacency only")
+    if poisson and adjacency == "replace-one":
+        raise ValueError("the RDP accountant has no replace-one analysis of Poisson sampling; "
+                         "use accountant='pld' or adjacency='add-remove'")
+    rel = (dpa.NeighboringRelation.REPLACE_ONE if wor
+           else dpa.NeighboringRelation.ADD_OR_REMOVE_ONE)
+    acc = dpa.rdp.RdpAccountant(orders=list(_RDP_ORDERS), neighboring_relation=rel)
+    for m in mechanisms:
+        if isinstance(m, Gaussian):
+            acc.compose(dpa.ZCDpEvent(rho=0.5 / m.noise_multiplier ** 2), m.count)
+        elif isinstance(m, SubsampledGaussian) and m.sampling == "poisson":
+            acc.compose(dpa.PoissonSampledDpEvent(
+                m.sampling_rate, dpa.GaussianDpEvent(m.noise_multiplier)), m.count)
+        elif isinstance(m, SubsampledGaussian):
+            if m.dataset_size is None:
+                raise ValueError("sampling without replacement needs dataset_size")
+            size = int(round(m.sampling_rate * m.dataset_size))
+            acc.compose(dpa.SampledWithoutReplacementDpEvent(
+                m.dataset_size, size, dpa.GaussianDpEvent(m.noise_multiplier)), m.count)
+        elif isinstance(m, Laplace):
+            acc.compose(dpa.LaplaceDpEvent(m.noise_multiplier), m.count)
+        elif isinstance(m, PureDP):
+            # epsilon-DP implies (epsilon^2 / 2)-zCDP (Bun & Steinke 2016, Prop. 1.4)
+            acc.compose(dpa.ZCDpEvent(rho=0.5 * m.epsilon ** 2), m.count)
+        else:
+            acc.compose(dpa.ZCDpEvent(rho=m.rho), m.count)
+    return float(acc.get_epsilon(delta))
+
+
+# ---------------------------------------------------------------------------
+# calibration
+
+
+def calibrate(make_mechanisms, epsilon, delta, *, adjacency="replace-one", accountant="auto",
+              rtol=1e-3) -> Calibration:
+    """Smallest noise multiplier z (to ``rtol``) whose composition is (epsilon, delta)-DP.
+
+    ``make_mechanisms(z)`` returns the composition for multiplier z; its epsilon
+    must decrease in z. The returned z always satisfies epsilon(z) <= epsilon
+    (checked, never overshooting the target). ``epsilon = inf`` gives z = 0.
+    """
+    epsilon = check_epsilon(epsilon)
+    delta = check_delta(delta)
+    check_choice(adjacency, "adjacency", ADJACENCIES)
+    if math.isinf(epsilon):
+        return Calibration(0.0, math.inf, delta, "none", adjacency)
+    acc = resolve_accountant(_check_mechanisms(make_mechanisms(1.0)), accountant)
+
+    def eps_at(z):
+        return epsilon_of(make_mechanisms(z), delta, adjacency=adjacency, accountant=acc)
+
+    lo, hi = 1.0, 1.0
+    if eps_at(hi) <= epsilon:
+        while eps_at(lo) <= epsilon:
+            hi, lo = lo, lo / 2.0
+            if lo < 1e-8:
+                return Calibration(hi, eps_at(hi), delta, acc, adjacency)
+    else:
+        while eps_at(hi) > epsilon:
+            lo, hi = hi, hi * 2.0
+            if hi > 1e12:
+                raise ValueError(f"no noise multiplier below 1e12 achieves epsilon={epsilon}")
+    while hi / lo > 1.0 + rtol:
+        mid = math.sqrt(lo * hi)
+        if eps_at(mid) <= epsilon:
+            hi = mid
+        else:
+            lo = mid
+    achieved = eps_at(hi)
+    assert achieved <= epsilon
+    return Calibration(hi, achieved, delta, acc, adjacency)
+
+
+def calibrate_gaussian(epsilon, delta, steps, *, accountant="exact", adjacency="replace-one"
+                       ) -> Calibration:
+    """Noise multiplier for ``steps`` Gaussian mechanisms of equal multiplier.
+
+    ``"exact"`` solves the Gaussian-DP equation: z = sqrt(steps) / mu(epsilon, delta).
+    ``"rdp"`` is the continuous-order RDP bound of the DP-CD paper (eq. 18),
+    ``"paper"`` its Theorem 3.1 closed form (valid for epsilon <= 1, delta < 1/3,
+    reproduction only); ``"pld"`` calibrates with the PLD accountant.
+    """
+    epsilon = check_epsilon(epsilon)
+    delta = check_delta(delta)
+    steps = int(check_scalar(steps, "steps", low=1, integer=True))
+    check_choice(accountant, "accountant", ("exact", "rdp", "paper", "pld"))
+    if math.isinf(epsilon):
+        return Calibration(0.0, math.inf, delta, "none", adjacency)
+    if accountant == "exact":
+        z = math.sqrt(steps) / gdp_mu(epsilon, delta)
+        while gdp_epsilon(math.sqrt(steps) / z, delta) > epsilon:
+            z *= 1 + 1e-12
+        return Calibration(z, gdp_epsilon(math.sqrt(steps) / z, delta), delta, "exact", adjacency)
+    if accountant == "pld":
+        return calibrate(lambda z: [Gaussian(z, steps)], epsilon, delta, adjacency=adjacency,
+                         accountant="pld")
+    if accountant == "rdp":
+        z = rdp_gaussian_noise(epsilon, delta, steps)
+        return Calibration(z, rdp_gaussian_epsilon(z, steps, delta), delta, "rdp", adjacency)
+    if epsilon > 1 or delta >= 1 / 3:
+        raise ValueError("accountant='paper' (DP-CD Theorem 3.1) needs epsilon <= 1 and delta < 1/3")
+    z = math.sqrt(3 * steps * math.log(1 / delta)) / epsilon
+    return Calibration(z, rdp_gaussian_epsilon(z, steps, delta), delta, "paper", adjacency)
+
+
+def rdp_gaussian_epsilon(noise_multiplier, steps, delta) -> float:
+    """DP-CD paper eq. (18): min over alpha > 1 of N alpha / (2 z^2) + log(1/delta) / (alpha - 1)
+    = N / (2 z^2) + sqrt(2 N log(1/delta)) / z."""
+    z, n = float(noise_multiplier), float(steps)
+    return n / (2 * z * z) + math.sqrt(2 * n * math.log(1 / delta)) / z
+
+
+def rdp_gaussian_noise(epsilon, delta, steps) -> float:
+    """Inverse of :func:`rdp_gaussian_epsilon`:
+    z = sqrt(N) / (sqrt(2 log(1/delta) + 2 eps) - sqrt(2 log(1/delta)))."""
+    a = 2 * math.log(1 / delta)
+    z = math.sqrt(steps) / (math.sqrt(a + 2 * epsilon) - math.sqrt(a))
+    while rdp_gaussian_epsilon(z, steps, delta) > epsilon:
+        z *= 1 + 1e-12
+    return z
+
+
+# ---------------------------------------------------------------------------
+# zCDP conversions
+
+
+def zcdp_to_dp(rho, delta) -> float:
+    """Epsilon at ``delta`` of a rho-zCDP mechanism (RDP conversion of dp-accounting)."""
+    rho = check_scalar(rho, "rho", low=0.0, allow_inf=True)
+    return epsilon_of([ZCDP(rho)], delta, accountant="rdp")
+
+
+def dp_to_zcdp(epsilon, delta) -> float:
+    """Largest rho such that rho-zCDP implies (epsilon, delta)-DP by :func:`zcdp_to_dp`."""
+    epsilon = check_epsilon(epsilon)
+    delta = check_delta(delta)
+    if math.isinf(epsilon):
+        return math.inf
+    lo, hi = 0.0, max(epsilon, 1.0)
+    while zcdp_to_dp(hi, delta) <= epsilon:
+        hi *= 2
+    for _ in range(60):
+        mid = 0.5 * (lo + hi)
+        if zcdp_to_dp(mid, delta) <= epsilon:
+            lo = mid
+        else:
+            hi = mid
+    return lo

@@ -1,0 +1,198 @@
+"""The ERM problem F(w) = (1/n) sum_i l(x_i^T w; y_i) + psi(w)."""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import scipy.sparse as sp
+
+from dpopt.problem.losses import Loss, get_loss
+from dpopt.problem.penalties import Penalty, get_penalty
+
+
+class Problem:
+    """A regularized linear ERM problem, stored the way the kernels want it.
+
+    Parameters
+    ----------
+    X : array-like or scipy.sparse matrix, shape (n, p)
+        Numeric features (bool, int, float). Dense data is stored as a
+        Fortran-ordered float64 array (a column is contiguous), sparse data
+        as float64 CSC with sorted indices (and CSR on demand for row access).
+    y : array-like, shape (n,)
+    loss : str or Loss
+        ``"squared"``, ``"logistic"`` (y in {-1, +1}), ``"huber"`` or ``"absolute"``.
+    penalty : str, Penalty or None
+        ``"none"``, ``"l1"``, ``"l2"``, ``"elastic_net"``, ``"box"``,
+        ``"non_negative"`` (with ``alpha``, ``l1_ratio``, ``lower``, ``upper``
+        passed as keywords) or a :class:`~dpopt.problem.Penalty`.
+    fit_intercept : bool
+        Append a constant column of ones, left unpenalized. The solver then
+        works in dimension ``p + 1`` and :meth:`unpack` splits the result.
+
+    Notes
+    -----
+    ``X`` and ``y`` are the private data. Methods that return quantities
+    computed from them (smoothness constants, norms) compute them exactly and
+    without privacy; a solver that uses them must pay for them or warn
+    (DESIGN.md, invariant 4).
+    """
+
+    def __init__(self, X, y, loss="squared", penalty=None, *, alpha=None, fit_intercept=False,
+                 **penalty_kwargs):
+        self.loss: Loss = get_loss(loss)
+        X = _check_X(X)
+        y = _check_y(y, X.shape[0])
+        self.loss.check_labels(y)
+        if not isinstance(fit_intercept, (bool, np.bool_)):
+            raise ValueError(f"fit_intercept must be a bool, got {fit_intercept!r}")
+        self.fit_intercept = bool(fit_intercept)
+        self.n_samples, self.n_features = X.shape
+        if self.fit_intercept:
+            ones = np.ones((X.shape[0], 1))
+            X = sp.hstack([X, ones], format="csc") if sp.issparse(X) else np.hstack([X, ones])
+        self.is_sparse = sp.issparse(X)
+        if self.is_sparse:
+            X = sp.csc_matrix(X, dtype=np.float64)
+            X.sort_indices()
+            X.eliminate_zeros()
+        else:
+            X = np.asfortranarray(X, dtype=np.float64)
+        self.X = X
+        self.y = np.ascontiguousarray(y, dtype=np.float64)
+        self.dim = X.shape[1]
+        self.penalty: Penalty = get_penalty(penalty, alpha, **penalty_kwargs).for_dimension(
+            self.dim, unpenalized_last=self.fit_intercept)
+
+    # -- data access -------------------------------------------------------
+    @functools.cached_property
+    def X_csr(self):
+        """The features as CSR (row access), for sparse problems."""
+        if not self.is_sparse:
+            raise ValueError("X_csr is only available for sparse problems")
+        out = self.X.tocsr()
+        out.sort_indices()
+        return out
+
+    @functools.cached_property
+    def column_sq_norms(self) -> np.ndarray:
+        """||X[:, j]||^2 for every column (non-private)."""
+        if self.is_sparse:
+            return np.asarray(self.X.multiply(self.X).sum(axis=0)).ravel()
+        return np.einsum("ij,ij->j", self.X, self.X)
+
+    @functools.cached_property
+    def row_norms(self) -> np.ndarray:
+        """||x_i|| for every row (non-private)."""
+        if self.is_sparse:
+            return np.sqrt(np.asarray(self.X.multiply(self.X).sum(axis=1)).ravel())
+        return np.sqrt(np.einsum("ij,ij->i", self.X, self.X))
+
+    def unpack(self, w):
+        """Split a solver vector into ``(coef, intercept)``."""
+        w = np.asarray(w, dtype=np.float64)
+        if self.fit_intercept:
+            return w[:-1].copy(), float(w[-1])
+        return w.copy(), 0.0
+
+    def zeros(self):
+        return np.zeros(self.dim)
+
+    # -- objective ---------------------------------------------------------
+    def margins(self, w):
+        """X w."""
+        return np.asarray(self.X @ np.asarray(w, dtype=np.float64)).ravel()
+
+    def smooth_objective(self, w, margins=None):
+        """f(w) = (1/n) sum_i l(x_i^T w; y_i)."""
+        z = self.margins(w) if margins is None else margins
+        return float(np.mean(self.loss.value(z, self.y)))
+
+    def objective(self, w, margins=None):
+        """F(w) = f(w) + psi(w) (``inf`` outside a box constraint)."""
+        return self.smooth_objective(w, margins) + self.penalty.value(np.asarray(w, dtype=np.float64))
+
+    def gradient(self, w, margins=None):
+        """Gradient of f (a subgradient for the absolute loss)."""
+        z = self.margins(w) if margins is None else margins
+        d = self.loss.deriv(z, self.y)
+        return np.asarray(self.X.T @ d).ravel() / self.n_samples
+
+    # -- smoothness --------------------------------------------------------
+    def coordinate_smoothness(self) -> np.ndarray:
+        """M_j = c ||X[:, j]||^2 / n, with c the loss's curvature bound (non-private)."""
+        return self.loss.curvature * self.column_sq_norms / self.n_samples
+
+    def global_smoothness(self) -> float:
+        """beta = c ||X||_2^2 / n, the smoothness of f (non-private)."""
+        return self.loss.curvature * _spectral_norm_sq(self.X) / self.n_samples
+
+    def __repr__(self):
+        kind = "sparse" if self.is_sparse else "dense"
+        return (f"Problem(n={self.n_samples}, p={self.n_features}, {kind}, loss={self.loss.name}, "
+                f"penalty={self.penalty.name}(alpha={self.penalty.alpha:g}), "
+                f"fit_intercept={self.fit_intercept})")
+
+
+def _spectral_norm_sq(X) -> float:
+    n, p = X.shape
+    if not sp.issparse(X) and min(n, p) <= 2000:
+        gram = X.T @ X if p <= n else X @ X.T
+        return float(np.linalg.eigvalsh(gram)[-1])
+    from scipy.sparse.linalg import svds
+    s = svds(sp.csc_matrix(X), k=1, return_singular_vectors=False, random_state=0, tol=1e-10)
+    return float(s[0] ** 2)
+
+
+_NUMERIC_KINDS = "biuf"
+
+
+def _check_X(X):
+    if sp.issparse(X):
+        if X.dtype.kind not in _NUMERIC_KINDS:
+            raise ValueError(f"X must have a numeric dtype (bool, int, float), got {X.dtype}")
+        if X.ndim != 2:
+            raise ValueError("X must be 2-dimensional")
+        data = X.tocsc(copy=True)
+        if not np.all(np.isfinite(data.data.astype(np.float64))):
+            raise ValueError("X contains NaN or infinity")
+        _check_shape(data.shape)
+        return data
+    try:
+        arr = np.asarray(X)
+    except Exception as exc:  # ragged lists and the like
+        raise ValueError(f"X could not be read as an array: {exc}") from None
+    if arr.dtype.kind not in _NUMERIC_KINDS:
+        raise ValueError(f"X must have a numeric dtype (bool, int, float), got {arr.dtype}")
+    if arr.ndim != 2:
+        raise ValueError(f"X must be 2-dimensional, got shape {arr.shape}")
+    _check_shape(arr.shape)
+    arr = arr.astype(np.float64, copy=False)
+    if not np.all(np.isfinite(arr)):
+        raise ValueError("X contains NaN or infinity")
+    return arr
+
+
+def _check_shape(shape):
+    if shape[0] < 1 or shape[1] < 1:
+        raise ValueError(f"X must have at least one sample and one feature, got shape {shape}")
+
+
+def _check_y(y, n):
+    if sp.issparse(y):
+        raise ValueError("y must be a dense 1-dimensional array, got a sparse matrix")
+    try:
+        arr = np.asarray(y)
+    except Exception as exc:
+        raise ValueError(f"y could not be read as an array: {exc}") from None
+    if arr.dtype.kind not in _NUMERIC_KINDS:
+        raise ValueError(f"y must have a numeric dtype, got {arr.dtype}")
+    if arr.ndim != 1:
+        raise ValueError(f"y must be 1-dimensional, got shape {arr.shape}")
+    if arr.shape[0] != n:
+        raise ValueError(f"X and y have inconsistent numbers of samples: {n} and {arr.shape[0]}")
+    arr = arr.astype(np.float64)
+    if not np.all(np.isfinite(arr)):
+        raise ValueError("y contains NaN or infinity")
+    return arr
