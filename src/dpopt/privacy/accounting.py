@@ -349,6 +349,10 @@ def calibrate(make_mechanisms, epsilon, delta, *, adjacency="replace-one", accou
     if math.isinf(epsilon):
         return Calibration(0.0, math.inf, delta, "none", adjacency)
     acc = resolve_accountant(_check_mechanisms(make_mechanisms(1.0)), accountant)
+    if acc == "exact":
+        exact = _calibrate_gdp(make_mechanisms, epsilon, delta)
+        if exact is not None:
+            return Calibration(exact[0], exact[1], delta, "exact", adjacency)
 
     def eps_at(z):
         return epsilon_of(make_mechanisms(z), delta, adjacency=adjacency, accountant=acc)
@@ -373,6 +377,17 @@ def calibrate(make_mechanisms, epsilon, delta, *, adjacency="replace-one", accou
     achieved = eps_at(hi)
     assert achieved <= epsilon
     return Calibration(hi, achieved, delta, acc, adjacency)
+
+
+def _calibrate_gdp(make_mechanisms, epsilon, delta):
+    # When every multiplier scales with z, mu(z) = mu(1) / z: solve exactly.
+    mu1 = _gdp_mu_of(make_mechanisms(1.0))
+    if not math.isclose(_gdp_mu_of(make_mechanisms(2.0)) * 2.0, mu1, rel_tol=1e-12):
+        return None
+    z = mu1 / gdp_mu(epsilon, delta)
+    while gdp_epsilon(_gdp_mu_of(make_mechanisms(z)), delta) > epsilon:
+        z *= 1 + 1e-12
+    return z, gdp_epsilon(_gdp_mu_of(make_mechanisms(z)), delta)
 
 
 def calibrate_gaussian(epsilon, delta, steps, *, accountant="exact", adjacency="replace-one"

@@ -1,0 +1,5 @@
+import sys
+
+from dpopt.cli import main
+
+sys.exit(main())

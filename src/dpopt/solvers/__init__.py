@@ -1,0 +1,27 @@
+"""Solvers, one module per algorithm family; each registers itself on import.
+
+Every public module of this package is imported here, so adding a solver is
+adding a module that calls :func:`register_solver`.
+"""
+
+import importlib
+import pkgutil
+
+from dpopt.solvers._base import (
+    Checkpoints,
+    FitResult,
+    SolverSpec,
+    available_solvers,
+    default_delta,
+    get_solver,
+    make_result,
+    register_solver,
+    solve,
+)
+
+for _mod in pkgutil.iter_modules(__path__):
+    if not _mod.name.startswith("_"):
+        importlib.import_module(f"{__name__}.{_mod.name}")
+
+__all__ = ["Checkpoints", "FitResult", "SolverSpec", "available_solvers", "default_delta",
+           "get_solver", "make_result", "register_solver", "solve"]
