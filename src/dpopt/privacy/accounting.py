@@ -50,7 +50,8 @@ from dpopt._validation import check_choice, check_delta, check_epsilon, check_sc
 ADJACENCIES = ("replace-one", "add-remove")
 ACCOUNTANTS = ("auto", "exact", "pld", "rdp")
 SAMPLINGS = ("poisson", "without-replacement")
-PLD_DISCRETIZATION = 1e-4
+PLD_DISCRETIZATION = 1e-4  # final certification
+PLD_SEARCH_DISCRETIZATION = 2e-3  # bisection steps (pessimistic, so still an upper bound)
 
 # ---------------------------------------------------------------------------
 # mechanism records
@@ -166,7 +167,8 @@ def gdp_mu(epsilon: float, delta: float) -> float:
 # composition
 
 
-def epsilon_of(mechanisms, delta, *, adjacency="replace-one", accountant="auto") -> float:
+def epsilon_of(mechanisms, delta, *, adjacency="replace-one", accountant="auto",
+               _pld_step=PLD_DISCRETIZATION) -> float:
     """Epsilon at ``delta`` of the adaptive composition of ``mechanisms``.
 
     Never optimistic: ``"exact"`` is exact up to floating point (rounded up),
@@ -186,7 +188,7 @@ def epsilon_of(mechanisms, delta, *, adjacency="replace-one", accountant="auto")
     if accountant == "exact":
         return gdp_epsilon(_gdp_mu_of(mechanisms), delta)
     if accountant == "pld":
-        return _pld_epsilon(mechanisms, delta, adjacency)
+        return _pld_epsilon(mechanisms, delta, adjacency, _pld_step)
     return _rdp_epsilon(mechanisms, delta, adjacency)
 
 
@@ -258,16 +260,15 @@ def _gdp_mu_of(mechanisms) -> float:
     return math.sqrt(sum(m.count / m.noise_multiplier ** 2 for m in mechanisms))
 
 
-def _pld_epsilon(mechanisms, delta, adjacency) -> float:
+def _pld_epsilon(mechanisms, delta, adjacency, step) -> float:
     total = None
     for m in mechanisms:
-        pld = _pld_of(m, adjacency)
+        pld = _pld_of(m, adjacency, step)
         total = pld if total is None else total.compose(pld)
     return float(total.get_epsilon_for_delta(delta))
 
 
-def _pld_of(m, adjacency):
-    step = PLD_DISCRETIZATION
+def _pld_of(m, adjacency, step):
     if isinstance(m, Gaussian):
         return pldlib.from_gaussian_mechanism(
             standard_deviation=m.noise_multiplier / math.sqrt(m.count), sensitivity=1.0,
@@ -354,8 +355,13 @@ def calibrate(make_mechanisms, epsilon, delta, *, adjacency="replace-one", accou
         if exact is not None:
             return Calibration(exact[0], exact[1], delta, "exact", adjacency)
 
-    def eps_at(z):
-        return epsilon_of(make_mechanisms(z), delta, adjacency=adjacency, accountant=acc)
+    # PLD grids relative to the target so that small epsilons stay tight.
+    search_step = min(PLD_SEARCH_DISCRETIZATION, epsilon / 200)
+    final_step = min(PLD_DISCRETIZATION, epsilon / 2000)
+
+    def eps_at(z, step=search_step):
+        return epsilon_of(make_mechanisms(z), delta, adjacency=adjacency, accountant=acc,
+                          _pld_step=step)
 
     lo, hi = 1.0, 1.0
     if eps_at(hi) <= epsilon:
@@ -374,8 +380,10 @@ def calibrate(make_mechanisms, epsilon, delta, *, adjacency="replace-one", accou
             hi = mid
         else:
             lo = mid
-    achieved = eps_at(hi)
-    assert achieved <= epsilon
+    achieved = eps_at(hi, final_step)
+    while achieved > epsilon:  # the fine grid disagreed with the coarse one: step up
+        hi *= 1.0 + rtol
+        achieved = eps_at(hi, final_step)
     return Calibration(hi, achieved, delta, acc, adjacency)
 
 
