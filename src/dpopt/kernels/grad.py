@@ -10,10 +10,15 @@ per-sample gradient matrix is ever formed (invariant 5):
   sample and one BLAS product.
 """
 
+import functools
+import weakref
+
 import numpy as np
+import scipy.sparse as sp
 from numba import njit, prange
 
-from dpopt.kernels.losses import loss_derivs
+from dpopt.kernels.losses import LOGISTIC, loss_deriv, loss_derivs
+from dpopt.kernels.vecmath import FASTMATH, logistic_deriv
 
 
 @njit(cache=True, nogil=True, parallel=False)
@@ -69,3 +74,152 @@ def l2clip_gradient(problem, z, clip):
     """(1/n) sum_i clip_{L2}(l'(z_i) x_i, clip)."""
     v = l2clip_weights(problem, z, clip)
     return np.asarray(problem.X.T @ v).ravel() / problem.n_samples
+
+
+# ---------------------------------------------------------------------------
+# Row-major fused kernels: margins, clipping and gradient in one sweep over X.
+#
+# A full clipped gradient needs z = X w, then the per-sample weights, then
+# X^T v: two sweeps over a column-major X. With the rows contiguous (C-ordered
+# dense or CSR), row i is read once: z_i = x_i . w, its clipped contribution
+# is added to g while x_i is still in L1. This is the layout DP-GD and DP-SGD
+# want (DP-CD wants columns), so :func:`row_layout` keeps one row-major copy
+# per problem (built on first use, freed with the problem).
+
+_OPTS = dict(cache=True, nogil=True, fastmath=FASTMATH, error_model="numpy")
+_ROW_LAYOUTS = weakref.WeakKeyDictionary()
+
+
+def row_layout(problem):
+    """The features with contiguous rows: C-ordered dense array or CSR (cached per problem)."""
+    Xr = _ROW_LAYOUTS.get(problem)
+    if Xr is None:
+        Xr = problem.X_csr if problem.is_sparse else np.ascontiguousarray(problem.X)
+        _ROW_LAYOUTS[problem] = Xr
+    return Xr
+
+
+@njit(inline="always", **_OPTS)
+def _deriv(code, z, y, param):
+    if code == LOGISTIC:
+        return logistic_deriv(z, y)
+    return loss_deriv(code, z, y, param)
+
+
+@njit(inline="always", **_OPTS)
+def _l2_weight(d, norm, clip):
+    # d * min(1, clip / (|d| norm)): the per-sample gradient d x_i clipped to L2 norm clip
+    s = abs(d) * norm
+    if s > clip:
+        return d * (clip / s)
+    return d
+
+
+@njit(**_OPTS)
+def _rows_gradient_dense(Xr, y, w, code, param, rows, l2mode, clip, clips, norms, g):
+    """g += sum over i in rows of the clipped per-sample gradients (l2mode: L2 clipping
+    to ``clip`` with row norms ``norms``; else coordinate-wise clipping to ``clips``).
+
+    Rows go four at a time: the four dot products share the loads of w, and g is
+    read and written once per four rows.
+    """
+    p = Xr.shape[1]
+    m = rows.shape[0]
+    for t in range(0, m - 3, 4):
+        i0, i1, i2, i3 = rows[t], rows[t + 1], rows[t + 2], rows[t + 3]
+        z0 = z1 = z2 = z3 = 0.0
+        for j in range(p):
+            wj = w[j]
+            z0 += Xr[i0, j] * wj
+            z1 += Xr[i1, j] * wj
+            z2 += Xr[i2, j] * wj
+            z3 += Xr[i3, j] * wj
+        if l2mode:
+            d0 = _l2_weight(_deriv(code, z0, y[i0], param), norms[i0], clip)
+            d1 = _l2_weight(_deriv(code, z1, y[i1], param), norms[i1], clip)
+            d2 = _l2_weight(_deriv(code, z2, y[i2], param), norms[i2], clip)
+            d3 = _l2_weight(_deriv(code, z3, y[i3], param), norms[i3], clip)
+            for j in range(p):
+                g[j] += d0 * Xr[i0, j] + d1 * Xr[i1, j] + d2 * Xr[i2, j] + d3 * Xr[i3, j]
+        else:
+            d0 = _deriv(code, z0, y[i0], param)
+            d1 = _deriv(code, z1, y[i1], param)
+            d2 = _deriv(code, z2, y[i2], param)
+            d3 = _deriv(code, z3, y[i3], param)
+            for j in range(p):
+                c = clips[j]
+                g[j] += (min(max(d0 * Xr[i0, j], -c), c) + min(max(d1 * Xr[i1, j], -c), c)
+                         + min(max(d2 * Xr[i2, j], -c), c) + min(max(d3 * Xr[i3, j], -c), c))
+    for t in range(m - m % 4, m):
+        i = rows[t]
+        zi = 0.0
+        for j in range(p):
+            zi += Xr[i, j] * w[j]
+        d = _deriv(code, zi, y[i], param)
+        if l2mode:
+            d = _l2_weight(d, norms[i], clip)
+            for j in range(p):
+                g[j] += d * Xr[i, j]
+        else:
+            for j in range(p):
+                g[j] += min(max(d * Xr[i, j], -clips[j]), clips[j])
+
+
+@njit(**_OPTS)
+def _rows_gradient_csr(data, indices, indptr, y, w, code, param, rows, l2mode, clip, clips, norms,
+                       g):
+    for t in range(rows.shape[0]):
+        i = rows[t]
+        zi = 0.0
+        for k in range(indptr[i], indptr[i + 1]):
+            zi += data[k] * w[indices[k]]
+        d = _deriv(code, zi, y[i], param)
+        if l2mode:
+            d = _l2_weight(d, norms[i], clip)
+            for k in range(indptr[i], indptr[i + 1]):
+                g[indices[k]] += d * data[k]
+        else:
+            for k in range(indptr[i], indptr[i + 1]):
+                c = clips[indices[k]]
+                g[indices[k]] += min(max(d * data[k], -c), c)
+
+
+def rows_gradient(problem, w, rows, *, clip=None, clips=None, out=None):
+    """Sum over ``rows`` (int64 indices) of per-sample gradients at ``w``, each clipped to
+    L2 norm ``clip`` or coordinate-wise to ``clips``; one sweep over those rows.
+
+    Returns the SUM (divide by n or the batch size yourself), added to ``out`` if given.
+    """
+    if (clip is None) == (clips is None):
+        raise ValueError("give exactly one of clip (L2) or clips (coordinate-wise)")
+    l2mode = clip is not None
+    clip_val = float(clip) if l2mode else 0.0
+    clip_arr = np.zeros(0) if l2mode else np.ascontiguousarray(clips, dtype=np.float64)
+    norms = problem.row_norms if l2mode else np.zeros(0)
+    g = np.zeros(problem.dim) if out is None else out
+    w = np.ascontiguousarray(w, dtype=np.float64)
+    rows = np.ascontiguousarray(rows, dtype=np.int64)
+    Xr = row_layout(problem)
+    code, param = problem.loss.code, problem.loss.param
+    if sp.issparse(Xr):
+        _rows_gradient_csr(Xr.data, Xr.indices, Xr.indptr, problem.y, w, code, param, rows,
+                           l2mode, clip_val, clip_arr, norms, g)
+    else:
+        _rows_gradient_dense(Xr, problem.y, w, code, param, rows, l2mode, clip_val, clip_arr,
+                             norms, g)
+    return g
+
+
+def full_gradient(problem, w, *, clip=None, clips=None):
+    """(1/n) sum_i of clipped per-sample gradients at ``w`` (margins computed on the fly):
+    the fused, single-sweep equivalent of ``l2clip_gradient(problem, problem.margins(w),
+    clip)`` or ``coordclip_gradient(problem, problem.margins(w), clips)``."""
+    rows = _all_rows(problem.n_samples)
+    return rows_gradient(problem, w, rows, clip=clip, clips=clips) / problem.n_samples
+
+
+@functools.lru_cache(maxsize=8)
+def _all_rows(n):
+    out = np.arange(n, dtype=np.int64)
+    out.setflags(write=False)
+    return out

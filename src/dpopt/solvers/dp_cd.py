@@ -15,14 +15,55 @@ sigma_j = z Delta_j with one noise multiplier z for every coordinate, so every
 step is a Gaussian mechanism with multiplier z whichever j is drawn. The N =
 passes * p steps compose adaptively; z is calibrated numerically so that the
 composition is (epsilon, delta)-DP (``accountant="exact"``: Gaussian DP,
-mu = sqrt(N) / z; ``"rdp"``: the paper's eq. (18); ``"paper"``: Theorem 3.1's
-closed form, reproduction only). Every intermediate iterate is a
-post-processing of the released noisy coordinate gradients, so the recorded
-checkpoints are covered by the same guarantee.
+mu = sqrt(N) / z; ``"pld"``: dp-accounting's PLD; ``"rdp"``: the paper's eq.
+(18); ``"paper"``: Theorem 3.1's closed form, reproduction only). Every
+intermediate iterate is a post-processing of the released noisy coordinate
+gradients, so the recorded checkpoints are covered by the same guarantee.
+
+Smoothness constants M_j (``smoothness``):
+
+* ``"exact"``: c ||X_j||^2 / n from the data, without privacy
+  (:class:`~dpopt.PrivacyLeakWarning`), as in the paper's DP-CD.
+* an array: public constants given by the user.
+* ``"private"`` (the paper's DP-CD-P, Section 5.2 and Appendix F): the
+  per-sample constants M_j^(i) = c x_ij^2 are clipped to public bounds b_j
+  (``smoothness_bounds``), averaged, and released with Laplace noise. M_j^(i)
+  lies in [0, b_j], so replacing one record moves the j-th mean by at most
+  b_j / n (the paper uses 2 b_j / n, which is valid but loose). With
+  eps_M = ``smoothness_share`` * epsilon, coordinate j gets Laplace noise of
+  scale (p / eps_M) b_j / n: each coordinate is an (eps_M / p)-DP Laplace
+  mechanism, the vector is eps_M-DP by basic composition (mechanism record
+  ``Laplace(p / eps_M, count=p)``). The optimisation then gets the rest of the
+  budget: with ``accountant="exact"`` or ``"pld"`` the noise multiplier z is
+  calibrated so that the PLD composition [Laplace part, Gaussian steps] is
+  (epsilon, delta)-DP (tighter than splitting); with ``"rdp"``/``"paper"`` the
+  steps are calibrated to (epsilon - eps_M, delta) and the two parts add up by
+  basic composition, as in the paper. An estimate below its own noise scale
+  (p / eps_M) b_j / n, including a non-positive one, is raised to that scale
+  (a data-independent floor, so post-processing): it keeps gamma / M_j and
+  C_j finite and errs towards smaller steps where the estimate is unreliable.
+  Without ``smoothness_bounds`` the paper's crude bound b_j = c (2 max_i
+  |x_ij|)^2 is computed from the data, with a PrivacyLeakWarning.
+
+Output (``averaging``): ``"last"`` returns the last iterate (what the paper's
+experiments select on); ``"epoch"`` is Algorithm 1: the N steps are cut into
+inner loops of K = ``inner_steps`` steps (default p), each loop's average
+(1/K) sum_{k=1..K} theta^k (theta^0 excluded) becomes the start of the next
+loop, and the output is the last average (a shorter final loop is averaged
+over its own length). The sum is kept lazily (``cd_steps_accumulate``), O(1)
+per step; the margins are recomputed (one X w) after each average.
+Checkpoints then record the latest completed average. Privacy is identical.
+
+Random draws, in order (DP-RBCD's uniform sampler reproduces this stream):
+with ``smoothness="private"`` first ``rng.laplace(size=p)`` (the smoothness
+noise); then, for every pass, ``coords = rng.integers(0, p, size=p)`` followed
+by ``noise = rng.standard_normal(p)``, and step k of the pass uses coordinate
+coords[k] and noise noise[k]. Averaging draws nothing.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import warnings
 
@@ -30,9 +71,11 @@ import numpy as np
 
 from dpopt._validation import check_choice, check_positive_int, check_scalar
 from dpopt.exceptions import PrivacyLeakWarning
-from dpopt.kernels.cd import cd_steps
-from dpopt.privacy import Gaussian, calibrate_gaussian
+from dpopt.kernels.cd import cd_steps, cd_steps_accumulate
+from dpopt.privacy import Calibration, Gaussian, Laplace, calibrate, calibrate_gaussian
 from dpopt.solvers._base import Checkpoints, make_result, register_solver
+
+ACCOUNTANTS = ("exact", "pld", "rdp", "paper")
 
 
 def resolve_smoothness(problem, smoothness):
@@ -42,22 +85,34 @@ def resolve_smoothness(problem, smoothness):
         check_choice(smoothness, "smoothness", ("exact",))
         warnings.warn("smoothness='exact' computes the coordinate smoothness constants from the "
                       "private data without privacy; pass them as an array (public knowledge) "
-                      "to avoid this", PrivacyLeakWarning, stacklevel=3)
+                      "or use smoothness='private' to avoid this", PrivacyLeakWarning,
+                      stacklevel=3)
         return problem.coordinate_smoothness()
-    M = np.asarray(smoothness, dtype=np.float64)
-    if M.shape != (problem.dim,):
-        raise ValueError(f"smoothness must have shape ({problem.dim},), got {M.shape}")
-    if not np.all(np.isfinite(M)) or np.any(M < 0):
-        raise ValueError("smoothness must be finite and non-negative")
+    M = _vector(smoothness, "smoothness", problem.dim)
+    if np.any(M < 0):
+        raise ValueError("smoothness must be non-negative")
     return M
 
 
+def _vector(value, name, dim):
+    try:
+        arr = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be an array of {dim} numbers, got {value!r}") from None
+    if arr.shape != (dim,):
+        raise ValueError(f"{name} must have shape ({dim},), got {arr.shape}")
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name} must be finite")
+    return arr
+
+
 def coordinate_clips(M, clip):
-    """C_j = C sqrt(M_j / sum_k M_k), so that ||(C_j)_j||_2 = C (Section 5.1)."""
+    """C_j = C sqrt(M_j / sum_k M_k), so that ||(C_j)_j||_2 = C (Section 5.1); 0 where
+    M_j = 0 (such a coordinate never moves, see :func:`coordinate_steps`)."""
     total = M.sum()
     if total <= 0:
         raise ValueError("all coordinate smoothness constants are zero (X is all zeros?)")
-    return clip * np.sqrt(M / total)
+    return np.where(M > 0, clip * np.sqrt(M / total), 0.0)
 
 
 def coordinate_steps(M, step):
@@ -74,11 +129,119 @@ def check_privacy_params(epsilon, clip):
     return clip
 
 
+# ---------------------------------------------------------------------------
+# DP-CD-P: private smoothness constants
+
+
+def smoothness_bounds_of(problem, bounds):
+    """Public bounds b_j on the per-sample constants c x_ij^2: the user's, or the paper's
+    crude c (2 max_i |x_ij|)^2 computed from the data (with a PrivacyLeakWarning)."""
+    if bounds is not None:
+        b = _vector(bounds, "smoothness_bounds", problem.dim)
+        if np.any(b <= 0):
+            raise ValueError("smoothness_bounds must be positive")
+        return b
+    warnings.warn("smoothness='private' without smoothness_bounds derives the bounds "
+                  "c (2 max|x_ij|)^2 from the private data without privacy (as the DP-CD paper "
+                  "does); pass smoothness_bounds (public knowledge) to avoid this",
+                  PrivacyLeakWarning, stacklevel=3)
+    X = problem.X
+    amax = (np.asarray(abs(X).max(axis=0).todense()).ravel() if problem.is_sparse
+            else np.abs(X).max(axis=0))
+    b = problem.loss.curvature * (2.0 * amax) ** 2
+    return np.where(b > 0, b, problem.loss.curvature)  # all-zero column: any positive bound
+
+
+def clipped_smoothness_means(problem, bounds):
+    """(1/n) sum_i min(c x_ij^2, b_j) for every j (the quantity DP-CD-P privatizes)."""
+    c = problem.loss.curvature
+    X = problem.X
+    if problem.is_sparse:
+        sq = X.multiply(X).tocsc() * c
+        sq.data = np.minimum(sq.data, np.repeat(bounds, np.diff(sq.indptr)))
+        total = np.asarray(sq.sum(axis=0)).ravel()
+    else:
+        total = np.minimum(c * X * X, bounds).sum(axis=0)
+    return total / problem.n_samples
+
+
+def private_smoothness(problem, bounds, eps_m, rng):
+    """Laplace estimate of the M_j with budget ``eps_m`` (module docstring): returns
+    (M_priv, noise multiplier of the per-coordinate Laplace mechanisms)."""
+    p, n = problem.dim, problem.n_samples
+    mean = clipped_smoothness_means(problem, bounds)
+    if math.isinf(eps_m):
+        return mean, 0.0
+    mult = p / eps_m  # scale / sensitivity, sensitivity b_j / n
+    scale = mult * bounds / n
+    estimate = mean + scale * rng.laplace(size=p)
+    return np.maximum(estimate, scale), mult
+
+
+@functools.lru_cache(maxsize=512)
+def calibrate_with_laplace(epsilon, delta, p, eps_m, n_steps, accountant):
+    """Noise multiplier of the N Gaussian steps after an eps_m-DP Laplace release (cached).
+
+    ``"exact"``/``"pld"``: PLD composition of both parts; ``"rdp"``/``"paper"``: the
+    steps get (epsilon - eps_m, delta), then basic composition (the paper's split).
+    """
+    if accountant in ("exact", "pld"):
+        return calibrate(lambda z: [Laplace(p / eps_m, p), Gaussian(z, n_steps)], epsilon, delta,
+                         accountant="pld")
+    rest = epsilon - eps_m
+    cal = calibrate_gaussian(rest, delta, n_steps, accountant=accountant)
+    return Calibration(cal.noise_multiplier, cal.epsilon + eps_m, delta,
+                       f"{cal.accountant}+basic", cal.adjacency)
+
+
+# ---------------------------------------------------------------------------
+# the solver
+
+
+class _Averager:
+    """Algorithm 1's inner-loop averages, kept lazily (module docstring)."""
+
+    def __init__(self, problem, w, K):
+        self.problem, self.K = problem, K
+        self.start = w.copy()
+        self.acc = np.zeros_like(w)
+        self.m = 0  # steps done in the current inner loop
+
+    def run(self, z, w, coords, noise, steps, clips, sigma):
+        """Run a pass's steps, closing inner loops on the way; returns (z, w)."""
+        k0 = 0
+        while k0 < len(coords):
+            seg = min(len(coords) - k0, self.K - self.m)
+            # a change at the loop's s-th step (1-based) is in theta^s .. theta^K
+            weights = (self.K - self.m - np.arange(seg)).astype(np.float64)
+            cd_steps_accumulate(self.problem, z, w, coords[k0:k0 + seg], noise[k0:k0 + seg],
+                                steps, clips, sigma, self.acc, weights)
+            self.m += seg
+            k0 += seg
+            if self.m == self.K:
+                z, w = self._restart(self.start + self.acc / self.K)
+        return z, w
+
+    def _restart(self, avg):
+        self.start = avg.copy()
+        self.acc[:] = 0.0
+        self.m = 0
+        return self.problem.margins(avg), avg
+
+    def final(self, w):
+        """Output: the last average (a partial last loop is averaged over its m steps)."""
+        if self.m == 0:
+            return self.start
+        # sum_{k<=m} theta^k = m theta^0 + acc - (K - m) (theta^m - theta^0)
+        return self.start + (self.acc - (self.K - self.m) * (w - self.start)) / self.m
+
+
 @register_solver("dp-cd", description="DP proximal coordinate descent with coordinate-wise "
                  "clipping (Mangold et al. 2022)", family="dp-cd")
 def fit_dp_cd(problem, *, epsilon, delta, rng, passes=10, step=1.0, clip=1.0,
-              smoothness="exact", accountant="exact", checkpoint_every=1):
-    """Fit with DP-CD.
+              smoothness="exact", smoothness_bounds=None, smoothness_share=0.1,
+              averaging="last", inner_steps=None, accountant="exact", checkpoint_every=1):
+    """Fit with DP-CD (module docstring).
 
     Parameters
     ----------
@@ -88,9 +251,17 @@ def fit_dp_cd(problem, *, epsilon, delta, rng, passes=10, step=1.0, clip=1.0,
         gamma, the step scale: gamma_j = gamma / M_j.
     clip : float
         C, the overall clipping threshold (``inf`` only with epsilon = inf).
-    smoothness : "exact" or array of shape (p,)
+    smoothness : "exact", "private" or array of shape (p,)
         M_j used for steps and clipping thresholds.
-    accountant : "exact", "rdp" or "paper"
+    smoothness_bounds : array of shape (p,), optional
+        Public bounds b_j on c x_ij^2 for ``smoothness="private"``.
+    smoothness_share : float in (0, 1)
+        Share of epsilon spent on the private M_j (paper: 0.1).
+    averaging : "last" or "epoch"
+        Output the last iterate, or Algorithm 1's inner-loop averaging.
+    inner_steps : int, optional
+        K, the inner-loop length in steps for ``averaging="epoch"`` (default p).
+    accountant : "exact", "pld", "rdp" or "paper"
         How the noise multiplier is calibrated (module docstring).
     checkpoint_every : int
         Record the iterate every this many passes.
@@ -98,30 +269,66 @@ def fit_dp_cd(problem, *, epsilon, delta, rng, passes=10, step=1.0, clip=1.0,
     passes = check_positive_int(passes, "passes")
     step = check_scalar(step, "step", low=0.0, low_open=True)
     clip = check_privacy_params(epsilon, clip)
-    check_choice(accountant, "accountant", ("exact", "rdp", "paper"))
+    check_choice(accountant, "accountant", ACCOUNTANTS)
+    check_choice(averaging, "averaging", ("last", "epoch"))
     checkpoint_every = check_positive_int(checkpoint_every, "checkpoint_every")
+    private_m = isinstance(smoothness, str) and smoothness == "private"
+    if smoothness_bounds is not None and not private_m:
+        raise ValueError("smoothness_bounds is only used with smoothness='private'")
+    share = check_scalar(smoothness_share, "smoothness_share", low=0.0, high=1.0, low_open=True,
+                         high_open=True)
+    if inner_steps is not None:
+        if averaging != "epoch":
+            raise ValueError("inner_steps is only used with averaging='epoch'")
+        inner_steps = check_positive_int(inner_steps, "inner_steps")
     p = problem.dim
-    M = resolve_smoothness(problem, smoothness)
+    n_steps = passes * p
+
+    mechanisms = []
+    if private_m:
+        bounds = smoothness_bounds_of(problem, smoothness_bounds)
+        eps_m = share * epsilon
+        if accountant == "paper" and epsilon - eps_m > 1:
+            raise ValueError("accountant='paper' needs (1 - smoothness_share) * epsilon <= 1")
+        M, lap_mult = private_smoothness(problem, bounds, eps_m, rng)
+        if math.isinf(epsilon):
+            cal = calibrate_gaussian(epsilon, delta, n_steps)
+        else:
+            cal = calibrate_with_laplace(epsilon, delta, p, eps_m, n_steps, accountant)
+        mechanisms.append(Laplace(lap_mult, p))
+    else:
+        M = resolve_smoothness(problem, smoothness)
+        cal = calibrate_gaussian(epsilon, delta, n_steps, accountant=accountant)
+    mechanisms.append(Gaussian(cal.noise_multiplier, n_steps))
     clips = coordinate_clips(M, clip)
     steps = coordinate_steps(M, step)
-    n_steps = passes * p
-    cal = calibrate_gaussian(epsilon, delta, n_steps, accountant=accountant)
     sigma = cal.noise_multiplier * 2.0 * clips / problem.n_samples
     if math.isinf(clip):
         sigma = np.zeros(p)
 
     w = problem.zeros()
     z = problem.margins(w)
+    avg = _Averager(problem, w, inner_steps or p) if averaging == "epoch" else None
     ck = Checkpoints()
     ck.record(w, 0)
     for t in range(1, passes + 1):
         coords = rng.integers(0, p, size=p)
         noise = rng.standard_normal(p)
-        cd_steps(problem, z, w, coords, noise, steps, clips, sigma)
+        if avg is None:
+            cd_steps(problem, z, w, coords, noise, steps, clips, sigma)
+        else:
+            z, w = avg.run(z, w, coords, noise, steps, clips, sigma)
+        if avg is not None and t == passes:
+            w = avg.final(w)
         if t % checkpoint_every == 0 or t == passes:
-            ck.record(w, t)
+            ck.record(w if avg is None or t == passes else avg.start, t)
+    params = {"passes": passes, "step": step, "clip": clip, "accountant": accountant,
+              "smoothness": smoothness if isinstance(smoothness, str) else "given",
+              "averaging": averaging}
+    if private_m:
+        params["smoothness_share"] = share
+    if avg is not None:
+        params["inner_steps"] = avg.K
     return make_result(problem, w, solver="dp-cd", calibration_or_spent=cal,
-                       mechanisms=[Gaussian(cal.noise_multiplier, n_steps)], n_iter=n_steps,
-                       passes=passes, checkpoints=ck,
-                       params={"passes": passes, "step": step, "clip": clip,
-                               "accountant": accountant})
+                       mechanisms=mechanisms, n_iter=n_steps, passes=passes, checkpoints=ck,
+                       params=params)

@@ -13,6 +13,11 @@ Gamma = diag(gamma / (min(p, omega) M_j)) with omega the largest number of
 non-zeros in a row (the ESO step of the full sampling in DP-RBCD).
 ``output="last"`` returns the last iterate (PL case); ``"random"`` a
 uniformly drawn iterate (general non-convex guarantee).
+
+Speed: each step is one sweep over a row-major copy of X (margins, clipping
+and gradient fused, :func:`dpopt.kernels.grad.full_gradient`), instead of the
+two sweeps X w and X^T v. Random draws per step: ``rng.standard_normal(dim)``;
+with ``output="random"``, one ``rng.integers(1, passes + 1)`` at the end.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ import numpy as np
 
 from dpopt._validation import check_choice, check_positive_int, check_scalar
 from dpopt.exceptions import PrivacyLeakWarning
-from dpopt.kernels.grad import coordclip_gradient, l2clip_gradient
+from dpopt.kernels.grad import full_gradient
 from dpopt.privacy import Gaussian, calibrate_gaussian
 from dpopt.solvers._base import Checkpoints, make_result, register_solver
 from dpopt.solvers.dp_cd import check_privacy_params, coordinate_clips, resolve_smoothness
@@ -73,9 +78,7 @@ def fit_dp_gd(problem, *, epsilon, delta, rng, passes=10, step=1.0, clip=1.0, cl
     checkpoint_every = check_positive_int(checkpoint_every, "checkpoint_every")
     gamma = gd_steps(problem, step, step_rule, smoothness)
     if clipping == "coordinate":
-        M = (problem.coordinate_smoothness() if isinstance(smoothness, str)
-             else resolve_smoothness(problem, smoothness))
-        clips = coordinate_clips(M, clip)
+        clips = coordinate_clips(resolve_smoothness(problem, smoothness), clip)
     cal = calibrate_gaussian(epsilon, delta, passes)
     sigma = 0.0 if math.isinf(clip) else cal.noise_multiplier * 2.0 * clip / problem.n_samples
     pen = problem.penalty
@@ -85,9 +88,8 @@ def fit_dp_gd(problem, *, epsilon, delta, rng, passes=10, step=1.0, clip=1.0, cl
     ck.record(w, 0)
     iterates = [w.copy()] if output == "random" else None
     for t in range(1, passes + 1):
-        z = problem.margins(w)
-        g = coordclip_gradient(problem, z, clips) if clipping == "coordinate" else \
-            l2clip_gradient(problem, z, clip)
+        g = full_gradient(problem, w, clips=clips) if clipping == "coordinate" else \
+            full_gradient(problem, w, clip=clip)
         noise = rng.standard_normal(problem.dim)
         w = pen.prox(w - gamma * (g + sigma * noise), gamma)
         if iterates is not None:

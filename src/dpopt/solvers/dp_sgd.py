@@ -18,8 +18,18 @@ Poisson-subsampled Gaussian mechanism are accounted with dp-accounting's PLD
 accountant, whose subsampled-Gaussian analysis covers both relations (the
 sampler is Poisson, as that analysis assumes: DESIGN.md invariant 2);
 ``accountant="rdp"`` (Mironov et al. 2019, as in the papers) is available for
-add-remove only. A batch is drawn as |B| ~ Binomial(n, q) followed by a uniform
-subset of that size, which is the same distribution as independent inclusion.
+add-remove only.
+
+Sampler and random draws. The batches of a pass are drawn together by
+:func:`poisson_batches`: the n * S (record, step) slots of the pass's S steps
+are a Bernoulli(q) process, generated exactly by its geometric gaps
+(ceil(E / -log(1 - q)) with ``E = rng.standard_exponential(chunk)``, in chunks
+until the slots are covered), so
+every record is in every batch independently with probability q. Then
+``rng.standard_normal((S, dim))`` draws the pass's noise. That is the whole
+RNG consumption per pass (geometric chunks, then one normal block); the steps
+themselves run in one compiled call (:mod:`dpopt.kernels.sgd`) on a row-major
+copy of X.
 """
 
 from __future__ import annotations
@@ -29,10 +39,11 @@ import math
 import warnings
 
 import numpy as np
+from numba import njit
 
 from dpopt._validation import check_choice, check_positive_int, check_scalar
 from dpopt.exceptions import PrivacyLeakWarning
-from dpopt.kernels.grad import l2clip_weights
+from dpopt.kernels.sgd import sgd_steps
 from dpopt.privacy import ADJACENCIES, SubsampledGaussian, calibrate
 from dpopt.solvers._base import Checkpoints, make_result, register_solver
 from dpopt.solvers.dp_cd import check_privacy_params
@@ -58,8 +69,55 @@ def sgd_step_size(problem, step, smoothness):
     return step / beta
 
 
-def _rows(problem, idx):
-    return problem.X_csr[idx] if problem.is_sparse else problem.X[idx]
+def poisson_batches(rng, n, rate, steps):
+    """Poisson batches for ``steps`` steps over ``n`` records: ``(rows, bounds)`` with the
+    sorted rows of step s in ``rows[bounds[s]:bounds[s + 1]]``.
+
+    Every (record, step) pair is included independently with probability ``rate``:
+    the slots s * n + i form a Bernoulli process, whose gaps are Geometric(rate),
+    drawn by inversion as ceil(E / -log(1 - rate)) with E ~ Exp(1).
+    """
+    total = n * steps
+    if rate >= 1.0:
+        rows = np.tile(np.arange(n, dtype=np.int64), steps)
+        return rows, np.arange(steps + 1, dtype=np.int64) * n
+    mean = total * rate
+    chunk = int(mean + 6.0 * math.sqrt(mean) + 16)
+    scale = -1.0 / math.log1p(-rate)
+    parts, last = [], -1
+    while last < total:
+        pos = _positions(rng.standard_exponential(chunk), scale, last)
+        parts.append(pos)
+        last = int(pos[-1])
+    pos = parts[0] if len(parts) == 1 else np.concatenate(parts)
+    return _split_slots(pos, n, steps)
+
+
+@njit(cache=True, nogil=True)
+def _positions(expo, scale, start):
+    out = np.empty(expo.shape[0], dtype=np.int64)
+    pos = start
+    for k in range(expo.shape[0]):
+        pos += max(np.int64(math.ceil(expo[k] * scale)), 1)
+        out[k] = pos
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _split_slots(pos, n, steps):
+    total = n * steps
+    m = 0
+    while m < pos.shape[0] and pos[m] < total:
+        m += 1
+    rows = np.empty(m, dtype=np.int64)
+    bounds = np.zeros(steps + 1, dtype=np.int64)
+    for k in range(m):
+        s = pos[k] // n
+        rows[k] = pos[k] - s * n
+        bounds[s + 1] += 1
+    for s in range(steps):
+        bounds[s + 1] += bounds[s]
+    return rows, bounds
 
 
 @register_solver("dp-sgd", description="DP proximal SGD, Poisson sampling, L2 clipping (baseline)",
@@ -99,20 +157,17 @@ def fit_dp_sgd(problem, *, epsilon, delta, rng, passes=10, step=1.0, clip=1.0, b
     cal = calibrate_sgd(epsilon, delta, rate, n_steps, adjacency, accountant)
     sens = 2.0 * clip if adjacency == "replace-one" else clip
     sigma = 0.0 if math.isinf(clip) else cal.noise_multiplier * sens
-    pen = problem.penalty
+    gammas = np.full(problem.dim, gamma)
 
     w = problem.zeros()
     ck = Checkpoints()
     ck.record(w, 0)
-    for t in range(1, n_steps + 1):
-        idx = np.sort(rng.choice(n, size=rng.binomial(n, rate), replace=False))
-        rows = _rows(problem, idx)
-        weights = l2clip_weights(problem, np.asarray(rows @ w).ravel(), clip, rows=idx)
-        g = (np.asarray(rows.T @ weights).ravel() + sigma * rng.standard_normal(problem.dim))
-        w = pen.prox(w - gamma * g / batch_size, gamma)
-        if t % steps_per_pass == 0 and ((t // steps_per_pass) % checkpoint_every == 0
-                                        or t == n_steps):
-            ck.record(w, t / steps_per_pass)
+    for t in range(1, passes + 1):
+        rows, bounds = poisson_batches(rng, n, rate, steps_per_pass)
+        noise = rng.standard_normal((steps_per_pass, problem.dim))
+        sgd_steps(problem, w, rows, bounds, noise, gammas, clip, sigma, batch_size)
+        if t % checkpoint_every == 0 or t == passes:
+            ck.record(w, t)
     return make_result(problem, w, solver="dp-sgd", calibration_or_spent=cal,
                        mechanisms=[SubsampledGaussian(cal.noise_multiplier, rate, n_steps)],
                        n_iter=n_steps, passes=passes, checkpoints=ck, adjacency=adjacency,
