@@ -66,7 +66,13 @@ def prefetch2d(typingctx, arr, i, j):
     return sig, codegen
 
 
-@njit(cache=True, nogil=True, inline="always", fastmath=FASTMATH, error_model="numpy")
+# No "reassoc" here: it would merge the two-constant (Cody-Waite) reduction below
+# into one multiplication by a rounded ln 2. Not inlined by Numba (which would give
+# the body the caller's flags); LLVM still inlines and vectorizes it.
+_EXP_FLAGS = {"contract", "nsz", "arcp"}
+
+
+@njit(cache=True, nogil=True, fastmath=_EXP_FLAGS, error_model="numpy")
 def vexp(t):
     """exp(t) for t clamped to [-708, 708], vectorizable (module docstring)."""
     t = min(max(t, -708.0), 708.0)
@@ -89,7 +95,7 @@ def vexp(t):
     return q * _bits_to_float((np.int64(k) + 1023) << 52)
 
 
-@njit(cache=True, nogil=True, inline="always", fastmath=FASTMATH, error_model="numpy")
+@njit(cache=True, nogil=True, fastmath=_EXP_FLAGS, error_model="numpy")
 def logistic_deriv(z, y):
     """d/dz log(1 + exp(-y z)) = -y / (1 + exp(y z)), vectorizable and overflow free."""
     return -y / (1.0 + vexp(y * z))

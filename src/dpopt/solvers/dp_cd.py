@@ -170,11 +170,12 @@ def private_smoothness(problem, bounds, eps_m, rng):
     (M_priv, noise multiplier of the per-coordinate Laplace mechanisms)."""
     p, n = problem.dim, problem.n_samples
     mean = clipped_smoothness_means(problem, bounds)
+    draws = rng.laplace(size=p)  # drawn even without privacy: one documented random stream
     if math.isinf(eps_m):
         return mean, 0.0
     mult = p / eps_m  # scale / sensitivity, sensitivity b_j / n
     scale = mult * bounds / n
-    estimate = mean + scale * rng.laplace(size=p)
+    estimate = mean + scale * draws
     return np.maximum(estimate, scale), mult
 
 
@@ -302,9 +303,10 @@ def fit_dp_cd(problem, *, epsilon, delta, rng, passes=10, step=1.0, clip=1.0,
     mechanisms.append(Gaussian(cal.noise_multiplier, n_steps))
     clips = coordinate_clips(M, clip)
     steps = coordinate_steps(M, step)
-    sigma = cal.noise_multiplier * 2.0 * clips / problem.n_samples
-    if math.isinf(clip):
+    if cal.noise_multiplier == 0:  # epsilon = inf (the only case clip = inf is allowed)
         sigma = np.zeros(p)
+    else:
+        sigma = cal.noise_multiplier * 2.0 * clips / problem.n_samples
 
     w = problem.zeros()
     z = problem.margins(w)

@@ -1,0 +1,178 @@
+"""Kernels behind DP-CD, DP-GD and DP-SGD: vectorized exp, dense == sparse, fused == plain."""
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import dpopt
+from dpopt.kernels.cd import cd_steps, cd_steps_accumulate, cd_steps_dense, cd_steps_sparse
+from dpopt.kernels.grad import (
+    coordclip_gradient,
+    full_gradient,
+    l2clip_gradient,
+    row_layout,
+    rows_gradient,
+)
+from dpopt.kernels.sgd import sgd_steps
+from dpopt.kernels.vecmath import vexp_array
+
+LOSSES = [("squared", "l1"), ("logistic", "l2"), ("huber", "elastic_net"), ("absolute", "none"),
+          ("squared", "box")]
+
+
+def _pair(loss, penalty, n=80, p=7, seed=0, density=0.4):
+    """The same problem stored dense and sparse."""
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, p)) * rng.uniform(0.1, 10, size=p)
+    X[rng.random((n, p)) > density] = 0.0
+    y = rng.standard_normal(n) * 3
+    if loss == "logistic":
+        y = np.where(y > 0, 1.0, -1.0)
+    kw = dict(lower=-0.2, upper=0.3) if penalty == "box" else dict(alpha=0.05)
+    dense = dpopt.Problem(X, y, loss=loss, penalty=penalty, **kw)
+    sparse = dpopt.Problem(sp.csc_matrix(X), y, loss=loss, penalty=penalty, **kw)
+    return dense, sparse
+
+
+def test_vexp_accuracy():
+    t = np.concatenate([np.linspace(-50, 50, 200001), np.linspace(-708, 708, 20001)])
+    ref = np.exp(t)
+    rel = np.abs(vexp_array(t) - ref) / ref
+    assert rel[:200001].max() < 4e-16
+    assert rel.max() < 3e-14
+    assert np.all(np.isfinite(vexp_array(np.array([-1e308, 1e308, -np.inf, np.inf]))))
+
+
+@pytest.mark.parametrize("loss,penalty", LOSSES)
+def test_dense_and_sparse_cd_agree(loss, penalty):
+    dense, sparse = _pair(loss, penalty)
+    p = dense.dim
+    rng = np.random.default_rng(1)
+    M = dense.coordinate_smoothness()
+    step = 0.9 / M
+    clip = np.sqrt(M) * 2.0
+    sigma = np.full(p, 0.01)
+    wd, ws = dense.zeros(), sparse.zeros()
+    zd, zs = dense.margins(wd), sparse.margins(ws)
+    for _ in range(20):
+        coords, noise = rng.integers(0, p, p), rng.standard_normal(p)
+        cd_steps(dense, zd, wd, coords, noise, step, clip, sigma)
+        cd_steps(sparse, zs, ws, coords, noise, step, clip, sigma)
+    scale = max(1.0, np.abs(wd).max())
+    assert np.abs(wd - ws).max() <= 1e-12 * scale
+    assert np.abs(zd - zs).max() <= 1e-12 * max(1.0, np.abs(zd).max())
+    # the margins kept up to date match X w
+    assert np.abs(zd - dense.margins(wd)).max() <= 1e-11 * max(1.0, np.abs(zd).max())
+
+
+@pytest.mark.parametrize("loss,penalty", LOSSES[:2])
+def test_dense_and_sparse_accumulate_agree(loss, penalty):
+    dense, sparse = _pair(loss, penalty, seed=2)
+    p = dense.dim
+    rng = np.random.default_rng(3)
+    M = dense.coordinate_smoothness()
+    coords, noise = rng.integers(0, p, 3 * p), rng.standard_normal(3 * p)
+    weights = np.arange(3 * p, 0, -1).astype(float)
+    out = []
+    for prob in (dense, sparse):
+        w, acc = prob.zeros(), np.zeros(p)
+        cd_steps_accumulate(prob, prob.margins(w), w, coords, noise, 1 / M, np.full(p, 1.0),
+                            np.full(p, 0.01), acc, weights)
+        out.append((w, acc))
+    np.testing.assert_allclose(out[0][0], out[1][0], rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(out[0][1], out[1][1], rtol=1e-12, atol=1e-13)
+    with pytest.raises(ValueError, match="weights"):
+        cd_steps_accumulate(dense, dense.margins(w), w, coords, noise, 1 / M, np.ones(p),
+                            np.zeros(p), np.zeros(p), weights[:-1])
+
+
+def test_large_dense_path_with_prefetch_matches_plain_loop():
+    """Matrices above the prefetch threshold take the same arithmetic."""
+    rng = np.random.default_rng(4)
+    n, p = 1100, 500  # 550000 entries > 2**19
+    X = rng.standard_normal((n, p))
+    y = np.where(rng.standard_normal(n) > 0, 1.0, -1.0)
+    prob = dpopt.Problem(X, y, loss="logistic", penalty="l1", alpha=0.001)
+    coords = rng.integers(0, p, 40)
+    noise = rng.standard_normal(40)
+    M = prob.coordinate_smoothness()
+    w, z = prob.zeros(), prob.margins(prob.zeros())
+    cd_steps(prob, z, w, coords, noise, 1 / M, np.full(p, 0.05), np.full(p, 1e-3))
+    w2 = prob.zeros()
+    for k, j in enumerate(coords):
+        d = np.clip(prob.loss.deriv(X @ w2, y) * X[:, j], -0.05, 0.05).mean() + 1e-3 * noise[k]
+        v = w2[j] - d / M[j]
+        w2[j] = np.sign(v) * max(abs(v) - 0.001 / M[j], 0)
+    np.testing.assert_allclose(w, w2, rtol=1e-10, atol=1e-14)
+
+
+def test_legacy_kernel_entry_points_still_work():
+    dense, sparse = _pair("squared", "l1", seed=5)
+    p = dense.dim
+    pen = dense.penalty
+    args = (np.arange(p, dtype=np.int64), np.zeros(p), np.full(p, 0.01), np.full(p, np.inf),
+            np.zeros(p), pen.l1, pen.l2, pen.lo, pen.up)
+    wd, ws = dense.zeros(), sparse.zeros()
+    cd_steps_dense(dense.X, dense.y, dense.margins(wd), wd, 0, 0.0, *args)
+    X = sparse.X
+    cd_steps_sparse(X.data, X.indices, X.indptr, sparse.n_samples, sparse.y, sparse.margins(ws),
+                    ws, 0, 0.0, *args)
+    np.testing.assert_allclose(wd, ws, rtol=1e-12)
+    assert np.any(wd != 0)
+
+
+@pytest.mark.parametrize("loss,penalty", LOSSES[:4])
+@pytest.mark.parametrize("kind", ["dense", "sparse"])
+def test_fused_gradient_matches_two_pass_gradient(loss, penalty, kind):
+    dense, sparse = _pair(loss, penalty, seed=6)
+    prob = dense if kind == "dense" else sparse
+    rng = np.random.default_rng(7)
+    w = rng.standard_normal(prob.dim) * 0.1
+    z = prob.margins(w)
+    for clip in (0.5, 5.0, np.inf):
+        np.testing.assert_allclose(full_gradient(prob, w, clip=clip),
+                                   l2clip_gradient(prob, z, clip), rtol=1e-12, atol=1e-14)
+    clips = rng.uniform(0.01, 2.0, prob.dim)
+    np.testing.assert_allclose(full_gradient(prob, w, clips=clips),
+                               coordclip_gradient(prob, z, clips), rtol=1e-12, atol=1e-14)
+    # subsets of rows (DP-SGD batches), in any order and with repeats
+    rows = np.array([5, 0, 3, 3, 79, 40, 41])
+    Xd = np.asarray(dense.X)
+    d = dense.loss.deriv(Xd[rows] @ w, dense.y[rows])
+    per = d[:, None] * Xd[rows]
+    norms = np.linalg.norm(per, axis=1)
+    clipped = per * np.minimum(1.0, 0.5 / np.maximum(norms, 1e-300))[:, None]
+    np.testing.assert_allclose(rows_gradient(prob, w, rows, clip=0.5), clipped.sum(axis=0),
+                               rtol=1e-12, atol=1e-14)
+    with pytest.raises(ValueError, match="clip"):
+        rows_gradient(prob, w, rows)
+
+
+def test_row_layout_is_cached_and_row_major():
+    dense, sparse = _pair("squared", "l1", seed=8)
+    a = row_layout(dense)
+    assert a is row_layout(dense) and a.flags.c_contiguous
+    np.testing.assert_array_equal(a, dense.X)
+    assert row_layout(sparse).format == "csr"
+
+
+@pytest.mark.parametrize("loss,penalty", LOSSES[:3])
+def test_sgd_kernel_dense_and_sparse_agree(loss, penalty):
+    dense, sparse = _pair(loss, penalty, seed=9)
+    rng = np.random.default_rng(10)
+    rows = np.sort(rng.choice(80, 30, replace=False))
+    bounds = np.array([0, 10, 10, 22, 30])
+    noise = rng.standard_normal((4, dense.dim))
+    gamma = np.full(dense.dim, 0.05)
+    out = []
+    for prob in (dense, sparse):
+        w = prob.zeros()
+        sgd_steps(prob, w, rows, bounds, noise, gamma, 1.0, 0.1, 8)
+        out.append(w)
+    np.testing.assert_allclose(out[0], out[1], rtol=1e-12, atol=1e-14)
+    # one step by hand
+    w = dense.zeros()
+    sgd_steps(dense, w, rows[:10], bounds[:2], noise[:1], gamma, 1.0, 0.1, 8)
+    g = rows_gradient(dense, dense.zeros(), rows[:10], clip=1.0)
+    v = -0.05 * (g + 0.1 * noise[0]) / 8
+    np.testing.assert_allclose(w, dense.penalty.prox(v, 0.05), rtol=1e-12, atol=1e-15)
