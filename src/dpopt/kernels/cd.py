@@ -32,7 +32,7 @@ import numpy as np
 from numba import njit
 
 from dpopt.kernels.losses import LOGISTIC, SQUARED, loss_deriv
-from dpopt.kernels.vecmath import FASTMATH, logistic_deriv, prefetch2d
+from dpopt.kernels.vecmath import FASTMATH, logistic_deriv, prefetch1d, prefetch2d
 from dpopt.problem.penalties import prox_scalar
 
 _OPTS = dict(cache=True, nogil=True, fastmath=FASTMATH, error_model="numpy")
@@ -104,37 +104,97 @@ def _cd_dense(X, y, z, w, code, param, coords, noise, step, clip, sigma, l1, l2,
             z[i] += y[i]
 
 
+@njit(inline="always", **_OPTS)
+def _sparse_prefetch(data, indices, indptr, coords, k):
+    # the next column is random: fetch its entries while this step computes
+    if k + 1 < coords.shape[0]:
+        jn = coords[k + 1]
+        for t in range(indptr[jn], indptr[jn + 1], _LINE):
+            prefetch1d(data, t)
+            prefetch1d(indices, t)
+
+
+@njit(inline="always", **_OPTS)
+def _sparse_update(j, k, g, n, w, noise, step, sigma, l1, l2, lo, up, acc, weights):
+    """Noise, prox and bookkeeping of a sparse step; returns the change of w_j."""
+    g = g / n + sigma[j] * noise[k]
+    old = w[j]
+    new = prox_scalar(old - step[j] * g, step[j], l1[j], l2[j], lo[j], up[j])
+    delta = new - old
+    if delta != 0.0:
+        w[j] = new
+        if acc.shape[0] > 0:
+            acc[j] += weights[k] * delta
+    return delta
+
+
 @njit(**_OPTS)
 def _cd_sparse(data, indices, indptr, n, y, z, w, code, param, coords, noise, step, clip, sigma,
                l1, l2, lo, up, acc, weights):
-    accumulate = acc.shape[0] > 0
-    for k in range(coords.shape[0]):
-        j = coords[k]
-        cj = clip[j]
-        start, stop = indptr[j], indptr[j + 1]
-        g = 0.0
-        if code == SQUARED:
+    """CSC steps. Random rows are the cost here, so each loss reads one array per entry:
+    the residuals z - y (squared), interleaved (margin, label) pairs (logistic, whose
+    column is then gathered into a buffer for a vectorized loop), or z and y (others)."""
+    if code == SQUARED:
+        r = z - y
+        for k in range(coords.shape[0]):
+            j = coords[k]
+            cj = clip[j]
+            start, stop = indptr[j], indptr[j + 1]
+            _sparse_prefetch(data, indices, indptr, coords, k)
+            g = 0.0
             for t in range(start, stop):
-                i = indices[t]
-                g += min(max((z[i] - y[i]) * data[t], -cj), cj)
-        elif code == LOGISTIC:
-            for t in range(start, stop):
-                i = indices[t]
-                g += min(max(logistic_deriv(z[i], y[i]) * data[t], -cj), cj)
-        else:
+                g += min(max(r[indices[t]] * data[t], -cj), cj)
+            delta = _sparse_update(j, k, g, n, w, noise, step, sigma, l1, l2, lo, up, acc,
+                                   weights)
+            if delta != 0.0:
+                for t in range(start, stop):
+                    r[indices[t]] += delta * data[t]
+        for i in range(n):
+            z[i] = r[i] + y[i]
+    elif code == LOGISTIC:
+        zy = np.empty((n, 2))
+        for i in range(n):
+            zy[i, 0] = z[i]
+            zy[i, 1] = y[i]
+        longest = 0
+        for k in range(coords.shape[0]):
+            longest = max(longest, indptr[coords[k] + 1] - indptr[coords[k]])
+        zbuf = np.empty(longest)
+        ybuf = np.empty(longest)
+        for k in range(coords.shape[0]):
+            j = coords[k]
+            cj = clip[j]
+            start, stop = indptr[j], indptr[j + 1]
+            _sparse_prefetch(data, indices, indptr, coords, k)
+            m = stop - start
+            for t in range(m):
+                i = indices[start + t]
+                zbuf[t] = zy[i, 0]
+                ybuf[t] = zy[i, 1]
+            g = 0.0
+            for t in range(m):
+                g += min(max(logistic_deriv(zbuf[t], ybuf[t]) * data[start + t], -cj), cj)
+            delta = _sparse_update(j, k, g, n, w, noise, step, sigma, l1, l2, lo, up, acc,
+                                   weights)
+            if delta != 0.0:
+                for t in range(start, stop):
+                    zy[indices[t], 0] += delta * data[t]
+        for i in range(n):
+            z[i] = zy[i, 0]
+    else:
+        for k in range(coords.shape[0]):
+            j = coords[k]
+            cj = clip[j]
+            start, stop = indptr[j], indptr[j + 1]
+            g = 0.0
             for t in range(start, stop):
                 i = indices[t]
                 g += min(max(loss_deriv(code, z[i], y[i], param) * data[t], -cj), cj)
-        g = g / n + sigma[j] * noise[k]
-        old = w[j]
-        new = prox_scalar(old - step[j] * g, step[j], l1[j], l2[j], lo[j], up[j])
-        if new != old:
-            w[j] = new
-            delta = new - old
-            if accumulate:
-                acc[j] += weights[k] * delta
-            for t in range(start, stop):
-                z[indices[t]] += delta * data[t]
+            delta = _sparse_update(j, k, g, n, w, noise, step, sigma, l1, l2, lo, up, acc,
+                                   weights)
+            if delta != 0.0:
+                for t in range(start, stop):
+                    z[indices[t]] += delta * data[t]
 
 
 _EMPTY = np.zeros(0)

@@ -44,26 +44,33 @@ def _bits_to_float(typingctx, x):
     return sig, codegen
 
 
+def _prefetch_codegen(context, builder, signature, args):
+    aryty = signature.args[0]
+    ary = context.make_array(aryty)(context, builder, args[0])
+    idx = [context.cast(builder, a, t, types.intp)
+           for a, t in zip(args[1:], signature.args[1:])]
+    ptr = cgutils.get_item_pointer(context, builder, aryty, ary, idx, wraparound=False)
+    i8p = ir.IntType(8).as_pointer()
+    i32 = ir.IntType(32)
+    fnty = ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32])
+    fn = cgutils.get_or_insert_function(builder.module, fnty, "llvm.prefetch.p0i8")
+    # read access, high temporal locality, data cache
+    builder.call(fn, [builder.bitcast(ptr, i8p), ir.Constant(i32, 0), ir.Constant(i32, 3),
+                      ir.Constant(i32, 1)])
+    return context.get_dummy_value()
+
+
 @intrinsic
 def prefetch2d(typingctx, arr, i, j):
-    """Hint the CPU to fetch the cache line holding ``arr[i, j]`` (no effect on results)."""
-    sig = types.void(arr, i, j)
+    """Hint the CPU to fetch the cache line holding ``arr[i, j]`` (no effect on results;
+    the index must be in bounds)."""
+    return types.void(arr, i, j), _prefetch_codegen
 
-    def codegen(context, builder, signature, args):
-        aryty = signature.args[0]
-        ary = context.make_array(aryty)(context, builder, args[0])
-        ptr = cgutils.get_item_pointer(context, builder, aryty, ary, [args[1], args[2]],
-                                       wraparound=False)
-        i8p = ir.IntType(8).as_pointer()
-        i32 = ir.IntType(32)
-        fnty = ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32])
-        fn = cgutils.get_or_insert_function(builder.module, fnty, "llvm.prefetch.p0i8")
-        # read access, high temporal locality, data cache
-        builder.call(fn, [builder.bitcast(ptr, i8p), ir.Constant(i32, 0), ir.Constant(i32, 3),
-                          ir.Constant(i32, 1)])
-        return context.get_dummy_value()
 
-    return sig, codegen
+@intrinsic
+def prefetch1d(typingctx, arr, i):
+    """Hint the CPU to fetch the cache line holding ``arr[i]`` (index in bounds)."""
+    return types.void(arr, i), _prefetch_codegen
 
 
 # No "reassoc" here: it would merge the two-constant (Cody-Waite) reduction below
