@@ -591,8 +591,9 @@ def stich_schedule(T, beta, mu):
         return eta, zeta
     t0 = int(math.ceil(T / 2.0))
     t = np.arange(T, dtype=np.float64)
-    eta = np.where(t < t0, 1.0 / beta, 4.0 / (mu * (kappa_s + t - t0)))
-    zeta = np.where(t < t0, 0.0, (kappa_s + t - t0) ** 2)
+    shift = kappa_s + np.maximum(t - t0, 0.0)
+    eta = np.where(t < t0, 1.0 / beta, 4.0 / (mu * shift))
+    zeta = np.where(t < t0, 0.0, shift ** 2)
     return eta, zeta
 
 
