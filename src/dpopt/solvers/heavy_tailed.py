@@ -243,15 +243,26 @@ def _is_zero_penalty(pen):
                 or np.any(np.isfinite(pen.up)))
 
 
+def _is_isotropic_l2(pen):
+    return not (np.any(pen.l1 > 0) or np.any(np.isfinite(pen.lo)) or np.any(np.isfinite(pen.up))
+                ) and bool(np.all(pen.l2 == pen.l2[0]))
+
+
 def prox_ball(penalty, v, step, radius):
     """Exact prox of ``step * psi + indicator(||w|| <= radius)`` at v.
 
     With a multiplier mu >= 0 for the ball, the minimizer is
     ``u(mu) = prox_{step/(1+mu) psi}(v / (1+mu))`` (psi separable, minimal at 0),
     whose norm decreases in mu: mu = 0 if ``||u(0)|| <= radius``, otherwise mu
-    solves ``||u(mu)|| = radius`` (bisection, returning the feasible end).
+    solves ``||u(mu)|| = radius`` (bisection, returning the feasible end). For an
+    isotropic psi = (a/2)||w||^2 (or psi = 0) the answer is radial: shrink by
+    1/(1 + step a), then scale onto the ball if outside.
     """
     v = np.asarray(v, dtype=np.float64)
+    if _is_isotropic_l2(penalty):  # psi = (a/2)||w||^2: shrink, then scale into the ball
+        u = v / (1.0 + step * float(penalty.l2[0]))
+        nu = float(np.linalg.norm(u))
+        return u if nu <= radius else u * (radius / nu)
     u = penalty.prox(v, step) if not _is_zero_penalty(penalty) else v
     if not math.isfinite(radius):
         return u
