@@ -914,8 +914,11 @@ def fit_ht_subgradient(problem, *, epsilon, delta, rng, rho=None, accountant="zc
     (n' = 2^floor(log2 n)), eta_i = 4^-i eta (eta from :func:`subgradient_base_step`,
     times ``step``), lambda_i = 1/(eta_i n_i^p), p = 1 + 1/k,
     T_i = ceil(n_i^p ln n) full-batch steps, at most ``max_phase_iter``: when capped,
-    eta_i and lambda_i are both multiplied by sqrt(T_i^theory / T_i) so that the
-    regularized subproblem keeps the contraction lambda_i eta_i T_i = ln n [ours],
+    eta_i is multiplied by T_i^theory / T_i and lambda_i kept, so the phase keeps its
+    total step length eta_i T_i, its contraction lambda_i eta_i T_i = ln n and (since
+    sigma_i scales as sqrt(T_i)) the spread eta_i sigma_i sqrt(T_i) of the accumulated
+    noise: a coarser discretization of the same phase [ours; needs T_i >= ln(n)/2 for
+    lambda_i eta_i <= 2],
     D_i = 4 r (sqrt(n) 2^i)^(1/k) / lambda_i, C_i = r (eps n_i / sqrt(d ln n))^(1/k)
     (last phase: r (eps / sqrt d)^(1/k)); noise per step
     sigma_i = 2 C_i sqrt(T_i) / (n_i eps) (each step (rho/T_i)-zCDP).
@@ -989,9 +992,8 @@ def fit_ht_subgradient(problem, *, epsilon, delta, rng, rho=None, accountant="zc
         lam = 1.0 / (eta_i * ni ** p)
         Ti_theory = int(math.ceil(ni ** p * ln_n))
         Ti = Ti_theory if cap is None else min(Ti_theory, cap)
-        if Ti < Ti_theory:  # [ours] keep the subproblem's contraction lambda eta T = ln n
-            f = math.sqrt(Ti_theory / Ti)
-            eta_i, lam = eta_i * f, lam * f
+        if Ti < Ti_theory:  # [ours] same lambda, same eta_i T_i and lambda_i eta_i T_i = ln n
+            eta_i *= Ti_theory / Ti
         t_theory.append(Ti_theory)
         t_used.append(Ti)
         Di = 4.0 * r * (math.sqrt(n_pow) * 2.0 ** i) ** (1.0 / k) / lam
