@@ -15,7 +15,7 @@ def test_quick_reproduction_writes_tables_and_figures(tmp_path, monkeypatch):
     out = tmp_path / "ht"
     assert main(["reproduce", "heavy-tailed", "--quick", "--out", str(out), "--no-progress"]) == 0
     for name in ("runs.jsonl", "results.md", "summary.csv", "fig_linear_vs_n.png",
-                 "fig_logistic_vs_eps.png", "fig_absolute_vs_n.png"):
+                 "fig_logistic_vs_eps.png", "fig_absolute.png"):
         assert (out / name).exists() and (out / name).stat().st_size > 0, name
     records = [json.loads(line) for line in (out / "runs.jsonl").read_text().splitlines()]
     assert len(records) == len(exp.configs(quick=True))

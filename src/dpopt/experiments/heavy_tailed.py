@@ -33,6 +33,7 @@ the Gaussian-DP / PLD accountants of DP-GD / DP-SGD).
 
 from __future__ import annotations
 
+import csv
 import functools
 import json
 import math
@@ -235,14 +236,18 @@ def method_grid(nonsmooth=False, faithful=False):
     for s in ("ht-acsa", "ht-sgd", "ht-proxsgd"):
         out[f"{s}/theory"] = (s, {"clip": "theory"})
         out[f"{s}/quantile"] = (s, {"clip": "quantile"})
+        if s == "ht-acsa":  # the theorem's level vs a fixed 90% quantile (as DP-GD+quantile)
+            out[f"{s}/quantile,q=0.9"] = (s, {"clip": "quantile", "clip_quantile": 0.9})
         if s != "ht-acsa":
             for T in (16, 64):
                 out[f"{s}/quantile,T={T}"] = (s, {"clip": "quantile", "n_iter": T})
-    for st in (0.3, 1.0):
+    for st in (0.03, 0.3, 1.0):
         for ps in (1, 4):
             out[f"dp-sgd/step={st},passes={ps}"] = ("dp-sgd", {"step": st, "passes": ps})
     for ps in (5, 20, 50):
         out[f"dp-gd/passes={ps}"] = ("dp-gd", {"passes": ps})
+        for st in (0.01, 0.1):  # small steps: a tuned baseline can at least stay near w = 0
+            out[f"dp-gd/step={st},passes={ps}"] = ("dp-gd", {"passes": ps, "step": st})
     for ps in (5, 20):
         out[f"dp-gd+quantile/passes={ps}"] = ("dp-gd+quantile", {"passes": ps})
     return out
@@ -251,6 +256,7 @@ def method_grid(nonsmooth=False, faithful=False):
 FAMILIES = {  # figure/table line -> method-name prefixes (best of the prefix group)
     "ht-acsa (theory r_k)": ["ht-acsa/theory"],
     "ht-acsa (private quantile)": ["ht-acsa/quantile"],
+    "ht-acsa (private 0.9-quantile)": ["ht-acsa/quantile,q=0.9"],
     "ht-sgd (theory r_k)": ["ht-sgd/theory"],
     "ht-sgd (quantile, best T)": ["ht-sgd/quantile"],
     "ht-proxsgd (theory r_k)": ["ht-proxsgd/theory"],
@@ -424,7 +430,8 @@ def _aggregate(records):
 
 
 ZERO = "w = 0 (reference)"
-FIG_FAMILIES = ["ht-acsa (theory r_k)", "ht-acsa (private quantile)", "ht-sgd (quantile, best T)",
+FIG_FAMILIES = ["ht-acsa (theory r_k)", "ht-acsa (private quantile)",
+                "ht-acsa (private 0.9-quantile)", "ht-sgd (quantile, best T)",
                 "ht-proxsgd (quantile, best T)", "DP-SGD (L_f clip, tuned)",
                 "DP-GD (L_f clip, tuned)", "DP-GD (quantile clip, tuned)", ZERO]
 NS_FAMILIES = ["ht-subgradient (theory, T_i<=1000)", "ht-subgradient (quantile, T_i<=1000)",
@@ -432,40 +439,54 @@ NS_FAMILIES = ["ht-subgradient (theory, T_i<=1000)", "ht-subgradient (quantile, 
                "DP-GD (L_f clip, tuned)", ZERO]
 
 
-def _plot_panels(fams, datasets, xkey, fixed, families, path, title):
+def _plot_panels(fams, panels, families, path, title):
+    """One log-log panel per (dataset, x key, fixed value); lines = families."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import NullFormatter
 
-    cols = min(3, len(datasets))
-    rows = math.ceil(len(datasets) / cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.3 * rows), squeeze=False)
-    for ax, ds in zip(axes.ravel(), datasets):
-        for fam in families:
-            pts = sorted((k[1] if xkey == "n" else k[2], v[0], v[1]) for k, v in fams.items()
-                         if k[0] == ds and k[3] == fam and
-                         (k[2] == fixed if xkey == "n" else k[1] == fixed))
+    cols = min(3, len(panels))
+    rows = math.ceil(len(panels) / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(4.4 * max(cols, 2.5), 3.3 * rows + 0.9),
+                             squeeze=False)
+    for ax, (ds, xkey, fixed) in zip(axes.ravel(), panels):
+        xi = 1 if xkey == "n" else 2
+        for idx, fam in enumerate(families):
+            pts = sorted((k[xi], v[0], v[1]) for k, v in fams.items()
+                         if k[0] == ds and k[3] == fam and k[3 - xi] == fixed)
             pts = [p for p in pts if np.isfinite(p[1])]
-            if len(pts) < 1:
+            if not pts:
                 continue
             x, y, e = (np.array(a) for a in zip(*pts))
             y = np.maximum(y, 1e-6)
-            style = {"ls": ":", "color": "gray", "marker": None} if fam == ZERO else \
-                {"ls": "--" if "DP-" in fam else "-", "marker": "o"}
+            style = {"ls": ":", "color": "black", "marker": None} if fam == ZERO else \
+                {"ls": "--" if "DP-" in fam else "-", "marker": "o", "color": f"C{idx}"}
             ax.errorbar(x, y, yerr=e, ms=3, capsize=2, label=fam, **style)
         ax.set_xscale("log")
         ax.set_yscale("log")
-        ax.set_title(ds, fontsize=9)
+        xs = sorted({k[xi] for k in fams if k[0] == ds and k[3 - xi] == fixed})
+        ax.set_xticks(xs)
+        ax.set_xticklabels([f"{x:g}" for x in xs], fontsize=8)
+        ax.xaxis.set_minor_formatter(NullFormatter())
+        ax.yaxis.set_minor_formatter(NullFormatter())
+        other = f"epsilon = {fixed:g}" if xkey == "n" else f"n = {fixed}"
+        ax.set_title(f"{ds} ({other})", fontsize=9)
         ax.set_xlabel("n" if xkey == "n" else "epsilon")
         ax.set_ylabel("excess test risk")
         ax.grid(alpha=0.3, which="both")
-    for ax in axes.ravel()[len(datasets):]:
+    for ax in axes.ravel()[len(panels):]:
         ax.axis("off")
-    handles, labels = axes.ravel()[0].get_legend_handles_labels()
+    seen = {}
+    for ax in axes.ravel():  # every family that appears in some panel, in a fixed order
+        for h, lab in zip(*ax.get_legend_handles_labels()):
+            seen.setdefault(lab, h)
+    labels = [f for f in families if f in seen]
+    handles = [seen[f] for f in labels]
     fig.legend(handles, labels, loc="lower center", ncol=4, fontsize=7)
     fig.suptitle(title, fontsize=10)
-    fig.tight_layout(rect=(0, 0.08 if rows > 1 else 0.14, 1, 0.95))
+    fig.tight_layout(rect=(0, 0.9 / (3.3 * rows + 0.9) + 0.04, 1, 0.95))
     fig.savefig(path, dpi=110)
     plt.close(fig)
 
@@ -483,9 +504,12 @@ def write_tables(records, fams, out, quick):
     n_ref = 3000 if quick else 8000
     lines = ["| dataset | " + " | ".join(FIG_FAMILIES) + " |",
              "|---|" + "---|" * len(FIG_FAMILIES)]
-    csv = ["dataset,n,epsilon,family,mean_excess,se,best_method"]
-    for (ds, n, eps, fam), (m, se, meth) in sorted(fams.items(), key=lambda kv: str(kv[0])):
-        csv.append(f"{ds},{n},{eps},{fam},{m},{se},{meth}")
+    with (out / "summary.csv").open("w", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(["dataset", "n", "epsilon", "family", "mean_excess", "se",
+                         "best_method"])
+        for (ds, n, eps, fam), (m, se, meth) in sorted(fams.items(), key=lambda kv: str(kv[0])):
+            writer.writerow([ds, n, eps, fam, m, se, meth])
     for ds in datasets:
         n = n_ref if ds not in ("california",) and not ds.startswith("absolute") else None
         if ds == "california":
@@ -501,7 +525,6 @@ def write_tables(records, fams, out, quick):
             cells = [_fmt(fams.get((ds, n, eps, f), (None,))[0]) for f in NS_FAMILIES]
             ns_lines.append(f"| {ds} | {n} | {eps:g} | " + " | ".join(cells) + " |")
     params = _parameter_table(records, n_ref)
-    (out / "summary.csv").write_text("\n".join(csv) + "\n")
     text = ["# heavy-tailed: excess test risk (mean over repetitions)", "",
             f"epsilon = 1, delta = {DELTA:g}, replace-one adjacency; tuned = best grid point "
             "on the test risk.", "", *lines, "", "## Non-smooth (absolute loss)", "",
@@ -548,21 +571,25 @@ def run(out: Path, quick: bool, n_jobs: int, backend: str, progress: bool) -> di
             continue
         for xkey, fixed in (("n", 1.0), ("epsilon", eps_n)):
             path = out / f"fig_{task}_vs_{'n' if xkey == 'n' else 'eps'}.png"
-            _plot_panels(fams, dsets, xkey, fixed, FIG_FAMILIES, path,
-                         f"{task}: excess test risk vs {xkey} "
-                         f"({'epsilon = 1' if xkey == 'n' else f'n = {eps_n}'}, delta = 1e-6)")
+            _plot_panels(fams, [(d, xkey, fixed) for d in dsets], FIG_FAMILIES, path,
+                         f"{task}: excess test risk vs {xkey} (delta = 1e-6, replace-one)")
             figs.append(path.name)
     if any(k[0] == "california" for k in fams):
-        for xkey, fixed in (("n", 1.0), ("epsilon", 3000 if quick else 14000)):
-            path = out / f"fig_california_vs_{'n' if xkey == 'n' else 'eps'}.png"
-            _plot_panels(fams, ["california"], xkey, fixed, FIG_FAMILIES, path,
-                         f"California (raw features, robust-scaled on a public split) vs {xkey}")
-            figs.append(path.name)
+        path = out / "fig_california.png"
+        n_cal = 3000 if quick else 14000
+        _plot_panels(fams, [("california", "n", 1.0), ("california", "epsilon", n_cal)],
+                     FIG_FAMILIES, path, "California housing, raw features (robust-scaled on "
+                     "a public split): excess test risk")
+        figs.append(path.name)
     ns = sorted({k[0] for k in fams if k[0].startswith("absolute")})
     if ns:
-        path = out / "fig_absolute_vs_n.png"
-        _plot_panels(fams, ns, "n", 1.0, NS_FAMILIES, path,
-                     "absolute loss (non-smooth): excess test risk vs n (epsilon = 1)")
+        path = out / "fig_absolute.png"
+        n_abs = 1024 if quick else 4096
+        panels = [(d, "n", 1.0) for d in ns]
+        if not quick:
+            panels += [(d, "epsilon", n_abs) for d in ns]
+        _plot_panels(fams, panels, NS_FAMILIES, path,
+                     "absolute loss (non-smooth), heavy-tailed features: excess test risk")
         figs.append(path.name)
     n_runs = sum(1 for r in records if "excess" in r)
     return {"runs": n_runs, "tables": "results.md, summary.csv", "figures": ", ".join(figs)}
