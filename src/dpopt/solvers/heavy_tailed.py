@@ -425,7 +425,9 @@ class _Common:
         if self.uses_quantile:
             if self.quantile_records == "shared":
                 self.rho_quantile = self.quantile_share * self.rho
-                self.rho_opt = self.rho - self.rho_quantile
+                self.rho_opt = (1.0 - self.quantile_share) * self.rho
+                while self.rho_opt + self.rho_quantile > self.rho:  # never over the budget
+                    self.rho_opt = math.nextafter(self.rho_opt, 0.0)
             else:
                 self.n_quantile = max(1, int(round(self.quantile_share * self.n)))
                 if self.n_quantile >= self.n:
@@ -495,13 +497,23 @@ class _Common:
         if self.uses_quantile:
             q_recs = self.quantile_info["records"]
             q_gauss = self.quantile_info["gaussian_records"]
+        def total(records):
+            return sum(r.rho * r.count for r in records)
+
         if self.quantile_records == "disjoint" and self.uses_quantile:
-            # parallel composition: a record is in the holdout or in the batches
-            recs, gauss = oracle_records, oracle_gaussians
-        else:
+            # parallel composition: a record is either in the holdout or in the batches;
+            # the records listed are those of the costlier group
+            rho_spent = max(total(oracle_records), total(q_recs))
+            recs, gauss = ((oracle_records, oracle_gaussians)
+                           if total(oracle_records) >= total(q_recs) else (q_recs, q_gauss))
+        else:  # sequential composition of the quantile (if any) and the oracle calls
             recs, gauss = oracle_records + q_recs, oracle_gaussians + q_gauss
-        rho_spent = self.rho if self.non_private else min(
-            self.rho, sum(r.rho * r.count for r in recs) if recs else 0.0)
+            rho_spent = total(recs)
+        if self.non_private:
+            rho_spent = math.inf
+        elif rho_spent > self.rho * (1.0 + 1e-12):
+            raise RuntimeError(f"internal error: spent rho={rho_spent} exceeds the budget "
+                               f"{self.rho}")
         eps = _epsilon_of_rho(rho_spent, self.delta, self.accountant)
         mechs = gauss if self.accountant == "exact" else recs
         params = {"rho": rho_spent, "rho_optimization": self.rho_opt,
