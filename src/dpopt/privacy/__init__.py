@@ -3,12 +3,12 @@
 from dpopt.privacy.accounting import (
     ACCOUNTANTS,
     ADJACENCIES,
+    ZCDP,
     Calibration,
     Gaussian,
     Laplace,
     PureDP,
     SubsampledGaussian,
-    ZCDP,
     calibrate,
     calibrate_gaussian,
     dp_to_zcdp,
