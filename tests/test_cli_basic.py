@@ -40,3 +40,11 @@ def test_demo_runs_as_installed_command():
     assert proc.returncode == 0, proc.stderr
     assert "epsilon spent" in proc.stdout and "dp-cd" in proc.stdout
     assert "replace-one" in proc.stdout
+
+
+def test_datasets_list_reads_dpopt_data(capsys, monkeypatch, tmp_path):
+    monkeypatch.setenv("DPOPT_DATA", str(tmp_path))
+    monkeypatch.setenv("DPOPT_CACHE", str(tmp_path / "cache"))
+    assert main(["datasets", "list"]) == 0
+    out = capsys.readouterr().out
+    assert "california" in out and "covtype" in out and " yes" not in out

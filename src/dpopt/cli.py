@@ -33,14 +33,13 @@ def _positive_int(text):
 def cmd_demo(args):
     """Private L2-logistic regression on scikit-learn's bundled breast-cancer data."""
     import numpy as np
-    from sklearn.datasets import load_breast_cancer
     from sklearn.preprocessing import StandardScaler
 
     import dpopt
+    from dpopt.datasets import load_bundled
 
-    X, y = load_breast_cancer(return_X_y=True)
-    X = StandardScaler().fit_transform(X)
-    y = np.where(y == 1, 1.0, -1.0)
+    data = load_bundled("breast_cancer")
+    X, y = StandardScaler().fit_transform(data.X), data.y
     problem = dpopt.Problem(X, y, loss="logistic", penalty="l2", alpha=args.alpha,
                             fit_intercept=True)
     n, p = X.shape
@@ -177,6 +176,7 @@ def build_parser():
     p.set_defaults(func=cmd_account)
 
     p = sub.add_parser("datasets", help="list named datasets and whether they are available")
+    p.add_argument("action", nargs="?", choices=["list"], default="list")
     p.set_defaults(func=cmd_datasets)
 
     p = sub.add_parser("solvers", help="list the registered solvers")
