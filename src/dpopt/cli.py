@@ -138,12 +138,12 @@ def cmd_solvers(args):
 def cmd_reproduce(args):
     from dpopt.experiments import get_experiment
 
+    if args.scheduler is not None and args.backend != "dask":
+        raise ValueError("--scheduler needs --backend dask")
     exp = get_experiment(args.name)
     out = Path(args.out) if args.out else Path("results") / (args.name + ("-quick" if args.quick
                                                                           else ""))
     print(f"dpopt reproduce {args.name}{' --quick' if args.quick else ''}: writing to {out}")
-    if args.scheduler is not None and args.backend != "dask":
-        raise ValueError("--scheduler needs --backend dask")
     with _dask_context(args):
         summary = exp.run(out=out, quick=args.quick, n_jobs=args.n_jobs, backend=args.backend,
                           progress=not args.no_progress)

@@ -115,6 +115,11 @@ class _DPLinearModel(BaseEstimator):
             result = solve(problem, spec.name, epsilon=epsilon, delta=delta,
                            random_state=_as_seed(self.random_state), budget=budget, **options)
         self.privacy_leaks_ = []
+        if not spec.private or math.isinf(result.epsilon):
+            msg = (f"{type(self).__name__}: solver {spec.name!r} with epsilon={epsilon:g} is not "
+                   f"private; the model is not differentially private")
+            self.privacy_leaks_.append(msg)
+            warnings.warn(msg, PrivacyLeakWarning, stacklevel=3)
         for w in caught:
             if issubclass(w.category, PrivacyLeakWarning):
                 msg = f"{type(self).__name__}: {w.message}"

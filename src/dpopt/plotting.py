@@ -193,8 +193,6 @@ def _trajectory_figure(records, xfield):
             x, ys = _align(trajs, xfield)
             _band(ax, x, ys, labels[key], color_of[key])
         ax.set_yscale("log")
-        if xfield == "time":
-            ax.set_xscale("log")
         ax.set_xlabel("passes on the data" if xfield == "passes" else "wall time (s)")
         ax.set_ylabel("relative error (F(w) − F*) / F*")
         ax.set_title(_panel_title(panel, recs), fontsize=9)
@@ -232,7 +230,7 @@ def plot_error_vs_passes(records):
 
 
 def plot_error_vs_time(records):
-    """Relative error vs wall time (mean time at each checkpoint), log-log."""
+    """Relative error (log scale) vs wall time (mean time at each checkpoint)."""
     return _trajectory_figure(records, "time")
 
 
@@ -267,6 +265,7 @@ def plot_privacy_utility(records):
                            color=color_of[key], label=f"{labels[key]} (non-private)")
         ax.set_xscale("log")
         ax.set_yscale("log")
+        _epsilon_ticks(ax, sorted({_epsilon(r["config"]) for r in recs} - {math.inf}))
         ax.set_xlabel("ε")
         ax.set_ylabel("final relative error")
         ax.set_title(_panel_title(panel, recs) or "privacy-utility", fontsize=9)
@@ -274,6 +273,15 @@ def plot_privacy_utility(records):
         ax.legend(fontsize=7)
     fig.tight_layout()
     return fig
+
+
+def _epsilon_ticks(ax, eps):
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
+
+    if eps and len(eps) <= 8:
+        ax.xaxis.set_major_locator(FixedLocator(eps))
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        ax.xaxis.set_minor_formatter(NullFormatter())
 
 
 def _colors():
@@ -294,10 +302,10 @@ def render(results, out_dir=None, *, kinds=KINDS, formats=("png", "svg")) -> lis
     A kind whose fields are absent from every record is skipped; if none can
     be drawn, ``ValueError``.
     """
-    import matplotlib.pyplot as plt
-
     results = Path(results)
     records = load_records(results)
+    import matplotlib.pyplot as plt
+
     bad = [k for k in kinds if k not in _FIGURES]
     if bad or not kinds:
         raise ValueError(f"kinds must be a non-empty subset of {list(KINDS)}, got {list(kinds)}")
