@@ -96,6 +96,17 @@ def test_search_refused_over_budget_runs_nothing():
     with pytest.raises(dpopt.BudgetExceededError):
         search.fit(X, y)
     assert acc.ledger == [] and not hasattr(search, "n_repetitions_")
+    assert not hasattr(search, "n_features_in_")
+
+
+def test_inner_leaks_are_reported():
+    X, y = _data()
+    est = dpopt.DPLogisticRegression(epsilon=0.5, delta=1e-7)  # smoothness from the data
+    search = PrivateHyperparameterSearch(est, {"alpha": [1e-3]}, mean_repetitions=2,
+                                         random_state=1)
+    with pytest.warns(dpopt.PrivacyLeakWarning, match="smoothness"):
+        search.fit(X, y)
+    assert len(search.privacy_leaks_) == 1
 
 
 @pytest.mark.filterwarnings("ignore::dpopt.PrivacyLeakWarning")

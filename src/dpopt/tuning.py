@@ -63,6 +63,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from dpopt._validation import check_choice, check_delta, check_scalar
 from dpopt.budget import Spend, _unbudgeted, resolve_budget
+from dpopt.exceptions import PrivacyLeakWarning
 from dpopt.privacy import ZCDP, Gaussian, Laplace, PureDP, SubsampledGaussian
 from dpopt.privacy.accounting import _RDP_ORDERS, PLD_DISCRETIZATION, _pld_of
 
@@ -210,7 +211,8 @@ class PrivateHyperparameterSearch(MetaEstimatorMixin, BaseEstimator):
     Attributes
     ----------
     best_estimator_, best_params_ (None if K = 0), best_score_ (noisy),
-    n_repetitions_ (K), epsilon_spent_, delta_spent_, candidate_mechanisms_.
+    n_repetitions_ (K), epsilon_spent_, delta_spent_, candidate_mechanisms_,
+    privacy_leaks_ (messages of the inner fits' PrivacyLeakWarnings).
     """
 
     def __init__(self, estimator, param_grid, *, distribution="truncated-negative-binomial",
@@ -254,7 +256,22 @@ class PrivateHyperparameterSearch(MetaEstimatorMixin, BaseEstimator):
 
     # -- fit ------------------------------------------------------------------------
     def fit(self, X, y):
-        """Run the search; the whole search is one (epsilon_spent_, delta_spent_) release."""
+        """Run the search; the whole search is one (epsilon_spent_, delta_spent_) release.
+
+        Refused over budget (``BudgetExceededError``) before touching the data,
+        leaving the search as it was. Data-dependent constants computed by the
+        inner fits are reported once each as ``PrivacyLeakWarning`` and kept in
+        ``privacy_leaks_``.
+        """
+        state = dict(self.__dict__)
+        try:
+            return self._fit(X, y)
+        except BaseException:
+            self.__dict__.clear()
+            self.__dict__.update(state)
+            raise
+
+    def _fit(self, X, y):
         X, y = validate_data(self, X, y, accept_sparse=("csr", "csc"), dtype=np.float64,
                              y_numeric=not is_classifier(self.estimator))
         n = X.shape[0]
@@ -270,7 +287,6 @@ class PrivateHyperparameterSearch(MetaEstimatorMixin, BaseEstimator):
         score_mech = Laplace(1.0 / float(self.score_epsilon))
         total = self._total_epsilon([mechs + [score_mech] for mechs in mechanisms], delta)
         budget = resolve_budget(self.accountant)
-        self.candidate_mechanisms_ = mechanisms
         if budget is None:
             self._search(X, y, train, val, candidates, mechanisms, rng)
         else:
@@ -278,8 +294,11 @@ class PrivateHyperparameterSearch(MetaEstimatorMixin, BaseEstimator):
                 self._search(X, y, train, val, candidates, mechanisms, rng)
                 slot.record(Spend("hyperparameter search", total, delta, "replace-one",
                                   f"rdp ({self.distribution} random stopping)"))
+        self.candidate_mechanisms_ = mechanisms
         self.epsilon_spent_ = total
         self.delta_spent_ = delta
+        for msg in self.privacy_leaks_:
+            warnings.warn(msg, PrivacyLeakWarning, stacklevel=3)
         return self
 
     def _probe(self, candidates, n_train, p, X):
@@ -328,6 +347,7 @@ class PrivateHyperparameterSearch(MetaEstimatorMixin, BaseEstimator):
         k = sample_repetitions(rng, self.distribution, float(self.mean_repetitions),
                                float(self.eta))
         self.n_repetitions_ = k
+        self.privacy_leaks_ = []
         best = (-math.inf, None, None)
         for _ in range(k):
             i = int(rng.integers(len(candidates)))
@@ -339,6 +359,7 @@ class PrivateHyperparameterSearch(MetaEstimatorMixin, BaseEstimator):
                 raise RuntimeError(f"candidate {candidates[i]} spent mechanisms that differ from "
                                    f"its data-independent probe; the selection's accounting would "
                                    f"not hold")
+            self.privacy_leaks_ += [m for m in est.privacy_leaks_ if m not in self.privacy_leaks_]
             score = self._noisy_score(est, X[val], y[val], rng)
             if score > best[0]:
                 best = (score, est, candidates[i])
