@@ -1,7 +1,6 @@
 """Read data files and write/read fitted models as JSON (used by ``dpopt fit``).
 
-Data: :func:`read_data` uses ``dpopt.datasets.load_file`` when the datasets
-module is installed, and otherwise a minimal reader with the same rules:
+Data: :func:`read_data` reads with :func:`dpopt.datasets.load_file`:
 ``.npz`` (keys ``X``, ``y``, optional ``feature_names``; a sparse X as CSR
 under ``X_data``, ``X_indices``, ``X_indptr``, ``X_shape``), ``.csv`` (numeric,
 header inferred, ``target`` column by name or index, default the last) and
@@ -31,8 +30,9 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
+from dpopt.datasets import load_file
+
 FORMAT = "dpopt-model/1"
-_LIBSVM = (".svm", ".libsvm", ".svmlight", ".txt")
 
 
 def read_data(path, target=None):
@@ -44,10 +44,6 @@ def read_data(path, target=None):
     if target is not None and suffix != ".csv":
         raise ValueError(f"target applies to CSV files only, got a {suffix or 'suffix-less'} file")
     kwargs = {} if target is None else {"target": _target(target)}
-    try:
-        from dpopt.datasets import load_file
-    except ImportError:  # the datasets module is not installed: minimal reader
-        load_file = _load_file
     X, y, names = load_file(path, **kwargs)
     return X, y, None if names is None else list(names)
 
@@ -59,66 +55,6 @@ def _target(target):
         except ValueError:
             return target
     return target
-
-
-def _load_file(path, target=-1):
-    path = Path(path)
-    if not path.is_file():
-        raise ValueError(f"{str(path)!r}: no such file")
-    suffix = path.suffix.lower()
-    try:
-        if suffix == ".npz":
-            return _load_npz(path)
-        if suffix == ".csv":
-            return _load_csv(path, target)
-        if suffix in _LIBSVM:
-            from sklearn.datasets import load_svmlight_file
-
-            X, y = load_svmlight_file(str(path), dtype=np.float64)
-            return sp.csr_matrix(X), np.asarray(y, dtype=np.float64), None
-    except (OSError, UnicodeDecodeError, KeyError, ValueError, RuntimeError) as exc:
-        raise ValueError(f"{str(path)!r}: cannot read ({exc})") from None
-    raise ValueError(f"{str(path)!r}: unknown suffix {suffix!r}; supported: .npz, .csv, "
-                     f"{', '.join(_LIBSVM)}")
-
-
-def _load_npz(path):
-    with np.load(path, allow_pickle=False) as f:
-        if "X" in f:
-            X = f["X"]
-        else:
-            X = sp.csr_matrix((f["X_data"], f["X_indices"], f["X_indptr"]),
-                              shape=tuple(f["X_shape"]))
-        y = f["y"]
-        names = [str(s) for s in f["feature_names"]] if "feature_names" in f else None
-    return X, np.asarray(y, dtype=np.float64), names
-
-
-def _load_csv(path, target):
-    with open(path, encoding="utf-8") as fh:
-        first = [c.strip() for c in fh.readline().split(",")]
-
-    def is_number(c):
-        try:
-            float(c)
-        except ValueError:
-            return False
-        return True
-
-    header = not all(is_number(c) for c in first if c)
-    names = first if header else None
-    if isinstance(target, str):
-        if names is None or target not in names:
-            raise ValueError(f"target={target!r} is not a column name; columns: {names}")
-        col = names.index(target)
-    else:
-        if not -len(first) <= int(target) < len(first):
-            raise ValueError(f"target={target} is out of range for {len(first)} columns")
-        col = int(target) % len(first)
-    table = np.loadtxt(path, delimiter=",", skiprows=int(header), ndmin=2, dtype=np.float64)
-    keep = [j for j in range(table.shape[1]) if j != col]
-    return (np.ascontiguousarray(table[:, keep]), table[:, col].copy(),
-            [names[j] for j in keep] if names else None)
 
 
 # -- models -----------------------------------------------------------------------
