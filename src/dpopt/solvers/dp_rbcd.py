@@ -284,6 +284,8 @@ class BernoulliSampler(Sampler):
         return float(np.prod(1.0 - self.probabilities))
 
     def draw_many(self, rng, k):
+        if np.all(self.probabilities == 1.0):  # deterministic: the full set, no draw
+            return FullSampler(self.dim).draw_many(rng, k)
         mask = rng.random((k, self.dim)) < self.probabilities
         indptr = np.zeros(k + 1, dtype=np.int64)
         np.cumsum(mask.sum(axis=1), out=indptr[1:])
