@@ -20,7 +20,7 @@ from dpopt.solvers.dp_rbcd import (
     UniformSampler,
     block_clip_norms,
     make_sampler,
-    steps_per_pass,
+    pass_ends,
 )
 
 
@@ -165,9 +165,10 @@ def test_sampler_shapes_of_blocks():
     indptr, _ = b.draw_many(rng, 5000)
     empty = np.mean(np.diff(indptr) == 0)
     assert abs(empty - b.empty_probability) < 5 * math.sqrt(0.59 * 0.41 / 5000)  # 0.9^5 = 0.59
-    assert steps_per_pass(NiceSampler(9, 4), 9) == 3
-    assert steps_per_pass(UniformSampler(9), 9) == 9
-    assert steps_per_pass(FullSampler(9), 9) == 1
+    assert list(pass_ends(NiceSampler(9, 4), 9, 5)) == [0, 3, 5, 7, 9, 12]
+    assert list(pass_ends(UniformSampler(9), 9, 3)) == [0, 9, 18, 27]
+    assert list(pass_ends(FullSampler(9), 9, 3)) == [0, 1, 2, 3]
+    assert list(pass_ends(BernoulliSampler(np.full(9, 0.25)), 9, 2)) == [0, 4, 8]
 
 
 def test_block_clip_norms():
@@ -294,9 +295,9 @@ def test_noise_scale_matches_claimed_sigma(sampling, extra):
             claimed[j] += k * prob * (step / (len(S) * M[j]) * sigma) ** 2
     ratio = incr.var(axis=0) / claimed
     assert np.all(np.abs(ratio - 1) < 0.25), ratio
-    # and the multiplier is the one the accountant certified for the N * k steps
-    cal = calibrate_gaussian(1.0, 1e-5, N * k)
-    assert z == cal.noise_multiplier and r.n_iter == N * k
+    # and the multiplier is the one the accountant certified for all the steps
+    assert r.n_iter == round(N * k) == math.ceil(N * p / sampler.expected_size - 1e-9)
+    assert z == calibrate_gaussian(1.0, 1e-5, r.n_iter).noise_multiplier
     assert epsilon_of(r.mechanisms, 1e-5) <= 1.0 + 1e-9
 
 
@@ -313,7 +314,7 @@ def test_privacy_report_and_empty_steps_are_counted():
     r = solve(pb, "dp-rbcd", epsilon=0.5, delta=1e-6, random_state=0, passes=4,
               sampling="bernoulli", probabilities=np.full(pb.dim, 0.05))
     k = r.params["steps_per_pass"]
-    assert k == math.ceil(pb.dim / (0.05 * pb.dim) - 1e-9) == 20
+    assert k == 20  # p / E|S| = 1 / 0.05
     assert r.params["empty_steps"] > 0
     assert r.n_iter == 4 * k and r.mechanisms[0].count == 4 * k  # empty steps included
     assert r.epsilon <= 0.5 and r.adjacency == "replace-one" and r.accountant == "exact"
@@ -348,6 +349,9 @@ def test_user_sampler_is_used_and_validated():
     r = solve(pb, "dp-rbcd", epsilon=1.0, delta=1e-5, random_state=0, passes=3,
               sampling=Halves())
     assert r.params["steps_per_pass"] == 2 and r.params["coordinate_updates"] == 3 * p
+    r = solve(pb, "dp-rbcd", epsilon=1.0, delta=1e-5, random_state=0, passes=2,
+              sampling="nice", block_size=3)
+    assert r.n_iter == 5 and r.params["coordinate_updates"] == 15  # ceil(2 * 7 / 3) steps
 
     class Delegate:  # a user object drawing exactly like the uniform sampler
         def marginals(self):

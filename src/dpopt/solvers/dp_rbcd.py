@@ -75,10 +75,12 @@ change them to q_j / (1 - prod_l (1 - q_l))).
 
 Passes
 ------
-One pass is ceil(p / E|S|) steps (E|S| = sum_j p_j), i.e. about p coordinate
-updates: p steps for single-coordinate samplings (DP-CD), ceil(p / tau) for
-tau-nice blocks, one step for the full set (DP-GD). The noise multiplier is
-calibrated for N = passes * steps_per_pass steps.
+A pass is p / E|S| steps on average (E|S| = sum_j p_j), i.e. p coordinate
+updates in expectation: pass t ends after step ceil(t p / E|S|), so a pass is
+p steps for single-coordinate samplings (DP-CD), one step for the full set
+(DP-GD), and ceil / floor of p / tau steps for tau-nice blocks (e.g. 3, 2, 2, 2,
+3, ... for p = 9, tau = 4). The noise multiplier is calibrated for the
+N = ceil(passes p / E|S|) steps, fixed before any draw.
 
 Special cases
 -------------
@@ -423,12 +425,14 @@ def make_sampler(sampling, dim, *, smoothness=None, block_size=None, probabiliti
 # solver
 
 
-def steps_per_pass(sampler, dim) -> int:
-    """ceil(p / E|S|): the number of steps in one pass (about p coordinate updates)."""
+def pass_ends(sampler, dim, passes) -> np.ndarray:
+    """Step count at the end of each pass: ceil(t p / E|S|), t = 0..passes."""
     expected = float(sampler.expected_size)
-    if not math.isfinite(expected) or expected <= 0:
-        raise ValueError(f"sampling has expected block size {expected!r}, must be > 0")
-    return max(1, math.ceil(dim / expected - 1e-9))
+    if not math.isfinite(expected) or expected <= 0 or expected > dim * (1 + 1e-9):
+        raise ValueError(f"sampling has expected block size {expected!r}, must be in (0, p]")
+    per_pass = dim / expected
+    return np.array([max(t, math.ceil(t * per_pass - 1e-9)) for t in range(passes + 1)],
+                    dtype=np.int64)
 
 
 def block_clip_norms(indptr, indices, clips, clip):
@@ -500,8 +504,8 @@ def fit_dp_rbcd(problem, *, epsilon, delta, rng, sampling="uniform", block_size=
                            probabilities=probabilities)
     clips = coordinate_clips(M, clip)
     omega = _resolve_omega(problem, omega, sampler)
-    k = steps_per_pass(sampler, p)
-    n_steps = passes * k
+    ends = pass_ends(sampler, p, passes)
+    n_steps = int(ends[-1])
     cal = calibrate_gaussian(epsilon, delta, n_steps, accountant=accountant)
     z_mult = cal.noise_multiplier
     fixed_scale = float(min(sampler.max_size, omega))
@@ -512,11 +516,14 @@ def fit_dp_rbcd(problem, *, epsilon, delta, rng, sampling="uniform", block_size=
     ck.record(w, 0)
     n_empty = n_updates = 0
     for t in range(1, passes + 1):
+        k = int(ends[t] - ends[t - 1])
         indptr, indices = sampler.draw_many(rng, k)
         noise = rng.standard_normal(int(indptr[-1]))
         sizes = np.diff(indptr)
         if z_mult == 0.0:
             sigma = np.zeros(k)
+        elif sampler.max_size == 1:
+            sigma = z_mult * 2.0 * clips[indices] / n
         else:
             sigma = z_mult * 2.0 * block_clip_norms(indptr, indices, clips, clip) / n
         if block_smoothness == "size":
@@ -536,7 +543,8 @@ def fit_dp_rbcd(problem, *, epsilon, delta, rng, sampling="uniform", block_size=
                                else sampling, "block_size": block_size, "passes": passes,
                                "step": step, "clip": clip, "accountant": accountant,
                                "block_smoothness": block_smoothness, "omega": omega,
-                               "steps_per_pass": k, "expected_block_size": sampler.expected_size,
+                               "steps_per_pass": n_steps / passes,
+                               "expected_block_size": sampler.expected_size,
                                "coordinate_updates": n_updates, "empty_steps": n_empty})
 
 
