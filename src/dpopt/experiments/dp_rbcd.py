@@ -339,7 +339,8 @@ def _figures(out, rows, plan, datasets):
                                  "error_vs_passes.png"),
                                 ("time", "wall time of a run (s)", "error_vs_time.png")):
         nr, nc = len(datasets), len(plan["epsilons"])
-        fig, axes = plt.subplots(nr, nc, figsize=(4.2 * nc, 2.9 * nr), squeeze=False)
+        fig, axes = plt.subplots(nr, nc, figsize=(max(4.2 * nc, 9.0), 2.9 * nr + 0.6),
+                                 squeeze=False)
         for i, d in enumerate(datasets):
             for jx, e in enumerate(plan["epsilons"]):
                 ax = axes[i][jx]
@@ -355,6 +356,9 @@ def _figures(out, rows, plan, datasets):
                                     color=line.get_color(), alpha=0.12)
                 ax.set_xscale("log")
                 ax.set_yscale("log")
+                if xkey == "passes":
+                    ax.set_xticks(plan["budgets"], [str(b) for b in plan["budgets"]])
+                    ax.minorticks_off()
                 ax.set_title(f"{d}, ε={e:g}", fontsize=9)
                 ax.tick_params(labelsize=7)
                 if i == nr - 1:
@@ -363,7 +367,7 @@ def _figures(out, rows, plan, datasets):
                     ax.set_ylabel("relative error", fontsize=8)
         handles, labels = axes[0][0].get_legend_handles_labels()
         fig.legend(handles, labels, loc="upper center", ncol=min(len(labels), 4), fontsize=8)
-        fig.tight_layout(rect=(0, 0, 1, 1 - 0.5 / (2.9 * nr)))
+        fig.tight_layout(rect=(0, 0, 1, 1 - 0.6 / (2.9 * nr + 0.6)))
         path = out / fname
         fig.savefig(path, dpi=110)
         plt.close(fig)
