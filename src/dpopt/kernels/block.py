@@ -21,7 +21,8 @@ Singletons perform exactly the floating-point operations of
 coordinate-clipped DP-GD step (:func:`dpopt.kernels.grad.coordclip_gradient`
 followed by the vector prox), so the special cases agree bit for bit.
 Cost per step: O(n |S|) dense (one loss derivative per sample, shared by the
-block), O(nnz of the columns of S) sparse.
+block), O(nnz of the columns of S) sparse (derivatives computed per non-zero, or
+once per sample when the block's columns hold more than n non-zeros).
 """
 
 import numpy as np
@@ -81,16 +82,29 @@ def block_steps_dense(X, y, z, w, code, param, indptr, indices, noise, sigma, sc
 def block_steps_sparse(data, rows, colptr, n, y, z, w, code, param, indptr, indices, noise, sigma,
                        scale, incremental, step, M, clip, l1, l2, lo, up):
     delta = np.empty(indices.shape[0])
+    d = np.empty(n)
     for k in range(indptr.shape[0] - 1):
         a, b = indptr[k], indptr[k + 1]
+        nnz = 0
+        for t in range(a, b):
+            nnz += colptr[indices[t] + 1] - colptr[indices[t]]
+        shared = b - a > 1 and nnz > n  # one derivative per sample is cheaper
+        if shared:
+            for i in range(n):
+                d[i] = loss_deriv(code, z[i], y[i], param)
         for t in range(a, b):
             j = indices[t]
             cj = clip[j]
             g = 0.0
-            for s in range(colptr[j], colptr[j + 1]):
-                i = rows[s]
-                v = loss_deriv(code, z[i], y[i], param) * data[s]
-                g += min(max(v, -cj), cj)
+            if shared:
+                for s in range(colptr[j], colptr[j + 1]):
+                    v = d[rows[s]] * data[s]
+                    g += min(max(v, -cj), cj)
+            else:
+                for s in range(colptr[j], colptr[j + 1]):
+                    i = rows[s]
+                    v = loss_deriv(code, z[i], y[i], param) * data[s]
+                    g += min(max(v, -cj), cj)
             g = g / n + sigma[k] * noise[t]
             gam = _gamma(step, scale[k], M[j])
             old = w[j]

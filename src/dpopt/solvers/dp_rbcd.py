@@ -550,6 +550,10 @@ def fit_dp_rbcd(problem, *, epsilon, delta, rng, sampling="uniform", block_size=
 
 def _run_pass(problem, z, w, indptr, indices, noise, sigma, scale, incremental, step, M, clips):
     """One pass of block steps; after a full-set step the margins are recomputed as X w."""
+    if incremental.all():
+        block_steps(problem, z, w, indptr, indices, noise, sigma, scale, incremental, step, M,
+                    clips)
+        return z
     refresh = np.flatnonzero(~incremental)
     start = 0
     for stop in list(refresh + 1) + [indptr.shape[0] - 1]:
