@@ -475,7 +475,7 @@ def fit_dp_rbcd(problem, *, epsilon, delta, rng, sampling="uniform", block_size=
         ``block_size`` / p), ``"full"`` (DP-GD), or an object with ``marginals()``
         and ``draw(rng)`` (see :func:`make_sampler`).
     passes : int
-        Number of passes; one pass is ceil(p / E|S|) steps.
+        Number of passes; one pass is p / E|S| steps on average (p coordinate updates).
     step : float
         gamma: gamma_j = gamma / v_j(S).
     clip : float
