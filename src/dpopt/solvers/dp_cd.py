@@ -106,9 +106,9 @@ def fit_dp_cd(problem, *, epsilon, delta, rng, passes=10, step=1.0, clip=1.0,
     steps = coordinate_steps(M, step)
     n_steps = passes * p
     cal = calibrate_gaussian(epsilon, delta, n_steps, accountant=accountant)
-    sigma = cal.noise_multiplier * 2.0 * clips / problem.n_samples
-    if math.isinf(clip):
-        sigma = np.zeros(p)
+    # sigma_j = z * Delta_j with Delta_j = 2 C_j / n (replace-one); no noise when epsilon = inf
+    sigma = np.zeros(p) if cal.noise_multiplier == 0 else \
+        cal.noise_multiplier * 2.0 * clips / problem.n_samples
 
     w = problem.zeros()
     z = problem.margins(w)
