@@ -441,6 +441,22 @@ def test_budget_conversion_and_report(accountant):
                        clip=2.0, accountant=accountant, smoothness=1.0, radius=3.0)
     assert res2.params["rho"] == 0.02 and res2.params["rho_given"]
     assert res2.epsilon == pytest.approx(ht._epsilon_of_rho(0.02, 1e-5, accountant))
+    assert res2.epsilon <= 1.5
+    # epsilon caps rho (spent <= target always holds); epsilon=inf leaves rho alone
+    with pytest.raises(ValueError, match="rho"):
+        dpopt.solve(pb, "ht-acsa", epsilon=1.5, delta=1e-5, rho=1.0, clip=2.0,
+                    accountant=accountant, smoothness=1.0)
+    res3 = dpopt.solve(pb, "ht-acsa", epsilon=math.inf, delta=1e-5, rho=1.0, random_state=0,
+                       clip=2.0, accountant=accountant, smoothness=1.0, radius=3.0)
+    assert res3.params["rho"] == 1.0 and math.isfinite(res3.epsilon)
+
+
+def test_budget_accountant_sees_the_spend():
+    pb = light_problem(n=800)
+    with dpopt.BudgetAccountant(epsilon=2.0, delta=1e-5) as acc:
+        res = dpopt.solve(pb, "ht-acsa", epsilon=1.0, delta=1e-5, random_state=0, clip=2.0,
+                          smoothness=1.0, radius=3.0)
+        assert acc.spent() == pytest.approx(res.epsilon, rel=1e-3)
 
 
 @pytest.mark.parametrize("share", [None, 0.25])

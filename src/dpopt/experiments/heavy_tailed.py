@@ -18,7 +18,8 @@ minimum, L2 penalty included) as a function of n and of epsilon for
 * on non-smooth absolute-loss regression: ``ht-subgradient`` (theorem's phase
   lengths T_i at small n, capped at 1000 otherwise) against DP-SGD/DP-GD.
 
-Data: synthetic linear regression (squared loss, heavy-tailed noise) and
+Data (``dpopt.datasets.make_heavy_tailed`` and ``load_dataset("california")``):
+synthetic linear regression (squared loss, heavy-tailed noise) and
 logistic regression (heavy-tailed features), Student-t or symmetrized Pareto
 (Lomax) with tail index alpha in {3, 5, 9} paired with moment order
 k = alpha - 1 in {2, 4, 8} (the k-th moment of the gradient norm is finite
@@ -37,7 +38,6 @@ import csv
 import functools
 import json
 import math
-import os
 import time
 import warnings
 from pathlib import Path
@@ -45,6 +45,7 @@ from pathlib import Path
 import numpy as np
 
 import dpopt
+from dpopt.datasets import load_dataset, make_heavy_tailed
 from dpopt.experiments import register_experiment
 from dpopt.experiments.runner import ResultStore, run_grid
 from dpopt.privacy import gdp_epsilon, gdp_mu, private_quantile
@@ -61,45 +62,6 @@ QUANTILE_SHARE = 0.1
 
 # ---------------------------------------------------------------------------
 # data
-
-
-def make_heavy_tailed(n_samples, n_features, *, distribution="student-t", tail_index=3.0,
-                      target="linear", noise=1.0, outlier_fraction=0.0, heavy="both",
-                      outlier_scale=10.0, random_state=None):
-    """Minimal local stand-in for ``dpopt.datasets.make_heavy_tailed`` (same parameters
-    and laws; to be replaced by it when the datasets module lands on main).
-
-    Features and noise are Student-t (``tail_index`` degrees of freedom),
-    symmetrized Lomax (random sign times ``Generator.pareto(tail_index)``) or
-    Gaussian; ``heavy`` says which part is heavy-tailed. Coefficients: a uniform
-    unit vector. ``y = X coef + noise e`` (linear) or its sign (logistic). Outliers:
-    a fraction of rows has its features multiplied by ``outlier_scale`` after y is
-    computed (logistic: labels flipped too). Returns (X, y, coef).
-    """
-    rng = np.random.default_rng(random_state)
-
-    def draw(law, size):
-        if law == "gaussian":
-            return rng.standard_normal(size)
-        if law == "student-t":
-            return rng.standard_t(tail_index, size)
-        mag = rng.pareto(tail_index, size)
-        return np.where(rng.random(size) < 0.5, -mag, mag)
-
-    x_law = distribution if heavy in ("features", "both") else "gaussian"
-    e_law = distribution if heavy in ("noise", "both") else "gaussian"
-    X = draw(x_law, (n_samples, n_features))
-    g = rng.standard_normal(n_features)
-    coef = g / np.linalg.norm(g)
-    response = X @ coef + noise * draw(e_law, n_samples)
-    y = response if target == "linear" else np.where(response >= 0, 1.0, -1.0)
-    n_out = int(round(outlier_fraction * n_samples))
-    if n_out:
-        rows = rng.choice(n_samples, size=n_out, replace=False)
-        X[rows] *= outlier_scale
-        if target == "logistic":
-            y[rows] = -y[rows]
-    return X, y, coef
 
 
 def synthetic_spec(name):
@@ -126,11 +88,11 @@ def _seed(*parts):
 def california_split():
     """(public, test, pool) arrays of the raw California data, robust-scaled with the
     public split's median and IQR (so the public split pays for the scaling)."""
-    root = os.environ.get("DPOPT_DATA")
-    if not root or not (Path(root) / "california.npz").exists():
+    try:  # a local copy ($DPOPT_DATA or the cache); offline without one, skipped
+        data = load_dataset("california", download=False)
+    except ValueError:
         return None
-    data = np.load(Path(root) / "california.npz")
-    X, y = np.asarray(data["X"], dtype=np.float64), np.asarray(data["y"], dtype=np.float64)
+    X, y = np.asarray(data.X, dtype=np.float64), np.asarray(data.y, dtype=np.float64)
     perm = np.random.default_rng(20240607).permutation(X.shape[0])
     pub, test, pool = perm[:2000], perm[2000:6000], perm[6000:]
     med = np.median(X[pub], axis=0)
@@ -164,8 +126,8 @@ def dataset_bundle(dataset, quick=False):
                                                                               10_000)
         if loss == "absolute":
             n_test //= 5  # the LP reference optimum grows with the test size
-        X, y, _ = make_heavy_tailed(n_pub + n_test + n_pool, DIM,
-                                    random_state=_seed(dataset, quick), **opts)
+        X, y = make_heavy_tailed(n_pub + n_test + n_pool, DIM,
+                                 random_state=_seed(dataset, quick), **opts)
         Xp, yp = X[:n_pub], y[:n_pub]
         Xt, yt = X[n_pub:n_pub + n_test], y[n_pub:n_pub + n_test]
         Xpool, ypool = X[n_pub + n_test:], y[n_pub + n_test:]

@@ -46,11 +46,15 @@ every mechanism here is Gaussian, a rho-zCDP run is also exactly
 sqrt(2 rho)-Gaussian-DP, so ``accountant="exact"`` converts with the Gaussian-DP
 formulas instead (``rho = gdp_mu(epsilon, delta)^2 / 2``, reported epsilon =
 ``gdp_epsilon(sqrt(2 rho), delta)``): a valid and tighter conversion, the one
-the DP-GD baseline uses. ``rho=...`` overrides ``epsilon``: the ``epsilon``
-argument is then ignored and the reported epsilon is the conversion of rho at
-``delta``. Both are reported: ``FitResult.epsilon/delta`` and
-``params["rho"]``; ``FitResult.mechanisms`` holds the zCDP records (Gaussian
-records with ``accountant="exact"``) of the worst-case record.
+the DP-GD baseline uses. ``rho=...`` sets the budget instead of ``epsilon``,
+which then only acts as a cap: the reported epsilon is the conversion of rho
+at ``delta``, and a rho whose conversion exceeds ``epsilon`` raises
+``ValueError`` (so the library's rule "spent epsilon <= target", on which
+:class:`dpopt.BudgetAccountant`'s pre-check relies, still holds; pass
+``epsilon=math.inf`` to give rho alone, outside a budget accountant). Both
+are reported: ``FitResult.epsilon/delta`` and ``params["rho"]``;
+``FitResult.mechanisms`` holds the zCDP records (Gaussian records with
+``accountant="exact"``) of the worst-case record.
 
 Clipping threshold (``clip``):
 * a number: used as is (public);
@@ -150,7 +154,13 @@ def resolve_budget(epsilon, delta, rho, accountant, model):
             raise ValueError(f"delta must be < 1/2 for the shuffle protocol, got {delta}")
         return None
     if rho is not None:
-        return check_scalar(rho, "rho", low=0.0, low_open=True, allow_inf=True)
+        rho = check_scalar(rho, "rho", low=0.0, low_open=True, allow_inf=True)
+        spent = _epsilon_of_rho(rho, float(delta), accountant)
+        if spent > epsilon:  # every solver certifies epsilon <= its target (budget checks)
+            raise ValueError(f"rho={rho:g} is ({spent:.6g}, {delta:g})-DP, more than "
+                             f"epsilon={epsilon:g}; pass a larger epsilon (it caps rho; "
+                             f"dpopt.solve's default is 1.0) or epsilon=math.inf")
+        return rho
     return _rho_of(float(epsilon), float(delta), accountant)
 
 
@@ -636,7 +646,8 @@ _COMMON_DOC = """
     Common parameters
     -----------------
     rho : float, optional
-        zCDP budget; overrides ``epsilon`` (module docstring, "Budget").
+        zCDP budget used instead of ``epsilon``, which then caps it (module docstring,
+        "Budget").
     accountant : "zcdp" or "exact"
         epsilon <-> rho conversion (module docstring).
     model : "central" or "shuffle-simulation"
