@@ -59,7 +59,8 @@ Privacy
   report-noisy-max, epsilon'-DP. ``"paper-laplace"``: the paper's Laplace(Delta_s /
   epsilon'), which the paper counts as epsilon'-DP; it is only 2 epsilon'-DP
   for these non-monotone scores, so it warns and the reported epsilon uses
-  2 epsilon' (it exceeds the target). Reproduction only.
+  2 epsilon' (it exceeds the target unless the accountant had slack, as
+  advanced composition often has). Reproduction only.
 ``accountant`` (the update noise follows):
   ``"auto"`` (default), ``"pld"``, ``"rdp"``: Gaussian update noise
   sigma_j = z Delta_j, and epsilon' = (2 / z) sqrt(s / (1 - s)) with s =
@@ -306,7 +307,7 @@ def fit_dp_gcd(problem, *, epsilon, delta, rng, passes=10, step=1.0, clip=1.0, r
     if selection == "paper-laplace" and not math.isinf(epsilon):
         warnings.warn("selection='paper-laplace' uses the DP-GCD paper's Laplace(Delta/eps') "
                       "report-noisy-max, which is only 2 eps'-DP for these (non-monotone) "
-                      "scores; the reported epsilon accounts for that and exceeds the target. "
+                      "scores; the reported epsilon accounts for that and can exceed the target. "
                       "Use selection='exponential' or 'laplace' for a correct calibration.",
                       UserWarning, stacklevel=3)
     st = setup_dp_gcd(problem, epsilon, delta, T, step, clip, rule, selection, accountant,
