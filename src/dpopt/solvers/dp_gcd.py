@@ -316,7 +316,7 @@ def fit_dp_gcd(problem, *, epsilon, delta, rng, passes=10, step=1.0, clip=1.0, r
     pen = problem.penalty
 
     w = problem.zeros()
-    z = problem.margins(w)
+    z = np.zeros(problem.n_samples)  # margins X w at w = 0
     ck = Checkpoints()
     ck.record(w, 0)
     for t in range(1, T + 1):
