@@ -18,7 +18,7 @@ from scipy import optimize, stats
 import dpopt
 from dpopt.kernels.gcd import GS_L, GS_Q, GS_R, GS_S, clipped_gradient, greedy_scores
 from dpopt.kernels.grad import coordclip_gradient
-from dpopt.privacy import Gaussian, PureDP, ZCDP, epsilon_of
+from dpopt.privacy import ZCDP, Gaussian, PureDP, epsilon_of
 from dpopt.privacy.mechanisms import (
     advanced_composition_epsilon,
     advanced_composition_epsilon0,
@@ -227,7 +227,8 @@ def test_scores_are_lipschitz_with_the_claimed_constant():
 @pytest.mark.parametrize("sparse", [False, True])
 def test_fused_gradient_matches_reference_kernel(loss, sparse):
     rng = np.random.default_rng(5)
-    X = sp.random(300, 40, density=0.2, random_state=6) if sparse else rng.standard_normal((300, 40))
+    X = (sp.random(300, 40, density=0.2, random_state=6) if sparse
+         else rng.standard_normal((300, 40)))
     y = np.sign(rng.standard_normal(300)) if loss == "logistic" else rng.standard_normal(300)
     problem = dpopt.Problem(X, y, loss)
     z = rng.standard_normal(300) * 3
