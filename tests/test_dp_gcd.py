@@ -227,12 +227,12 @@ def test_scores_are_lipschitz_with_the_claimed_constant():
 @pytest.mark.parametrize("sparse", [False, True])
 def test_fused_gradient_matches_reference_kernel(loss, sparse):
     rng = np.random.default_rng(5)
-    X = (sp.random(300, 40, density=0.2, random_state=6) if sparse
-         else rng.standard_normal((300, 40)))
+    X = (sp.random(300, 43, density=0.2, random_state=6) if sparse
+         else rng.standard_normal((300, 43)))
     y = np.sign(rng.standard_normal(300)) if loss == "logistic" else rng.standard_normal(300)
     problem = dpopt.Problem(X, y, loss)
     z = rng.standard_normal(300) * 3
-    clips = rng.uniform(0.01, 1.0, 40)
+    clips = rng.uniform(0.01, 1.0, 43)
     clips[:3] = np.inf
     np.testing.assert_allclose(clipped_gradient(problem, z, clips),
                                coordclip_gradient(problem, z, clips), rtol=1e-12, atol=1e-15)

