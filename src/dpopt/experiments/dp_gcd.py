@@ -116,8 +116,9 @@ def _make_log(sigma, n=1000, p=100, seed=0, snr1=False):
 def _make_square(n=1000, p=1000, k=10, seed=0):
     rng = np.random.default_rng(seed)
     X = rng.standard_normal((n, p))
+    support = rng.choice(p, size=k, replace=False)  # draw order of dpopt.datasets.make_square
     coef = np.zeros(p)
-    coef[rng.choice(p, size=k, replace=False)] = 100.0 * rng.uniform(size=k)
+    coef[support] = 100.0 * rng.uniform(size=k)
     return X, X @ coef + rng.standard_normal(n)
 
 

@@ -67,8 +67,9 @@ def report_noisy_max(scores, scale, rng: np.random.Generator, noise="gumbel") ->
     ``noise="laplace"``: report-noisy-max with Laplace(b) noise, epsilon = 2 Delta / b.
     Proof sketch: fix the noise r_{-j} of the other entries and let r* be the
     smallest r_j for which j wins on D. On D', any r_j >= r* + 2 Delta makes
-    s'_j + r_j >= s_j + r* + Delta > max_{k != j}(s_k + r_k) + Delta
-    >= max_{k != j}(s'_k + r_k), so j also wins; the Laplace tail gives
+    s'_j + r_j >= s_j + r* + Delta >= max_{k != j}(s_k + r_k) + Delta
+    >= max_{k != j}(s'_k + r_k), so j also wins (ties have probability 0); the
+    Laplace tail gives
     P[r_j >= r* + 2 Delta] >= exp(-2 Delta / b) P[r_j >= r*], hence
     P_D'[j] >= exp(-2 Delta / b) P_D[j]. The factor 2 is needed because scores
     may move in opposite directions; Dwork & Roth's Claim 3.9 (scale Delta /
