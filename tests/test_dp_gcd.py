@@ -238,6 +238,27 @@ def test_fused_gradient_matches_reference_kernel(loss, sparse):
                                coordclip_gradient(problem, z, clips), rtol=1e-12, atol=1e-15)
 
 
+def test_threaded_dense_kernel_gives_the_same_bits():
+    import numba
+
+    from dpopt.kernels.gcd import PARALLEL_MIN_SIZE
+
+    rng = np.random.default_rng(8)
+    n = PARALLEL_MIN_SIZE // 301 + 1
+    problem = dpopt.Problem(rng.standard_normal((n, 301)), np.sign(rng.standard_normal(n)),
+                            "logistic")
+    M = problem.coordinate_smoothness()
+    before = numba.get_num_threads()
+    try:
+        numba.set_num_threads(1)
+        a = dpopt.solve(problem, "dp-gcd", epsilon=1.0, passes=3, smoothness=M, random_state=0)
+        numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)
+        b = dpopt.solve(problem, "dp-gcd", epsilon=1.0, passes=3, smoothness=M, random_state=0)
+    finally:
+        numba.set_num_threads(before)
+    np.testing.assert_array_equal(a.checkpoints, b.checkpoints)
+
+
 # --------------------------------------------------------------------------- selection privacy
 
 
