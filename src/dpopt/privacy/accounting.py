@@ -414,10 +414,8 @@ def calibrate_gaussian(epsilon, delta, steps, *, accountant="exact", adjacency="
     if math.isinf(epsilon):
         return Calibration(0.0, math.inf, delta, "none", adjacency)
     if accountant == "exact":
-        z = math.sqrt(steps) / gdp_mu(epsilon, delta)
-        while gdp_epsilon(math.sqrt(steps) / z, delta) > epsilon:
-            z *= 1 + 1e-12
-        return Calibration(z, gdp_epsilon(math.sqrt(steps) / z, delta), delta, "exact", adjacency)
+        z, eps = _calibrate_gdp(lambda z: [Gaussian(z, steps)], epsilon, delta)
+        return Calibration(z, eps, delta, "exact", adjacency)
     if accountant == "pld":
         return calibrate(lambda z: [Gaussian(z, steps)], epsilon, delta, adjacency=adjacency,
                          accountant="pld")

@@ -1,0 +1,104 @@
+"""The solver registry and dispatch (dpopt.solve), and properties every private solver has."""
+
+import math
+import warnings
+
+import numpy as np
+import pytest
+
+import dpopt
+from dpopt.privacy import epsilon_of
+
+
+def small_problem(loss="squared"):
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((50, 4))
+    y = X @ np.array([1.0, -1.0, 0.5, 0.0]) + 0.1 * rng.standard_normal(50)
+    if loss == "logistic":
+        y = np.where(y > 0, 1.0, -1.0)
+    return dpopt.Problem(X, y, loss, "l2", alpha=0.1)
+
+
+CORE = ["dp-cd", "dp-gd", "dp-sgd"]
+
+
+def test_registry_lists_core_solvers():
+    names = dpopt.available_solvers()
+    for name in CORE + ["reference"]:
+        assert name in names
+    assert dpopt.get_solver("dp-cd").private
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"solver": "nope"}, "solver must be one of"),
+    ({"epsilon": 0.0}, "epsilon must be > 0"),
+    ({"epsilon": -1.0}, "epsilon must be > 0"),
+    ({"epsilon": float("nan")}, "epsilon"),
+    ({"delta": 0.0}, "delta must be > 0"),
+    ({"delta": 1.0}, "delta must be < 1"),
+    ({"passes": 0}, "passes must be a positive integer"),
+    ({"passes": 2.5}, "passes must be a positive integer"),
+    ({"step": -1.0}, "step must be > 0"),
+    ({"clip": 0.0}, "clip must be > 0"),
+    ({"clip": float("inf")}, "clip must be finite when epsilon is finite"),
+    ({"bogus": 1}, r"unknown option\(s\) \['bogus'\]"),
+    ({"random_state": "seed"}, "random_state must be"),
+    ({"random_state": -3}, "random_state must be non-negative"),
+])
+def test_bad_arguments_raise_value_error(kwargs, match):
+    pb = small_problem()
+    args = {"solver": "dp-cd", "epsilon": 1.0, "delta": 1e-5}
+    args.update(kwargs)
+    with pytest.raises(ValueError, match=match):
+        dpopt.solve(pb, **args)
+
+
+def test_problem_type_is_checked():
+    with pytest.raises(ValueError, match="problem must be a dpopt.Problem"):
+        dpopt.solve("not a problem", "dp-cd")
+
+
+@pytest.mark.parametrize("solver", CORE)
+def test_reports_the_privacy_it_spent(solver):
+    pb = small_problem()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", dpopt.PrivacyLeakWarning)
+        res = dpopt.solve(pb, solver, epsilon=0.7, delta=1e-5, passes=3, random_state=0)
+    assert 0 < res.epsilon <= 0.7 and res.delta == 1e-5
+    assert res.adjacency == "replace-one"
+    # the recorded composition certifies the reported epsilon
+    assert epsilon_of(res.mechanisms, res.delta, adjacency=res.adjacency) <= 0.7 + 1e-9
+    assert res.checkpoints.shape == (4, pb.dim) and list(res.checkpoint_passes) == [0, 1, 2, 3]
+    assert np.all(np.diff(res.checkpoint_times) >= 0)
+
+
+@pytest.mark.parametrize("solver", CORE)
+def test_same_seed_same_result_and_fresh_entropy(solver):
+    pb = small_problem("logistic")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", dpopt.PrivacyLeakWarning)
+        a = dpopt.solve(pb, solver, epsilon=1.0, passes=2, random_state=7)
+        b = dpopt.solve(pb, solver, epsilon=1.0, passes=2, random_state=7)
+        c = dpopt.solve(pb, solver, epsilon=1.0, passes=2, random_state=None)
+        d = dpopt.solve(pb, solver, epsilon=1.0, passes=2, random_state=None)
+    np.testing.assert_array_equal(a.w, b.w)
+    assert not np.array_equal(c.w, d.w)
+
+
+@pytest.mark.parametrize("solver", CORE)
+def test_exact_smoothness_warns_privacy_leak(solver):
+    with pytest.warns(dpopt.PrivacyLeakWarning):
+        dpopt.solve(small_problem(), solver, epsilon=1.0, passes=1, random_state=0)
+
+
+@pytest.mark.parametrize("solver, opts", [("dp-cd", {"passes": 200, "step": 1.0}),
+                                          ("dp-gd", {"passes": 500, "step": 1.0}),
+                                          ("dp-sgd", {"passes": 100, "step": 0.2})])
+def test_non_private_runs_approach_the_optimum(solver, opts):
+    pb = small_problem()
+    _, f_star = dpopt.reference_optimum(pb)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", dpopt.PrivacyLeakWarning)
+        res = dpopt.solve(pb, solver, epsilon=math.inf, clip=math.inf, random_state=0, **opts)
+    assert (pb.objective(res.w) - f_star) / f_star < 1e-2
+    assert res.epsilon == math.inf and res.noise_multiplier == 0.0
