@@ -93,7 +93,10 @@ def test_exact_smoothness_warns_privacy_leak(solver):
 
 @pytest.mark.parametrize("solver, opts", [("dp-cd", {"passes": 200, "step": 1.0}),
                                           ("dp-gd", {"passes": 500, "step": 1.0}),
-                                          ("dp-sgd", {"passes": 100, "step": 0.2})])
+                                          # constant-step SGD stalls at a noise floor that
+                                          # scales with the step: at step 0.2 it exceeds 1%
+                                          # for ~26% of seeds; at 0.05 for none of 100
+                                          ("dp-sgd", {"passes": 300, "step": 0.05})])
 def test_non_private_runs_approach_the_optimum(solver, opts):
     pb = small_problem()
     _, f_star = dpopt.reference_optimum(pb)

@@ -16,10 +16,12 @@ whole block. Blocks are given in CSR style: step k updates the coordinates
 margins are *not* updated after step k: the caller recomputes them (the solver
 does this after a full-set step, with one BLAS product).
 
-Singletons perform exactly the floating-point operations of
-:func:`dpopt.kernels.cd.cd_steps`, and a full block those of the
-coordinate-clipped DP-GD step (:func:`dpopt.kernels.grad.coordclip_gradient`
-followed by the vector prox), so the special cases agree bit for bit.
+Singleton and full-set passes are NOT run here: the DP-RBCD solver sends them
+to :func:`dpopt.kernels.cd.cd_steps` and to DP-GD's fused gradient
+(:func:`dpopt.kernels.grad.full_gradient`), the kernels of the solvers they
+reduce to, so that the special cases agree bit for bit. On a singleton this
+kernel gives the same values up to rounding (those kernels use vectorized,
+re-associated sums).
 Cost per step: O(n |S|) dense (one loss derivative per sample, shared by the
 block), O(nnz of the columns of S) sparse (derivatives computed per non-zero, or
 once per sample when the block's columns hold more than n non-zeros).

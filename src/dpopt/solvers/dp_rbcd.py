@@ -85,11 +85,10 @@ N = ceil(passes p / E|S|) steps, fixed before any draw.
 Special cases
 -------------
 ``sampling="uniform"`` draws per pass ``rng.integers(0, p, size=p)`` then
-``rng.standard_normal(p)``, the draws of DP-CD, and performs the same floating
-point operations: it reproduces ``dpopt.solve(pb, "dp-cd", ...)`` bit for bit.
-``sampling="full"`` draws ``rng.standard_normal(p)`` per step and recomputes the
-margins X w after each full step (one BLAS product, the cost of the incremental
-update, no drift): it reproduces ``dpopt.solve(pb, "dp-gd", clipping="coordinate",
+``rng.standard_normal(p)``, the draws of DP-CD, and runs DP-CD's kernel
+(``cd_steps``): it reproduces ``dpopt.solve(pb, "dp-cd", ...)`` bit for bit.
+``sampling="full"`` draws ``rng.standard_normal(p)`` per step and runs DP-GD's
+fused gradient and prox (margins X w recomputed after each full step): it reproduces ``dpopt.solve(pb, "dp-gd", clipping="coordinate",
 step_rule="eso", ...)`` bit for bit.
 
 Not from the paper: the prox (post-processing, not covered by its rates), the
@@ -109,9 +108,16 @@ import numpy as np
 from dpopt._validation import check_choice, check_positive_int, check_scalar
 from dpopt.exceptions import PrivacyLeakWarning
 from dpopt.kernels.block import block_steps
+from dpopt.kernels.cd import cd_steps
+from dpopt.kernels.grad import full_gradient
 from dpopt.privacy import Gaussian, calibrate_gaussian
 from dpopt.solvers._base import Checkpoints, make_result, register_solver
-from dpopt.solvers.dp_cd import check_privacy_params, coordinate_clips, resolve_smoothness
+from dpopt.solvers.dp_cd import (
+    check_privacy_params,
+    coordinate_clips,
+    coordinate_steps,
+    resolve_smoothness,
+)
 from dpopt.solvers.dp_gd import max_row_nnz
 
 SAMPLINGS = ("uniform", "importance", "importance-sqrt", "nice", "bernoulli", "full")
@@ -549,7 +555,28 @@ def fit_dp_rbcd(problem, *, epsilon, delta, rng, sampling="uniform", block_size=
 
 
 def _run_pass(problem, z, w, indptr, indices, noise, sigma, scale, incremental, step, M, clips):
-    """One pass of block steps; after a full-set step the margins are recomputed as X w."""
+    """One pass of block steps; after a full-set step the margins are recomputed as X w.
+
+    The two special cases run the very code of the solvers they reduce to, so that they
+    agree bit for bit: a pass of singletons with unit ESO factor is DP-CD's
+    :func:`~dpopt.kernels.cd.cd_steps`, a pass of full-set steps is DP-GD's fused
+    coordinate-clipped gradient (:func:`~dpopt.kernels.grad.full_gradient`) and vector prox.
+    """
+    p = w.shape[0]
+    sizes = np.diff(indptr)
+    if len(sizes) and np.all(sizes == 1) and np.all(scale == 1.0):
+        sig = np.zeros(p)
+        sig[indices] = sigma  # sigma of a singleton {j} depends on j only
+        cd_steps(problem, z, w, indices, noise, coordinate_steps(M, step), clips, sig)
+        return z
+    if len(sizes) and np.all(sizes == p):
+        pen = problem.penalty
+        for k in range(len(sizes)):
+            gam = np.zeros(p)
+            np.divide(step, scale[k] * M, out=gam, where=M > 0)
+            g = full_gradient(problem, w, clips=clips)
+            w[:] = pen.prox(w - gam * (g + sigma[k] * noise[indptr[k]:indptr[k + 1]]), gam)
+        return problem.margins(w)
     if incremental.all():
         block_steps(problem, z, w, indptr, indices, noise, sigma, scale, incremental, step, M,
                     clips)
