@@ -88,8 +88,9 @@ Special cases
 ``rng.standard_normal(p)``, the draws of DP-CD, and runs DP-CD's kernel
 (``cd_steps``): it reproduces ``dpopt.solve(pb, "dp-cd", ...)`` bit for bit.
 ``sampling="full"`` draws ``rng.standard_normal(p)`` per step and runs DP-GD's
-fused gradient and prox (margins X w recomputed after each full step): it reproduces ``dpopt.solve(pb, "dp-gd", clipping="coordinate",
-step_rule="eso", ...)`` bit for bit.
+fused gradient and prox (margins X w recomputed after each full step): it
+reproduces ``dpopt.solve(pb, "dp-gd", clipping="coordinate", step_rule="eso", ...)``
+bit for bit.
 
 Not from the paper: the prox (post-processing, not covered by its rates), the
 clipping (the paper assumes Lipschitz losses), the last iterate as output (the
