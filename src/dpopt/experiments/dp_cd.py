@@ -20,8 +20,8 @@ alpha = lambda / 2 (relative errors are unchanged by the factor 2).
 California uses the DP-GCD paper's lambda = 0.1 for the same data and loss.
 Electricity uses lambda = 1e-3, the DP-GCD paper's value for its logistic +
 L2 problems (no California-like precedent exists for this data set). For
-Sparse LASSO (our generator, the paper's design: X ~ N(0,1), 10 active
-coefficients 100 U(0,1), noise N(0,1), data seed 0) lambda is set so that the
+Sparse LASSO (``dpopt.datasets.make_sparse_lasso``, the paper's design: X ~
+N(0,1), 10 active coefficients 100 U(0,1), noise N(0,1), data seed 0) lambda is set so that the
 relative error of w = 0 is the paper's "no progress" value 0.7551 (Table 2):
 alpha = 24 gives 0.748 (alpha = 15, the DP-GCD "square" value, gives 1.51).
 Standardization ("balanced") is done without privacy, as in the paper.
@@ -128,27 +128,27 @@ _CACHE: dict = {}
 
 
 def _load_real(name, quick):
-    root = os.environ.get("DPOPT_DATA")
-    path = Path(root) / f"{name}.npz" if root else None
-    if path is None or not path.exists():
+    """The named real dataset from $DPOPT_DATA (no download here), or None if absent."""
+    from dpopt.datasets import DatasetNotAvailableError, load_dataset
+
+    if not os.environ.get("DPOPT_DATA"):
         return None
-    with np.load(path) as data:  # TODO(merge): use dpopt.datasets.load_dataset(name)
-        X, y = data["X"].astype(np.float64), data["y"].astype(np.float64)
+    try:
+        data = load_dataset(name, download=False)
+    except DatasetNotAvailableError:
+        return None
+    X, y = np.asarray(data.X, dtype=np.float64), np.asarray(data.y, dtype=np.float64)
     if quick:  # a fixed subsample keeps --quick well under a minute
-        keep = np.random.default_rng(0).choice(X.shape[0], size=4000, replace=False)
-        X, y = X[np.sort(keep)], y[np.sort(keep)]
+        keep = np.sort(np.random.default_rng(0).choice(X.shape[0], size=4000, replace=False))
+        X, y = X[keep], y[keep]
     return X, y
 
 
-def make_sparse_lasso(n=1000, p=1000, k=10, noise=1.0, seed=0):
-    """The paper's Sparse LASSO design; same draws as ``dpopt.datasets.make_sparse_lasso``
-    (X, support, coefficients 100 U(0,1), noise), kept local until that lands."""
-    rng = np.random.default_rng(seed)
-    X = rng.standard_normal((n, p))
-    support = rng.choice(p, size=k, replace=False)
-    coef = np.zeros(p)
-    coef[support] = 100.0 * rng.uniform(size=k)
-    return X, X @ coef + noise * rng.standard_normal(n)
+def make_sparse_lasso(n=1000, p=1000, seed=0):
+    """The paper's Sparse LASSO design (10 active coefficients 100 U(0,1), noise N(0,1))."""
+    from dpopt.datasets import make_sparse_lasso as generate
+
+    return generate(n, p, 10, 1.0, random_state=seed)
 
 
 def data_available(name, quick=False):
