@@ -307,11 +307,16 @@ def _fit(problem, variant, *, epsilon, delta, rng, epochs, epoch_length, batch_s
          smoothness, strong_convexity, noise_split, condition, checkpoint_every):
     n = problem.n_samples
     epochs = check_positive_int(epochs, "epochs")
-    batch_size = 1 if batch_size is None else check_positive_int(batch_size, "batch_size")
+    batch_size = (max(1, round(math.sqrt(n))) if batch_size is None
+                  else check_positive_int(batch_size, "batch_size"))
     if batch_size > n:
         raise ValueError(f"batch_size must be <= n_samples={n}, got {batch_size}")
-    m = (max(1, round(n / batch_size)) if epoch_length is None
-         else check_positive_int(epoch_length, "epoch_length"))
+    if epoch_length is not None:
+        m = check_positive_int(epoch_length, "epoch_length")
+    elif variant == "dp-svrg":
+        m = max(1, round(n / batch_size))
+    else:
+        m = max(1, round(8 * n / (batch_size * 2 ** min(epochs, 40))))
     step = check_scalar(step, "step", low=0.0, low_open=True)
     clip = check_privacy_params(epsilon, clip)
     if not (isinstance(noise_split, str) and noise_split == "auto"):
@@ -330,7 +335,8 @@ def _fit(problem, variant, *, epsilon, delta, rng, epochs, epoch_length, batch_s
     mu = _strong_convexity(problem, strong_convexity)
     L = per_sample_smoothness(problem, smoothness)
     eta = step / L
-    _check_theory(variant, eta, L, mu, m, condition)
+    if batch_size == 1:  # the paper's algorithm; its analysis says nothing about minibatches
+        _check_theory(variant, eta, L, mu, m, condition)
 
     rate = batch_size / n
     cal, rho = calibrate_svrg(epsilon, delta, rate, n_steps, noise_split)
@@ -370,9 +376,13 @@ _OPTIONS_DOC = """
         T, the number of epochs (each starts with a full clipped gradient).
     epoch_length : int, optional
         m, inner steps per epoch (dp-svrg++: epoch s has 2^s m). Default
-        round(n / batch_size).
-    batch_size : int
-        b, the expected Poisson batch size (sampling rate b / n). 1 is the paper's.
+        n / b for dp-svrg (an epoch samples n records in expectation: 3 passes
+        with its full gradient) and 8 n / (b 2^T) for dp-svrg++ (the last
+        epoch samples 8 n records).
+    batch_size : int, optional
+        b, the expected Poisson batch size (sampling rate b / n). Default
+        round(sqrt(n)); 1 is the paper's algorithm (with tight accounting its
+        noise is far too large at realistic sizes: docs/reproduction/dp-svrg/).
     step : float
         The step size is eta = step / L.
     clip : float
@@ -386,8 +396,10 @@ _OPTIONS_DOC = """
         rho, the share of sigma^2 attributed to the full-gradient term in the
         accounting (module docstring); ``"auto"`` picks it numerically.
     condition : "warn", "raise" or "ignore"
-        What to do when the step / epoch length miss the sufficient condition of
-        the paper's utility analysis (a :class:`TheoryConditionWarning`).
+        What to do when, with ``batch_size=1`` (the setting of the paper's
+        analysis), the step / epoch length miss the sufficient condition of
+        its utility theorem (a :class:`TheoryConditionWarning`): eq. (4) for
+        dp-svrg, eta <= 1/(13 L) for dp-svrg++. Not a privacy matter.
     checkpoint_every : int
         Record the snapshot every this many epochs.
 
@@ -398,8 +410,8 @@ _OPTIONS_DOC = """
 
 @register_solver("dp-svrg", description="DP proximal SVRG, Poisson-sampled clipped inner steps "
                  "(Wang, Ye, Xu 2017, Alg. 1)", losses=SMOOTH_LOSSES, family="dp-svrg")
-def fit_dp_svrg(problem, *, epsilon, delta, rng, epochs=15, epoch_length=None, batch_size=1,
-                step=0.1, clip=1.0, smoothness="exact", strong_convexity=None,
+def fit_dp_svrg(problem, *, epsilon, delta, rng, epochs=15, epoch_length=None, batch_size=None,
+                step=0.5, clip=1.0, smoothness="exact", strong_convexity=None,
                 noise_split="auto", condition="warn", checkpoint_every=1):
     """Fit with DP-SVRG (module docstring): every epoch restarts from the snapshot.
 
@@ -416,8 +428,8 @@ def fit_dp_svrg(problem, *, epsilon, delta, rng, epochs=15, epoch_length=None, b
 @register_solver("dp-svrg++", description="DP proximal SVRG++ with doubling epochs, for "
                  "non-strongly convex objectives (Wang, Ye, Xu 2017, Alg. 2)",
                  losses=SMOOTH_LOSSES, family="dp-svrg")
-def fit_dp_svrg_pp(problem, *, epsilon, delta, rng, epochs=8, epoch_length=None, batch_size=1,
-                   step=1 / 13, clip=1.0, smoothness="exact", noise_split="auto",
+def fit_dp_svrg_pp(problem, *, epsilon, delta, rng, epochs=8, epoch_length=None,
+                   batch_size=None, step=0.5, clip=1.0, smoothness="exact", noise_split="auto",
                    condition="warn", checkpoint_every=1):
     """Fit with DP-SVRG++ (module docstring): epoch s has 2^s m steps and starts from the
     previous epoch's last iterate."""
