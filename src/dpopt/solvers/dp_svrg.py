@@ -18,9 +18,12 @@ from the snapshot, w_0 = w~_{s-1}. ``"dp-svrg++"`` (Algorithm 2): m_s = 2^s m
 and epoch s starts from the previous epoch's last iterate. Both return the
 last snapshot w~_T. clip is L2 clipping to C of each per-sample gradient (for
 a linear model a scalar weight per row, no per-sample matrix); the penalty
-enters only through the prox. b is the expected batch size (public); the
-paper's algorithm is b = 1 (one index per step), ``batch_size > 1`` is the
-minibatch extension of the notes (item 13).
+enters only through the prox. b is the expected batch size (public, default
+round(sqrt(n))); the paper's algorithm is b = 1 (one index per step),
+``batch_size > 1`` is the minibatch extension of the notes (item 13), outside
+the paper's theorems. With tight accounting b = 1 needs a noise multiplier
+near its floor (~0.2 for the paper's experiment), i.e. noise of std ~0.7 G per
+coordinate on every step: docs/reproduction/dp-svrg/.
 
 Privacy (replace-one adjacency, the library default and the paper's)
 --------------------------------------------------------------------
@@ -43,21 +46,27 @@ z = sigma / (4C) the K = sum_s m_s steps compose as
 replace-one analysis of Poisson subsampling, as :mod:`dpopt.solvers.dp_sgd`),
 z calibrated numerically with :func:`dpopt.privacy.calibrate`. The sampler is
 Poisson, as the analysis assumes (invariant 2). rho is any public number; by
-default it is chosen numerically (``noise_split="auto"``): in the paper's
-regime (b = 1, q = 1/n) almost all variance goes to the sampled term (rho ~
-1%), for large batches the optimum approaches rho = 1/3 (then the full
-gradient costs about as much as the sampled term: its sensitivity 2Cq is not
-amplified by sampling, the sampled term's 4C is, by q).
+default it is chosen numerically (``noise_split="auto"``, :func:`choose_split`):
+in the paper's regime (b = 1, q = 1/n) almost all variance goes to the sampled
+term (rho ~ 3%); for minibatches the optimum is about rho = 1/3, and then the
+full gradient costs about as much as the sampled term (its sensitivity 2Cq is
+not amplified by sampling, the sampled term's 4C is, by q): charging it at
+every step raises the noise by ~1.5x over plain subsampled steps.
 
-Why not noise g~ once per epoch and reuse it (post-processing)? That is also
-correct: T Gaussian releases of g~ (sensitivity 2C/n) plus K subsampled steps.
-For the same privacy it is no cheaper: the Gaussian parts compose to the same
-mu-GDP when sigma_g^2 = rho sigma^2 / m, and the error the full-gradient noise
-puts into an epoch, sum_t eta xi_t, has the same variance m^2 sigma_g^2 =
-m rho sigma^2 either way. The per-step form keeps one noise draw per step and
-leaves rho to the accountant (any rho certifies the same run), whereas the
-per-epoch form needs rho fixed in the algorithm and adds a noise that stays
-constant over the epoch. We implement the paper's per-step form.
+Why not noise g~ once per epoch (g^ = g~ + N(0, sigma_g^2 I)) and reuse g^
+in the m steps as post-processing? That is also correct: T Gaussian releases
+of sensitivity 2C/n plus K subsampled steps whose noise covers the sampled
+term alone. It is not cheaper. Match the error the full-gradient noise puts
+into the sum of an epoch's gradient estimates v_t = R_t / b: per epoch
+m sigma_g (the same draw m times) against sqrt(m) sqrt(rho) sigma / b (fresh
+draws), equal when sigma_g^2 = rho sigma^2 / (m b^2). Then the T per-epoch
+releases are mu-GDP with mu^2 = T (2C/n)^2 / sigma_g^2 = K (2Cq)^2 / (rho
+sigma^2), exactly the mu of the K per-step charges, and the sampled term has
+the same (1 - rho) sigma^2 in both. Same privacy, same error variance; the
+per-step form needs one draw per step and leaves rho to the accountant (any
+rho certifies the same run, so it can be optimized after the fact), the
+per-epoch form fixes rho in the algorithm and its error is constant within an
+epoch. We implement the paper's per-step form.
 
 The paper's closed-form noise (eqs. 3, 6, 9, 11) is kept only as
 :func:`paper_noise_variance`, a documented comparison never used to run.
@@ -68,6 +77,7 @@ from __future__ import annotations
 import functools
 import math
 import warnings
+import weakref
 
 import numpy as np
 
@@ -245,13 +255,24 @@ def poisson_batches(rng, n, rate, count):
     np.cumsum(sizes, out=starts[1:])
     idx = rng.integers(0, n, size=int(starts[-1]), dtype=np.int64)
     if idx.size > 1:
-        batch = np.repeat(np.arange(count), sizes)
-        order = np.lexsort((idx, batch))
-        b_s, i_s = batch[order], idx[order]
-        dup = (b_s[1:] == b_s[:-1]) & (i_s[1:] == i_s[:-1])
-        for t in np.unique(b_s[1:][dup]):
+        key = np.sort(np.repeat(np.arange(count, dtype=np.int64), sizes) * n + idx)
+        for t in np.unique(key[1:][key[1:] == key[:-1]] // n):
             idx[starts[t]:starts[t + 1]] = rng.choice(n, size=sizes[t], replace=False)
     return starts, idx
+
+
+_ROWS = weakref.WeakKeyDictionary()
+
+
+def row_matrix(problem):
+    """X with fast row access: CSR for sparse data, a C-ordered copy (cached per problem)
+    for dense data, whose Fortran order is made for columns."""
+    if problem.is_sparse:
+        return problem.X_csr
+    rows = _ROWS.get(problem)
+    if rows is None:
+        rows = _ROWS[problem] = np.ascontiguousarray(problem.X)
+    return rows
 
 
 def _inner_loop(problem, Xrows, w, snap_weights, snap_grad, n_steps, rate, batch_size, eta,
@@ -361,7 +382,7 @@ def _fit(problem, variant, *, epsilon, delta, rng, epochs, epoch_length, batch_s
     rate = batch_size / n
     cal, rho = calibrate_svrg(epsilon, delta, rate, n_steps, noise_split)
     sigma = cal.noise_multiplier * 4.0 * clip if cal.noise_multiplier > 0 else 0.0
-    Xrows = problem.X_csr if problem.is_sparse else np.ascontiguousarray(problem.X)
+    Xrows = row_matrix(problem)
 
     snap = problem.zeros()
     w = snap.copy()
