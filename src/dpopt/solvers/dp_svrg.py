@@ -444,8 +444,10 @@ _OPTIONS_DOC = """
     checkpoint_every : int
         Record the snapshot every this many epochs.
 
-    ``passes`` of the result counts per-sample gradient evaluations / n
-    (n per full gradient, 2 per sampled record).
+    ``passes`` of the result counts per-sample gradient evaluations / n with the
+    paper's bookkeeping (n per full gradient, 2 per sampled record: T(n + 2m) for
+    b = 1). The kernel keeps the n loss derivatives of the snapshot, so it
+    actually computes one new gradient per sampled record.
 """
 
 
