@@ -106,8 +106,8 @@ def _split(X, y, n_train, n_test, seed):
     return X[tr], y[tr], X[te], y[te]
 
 
-def _load_electricity():
-    ds = dpopt.datasets.load_dataset("electricity", download=False)
+def _load_electricity(download):
+    ds = dpopt.datasets.load_dataset("electricity", download=download)
     X = np.array(ds.X, dtype=np.float64)
     X[:, 1] = (X[:, 1] - 1.0) / 6.0  # day of week 1..7 -> [0, 1]; the rest is in [0, 1]
     X = np.hstack([X, np.ones((X.shape[0], 1))])  # constant feature (intercept, penalized)
@@ -132,7 +132,7 @@ def load_data(name, quick):
         X, y = make_covtype_standin(n_train + n_test, random_state=2017)
         return X[:n_train], y[:n_train], X[n_train:], y[n_train:], 1.0 / 12.0
     if name == "electricity":
-        X, y = _load_electricity()
+        X, y = _load_electricity(download=not quick)
         return (*_split(X, y, n_train, n_test, seed=151), 1.0 / 9.0)
     X, y = _load_covtype(download=not quick)
     return (*_split(X, y, n_train, n_test, seed=54), 1.0 / 12.0)
