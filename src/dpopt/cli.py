@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import warnings
 from pathlib import Path
@@ -138,14 +139,164 @@ def cmd_solvers(args):
 def cmd_reproduce(args):
     from dpopt.experiments import get_experiment
 
+    if args.scheduler is not None and args.backend != "dask":
+        raise ValueError("--scheduler needs --backend dask")
     exp = get_experiment(args.name)
     out = Path(args.out) if args.out else Path("results") / (args.name + ("-quick" if args.quick
                                                                           else ""))
     print(f"dpopt reproduce {args.name}{' --quick' if args.quick else ''}: writing to {out}")
-    summary = exp.run(out=out, quick=args.quick, n_jobs=args.n_jobs, backend=args.backend,
-                      progress=not args.no_progress)
+    with _dask_context(args):
+        summary = exp.run(out=out, quick=args.quick, n_jobs=args.n_jobs, backend=args.backend,
+                          progress=not args.no_progress)
     for key, value in (summary or {}).items():
         print(f"{key}: {value}")
+    return 0
+
+
+def _dask_context(args):
+    """With ``--backend dask``: one Dask client (``--scheduler`` or a LocalCluster) for
+    the whole experiment; the experiment's ``run_grid`` calls use it."""
+    import contextlib
+
+    if args.backend != "dask":
+        return contextlib.nullcontext()
+    from dpopt.experiments.runner import dask_cluster
+
+    return dask_cluster(args.scheduler, n_workers=max(1, args.n_jobs))
+
+
+# -- fit -----------------------------------------------------------------------
+
+def _option(text):
+    """KEY=VALUE; VALUE parsed as JSON (numbers, true/false, lists), else a string."""
+    import json
+
+    key, sep, value = text.partition("=")
+    if not sep or not key.isidentifier():
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    try:
+        return key, json.loads(value)
+    except json.JSONDecodeError:
+        return key, value
+
+
+def _unit_interval(text):
+    value = _positive_float(text)
+    if not value < 1:
+        raise argparse.ArgumentTypeError(f"must be in (0, 1), got {text}")
+    return value
+
+
+def _non_negative_float(text):
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not (value >= 0 and math.isfinite(value)):
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text}")
+    return value
+
+
+def cmd_fit(args):
+    """Fit a private linear model on a data file; print a report, write model JSON."""
+    import numpy as np
+
+    import dpopt
+    from dpopt import modelio
+
+    options = dict(args.option or [])
+    accepted = dpopt.get_solver(args.solver).options()
+    unknown = sorted(set(options) - set(accepted))
+    if unknown:
+        raise ValueError(f"--option: unknown option(s) {unknown} for solver {args.solver!r}; "
+                         f"it accepts {accepted}")
+    if args.target is not None and Path(args.data).suffix.lower() != ".csv":
+        raise ValueError(f"--target applies to CSV files only, got {args.data!r}")
+    try:
+        X, y, names = modelio.read_data(args.data, target=args.target)
+    except ValueError as exc:
+        raise ValueError(f"DATA: {exc}") from None
+    classes = None
+    if args.loss == "logistic":
+        y, classes = _signed_labels(y, args.positive_label)
+    kwargs = {"alpha": args.alpha} if args.penalty in ("l1", "l2", "elastic_net") else {}
+    if args.penalty == "elastic_net":
+        kwargs["l1_ratio"] = args.l1_ratio
+    loss = dpopt.problem.losses.huber(args.huber_threshold) if args.loss == "huber" else args.loss
+    problem = dpopt.Problem(X, y, loss=loss, penalty=args.penalty,
+                            fit_intercept=not args.no_intercept, **kwargs)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            result = dpopt.solve(problem, args.solver, epsilon=args.epsilon, delta=args.delta,
+                                 random_state=args.seed, **options)
+        except ValueError as exc:
+            named = [k for k in options if str(exc).startswith(k)]
+            raise ValueError(f"--option {named[0]}: {exc}" if named else str(exc)) from None
+    leaks = [str(w.message) for w in caught if issubclass(w.category, dpopt.PrivacyLeakWarning)]
+    for w in caught:
+        if not issubclass(w.category, dpopt.PrivacyLeakWarning):
+            warnings.warn(w.message, w.category, stacklevel=1)
+    model = modelio.model_dict(problem, result, solver=args.solver, options=options,
+                               seed=args.seed, classes=classes,
+                               data={"path": str(args.data), "n_samples": problem.n_samples,
+                                     "n_features": problem.n_features, "feature_names": names,
+                                     "target": args.target})
+    if args.out:
+        modelio.save_model(args.out, model)
+    nnz = int(np.count_nonzero(result.coef))
+    print(f"dpopt fit: {args.data} (n={problem.n_samples}, p={problem.n_features}), "
+          f"loss={args.loss}, penalty={args.penalty}"
+          + (f"(alpha={args.alpha:g})" if kwargs else ""))
+    print(f"privacy: {result.privacy_report()}")
+    print(f"model: {nnz}/{problem.n_features} non-zero coefficients, intercept "
+          f"{result.intercept:.4g}; {result.n_iter} updates, {result.passes:g} passes, "
+          f"{result.time:.2f} s")
+    for msg in leaks:
+        print(f"PrivacyLeakWarning: {msg}")
+    if args.train_metrics:
+        print(f"training objective F(w) = {problem.objective(result.w):.6g} "
+              f"(computed on the private data: NOT private)")
+    if args.out:
+        print(f"model written to {args.out}")
+    return 0
+
+
+def _signed_labels(y, positive):
+    import numpy as np
+
+    classes = np.unique(y)
+    if classes.size != 2:
+        raise ValueError(f"DATA: the logistic loss needs exactly 2 label values, got "
+                         f"{classes.size}: {classes[:5].tolist()}")
+    if positive is None:
+        pos = classes[1]
+    else:
+        try:
+            pos = float(positive)
+        except ValueError:
+            raise ValueError(f"--positive-label: not a number: {positive!r}") from None
+        if pos not in classes:
+            raise ValueError(f"--positive-label {positive} is not one of the labels "
+                             f"{classes.tolist()}")
+    neg = classes[0] if classes[1] == pos else classes[1]
+    return np.where(y == pos, 1.0, -1.0), [float(neg), float(pos)]
+
+
+# -- plot ------------------------------------------------------------------------
+
+def cmd_plot(args):
+    """Render the figures of a results JSONL to PNG and SVG."""
+    from dpopt import plotting
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", UserWarning)
+        paths = plotting.render(args.results, args.out, kinds=args.kind or plotting.KINDS,
+                                formats=args.format or ("png", "svg"))
+    for w in caught:
+        print(f"dpopt plot: {w.message}", file=sys.stderr)
+    for path in paths:
+        print(path)
     return 0
 
 
@@ -188,8 +339,57 @@ def build_parser():
     p.add_argument("--out", help="output directory (default results/NAME)")
     p.add_argument("--n-jobs", type=int, default=1)
     p.add_argument("--backend", choices=["loky", "threading", "dask"], default="loky")
+    p.add_argument("--scheduler", metavar="ADDRESS", default=None,
+                   help="Dask scheduler address (tcp://host:8786) for --backend dask; "
+                        "default: a LocalCluster with --n-jobs workers")
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(func=cmd_reproduce)
+
+    from dpopt import available_solvers
+    p = sub.add_parser("fit", help="fit a private model on a CSV / LIBSVM / npz file",
+                       description="Fit a private linear model; print the privacy spent and "
+                                   "write the model as JSON (--out).")
+    p.add_argument("data", metavar="DATA", help="data file: .csv, .npz, or LIBSVM "
+                   "(.svm, .libsvm, .svmlight, .txt)")
+    p.add_argument("--loss", choices=["squared", "logistic", "huber", "absolute"],
+                   required=True)
+    p.add_argument("--penalty", choices=["none", "l1", "l2", "elastic_net"], default="none")
+    p.add_argument("--alpha", type=_non_negative_float, default=0.0,
+                   help="penalty strength (l1: alpha|w|_1, l2: alpha/2 |w|^2)")
+    p.add_argument("--l1-ratio", type=_non_negative_float, default=0.5,
+                   help="elastic-net mixing in [0, 1]")
+    p.add_argument("--huber-threshold", type=_positive_float, default=1.35)
+    p.add_argument("--solver", choices=available_solvers(), default="dp-cd")
+    p.add_argument("--epsilon", type=_positive_float, required=True,
+                   help="target epsilon ('inf': no privacy)")
+    p.add_argument("--delta", type=_unit_interval, default=None,
+                   help="target delta in (0, 1) (default 1/n^2)")
+    p.add_argument("--option", type=_option, action="append", metavar="KEY=VALUE",
+                   help="solver option, repeatable (e.g. --option passes=20 --option clip=0.5)")
+    p.add_argument("--target", default=None,
+                   help="CSV only: label column, name or index (default: the last column)")
+    p.add_argument("--positive-label", default=None,
+                   help="logistic: the label mapped to +1 (default: the larger one)")
+    p.add_argument("--no-intercept", action="store_true", help="do not fit an intercept")
+    p.add_argument("--seed", type=int, default=None, help="random seed (default: fresh entropy)")
+    p.add_argument("--out", metavar="MODEL.json", default=None, help="write the model here")
+    p.add_argument("--train-metrics", action="store_true",
+                   help="also print the training objective (NOT private)")
+    p.set_defaults(func=cmd_fit)
+
+    p = sub.add_parser("plot", help="figures of a results JSONL (PNG and SVG)",
+                       description="Relative error vs passes and vs wall time (min/mean/max "
+                                   "bands, log scale) and error vs epsilon, from the records "
+                                   "written by 'dpopt reproduce' (fields: see dpopt.plotting).")
+    p.add_argument("results", metavar="RESULTS",
+                   help="results JSONL (e.g. results/NAME/runs.jsonl)")
+    p.add_argument("--out", metavar="DIR", default=None,
+                   help="output directory (default: beside RESULTS)")
+    p.add_argument("--kind", choices=["passes", "time", "epsilon"], action="append",
+                   help="figure(s) to draw, repeatable (default: all that the records allow)")
+    p.add_argument("--format", choices=["png", "svg", "pdf"], action="append",
+                   help="file format(s), repeatable (default: png and svg)")
+    p.set_defaults(func=cmd_plot)
     return parser
 
 

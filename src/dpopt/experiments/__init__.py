@@ -11,7 +11,15 @@ import pkgutil
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from dpopt.experiments.runner import ResultStore, config_key, run_grid, run_seed
+from dpopt.experiments.runner import (
+    ResultStore,
+    config_key,
+    dask_cluster,
+    fit_record,
+    run_grid,
+    run_seed,
+    strip_timings,
+)
 
 
 @dataclass(frozen=True)
@@ -52,5 +60,6 @@ def get_experiment(name) -> Experiment:
     return exps[name]
 
 
-__all__ = ["Experiment", "ResultStore", "available_experiments", "config_key", "get_experiment",
-           "register_experiment", "run_grid", "run_seed"]
+__all__ = ["Experiment", "ResultStore", "available_experiments", "config_key", "dask_cluster",
+           "fit_record", "get_experiment", "register_experiment", "run_grid", "run_seed",
+           "strip_timings"]

@@ -161,7 +161,7 @@ def default_delta(n_samples: int) -> float:
 
 
 def solve(problem: Problem, solver: str = "dp-cd", *, epsilon=1.0, delta=None, random_state=None,
-          **options) -> FitResult:
+          budget=None, **options) -> FitResult:
     """Fit ``problem`` with a registered solver.
 
     Parameters
@@ -175,6 +175,10 @@ def solve(problem: Problem, solver: str = "dp-cd", *, epsilon=1.0, delta=None, r
         Target delta in (0, 1); default 1/n^2.
     random_state : None, int, SeedSequence or Generator
         Source of all randomness; ``None`` draws fresh OS entropy.
+    budget : dpopt.BudgetAccountant, optional
+        Checked before the fit (refused with ``BudgetExceededError`` if the
+        target would exceed it; nothing is run) and charged after. Default:
+        the accountant of an enclosing ``with dpopt.BudgetAccountant(...)``, if any.
     **options
         Solver options (see the solver's docstring); unknown names raise ``ValueError``.
     """
@@ -194,4 +198,15 @@ def solve(problem: Problem, solver: str = "dp-cd", *, epsilon=1.0, delta=None, r
         raise ValueError(f"solver {solver!r} supports penalties {list(spec.penalties)}, "
                          f"got penalty={problem.penalty.name!r}")
     rng = check_random_state(random_state)
-    return spec.func(problem, epsilon=epsilon, delta=delta, rng=rng, **options)
+    from dpopt.budget import resolve_budget, solver_adjacency
+
+    acc = resolve_budget(budget)
+    if acc is None:
+        return spec.func(problem, epsilon=epsilon, delta=delta, rng=rng, **options)
+    # a non-private solver spends epsilon = inf whatever target it is given: refused
+    target = epsilon if spec.private else math.inf
+    with acc.spend(target, delta, adjacency=solver_adjacency(spec.func, options),
+                   label=solver) as slot:
+        result = spec.func(problem, epsilon=epsilon, delta=delta, rng=rng, **options)
+        slot.record(result)
+    return result

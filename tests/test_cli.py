@@ -1,0 +1,145 @@
+"""The command line: fit round trip, plot, reproduce options, bad arguments."""
+
+import json
+
+import numpy as np
+import pytest
+
+from dpopt import modelio
+from dpopt.cli import main
+from dpopt.estimators import DPLogisticRegression
+
+
+def run(argv, capsys):
+    """(exit code, stdout, stderr) of ``dpopt argv``."""
+    try:
+        code = main(argv)
+    except SystemExit as exc:  # argparse: --help (0) and usage errors (2)
+        code = exc.code
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory):
+    d = tmp_path_factory.mktemp("data")
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((300, 3))
+    y = (X[:, 0] - X[:, 2] + 0.3 * rng.standard_normal(300) > 0).astype(int)
+    np.savetxt(d / "clf.csv", np.column_stack([y, X]), delimiter=",",
+               header="label,a,b,c", comments="")
+    np.savez(d / "reg.npz", X=X, y=X @ np.array([1.0, 0.0, -1.0]))
+    from sklearn.datasets import dump_svmlight_file
+
+    dump_svmlight_file(X, 2 * y - 1, str(d / "clf.svm"))
+    return d
+
+
+def test_fit_round_trip(data_dir, tmp_path, capsys):
+    out = tmp_path / "model.json"
+    code, stdout, _ = run(["fit", str(data_dir / "clf.csv"), "--loss", "logistic", "--penalty",
+                           "l2", "--alpha", "0.01", "--epsilon", "1", "--target", "label",
+                           "--seed", "4", "--option", "passes=5", "--out", str(out)], capsys)
+    assert code == 0
+    assert "replace-one" in stdout and "PrivacyLeakWarning" in stdout and str(out) in stdout
+    model = modelio.load_model(out)
+    assert model["privacy"]["epsilon"] <= 1.0 and model["privacy"]["accountant"] == "exact"
+    assert model["privacy"]["mechanisms"][0]["type"] == "Gaussian"
+    assert model["data"]["feature_names"] == ["a", "b", "c"] and model["classes"] == [0.0, 1.0]
+    # the same fit through the estimator API gives the same model
+    table = np.loadtxt(data_dir / "clf.csv", delimiter=",", skiprows=1)
+    X, y = table[:, 1:], table[:, 0]
+    est = DPLogisticRegression(alpha=0.01, random_state=4, solver_options={"passes": 5})
+    with pytest.warns(Warning):
+        est.fit(X, y)
+    np.testing.assert_array_equal(model["coef"], est.coef_.ravel())
+    np.testing.assert_array_equal(modelio.predict(model, X), est.predict(X))
+
+
+@pytest.mark.parametrize("name, extra", [
+    ("reg.npz", ["--loss", "squared", "--penalty", "l1", "--alpha", "0.01",
+                 "--option", "smoothness=[1, 1, 1, 1]"]),
+    ("clf.svm", ["--loss", "logistic", "--solver", "dp-gd", "--option", "smoothness=1.0"]),
+])
+def test_fit_reads_npz_and_libsvm(data_dir, tmp_path, capsys, name, extra):
+    out = tmp_path / "m.json"
+    code, stdout, err = run(["fit", str(data_dir / name), "--epsilon", "2", "--delta", "1e-6",
+                             "--seed", "0", "--out", str(out), *extra], capsys)
+    assert code == 0, err
+    assert "PrivacyLeakWarning" not in stdout  # public smoothness given
+    assert json.loads(out.read_text())["data"]["n_samples"] == 300
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["fit", "{d}/reg.npz", "--loss", "squared", "--epsilon", "-1"], "--epsilon"),
+    (["fit", "{d}/reg.npz", "--loss", "squared", "--epsilon", "1", "--delta", "2"], "--delta"),
+    (["fit", "{d}/reg.npz", "--loss", "squared", "--epsilon", "1", "--solver", "x"], "--solver"),
+    (["fit", "{d}/reg.npz", "--loss", "cubic", "--epsilon", "1"], "--loss"),
+    (["fit", "{d}/reg.npz", "--loss", "squared"], "--epsilon"),
+    (["fit", "{d}/reg.npz", "--loss", "squared", "--epsilon", "1", "--option", "x"], "--option"),
+    (["fit", "{d}/reg.npz", "--loss", "squared", "--epsilon", "1", "--option", "bogus=1"],
+     "--option"),
+    (["fit", "{d}/reg.npz", "--loss", "squared", "--epsilon", "1", "--option", "passes=0"],
+     "--option passes"),
+    (["fit", "{d}/reg.npz", "--loss", "squared", "--epsilon", "1", "--target", "a"],
+     "--target"),
+    (["fit", "{d}/missing.csv", "--loss", "squared", "--epsilon", "1"], "DATA"),
+    (["fit", "{d}/reg.npz", "--loss", "logistic", "--epsilon", "1"], "DATA"),
+    (["fit", "{d}/clf.csv", "--loss", "logistic", "--epsilon", "1", "--target", "label",
+      "--positive-label", "7"], "--positive-label"),
+    (["plot", "{d}/missing.jsonl"], "RESULTS"),
+    (["plot", "{d}/clf.csv", "--kind", "bogus"], "--kind"),
+    (["reproduce", "anything", "--scheduler", "tcp://127.0.0.1:1"], "--scheduler"),
+])
+def test_bad_arguments_exit_2_naming_the_argument(data_dir, capsys, argv, needle):
+    code, _, err = run([a.format(d=data_dir) for a in argv], capsys)
+    assert code == 2
+    assert needle in err
+
+
+@pytest.mark.parametrize("command", ["fit", "plot", "reproduce", "demo", "account"])
+def test_help(capsys, command):
+    code, out, _ = run([command, "--help"], capsys)
+    assert code == 0 and "usage: dpopt " + command in out
+
+
+def test_plot_renders_png_and_svg(tmp_path, capsys):
+    from _runner_helpers import dpcd_run
+    from dpopt.experiments.runner import ResultStore, run_grid
+
+    configs = [{"solver": s, "epsilon": e, "seed": r, "dataset": "toy"}
+               for s in ("dp-cd", "dp-gd") for e in (0.5, 5.0) for r in range(2)]
+    store = ResultStore(tmp_path / "runs.jsonl")
+    run_grid(configs, dpcd_run, store=store, backend="sequential", progress=False)
+    code, out, err = run(["plot", str(store.path), "--out", str(tmp_path / "fig")], capsys)
+    assert code == 0, err
+    paths = sorted(p.name for p in (tmp_path / "fig").iterdir())
+    assert paths == sorted(f"runs_{k}.{f}" for k in ("error_vs_passes", "error_vs_time",
+                                                       "privacy_utility") for f in ("png", "svg"))
+    assert (tmp_path / "fig" / "runs_error_vs_passes.png").read_bytes()[:4] == b"\x89PNG"
+    assert "<svg" in (tmp_path / "fig" / "runs_privacy_utility.svg").read_text()
+    # records without trajectories: the trajectory figures are skipped with a message
+    flat = tmp_path / "flat.jsonl"
+    flat.write_text("".join(json.dumps({"config": {"solver": "s", "epsilon": e},
+                                        "rel_error": 1.0 / e}) + "\n" for e in (0.5, 1, 2)))
+    code, out, err = run(["plot", str(flat), "--format", "png"], capsys)
+    assert code == 0 and "skipped figure passes" in err
+    assert out.strip().endswith("flat_privacy_utility.png")
+
+
+def test_reproduce_on_a_dask_scheduler_then_plot(tmp_path, capsys, monkeypatch):
+    distributed = pytest.importorskip("distributed")
+    import dpopt.experiments as experiments
+    from _runner_helpers import toy_experiment
+
+    experiments.available_experiments()  # discover the registered ones first
+    monkeypatch.setitem(experiments._EXPERIMENTS, "toy",
+                        experiments.Experiment("toy", toy_experiment, "test experiment"))
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=False,
+                                  dashboard_address=None) as cluster:
+        code, out, err = run(["reproduce", "toy", "--out", str(tmp_path), "--backend", "dask",
+                              "--scheduler", cluster.scheduler_address, "--no-progress"], capsys)
+    assert code == 0, err
+    assert "runs: 4" in out
+    code, out, err = run(["plot", str(tmp_path / "runs.jsonl"), "--kind", "epsilon"], capsys)
+    assert code == 0 and (tmp_path / "runs_privacy_utility.svg").exists()

@@ -1,0 +1,142 @@
+"""Private hyperparameter selection (Papernot & Steinke 2022)."""
+
+import math
+
+import numpy as np
+import pytest
+from sklearn.model_selection import ParameterGrid
+
+import dpopt
+from dpopt.privacy import Gaussian, Laplace, calibrate_gaussian, epsilon_of
+from dpopt.tuning import (
+    ORDERS,
+    PrivateHyperparameterSearch,
+    rdp_curve,
+    sample_repetitions,
+    selection_epsilon,
+    truncated_negative_binomial_gamma,
+)
+
+
+def _data(n=600, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, 4))
+    y = (X[:, 0] + 0.5 * X[:, 1] + 0.3 * rng.standard_normal(n) > 0).astype(int)
+    return X, y
+
+
+PUBLIC = {"smoothness": np.full(5, 0.25)}
+
+
+@pytest.mark.parametrize("dist, eta", [("truncated-negative-binomial", 1.0),
+                                       ("truncated-negative-binomial", 0.0),
+                                       ("poisson", 1.0)])
+def test_repetitions_have_the_requested_mean(dist, eta):
+    # 4000 draws; tolerance 5 standard errors (false-alarm rate < 1e-6 by the CLT)
+    rng = np.random.default_rng(1)
+    ks = np.array([sample_repetitions(rng, dist, 5.0, eta) for _ in range(4000)])
+    assert abs(ks.mean() - 5.0) < 5 * ks.std() / math.sqrt(len(ks))
+    if dist != "poisson":
+        assert ks.min() >= 1  # truncated: at least one run
+
+
+def test_tnb_total_matches_the_theorem_by_hand():
+    # Q = Gaussian mechanism with multiplier z: RDP(lambda) = lambda / (2 z^2), computed by hand.
+    z, delta, mean, eta = 3.0, 1e-6, 8.0, 1.0
+    curve = rdp_curve([Gaussian(z)])
+    np.testing.assert_allclose(curve, ORDERS / (2 * z * z), rtol=1e-12)
+    gamma = truncated_negative_binomial_gamma(mean, eta)
+    assert gamma == pytest.approx(1 / mean)  # geometric: E[K] = 1/gamma
+    lam = ORDERS
+    inner = np.min(2 * (1 - 1 / lam) * lam / (2 * z * z) + 2 * math.log(1 / gamma) / lam)
+    eps_prime = lam / (2 * z * z) + inner + math.log(mean) / (lam - 1)
+    by_hand = np.min(eps_prime + np.log1p(-1 / lam) - np.log(delta * lam) / (lam - 1))
+    got = selection_epsilon(curve, delta, distribution="truncated-negative-binomial",
+                            mean_repetitions=mean, eta=eta)
+    assert got == pytest.approx(by_hand, rel=1e-9)
+    single = epsilon_of([Gaussian(z)], delta)
+    assert single < got < mean * single  # costs more than one run, far less than E[K] runs
+
+
+def test_total_grows_with_repetitions():
+    cal = calibrate_gaussian(1.0, 1e-7, 50)
+    curve = rdp_curve([Gaussian(cal.noise_multiplier, 50), Laplace(10.0)])
+    totals = [selection_epsilon(curve, 1e-6, distribution="truncated-negative-binomial",
+                                mean_repetitions=m) for m in (2, 5, 20, 100)]
+    assert np.all(np.diff(totals) > 0)
+
+
+@pytest.mark.parametrize("dist", ["truncated-negative-binomial", "poisson"])
+def test_search_reports_and_records_its_total(dist):
+    X, y = _data()
+    acc = dpopt.BudgetAccountant(epsilon=10.0, delta=1e-5)
+    est = dpopt.DPLogisticRegression(epsilon=0.5, delta=1e-7, solver_options=PUBLIC)
+    grid = {"alpha": [1e-3, 1e-1], "solver_options": [dict(PUBLIC, passes=p) for p in (2, 8)]}
+    search = PrivateHyperparameterSearch(est, grid, distribution=dist, mean_repetitions=4,
+                                         random_state=0, accountant=acc, delta=1e-6)
+    search.fit(X, y)
+    (entry,) = acc.ledger  # inner fits are not recorded separately
+    assert entry.epsilon == search.epsilon_spent_ and entry.delta == 1e-6
+    assert 0.6 < search.epsilon_spent_ < 4 * 0.6 * 2
+    if search.n_repetitions_ > 0:
+        assert search.best_params_ in list(ParameterGrid(grid))
+        assert search.score(X, y) > 0.6
+    again = PrivateHyperparameterSearch(est, grid, distribution=dist, mean_repetitions=4,
+                                        random_state=0, delta=1e-6).fit(X, y)
+    assert again.n_repetitions_ == search.n_repetitions_
+    assert again.best_score_ == search.best_score_  # same seed, same search
+
+
+def test_search_refused_over_budget_runs_nothing():
+    X, y = _data()
+    acc = dpopt.BudgetAccountant(epsilon=0.5, delta=1e-5)
+    est = dpopt.DPLogisticRegression(epsilon=0.5, delta=1e-7, solver_options=PUBLIC)
+    search = PrivateHyperparameterSearch(est, {"alpha": [1e-3, 1e-2]}, random_state=0,
+                                         accountant=acc)
+    with pytest.raises(dpopt.BudgetExceededError):
+        search.fit(X, y)
+    assert acc.ledger == [] and not hasattr(search, "n_repetitions_")
+    assert not hasattr(search, "n_features_in_")
+
+
+def test_inner_leaks_are_reported():
+    X, y = _data()
+    est = dpopt.DPLogisticRegression(epsilon=0.5, delta=1e-7)  # smoothness from the data
+    search = PrivateHyperparameterSearch(est, {"alpha": [1e-3]}, mean_repetitions=2,
+                                         random_state=1)
+    with pytest.warns(dpopt.PrivacyLeakWarning, match="smoothness"):
+        search.fit(X, y)
+    assert len(search.privacy_leaks_) == 1
+
+
+@pytest.mark.filterwarnings("ignore::dpopt.PrivacyLeakWarning")
+def test_noisy_score_has_the_claimed_laplace_scale():
+    # the score mechanism: mean of m values in [0, 1] + Laplace(1 / (m * score_epsilon)).
+    # A perfect classifier has score 1 exactly, so the spread is the noise alone; its
+    # standard deviation must be sqrt(2) b. 3000 draws, 10% tolerance: the sample std of
+    # Laplace noise has relative SE about 0.035, so a false alarm needs a ~3 SE deviation.
+    X, y = _data(200)
+    est = dpopt.DPLogisticRegression(epsilon=math.inf).fit(X, y)
+    search = PrivateHyperparameterSearch(est, {}, score_epsilon=0.5)
+    keep = est.predict(X) == y
+    rng = np.random.default_rng(0)
+    draws = np.array([search._noisy_score(est, X[keep], y[keep], rng) for _ in range(3000)])
+    b = 1.0 / (keep.sum() * 0.5)
+    assert abs(draws.mean() - 1.0) < 5 * math.sqrt(2) * b / math.sqrt(3000)
+    assert draws.std() == pytest.approx(math.sqrt(2) * b, rel=0.10)
+
+
+def test_search_argument_errors():
+    X, y = _data()
+    reg = dpopt.DPLasso()
+    with pytest.raises(ValueError, match="score_clip"):
+        PrivateHyperparameterSearch(reg, {"alpha": [1.0]}).fit(X, y.astype(float))
+    clf = dpopt.DPLogisticRegression()
+    with pytest.raises(ValueError, match="distribution"):
+        PrivateHyperparameterSearch(clf, {"alpha": [1.0]}, distribution="uniform").fit(X, y)
+    with pytest.raises(ValueError, match="mean_repetitions"):
+        PrivateHyperparameterSearch(clf, {"alpha": [1.0]}, mean_repetitions=0.5).fit(X, y)
+    with pytest.raises(ValueError, match="Poisson"):  # DP-SGD: no replace-one RDP analysis
+        PrivateHyperparameterSearch(
+            dpopt.DPLogisticRegression(solver="dp-sgd", solver_options={"smoothness": 1.0}),
+            {"alpha": [1.0]}).fit(X, y)
