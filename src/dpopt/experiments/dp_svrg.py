@@ -228,7 +228,7 @@ def run_one(config, seed):
             "final_accuracy": _accuracy(Xte, yte, res.w),
             "epsilon_spent": res.epsilon, "delta": res.delta, "adjacency": res.adjacency,
             "accountant": res.accountant, "noise_multiplier": res.noise_multiplier,
-            "f_star": f_star, "n_train": pb.n_samples, "cpu_seconds": cpu,
+            "f_star": f_star, "n_train": pb.n_samples, "cpu_time": cpu,
             "noise_split": res.params.get("noise_split"), "sigma": res.params.get("sigma")}
 
 
@@ -445,6 +445,6 @@ def run(out: Path, quick: bool, n_jobs: int = 1, backend: str = "loky", progress
     summary = {"runs": len(records), "datasets": datasets, "missing": missing,
                "figures": figures, "wall_seconds_this_invocation": round(time.time() - t0, 1),
                "cpu_seconds_this_invocation": round(time.process_time() - c0, 1),
-               "cpu_seconds_in_fits": round(sum(r["cpu_seconds"] for r in records), 1)}
+               "cpu_seconds_in_fits": round(sum(r["cpu_time"] for r in records), 1)}
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     return summary
