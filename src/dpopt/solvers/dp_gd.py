@@ -11,13 +11,17 @@ sigma = z 2C/n and T steps are a homogeneous Gaussian composition
 Gamma = (gamma / beta) I with beta the global smoothness; ``"eso"`` uses
 Gamma = diag(gamma / (min(p, omega) M_j)) with omega the largest number of
 non-zeros in a row (the ESO step of the full sampling in DP-RBCD).
-``output="last"`` returns the last iterate (PL case); ``"random"`` a
-uniformly drawn iterate (general non-convex guarantee).
+``output="last"`` returns the last iterate x_T (Wang, Ye, Xu 2017, Theorem 6.2:
+PL objectives); ``"random"`` returns x_tau with tau uniform on {0, ..., T-1}
+(Theorem 6.3, general smooth non-convex objectives: the bound is on the average
+of E||grad F(x_t)||^2 over t = 0..T-1; the paper's "uniformly sampled from
+{0, ..., m-1}" is a typo for T). ``params["tau"]`` is the index returned (T for
+"last").
 
 Speed: each step is one sweep over a row-major copy of X (margins, clipping
 and gradient fused, :func:`dpopt.kernels.grad.full_gradient`), instead of the
-two sweeps X w and X^T v. Random draws per step: ``rng.standard_normal(dim)``;
-with ``output="random"``, one ``rng.integers(1, passes + 1)`` at the end.
+two sweeps X w and X^T v. Random draws: with ``output="random"`` first
+``rng.integers(0, passes)`` (tau), then ``rng.standard_normal(dim)`` per step.
 """
 
 from __future__ import annotations
@@ -86,20 +90,22 @@ def fit_dp_gd(problem, *, epsilon, delta, rng, passes=10, step=1.0, clip=1.0, cl
     w = problem.zeros()
     ck = Checkpoints()
     ck.record(w, 0)
-    iterates = [w.copy()] if output == "random" else None
+    # Theorem 6.3 bounds the average of E||grad F(x_t)||^2 over t = 0..T-1: draw tau there
+    # (data-independent, so it is drawn first and only x_tau is kept).
+    tau = int(rng.integers(0, passes)) if output == "random" else passes
+    out = w.copy()
     for t in range(1, passes + 1):
         g = full_gradient(problem, w, clips=clips) if clipping == "coordinate" else \
             full_gradient(problem, w, clip=clip)
         noise = rng.standard_normal(problem.dim)
         w = pen.prox(w - gamma * (g + sigma * noise), gamma)
-        if iterates is not None:
-            iterates.append(w.copy())
+        if t == tau:
+            out = w.copy()
         if t % checkpoint_every == 0 or t == passes:
             ck.record(w, t)
-    if output == "random":
-        w = iterates[rng.integers(1, passes + 1)]
+    w = out
     return make_result(problem, w, solver="dp-gd", calibration_or_spent=cal,
                        mechanisms=[Gaussian(cal.noise_multiplier, passes)], n_iter=passes,
                        passes=passes, checkpoints=ck,
                        params={"passes": passes, "step": step, "clip": clip, "clipping": clipping,
-                               "step_rule": step_rule, "output": output})
+                               "step_rule": step_rule, "output": output, "tau": tau})
