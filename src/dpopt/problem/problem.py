@@ -126,7 +126,11 @@ class Problem:
 
     def global_smoothness(self) -> float:
         """beta = c ||X||_2^2 / n, the smoothness of f (non-private)."""
-        return self.loss.curvature * _spectral_norm_sq(self.X) / self.n_samples
+        return self.loss.curvature * self._spectral_norm_sq / self.n_samples
+
+    @functools.cached_property
+    def _spectral_norm_sq(self) -> float:
+        return _spectral_norm_sq(self.X)
 
     def __repr__(self):
         kind = "sparse" if self.is_sparse else "dense"
