@@ -52,7 +52,6 @@ import math
 import numbers
 import warnings
 
-import dp_accounting as dpa
 import numpy as np
 import scipy.sparse as sp
 from dp_accounting.rdp.rdp_privacy_accountant import compute_epsilon
@@ -64,8 +63,8 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from dpopt._validation import check_choice, check_delta, check_scalar
 from dpopt.budget import Spend, _unbudgeted, resolve_budget
 from dpopt.exceptions import PrivacyLeakWarning
-from dpopt.privacy import ZCDP, Gaussian, Laplace, PureDP, SubsampledGaussian
-from dpopt.privacy.accounting import _RDP_ORDERS, PLD_DISCRETIZATION, _pld_of
+from dpopt.privacy import Laplace, SubsampledGaussian
+from dpopt.privacy.accounting import _RDP_ORDERS, PLD_DISCRETIZATION, _pld_of, rdp_accountant
 
 __all__ = ["PrivateHyperparameterSearch", "selection_epsilon", "rdp_curve",
            "truncated_negative_binomial_gamma", "sample_repetitions"]
@@ -81,30 +80,10 @@ ORDERS = np.asarray(_RDP_ORDERS, dtype=np.float64)
 def rdp_curve(mechanisms, orders=ORDERS) -> np.ndarray:
     """Renyi DP of the composition of ``mechanisms`` (replace-one, unsampled or
     sampled without replacement) at every order."""
-    wor = any(isinstance(m, SubsampledGaussian) and m.sampling == "without-replacement"
-              for m in mechanisms)
-    rel = (dpa.NeighboringRelation.REPLACE_ONE if wor
-           else dpa.NeighboringRelation.ADD_OR_REMOVE_ONE)
-    acc = dpa.rdp.RdpAccountant(orders=list(orders), neighboring_relation=rel)
-    for m in mechanisms:
-        if isinstance(m, Gaussian):
-            acc.compose(dpa.ZCDpEvent(rho=0.5 / m.noise_multiplier ** 2), m.count)
-        elif isinstance(m, SubsampledGaussian) and m.sampling == "poisson":
-            raise ValueError("the RDP accountant has no replace-one analysis of Poisson "
-                             "subsampling: private selection does not support this solver")
-        elif isinstance(m, SubsampledGaussian):
-            size = int(round(m.sampling_rate * m.dataset_size))
-            acc.compose(dpa.SampledWithoutReplacementDpEvent(
-                m.dataset_size, size, dpa.GaussianDpEvent(m.noise_multiplier)), m.count)
-        elif isinstance(m, Laplace):
-            acc.compose(dpa.LaplaceDpEvent(m.noise_multiplier), m.count)
-        elif isinstance(m, PureDP):
-            acc.compose(dpa.ZCDpEvent(rho=0.5 * m.epsilon ** 2), m.count)
-        elif isinstance(m, ZCDP):
-            acc.compose(dpa.ZCDpEvent(rho=m.rho), m.count)
-        else:
-            raise ValueError(f"unsupported mechanism record {m!r}")
-    return np.asarray(acc.rdp, dtype=np.float64)
+    if any(isinstance(m, SubsampledGaussian) and m.sampling == "poisson" for m in mechanisms):
+        raise ValueError("the RDP accountant has no replace-one analysis of Poisson "
+                         "subsampling: private selection does not support this solver")
+    return np.asarray(rdp_accountant(mechanisms, "replace-one", orders).rdp, dtype=np.float64)
 
 
 def _delta_curve(mechanisms, epsilons) -> np.ndarray:

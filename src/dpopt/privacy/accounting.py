@@ -300,6 +300,12 @@ _RDP_ORDERS = np.concatenate([np.linspace(1.01, 1.99, 50), np.linspace(2, 12, 10
 
 
 def _rdp_epsilon(mechanisms, delta, adjacency) -> float:
+    return float(rdp_accountant(mechanisms, adjacency).get_epsilon(delta))
+
+
+def rdp_accountant(mechanisms, adjacency="replace-one", orders=_RDP_ORDERS):
+    """A dp-accounting ``RdpAccountant`` holding the composition of ``mechanisms``
+    (Gaussian and pure-DP records enter as zCDP; see the module docstring)."""
     wor = [m for m in mechanisms if isinstance(m, SubsampledGaussian)
            and m.sampling == "without-replacement"]
     poisson = [m for m in mechanisms if isinstance(m, SubsampledGaussian) and m.sampling == "poisson"]
@@ -310,7 +316,7 @@ def _rdp_epsilon(mechanisms, delta, adjacency) -> float:
                          "use accountant='pld' or adjacency='add-remove'")
     rel = (dpa.NeighboringRelation.REPLACE_ONE if wor
            else dpa.NeighboringRelation.ADD_OR_REMOVE_ONE)
-    acc = dpa.rdp.RdpAccountant(orders=list(_RDP_ORDERS), neighboring_relation=rel)
+    acc = dpa.rdp.RdpAccountant(orders=list(orders), neighboring_relation=rel)
     for m in mechanisms:
         if isinstance(m, Gaussian):
             acc.compose(dpa.ZCDpEvent(rho=0.5 / m.noise_multiplier ** 2), m.count)
@@ -330,7 +336,7 @@ def _rdp_epsilon(mechanisms, delta, adjacency) -> float:
             acc.compose(dpa.ZCDpEvent(rho=0.5 * m.epsilon ** 2), m.count)
         else:
             acc.compose(dpa.ZCDpEvent(rho=m.rho), m.count)
-    return float(acc.get_epsilon(delta))
+    return acc
 
 
 # ---------------------------------------------------------------------------
