@@ -1,0 +1,121 @@
+"""Deliberately broken solver variants, used to show that the audit has power.
+
+Test-only code (also imported by benchmarks/audit_table.py); the library never
+ships these. Two kinds:
+
+* ``noise_scaled(name, factor)``: any registered solver run with a
+  :class:`ScaledNoiseGenerator`, a ``numpy.random.Generator`` whose noise
+  draws (normal, Laplace, Gumbel, exponential) are multiplied by ``factor``.
+  Every solver draws its noise from the Generator it is given (DESIGN.md,
+  invariant 6), so this weakens any solver without touching its code; a new
+  solver that draws noise some other way makes the power test fail, which is
+  the point.
+* ``CLIP_OFF[family]``: a context manager that disables per-sample clipping
+  inside the family's solver module (the noise stays calibrated to the
+  clipping threshold). ``None`` marks a family without per-sample clipping.
+  Every private family needs an entry (tests/test_audit.py checks).
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import numpy as np
+
+import dpopt
+
+
+class ScaledNoiseGenerator(np.random.Generator):
+    """A Generator whose noise draws are ``factor`` times what they should be."""
+
+    def __init__(self, seed, factor):
+        super().__init__(np.random.PCG64(seed))
+        self.factor = float(factor)
+
+    def standard_normal(self, size=None, dtype=np.float64, out=None):
+        return super().standard_normal(size, dtype=dtype) * self.factor
+
+    def normal(self, loc=0.0, scale=1.0, size=None):
+        return super().normal(loc, np.asarray(scale) * self.factor, size)
+
+    def laplace(self, loc=0.0, scale=1.0, size=None):
+        return super().laplace(loc, np.asarray(scale) * self.factor, size)
+
+    def gumbel(self, loc=0.0, scale=1.0, size=None):
+        return super().gumbel(loc, np.asarray(scale) * self.factor, size)
+
+    def exponential(self, scale=1.0, size=None):
+        return super().exponential(np.asarray(scale) * self.factor, size)
+
+    def standard_exponential(self, size=None, dtype=np.float64, method="zig", out=None):
+        return super().standard_exponential(size, dtype=dtype, method=method) * self.factor
+
+
+def noise_scaled(name, factor=0.25):
+    """``fit`` for :func:`dpopt.audit.audit`: solver ``name`` with noise times ``factor``."""
+
+    def fit(problem, *, random_state, **kw):
+        return dpopt.solve(problem, name, random_state=ScaledNoiseGenerator(random_state, factor),
+                           **kw)
+
+    fit.__name__ = f"{name} (noise x {factor:g})"
+    return fit
+
+
+def _unclipped(module, attr, clip_arg):
+    """Patch ``module.attr`` so that argument number ``clip_arg`` (the clipping
+    threshold) is replaced by infinity."""
+    orig = getattr(module, attr)
+
+    def patched(*args, **kwargs):
+        args = list(args)
+        args[clip_arg] = np.full_like(args[clip_arg], np.inf, dtype=np.float64) \
+            if np.ndim(args[clip_arg]) else np.inf
+        return orig(*args, **kwargs)
+
+    @contextlib.contextmanager
+    def manager():
+        setattr(module, attr, patched)
+        try:
+            yield
+        finally:
+            setattr(module, attr, orig)
+
+    return manager
+
+
+def _clip_off_dp_cd():
+    from dpopt.solvers import dp_cd
+
+    # cd_steps(problem, z, w, coords, noise, step, clip, sigma)
+    return _unclipped(dp_cd, "cd_steps", 6)()
+
+
+@contextlib.contextmanager
+def _clip_off_dp_gd():
+    from dpopt.solvers import dp_gd
+
+    with _unclipped(dp_gd, "l2clip_gradient", 2)(), _unclipped(dp_gd, "coordclip_gradient", 2)():
+        yield
+
+
+def _clip_off_dp_sgd():
+    from dpopt.solvers import dp_sgd
+
+    return _unclipped(dp_sgd, "l2clip_weights", 2)()  # l2clip_weights(problem, z, clip, rows)
+
+
+#: family -> context manager factory disabling clipping (None: no per-sample clipping).
+CLIP_OFF = {
+    "dp-cd": _clip_off_dp_cd,
+    "dp-gd": _clip_off_dp_gd,
+    "dp-sgd": _clip_off_dp_sgd,
+}
+
+
+def private_families():
+    """{family: [solver names]} over the registered private solvers."""
+    out: dict[str, list[str]] = {}
+    for name in dpopt.available_solvers(private_only=True):
+        out.setdefault(dpopt.get_solver(name).family, []).append(name)
+    return out
