@@ -22,6 +22,12 @@ from contextlib import contextmanager
 import dp_accounting as dpa
 import numpy as np
 import pytest
+from dp_accounting.pld import privacy_loss_distribution as pldlib
+from dp_accounting.rdp import rdp_privacy_accountant as rdp_mod
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import dpopt
 from _independent_accounting import (
     dpa_pld_poisson_epsilon,
     dpa_rdp_poisson_epsilon,
@@ -30,12 +36,6 @@ from _independent_accounting import (
     hand_pld_epsilon_bracket,
     hockey_stick_gaussian,
 )
-from dp_accounting.pld import privacy_loss_distribution as pldlib
-from dp_accounting.rdp import rdp_privacy_accountant as rdp_mod
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
-import dpopt
 from dpopt import privacy
 from dpopt.privacy import (
     ZCDP,
