@@ -5,7 +5,9 @@ sqrt(M_j) (the L1 part split as w = a - b with a, b >= 0, box constraints as
 bounds), then cyclic proximal coordinate descent with steps 1/M_j (the
 kernel of :mod:`dpopt.kernels.cd` without noise or clipping) until the
 proximal-gradient residual ||w - prox_{M^-1 psi}(w - M^-1 grad f(w))||_M is at
-most ``tol * max(1, |F|)``. The absolute loss, which is not smooth, is solved
+most ``tol * sqrt(max(1, |F|))`` (the residual scales like sqrt(F), so
+the test is invariant to rescaling y; with ``tol * |F|`` a large-valued y
+stopped at w = 0). The absolute loss, which is not smooth, is solved
 exactly as a linear program (HiGHS).
 
 Everything here reads the private data without privacy: use it for
@@ -120,7 +122,7 @@ def _polish(problem: Problem, w, tol, max_epochs):
     epochs, res = 0, prox_grad_residual(problem, w, Mfull)
     check_every = 1
     while epochs < max_epochs:
-        target = tol * max(1.0, abs(problem.objective(w, z)))
+        target = tol * math.sqrt(max(1.0, abs(problem.objective(w, z))))
         if res <= target:
             break
         for _ in range(check_every):
@@ -129,7 +131,7 @@ def _polish(problem: Problem, w, tol, max_epochs):
         z = problem.margins(w)  # refresh margins against round-off drift
         res = prox_grad_residual(problem, w, Mfull)
         check_every = min(2 * check_every, 64)
-    converged = res <= tol * max(1.0, abs(problem.objective(w)))
+    converged = res <= tol * math.sqrt(max(1.0, abs(problem.objective(w))))
     return w, {"residual": res, "epochs": epochs, "converged": bool(converged), "method": "cd"}
 
 
