@@ -58,7 +58,7 @@ REFINE_SLACK = 0.02  # refine on the final grid when the coarse search left more
 # or a hang). Coarser grids keep the pessimistic estimate an upper bound.
 # Beyond PLD_MAX_POINTS nats of loss range (noise multipliers ~1e-3 and below, where
 # epsilon is in the thousands) the PLD is replaced by a dominating bound (_dominating_epsilon).
-PLD_MAX_POINTS = 1e6
+PLD_MAX_POINTS = 2e5
 PLD_SEARCH_MAX_POINTS = 2e4
 
 # ---------------------------------------------------------------------------

@@ -141,9 +141,14 @@ class Problem:
 
 def _spectral_norm_sq(X) -> float:
     n, p = X.shape
-    if not sp.issparse(X) and min(n, p) <= 2000:
+    if min(n, p) <= 2000:
+        # small side: exact, dense or sparse (ARPACK failed on tiny or all-zero sparse
+        # matrices: "Starting vector is zero", k >= min(shape))
         gram = X.T @ X if p <= n else X @ X.T
-        return float(np.linalg.eigvalsh(gram)[-1])
+        gram = gram.toarray() if sp.issparse(gram) else gram
+        return max(float(np.linalg.eigvalsh(gram)[-1]), 0.0)
+    if sp.issparse(X) and X.nnz == 0:
+        return 0.0
     from scipy.sparse.linalg import svds
     s = svds(sp.csc_matrix(X), k=1, return_singular_vectors=False, random_state=0, tol=1e-10)
     return float(s[0] ** 2)
