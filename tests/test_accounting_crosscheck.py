@@ -326,7 +326,7 @@ def test_subsampled_calibration_never_overshoots_independent_check(eps, q, steps
         <= eps + 2e-3  # dp-accounting's default grid is coarser than dpopt's final one
 
 
-@settings(max_examples=3, deadline=None, derandomize=True,
+@settings(max_examples=2, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.too_slow])
 @given(z=st.floats(1.0, 5), q=st.floats(0.01, 0.5), steps=st.integers(1, 10),
        adjacency=st.sampled_from(["replace-one", "add-remove"]))

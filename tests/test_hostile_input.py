@@ -226,7 +226,7 @@ def valid_problems(draw):
 
 
 @pytest.mark.parametrize("name", SOLVERS)
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(problem=valid_problems(), seed=st.integers(0, 2 ** 32 - 1))
 def test_solve_gives_a_valid_result_or_value_error(name, problem, seed):
     with warnings.catch_warnings():
