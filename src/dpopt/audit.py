@@ -380,10 +380,14 @@ def _check_claim(claimed, res, adjacency):
     if res.adjacency != adjacency:
         raise ValueError(f"the solver's guarantee is under {res.adjacency} adjacency but the "
                          f"canary datasets are {adjacency} neighbours")
-    if claimed is not None and claimed != now:
+    if claimed is None:
+        return now
+    if claimed[1:] != now[1:]:
         raise ValueError(f"the solver reported different guarantees across runs: {claimed} "
                          f"and {now}")
-    return now
+    # epsilon may differ slightly between D0 and D1 when a solver calibrates on n, which
+    # changes under add-remove (DP-SGD's sampling rate b / n): compare with the largest claim
+    return (max(claimed[0], now[0]),) + now[1:]
 
 
 if __name__ == "__main__":  # pragma: no cover
