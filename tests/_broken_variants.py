@@ -105,11 +105,45 @@ def _clip_off_dp_sgd():
     return _unclipped(dp_sgd, "l2clip_weights", 2)()  # l2clip_weights(problem, z, clip, rows)
 
 
+def _clip_off_dp_rbcd():
+    from dpopt.solvers import dp_rbcd
+
+    # _run_pass(problem, z, w, indptr, indices, noise, sigma, scale, incremental, step, M, clips)
+    return _unclipped(dp_rbcd, "_run_pass", 11)()
+
+
+@contextlib.contextmanager
+def _clip_off_heavy_tailed():
+    """The oracles of the one-pass solvers read ``self.clip`` (the noise uses the mechanism's
+    own copy); ht-subgradient's compiled kernel takes the clip as argument 11."""
+    from dpopt.solvers import heavy_tailed as ht
+
+    call = ht.GradientOracle.__call__
+
+    def unclipped_call(self, *args, **kwargs):
+        saved, self.clip = self.clip, np.inf
+        try:
+            return call(self, *args, **kwargs)
+        finally:
+            self.clip = saved
+
+    ht.GradientOracle.__call__ = unclipped_call
+    try:
+        # subgradient_steps(X, y, norms, code, param, w, center, radius, dball, eta, lam, clip,
+        #                   sigma, noise, l1, l2)
+        with _unclipped(ht, "subgradient_steps", 11)():
+            yield
+    finally:
+        ht.GradientOracle.__call__ = call
+
+
 #: family -> context manager factory disabling clipping (None: no per-sample clipping).
 CLIP_OFF = {
     "dp-cd": _clip_off_dp_cd,
     "dp-gd": _clip_off_dp_gd,
     "dp-sgd": _clip_off_dp_sgd,
+    "dp-rbcd": _clip_off_dp_rbcd,
+    "heavy-tailed": _clip_off_heavy_tailed,
 }
 
 

@@ -40,6 +40,17 @@ def eq18_epsilon_numeric(z, steps, delta):
     return float(min(res.fun, f(a_star)))
 
 
+def zcdp_epsilon_continuous(rho, delta):
+    """rho-zCDP to (epsilon, delta) with the RDP conversion dp-accounting uses
+    (Canonne, Kamath, Steinke 2020: eps = rho a + log(1 - 1/a) - log(delta a) / (a - 1)),
+    minimised over every real order a > 1 (any grid of orders gives at least this)."""
+    f = lambda a: rho * a + math.log1p(-1 / a) - math.log(delta * a) / (a - 1)  # noqa: E731
+    a_star = 1 + math.sqrt(math.log(1 / delta) / rho)
+    res = optimize.minimize_scalar(f, bounds=(1 + 1e-9, 20 * a_star + 10), method="bounded",
+                                   options={"xatol": 1e-10})
+    return max(0.0, float(min(res.fun, f(a_star))))
+
+
 def dpa_pld_poisson_epsilon(z, q, steps, delta, adjacency):
     """dp-accounting's PLD accountant on a hand-built PoissonSampledDpEvent."""
     if adjacency == "add-remove":

@@ -35,6 +35,7 @@ from _independent_accounting import (
     gaussian_epsilon,
     hand_pld_epsilon_bracket,
     hockey_stick_gaussian,
+    zcdp_epsilon_continuous,
 )
 from dpopt import privacy
 from dpopt.privacy import (
@@ -108,6 +109,44 @@ def _dp_sgd(problem, o, res, eps_target):
     return lo - 1e-6, hi + 1e-3
 
 
+def _dp_rbcd(problem, o, res, eps_target):
+    p = problem.dim
+    sampling = o.get("sampling", "uniform")
+    expected_size = {"uniform": 1.0, "importance": 1.0, "importance-sqrt": 1.0,
+                     "full": float(p)}.get(sampling, o.get("block_size"))
+    steps = math.ceil(o["passes"] * p / expected_size - 1e-9)  # N = ceil(passes p / E|S|)
+    z, d = res.noise_multiplier, res.delta
+    acc = o.get("accountant", "exact")
+    if acc in ("rdp", "paper"):
+        v = eq18_epsilon_numeric(z, steps, d)
+        return v * (1 - 1e-7), v * (1 + 1e-7)
+    v = gaussian_epsilon(z, steps, d)
+    return (v - 1e-8 * max(1, v), v + 1e-8 * max(1, v)) if acc == "exact" else \
+        (v - 1e-9, v + 2e-3)  # "pld": a pessimistic upper bound of the exact value
+
+
+def _heavy_tailed(problem, o, res, eps_target):
+    """One oracle call per record (disjoint batches: parallel composition), noise multiplier
+    z = 1 / sqrt(2 rho); ht-subgradient: T_i calls per record in its phase, each with
+    multiplier sqrt(T_i / (2 rho)). Checks the noise the solver reports against the
+    mechanism's sensitivity 2C/s, then converts rho independently."""
+    z, d, prm = res.noise_multiplier, res.delta, res.params
+    if "phase_iters" in prm:
+        rho = prm["phase_iters"][0] / (2 * z * z)
+        for T_i, C_i, n_i, s_i in zip(prm["phase_iters"], prm["clips"], prm["phase_sizes"],
+                                      prm["sigmas"]):
+            assert T_i * (2 * C_i / n_i) ** 2 / (2 * s_i ** 2) <= rho * (1 + 1e-9)
+    else:
+        rho = 1 / (2 * z * z)
+        assert prm["sigma"] == pytest.approx(2 * prm["clip"] / prm["batch_size"] * z, rel=1e-12)
+    assert prm["rho"] == pytest.approx(rho, rel=1e-9)
+    if res.accountant == "exact":  # rho-zCDP Gaussian = sqrt(2 rho)-GDP
+        v = float(dpa.get_epsilon_gaussian(1 / math.sqrt(2 * rho), d))
+        return v - 1e-8 * max(1, v), v + 1e-8 * max(1, v)
+    v = zcdp_epsilon_continuous(rho, d)  # dpopt's grid of orders may only give more
+    return v - 1e-9, v * (1 + 2e-3)
+
+
 #: name -> (grid of (epsilon, delta, options), expectation(problem, options, result, eps))
 EXPECTED = {
     "dp-cd": ([
@@ -131,10 +170,34 @@ EXPECTED = {
         pytest.param(2.0, 1e-5, {"passes": 2, "batch_size": 8, "adjacency": "add-remove",
                                  "accountant": "rdp"}, marks=pytest.mark.slow),
     ], _dp_sgd),
+    "dp-rbcd": ([
+        (1.0, 1e-5, {"passes": 3}),
+        (3.0, 1e-7, {"passes": 4, "sampling": "nice", "block_size": 2, "accountant": "rdp"}),
+        (0.7, 1e-6, {"passes": 2, "sampling": "bernoulli", "block_size": 1.5,
+                     "accountant": "paper"}),
+        (2.0, 1e-3, {"passes": 5, "sampling": "full", "accountant": "pld"}),
+    ], _dp_rbcd),
+    "ht-acsa": ([
+        (1.0, 1e-5, {"clip": 1.0, "n_iter": 4}),
+        (3.0, 1e-8, {"clip": 2.0, "n_iter": 1, "accountant": "exact"}),
+    ], _heavy_tailed),
+    "ht-sgd": ([
+        (0.5, 1e-6, {"clip": 1.0, "n_iter": 3, "batch_size": 10, "strong_convexity": 1.0}),
+    ], _heavy_tailed),
+    "ht-proxsgd": ([
+        (2.0, 1e-3, {"clip": 0.5, "n_iter": 2, "strong_convexity": 1.0, "accountant": "exact"}),
+    ], _heavy_tailed),
+    "ht-subgradient": ([
+        (1.0, 1e-5, {"clip": 1.0, "radius": 10.0, "moment_bound": 1.0, "max_phase_iter": 5}),
+        (4.0, 1e-6, {"clip": 1.0, "radius": 10.0, "moment_bound": 1.0, "max_phase_iter": 3,
+                     "accountant": "exact"}),
+    ], _heavy_tailed),
 }
 
 PUBLIC_SMOOTHNESS = {"dp-cd": lambda pb: np.ones(pb.dim), "dp-gd": lambda pb: 1.0,
-                     "dp-sgd": lambda pb: 1.0}
+                     "dp-sgd": lambda pb: 1.0, "dp-rbcd": lambda pb: np.ones(pb.dim),
+                     "ht-acsa": lambda pb: 1.0, "ht-sgd": lambda pb: 1.0,
+                     "ht-proxsgd": lambda pb: 1.0}
 
 
 def test_every_private_solver_has_an_expected_composition():
@@ -210,8 +273,11 @@ def optimistic_epsilon(mechanisms, delta, adjacency):
 def test_every_solver_reports_at_least_what_its_composition_costs(name):
     pb = tiny_problem()
     spec = dpopt.get_solver(name)
-    opts = {k: v for k, v in {"passes": 2}.items() if k in spec.options()}
+    # the first grid options of EXPECTED (some solvers need options, e.g. ht-subgradient's radius)
+    opts = EXPECTED[name][0][0][2] if name in EXPECTED else \
+        {k: v for k, v in {"passes": 2}.items() if k in spec.options()}
     with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # e.g. iteration counts clamped to n
         warnings.simplefilter("ignore", dpopt.PrivacyLeakWarning)
         res = dpopt.solve(pb, name, epsilon=1.5, delta=1e-6, random_state=0, **opts)
     assert res.epsilon <= 1.5 * (1 + 1e-12) and res.delta == 1e-6

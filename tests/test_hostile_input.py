@@ -49,10 +49,14 @@ def time_limit(seconds):
         signal.signal(signal.SIGALRM, old)
 
 
+#: Options some solvers cannot run without (no sensible default).
+REQUIRED_OPTIONS = {"ht-subgradient": {"radius": 10.0, "max_phase_iter": 20}}
+
+
 def fast_options(name, **extra):
     """Options that keep any solver quick, restricted to those it accepts."""
     accepted = dpopt.get_solver(name).options()
-    opts = {"passes": 1, **extra}
+    opts = {"passes": 1, **REQUIRED_OPTIONS.get(name, {}), **extra}
     return {k: v for k, v in opts.items() if k in accepted}
 
 
@@ -76,7 +80,9 @@ def check_result(res, problem, name, epsilon, delta):
     if dpopt.get_solver(name).private:
         assert res.epsilon <= epsilon * (1 + 1e-12), "spent more than the budget"
         assert res.delta == delta
-        if math.isfinite(res.epsilon):
+        # (for delta near 1 dp-accounting's RDP conversion jumps between its KL shortcut,
+        # epsilon = 0, and the general bound when the same rho is grouped differently)
+        if math.isfinite(res.epsilon) and delta < 0.5:
             # re-accounting on the default PLD grid (1e-4) may be coarser than the
             # solver's final grid (epsilon / 2000): both are upper bounds
             assert epsilon_of(res.mechanisms, delta, adjacency=res.adjacency) \
@@ -404,12 +410,19 @@ def test_overflowing_iterates_raise_instead_of_returning_a_wrong_model():
     rng = np.random.default_rng(0)
     pb = dpopt.Problem(rng.standard_normal((20, 3)), rng.standard_normal(20))
     for name in PRIVATE:
-        if {"clip", "step"} <= set(dpopt.get_solver(name).options()):
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
+        accepted = set(dpopt.get_solver(name).options())
+        if not {"clip", "step"} <= accepted:
+            continue
+        kwargs = fast_options(name, clip=1e200, step=1e150, passes=20)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            if "passes" in accepted:  # these overflow for sure
                 with pytest.raises(ValueError, match="non-finite"):
-                    dpopt.solve(pb, name, epsilon=1.0, delta=1e-5, clip=1e200, step=1e150,
-                                passes=20, random_state=0)
+                    dpopt.solve(pb, name, epsilon=1.0, delta=1e-5, random_state=0, **kwargs)
+            else:  # a finite model or the same error, never a NaN turned into a number
+                res = solve_or_value_error(pb, name, epsilon=1.0, delta=1e-5, random_state=0,
+                                           **kwargs)
+                assert res is None or np.all(np.isfinite(res.w))
 
 
 def test_reference_optimum_is_scale_invariant():

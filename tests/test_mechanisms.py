@@ -165,17 +165,85 @@ NOISE_SPECS = {
 
 
 def _dp_gd_eso_spec(problem, o, res):
-    """step_rule="eso": Gamma_j = step / (min(p, omega) M_j); X = 0 has omega = p."""
+    """step_rule="eso" (and DP-RBCD's full sampling): Gamma_j = step / (min(p, omega) M_j),
+    X = 0 has omega = p; one full step per pass, sigma = z 2C / n (||C_S|| = C)."""
     gamma = o["step"] / (problem.dim * o["smoothness"])
     scale = gamma * res.noise_multiplier * 2 * o["clip"] / problem.n_samples
     return [(res.w / (scale * math.sqrt(o["passes"])), NORMAL)]
 
 
 NOISE_SPECS["dp-gd"][1] = (NOISE_SPECS["dp-gd"][1][0], _dp_gd_eso_spec)
+# DP-RBCD: uniform sampling is DP-CD's update; full sampling is DP-GD's eso step
+NOISE_SPECS["dp-rbcd"] = [
+    ({"passes": 10, "step": 0.7, "clip": 2.0, "smoothness": M_PUBLIC}, _dp_cd_spec),
+    ({"passes": 3, "step": 1.0, "clip": 1.0, "smoothness": M_PUBLIC, "sampling": "full"},
+     _dp_gd_eso_spec),
+]
+
+
+def _ht_spec(kind):
+    """Heavy-tailed one-pass solvers on X = 0: every oracle call returns N(0, sigma^2 I) with
+    sigma = z 2C / s (MeanOracle1); ``smoothness`` = beta = 1, ``strong_convexity`` = 1."""
+    def spec(problem, o, res):
+        sigma = 2 * o["clip"] / o["batch_size"] * res.noise_multiplier
+        step, beta, T = o.get("step", 1.0), o["smoothness"], o["n_iter"]
+        if kind == "acsa":  # T = 1: a_1 = 1, eta = 2 beta, w_ag = w_1 = -(step / (4 beta)) g
+            scale = step / (4 * beta) * sigma
+        elif kind == "sgd":  # T = 1 <= 2 beta / mu: eta_0 = 1 / beta, output w_1
+            scale = step / beta * sigma
+        else:  # proxsgd: w_T = -(step / (2 beta)) sum_t g_t
+            scale = step / (2 * beta) * sigma * math.sqrt(T)
+        return [(res.w / scale, NORMAL)]
+    return spec
+
+
+_HT = {"clip": 1.5, "batch_size": 20, "smoothness": 1.0}
+NOISE_SPECS["ht-acsa"] = [({**_HT, "n_iter": 1, "step": 0.8}, _ht_spec("acsa"))]
+NOISE_SPECS["ht-sgd"] = [({**_HT, "n_iter": 1, "strong_convexity": 1.0}, _ht_spec("sgd"))]
+NOISE_SPECS["ht-proxsgd"] = [({**_HT, "n_iter": 1, "batch_size": 6, "strong_convexity": 1.0},
+                              _ht_spec("proxsgd"))]
+
+
+def _ht_subgradient_noise():
+    """ht-subgradient's compiled kernel receives standard normal draws and sigma_i: check
+    the draws (KS + moment) and sigma_i = 2 C_i sqrt(T_i) / (n_i sqrt(2 rho)) per phase
+    (T_i calls of (rho / T_i)-zCDP, the docstring's noise), and that the kernel agrees with
+    the Python path built on MeanOracle1 (``implementation="python"``)."""
+    from dpopt.solvers import heavy_tailed as ht
+
+    seen, orig = [], ht.subgradient_steps
+
+    def spy(*args):
+        seen.append((args[12], np.array(args[13])))  # sigma, noise
+        return orig(*args)
+
+    problem = zero_problem(n=16, p=2)
+    opts = {"clip": 1.5, "radius": 10.0, "moment_bound": 1.0, "max_phase_iter": 6}
+    ht.subgradient_steps = spy
+    try:
+        runs = [dpopt.solve(problem, "ht-subgradient", epsilon=1.0, delta=1e-5, random_state=s,
+                            **opts) for s in range(150)]
+    finally:
+        ht.subgradient_steps = orig
+    assert_distribution(np.concatenate([nz.ravel() for _, nz in seen]), NORMAL,
+                        "ht-subgradient draws")
+    prm = runs[0].params
+    rho = prm["rho_optimization"]
+    expected = [2 * C * math.sqrt(T) / (n * math.sqrt(2 * rho)) for T, C, n in
+                zip(prm["phase_iters"], prm["clips"], prm["phase_sizes"])]
+    np.testing.assert_allclose(prm["sigmas"], expected, rtol=1e-12)
+    np.testing.assert_allclose([sg for sg, _ in seen[:len(expected)]], expected, rtol=1e-12)
+    py = dpopt.solve(problem, "ht-subgradient", epsilon=1.0, delta=1e-5, random_state=0,
+                     implementation="python", **opts)
+    np.testing.assert_allclose(py.w, runs[0].w, rtol=1e-9, atol=1e-12)
+
+
+#: solvers whose noise is checked by a custom function instead of NOISE_SPECS
+CUSTOM_NOISE_TESTS = {"ht-subgradient": _ht_subgradient_noise}
 
 
 def test_every_private_solver_has_a_noise_spec():
-    missing = [s for s in PRIVATE if s not in NOISE_SPECS]
+    missing = [s for s in PRIVATE if s not in NOISE_SPECS and s not in CUSTOM_NOISE_TESTS]
     assert not missing, f"add a NOISE_SPECS entry (how the noise reaches the iterate) for {missing}"
 
 
@@ -211,6 +279,11 @@ def test_solver_noise_has_the_claimed_scale(name, i):
     problem, results = _run_zero_gradient(name, opts, runs=700)
     for k, (values, cdf) in enumerate(_statistics(name, i, results, problem)):
         assert_distribution(values, cdf, f"{name} noise, statistic {k}")
+
+
+@pytest.mark.parametrize("name", [n for n in CUSTOM_NOISE_TESTS if n in PRIVATE])
+def test_solver_noise_custom(name):
+    CUSTOM_NOISE_TESTS[name]()
 
 
 @pytest.mark.parametrize("name", [n for n in NOISE_SPECS if n in PRIVATE])
@@ -292,21 +365,65 @@ def reference_mean_oracle(rng, Z, clip, rho):
     return clipped.mean(axis=0) + rng.normal(0.0, 2 * clip / s / math.sqrt(2 * rho), Z.shape[1])
 
 
-#: oracle(rng, Z, clip, rho) -> noisy mean; the test checks the output is the clipped
-#: mean plus N(0, sigma^2) with the sigma of the reference above.
-MEAN_ORACLES = [pytest.param(reference_mean_oracle, id="MeanOracle1 (reference)")]
+def l2_clipped_mean(Z, clip):
+    norms = np.linalg.norm(Z, axis=1, keepdims=True)
+    return (Z * np.minimum(1.0, clip / np.maximum(norms, 1e-300))).mean(axis=0)
 
 
-@pytest.mark.parametrize("oracle", MEAN_ORACLES)
-def test_mean_oracle_noise_and_clipping(oracle):
+def median_of_clipped_means(Z, clip, groups=3):
+    """MeanOracle2's estimate: coordinate-wise clip to [-tau, tau], means of `groups`
+    consecutive groups, median over the groups."""
+    return np.median(np.clip(Z, -clip, clip).reshape(groups, -1, Z.shape[1]).mean(axis=1),
+                     axis=0)
+
+
+def _dpopt_mean_oracle1(rng, Z, clip, rho):
+    from dpopt.privacy import MeanOracle1
+    return MeanOracle1(clip, Z.shape[0], rho)(rng, Z)
+
+
+def _dpopt_mean_oracle2(rng, Z, clip, rho):
+    from dpopt.privacy import MeanOracle2
+    return MeanOracle2(clip, Z.shape[0], 3, Z.shape[1], rho)(rng, Z)
+
+
+#: (oracle(rng, Z, clip, rho) -> noisy estimate, estimate(Z, clip) without noise,
+#:  sensitivity(s, d, clip) under replace-one); sigma = sensitivity / sqrt(2 rho) (rho-zCDP)
+MEAN_ORACLES = [
+    pytest.param(reference_mean_oracle, l2_clipped_mean, lambda s, d, c: 2 * c / s,
+                 id="MeanOracle1-reference"),
+    pytest.param(_dpopt_mean_oracle1, l2_clipped_mean, lambda s, d, c: 2 * c / s,
+                 id="dpopt.privacy.MeanOracle1"),
+    pytest.param(_dpopt_mean_oracle2, median_of_clipped_means,
+                 lambda s, d, c: 2 * c * 3 * math.sqrt(d) / s, id="dpopt.privacy.MeanOracle2"),
+]
+
+
+@pytest.mark.parametrize("oracle, estimate, sensitivity", MEAN_ORACLES)
+def test_mean_oracle_noise_and_clipping(oracle, estimate, sensitivity):
     rng = np.random.default_rng(5)
     Z = rng.standard_t(2.5, size=(30, 4)) * 10  # heavy tails: most rows get clipped
     clip, rho = 2.0, 0.3
-    norms = np.linalg.norm(Z, axis=1, keepdims=True)
-    target = (Z * np.minimum(1.0, clip / norms)).mean(axis=0)
-    sigma = 2 * clip / Z.shape[0] / math.sqrt(2 * rho)
+    sigma = sensitivity(*Z.shape, clip) / math.sqrt(2 * rho)
     out = np.array([oracle(rng, Z, clip, rho) for _ in range(800)])
-    assert_distribution((out - target) / sigma, NORMAL, "mean oracle")
+    assert_distribution((out - estimate(Z, clip)) / sigma, NORMAL, "mean oracle")
+
+
+@settings(max_examples=40, deadline=None)
+@given(data=st.data(), which=st.integers(0, len(MEAN_ORACLES) - 1))
+def test_mean_oracle_sensitivity(data, which):
+    """Without noise (rho = inf) replacing one row moves the estimate by at most the
+    sensitivity the noise is calibrated to."""
+    oracle, _, sensitivity = MEAN_ORACLES[which].values
+    d = data.draw(st.integers(1, 4))
+    Z = data.draw(hnp.arrays(np.float64, (6, d), elements=finite))
+    row = data.draw(hnp.arrays(np.float64, (d,), elements=finite))
+    i, clip = data.draw(st.integers(0, 5)), data.draw(st.floats(1e-3, 1e3))
+    Z2 = Z.copy()
+    Z2[i] = row
+    rng = np.random.default_rng(0)
+    gap = np.linalg.norm(oracle(rng, Z, clip, math.inf) - oracle(rng, Z2, clip, math.inf))
+    assert gap <= sensitivity(6, d, clip) * (1 + 1e-9)
 
 
 # ---------------------------------------------------------------------------
@@ -391,7 +508,10 @@ def test_solvers_keep_clipping_with_extreme_records():
     X2[0], y2[0] = 1e6, -1e6
     one_step = {"dp-cd": {"passes": 1, "smoothness": np.ones(1)},  # p = 1: one coordinate step
                 "dp-gd": {"passes": 1, "smoothness": 1.0},
-                "dp-sgd": {"passes": 1, "smoothness": 1.0, "batch_size": 30}}  # q = 1
+                "dp-sgd": {"passes": 1, "smoothness": 1.0, "batch_size": 30},  # q = 1
+                "dp-rbcd": {"passes": 1, "smoothness": np.ones(1)},
+                "ht-proxsgd": {"n_iter": 1, "batch_size": 30, "smoothness": 1.0,  # step 1/4
+                               "strong_convexity": 1.0}}
     for name, o in one_step.items():
         if name not in PRIVATE:
             continue

@@ -66,14 +66,24 @@ from dpopt.exceptions import PrivacyLeakWarning
 from dpopt.problem import Problem
 
 #: Solver options of the default (quick) audit, per registered private solver.
+#: The heavy-tailed one-pass solvers run one batch of all 50 records (T = 1), so the final
+#: model is the single oracle call the canary enters (with T batches the canary's call is
+#: averaged with T - 1 others and the audit loses power).
 AUDIT_OPTIONS: dict[str, dict] = {
     "dp-cd": {"passes": 10},
     "dp-gd": {"passes": 10},
     "dp-sgd": {"passes": 2, "batch_size": 25},
+    "dp-rbcd": {"passes": 10},
+    "ht-acsa": {"clip": 1.0, "n_iter": 1, "batch_size": 50},
+    "ht-sgd": {"clip": 1.0, "n_iter": 1, "batch_size": 50, "strong_convexity": 1.0},
+    "ht-proxsgd": {"clip": 1.0, "n_iter": 1, "batch_size": 50, "strong_convexity": 1.0},
+    "ht-subgradient": {"clip": 1.0, "radius": 1e3, "moment_bound": 100.0, "max_phase_iter": 1},
 }
 
-#: Optional keyword arguments of :func:`canary_problems`, per solver.
-AUDIT_CANARY: dict[str, dict] = {}
+#: Optional keyword arguments of :func:`canary_problems`, per solver. ht-subgradient reads
+#: only n' / 2 records in its first phase (n' = 2^floor(log2 n)) and adds larger noise in
+#: later phases: with n = 2 there is one phase and the canary is read half of the time.
+AUDIT_CANARY: dict[str, dict] = {"ht-subgradient": {"n_samples": 2}}
 
 # Quick-audit budget: at (2, 1e-3) a Gaussian mechanism is 0.69-GDP, so 1000 runs per
 # dataset leave the correct solvers far below 2 while a noise/4 variant (2.8-GDP) gives
