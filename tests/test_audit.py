@@ -17,7 +17,12 @@ import pytest
 from scipy import stats
 
 import dpopt
-from _broken_variants import CLIP_OFF, noise_scaled, private_families
+from _broken_variants import (
+    CLIP_OFF,
+    NOISE_SCALE_UNDETECTABLE,
+    noise_scaled,
+    private_families,
+)
 from dpopt import audit as A
 from dpopt.cli import main
 from dpopt.privacy import gdp_delta, gdp_epsilon
@@ -146,16 +151,6 @@ def test_quick_audit_is_consistent_with_the_claim(name):
     assert res.epsilon <= A.DEFAULT_EPSILON * (1 + 1e-12)
     assert res.delta == A.DEFAULT_DELTA
     assert res.epsilon_lb <= res.epsilon, res.summary()
-
-
-#: Solvers whose final model hides a noise / 4 error from the canary test, with the reason;
-#: their clipping-disabled variant must then be caught (checked below).
-NOISE_SCALE_UNDETECTABLE = {
-    "ht-subgradient": "each phase projects onto a localization ball of radius about the noise "
-                      "scale, so the 1-D model mostly lands on the boundary and only its sign "
-                      "survives; the first phase reads the canary with probability 1/2, so the "
-                      "likelihood ratio of any test is at most 3 (epsilon_lb <= log 3)",
-}
 
 
 @pytest.mark.parametrize("name", PRIVATE)
