@@ -169,3 +169,61 @@ def hockey_stick_gaussian(sens, sigma, eps):
     f = lambda x: p.pdf(x) - math.exp(eps) * qd.pdf(x)  # noqa: E731
     val, _ = integrate.quad(f, -np.inf, cut, epsabs=1e-15, epsrel=1e-12, limit=500)
     return max(val, 0.0)
+
+
+def dpa_pld_compose(parts, delta, pessimistic=True, step=1e-4):
+    """Epsilon of a composition built directly with dp-accounting's PLD constructors.
+
+    ``parts``: ("gaussian", std in sensitivity units, count), ("poisson", std in
+    dp-accounting's units, q, count, "replace-one" | "add-remove") or ("pure", eps, count).
+    ``pessimistic=False`` rounds losses down: a lower reference."""
+    from dp_accounting.pld import privacy_loss_distribution as pldlib
+
+    kw = {"value_discretization_interval": step}
+    total = None
+    for part in parts:
+        if part[0] == "gaussian":
+            pld = pldlib.from_gaussian_mechanism(part[1] / math.sqrt(part[2]),
+                                                 pessimistic_estimate=pessimistic, **kw)
+        elif part[0] == "poisson":
+            rel = (dpa.NeighboringRelation.REPLACE_ONE if part[4] == "replace-one"
+                   else dpa.NeighboringRelation.ADD_OR_REMOVE_ONE)
+            pld = pldlib.from_gaussian_mechanism(part[1], sampling_prob=part[2],
+                                                 neighboring_relation=rel,
+                                                 pessimistic_estimate=pessimistic,
+                                                 **kw).self_compose(part[3])
+        else:
+            pld = pldlib.from_privacy_parameters(
+                dpa.pld.common.DifferentialPrivacyParameters(part[1], 0.0), **kw
+            ).self_compose(part[2])
+        total = pld if total is None else total.compose(pld)
+    return float(total.get_epsilon_for_delta(delta))
+
+
+def pure_and_gaussian_epsilon(eps_pure, count_pure, mu, delta):
+    """Exact epsilon of ``count_pure`` worst-case eps_pure-DP mechanisms (randomized response
+    dominates every eps-DP mechanism, Kairouz, Oh, Viswanath 2015) composed with a mu-GDP
+    mechanism: the privacy loss is (2K - T) eps_pure + N(mu^2 / 2, mu^2) with K ~ Bin(T, p),
+    p = e^eps / (1 + e^eps), so delta(eps) = sum_k P(K = k) delta_mu(eps - (2k - T) eps_pure)
+    with delta_mu(x) = Phi(-x/mu + mu/2) - e^x Phi(-x/mu - mu/2) for any real x."""
+    from scipy import stats
+
+    T = int(count_pure)
+    k = np.arange(T + 1)
+    pk = stats.binom.pmf(k, T, 1.0 / (1.0 + math.exp(-eps_pure)))
+    shift = (2 * k - T) * eps_pure
+
+    def delta_at(eps):
+        x = eps - shift
+        if mu == 0:
+            return float(np.sum(pk * -np.expm1(np.minimum(x, 0.0))))
+        a = special.ndtr(-x / mu + mu / 2)
+        b = np.exp(x + special.log_ndtr(-x / mu - mu / 2))
+        return float(np.sum(pk * np.maximum(a - b, 0.0)))
+
+    if delta_at(0.0) <= delta:
+        return 0.0
+    hi = 1.0
+    while delta_at(hi) > delta:
+        hi *= 2.0
+    return float(optimize.brentq(lambda e: delta_at(e) - delta, 0.0, hi, xtol=1e-12))

@@ -29,12 +29,14 @@ from hypothesis import strategies as st
 
 import dpopt
 from _independent_accounting import (
+    dpa_pld_compose,
     dpa_pld_poisson_epsilon,
     dpa_rdp_poisson_epsilon,
     eq18_epsilon_numeric,
     gaussian_epsilon,
     hand_pld_epsilon_bracket,
     hockey_stick_gaussian,
+    pure_and_gaussian_epsilon,
     zcdp_epsilon_continuous,
 )
 from dpopt import privacy
@@ -51,10 +53,14 @@ from dpopt.privacy import (
 PRIVATE = dpopt.available_solvers(private_only=True)
 
 
-def tiny_problem(n=40, p=3, seed=0):
+def tiny_problem(n=40, p=3, seed=0, name=None):
+    """Ridge regression, or plain least squares for solvers without penalties (dp-accmd)."""
     rng = np.random.default_rng(seed)
     X = rng.standard_normal((n, p))
     y = X @ rng.standard_normal(p) + 0.1 * rng.standard_normal(n)
+    penalties = dpopt.get_solver(name).penalties if name else None
+    if penalties is not None and "l2" not in penalties:
+        return dpopt.Problem(X, y, "squared")
     return dpopt.Problem(X, y, "squared", "l2", alpha=0.1)
 
 
@@ -147,6 +153,47 @@ def _heavy_tailed(problem, o, res, eps_target):
     return v - 1e-9, v * (1 + 2e-3)
 
 
+def _dp_gcd(problem, o, res, eps_target):
+    """T selections and T Gaussian(z) updates; epsilon' = (2 / z) sqrt(s / (1 - s)) with s
+    the selection share; the exponential mechanism is (epsilon'^2 / 8)-zCDP (bounded
+    range), Laplace report-noisy-max epsilon'-DP ((epsilon'^2 / 2)-zCDP)."""
+    T, z, d = o["passes"], res.noise_multiplier, res.delta
+    share = o.get("selection_share", 0.5)
+    eps_sel = res.params["epsilon_selection"]
+    assert eps_sel == pytest.approx(2 / z * math.sqrt(share / (1 - share)), rel=1e-9)
+    if res.accountant == "rdp":
+        per = eps_sel ** 2 / 8 if o.get("selection", "exponential") == "exponential" \
+            else eps_sel ** 2 / 2
+        v = zcdp_epsilon_continuous(T * (per + 1 / (2 * z * z)), d)
+        return v - 1e-9, v * (1 + 2e-3)
+    exact = pure_and_gaussian_epsilon(eps_sel, T, math.sqrt(T) / z, d)
+    return exact - 1e-6, max(exact, dpa_pld_compose([("pure", eps_sel, T), ("gaussian", z, T)],
+                                                    d)) + 2e-3
+
+
+def _dp_svrg(problem, o, res, eps_target):
+    """Docstring analysis: z = sigma / (4C); K inner steps each release a Poisson-sampled sum
+    of sensitivity 4C plus the un-noised full-gradient term of sensitivity 2Cq, the noise
+    split rho / 1 - rho: SubsampledGaussian(z sqrt(1 - rho), q, K) + Gaussian(2 z sqrt(rho) / q,
+    K)."""
+    n, b, E = problem.n_samples, o["batch_size"], o["epochs"]
+    m = o["epoch_length"]
+    K = E * m if res.solver == "dp-svrg" else sum(m * 2 ** s for s in range(1, E + 1))
+    q, z, rho, d = b / n, res.noise_multiplier, res.params["noise_split"], res.delta
+    assert res.params["inner_steps"] == K
+    assert res.params["sigma"] == pytest.approx(4 * o.get("clip", 1.0) * z, rel=1e-12)
+    # dp-accounting's replace-one multiplier is sigma / C (record norm C): 2 z sqrt(1 - rho)
+    parts = [("poisson", 2 * z * math.sqrt(1 - rho), q, K, "replace-one"),
+             ("gaussian", 2 * z * math.sqrt(rho) / q, K)]
+    return (dpa_pld_compose(parts, d, pessimistic=False) - 1e-6,
+            dpa_pld_compose(parts, d) + 2e-3)
+
+
+def _dp_accmd(problem, o, res, eps_target):
+    v = gaussian_epsilon(res.noise_multiplier, o["iterations"], res.delta)
+    return v - 1e-8 * max(1, v), v + 1e-8 * max(1, v)
+
+
 #: name -> (grid of (epsilon, delta, options), expectation(problem, options, result, eps))
 EXPECTED = {
     "dp-cd": ([
@@ -164,7 +211,8 @@ EXPECTED = {
     ], _dp_gd),
     "dp-sgd": ([
         (1.0, 1e-5, {"passes": 2, "batch_size": 4}),             # q = 0.1, T = 20
-        (1.5, 1e-3, {"passes": 1, "batch_size": 12}),            # q = 0.3, T = 3
+        pytest.param(1.5, 1e-3, {"passes": 1, "batch_size": 12},   # q = 0.3, T = 3
+                     marks=pytest.mark.slow),
         (0.5, 1e-7, {"passes": 1, "batch_size": 40}),            # q = 1,   T = 1
         (2.0, 1e-6, {"passes": 3, "batch_size": 8, "adjacency": "add-remove"}),
         pytest.param(2.0, 1e-5, {"passes": 2, "batch_size": 8, "adjacency": "add-remove",
@@ -177,6 +225,24 @@ EXPECTED = {
                      "accountant": "paper"}),
         (2.0, 1e-3, {"passes": 5, "sampling": "full", "accountant": "pld"}),
     ], _dp_rbcd),
+    "dp-gcd": ([
+        (1.0, 1e-5, {"passes": 5}),
+        (3.0, 1e-7, {"passes": 8, "accountant": "pld"}),
+        (0.5, 1e-6, {"passes": 4, "selection": "laplace", "accountant": "rdp",
+                     "selection_share": 0.3}),
+    ], _dp_gcd),
+    "dp-svrg": ([
+        (1.0, 1e-5, {"epochs": 2, "epoch_length": 3, "batch_size": 8}),
+        pytest.param(3.0, 1e-3, {"epochs": 1, "epoch_length": 4, "batch_size": 20,
+                                 "noise_split": 0.2}, marks=pytest.mark.slow),
+    ], _dp_svrg),
+    "dp-svrg++": ([
+        (1.0, 1e-6, {"epochs": 2, "epoch_length": 2, "batch_size": 8}),
+    ], _dp_svrg),
+    "dp-accmd": ([
+        (1.0, 1e-5, {"iterations": 7, "constraint": "l2", "radius": 5.0}),
+        (4.0, 1e-8, {"iterations": 3, "constraint": "l1", "radius": 2.0}),
+    ], _dp_accmd),
     "ht-acsa": ([
         (1.0, 1e-5, {"clip": 1.0, "n_iter": 4}),
         (3.0, 1e-8, {"clip": 2.0, "n_iter": 1, "accountant": "exact"}),
@@ -196,6 +262,8 @@ EXPECTED = {
 
 PUBLIC_SMOOTHNESS = {"dp-cd": lambda pb: np.ones(pb.dim), "dp-gd": lambda pb: 1.0,
                      "dp-sgd": lambda pb: 1.0, "dp-rbcd": lambda pb: np.ones(pb.dim),
+                     "dp-gcd": lambda pb: np.ones(pb.dim), "dp-svrg": lambda pb: 1.0,
+                     "dp-svrg++": lambda pb: 1.0, "dp-accmd": lambda pb: 1.0,
                      "ht-acsa": lambda pb: 1.0, "ht-sgd": lambda pb: 1.0,
                      "ht-proxsgd": lambda pb: 1.0}
 
@@ -219,7 +287,7 @@ CASES = list(_cases())
 
 @pytest.mark.parametrize("name, eps, delta, opts", CASES)
 def test_reported_epsilon_matches_an_independent_computation(name, eps, delta, opts):
-    pb = tiny_problem()
+    pb = tiny_problem(name=name)
     extra = {}
     if "smoothness" in dpopt.get_solver(name).options() and name in PUBLIC_SMOOTHNESS:
         extra["smoothness"] = PUBLIC_SMOOTHNESS[name](pb)
@@ -244,6 +312,12 @@ def optimistic_epsilon(mechanisms, delta, adjacency):
     if all(isinstance(m, Gaussian) for m in mechanisms):
         mu = math.sqrt(sum(m.count / m.noise_multiplier ** 2 for m in mechanisms))
         return float(dpa.get_epsilon_gaussian(1 / mu, delta))
+    pure = [m for m in mechanisms if isinstance(m, PureDP)]
+    if pure and len({m.epsilon for m in pure}) == 1 and \
+            all(isinstance(m, (Gaussian, PureDP)) for m in mechanisms):
+        mu = math.sqrt(sum(m.count / m.noise_multiplier ** 2 for m in mechanisms
+                           if isinstance(m, Gaussian)))
+        return pure_and_gaussian_epsilon(pure[0].epsilon, sum(m.count for m in pure), mu, delta)
     total = None
     for m in mechanisms:
         kw = {"pessimistic_estimate": False, "value_discretization_interval": 1e-4}
@@ -271,7 +345,7 @@ def optimistic_epsilon(mechanisms, delta, adjacency):
 
 @pytest.mark.parametrize("name", PRIVATE)
 def test_every_solver_reports_at_least_what_its_composition_costs(name):
-    pb = tiny_problem()
+    pb = tiny_problem(name=name)
     spec = dpopt.get_solver(name)
     # the first grid options of EXPECTED (some solvers need options, e.g. ht-subgradient's radius)
     opts = EXPECTED[name][0][0][2] if name in EXPECTED else \

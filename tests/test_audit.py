@@ -147,7 +147,7 @@ def test_audit_rejects_bad_arguments():
 
 @pytest.mark.parametrize("name", PRIVATE)
 def test_quick_audit_is_consistent_with_the_claim(name):
-    res = run_audit(name, random_state=0)
+    res = run_audit(name, n_runs=500, random_state=0)  # the table uses the default 1000
     assert res.epsilon <= A.DEFAULT_EPSILON * (1 + 1e-12)
     assert res.delta == A.DEFAULT_DELTA
     assert res.epsilon_lb <= res.epsilon, res.summary()

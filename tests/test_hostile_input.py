@@ -232,7 +232,7 @@ def valid_problems(draw):
 
 
 @pytest.mark.parametrize("name", SOLVERS)
-@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(problem=valid_problems(), seed=st.integers(0, 2 ** 32 - 1))
 def test_solve_gives_a_valid_result_or_value_error(name, problem, seed):
     with warnings.catch_warnings():
@@ -243,15 +243,21 @@ def test_solve_gives_a_valid_result_or_value_error(name, problem, seed):
         check_result(res, problem, name, 1.0, 1e-5)
 
 
+# epsilon = 1e-6, 1e6 and delta ~ 1 make the numerical calibrations (PLD: DP-SGD, DP-SVRG) take
+# seconds to ~20 s: they run with -m slow.
+_SLOW_BUDGETS = [{"epsilon": 1e-6}, {"delta": 1 - 1e-12}, {"epsilon": 1e6}]
 EXTREMES = [
-    {"epsilon": 1e-6}, {"epsilon": 1e6}, {"epsilon": 1e300}, {"delta": 1e-300},
-    {"delta": 1 - 1e-12}, {"clip": 1e-300}, {"clip": 1e300}, {"step": 1e-300}, {"step": 1e300},
-    {"clip": 1e200, "step": 1e150, "passes": 3},
-]
+    {"epsilon": 1e300}, {"delta": 1e-300}, {"clip": 1e-300}, {"clip": 1e300},
+    {"step": 1e-300}, {"step": 1e300}, {"clip": 1e200, "step": 1e150, "passes": 3},
+] + [pytest.param(e, marks=pytest.mark.slow) for e in _SLOW_BUDGETS]
 
 
-@pytest.mark.parametrize("extreme", EXTREMES, ids=lambda e: ",".join(f"{k}={v:g}"
-                                                                    for k, v in e.items()))
+def _extreme_id(e):
+    return ",".join(f"{k}={v:g}" for k, v in e.items())
+
+
+@pytest.mark.parametrize("extreme", EXTREMES, ids=lambda e: _extreme_id(e)
+                         if isinstance(e, dict) else None)
 @pytest.mark.parametrize("name", SOLVERS)
 def test_extreme_privacy_and_step_parameters(name, extreme):
     rng = np.random.default_rng(0)
@@ -286,16 +292,19 @@ def test_bad_options_raise_value_error(name):
 # reproducibility
 
 
-def _repro_problem():
+def _repro_problem(name):
     rng = np.random.default_rng(3)
     X = rng.standard_normal((9, 4))
+    spec = dpopt.get_solver(name)
+    if spec.penalties is not None and "l2" not in spec.penalties:  # e.g. dp-accmd
+        return dpopt.Problem(X, np.sign(X[:, 0] + 0.1), "logistic")
     return dpopt.Problem(X, np.sign(X[:, 0] + 0.1), "logistic", "l2", alpha=0.01,
                          fit_intercept=True)
 
 
 @pytest.mark.parametrize("name", SOLVERS)
 def test_same_random_state_gives_identical_output(name):
-    problem = _repro_problem()
+    problem = _repro_problem(name)
     opts = fast_options(name, passes=2)
     runs = []
     for state in (123, 123, np.random.SeedSequence(9), np.random.SeedSequence(9)):
@@ -311,7 +320,7 @@ def test_same_random_state_gives_identical_output(name):
 
 @pytest.mark.parametrize("name", PRIVATE)
 def test_random_state_none_draws_fresh_entropy(name):
-    problem = _repro_problem()
+    problem = _repro_problem(name)
     opts = fast_options(name, passes=2)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", dpopt.PrivacyLeakWarning)
@@ -324,7 +333,7 @@ def test_random_state_none_draws_fresh_entropy(name):
 
 @pytest.mark.parametrize("name", PRIVATE)
 def test_a_generator_is_used_and_advanced(name):
-    problem = _repro_problem()
+    problem = _repro_problem(name)
     opts = fast_options(name, passes=2)
     gen = np.random.default_rng(5)
     with warnings.catch_warnings():
@@ -390,9 +399,13 @@ def test_zero_columns_and_rows_need_no_division_by_zero(name, sparse):
     pb = dpopt.Problem(sp.csc_matrix(X) if sparse else X, rng.standard_normal(12), "huber",
                        "elastic_net", alpha=0.1, fit_intercept=True)
     with strict_floats():
-        res = dpopt.solve(pb, name, epsilon=1.0, delta=1e-5, random_state=0,
-                          **fast_options(name, passes=2))
-    check_result(res, pb, name, 1.0, 1e-5)
+        res = solve_or_value_error(pb, name, epsilon=1.0, delta=1e-5, random_state=0,
+                                   **fast_options(name, passes=2))
+    if res is None:  # only for a documented restriction (penalty, intercept, loss)
+        spec = dpopt.get_solver(name)
+        assert spec.penalties is not None or spec.losses is not None or name == "dp-accmd"
+    else:
+        check_result(res, pb, name, 1.0, 1e-5)
 
 
 def test_all_zero_data_gives_value_errors_not_crashes():
@@ -417,7 +430,7 @@ def test_overflowing_iterates_raise_instead_of_returning_a_wrong_model():
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             if "passes" in accepted:  # these overflow for sure
-                with pytest.raises(ValueError, match="non-finite"):
+                with pytest.raises(ValueError, match="finite"):
                     dpopt.solve(pb, name, epsilon=1.0, delta=1e-5, random_state=0, **kwargs)
             else:  # a finite model or the same error, never a NaN turned into a number
                 res = solve_or_value_error(pb, name, epsilon=1.0, delta=1e-5, random_state=0,

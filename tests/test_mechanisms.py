@@ -5,9 +5,9 @@ Statistical tests. Each check is a Kolmogorov-Smirnov test of the shape plus a
 second-moment z-test of the scale (KS alone is weak against a scale error),
 each at ALPHA = 1e-3, so a correct mechanism fails a check with probability
 about 2e-3 (false alarm); selection frequencies use a chi-square test at ALPHA.
-Seeds are fixed, so outcomes are deterministic. With 700 standardised draws a
-noise scale 20% too small gives z ~ 6.7 in the moment test (rejected with
-probability > 0.999); ``test_noise_test_catches_too_little_noise`` checks it.
+Seeds are fixed, so outcomes are deterministic. With 400 standardised draws a
+noise scale 20% too small gives z ~ 5 in the moment test (rejected with
+probability > 0.99); ``test_noise_test_catches_too_little_noise`` checks it.
 
 Solver noise. Each registered private solver is run on a *zero-gradient*
 problem (X = 0, public smoothness constants), so its iterates move only by its
@@ -112,13 +112,15 @@ def zero_problem(n=20, p=3, sparse=False):
 M_PUBLIC = np.array([1.0, 4.0, 0.25])  # unequal, so per-coordinate scales are tested
 
 
-def _dp_cd_spec(problem, o, res):
+def _dp_cd_spec(problem, o, res, steps=None):
     """w_j = -gamma_j sigma_j (sum of k_j standard normals), k_j ~ Bin(N, 1/p) visits,
-    gamma_j = step / M_j, sigma_j = z 2 C_j / n, C_j = C sqrt(M_j / sum M)."""
+    gamma_j = step / M_j, sigma_j = z 2 C_j / n, C_j = C sqrt(M_j / sum M); N = passes p
+    coordinate steps (DP-CD) or ``steps``."""
     M = o["smoothness"]
     clips = o["clip"] * np.sqrt(M / M.sum())
     scale = o["step"] / M * res.noise_multiplier * 2 * clips / problem.n_samples
-    steps, p = o["passes"] * problem.dim, problem.dim
+    p = problem.dim
+    steps = o["passes"] * p if steps is None else steps
 
     k = np.arange(0, steps + 1)
     wk = stats.binom.pmf(k, steps, 1 / p)
@@ -196,6 +198,40 @@ def _ht_spec(kind):
         return [(res.w / scale, NORMAL)]
     return spec
 
+
+def _dp_gcd_spec(problem, o, res):
+    """X = 0: every greedy score is 0, so the Gumbel noise picks a coordinate uniformly;
+    T = passes updates w_j -= (step / M_j) z (2 C_j / n) xi: DP-CD's structure with N = T."""
+    return _dp_cd_spec(problem, o, res, steps=o["passes"])
+
+
+NOISE_SPECS["dp-gcd"] = [({"passes": 12, "step": 0.7, "clip": 2.0, "smoothness": M_PUBLIC},
+                          _dp_gcd_spec)]
+
+
+def _dp_svrg_spec(problem, o, res):
+    """X = 0: R_t = sigma xi_t with sigma = 4 C z; w_t = w_{t-1} - (step / L) R_t / b; one
+    epoch of m steps from 0 returns the average of w_1..w_m (dp-svrg++: m = 2 epoch_length)."""
+    m = o["epoch_length"] * (1 if res.solver == "dp-svrg" else 2)
+    c = o["step"] / o["smoothness"] * 4 * o["clip"] * res.noise_multiplier / o["batch_size"]
+    coef = (m - np.arange(m)) / m  # weight of xi_u in the average of the partial sums
+    return [(res.w / (c * math.sqrt(np.sum(coef ** 2))), NORMAL)]
+
+
+_SVRG = {"epochs": 1, "step": 0.5, "clip": 1.5, "smoothness": 2.0, "batch_size": 5}
+NOISE_SPECS["dp-svrg"] = [({**_SVRG, "epoch_length": 3, "strong_convexity": 1.0}, _dp_svrg_spec)]
+NOISE_SPECS["dp-svrg++"] = [({**_SVRG, "epoch_length": 2}, _dp_svrg_spec)]
+
+
+def _dp_accmd_spec(problem, o, res):
+    """One iteration (l2 ball, no projection): x = 0, g = sigma xi with sigma = z 2C / n,
+    y = x - g / L."""
+    return [(res.w / (res.noise_multiplier * 2 * o["clip"] / problem.n_samples
+                      / o["smoothness"]), NORMAL)]
+
+
+NOISE_SPECS["dp-accmd"] = [({"iterations": 1, "constraint": "l2", "radius": 1e9, "clip": 1.5,
+                             "smoothness": 2.0}, _dp_accmd_spec)]
 
 _HT = {"clip": 1.5, "batch_size": 20, "smoothness": 1.0}
 NOISE_SPECS["ht-acsa"] = [({**_HT, "n_iter": 1, "step": 0.8}, _ht_spec("acsa"))]
@@ -290,7 +326,7 @@ def test_solver_noise_custom(name):
 def test_noise_test_catches_too_little_noise(name):
     """The same test fails for the solver run with 80% of its noise (power check)."""
     opts = NOISE_SPECS[name][0][0]
-    problem, results = _run_zero_gradient(name, opts, runs=700, scale_noise=0.8)
+    problem, results = _run_zero_gradient(name, opts, runs=400, scale_noise=0.8)
     with pytest.raises(AssertionError, match="KS|second moment"):
         for values, cdf in _statistics(name, 0, results, problem):
             assert_distribution(values, cdf, f"{name} with 80% noise")
@@ -330,11 +366,22 @@ def selection_counts(select, scores, scale, draws, seed):
 #: (select(rng, scores, scale) -> index, reference, kind): kind "probabilities" when the
 #: reference returns the exact selection probabilities, "sampler" when it is a reference
 #: implementation with the same contract (its frequencies are estimated from 60000 draws).
+def _dpopt_rnm(noise):
+    def select(rng, scores, scale):
+        from dpopt.privacy.mechanisms import report_noisy_max
+        return report_noisy_max(scores, scale, rng, noise=noise)
+    return select
+
+
 SELECTIONS = [
     pytest.param(reference_gumbel_max, lambda s, b: np.exp((s - np.max(s)) / b),
                  "probabilities", id="gumbel-max"),
     pytest.param(reference_laplace_noisy_max, reference_laplace_noisy_max, "sampler",
                  id="laplace-noisy-max"),
+    pytest.param(_dpopt_rnm("gumbel"), lambda s, b: np.exp((s - np.max(s)) / b),
+                 "probabilities", id="dpopt.report_noisy_max-gumbel"),
+    pytest.param(_dpopt_rnm("laplace"), reference_laplace_noisy_max, "sampler",
+                 id="dpopt.report_noisy_max-laplace"),
 ]
 
 

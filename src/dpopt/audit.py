@@ -74,6 +74,11 @@ AUDIT_OPTIONS: dict[str, dict] = {
     "dp-gd": {"passes": 10},
     "dp-sgd": {"passes": 2, "batch_size": 25},
     "dp-rbcd": {"passes": 10},
+    # with one feature the greedy selection is trivial: give it 10% of each iteration
+    "dp-gcd": {"passes": 10, "selection_share": 0.1},
+    "dp-svrg": {"epochs": 1, "epoch_length": 1, "batch_size": 25, "strong_convexity": 1.0},
+    "dp-svrg++": {"epochs": 1, "epoch_length": 1, "batch_size": 25},
+    "dp-accmd": {"iterations": 10, "constraint": "l2", "radius": 1e6},
     "ht-acsa": {"clip": 1.0, "n_iter": 1, "batch_size": 50},
     "ht-sgd": {"clip": 1.0, "n_iter": 1, "batch_size": 50, "strong_convexity": 1.0},
     "ht-proxsgd": {"clip": 1.0, "n_iter": 1, "batch_size": 50, "strong_convexity": 1.0},
