@@ -305,6 +305,19 @@ def cmd_plot(args):
     return 0
 
 
+# -- audit -------------------------------------------------------------------------
+
+def cmd_audit(args):
+    from dpopt import audit
+
+    print(f"dpopt audit {args.solver}: {args.runs} runs on each of two neighbouring canary "
+          f"datasets, target epsilon={args.epsilon:g}, delta={args.delta:g}, seed {args.seed}")
+    res = audit.audit(args.solver, epsilon=args.epsilon, delta=args.delta, n_runs=args.runs,
+                      canary=audit.AUDIT_CANARY.get(args.solver), random_state=args.seed)
+    print(res.summary())
+    return 0 if res.consistent else 1
+
+
 # -- parser --------------------------------------------------------------------
 
 def build_parser():
@@ -330,6 +343,14 @@ def build_parser():
     p.add_argument("--adjacency", choices=["replace-one", "add-remove"], default="replace-one")
     p.add_argument("--accountant", choices=["auto", "exact", "pld", "rdp"], default="auto")
     p.set_defaults(func=cmd_account)
+
+    p = sub.add_parser("audit", help="empirical lower bound on a solver's epsilon (canary audit)")
+    p.add_argument("solver", help="a private solver (see 'dpopt solvers')")
+    p.add_argument("--epsilon", type=_positive_float, default=2.0)
+    p.add_argument("--delta", type=_positive_float, default=1e-3)
+    p.add_argument("--runs", type=_positive_int, default=1000, help="runs per dataset")
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(func=cmd_audit)
 
     p = sub.add_parser("datasets", help="list named datasets and whether they are available")
     p.add_argument("action", nargs="?", choices=["list"], default="list")

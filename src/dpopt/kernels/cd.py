@@ -26,6 +26,10 @@ Averaging. :func:`cd_steps_accumulate` also adds ``weights[k] * (w_j_new -
 w_j_old)`` to ``acc[j]`` at step k; with weights[k] = K - m + 1 for the m-th
 step of an inner loop of K steps, ``w_start + acc / K`` is the average of the
 K iterates of that loop (Algorithm 1, line 9) at O(1) extra cost per step.
+
+Numba's on-disk cache does not notice edits of inlined helpers from other files
+(``prox_scalar``, ``loss_deriv``): clear ``__pycache__`` after changing them.
+Last such change: prox_scalar propagates NaN.
 """
 
 import numpy as np

@@ -53,6 +53,13 @@ SAMPLINGS = ("poisson", "without-replacement")
 PLD_DISCRETIZATION = 1e-4  # final certification
 PLD_SEARCH_DISCRETIZATION = 2e-3  # bisection steps (pessimistic, so still an upper bound)
 REFINE_SLACK = 0.02  # refine on the final grid when the coarse search left more epsilon unused
+# Cap on the grid of one mechanism's privacy-loss distribution: tiny noise multipliers
+# have huge loss ranges, and a fixed interval would need billions of points (MemoryError
+# or a hang). Coarser grids keep the pessimistic estimate an upper bound.
+# Beyond PLD_MAX_POINTS nats of loss range (noise multipliers ~1e-3 and below, where
+# epsilon is in the thousands) the PLD is replaced by a dominating bound (_dominating_epsilon).
+PLD_MAX_POINTS = 2e5
+PLD_SEARCH_MAX_POINTS = 2e4
 
 # ---------------------------------------------------------------------------
 # mechanism records
@@ -131,8 +138,11 @@ def gdp_delta(mu: float, epsilon: float) -> float:
     if math.isinf(mu):
         return 1.0
     a = special.ndtr(-epsilon / mu + mu / 2)
-    b = math.exp(epsilon + special.log_ndtr(-epsilon / mu - mu / 2))
-    return float(max(a - b, 0.0))
+    # e^eps Phi(-eps/mu - mu/2) <= Phi(-eps/mu + mu/2) exactly; the cap only guards the
+    # exponent against round-off (OverflowError for epsilon ~ 1e300).
+    log_b = min(epsilon + special.log_ndtr(-epsilon / mu - mu / 2),
+                special.log_ndtr(-epsilon / mu + mu / 2))
+    return float(max(a - math.exp(log_b), 0.0))
 
 
 def gdp_epsilon(mu: float, delta: float) -> float:
@@ -147,9 +157,11 @@ def gdp_epsilon(mu: float, delta: float) -> float:
     while gdp_delta(mu, hi) > delta:
         hi *= 2.0
     eps = optimize.brentq(lambda e: gdp_delta(mu, e) - delta, 0.0, hi, xtol=1e-14, rtol=1e-14)
-    # brentq brackets the root; step up until the profile certifies it.
+    # brentq brackets the root; step up until the profile certifies it (doubling steps:
+    # fixed relative steps took millions of iterations for tiny epsilons).
+    step = max(eps * 1e-14, 1e-300)
     while gdp_delta(mu, eps) > delta:
-        eps = np.nextafter(eps, math.inf) * (1 + 1e-14)
+        eps, step = eps + step, 2.0 * step
     return float(eps)
 
 
@@ -159,8 +171,9 @@ def gdp_mu(epsilon: float, delta: float) -> float:
     while gdp_delta(hi, epsilon) < delta:
         hi *= 2.0
     mu = optimize.brentq(lambda m: gdp_delta(m, epsilon) - delta, 0.0, hi, xtol=1e-14, rtol=1e-14)
+    step = mu * 1e-14
     while gdp_delta(mu, epsilon) > delta:
-        mu = np.nextafter(mu, 0.0) * (1 - 1e-14)
+        mu, step = max(mu - step, 0.0), 2.0 * step
     return float(mu)
 
 
@@ -169,7 +182,7 @@ def gdp_mu(epsilon: float, delta: float) -> float:
 
 
 def epsilon_of(mechanisms, delta, *, adjacency="replace-one", accountant="auto",
-               _pld_step=PLD_DISCRETIZATION) -> float:
+               _pld_step=PLD_DISCRETIZATION, _pld_max_points=PLD_MAX_POINTS) -> float:
     """Epsilon at ``delta`` of the adaptive composition of ``mechanisms``.
 
     Never optimistic: ``"exact"`` is exact up to floating point (rounded up),
@@ -189,7 +202,7 @@ def epsilon_of(mechanisms, delta, *, adjacency="replace-one", accountant="auto",
     if accountant == "exact":
         return gdp_epsilon(_gdp_mu_of(mechanisms), delta)
     if accountant == "pld":
-        return _pld_epsilon(mechanisms, delta, adjacency, _pld_step)
+        return _pld_epsilon(mechanisms, delta, adjacency, _pld_step, _pld_max_points)
     return _rdp_epsilon(mechanisms, delta, adjacency)
 
 
@@ -261,12 +274,44 @@ def _gdp_mu_of(mechanisms) -> float:
     return math.sqrt(sum(m.count / m.noise_multiplier ** 2 for m in mechanisms))
 
 
-def _pld_epsilon(mechanisms, delta, adjacency, step) -> float:
+def _pld_epsilon(mechanisms, delta, adjacency, step, max_points=PLD_MAX_POINTS) -> float:
+    width = max(_pld_loss_range(m, adjacency) for m in mechanisms)
+    if width > max_points:  # a grid interval above 1 nat: the PLD is useless and huge
+        return _dominating_epsilon(mechanisms, delta)
+    step = max(step, width / max_points)
     total = None
     for m in mechanisms:
         pld = _pld_of(m, adjacency, step)
         total = pld if total is None else total.compose(pld)
     return float(total.get_epsilon_for_delta(delta))
+
+
+def _dominating_epsilon(mechanisms, delta) -> float:
+    """A valid, cruder upper bound: every (sub)sampled Gaussian step is dominated by the
+    unsampled Gaussian with the same multiplier (subsampling only mixes in identical
+    outputs), composed exactly (GDP) with all of delta; Laplace and pure-DP mechanisms
+    by basic composition."""
+    gauss = [Gaussian(m.noise_multiplier, m.count) for m in mechanisms
+             if isinstance(m, (Gaussian, SubsampledGaussian))]
+    pure = sum(m.count / m.noise_multiplier for m in mechanisms if isinstance(m, Laplace))
+    pure += sum(m.count * m.epsilon for m in mechanisms if isinstance(m, PureDP))
+    return (gdp_epsilon(_gdp_mu_of(gauss), delta) if gauss else 0.0) + pure
+
+
+def _pld_loss_range(m, adjacency) -> float:
+    """Generous width (in nats) of the truncated privacy-loss support of one PLD building
+    block of ``m``; only used to coarsen the grid (see PLD_MAX_POINTS)."""
+    if isinstance(m, (Gaussian, SubsampledGaussian)):
+        if isinstance(m, Gaussian):
+            s, shift = m.noise_multiplier / math.sqrt(m.count), 1.0
+        else:  # dp-accounting units (see _pld_of); replace-one mixtures are 2 apart
+            s, shift = ((2.0 * m.noise_multiplier, 2.0) if adjacency == "replace-one"
+                        else (m.noise_multiplier, 1.0))
+        # loss of N(0, s^2) vs N(shift, s^2) over |x| <= 10 s + shift (mass e^-50 beyond)
+        return 2.0 * (shift * (10.0 * s + shift) + 0.5 * shift * shift) / (s * s)
+    if isinstance(m, Laplace):
+        return 2.0 / m.noise_multiplier
+    return 2.0 * m.epsilon
 
 
 def _pld_of(m, adjacency, step):
@@ -326,7 +371,9 @@ def rdp_accountant(mechanisms, adjacency="replace-one", orders=_RDP_ORDERS):
         elif isinstance(m, SubsampledGaussian):
             if m.dataset_size is None:
                 raise ValueError("sampling without replacement needs dataset_size")
-            size = int(round(m.sampling_rate * m.dataset_size))
+            # round a fractional batch size up: rounding to nearest (half-to-even) could
+            # account for a smaller batch than the sampler draws (optimistic epsilon)
+            size = min(math.ceil(m.sampling_rate * m.dataset_size - 1e-9), m.dataset_size)
             acc.compose(dpa.SampledWithoutReplacementDpEvent(
                 m.dataset_size, size, dpa.GaussianDpEvent(m.noise_multiplier)), m.count)
         elif isinstance(m, Laplace):
@@ -367,8 +414,9 @@ def calibrate(make_mechanisms, epsilon, delta, *, adjacency="replace-one", accou
     final_step = min(PLD_DISCRETIZATION, epsilon / 2000)
 
     def eps_at(z, step=search_step):
+        points = PLD_SEARCH_MAX_POINTS if step == search_step else PLD_MAX_POINTS
         return epsilon_of(make_mechanisms(z), delta, adjacency=adjacency, accountant=acc,
-                          _pld_step=step)
+                          _pld_step=step, _pld_max_points=points)
 
     lo, hi = 1.0, 1.0
     if eps_at(hi) <= epsilon:
@@ -388,8 +436,9 @@ def calibrate(make_mechanisms, epsilon, delta, *, adjacency="replace-one", accou
         else:
             lo = mid
     achieved = eps_at(hi, final_step)
+    grow = rtol
     while achieved > epsilon:  # the fine grid disagreed with the coarse one: step up
-        hi *= 1.0 + rtol
+        hi, grow = hi * (1.0 + grow), 2.0 * grow
         achieved = eps_at(hi, final_step)
     if achieved < epsilon * (1.0 - REFINE_SLACK):
         hi, achieved = _refine_on_fine_grid(lambda z: eps_at(z, final_step), epsilon, hi,
@@ -445,9 +494,9 @@ def _calibrate_gdp(make_mechanisms, epsilon, delta):
     mu1 = _gdp_mu_of(make_mechanisms(1.0))
     if not math.isclose(_gdp_mu_of(make_mechanisms(2.0)) * 2.0, mu1, rel_tol=1e-12):
         return None
-    z = mu1 / gdp_mu(epsilon, delta)
+    z, rel = mu1 / gdp_mu(epsilon, delta), 1e-12
     while gdp_epsilon(_gdp_mu_of(make_mechanisms(z)), delta) > epsilon:
-        z *= 1 + 1e-12
+        z, rel = z * (1 + rel), 2.0 * rel
     return z, gdp_epsilon(_gdp_mu_of(make_mechanisms(z)), delta)
 
 
@@ -492,9 +541,9 @@ def rdp_gaussian_noise(epsilon, delta, steps) -> float:
     """Inverse of :func:`rdp_gaussian_epsilon`:
     z = sqrt(N) / (sqrt(2 log(1/delta) + 2 eps) - sqrt(2 log(1/delta)))."""
     a = 2 * math.log(1 / delta)
-    z = math.sqrt(steps) / (math.sqrt(a + 2 * epsilon) - math.sqrt(a))
+    z, rel = math.sqrt(steps) / (math.sqrt(a + 2 * epsilon) - math.sqrt(a)), 1e-12
     while rdp_gaussian_epsilon(z, steps, delta) > epsilon:
-        z *= 1 + 1e-12
+        z, rel = z * (1 + rel), 2.0 * rel
     return z
 
 

@@ -23,7 +23,10 @@ from dpopt._validation import check_scalar
 
 @njit(cache=True, nogil=True, inline="always")
 def prox_scalar(v, step, l1, l2, lower, upper):
-    """prox of step * psi_j at v (see module docstring)."""
+    """prox of step * psi_j at v (see module docstring). NaN propagates: an overflowed
+    iterate must not be mapped silently to 0 (dpopt.solve then raises)."""
+    if v != v:
+        return v
     t = step * l1
     if v > t:
         u = v - t

@@ -141,9 +141,14 @@ class Problem:
 
 def _spectral_norm_sq(X) -> float:
     n, p = X.shape
-    if not sp.issparse(X) and min(n, p) <= 2000:
+    if min(n, p) <= 2000:
+        # small side: exact, dense or sparse (ARPACK failed on tiny or all-zero sparse
+        # matrices: "Starting vector is zero", k >= min(shape))
         gram = X.T @ X if p <= n else X @ X.T
-        return float(np.linalg.eigvalsh(gram)[-1])
+        gram = gram.toarray() if sp.issparse(gram) else gram
+        return max(float(np.linalg.eigvalsh(gram)[-1]), 0.0)
+    if sp.issparse(X) and X.nnz == 0:
+        return 0.0
     from scipy.sparse.linalg import svds
     s = svds(sp.csc_matrix(X), k=1, return_singular_vectors=False, random_state=0, tol=1e-10)
     return float(s[0] ** 2)
@@ -158,11 +163,16 @@ def _check_X(X):
             raise ValueError(f"X must have a numeric dtype (bool, int, float), got {X.dtype}")
         if X.ndim != 2:
             raise ValueError("X must be 2-dimensional")
-        data = X.tocsc(copy=True)
-        if not np.all(np.isfinite(data.data.astype(np.float64))):
+        # convert to float64 first: summing duplicate COO entries in a small integer dtype
+        # would wrap around silently (two int8 entries 100 + 100 became -56)
+        data = X.astype(np.float64).tocsc(copy=True)
+        if not np.all(np.isfinite(data.data)):
             raise ValueError("X contains NaN or infinity")
         _check_shape(data.shape)
+        _check_magnitude(data.data, "X")
         return data
+    if np.ma.isMaskedArray(X):
+        raise ValueError("X must not be a masked array (its mask would be ignored)")
     try:
         arr = np.asarray(X)
     except Exception as exc:  # ragged lists and the like
@@ -175,7 +185,25 @@ def _check_X(X):
     arr = arr.astype(np.float64, copy=False)
     if not np.all(np.isfinite(arr)):
         raise ValueError("X contains NaN or infinity")
+    _check_magnitude(arr, "X")
     return arr
+
+
+# Squares of the data (norms, smoothness constants, the squared loss) must stay finite and
+# non-zero: beyond this magnitude sums of squares overflow to inf (and NaN step sizes),
+# below it squares underflow to 0 (a non-zero column would look empty).
+_MAX_ABS, _MIN_ABS = 1e150, 1e-150
+
+
+def _check_magnitude(values, name):
+    a = np.abs(values)
+    if a.size and a.max() > _MAX_ABS:
+        raise ValueError(f"{name} has entries of magnitude up to {a.max():.3g}: squares and norms "
+                         f"would overflow; rescale {name} (|values| <= {_MAX_ABS:g})")
+    nonzero = a[a > 0]
+    if nonzero.size and nonzero.min() < _MIN_ABS:
+        raise ValueError(f"{name} has non-zero entries as small as {nonzero.min():.3g}: their "
+                         f"squares underflow to 0; rescale {name} (|values| >= {_MIN_ABS:g} or 0)")
 
 
 def _check_shape(shape):
@@ -186,6 +214,8 @@ def _check_shape(shape):
 def _check_y(y, n):
     if sp.issparse(y):
         raise ValueError("y must be a dense 1-dimensional array, got a sparse matrix")
+    if np.ma.isMaskedArray(y):
+        raise ValueError("y must not be a masked array (its mask would be ignored)")
     try:
         arr = np.asarray(y)
     except Exception as exc:
@@ -199,4 +229,5 @@ def _check_y(y, n):
     arr = arr.astype(np.float64)
     if not np.all(np.isfinite(arr)):
         raise ValueError("y contains NaN or infinity")
+    _check_magnitude(arr, "y")
     return arr

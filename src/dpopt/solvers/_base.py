@@ -202,11 +202,17 @@ def solve(problem: Problem, solver: str = "dp-cd", *, epsilon=1.0, delta=None, r
 
     acc = resolve_budget(budget)
     if acc is None:
-        return spec.func(problem, epsilon=epsilon, delta=delta, rng=rng, **options)
-    # a non-private solver spends epsilon = inf whatever target it is given: refused
-    target = epsilon if spec.private else math.inf
-    with acc.spend(target, delta, adjacency=solver_adjacency(spec.func, options),
-                   label=solver) as slot:
         result = spec.func(problem, epsilon=epsilon, delta=delta, rng=rng, **options)
-        slot.record(result)
+    else:
+        # a non-private solver spends epsilon = inf whatever target it is given: refused
+        target = epsilon if spec.private else math.inf
+        with acc.spend(target, delta, adjacency=solver_adjacency(spec.func, options),
+                       label=solver) as slot:
+            result = spec.func(problem, epsilon=epsilon, delta=delta, rng=rng, **options)
+            slot.record(result)
+    # checked after recording: the error is a post-processing of a released noisy output
+    if not np.all(np.isfinite(result.w)) or (result.checkpoints is not None
+                                             and np.any(np.isnan(result.checkpoints))):
+        raise ValueError(f"solver {solver!r} produced a non-finite model (its iterates "
+                         f"overflowed): reduce step or clip, or rescale the data")
     return result

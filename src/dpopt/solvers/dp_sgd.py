@@ -64,6 +64,9 @@ def sgd_step_size(problem, step, smoothness):
                       "without privacy; pass smoothness=<beta> to avoid this", PrivacyLeakWarning,
                       stacklevel=3)
         beta = problem.global_smoothness()
+        if beta <= 0:
+            raise ValueError("the global smoothness of the data is zero (X is all zeros?): "
+                             "no step size can be derived from it; pass smoothness=<beta>")
     else:
         beta = check_scalar(smoothness, "smoothness", low=0.0, low_open=True)
     return step / beta

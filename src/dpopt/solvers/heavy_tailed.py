@@ -355,7 +355,11 @@ def resolve_beta(problem, smoothness):
         warnings.warn("the step size uses the smoothness constant computed from the private "
                       "data without privacy; pass smoothness=<beta> (public) to avoid this",
                       PrivacyLeakWarning, stacklevel=4)
-        return max(problem.global_smoothness(), 1e-300)
+        beta = problem.global_smoothness()
+        if not math.isfinite(beta):  # was an OverflowError deep in the step-size rules
+            raise ValueError(f"the {problem.loss.name} loss is not smooth (no finite smoothness "
+                             f"constant): use ht-subgradient, or pass smoothness=<beta>")
+        return max(beta, 1e-300)
     return check_scalar(smoothness, "smoothness", low=0.0, low_open=True)
 
 

@@ -5,7 +5,9 @@ sqrt(M_j) (the L1 part split as w = a - b with a, b >= 0, box constraints as
 bounds), then cyclic proximal coordinate descent with steps 1/M_j (the
 kernel of :mod:`dpopt.kernels.cd` without noise or clipping) until the
 proximal-gradient residual ||w - prox_{M^-1 psi}(w - M^-1 grad f(w))||_M is at
-most ``tol * max(1, |F|)``. The absolute loss, which is not smooth, is solved
+most ``tol * sqrt(max(1, |F|))`` (the residual scales like sqrt(F), so
+the test is invariant to rescaling y; with ``tol * |F|`` a large-valued y
+stopped at w = 0). The absolute loss, which is not smooth, is solved
 exactly as a linear program (HiGHS).
 
 Everything here reads the private data without privacy: use it for
@@ -120,7 +122,7 @@ def _polish(problem: Problem, w, tol, max_epochs):
     epochs, res = 0, prox_grad_residual(problem, w, Mfull)
     check_every = 1
     while epochs < max_epochs:
-        target = tol * max(1.0, abs(problem.objective(w, z)))
+        target = tol * math.sqrt(max(1.0, abs(problem.objective(w, z))))
         if res <= target:
             break
         for _ in range(check_every):
@@ -129,7 +131,7 @@ def _polish(problem: Problem, w, tol, max_epochs):
         z = problem.margins(w)  # refresh margins against round-off drift
         res = prox_grad_residual(problem, w, Mfull)
         check_every = min(2 * check_every, 64)
-    converged = res <= tol * max(1.0, abs(problem.objective(w)))
+    converged = res <= tol * math.sqrt(max(1.0, abs(problem.objective(w))))
     return w, {"residual": res, "epochs": epochs, "converged": bool(converged), "method": "cd"}
 
 
@@ -139,18 +141,30 @@ def _absolute_lp(problem: Problem):
         raise ValueError("reference_optimum does not support the absolute loss with an L2 penalty")
     n, p = problem.n_samples, problem.dim
     X = sp.csr_matrix(problem.X)
+    # Scale to O(1) entries (HiGHS rejects |values| >~ 1e15 and drops ones below 1e-9, which
+    # returned w = 0 for X ~ 1e-100): w_j = v_j sy / sx_j, t = sy t'.
+    sx = np.asarray(abs(X).max(axis=0).todense()).ravel()
+    sx[sx == 0] = 1.0
+    sy = float(np.max(np.abs(problem.y), initial=0.0)) or 1.0
+    Xs = X @ sp.diags(1.0 / sx)
+    # a cost above the largest possible slope of the data term keeps v_j = 0 optimal: cap it
+    # there (x2) so that tiny columns do not put huge numbers in the LP
+    slope = np.asarray(abs(Xs).sum(axis=0)).ravel() / n
+    cost = np.minimum(pen.l1 / sx, 2.0 * slope + 1e-300)
     eye = sp.identity(n, format="csr")
-    # variables: a (p), b (p) with w = a - b, t (n);  |Xw - y| <= t
-    A = sp.vstack([sp.hstack([X, -X, -eye]), sp.hstack([-X, X, -eye])], format="csr")
-    b_ub = np.concatenate([problem.y, -problem.y])
-    c = np.concatenate([pen.l1, pen.l1, np.full(n, 1.0 / n)])
-    bounds = ([(0, None if math.isinf(u) else max(u, 0.0)) for u in pen.up]
-              + [(0, None if math.isinf(lo) else max(-lo, 0.0)) for lo in pen.lo]
+    # variables: a (p), b (p) with v = a - b, t' (n);  |X' v - y / sy| <= t'
+    A = sp.vstack([sp.hstack([Xs, -Xs, -eye]), sp.hstack([-Xs, Xs, -eye])], format="csr")
+    b_ub = np.concatenate([problem.y, -problem.y]) / sy
+    c = np.concatenate([cost, cost, np.full(n, 1.0 / n)])
+    up, lo = pen.up * sx / sy, pen.lo * sx / sy
+    bounds = ([(0, None if math.isinf(u) else max(u, 0.0)) for u in up]
+              + [(0, None if math.isinf(v) else max(-v, 0.0)) for v in lo]
               + [(0, None)] * n)
     res = optimize.linprog(c, A_ub=A, b_ub=b_ub, bounds=bounds, method="highs")
     if not res.success:
-        raise RuntimeError(f"linear program failed: {res.message}")
-    return res.x[:p] - res.x[p:2 * p]
+        raise ValueError(f"the linear program of the absolute-loss reference failed "
+                         f"({res.message}); rescale the data")
+    return (res.x[:p] - res.x[p:2 * p]) * sy / sx
 
 
 @register_solver("reference", description="non-private high-precision optimum (not private)",

@@ -1,0 +1,568 @@
+"""Every noise draw has the distribution and scale the accounting assumes; clipping bounds
+every contribution.
+
+Statistical tests. Each check is a Kolmogorov-Smirnov test of the shape plus a
+second-moment z-test of the scale (KS alone is weak against a scale error),
+each at ALPHA = 1e-3, so a correct mechanism fails a check with probability
+about 2e-3 (false alarm); selection frequencies use a chi-square test at ALPHA.
+Seeds are fixed, so outcomes are deterministic. With 400 standardised draws a
+noise scale 20% too small gives z ~ 5 in the moment test (rejected with
+probability > 0.99); ``test_noise_test_catches_too_little_noise`` checks it.
+
+Solver noise. Each registered private solver is run on a *zero-gradient*
+problem (X = 0, public smoothness constants), so its iterates move only by its
+noise. ``NOISE_SPECS[name]`` states, from the solver's docstring, how the
+final iterate is built from the standard-normal draws and the noise
+multiplier z it reports (sigma = z * sensitivity); the test standardises the
+iterates with that formula and checks that the result is N(0, 1). Too little
+(or too much) noise, or a sensitivity that disagrees with the docstring, fails.
+A registered private solver without an entry fails ``test_every_private_solver_has_a_noise_spec``.
+
+Selections (report-noisy-max) and mean oracles arrive with DP-GCD and the
+heavy-tailed solvers: add them as one ``pytest.param`` in SELECTIONS /
+MEAN_ORACLES; the helpers compare them with a reference implementation of the
+paper's mechanism written here with numpy.
+"""
+
+import math
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+from scipy import stats
+
+import dpopt
+from dpopt.kernels.cd import cd_steps
+from dpopt.kernels.grad import coordclip_gradient, l2clip_gradient, l2clip_weights
+from dpopt.privacy.mechanisms import gaussian_noise, laplace_noise
+
+ALPHA = 1e-3
+PRIVATE = dpopt.available_solvers(private_only=True)
+
+
+class Dist:
+    """A null distribution: its cdf and its second and fourth moments (mean zero)."""
+
+    def __init__(self, cdf, m2, m4):
+        self.cdf, self.m2, self.m4 = cdf, m2, m4
+
+
+NORMAL = Dist(stats.norm.cdf, 1.0, 3.0)
+LAPLACE = Dist(stats.laplace.cdf, 2.0, 24.0)
+
+
+def assert_distribution(samples, dist, what):
+    """KS test of the shape and z-test of E[x^2] (the scale), each at level ALPHA."""
+    x = np.ravel(samples)
+    res = stats.kstest(x, dist.cdf)
+    assert res.pvalue > ALPHA, f"{what}: KS statistic {res.statistic:.4f}, p = {res.pvalue:.2e}"
+    z = (np.mean(x * x) - dist.m2) / math.sqrt((dist.m4 - dist.m2 ** 2) / x.size)
+    p = 2 * stats.norm.sf(abs(z))
+    assert p > ALPHA, f"{what}: second moment {np.mean(x * x):.4f} vs {dist.m2:.4f} (KS ok), " \
+                      f"z = {z:.2f}, p = {p:.2e}"
+
+
+def assert_frequencies(counts, probs, what):
+    """Chi-square goodness of fit of selection counts at level ALPHA (cells with
+    expected count < 5 are pooled)."""
+    counts, probs = np.asarray(counts, float), np.asarray(probs, float)
+    expected = probs / probs.sum() * counts.sum()
+    small = expected < 5
+    if small.any():
+        counts = np.append(counts[~small], counts[small].sum())
+        expected = np.append(expected[~small], expected[small].sum())
+    p = stats.chisquare(counts, expected).pvalue
+    assert p > ALPHA, f"{what}: chi-square p = {p:.2e}"
+
+
+# ---------------------------------------------------------------------------
+# the primitive samplers
+
+
+def test_gaussian_and_laplace_primitives_have_the_stated_scale():
+    rng = np.random.default_rng(0)
+    assert_distribution(gaussian_noise(rng, 3.7, 4000) / 3.7, NORMAL, "gaussian_noise")
+    assert_distribution(laplace_noise(rng, 0.3, 4000) / 0.3, LAPLACE, "laplace_noise")
+    # vector scales apply per coordinate
+    scale = np.array([0.1, 1.0, 50.0])
+    draws = np.array([gaussian_noise(rng, scale, 3) for _ in range(1500)]) / scale
+    assert_distribution(draws, NORMAL, "gaussian_noise, per-coordinate scales")
+
+
+def test_ks_helper_can_fail():
+    rng = np.random.default_rng(1)
+    with pytest.raises(AssertionError, match="second moment"):
+        assert_distribution(rng.normal(0, 0.9, 2000), NORMAL, "10% too little noise")
+    with pytest.raises(AssertionError, match="KS"):
+        assert_distribution(rng.laplace(0, 1 / math.sqrt(2), 2000), NORMAL, "Laplace, var 1")
+
+
+# ---------------------------------------------------------------------------
+# solver noise on a zero-gradient problem
+
+
+def zero_problem(n=20, p=3, sparse=False):
+    X = sp.csr_matrix((n, p)) if sparse else np.zeros((n, p))
+    return dpopt.Problem(X, np.zeros(n), "squared")
+
+
+M_PUBLIC = np.array([1.0, 4.0, 0.25])  # unequal, so per-coordinate scales are tested
+
+
+def _dp_cd_spec(problem, o, res, steps=None):
+    """w_j = -gamma_j sigma_j (sum of k_j standard normals), k_j ~ Bin(N, 1/p) visits,
+    gamma_j = step / M_j, sigma_j = z 2 C_j / n, C_j = C sqrt(M_j / sum M); N = passes p
+    coordinate steps (DP-CD) or ``steps``."""
+    M = o["smoothness"]
+    clips = o["clip"] * np.sqrt(M / M.sum())
+    scale = o["step"] / M * res.noise_multiplier * 2 * clips / problem.n_samples
+    p = problem.dim
+    steps = o["passes"] * p if steps is None else steps
+
+    k = np.arange(0, steps + 1)
+    wk = stats.binom.pmf(k, steps, 1 / p)
+
+    def cdf_j(x):  # mixture over the number k of visits of coordinate j (k = 0: atom at 0)
+        x = np.asarray(x)[..., None]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            parts = np.where(k > 0, stats.norm.cdf(x / np.sqrt(np.maximum(k, 1))), x >= 0)
+        return np.sum(wk * parts, axis=-1)
+    mixture = Dist(cdf_j, float(np.sum(wk * k)), float(np.sum(wk * 3 * k * k)))
+    # the sum over coordinates is exactly N(0, N)
+    return [(np.sum(res.w / scale) / math.sqrt(steps), NORMAL)] + \
+        [(res.w[j] / scale[j], mixture) for j in range(p)]
+
+
+def _dp_gd_spec(problem, o, res):
+    """w = -(step / beta) sum_t sigma xi_t, sigma = z 2C / n (both clipping rules)."""
+    scale = o["step"] / o["smoothness"] * res.noise_multiplier * 2 * o["clip"] / problem.n_samples
+    return [(res.w / (scale * math.sqrt(o["passes"])), NORMAL)]
+
+
+def _dp_sgd_spec(problem, o, res):
+    """w = -(step / beta) / b sum_t sigma xi_t, sigma = z 2C (replace-one) or z C."""
+    n, b = problem.n_samples, o["batch_size"]
+    steps = o["passes"] * max(1, round(n / b))
+    sens = 2 * o["clip"] if o.get("adjacency", "replace-one") == "replace-one" else o["clip"]
+    scale = o["step"] / o["smoothness"] / b * res.noise_multiplier * sens
+    return [(res.w / (scale * math.sqrt(steps)), NORMAL)]
+
+
+#: name -> list of (options, spec); spec(problem, options, result) -> [(statistic, cdf)]
+NOISE_SPECS = {
+    "dp-cd": [({"passes": 10, "step": 0.7, "clip": 2.0, "smoothness": M_PUBLIC}, _dp_cd_spec),
+              ({"passes": 1, "step": 1.0, "clip": 1.0, "smoothness": M_PUBLIC[:1]},
+               _dp_cd_spec)],  # p = 1: a single noise draw
+    "dp-gd": [({"passes": 1, "step": 0.5, "clip": 3.0, "smoothness": 2.0}, _dp_gd_spec),
+              ({"passes": 4, "step": 1.0, "clip": 1.0, "smoothness": M_PUBLIC,
+                "clipping": "coordinate", "step_rule": "eso"}, None)],
+    "dp-sgd": [({"passes": 1, "step": 1.0, "clip": 1.5, "smoothness": 1.0, "batch_size": 20},
+                _dp_sgd_spec),  # q = 1: a single step
+               ({"passes": 2, "step": 0.3, "clip": 1.0, "smoothness": 2.0, "batch_size": 5,
+                 "adjacency": "add-remove"}, _dp_sgd_spec)],
+}
+
+
+def _dp_gd_eso_spec(problem, o, res):
+    """step_rule="eso" (and DP-RBCD's full sampling): Gamma_j = step / (min(p, omega) M_j),
+    X = 0 has omega = p; one full step per pass, sigma = z 2C / n (||C_S|| = C)."""
+    gamma = o["step"] / (problem.dim * o["smoothness"])
+    scale = gamma * res.noise_multiplier * 2 * o["clip"] / problem.n_samples
+    return [(res.w / (scale * math.sqrt(o["passes"])), NORMAL)]
+
+
+NOISE_SPECS["dp-gd"][1] = (NOISE_SPECS["dp-gd"][1][0], _dp_gd_eso_spec)
+# DP-RBCD: uniform sampling is DP-CD's update; full sampling is DP-GD's eso step
+NOISE_SPECS["dp-rbcd"] = [
+    ({"passes": 10, "step": 0.7, "clip": 2.0, "smoothness": M_PUBLIC}, _dp_cd_spec),
+    ({"passes": 3, "step": 1.0, "clip": 1.0, "smoothness": M_PUBLIC, "sampling": "full"},
+     _dp_gd_eso_spec),
+]
+
+
+def _ht_spec(kind):
+    """Heavy-tailed one-pass solvers on X = 0: every oracle call returns N(0, sigma^2 I) with
+    sigma = z 2C / s (MeanOracle1); ``smoothness`` = beta = 1, ``strong_convexity`` = 1."""
+    def spec(problem, o, res):
+        sigma = 2 * o["clip"] / o["batch_size"] * res.noise_multiplier
+        step, beta, T = o.get("step", 1.0), o["smoothness"], o["n_iter"]
+        if kind == "acsa":  # T = 1: a_1 = 1, eta = 2 beta, w_ag = w_1 = -(step / (4 beta)) g
+            scale = step / (4 * beta) * sigma
+        elif kind == "sgd":  # T = 1 <= 2 beta / mu: eta_0 = 1 / beta, output w_1
+            scale = step / beta * sigma
+        else:  # proxsgd: w_T = -(step / (2 beta)) sum_t g_t
+            scale = step / (2 * beta) * sigma * math.sqrt(T)
+        return [(res.w / scale, NORMAL)]
+    return spec
+
+
+def _dp_gcd_spec(problem, o, res):
+    """X = 0: every greedy score is 0, so the Gumbel noise picks a coordinate uniformly;
+    T = passes updates w_j -= (step / M_j) z (2 C_j / n) xi: DP-CD's structure with N = T."""
+    return _dp_cd_spec(problem, o, res, steps=o["passes"])
+
+
+NOISE_SPECS["dp-gcd"] = [({"passes": 12, "step": 0.7, "clip": 2.0, "smoothness": M_PUBLIC},
+                          _dp_gcd_spec)]
+
+
+def _dp_svrg_spec(problem, o, res):
+    """X = 0: R_t = sigma xi_t with sigma = 4 C z; w_t = w_{t-1} - (step / L) R_t / b; one
+    epoch of m steps from 0 returns the average of w_1..w_m (dp-svrg++: m = 2 epoch_length)."""
+    m = o["epoch_length"] * (1 if res.solver == "dp-svrg" else 2)
+    c = o["step"] / o["smoothness"] * 4 * o["clip"] * res.noise_multiplier / o["batch_size"]
+    coef = (m - np.arange(m)) / m  # weight of xi_u in the average of the partial sums
+    return [(res.w / (c * math.sqrt(np.sum(coef ** 2))), NORMAL)]
+
+
+_SVRG = {"epochs": 1, "step": 0.5, "clip": 1.5, "smoothness": 2.0, "batch_size": 5}
+NOISE_SPECS["dp-svrg"] = [({**_SVRG, "epoch_length": 3, "strong_convexity": 1.0}, _dp_svrg_spec)]
+NOISE_SPECS["dp-svrg++"] = [({**_SVRG, "epoch_length": 2}, _dp_svrg_spec)]
+
+
+def _dp_accmd_spec(problem, o, res):
+    """One iteration (l2 ball, no projection): x = 0, g = sigma xi with sigma = z 2C / n,
+    y = x - g / L."""
+    return [(res.w / (res.noise_multiplier * 2 * o["clip"] / problem.n_samples
+                      / o["smoothness"]), NORMAL)]
+
+
+NOISE_SPECS["dp-accmd"] = [({"iterations": 1, "constraint": "l2", "radius": 1e9, "clip": 1.5,
+                             "smoothness": 2.0}, _dp_accmd_spec)]
+
+_HT = {"clip": 1.5, "batch_size": 20, "smoothness": 1.0}
+NOISE_SPECS["ht-acsa"] = [({**_HT, "n_iter": 1, "step": 0.8}, _ht_spec("acsa"))]
+NOISE_SPECS["ht-sgd"] = [({**_HT, "n_iter": 1, "strong_convexity": 1.0}, _ht_spec("sgd"))]
+NOISE_SPECS["ht-proxsgd"] = [({**_HT, "n_iter": 1, "batch_size": 6, "strong_convexity": 1.0},
+                              _ht_spec("proxsgd"))]
+
+
+def _ht_subgradient_noise():
+    """ht-subgradient's compiled kernel receives standard normal draws and sigma_i: check
+    the draws (KS + moment) and sigma_i = 2 C_i sqrt(T_i) / (n_i sqrt(2 rho)) per phase
+    (T_i calls of (rho / T_i)-zCDP, the docstring's noise), and that the kernel agrees with
+    the Python path built on MeanOracle1 (``implementation="python"``)."""
+    from dpopt.solvers import heavy_tailed as ht
+
+    seen, orig = [], ht.subgradient_steps
+
+    def spy(*args):
+        seen.append((args[12], np.array(args[13])))  # sigma, noise
+        return orig(*args)
+
+    problem = zero_problem(n=16, p=2)
+    opts = {"clip": 1.5, "radius": 10.0, "moment_bound": 1.0, "max_phase_iter": 6}
+    ht.subgradient_steps = spy
+    try:
+        runs = [dpopt.solve(problem, "ht-subgradient", epsilon=1.0, delta=1e-5, random_state=s,
+                            **opts) for s in range(150)]
+    finally:
+        ht.subgradient_steps = orig
+    assert_distribution(np.concatenate([nz.ravel() for _, nz in seen]), NORMAL,
+                        "ht-subgradient draws")
+    prm = runs[0].params
+    rho = prm["rho_optimization"]
+    expected = [2 * C * math.sqrt(T) / (n * math.sqrt(2 * rho)) for T, C, n in
+                zip(prm["phase_iters"], prm["clips"], prm["phase_sizes"])]
+    np.testing.assert_allclose(prm["sigmas"], expected, rtol=1e-12)
+    np.testing.assert_allclose([sg for sg, _ in seen[:len(expected)]], expected, rtol=1e-12)
+    py = dpopt.solve(problem, "ht-subgradient", epsilon=1.0, delta=1e-5, random_state=0,
+                     implementation="python", **opts)
+    np.testing.assert_allclose(py.w, runs[0].w, rtol=1e-9, atol=1e-12)
+
+
+#: solvers whose noise is checked by a custom function instead of NOISE_SPECS
+CUSTOM_NOISE_TESTS = {"ht-subgradient": _ht_subgradient_noise}
+
+
+def test_every_private_solver_has_a_noise_spec():
+    missing = [s for s in PRIVATE if s not in NOISE_SPECS and s not in CUSTOM_NOISE_TESTS]
+    assert not missing, f"add a NOISE_SPECS entry (how the noise reaches the iterate) for {missing}"
+
+
+NOISE_CASES = [pytest.param(name, i, id=f"{name}-{i}") for name in NOISE_SPECS if name in PRIVATE
+               for i in range(len(NOISE_SPECS[name]))]
+
+
+def _run_zero_gradient(name, opts, runs, sparse=False, scale_noise=1.0):
+    smoothness = opts.get("smoothness", 1.0)
+    p = np.size(smoothness) if np.ndim(smoothness) else 3
+    problem = zero_problem(p=p, sparse=sparse)
+    out = []
+    for seed in range(runs):
+        rng = np.random.default_rng([seed, 77])
+        if scale_noise != 1.0:
+            from _broken_variants import ScaledNoiseGenerator
+            rng = ScaledNoiseGenerator([seed, 77], scale_noise)
+        res = dpopt.solve(problem, name, epsilon=1.0, delta=1e-5, random_state=rng, **opts)
+        out.append(res)
+    return problem, out
+
+
+def _statistics(name, i, results, problem):
+    opts, spec = NOISE_SPECS[name][i]
+    pieces = [spec(problem, opts, r) for r in results]
+    return [(np.array([np.ravel(pc[k][0]) for pc in pieces]), pieces[0][k][1])
+            for k in range(len(pieces[0]))]
+
+
+@pytest.mark.parametrize("name, i", NOISE_CASES)
+def test_solver_noise_has_the_claimed_scale(name, i):
+    opts = NOISE_SPECS[name][i][0]
+    problem, results = _run_zero_gradient(name, opts, runs=700)
+    for k, (values, cdf) in enumerate(_statistics(name, i, results, problem)):
+        assert_distribution(values, cdf, f"{name} noise, statistic {k}")
+
+
+@pytest.mark.parametrize("name", [n for n in CUSTOM_NOISE_TESTS if n in PRIVATE])
+def test_solver_noise_custom(name):
+    CUSTOM_NOISE_TESTS[name]()
+
+
+@pytest.mark.parametrize("name", [n for n in NOISE_SPECS if n in PRIVATE])
+def test_noise_test_catches_too_little_noise(name):
+    """The same test fails for the solver run with 80% of its noise (power check)."""
+    opts = NOISE_SPECS[name][0][0]
+    problem, results = _run_zero_gradient(name, opts, runs=400, scale_noise=0.8)
+    with pytest.raises(AssertionError, match="KS|second moment"):
+        for values, cdf in _statistics(name, 0, results, problem):
+            assert_distribution(values, cdf, f"{name} with 80% noise")
+
+
+@pytest.mark.parametrize("name", [n for n in NOISE_SPECS if n in PRIVATE])
+def test_sparse_input_draws_the_same_noise(name):
+    opts = NOISE_SPECS[name][0][0]
+    _, dense = _run_zero_gradient(name, opts, runs=3)
+    _, sparse = _run_zero_gradient(name, opts, runs=3, sparse=True)
+    for a, b in zip(dense, sparse):
+        np.testing.assert_allclose(a.w, b.w, rtol=1e-12, atol=0)
+
+
+# ---------------------------------------------------------------------------
+# selections (report-noisy-max) and mean oracles: helpers + reference mechanisms
+
+
+def reference_gumbel_max(rng, scores, scale):
+    """Exponential mechanism through the Gumbel-max trick: P(j) ~ exp(scores_j / scale)."""
+    return int(np.argmax(scores + rng.gumbel(0.0, scale, np.shape(scores))))
+
+
+def reference_laplace_noisy_max(rng, scores, scale):
+    """Report-noisy-max with Laplace(scale) noise (Dwork & Roth, Claim 3.9)."""
+    return int(np.argmax(scores + rng.laplace(0.0, scale, np.shape(scores))))
+
+
+def selection_counts(select, scores, scale, draws, seed):
+    rng = np.random.default_rng(seed)
+    counts = np.zeros(len(scores), dtype=np.int64)
+    for _ in range(draws):
+        counts[select(rng, np.asarray(scores), scale)] += 1
+    return counts
+
+
+#: (select(rng, scores, scale) -> index, reference, kind): kind "probabilities" when the
+#: reference returns the exact selection probabilities, "sampler" when it is a reference
+#: implementation with the same contract (its frequencies are estimated from 60000 draws).
+def _dpopt_rnm(noise):
+    def select(rng, scores, scale):
+        from dpopt.privacy.mechanisms import report_noisy_max
+        return report_noisy_max(scores, scale, rng, noise=noise)
+    return select
+
+
+SELECTIONS = [
+    pytest.param(reference_gumbel_max, lambda s, b: np.exp((s - np.max(s)) / b),
+                 "probabilities", id="gumbel-max"),
+    pytest.param(reference_laplace_noisy_max, reference_laplace_noisy_max, "sampler",
+                 id="laplace-noisy-max"),
+    pytest.param(_dpopt_rnm("gumbel"), lambda s, b: np.exp((s - np.max(s)) / b),
+                 "probabilities", id="dpopt.report_noisy_max-gumbel"),
+    pytest.param(_dpopt_rnm("laplace"), reference_laplace_noisy_max, "sampler",
+                 id="dpopt.report_noisy_max-laplace"),
+]
+
+
+@pytest.mark.parametrize("select, reference, kind", SELECTIONS)
+def test_selection_frequencies(select, reference, kind):
+    scores, scale = np.array([0.0, 0.5, 1.0, 1.2, -2.0]), 0.7
+    counts = selection_counts(select, scores, scale, 6000, seed=3)
+    if kind == "sampler":
+        ref = selection_counts(reference, scores, scale, 60000, seed=4)
+        assert_frequencies(counts, ref / ref.sum(), "selection vs reference sampler")
+    else:
+        assert_frequencies(counts, reference(scores, scale), "selection vs exact probabilities")
+
+
+def test_selection_helper_can_fail():
+    scores = np.array([0.0, 0.5, 1.0, 1.2, -2.0])
+    counts = selection_counts(reference_gumbel_max, scores, 0.7 / 2, 6000, seed=3)  # half noise
+    with pytest.raises(AssertionError, match="chi-square"):
+        assert_frequencies(counts, np.exp((scores - scores.max()) / 0.7), "half noise")
+
+
+def reference_mean_oracle(rng, Z, clip, rho):
+    """MeanOracle1 (heavy-tailed paper, Alg. 1): mean of the rows clipped to the L2 ball of
+    radius C, plus N(0, sigma^2 I) with sigma = (2C/s) / sqrt(2 rho) (rho-zCDP, replace-one)."""
+    s = Z.shape[0]
+    norms = np.linalg.norm(Z, axis=1, keepdims=True)
+    clipped = Z * np.minimum(1.0, clip / np.maximum(norms, 1e-300))
+    return clipped.mean(axis=0) + rng.normal(0.0, 2 * clip / s / math.sqrt(2 * rho), Z.shape[1])
+
+
+def l2_clipped_mean(Z, clip):
+    norms = np.linalg.norm(Z, axis=1, keepdims=True)
+    return (Z * np.minimum(1.0, clip / np.maximum(norms, 1e-300))).mean(axis=0)
+
+
+def median_of_clipped_means(Z, clip, groups=3):
+    """MeanOracle2's estimate: coordinate-wise clip to [-tau, tau], means of `groups`
+    consecutive groups, median over the groups."""
+    return np.median(np.clip(Z, -clip, clip).reshape(groups, -1, Z.shape[1]).mean(axis=1),
+                     axis=0)
+
+
+def _dpopt_mean_oracle1(rng, Z, clip, rho):
+    from dpopt.privacy import MeanOracle1
+    return MeanOracle1(clip, Z.shape[0], rho)(rng, Z)
+
+
+def _dpopt_mean_oracle2(rng, Z, clip, rho):
+    from dpopt.privacy import MeanOracle2
+    return MeanOracle2(clip, Z.shape[0], 3, Z.shape[1], rho)(rng, Z)
+
+
+#: (oracle(rng, Z, clip, rho) -> noisy estimate, estimate(Z, clip) without noise,
+#:  sensitivity(s, d, clip) under replace-one); sigma = sensitivity / sqrt(2 rho) (rho-zCDP)
+MEAN_ORACLES = [
+    pytest.param(reference_mean_oracle, l2_clipped_mean, lambda s, d, c: 2 * c / s,
+                 id="MeanOracle1-reference"),
+    pytest.param(_dpopt_mean_oracle1, l2_clipped_mean, lambda s, d, c: 2 * c / s,
+                 id="dpopt.privacy.MeanOracle1"),
+    pytest.param(_dpopt_mean_oracle2, median_of_clipped_means,
+                 lambda s, d, c: 2 * c * 3 * math.sqrt(d) / s, id="dpopt.privacy.MeanOracle2"),
+]
+
+
+@pytest.mark.parametrize("oracle, estimate, sensitivity", MEAN_ORACLES)
+def test_mean_oracle_noise_and_clipping(oracle, estimate, sensitivity):
+    rng = np.random.default_rng(5)
+    Z = rng.standard_t(2.5, size=(30, 4)) * 10  # heavy tails: most rows get clipped
+    clip, rho = 2.0, 0.3
+    sigma = sensitivity(*Z.shape, clip) / math.sqrt(2 * rho)
+    out = np.array([oracle(rng, Z, clip, rho) for _ in range(800)])
+    assert_distribution((out - estimate(Z, clip)) / sigma, NORMAL, "mean oracle")
+
+
+@settings(max_examples=40, deadline=None)
+@given(data=st.data(), which=st.integers(0, len(MEAN_ORACLES) - 1))
+def test_mean_oracle_sensitivity(data, which):
+    """Without noise (rho = inf) replacing one row moves the estimate by at most the
+    sensitivity the noise is calibrated to."""
+    oracle, _, sensitivity = MEAN_ORACLES[which].values
+    d = data.draw(st.integers(1, 4))
+    Z = data.draw(hnp.arrays(np.float64, (6, d), elements=finite))
+    row = data.draw(hnp.arrays(np.float64, (d,), elements=finite))
+    i, clip = data.draw(st.integers(0, 5)), data.draw(st.floats(1e-3, 1e3))
+    Z2 = Z.copy()
+    Z2[i] = row
+    rng = np.random.default_rng(0)
+    gap = np.linalg.norm(oracle(rng, Z, clip, math.inf) - oracle(rng, Z2, clip, math.inf))
+    assert gap <= sensitivity(6, d, clip) * (1 + 1e-9)
+
+
+# ---------------------------------------------------------------------------
+# clipping bounds every contribution (kernels/grad.py and kernels/cd.py)
+
+# |values| in [1e-100, 1e6] or 0 (dpopt.Problem rejects entries whose squares underflow)
+finite = st.floats(-1e6, 1e6, allow_nan=False, allow_infinity=False).map(
+    lambda v: 0.0 if abs(v) < 1e-100 else v)
+
+
+def _pair(X, y, i, row, label, sparse, loss="squared"):
+    """Problems D and D' that differ in record i (replace-one)."""
+    X2, y2 = X.copy(), y.copy()
+    X2[i], y2[i] = row, label
+    make = (lambda A: sp.csr_matrix(A)) if sparse else (lambda A: A)
+    return dpopt.Problem(make(X), y, loss), dpopt.Problem(make(X2), y2, loss)
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=st.data(), n=st.integers(1, 8), p=st.integers(1, 5), sparse=st.booleans(),
+       loss=st.sampled_from(["squared", "huber", "absolute", "logistic"]))
+def test_clipped_gradients_have_the_stated_sensitivity(data, n, p, sparse, loss):
+    X = data.draw(hnp.arrays(np.float64, (n, p), elements=finite))
+    labels = st.sampled_from([-1.0, 1.0]) if loss == "logistic" else finite
+    y = np.array(data.draw(st.lists(labels, min_size=n, max_size=n)))
+    i = data.draw(st.integers(0, n - 1))
+    row = data.draw(hnp.arrays(np.float64, (p,), elements=finite))
+    label = data.draw(labels)
+    w = data.draw(hnp.arrays(np.float64, (p,), elements=st.floats(-10, 10)))
+    C = data.draw(st.floats(1e-3, 1e3))
+    clips = C * data.draw(hnp.arrays(np.float64, (p,), elements=st.floats(0.0, 1.0)))
+    d0, d1 = _pair(X, y, i, row, label, sparse, loss)
+    z0, z1 = d0.margins(w), d1.margins(w)
+    tol = 1 + 1e-9
+    # L2 clipping: every per-sample weight * ||x_i|| <= C, and ||g - g'|| <= 2C/n
+    for d, z in ((d0, z0), (d1, z1)):
+        assert np.all(np.abs(l2clip_weights(d, z, C)) * d.row_norms <= C * tol + 1e-300)
+    gap = np.linalg.norm(l2clip_gradient(d0, z0, C) - l2clip_gradient(d1, z1, C))
+    assert gap <= 2 * C / n * tol
+    # coordinate clipping: |g_j - g'_j| <= 2 C_j / n for every j
+    gap_j = np.abs(coordclip_gradient(d0, z0, clips) - coordclip_gradient(d1, z1, clips))
+    assert np.all(gap_j <= 2 * clips / n * tol + 1e-300)
+    # and it is the brute-force clipped average
+    deriv = d0.loss.deriv(z0, d0.y)
+    brute = np.clip(deriv[:, None] * X, -clips, clips).mean(axis=0)
+    np.testing.assert_allclose(coordclip_gradient(d0, z0, clips), brute, rtol=1e-9,
+                               atol=1e-12 * (1 + C))
+
+
+@settings(max_examples=40, deadline=None)
+@given(data=st.data(), n=st.integers(1, 8), p=st.integers(1, 4), sparse=st.booleans(),
+       penalty=st.sampled_from([{}, {"penalty": "l1", "alpha": 0.3},
+                                {"penalty": "l2", "alpha": 2.0},
+                                {"penalty": "box", "lower": -0.1, "upper": 0.2}]))
+def test_one_cd_step_moves_at_most_step_times_sensitivity(data, n, p, sparse, penalty):
+    X = data.draw(hnp.arrays(np.float64, (n, p), elements=finite))
+    y = data.draw(hnp.arrays(np.float64, (n,), elements=finite))
+    i = data.draw(st.integers(0, n - 1))
+    row = data.draw(hnp.arrays(np.float64, (p,), elements=finite))
+    label = data.draw(finite)
+    j = data.draw(st.integers(0, p - 1))
+    clips = data.draw(hnp.arrays(np.float64, (p,), elements=st.floats(1e-3, 1e3)))
+    steps = data.draw(hnp.arrays(np.float64, (p,), elements=st.floats(1e-3, 1e3)))
+    d0, d1 = _pair(X, y, i, row, label, sparse)
+    out = []
+    for d in (d0, d1):
+        d = dpopt.Problem(d.X, d.y, "squared", **penalty) if penalty else d
+        w = np.zeros(p)
+        z = d.margins(w)
+        cd_steps(d, z, w, np.array([j]), np.zeros(1), steps, clips, np.zeros(p))
+        out.append(w[j])
+    assert abs(out[0] - out[1]) <= steps[j] * 2 * clips[j] / n * (1 + 1e-9)
+
+
+def test_solvers_keep_clipping_with_extreme_records():
+    """One step of every core solver on D and D' (one record replaced by a record with a
+    gradient ~1e12), same seed so the noise cancels: the iterates differ by at most
+    step * 2C / n, the sensitivity the noise is calibrated to."""
+    rng = np.random.default_rng(2)
+    X, y = rng.standard_normal((30, 1)), rng.standard_normal(30)
+    X2, y2 = X.copy(), y.copy()
+    X2[0], y2[0] = 1e6, -1e6
+    one_step = {"dp-cd": {"passes": 1, "smoothness": np.ones(1)},  # p = 1: one coordinate step
+                "dp-gd": {"passes": 1, "smoothness": 1.0},
+                "dp-sgd": {"passes": 1, "smoothness": 1.0, "batch_size": 30},  # q = 1
+                "dp-rbcd": {"passes": 1, "smoothness": np.ones(1)},
+                "ht-proxsgd": {"n_iter": 1, "batch_size": 30, "smoothness": 1.0,  # step 1/4
+                               "strong_convexity": 1.0}}
+    for name, o in one_step.items():
+        if name not in PRIVATE:
+            continue
+        a, b = (dpopt.solve(dpopt.Problem(A, v), name, epsilon=1.0, clip=1.0, step=0.5,
+                            random_state=3, **o) for A, v in ((X, y), (X2, y2)))
+        assert np.all(np.isfinite(b.w))
+        assert np.linalg.norm(a.w - b.w) <= 0.5 * 2 * 1.0 / 30 * (1 + 1e-9), name
