@@ -36,13 +36,22 @@ MECHANISMS = {
                "T = passes * n / b steps",
                "2 C (replace-one) or C (add-remove) for the sum"),
     "dp-rbcd": ("Gaussian noise on the clipped gradient of a random block S per step (sampled "
-                "independently of the data), N = ceil(passes p / E|S|) steps",
-                "2 ||C_S||_2 / n, sigma_S = z 2 ||C_S||_2 / n"),
+                "independently of the data), N = ceil(passes p / E[#S]) steps",
+                "2 ‖C_S‖₂ / n, sigma_S = z 2 ‖C_S‖₂ / n"),
 }
 _HT = ("Gaussian noise on a clipped mean of a disjoint batch (MeanOracle1); each record in "
        "one call (parallel composition)", "2 C / s for a batch of s, sigma = (2C/s) / "
        "sqrt(2 rho)")
-MECHANISMS.update({"ht-acsa": _HT, "ht-sgd": _HT, "ht-proxsgd": _HT,
+MECHANISMS.update({
+    "dp-gcd": ("per iteration: report-noisy-max (Gumbel: exponential mechanism) over the greedy "
+               "scores, then Gaussian noise on the chosen clipped coordinate gradient",
+               "scores: max_j 2 C_j / (n sqrt(curv_j)); update: 2 C_j / n"),
+    "dp-svrg": ("Poisson-sampled variance-reduced sum plus the full clipped gradient, one "
+                "Gaussian per inner step (split in the analysis)",
+                "4C for the sampled sum, 2Cq for the full-gradient term"),
+    "dp-svrg++": ("as dp-svrg, epochs of doubling length", "4C and 2Cq"),
+    "dp-accmd": ("Gaussian noise on the full clipped gradient, one per iteration",
+                 "2C / n"),"ht-acsa": _HT, "ht-sgd": _HT, "ht-proxsgd": _HT,
                    "ht-subgradient": ("Gaussian noise on clipped full-batch means, T_i steps "
                                       "per phase on a disjoint phase batch of n_i records",
                                       "2 C_i / n_i per step, each (rho / T_i)-zCDP")})
