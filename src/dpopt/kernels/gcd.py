@@ -25,6 +25,7 @@ import numba
 import numpy as np
 from numba import njit, prange
 
+from dpopt.kernels.grad import _coordclip_csc
 from dpopt.kernels.losses import LOGISTIC, loss_deriv, loss_derivs
 from dpopt.problem.penalties import prox_scalar
 
@@ -104,20 +105,6 @@ def _clipgrad_dense_parallel(X, d, clip, n_div):
 PARALLEL_MIN_SIZE = 1 << 21  # n * p from which the dense kernel uses Numba's threads
 
 
-@njit(cache=True, nogil=True, fastmath=_FM)
-def _clipgrad_csc(data, indices, indptr, d, clip, n_div):
-    p = indptr.shape[0] - 1
-    g = np.empty(p)
-    for j in range(p):
-        cj = clip[j]
-        acc = 0.0
-        for t in range(indptr[j], indptr[j + 1]):
-            v = d[indices[t]] * data[t]
-            acc += min(max(v, -cj), cj)
-        g[j] = acc / n_div
-    return g
-
-
 def clipped_gradient(problem, z, clip):
     """g_j = (1/n) sum_i clip(l'(z_i; y_i) x_ij, clip_j) for every j.
 
@@ -134,7 +121,7 @@ def clipped_gradient_from_derivs(problem, d, clip):
     n = float(problem.n_samples)
     if problem.is_sparse:
         X = problem.X
-        return _clipgrad_csc(X.data, X.indices, X.indptr, d, clip, n)
+        return _coordclip_csc(X.data, X.indices, X.indptr, d, clip, n)
     X = problem.X
     if X.shape[0] * X.shape[1] >= PARALLEL_MIN_SIZE and numba.get_num_threads() > 1:
         return _clipgrad_dense_parallel(X, d, clip, n)
