@@ -78,8 +78,32 @@ def clip_rows_l2(vectors, clip):
     return v * factor[:, None]
 
 
+class _RhoGaussianOracle:
+    """Gaussian noise calibrated to a rho-zCDP budget on a quantity whose L2
+    sensitivity (replace-one) is ``self.sensitivity``: sigma = Delta / sqrt(2 rho)
+    gives rho-zCDP (Bun & Steinke 2016, Prop. 1.6). Shared by the mean oracles."""
+
+    @property
+    def noise_multiplier(self) -> float:
+        """sigma / sensitivity = 1 / sqrt(2 rho) (0 without privacy)."""
+        return 0.0 if math.isinf(self.rho) else 1.0 / math.sqrt(2.0 * self.rho)
+
+    @property
+    def sigma(self) -> float:
+        """Per-coordinate standard deviation of the added noise."""
+        return 0.0 if math.isinf(self.rho) else self.sensitivity * self.noise_multiplier
+
+    def record(self) -> ZCDP:
+        """The zCDP cost of one call."""
+        return ZCDP(self.rho, 1)
+
+    def gaussian_record(self) -> Gaussian:
+        """The same call as a Gaussian-mechanism record (for the exact GDP accountant)."""
+        return Gaussian(math.inf if math.isinf(self.rho) else self.noise_multiplier, 1)
+
+
 @dataclass(frozen=True)
-class MeanOracle1:
+class MeanOracle1(_RhoGaussianOracle):
     """Clipped Gaussian mean (paper Algorithm 1, after Barber & Duchi 2014).
 
     ``nu~ = (1/s) sum_i Pi_C(z_i) + N(0, sigma^2 I_d)`` for a batch of ``s``
@@ -116,24 +140,6 @@ class MeanOracle1:
     def sensitivity(self) -> float:
         """L2 sensitivity 2C/s of the clipped mean under replace-one adjacency."""
         return 2.0 * self.clip / self.batch_size
-
-    @property
-    def noise_multiplier(self) -> float:
-        """sigma / sensitivity = 1 / sqrt(2 rho) (0 without privacy)."""
-        return 0.0 if math.isinf(self.rho) else 1.0 / math.sqrt(2.0 * self.rho)
-
-    @property
-    def sigma(self) -> float:
-        """Per-coordinate standard deviation of the added noise."""
-        return 0.0 if math.isinf(self.rho) else self.sensitivity * self.noise_multiplier
-
-    def record(self) -> ZCDP:
-        """The zCDP cost of one call."""
-        return ZCDP(self.rho, 1)
-
-    def gaussian_record(self) -> Gaussian:
-        """The same call as a Gaussian-mechanism record (for the exact GDP accountant)."""
-        return Gaussian(math.inf if math.isinf(self.rho) else self.noise_multiplier, 1)
 
     def bias_bound(self, moment_bound, moment_order) -> float:
         """Lemma 6: r_k^k / ((k-1) C^(k-1)) with ``moment_bound`` = r_k = (E||z||^k)^(1/k)."""
@@ -173,7 +179,7 @@ def median_of_means(values, clip, groups):
 
 
 @dataclass(frozen=True)
-class MeanOracle2:
+class MeanOracle2(_RhoGaussianOracle):
     """Coordinate-wise clipped median-of-means with Gaussian noise (paper
     Algorithm 12, after Kamath, Singhal, Ullman 2020 and Kamath, Liu, Zhang 2022).
 
@@ -227,20 +233,6 @@ class MeanOracle2:
     def sensitivity(self) -> float:
         """L2 sensitivity 2 tau m sqrt(d) / s under replace-one adjacency."""
         return 2.0 * self.clip * self.groups * math.sqrt(self.dim) / self.batch_size
-
-    @property
-    def noise_multiplier(self) -> float:
-        return 0.0 if math.isinf(self.rho) else 1.0 / math.sqrt(2.0 * self.rho)
-
-    @property
-    def sigma(self) -> float:
-        return 0.0 if math.isinf(self.rho) else self.sensitivity * self.noise_multiplier
-
-    def record(self) -> ZCDP:
-        return ZCDP(self.rho, 1)
-
-    def gaussian_record(self) -> Gaussian:
-        return Gaussian(math.inf if math.isinf(self.rho) else self.noise_multiplier, 1)
 
     def coordinate_bias_bound(self, central_moment, moment_order) -> float:
         """Lemma 58: |E Pi_tau(x_j) - nu_j| <= 10 gamma_k (2/tau)^(k-1) (needs tau >= 2|nu_j|)."""
