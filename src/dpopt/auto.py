@@ -260,6 +260,7 @@ def fit_default(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, 
     returned ``result`` is the model's FitResult with ``epsilon``, ``mechanisms``
     and ``accountant`` replaced by those of the whole composition.
     """
+    from dpopt.budget import _unbudgeted
     from dpopt.preprocessing import private_feature_bounds, private_target_bounds
     from dpopt.problem import Problem
     from dpopt.solvers import available_solvers, solve
@@ -281,7 +282,7 @@ def fit_default(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, 
     if regression:
         tb = private_target_bounds(y, mus["target_bounds"], rng)
         records += list(tb.mechanisms)
-        target = TargetScaling.from_bounds(tb.lower, tb.upper, shift=fit_intercept)
+        target = TargetScaling.from_bounds(tb.lower[0], tb.upper[0], shift=fit_intercept)
         y = target.transform(y)
 
     problem = Problem(Xs, y, loss=loss, penalty=penalty, fit_intercept=fit_intercept,
@@ -289,8 +290,9 @@ def fit_default(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, 
     solver, why = choose_solver(loss_name, problem.penalty.name, n, p, available_solvers())
     options = _model_options(solver, problem, mus["model"], R, penalty_kwargs)
     eps_model = gdp_epsilon(mus["model"], delta)
-    result = solve(problem, solver, epsilon=eps_model, delta=delta, random_state=rng, budget=None,
-                   **options)
+    with _unbudgeted():  # the caller charges the whole pipeline once
+        result = solve(problem, solver, epsilon=eps_model, delta=delta, random_state=rng,
+                       **options)
 
     mechanisms = records + list(result.mechanisms)
     total = epsilon_of(mechanisms, delta, adjacency=result.adjacency)
