@@ -377,3 +377,18 @@ def test_california_r2_at_epsilon_1(shift, low):
     assert low <= np.median(scores) < nonprivate
     assert abs(np.median(scores) - np.median(ridge_scores)) < 0.05
     assert res.epsilon <= 1.0
+
+
+def test_statistics_of_row_blocks_reproduce_the_fit():
+    """The distributed path: per-block statistics, summed, then adassp_from_statistics."""
+    X, y = regression(n=45, p=3)
+    pb = dpopt.Problem(X, y, "squared", "l2", alpha=0.1, fit_intercept=True)
+    res = fit(pb, random_state=11)
+    blocks = [A.sufficient_statistics(X[s], y[s], 2.0, 5.0, True)
+              for s in (slice(0, 20), slice(20, 45))]
+    xtx, xty, n = (sum(b[k] for b in blocks) for k in range(3))
+    w, cal, records, params = A.adassp_from_statistics(
+        xtx, xty, n, epsilon=1.0, delta=1e-5, rng=np.random.default_rng(11), row_bound=2.0,
+        target_bound=5.0, fit_intercept=True, l2=pb.penalty.l2)
+    np.testing.assert_allclose(w, res.w, rtol=1e-10, atol=1e-12)
+    assert records == res.mechanisms and cal.epsilon == res.epsilon

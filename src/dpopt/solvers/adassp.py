@@ -92,7 +92,7 @@ multiplied by 0.
 
 Distributed use: :func:`sufficient_statistics` reads one block of rows (dense or sparse) and
 returns its clipped statistics; sums over blocks are the full statistics, and
-:func:`adassp_from_statistics` adds the noise and solves, from the statistics alone.
+:func:`adassp_from_statistics` calibrates, adds the noise and solves from the statistics alone.
 """
 
 from __future__ import annotations
@@ -271,17 +271,29 @@ def solve_psd(M, b):
     return V @ ((V.T @ b) / vals[keep]), int(vals.size - keep.sum())
 
 
-def adassp_from_statistics(xtx, xty, n, *, sigmas, l2, rho, rng):
-    """Steps 1-4 from the clipped statistics: ``l2`` holds the per-coordinate L2 penalty
-    (alpha, 0 for the intercept); returns (w, Release, dropped directions)."""
-    rel = release_statistics(xtx, xty, sigmas, rho, rng)
+def adassp_from_statistics(xtx, xty, n, *, epsilon, delta, rng, row_bound, target_bound,
+                           fit_intercept, l2, rho=0.05, budget_split=DEFAULT_SPLIT):
+    """Steps 1-4 from clipped statistics (e.g. sums of :func:`sufficient_statistics` over
+    row blocks, clipped to ``row_bound`` and ``target_bound``): calibrate to (epsilon,
+    delta), release, solve. ``l2`` is the per-coordinate L2 penalty (alpha, 0 for the
+    intercept). Returns (w, Calibration, mechanism records, params)."""
+    shares = check_budget_split(budget_split)
+    cal, zs = calibrate_adassp(epsilon, delta, shares)
+    deltas = sensitivities(row_bound, target_bound, fit_intercept)
+    sigmas = tuple(math.inf if math.isinf(z) else z * D for z, D in zip(zs, deltas))
+    rel = release_statistics(np.asarray(xtx, dtype=np.float64), np.asarray(xty, dtype=np.float64),
+                             sigmas, float(rho), rng)
     if not (np.all(np.isfinite(rel.xtx)) and np.all(np.isfinite(rel.xty))
             and math.isfinite(rel.ridge)):
         raise ValueError("the noisy sufficient statistics overflowed: rescale the data or give "
                          "smaller row_bound / target_bound")
     M = rel.xtx + np.diag(rel.ridge + n * np.asarray(l2, dtype=np.float64))
     w, dropped = solve_psd(M, rel.xty)
-    return w, rel, dropped
+    params = {"row_bound": row_bound, "target_bound": target_bound, "rho": float(rho),
+              "budget_split": shares, "noise_multipliers": zs, "sensitivities": deltas,
+              "sigmas": sigmas, "lambda_min_estimate": rel.lambda_min, "ridge": rel.ridge,
+              "dropped_directions": dropped}
+    return w, cal, mechanism_records(cal.noise_multiplier, shares), params
 
 
 # ---------------------------------------------------------------------------
@@ -317,24 +329,18 @@ def fit_adassp(problem, *, epsilon, delta, rng, row_bound=None, target_bound=Non
     the eigenvalue, X^T X and X^T y releases. One pass over the data.
     """
     check_scalar(rho, "rho", low=0.0, high=1.0, low_open=True, high_open=True)
-    shares = check_budget_split(budget_split)
+    check_budget_split(budget_split)
     X = features_of(problem)
     B = resolve_bound(row_bound, "row_bound",
                       lambda: math.sqrt(float(np.max(_row_sq_norms(X)))))
     By = resolve_bound(target_bound, "target_bound", lambda: np.max(np.abs(problem.y)))
-    cal, zs = calibrate_adassp(epsilon, delta, shares)
-    deltas = sensitivities(B, By, problem.fit_intercept)
-    sigmas = tuple(math.inf if math.isinf(z) else z * D for z, D in zip(zs, deltas))
     ck = Checkpoints()
     ck.record(problem.zeros(), 0)
     xtx, xty, n = sufficient_statistics(X, problem.y, B, By, problem.fit_intercept)
-    w, rel, dropped = adassp_from_statistics(xtx, xty, n, sigmas=sigmas, l2=problem.penalty.l2,
-                                             rho=float(rho), rng=rng)
+    w, cal, records, params = adassp_from_statistics(
+        xtx, xty, n, epsilon=epsilon, delta=delta, rng=rng, row_bound=B, target_bound=By,
+        fit_intercept=problem.fit_intercept, l2=problem.penalty.l2, rho=rho,
+        budget_split=budget_split)
     ck.record(w, 1)
-    params = {"row_bound": B, "target_bound": By, "rho": float(rho), "budget_split": shares,
-              "noise_multipliers": zs, "sensitivities": deltas, "sigmas": sigmas,
-              "lambda_min_estimate": rel.lambda_min, "ridge": rel.ridge,
-              "dropped_directions": dropped}
-    return make_result(problem, w, solver="adassp", calibration_or_spent=cal,
-                       mechanisms=mechanism_records(cal.noise_multiplier, shares), n_iter=1,
-                       passes=1, checkpoints=ck, params=params)
+    return make_result(problem, w, solver="adassp", calibration_or_spent=cal, mechanisms=records,
+                       n_iter=1, passes=1, checkpoints=ck, params=params)
