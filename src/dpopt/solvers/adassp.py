@@ -277,19 +277,20 @@ def adassp_from_statistics(xtx, xty, n, *, epsilon, delta, rng, row_bound, targe
     row blocks, clipped to ``row_bound`` and ``target_bound``): calibrate to (epsilon,
     delta), release, solve. ``l2`` is the per-coordinate L2 penalty (alpha, 0 for the
     intercept). Returns (w, Calibration, mechanism records, params)."""
+    rho = check_scalar(rho, "rho", low=0.0, high=1.0, low_open=True, high_open=True)
     shares = check_budget_split(budget_split)
     cal, zs = calibrate_adassp(epsilon, delta, shares)
     deltas = sensitivities(row_bound, target_bound, fit_intercept)
     sigmas = tuple(math.inf if math.isinf(z) else z * D for z, D in zip(zs, deltas))
     rel = release_statistics(np.asarray(xtx, dtype=np.float64), np.asarray(xty, dtype=np.float64),
-                             sigmas, float(rho), rng)
+                             sigmas, rho, rng)
     if not (np.all(np.isfinite(rel.xtx)) and np.all(np.isfinite(rel.xty))
             and math.isfinite(rel.ridge)):
         raise ValueError("the noisy sufficient statistics overflowed: rescale the data or give "
                          "smaller row_bound / target_bound")
     M = rel.xtx + np.diag(rel.ridge + n * np.asarray(l2, dtype=np.float64))
     w, dropped = solve_psd(M, rel.xty)
-    params = {"row_bound": row_bound, "target_bound": target_bound, "rho": float(rho),
+    params = {"row_bound": row_bound, "target_bound": target_bound, "rho": rho,
               "budget_split": shares, "noise_multipliers": zs, "sensitivities": deltas,
               "sigmas": sigmas, "lambda_min_estimate": rel.lambda_min, "ridge": rel.ridge,
               "dropped_directions": dropped}
