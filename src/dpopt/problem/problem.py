@@ -39,6 +39,8 @@ class Problem:
     (DESIGN.md, invariant 4).
     """
 
+    is_chunked = False  # see dpopt.distributed.ChunkedProblem
+
     def __init__(self, X, y, loss="squared", penalty=None, *, alpha=None, fit_intercept=False,
                  **penalty_kwargs):
         self.loss: Loss = get_loss(loss)

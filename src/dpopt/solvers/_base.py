@@ -64,9 +64,12 @@ class FitResult:
     def privacy_report(self) -> str:
         if math.isinf(self.epsilon):
             return f"{self.solver}: not private (epsilon = inf)"
+        data = self.params.get("data")
+        chunked = "" if not data else (f"; chunked data ({data['n_chunks']} chunks), accounting "
+                                       f"as on one machine (unchanged)")
         return (f"{self.solver}: ({self.epsilon:.4g}, {self.delta:.3g})-DP under {self.adjacency} "
                 f"adjacency, accountant {self.accountant}, noise multiplier "
-                f"{self.noise_multiplier:.4g}")
+                f"{self.noise_multiplier:.4g}{chunked}")
 
 
 class Checkpoints:
@@ -117,6 +120,7 @@ class SolverSpec:
     penalties: tuple | None = None  # supported penalty names, None = all
     private: bool = True
     family: str = ""
+    distributed: bool = False  # accepts a dpopt.distributed.ChunkedProblem (Dask / out-of-core)
 
     def options(self) -> list[str]:
         sig = inspect.signature(self.func)
@@ -126,14 +130,19 @@ class SolverSpec:
 _REGISTRY: dict[str, SolverSpec] = {}
 
 
-def register_solver(name, *, description, losses=None, penalties=None, private=True, family=""):
-    """Decorator registering ``func`` under ``name`` (see :class:`SolverSpec`)."""
+def register_solver(name, *, description, losses=None, penalties=None, private=True, family="",
+                    distributed=False):
+    """Decorator registering ``func`` under ``name`` (see :class:`SolverSpec`).
+
+    ``distributed=True`` declares that ``func`` also fits a
+    :class:`dpopt.distributed.ChunkedProblem` (row-chunked Dask or on-disk data)."""
 
     def decorator(func):
         if name in _REGISTRY:
             raise ValueError(f"solver {name!r} is already registered")
         _REGISTRY[name] = SolverSpec(name, func, description, losses and tuple(losses),
-                                     penalties and tuple(penalties), private, family or name)
+                                     penalties and tuple(penalties), private, family or name,
+                                     bool(distributed))
         return func
 
     return decorator
@@ -166,7 +175,9 @@ def solve(problem: Problem, solver: str = "dp-cd", *, epsilon=1.0, delta=None, r
 
     Parameters
     ----------
-    problem : Problem
+    problem : Problem or dpopt.distributed.ChunkedProblem
+        A ChunkedProblem (Dask arrays / data frames, memory-mapped or on-disk data) is
+        accepted by the solvers registered with ``distributed=True`` only.
     solver : str
         A name from :func:`available_solvers`.
     epsilon : float
@@ -182,9 +193,14 @@ def solve(problem: Problem, solver: str = "dp-cd", *, epsilon=1.0, delta=None, r
     **options
         Solver options (see the solver's docstring); unknown names raise ``ValueError``.
     """
-    if not isinstance(problem, Problem):
+    chunked = getattr(problem, "is_chunked", False) is True
+    if not isinstance(problem, Problem) and not chunked:
         raise ValueError(f"problem must be a dpopt.Problem, got {type(problem).__name__}")
     spec = get_solver(solver)
+    if chunked:
+        from dpopt.distributed import check_distributed
+
+        check_distributed(spec)
     epsilon = check_epsilon(epsilon)
     delta = default_delta(problem.n_samples) if delta is None else check_delta(delta)
     unknown = sorted(set(options) - set(spec.options()))
@@ -215,4 +231,6 @@ def solve(problem: Problem, solver: str = "dp-cd", *, epsilon=1.0, delta=None, r
                                              and np.any(np.isnan(result.checkpoints))):
         raise ValueError(f"solver {solver!r} produced a non-finite model (its iterates "
                          f"overflowed): reduce step or clip, or rescale the data")
+    if chunked:
+        result.params["data"] = problem.describe()
     return result

@@ -318,7 +318,7 @@ def features_of(problem):
 
 @register_solver("adassp", description="AdaSSP: sufficient-statistics perturbation with an adaptive "
                  "ridge, closed form (Wang, UAI 2018)", losses=("squared",),
-                 penalties=("none", "l2"), family="adassp")
+                 penalties=("none", "l2"), family="adassp", distributed=True)
 def fit_adassp(problem, *, epsilon, delta, rng, row_bound=None, target_bound=None, rho=0.05,
                budget_split=DEFAULT_SPLIT):
     """Fit squared-loss regression (no penalty or L2) with AdaSSP (module docstring).
@@ -331,13 +331,20 @@ def fit_adassp(problem, *, epsilon, delta, rng, row_bound=None, target_bound=Non
     """
     check_scalar(rho, "rho", low=0.0, high=1.0, low_open=True, high_open=True)
     check_budget_split(budget_split)
-    X = features_of(problem)
-    B = resolve_bound(row_bound, "row_bound",
-                      lambda: math.sqrt(float(np.max(_row_sq_norms(X)))))
-    By = resolve_bound(target_bound, "target_bound", lambda: np.max(np.abs(problem.y)))
+    if problem.is_chunked:  # the same statistics, summed over chunks (dpopt.distributed)
+        B = resolve_bound(row_bound, "row_bound", problem.max_row_norm)
+        By = resolve_bound(target_bound, "target_bound", problem.max_abs_target)
+    else:
+        X = features_of(problem)
+        B = resolve_bound(row_bound, "row_bound",
+                          lambda: math.sqrt(float(np.max(_row_sq_norms(X)))))
+        By = resolve_bound(target_bound, "target_bound", lambda: np.max(np.abs(problem.y)))
     ck = Checkpoints()
     ck.record(problem.zeros(), 0)
-    xtx, xty, n = sufficient_statistics(X, problem.y, B, By, problem.fit_intercept)
+    if problem.is_chunked:
+        xtx, xty, n = problem.sufficient_statistics(B, By)
+    else:
+        xtx, xty, n = sufficient_statistics(X, problem.y, B, By, problem.fit_intercept)
     w, cal, records, params = adassp_from_statistics(
         xtx, xty, n, epsilon=epsilon, delta=delta, rng=rng, row_bound=B, target_bound=By,
         fit_intercept=problem.fit_intercept, l2=problem.penalty.l2, rho=rho,

@@ -67,8 +67,16 @@ def gd_steps(problem, step, step_rule, smoothness):
     return out
 
 
+def clipped_gradient(problem, w, **clipping):
+    """(1/n) sum_i of clipped per-sample gradients: in memory, or summed over the chunks of
+    a :class:`dpopt.distributed.ChunkedProblem` (the same quantity up to rounding)."""
+    if problem.is_chunked:
+        return problem.gradient_sum(w, **clipping) / problem.n_samples
+    return full_gradient(problem, w, **clipping)
+
+
 @register_solver("dp-gd", description="DP proximal gradient descent, full batch (baseline)",
-                 family="dp-gd")
+                 family="dp-gd", distributed=True)
 def fit_dp_gd(problem, *, epsilon, delta, rng, passes=10, step=1.0, clip=1.0, clipping="l2",
               step_rule="global", smoothness="exact", output="last", checkpoint_every=1):
     """Fit with DP-GD; one pass = one full-gradient step (see module docstring).
@@ -98,8 +106,8 @@ def fit_dp_gd(problem, *, epsilon, delta, rng, passes=10, step=1.0, clip=1.0, cl
     tau = int(rng.integers(0, passes)) if output == "random" else passes
     out = w.copy()
     for t in range(1, passes + 1):
-        g = full_gradient(problem, w, clips=clips) if clipping == "coordinate" else \
-            full_gradient(problem, w, clip=clip)
+        g = clipped_gradient(problem, w, clips=clips) if clipping == "coordinate" else \
+            clipped_gradient(problem, w, clip=clip)
         noise = rng.standard_normal(problem.dim)
         w = pen.prox(w - gamma * (g + sigma * noise), gamma)
         if t == tau:

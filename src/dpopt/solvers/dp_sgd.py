@@ -30,6 +30,14 @@ every record is in every batch independently with probability q. Then
 RNG consumption per pass (geometric chunks, then one normal block); the steps
 themselves run in one compiled call (:mod:`dpopt.kernels.sgd`) on a row-major
 copy of X.
+
+Chunked data (:class:`dpopt.distributed.ChunkedProblem`): each chunk samples its own rows,
+every row independently with the same rate q, from streams keyed by the row's sampling block
+and the step, rooted in 128 bits drawn from ``rng`` first (``rng.integers`` before any
+noise); then, per pass, the same ``rng.standard_normal((S, dim))`` block. The sampler and
+the accountant still agree (Poisson, rate q), so the accounting is unchanged; the batches
+depend on the seed and the row index only, not on the chunking (see
+:mod:`dpopt.distributed`), but differ from the in-memory draw.
 """
 
 from __future__ import annotations
@@ -42,6 +50,7 @@ import numpy as np
 from numba import njit
 
 from dpopt._validation import check_choice, check_positive_int, check_scalar
+from dpopt.distributed import sampling_entropy
 from dpopt.exceptions import PrivacyLeakWarning
 from dpopt.kernels.sgd import sgd_steps
 from dpopt.privacy import ADJACENCIES, SubsampledGaussian, calibrate
@@ -123,8 +132,19 @@ def _split_slots(pos, n, steps):
     return rows, bounds
 
 
+def chunked_sgd_pass(problem, w, entropy, first_step, noise, gammas, clip, sigma, rate,
+                     batch_size):
+    """``len(noise)`` proximal DP-SGD steps on a ChunkedProblem (one reduction each); the
+    update is the one of :mod:`dpopt.kernels.sgd`."""
+    for s in range(noise.shape[0]):
+        g = problem.sampled_gradient_sum(w, clip=clip, entropy=entropy, step=first_step + s,
+                                         rate=rate)
+        w = problem.penalty.prox(w - gammas * (g + sigma * noise[s]) / batch_size, gammas)
+    return w
+
+
 @register_solver("dp-sgd", description="DP proximal SGD, Poisson sampling, L2 clipping (baseline)",
-                 family="dp-sgd")
+                 family="dp-sgd", distributed=True)
 def fit_dp_sgd(problem, *, epsilon, delta, rng, passes=10, step=1.0, clip=1.0, batch_size=None,
                smoothness="exact", adjacency="replace-one", accountant="pld", checkpoint_every=1):
     """Fit with DP-SGD (module docstring). One pass = n / batch_size steps.
@@ -165,10 +185,16 @@ def fit_dp_sgd(problem, *, epsilon, delta, rng, passes=10, step=1.0, clip=1.0, b
     w = problem.zeros()
     ck = Checkpoints()
     ck.record(w, 0)
+    entropy = sampling_entropy(rng) if problem.is_chunked else None
     for t in range(1, passes + 1):
-        rows, bounds = poisson_batches(rng, n, rate, steps_per_pass)
-        noise = rng.standard_normal((steps_per_pass, problem.dim))
-        sgd_steps(problem, w, rows, bounds, noise, gammas, clip, sigma, batch_size)
+        if problem.is_chunked:
+            noise = rng.standard_normal((steps_per_pass, problem.dim))
+            w = chunked_sgd_pass(problem, w, entropy, (t - 1) * steps_per_pass, noise, gammas,
+                                 clip, sigma, rate, batch_size)
+        else:
+            rows, bounds = poisson_batches(rng, n, rate, steps_per_pass)
+            noise = rng.standard_normal((steps_per_pass, problem.dim))
+            sgd_steps(problem, w, rows, bounds, noise, gammas, clip, sigma, batch_size)
         if t % checkpoint_every == 0 or t == passes:
             ck.record(w, t)
     return make_result(problem, w, solver="dp-sgd", calibration_or_spent=cal,

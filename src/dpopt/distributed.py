@@ -1,0 +1,495 @@
+"""Fits on row-chunked data: Dask arrays and data frames, and data on disk (out-of-core).
+
+A :class:`ChunkedProblem` is the :class:`~dpopt.Problem` of data that is not one array in
+this process's memory: a row-chunked ``dask.array.Array``, a ``dask.dataframe.DataFrame``,
+a NumPy ``.npy`` file read through a memory map, a Zarr array or a Parquet dataset (the last
+two need ``zarr`` / ``pyarrow``). ``dpopt.solve`` takes it like a Problem, for the solvers
+declared distributed (``register_solver(..., distributed=True)``, stored on
+``SolverSpec.distributed``; :func:`distributed_solvers` lists them). The computation runs on
+whatever Dask scheduler is active: a ``distributed.Client``'s cluster, or Dask's threads on
+one machine, where a file larger than memory is read chunk by chunk (out-of-core).
+
+What runs where. Every pass over the data is one Dask graph: a task per row chunk computes
+the chunk's share of an additive statistic (a p-vector or a p x p matrix), and Dask's tree
+``sum`` adds the shares (``split_every`` at a time). Only the sum reaches the client, which
+draws the noise from the fit's own Generator and updates the model:
+
+* dp-gd: sum over the chunk's rows of the clipped per-sample gradients at w (margins,
+  clipping and gradient fused, :func:`dpopt.kernels.grad.rows_gradient`'s kernel); one pass
+  and one reduction of a dim-vector per step.
+* dp-sgd: the same sum over the chunk's Poisson-sampled rows (:func:`poisson_rows`); one
+  reduction per step, each task touching only its sampled rows.
+* adassp: the clipped sufficient statistics (X^T X, X^T y, n) of the chunk
+  (:func:`dpopt.solvers.adassp.sufficient_statistics`); one pass, one reduction.
+
+Why the result equals the in-memory fit. The released quantities are the same functions of
+the data: the sum of the per-chunk sums is the sum over all rows (up to the rounding of a
+different order of additions, ~1e-16 relative), and the noise is drawn on the client, once,
+in the in-memory solver's order, from the same Generator. So at a fixed seed a chunked dp-gd
+or adassp fit equals the in-memory one to rounding, whatever the chunking, the number of
+workers or the retries of failed tasks (tasks are pure functions of their chunk).
+
+The dp-sgd sampler. The in-memory dp-sgd draws the batches of a pass from the fit's
+Generator as one Bernoulli process over (record, step) slots, which needs the row count
+and one sequential stream. On chunks each task samples its own rows instead: rows are
+grouped in fixed sampling blocks of :data:`SAMPLING_BLOCK` consecutive global rows
+(independent of the chunking), block k at step s draws its members from its own stream
+``SeedSequence(entropy, spawn_key=(s, k))``, with ``entropy`` (128 bits) drawn once from
+the fit's Generator before any noise; every row is in every batch independently with the
+global rate q = b / n, exactly as in memory. A chunk regenerates the blocks that overlap it
+and keeps its rows. The batches therefore depend on the seed and the row index only: a
+chunked dp-sgd fit is the same for every chunking and number of workers (the in-memory
+dp-sgd, with its own sampler, gives a different draw of the same distribution).
+
+Privacy. Nothing changes: the same mechanisms (Gaussian on a clipped gradient sum with
+sensitivity 2C under replace-one adjacency, the Poisson-subsampled Gaussian at the global
+rate, AdaSSP's three Gaussian releases) are released the same number of times, so the
+single-machine accounting holds unchanged; the FitResult says so in ``params["data"]``
+and in :meth:`~dpopt.FitResult.privacy_report`. The workers see the data but release
+nothing except to the client, which releases only the noised result (the usual trust model
+of a cluster one controls).
+
+Data-dependent constants (``smoothness="exact"``, AdaSSP's bounds left to None) are computed
+by one extra pass, with the same :class:`~dpopt.PrivacyLeakWarning` as in memory.
+
+Validation. Construction checks shapes and dtypes at once and, with ``validate=True``
+(default), makes one pass to check that X and y are finite, of a sane magnitude, and that
+the labels fit the loss (the same checks as :class:`~dpopt.Problem`, raising ``ValueError``
+before anything is spent).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import os
+
+import numpy as np
+
+from dpopt.kernels.grad import _rows_gradient_dense
+from dpopt.problem.losses import get_loss
+from dpopt.problem.penalties import get_penalty
+from dpopt.problem.problem import _NUMERIC_KINDS, _check_magnitude
+
+SAMPLING_BLOCK = 4096  # rows per dp-sgd sampling stream (fixed: the batches never depend on chunks)
+DEFAULT_CHUNK_BYTES = 64 * 2 ** 20  # target size of a float64 chunk when the rows are chunked here
+SPLIT_EVERY = 8  # fan-in of the reduction tree
+
+
+def _dask():
+    """``(dask, dask.array)``, or a clear error when the optional extra is missing."""
+    try:
+        import dask
+        import dask.array as da
+    except ImportError:  # pragma: no cover - depends on the installation
+        raise ImportError("chunked and out-of-core data need Dask: pip install 'dpopt[dask]'") \
+            from None
+    return dask, da
+
+
+def is_chunked_input(X) -> bool:
+    """True for the inputs a :class:`ChunkedProblem` takes and a Problem would load whole:
+    Dask collections, memory maps and paths (Dask itself is not imported for other types)."""
+    if isinstance(X, (np.memmap, str, os.PathLike)):
+        return True
+    module = type(X).__module__ or ""
+    return module.split(".")[0] == "dask"
+
+
+# ---------------------------------------------------------------------------
+# sources
+
+
+def _read_npy_rows(path, start, stop):
+    """Rows [start, stop) of a .npy file through a memory map (read when used)."""
+    return np.load(path, mmap_mode="r")[start:stop]
+
+
+def _rows_per_chunk(p, chunk_rows):
+    if chunk_rows is not None:
+        return chunk_rows
+    return max(1, DEFAULT_CHUNK_BYTES // (8 * max(p, 1)))
+
+
+def _npy_array(path, chunk_rows):
+    """A lazily read Dask array over a .npy file (each task maps its own rows: no data in
+    the graph, so it works with worker processes and files larger than memory)."""
+    dask, da = _dask()
+    head = np.load(path, mmap_mode="r")
+    if head.ndim not in (1, 2):
+        raise ValueError(f"{path}: expected a 1- or 2-dimensional array, got shape {head.shape}")
+    n = head.shape[0]
+    step = _rows_per_chunk(head.shape[1] if head.ndim == 2 else 1, chunk_rows)
+    blocks = []
+    for start in range(0, n, step):
+        stop = min(n, start + step)
+        task = dask.delayed(_read_npy_rows, pure=True)(os.fspath(path), start, stop)
+        blocks.append(da.from_delayed(task, shape=(stop - start, *head.shape[1:]),
+                                      dtype=head.dtype))
+    return da.concatenate(blocks, axis=0)
+
+
+def _path_kind(path):
+    name = os.fspath(path).rstrip("/\\").lower()
+    for ext in (".npy", ".zarr", ".parquet", ".pq"):
+        if name.endswith(ext):
+            return ext
+    if os.path.isdir(path) and os.path.exists(os.path.join(path, ".zarray")):
+        return ".zarr"
+    raise ValueError(f"X: cannot tell the format of {os.fspath(path)!r}; give a path ending in "
+                     f".npy, .zarr or .parquet, or a Dask array / data frame")
+
+
+def _frame_features(frame, y):
+    """(features as a Dask array, target) from a Dask data frame; ``y`` may name a column."""
+    if isinstance(y, str):
+        if y not in frame.columns:
+            raise ValueError(f"y={y!r} is not a column of the data frame "
+                             f"(columns: {list(frame.columns)[:10]})")
+        return frame.drop(columns=[y]).to_dask_array(lengths=True), \
+            frame[y].to_dask_array(lengths=True)
+    return frame.to_dask_array(lengths=True), y
+
+
+def _as_dask(X, y, chunk_rows):
+    """(X, y) as Dask arrays (y possibly still a non-Dask array)."""
+    dask, da = _dask()
+    if isinstance(X, (str, os.PathLike)):
+        kind = _path_kind(X)
+        if kind == ".npy":
+            X = _npy_array(X, chunk_rows)
+        elif kind == ".zarr":
+            X = da.from_zarr(os.fspath(X))
+        else:
+            import dask.dataframe as dd
+            X = dd.read_parquet(os.fspath(X))
+    elif isinstance(X, np.memmap):
+        if X.filename is not None and os.fspath(X.filename).endswith(".npy"):
+            X = _npy_array(X.filename, chunk_rows)  # each task maps its own rows
+        else:
+            X = da.from_array(np.asarray(X), chunks=(_rows_per_chunk(X.shape[-1], chunk_rows), -1))
+    if _is_frame(X):
+        X, y = _frame_features(X, y)
+    if isinstance(y, (str, os.PathLike)):
+        y = _npy_array(y, chunk_rows) if _path_kind(y) == ".npy" else _as_dask(y, None, None)[0]
+    elif isinstance(y, np.memmap) or _is_frame(y) or _is_series(y):
+        y = y.to_dask_array(lengths=True) if _is_series(y) else _as_dask(y, None, chunk_rows)[0]
+    if not isinstance(X, da.Array):
+        X = np.asarray(X)
+        if X.ndim != 2:
+            raise ValueError(f"X must be 2-dimensional, got shape {X.shape}")
+        X = da.from_array(X, chunks=(_rows_per_chunk(X.shape[1], chunk_rows), -1))
+    return X, y
+
+
+def _is_frame(obj):
+    return type(obj).__name__ == "DataFrame" and (type(obj).__module__ or "").startswith("dask")
+
+
+def _is_series(obj):
+    return type(obj).__name__ == "Series" and (type(obj).__module__ or "").startswith("dask")
+
+
+# ---------------------------------------------------------------------------
+# per-chunk work (module-level pure functions: they run on the workers)
+
+
+def _design(xb, fit_intercept):
+    """The chunk as a C-ordered float64 array, with the intercept's column of ones."""
+    m, p = xb.shape
+    out = np.empty((m, p + int(fit_intercept)))
+    out[:, :p] = xb
+    if fit_intercept:
+        out[:, p] = 1.0
+    return out
+
+
+def _gradient_sum(Xd, yb, w, loss, rows, clip, clips):
+    """Sum over ``rows`` of per-sample gradients clipped to L2 norm ``clip`` or
+    coordinate-wise to ``clips`` (the in-memory kernel, on the chunk)."""
+    l2mode = clips is None
+    norms = np.sqrt(np.einsum("ij,ij->i", Xd, Xd)) if l2mode else np.zeros(0)
+    g = np.zeros(Xd.shape[1])
+    _rows_gradient_dense(Xd, np.ascontiguousarray(yb, dtype=np.float64), w, loss.code,
+                         loss.param, rows, l2mode, float(clip) if l2mode else 0.0,
+                         np.zeros(0) if l2mode else clips, norms, g)
+    return g
+
+
+def _chunk_gradient(xb, yb, *, w, loss, fit_intercept, clip, clips):
+    Xd = _design(xb, fit_intercept)
+    rows = np.arange(Xd.shape[0], dtype=np.int64)
+    return _gradient_sum(Xd, yb[:, 0], w, loss, rows, clip, clips)[None, :]
+
+
+def poisson_rows(entropy, step, rate, start, stop, n):
+    """Global rows in [start, stop) of the Poisson batch of ``step`` (sorted): sampling block
+    k (rows k B .. (k+1) B - 1, B = :data:`SAMPLING_BLOCK`, the last one cut at n) draws its
+    members from ``SeedSequence(entropy, spawn_key=(step, k))``, each row independently
+    with probability ``rate`` (module docstring)."""
+    from dpopt.solvers.dp_sgd import poisson_batches
+
+    out = []
+    for k in range(start // SAMPLING_BLOCK, -(-stop // SAMPLING_BLOCK)):
+        lo = k * SAMPLING_BLOCK
+        size = min(SAMPLING_BLOCK, n - lo)
+        seq = np.random.SeedSequence(entropy, spawn_key=(int(step), int(k)))
+        rows, _ = poisson_batches(np.random.Generator(np.random.PCG64(seq)), size, rate, 1)
+        rows = rows + lo
+        out.append(rows[(rows >= start) & (rows < stop)])
+    return np.concatenate(out) if out else np.zeros(0, dtype=np.int64)
+
+
+def _chunk_sampled_gradient(xb, yb, *, w, loss, fit_intercept, clip, entropy, step, rate, n,
+                            block_info=None):
+    start, stop = block_info[0]["array-location"][0]
+    local = poisson_rows(entropy, step, rate, start, stop, n) - start
+    Xd = _design(np.asarray(xb[local]), fit_intercept)
+    rows = np.arange(local.size, dtype=np.int64)
+    return _gradient_sum(Xd, yb[local, 0], w, loss, rows, clip, None)[None, :]
+
+
+def _chunk_statistics(xb, yb, *, row_bound, target_bound, fit_intercept):
+    from dpopt.solvers.adassp import sufficient_statistics
+
+    xtx, xty, m = sufficient_statistics(np.asarray(xb, dtype=np.float64), yb[:, 0], row_bound,
+                                        target_bound, fit_intercept)
+    return np.concatenate([xtx.ravel(), xty, [m]])[None, :]
+
+
+def _chunk_gram(xb, yb, *, fit_intercept):
+    """Gram matrix of the chunk's rows, intercept column included (flattened)."""
+    Xd = _design(xb, fit_intercept)
+    return (Xd.T @ Xd).ravel()[None, :]
+
+
+def _chunk_maxima(xb, yb):
+    """(max squared row norm of the features, max |y|) of the chunk."""
+    X = np.asarray(xb, dtype=np.float64)
+    sq = np.einsum("ij,ij->i", X, X)
+    return np.array([[sq.max(initial=0.0), np.abs(yb).max(initial=0.0)]])
+
+
+def _chunk_loss(xb, yb, *, w, loss, fit_intercept):
+    z = _design(xb, fit_intercept) @ w
+    return np.array([[float(np.sum(loss.value(z, yb[:, 0])))]])
+
+
+def _chunk_check(xb, yb, *, loss):
+    """Problem's checks on one chunk (raises ValueError in the task, re-raised by compute)."""
+    x = np.asarray(xb, dtype=np.float64)
+    y = np.asarray(yb[:, 0], dtype=np.float64)
+    if not np.all(np.isfinite(x)):
+        raise ValueError("X contains NaN or infinity")
+    if not np.all(np.isfinite(y)):
+        raise ValueError("y contains NaN or infinity")
+    _check_magnitude(x, "X")
+    _check_magnitude(y, "y")
+    loss.check_labels(y)
+    return np.zeros((1, 1))
+
+
+# ---------------------------------------------------------------------------
+# the problem
+
+
+class ChunkedProblem:
+    """A linear ERM problem over row-chunked data (module docstring).
+
+    Parameters
+    ----------
+    X : dask.array.Array, dask.dataframe.DataFrame, numpy.memmap, numpy array, or a path
+        (``.npy``, ``.zarr``, ``.parquet``). Rows are the records; column chunks are merged.
+    y : array-like, Dask array / Series, path to a ``.npy``, or (with a data frame, or a
+        Parquet path) the name of the target column.
+    loss, penalty, alpha, fit_intercept, **penalty_kwargs : as for :class:`~dpopt.Problem`.
+    chunk_rows : int, optional
+        Rows per chunk (rechunks a Dask array; chunks a file or NumPy array). Default:
+        the Dask array's own row chunks, else about 64 MiB of float64 per chunk.
+    validate : bool
+        One pass checking finiteness, magnitude and labels (default True).
+    retries : int
+        Times the scheduler reruns a failed task (a lost worker, a transient error) before
+        giving up; safe because every task is a pure function of its chunk.
+    """
+
+    is_chunked = True
+    is_sparse = False
+
+    def __init__(self, X, y, loss="squared", penalty=None, *, alpha=None, fit_intercept=False,
+                 chunk_rows=None, validate=True, retries=2, **penalty_kwargs):
+        self.loss = get_loss(loss)
+        if chunk_rows is not None and (isinstance(chunk_rows, bool) or
+                                       not isinstance(chunk_rows, (int, np.integer))
+                                       or chunk_rows < 1):
+            raise ValueError(f"chunk_rows must be a positive integer, got {chunk_rows!r}")
+        if not isinstance(fit_intercept, (bool, np.bool_)):
+            raise ValueError(f"fit_intercept must be a bool, got {fit_intercept!r}")
+        if isinstance(retries, bool) or not isinstance(retries, (int, np.integer)) or retries < 0:
+            raise ValueError(f"retries must be a non-negative integer, got {retries!r}")
+        self.retries = int(retries)
+        self.fit_intercept = bool(fit_intercept)
+        self.X, self.y = self._align(*_as_dask(X, y, chunk_rows), chunk_rows)
+        self.n_samples, self.n_features = (int(s) for s in self.X.shape)
+        self.dim = self.n_features + int(self.fit_intercept)
+        self.penalty = get_penalty(penalty, alpha, **penalty_kwargs).for_dimension(
+            self.dim, unpenalized_last=self.fit_intercept)
+        if validate:
+            self._reduce(_chunk_check, 1, loss=self.loss)
+
+    def _align(self, X, y, chunk_rows):
+        _, da = _dask()
+        if X.ndim != 2:
+            raise ValueError(f"X must be 2-dimensional, got shape {X.shape}")
+        if any(math.isnan(s) for s in X.shape):
+            raise ValueError("X has unknown chunk sizes; compute them first "
+                             "(e.g. DataFrame.to_dask_array(lengths=True))")
+        if X.dtype.kind not in _NUMERIC_KINDS:
+            raise ValueError(f"X must have a numeric dtype (bool, int, float), got {X.dtype}")
+        if X.shape[0] < 1 or X.shape[1] < 1:
+            raise ValueError(f"X must have at least one sample and one feature, got shape "
+                             f"{X.shape}")
+        if not isinstance(y, da.Array):
+            y = np.asarray(y)
+            if y.dtype.kind not in _NUMERIC_KINDS:
+                raise ValueError(f"y must have a numeric dtype, got {y.dtype}")
+        if y.ndim != 1:
+            raise ValueError(f"y must be 1-dimensional, got shape {y.shape}")
+        if y.shape[0] != X.shape[0]:
+            raise ValueError(f"X and y have inconsistent numbers of samples: {X.shape[0]} and "
+                             f"{y.shape[0]}")
+        rows = X.chunks[0] if chunk_rows is None else chunk_rows
+        X = X.rechunk({0: rows, 1: -1})
+        y = da.from_array(y, chunks=X.chunks[0]) if isinstance(y, np.ndarray) else \
+            y.rechunk((X.chunks[0],))
+        return X, y
+
+    # -- the reduction -------------------------------------------------------------
+    @property
+    def n_chunks(self) -> int:
+        return len(self.X.chunks[0])
+
+    def _reduce(self, func, width, **kwargs):
+        """Sum over chunks of ``func(x_chunk, y_chunk[:, None], **kwargs)`` (a (1, width)
+        row per chunk), as a tree, computed on the active scheduler."""
+        _, da = _dask()
+        parts = da.map_blocks(func, self.X, self.y[:, None], dtype=np.float64,
+                              chunks=((1,) * self.n_chunks, (width,)), **kwargs)
+        total = parts.sum(axis=0, split_every=SPLIT_EVERY)
+        return np.asarray(total.compute(retries=self.retries), dtype=np.float64)
+
+    def _max(self, func, width, **kwargs):
+        _, da = _dask()
+        parts = da.map_blocks(func, self.X, self.y[:, None], dtype=np.float64,
+                              chunks=((1,) * self.n_chunks, (width,)), **kwargs)
+        return np.asarray(parts.max(axis=0, split_every=SPLIT_EVERY).compute(retries=self.retries))
+
+    # -- what the solvers use --------------------------------------------------------
+    def gradient_sum(self, w, *, clip=None, clips=None):
+        """Sum over all rows of the clipped per-sample gradients at ``w`` (one pass)."""
+        if (clip is None) == (clips is None):
+            raise ValueError("give exactly one of clip (L2) or clips (coordinate-wise)")
+        clips = None if clips is None else np.ascontiguousarray(clips, dtype=np.float64)
+        return self._reduce(_chunk_gradient, self.dim, w=np.ascontiguousarray(w, dtype=np.float64),
+                            loss=self.loss, fit_intercept=self.fit_intercept, clip=clip,
+                            clips=clips)
+
+    def sampled_gradient_sum(self, w, *, clip, entropy, step, rate):
+        """Sum of the L2-clipped per-sample gradients over the Poisson batch of ``step``
+        (:func:`poisson_rows`)."""
+        return self._reduce(_chunk_sampled_gradient, self.dim,
+                            w=np.ascontiguousarray(w, dtype=np.float64), loss=self.loss,
+                            fit_intercept=self.fit_intercept, clip=float(clip), entropy=entropy,
+                            step=int(step), rate=float(rate), n=self.n_samples)
+
+    def sufficient_statistics(self, row_bound, target_bound):
+        """AdaSSP's clipped (X^T X, X^T y, n), summed over chunks (one pass)."""
+        d = self.dim
+        flat = self._reduce(_chunk_statistics, d * d + d + 1, row_bound=row_bound,
+                            target_bound=target_bound, fit_intercept=self.fit_intercept)
+        return flat[:d * d].reshape(d, d), flat[d * d:-1], int(round(flat[-1]))
+
+    def max_row_norm(self) -> float:
+        """max_i ||x_i|| of the features (non-private; one pass)."""
+        return math.sqrt(float(self._maxima[0]))
+
+    def max_abs_target(self) -> float:
+        """max_i |y_i| (non-private; one pass)."""
+        return float(self._maxima[1])
+
+    @functools.cached_property
+    def _maxima(self):
+        return self._max(_chunk_maxima, 2)
+
+    @functools.cached_property
+    def _gram(self):
+        d = self.dim
+        return self._reduce(_chunk_gram, d * d, fit_intercept=self.fit_intercept).reshape(d, d)
+
+    def coordinate_smoothness(self) -> np.ndarray:
+        """M_j = c ||X[:, j]||^2 / n (non-private; one pass)."""
+        return self.loss.curvature * np.diag(self._gram).copy() / self.n_samples
+
+    def global_smoothness(self) -> float:
+        """beta = c ||X||_2^2 / n (non-private; one pass, from the Gram matrix)."""
+        top = max(float(np.linalg.eigvalsh(self._gram)[-1]), 0.0)
+        return self.loss.curvature * top / self.n_samples
+
+    def smooth_objective(self, w):
+        w = np.ascontiguousarray(w, dtype=np.float64)
+        total = self._reduce(_chunk_loss, 1, w=w, loss=self.loss,
+                             fit_intercept=self.fit_intercept)
+        return float(total[0]) / self.n_samples
+
+    def objective(self, w):
+        """F(w) (a diagnostic computed on the private data; one pass)."""
+        return self.smooth_objective(w) + self.penalty.value(np.asarray(w, dtype=np.float64))
+
+    def unpack(self, w):
+        w = np.asarray(w, dtype=np.float64)
+        if self.fit_intercept:
+            return w[:-1].copy(), float(w[-1])
+        return w.copy(), 0.0
+
+    def zeros(self):
+        return np.zeros(self.dim)
+
+    def describe(self) -> dict:
+        """What a FitResult records about the data layout (public: shapes and chunking)."""
+        return {"layout": "chunked", "n_chunks": self.n_chunks,
+                "chunk_rows": [int(c) for c in sorted(set(self.X.chunks[0]))][:8],
+                "accounting": "single-machine, unchanged: the same noisy quantities are "
+                              "released as by the in-memory solver"}
+
+    def __repr__(self):
+        return (f"ChunkedProblem(n={self.n_samples}, p={self.n_features}, chunks={self.n_chunks}, "
+                f"loss={self.loss.name}, penalty={self.penalty.name}"
+                f"(alpha={self.penalty.alpha:g}), fit_intercept={self.fit_intercept})")
+
+
+def sampling_entropy(rng) -> tuple[int, int]:
+    """128 bits from the fit's Generator: the root of the chunked dp-sgd sampling streams."""
+    a, b = rng.integers(0, 2 ** 63, size=2)
+    return int(a), int(b)
+
+
+def distributed_solvers() -> list[str]:
+    """Names of the solvers declared to accept a :class:`ChunkedProblem`."""
+    from dpopt.solvers import available_solvers, get_solver
+
+    return [name for name in available_solvers() if get_solver(name).distributed]
+
+
+def check_distributed(spec):
+    """ValueError naming the distributed solvers when ``spec`` is not one of them."""
+    if spec.distributed:
+        return
+    msg = (f"solver {spec.name!r} does not accept chunked (Dask or out-of-core) data; the solvers "
+           f"that do: {distributed_solvers()}")
+    if spec.family in ("dp-cd", "dp-gcd"):
+        msg += (f". {spec.name} updates one coordinate per step, which on chunked data costs one "
+                f"cluster-wide reduction per coordinate: use dp-gd (one reduction of the full "
+                f"gradient per step), or a block method such as dp-rbcd with large blocks "
+                f"(not yet declared distributed)")
+    raise ValueError(msg)
+
