@@ -182,6 +182,12 @@ def _as_dask(X, y, chunk_rows):
     return X, y
 
 
+def as_dask_arrays(X, y, chunk_rows=None):
+    """``(X, y)`` of any input :class:`ChunkedProblem` takes, as Dask arrays where they are
+    chunked (a data frame's target column split off, files opened lazily)."""
+    return _as_dask(X, y, chunk_rows)
+
+
 def _is_frame(obj):
     return type(obj).__name__ == "DataFrame" and (type(obj).__module__ or "").startswith("dask")
 
@@ -374,14 +380,16 @@ class ChunkedProblem:
         row per chunk), as a tree, computed on the active scheduler."""
         _, da = _dask()
         parts = da.map_blocks(func, self.X, self.y[:, None], dtype=np.float64,
-                              chunks=((1,) * self.n_chunks, (width,)), **kwargs)
+                              meta=np.empty((0, 0)), chunks=((1,) * self.n_chunks, (width,)),
+                              **kwargs)
         total = parts.sum(axis=0, split_every=SPLIT_EVERY)
         return np.asarray(total.compute(retries=self.retries), dtype=np.float64)
 
     def _max(self, func, width, **kwargs):
         _, da = _dask()
         parts = da.map_blocks(func, self.X, self.y[:, None], dtype=np.float64,
-                              chunks=((1,) * self.n_chunks, (width,)), **kwargs)
+                              meta=np.empty((0, 0)), chunks=((1,) * self.n_chunks, (width,)),
+                              **kwargs)
         return np.asarray(parts.max(axis=0, split_every=SPLIT_EVERY).compute(retries=self.retries))
 
     # -- what the solvers use --------------------------------------------------------

@@ -64,6 +64,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from dpopt._validation import check_delta, check_epsilon, check_random_state
 from dpopt.budget import resolve_budget
+from dpopt.distributed import is_chunked_input
 from dpopt.exceptions import PrivacyLeakWarning
 from dpopt.problem import Problem
 from dpopt.solvers import get_solver, solve
@@ -99,6 +100,8 @@ class _DPLinearModel(BaseEstimator):
 
     def _fit(self, X, y):
         epsilon, delta_given, spec, options = self._check_params()
+        if is_chunked_input(X):
+            return self._fit_chunked(X, y, epsilon, delta_given, spec, options)
         X, y = validate_data(self, X, y, accept_sparse=("csr", "csc"), dtype=np.float64,
                              y_numeric=not self._classifier)
         target = self._encode_y(y)
@@ -113,6 +116,32 @@ class _DPLinearModel(BaseEstimator):
         self.auto_ = None
         problem = Problem(X, target, loss=self._loss(), penalty=penalty,
                           fit_intercept=self.fit_intercept, **penalty_kwargs)
+        return self._solve(problem, spec, epsilon, delta, options)
+
+    def _fit_chunked(self, X, y, epsilon, delta_given, spec, options):
+        """Explicit-solver fit of Dask / on-disk data through :mod:`dpopt.distributed`."""
+        from dpopt.distributed import ChunkedProblem, as_dask_arrays
+
+        if spec is None:
+            raise ValueError("solver='auto' does not take chunked (Dask or out-of-core) data: "
+                             "pass an explicit solver that does, e.g. solver='dp-gd'")
+        X, y = as_dask_arrays(X, y)
+        penalty, penalty_kwargs = self._penalty()
+        problem = ChunkedProblem(X, self._encode_chunked_y(y), loss=self._loss(),
+                                 penalty=penalty, fit_intercept=self.fit_intercept,
+                                 **penalty_kwargs)
+        if problem.n_samples < 2 and delta_given is None:
+            raise ValueError("n_samples=1: the default delta 1/n^2 needs at least 2 samples "
+                             "(pass delta explicitly)")
+        delta = 1.0 / problem.n_samples ** 2 if delta_given is None else delta_given
+        self.auto_ = None
+        self.n_features_in_ = problem.n_features
+        return self._solve(problem, spec, epsilon, delta, options)
+
+    def _encode_chunked_y(self, y):
+        return y
+
+    def _solve(self, problem, spec, epsilon, delta, options):
         budget = resolve_budget(self.accountant)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
@@ -342,6 +371,14 @@ class DPLogisticRegression(ClassifierMixin, _DPLinearModel):
             raise ValueError("DPLogisticRegression needs 2 classes in y, got 1 class")
         self.classes_ = classes
         return np.where(y == classes[1], 1.0, -1.0)
+
+    def _encode_chunked_y(self, y):
+        """The same encoding of a Dask array of labels (one pass for the label set)."""
+        import dask.array as da
+
+        y = y if isinstance(y, da.Array) else da.from_array(np.asarray(y))
+        self._encode_y(da.unique(y).compute())  # checks the label set, sets classes_
+        return da.where(y == self.classes_[1], 1.0, -1.0)
 
     def _set_fitted(self, result):
         super()._set_fitted(result)
