@@ -200,7 +200,7 @@ def test_memmap_npy_out_of_core_equals_in_memory(tmp_path):
     np.testing.assert_allclose(got.w, ref.w, rtol=0, atol=TOL)
 
 
-def test_dask_dataframe_with_target_column_and_estimator(client):
+def test_dask_dataframe_with_target_column_and_estimator(client, tmp_path):
     pd = pytest.importorskip("pandas")
     dd = pytest.importorskip("dask.dataframe")  # needs pyarrow: dpopt[dask] installs it
     X, y = data("logistic", seed=6)
@@ -208,6 +208,15 @@ def test_dask_dataframe_with_target_column_and_estimator(client):
     ddf = dd.from_pandas(frame, npartitions=4)
     problem = ChunkedProblem(ddf, "label", loss="squared")
     assert (problem.n_samples, problem.n_features, problem.n_chunks) == (N, P, 4)
+    frame_fit = dpopt.solve(problem, "adassp", epsilon=1.0, random_state=1, row_bound=3.0,
+                            target_bound=1.0)
+    ddf.to_parquet(tmp_path / "data.parquet")
+    on_disk = dpopt.solve(ChunkedProblem(tmp_path / "data.parquet", "label"), "adassp",
+                          epsilon=1.0, random_state=1, row_bound=3.0, target_bound=1.0)
+    ref = dpopt.solve(dpopt.Problem(X, (y > 0).astype(float)), "adassp", epsilon=1.0,
+                      random_state=1, row_bound=3.0, target_bound=1.0)
+    np.testing.assert_allclose(frame_fit.w, ref.w, rtol=0, atol=TOL)
+    np.testing.assert_allclose(on_disk.w, ref.w, rtol=0, atol=TOL)
     opts = {"passes": 3, "smoothness": 0.5, "clip": 0.7}
     ref = dpopt.DPLogisticRegression(epsilon=1.0, alpha=0.01, solver="dp-gd", solver_options=opts,
                                      random_state=0).fit(X, y)

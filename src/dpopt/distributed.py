@@ -141,14 +141,19 @@ def _path_kind(path):
 
 
 def _frame_features(frame, y):
-    """(features as a Dask array, target) from a Dask data frame; ``y`` may name a column."""
+    """(features as a Dask array, target) from a Dask data frame; ``y`` may name a column.
+    Row counts per partition are computed from the arrays themselves (one pass each):
+    the optimiser may merge a frame's partitions differently in two expressions."""
     if isinstance(y, str):
         if y not in frame.columns:
             raise ValueError(f"y={y!r} is not a column of the data frame "
                              f"(columns: {list(frame.columns)[:10]})")
-        return frame.drop(columns=[y]).to_dask_array(lengths=True), \
-            frame[y].to_dask_array(lengths=True)
-    return frame.to_dask_array(lengths=True), y
+        return _sized(frame.drop(columns=[y]).to_dask_array()), _sized(frame[y].to_dask_array())
+    return _sized(frame.to_dask_array()), y
+
+
+def _sized(array):
+    return array.compute_chunk_sizes() if any(math.isnan(c) for c in array.chunks[0]) else array
 
 
 def _as_dask(X, y, chunk_rows):
@@ -173,7 +178,7 @@ def _as_dask(X, y, chunk_rows):
     if isinstance(y, (str, os.PathLike)):
         y = _npy_array(y, chunk_rows) if _path_kind(y) == ".npy" else _as_dask(y, None, None)[0]
     elif isinstance(y, np.memmap) or _is_frame(y) or _is_series(y):
-        y = y.to_dask_array(lengths=True) if _is_series(y) else _as_dask(y, None, chunk_rows)[0]
+        y = _sized(y.to_dask_array()) if _is_series(y) else _as_dask(y, None, chunk_rows)[0]
     if not isinstance(X, da.Array):
         X = np.asarray(X)
         if X.ndim != 2:
