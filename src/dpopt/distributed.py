@@ -66,7 +66,7 @@ import os
 
 import numpy as np
 
-from dpopt.kernels.grad import _rows_gradient_dense
+from dpopt.kernels.grad import chunk_gradient_sum
 from dpopt.problem.losses import get_loss
 from dpopt.problem.penalties import get_penalty
 from dpopt.problem.problem import _NUMERIC_KINDS, _check_magnitude
@@ -215,22 +215,9 @@ def _design(xb, fit_intercept):
     return out
 
 
-def _gradient_sum(Xd, yb, w, loss, rows, clip, clips):
-    """Sum over ``rows`` of per-sample gradients clipped to L2 norm ``clip`` or
-    coordinate-wise to ``clips`` (the in-memory kernel, on the chunk)."""
-    l2mode = clips is None
-    norms = np.sqrt(np.einsum("ij,ij->i", Xd, Xd)) if l2mode else np.zeros(0)
-    g = np.zeros(Xd.shape[1])
-    _rows_gradient_dense(Xd, np.ascontiguousarray(yb, dtype=np.float64), w, loss.code,
-                         loss.param, rows, l2mode, float(clip) if l2mode else 0.0,
-                         np.zeros(0) if l2mode else clips, norms, g)
-    return g
-
-
 def _chunk_gradient(xb, yb, *, w, loss, fit_intercept, clip, clips):
-    Xd = _design(xb, fit_intercept)
-    rows = np.arange(Xd.shape[0], dtype=np.int64)
-    return _gradient_sum(Xd, yb[:, 0], w, loss, rows, clip, clips)[None, :]
+    return chunk_gradient_sum(xb, yb[:, 0], w, loss, clip=clip, clips=clips,
+                              fit_intercept=fit_intercept)[None, :]
 
 
 def poisson_rows(entropy, step, rate, start, stop, n):
@@ -255,9 +242,8 @@ def _chunk_sampled_gradient(xb, yb, *, w, loss, fit_intercept, clip, entropy, st
                             block_info=None):
     start, stop = block_info[0]["array-location"][0]
     local = poisson_rows(entropy, step, rate, start, stop, n) - start
-    Xd = _design(np.asarray(xb[local]), fit_intercept)
-    rows = np.arange(local.size, dtype=np.int64)
-    return _gradient_sum(Xd, yb[local, 0], w, loss, rows, clip, None)[None, :]
+    return chunk_gradient_sum(xb, yb[:, 0], w, loss, local, clip=clip,
+                              fit_intercept=fit_intercept)[None, :]
 
 
 def _chunk_statistics(xb, yb, *, row_bound, target_bound, fit_intercept):

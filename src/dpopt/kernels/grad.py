@@ -15,6 +15,7 @@ Numba's cache does not see edits there, so clear ``__pycache__`` after changing 
 """
 
 import functools
+import math
 import weakref
 
 import numpy as np
@@ -227,3 +228,62 @@ def _all_rows(n):
     out = np.arange(n, dtype=np.int64)
     out.setflags(write=False)
     return out
+
+
+# ---------------------------------------------------------------------------
+# Chunks of rows as they come from a file or a Dask array (dpopt.distributed): the feature
+# block only (float32 or float64, rows contiguous), the intercept's constant 1 implicit, the
+# row norms computed in the same sweep as the margins. No copy of the chunk is made.
+
+
+@njit(**_OPTS)
+def _chunk_rows_gradient(X, y, w, code, param, rows, l2mode, clip, clips, intercept, g):
+    """g += sum over i in rows of the per-sample gradients of the rows (x_i, 1 if intercept),
+    clipped to L2 norm ``clip`` (l2mode) or coordinate-wise to ``clips``."""
+    p = X.shape[1]
+    for t in range(rows.shape[0]):
+        i = rows[t]
+        z = 0.0
+        sq = 0.0
+        for j in range(p):
+            v = np.float64(X[i, j])
+            z += v * w[j]
+            sq += v * v
+        if intercept:
+            z += w[p]
+            sq += 1.0
+        d = _deriv(code, z, y[i], param)
+        if l2mode:
+            d = _l2_weight(d, math.sqrt(sq), clip)
+            for j in range(p):
+                g[j] += d * np.float64(X[i, j])
+            if intercept:
+                g[p] += d
+        else:
+            for j in range(p):
+                g[j] += min(max(d * np.float64(X[i, j]), -clips[j]), clips[j])
+            if intercept:
+                g[p] += min(max(d, -clips[p]), clips[p])
+
+
+def chunk_gradient_sum(X, y, w, loss, rows=None, *, clip=None, clips=None, fit_intercept=False):
+    """Sum over ``rows`` (default all) of the clipped per-sample gradients of a chunk of rows
+    ``X`` (features only; with ``fit_intercept`` w and the result have p + 1 entries, the
+    last the intercept's): L2 clipping to ``clip`` or coordinate-wise to ``clips``. The same
+    sum as :func:`rows_gradient` on the Problem holding these rows, in one sweep."""
+    if (clip is None) == (clips is None):
+        raise ValueError("give exactly one of clip (L2) or clips (coordinate-wise)")
+    X = np.asarray(X)
+    if X.dtype not in (np.float32, np.float64):
+        X = X.astype(np.float64)
+    X = np.ascontiguousarray(X)
+    rows = np.arange(X.shape[0], dtype=np.int64) if rows is None else \
+        np.ascontiguousarray(rows, dtype=np.int64)
+    l2mode = clip is not None
+    g = np.zeros(X.shape[1] + int(fit_intercept))
+    _chunk_rows_gradient(X, np.ascontiguousarray(y, dtype=np.float64),
+                         np.ascontiguousarray(w, dtype=np.float64), loss.code, loss.param, rows,
+                         l2mode, float(clip) if l2mode else 0.0,
+                         np.zeros(0) if l2mode else np.ascontiguousarray(clips, dtype=np.float64),
+                         bool(fit_intercept), g)
+    return g
