@@ -100,8 +100,10 @@ def is_chunked_input(X) -> bool:
 # sources
 
 
-def _read_npy_rows(path, start, stop):
-    """Rows [start, stop) of a .npy file through a memory map (read when used)."""
+def _read_npy_block(path, block_info=None):
+    """The rows of this block of a .npy file, as a view of a memory map: the pages are read
+    when the chunk task touches them, and the map goes when the task ends."""
+    start, stop = block_info[None]["array-location"][0]
     return np.load(path, mmap_mode="r")[start:stop]
 
 
@@ -112,21 +114,20 @@ def _rows_per_chunk(p, chunk_rows):
 
 
 def _npy_array(path, chunk_rows):
-    """A lazily read Dask array over a .npy file (each task maps its own rows: no data in
-    the graph, so it works with worker processes and files larger than memory)."""
-    dask, da = _dask()
+    """A lazily read Dask array over a .npy file. Each block is a task that maps its own rows
+    (no data in the graph: it works with worker processes and files larger than memory), and
+    being a blockwise task it fuses with the chunk work that follows: one task per chunk
+    reads and reduces it, so a worker holds the pages of the chunks it is working on only."""
+    _, da = _dask()
     head = np.load(path, mmap_mode="r")
     if head.ndim not in (1, 2):
         raise ValueError(f"{path}: expected a 1- or 2-dimensional array, got shape {head.shape}")
     n = head.shape[0]
     step = _rows_per_chunk(head.shape[1] if head.ndim == 2 else 1, chunk_rows)
-    blocks = []
-    for start in range(0, n, step):
-        stop = min(n, start + step)
-        task = dask.delayed(_read_npy_rows, pure=True)(os.fspath(path), start, stop)
-        blocks.append(da.from_delayed(task, shape=(stop - start, *head.shape[1:]),
-                                      dtype=head.dtype))
-    return da.concatenate(blocks, axis=0)
+    rows = tuple(min(step, n - start) for start in range(0, n, step))
+    chunks = (rows,) + tuple((s,) for s in head.shape[1:])
+    return da.map_blocks(_read_npy_block, os.fspath(path), chunks=chunks, dtype=head.dtype,
+                         meta=np.empty((0,) * head.ndim, dtype=head.dtype))
 
 
 def _path_kind(path):
