@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import shutil
 import tempfile
 import time
@@ -40,22 +39,26 @@ from dpopt.distributed import ChunkedProblem
 from dpopt.problem import Problem
 
 
+def _open_npy(path, dtype, shape):
+    f = open(path, "wb")
+    np.lib.format.write_array_header_1_0(f, {"descr": np.lib.format.dtype_to_descr(np.dtype(dtype)),
+                                             "fortran_order": False, "shape": shape})
+    return f
+
+
 def generate(path_x, path_y, n, p, chunk_rows, seed=0):
-    """float32 X ~ N(0, 1/p) rows (norm ~ 1) and y = X w + noise, written chunk by chunk."""
+    """float32 X ~ N(0, 1/p) rows (norm ~ 1) and y = X w + noise, written chunk by chunk
+    (plain writes: this process never holds more than one chunk)."""
     rng = np.random.default_rng(seed)
     w = rng.standard_normal(p).astype(np.float32)
-    X = np.lib.format.open_memmap(path_x, mode="w+", dtype=np.float32, shape=(n, p))
-    y = np.lib.format.open_memmap(path_y, mode="w+", dtype=np.float64, shape=(n,))
-    for start in range(0, n, chunk_rows):
-        stop = min(n, start + chunk_rows)
-        block = rng.standard_normal((stop - start, p), dtype=np.float32) / np.float32(np.sqrt(p))
-        X[start:stop] = block
-        y[start:stop] = block @ w + 0.1 * rng.standard_normal(stop - start)
-    X.flush()
-    y.flush()
-    del X, y
-    for path in (path_x, path_y):
-        with open(path, "rb+") as f:
+    with _open_npy(path_x, np.float32, (n, p)) as fx, _open_npy(path_y, np.float64, (n,)) as fy:
+        for start in range(0, n, chunk_rows):
+            rows = min(n, start + chunk_rows) - start
+            block = rng.standard_normal((rows, p), dtype=np.float32) / np.float32(np.sqrt(p))
+            block.tofile(fx)
+            (block @ w + 0.1 * rng.standard_normal(rows)).astype(np.float64).tofile(fy)
+        for f in (fx, fy):
+            f.flush()
             os.fsync(f.fileno())
 
 
@@ -95,10 +98,19 @@ def best_of(repeats, func, before=None):
     return best
 
 
+def _peak_rss_mb():
+    """This process's peak resident set (VmHWM, MB): unlike ru_maxrss, which Linux carries
+    over from the parent across fork and exec, it starts afresh in a new process."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024.0
+    return float("nan")
+
+
 def worker_peak_mb(client):
-    """Largest peak resident set (MB) over the worker processes (Linux: ru_maxrss in KB)."""
-    peaks = client.run(lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
-    return max(peaks.values()) / 1024.0
+    """Largest peak resident set (MB) over the worker processes."""
+    return max(client.run(_peak_rss_mb).values())
 
 
 def parse_bytes(text):
@@ -183,6 +195,8 @@ def main(argv=None):
     ap.add_argument("--features", type=int, default=100)
     ap.add_argument("--chunk-rows", type=int, default=131_072)
     ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--threads", type=int, default=1, help="threads per worker (the chunk "
+                    "kernels release the GIL: 2 overlap one chunk's reading with another's work)")
     ap.add_argument("--memory-limit", default="1.5GB", help="per worker")
     ap.add_argument("--in-memory-share", type=float, default=0.6,
                     help="also run in memory (NumPy, and Dask with the chunks persisted on the "
@@ -200,10 +214,10 @@ def main(argv=None):
     workdir = tempfile.mkdtemp(prefix="dpopt-scale-", dir=args.dir)
     rows = []
     try:
-        with LocalCluster(n_workers=args.workers, threads_per_worker=1, processes=True,
+        with LocalCluster(n_workers=args.workers, threads_per_worker=args.threads, processes=True,
                           memory_limit=args.memory_limit, dashboard_address=":0") as cluster, \
                 Client(cluster) as client:
-            print(f"LocalCluster: {args.workers} worker processes x 1 thread, memory limit "
+            print(f"LocalCluster: {args.workers} worker processes x {args.threads} thread(s), memory limit "
                   f"{args.memory_limit} each; files in {workdir}", flush=True)
             for n in sizes:
                 row = measure_size(client, n, args, workdir)

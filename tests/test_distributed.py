@@ -5,6 +5,7 @@ import threading
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 
 import dpopt
 from dpopt import distributed
@@ -243,6 +244,7 @@ def test_solvers_that_do_not_take_chunked_data_say_which_do(client):
 
 @pytest.mark.parametrize("bad, match", [
     (lambda X, y: (np.where(np.arange(N)[:, None] == 1200, np.nan, X), y), "NaN"),
+    (lambda X, y: (da.from_array(X, chunks=400).map_blocks(sp.csr_matrix), y), "sparse chunks"),
     (lambda X, y: (X, y[:-1]), "inconsistent numbers of samples"),
     (lambda X, y: (X[:, 0], y), "2-dimensional"),
     (lambda X, y: (X, np.where(y > 0, 1.0, 0.0)), r"\{-1, \+1\}"),
@@ -251,4 +253,5 @@ def test_bad_chunked_input_is_refused(bad, match):
     X, y = data("logistic")
     Xb, yb = bad(X, y)
     with pytest.raises(ValueError, match=match):
-        ChunkedProblem(da.from_array(Xb, chunks=400) if Xb.ndim == 2 else Xb, yb, loss="logistic")
+        ChunkedProblem(da.from_array(Xb, chunks=400) if isinstance(Xb, np.ndarray) and Xb.ndim == 2
+                       else Xb, yb, loss="logistic")

@@ -17,7 +17,7 @@ __version__ = "0.1.0"
 # use (``dpopt.DPLasso``), so that ``import dpopt`` (and the CLI) does not load scikit-learn.
 _LAZY = {name: "dpopt.estimators" for name in (
     "DPLogisticRegression", "DPLinearRegression", "DPLasso", "DPElasticNet", "DPHuberRegressor")}
-_LAZY.update({"PrivateHyperparameterSearch": "dpopt.tuning"})
+_LAZY.update({"PrivateHyperparameterSearch": "dpopt.tuning", "ChunkedProblem": "dpopt.distributed"})
 
 
 def __getattr__(name):

@@ -14,9 +14,10 @@ the chunk's share of an additive statistic (a p-vector or a p x p matrix), and D
 ``sum`` adds the shares (``split_every`` at a time). Only the sum reaches the client, which
 draws the noise from the fit's own Generator and updates the model:
 
-* dp-gd: sum over the chunk's rows of the clipped per-sample gradients at w (margins,
-  clipping and gradient fused, :func:`dpopt.kernels.grad.rows_gradient`'s kernel); one pass
-  and one reduction of a dim-vector per step.
+* dp-gd: sum over the chunk's rows of the clipped per-sample gradients at w (margins, row
+  norms, clipping and gradient fused in one sweep over the chunk as stored, float32 or
+  float64, no copy: :func:`dpopt.kernels.grad.chunk_gradient_sum`); one pass and one
+  reduction of a dim-vector per step.
 * dp-sgd: the same sum over the chunk's Poisson-sampled rows (:func:`poisson_rows`); one
   reduction per step, each task touching only its sampled rows.
 * adassp: the clipped sufficient statistics (X^T X, X^T y, n) of the chunk
@@ -28,6 +29,9 @@ different order of additions, ~1e-16 relative), and the noise is drawn on the cl
 in the in-memory solver's order, from the same Generator. So at a fixed seed a chunked dp-gd
 or adassp fit equals the in-memory one to rounding, whatever the chunking, the number of
 workers or the retries of failed tasks (tasks are pure functions of their chunk).
+
+Sparse chunks are not supported yet (a clear ValueError); the dense kernels take float32 and
+float64 chunks as they are.
 
 The dp-sgd sampler. The in-memory dp-sgd draws the batches of a pass from the fit's
 Generator as one Bernoulli process over (record, step) slots, which needs the row count
@@ -344,6 +348,10 @@ class ChunkedProblem:
                              "(e.g. DataFrame.to_dask_array(lengths=True))")
         if X.dtype.kind not in _NUMERIC_KINDS:
             raise ValueError(f"X must have a numeric dtype (bool, int, float), got {X.dtype}")
+        if type(getattr(X, "_meta", np.empty(0))) is not np.ndarray:
+            raise ValueError(f"X must have dense NumPy chunks, got {type(X._meta).__name__} "
+                             f"chunks (sparse chunks are not supported yet: densify them, e.g. "
+                             f"X.map_blocks(lambda b: b.toarray()))")
         if X.shape[0] < 1 or X.shape[1] < 1:
             raise ValueError(f"X must have at least one sample and one feature, got shape "
                              f"{X.shape}")
