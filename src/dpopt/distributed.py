@@ -92,9 +92,10 @@ def _dask():
 
 
 def is_chunked_input(X) -> bool:
-    """True for the inputs a :class:`ChunkedProblem` takes and a Problem would load whole:
-    Dask collections, memory maps and paths (Dask itself is not imported for other types)."""
-    if isinstance(X, (np.memmap, str, os.PathLike)):
+    """True for the inputs the estimators send to a :class:`ChunkedProblem`: Dask
+    collections and paths (Dask itself is not imported for other types). A ``np.memmap`` is
+    an array to scikit-learn and stays one; pass its path to read it chunk by chunk."""
+    if isinstance(X, (str, os.PathLike)):
         return True
     module = type(X).__module__ or ""
     return module.split(".")[0] == "dask"
