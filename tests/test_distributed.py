@@ -255,3 +255,17 @@ def test_bad_chunked_input_is_refused(bad, match):
     with pytest.raises(ValueError, match=match):
         ChunkedProblem(da.from_array(Xb, chunks=400) if isinstance(Xb, np.ndarray) and Xb.ndim == 2
                        else Xb, yb, loss="logistic")
+
+
+def test_zarr_array_on_disk_equals_in_memory(tmp_path):
+    zarr = pytest.importorskip("zarr")  # optional: not part of the dask extra
+    X, y = data("squared", seed=9)
+    store = zarr.create_array(str(tmp_path / "X.zarr"), shape=X.shape, chunks=(400, P),
+                              dtype="f8")
+    store[:] = X
+    ref = dpopt.solve(dpopt.Problem(X, y), "dp-gd", epsilon=1.0, random_state=0, passes=3,
+                      smoothness=2.0)
+    problem = ChunkedProblem(tmp_path / "X.zarr", y)
+    assert problem.n_chunks == 4
+    got = dpopt.solve(problem, "dp-gd", epsilon=1.0, random_state=0, passes=3, smoothness=2.0)
+    np.testing.assert_allclose(got.w, ref.w, rtol=0, atol=TOL)
