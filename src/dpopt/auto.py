@@ -242,14 +242,17 @@ def _row_norms(X):
 
 def private_row_bound(X_scaled, mu, rng):
     """R: private ROW_NORM_QUANTILE-quantile of the scaled rows' norms, capped at the
-    domain bound sqrt(p) (every scaled feature is in [-1, 1]). One noisy histogram of
+    domain bound sqrt(p) (every scaled feature is in [-1, 1]), and equal to it when the
+    noisy scan finds no quantile (too few rows for the budget). One noisy histogram of
     sensitivity sqrt(2) (replace-one): a Gaussian mechanism of multiplier 1/mu."""
     p = X_scaled.shape[1]
     cap = math.sqrt(p)
     rho = 0.5 * mu ** 2  # private_quantile's rho-zCDP histogram is sqrt(2 rho)-GDP
+    lower = min(1e-3, cap / 2)
     r, info = private_quantile(rng, _row_norms(X_scaled), ROW_NORM_QUANTILE, rho,
-                               lower=min(1e-3, cap / 2), upper=cap, bins=60)
-    return max(r, 1e-3), list(info["gaussian_records"])
+                               lower=lower, upper=cap, bins=60)
+    # a scan that never stopped (too few rows for this budget) says nothing: use the domain
+    return (cap if r <= lower else r), list(info["gaussian_records"])
 
 
 def fit_default(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, delta, rng,
