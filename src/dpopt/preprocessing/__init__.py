@@ -32,11 +32,12 @@ from dpopt.preprocessing._transformers import (
     PrivateRobustScaler,
     PrivateStandardScaler,
     public_one_hot_encoder,
+    release_clipped_moments,
 )
 
 __all__ = [
     "DEFAULT_CONFIDENCE", "DEFAULT_GRID", "DEFAULT_QUANTILES", "FeatureBounds", "SignedLogGrid",
     "histogram_bounds", "histogram_quantiles", "private_feature_bounds", "private_target_bounds",
     "release_histograms", "PrivateClipper", "PrivateMinMaxScaler", "PrivateRobustScaler",
-    "PrivateStandardScaler", "public_one_hot_encoder",
+    "PrivateStandardScaler", "public_one_hot_encoder", "release_clipped_moments",
 ]

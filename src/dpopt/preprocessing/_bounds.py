@@ -28,13 +28,14 @@ first bin (from the top) where the noisy tail exceeds ``(1 - q_hi) n + c
 sigma sqrt(j)``; ``j`` is the number of bins scanned and ``c`` the
 ``confidence`` (default 4: a scan stops in an empty region with probability
 about 6e-4 over the 109 bins of the default grid). Both ends are rounded
-outwards to bin edges; a side whose scan never stops gives 0; crossed
-estimates are swapped.
+outwards to bin edges. A feature whose scans never stop or cross is
+*unresolved*: the feature gets [0, 0] and a warning.
 """
 
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -125,7 +126,8 @@ class FeatureBounds:
     bound was public). ``noise_multiplier`` = 1 / mu, ``sigma`` the noise std
     of every count, ``noisy_counts`` the released histograms of the features
     ``private_index`` (shape (len(private_index), grid.n_bins); a released,
-    hence reusable, quantity), ``n_samples`` the public n.
+    hence reusable, quantity), ``n_samples`` the public n, ``unresolved`` the
+    features the budget could not locate (bounds [0, 0]).
     """
 
     lower: np.ndarray
@@ -138,6 +140,7 @@ class FeatureBounds:
     noisy_counts: np.ndarray | None = None
     n_samples: int = 0
     grid: SignedLogGrid = DEFAULT_GRID
+    unresolved: np.ndarray | None = None
 
     @property
     def collapsed(self) -> np.ndarray:
@@ -244,14 +247,26 @@ def release_histograms(X, columns, mu, rng, grid=DEFAULT_GRID):
 
 
 def histogram_bounds(noisy, sigma, n, quantiles, confidence=DEFAULT_CONFIDENCE, grid=DEFAULT_GRID):
-    """Lower and upper bounds read from noisy histograms (module docstring)."""
+    """(lower, upper, unresolved) read from noisy histograms (module docstring).
+
+    A feature is *unresolved* when a scan never stops or the two scans cross
+    (the lower stop above the upper one): the margin is then comparable to n,
+    a scan can run through the data and stop on noise beyond it, and neither
+    end can be trusted. Unresolved features get bounds [0, 0] (dropped)."""
     lo_q, hi_q = quantiles
     lo_end, hi_end = grid.bin_ends()
     b_lo = noisy_scan(noisy, lo_q * n, sigma, confidence, from_top=False)
     b_hi = noisy_scan(noisy, (1.0 - hi_q) * n, sigma, confidence, from_top=True)
-    lower = np.where(b_lo < 0, 0.0, lo_end[b_lo])
-    upper = np.where(b_hi < 0, 0.0, hi_end[b_hi])
-    return np.minimum(lower, upper), np.maximum(lower, upper)
+    lower, upper = lo_end[b_lo], hi_end[b_hi]
+    unresolved = (b_lo < 0) | (b_hi < 0) | (lower > upper)
+    return np.where(unresolved, 0.0, lower), np.where(unresolved, 0.0, upper), unresolved
+
+
+def warn_unresolved(features, sigma, n):
+    if len(features):
+        warnings.warn(f"the budget (noise std {sigma:.3g} per count, n={n}) cannot locate the "
+                      f"bounds of features {[int(j) for j in features]}; they get bounds [0, 0] (dropped). "
+                      f"Give them public bounds or more budget", UserWarning, stacklevel=3)
 
 
 def histogram_quantiles(noisy, n, level, grid=DEFAULT_GRID):
@@ -310,13 +325,17 @@ def private_feature_bounds(X, mu, rng, *, quantiles=DEFAULT_QUANTILES, bounds=No
     if columns.size == 0:
         return FeatureBounds(lower, upper, [], public, math.inf, 0.0, columns, None, n, grid)
     noisy, sigma, record = release_histograms(X, columns, mu, rng, grid)
-    est_lo, est_hi = histogram_bounds(noisy, sigma, n, quantiles, confidence, grid)
+    est_lo, est_hi, unresolved = histogram_bounds(noisy, sigma, n, quantiles, confidence, grid)
+    warn_unresolved(columns[unresolved], sigma, n)
     lower[columns] = np.where(np.isnan(pub_lo[columns]), est_lo, pub_lo[columns])
     upper[columns] = np.where(np.isnan(pub_hi[columns]), est_hi, pub_hi[columns])
     # a public side wins over an estimate that crosses it
     lower = np.where(np.isnan(pub_lo), np.minimum(lower, upper), lower)
     upper = np.where(np.isnan(pub_hi), np.maximum(lower, upper), upper)
-    return FeatureBounds(lower, upper, [record], public, 1.0 / mu, sigma, columns, noisy, n, grid)
+    flags = np.zeros(p, dtype=bool)
+    flags[columns] = unresolved
+    return FeatureBounds(lower, upper, [record], public, 1.0 / mu, sigma, columns, noisy, n, grid,
+                         flags)
 
 
 def private_target_bounds(y, mu, rng, *, quantiles=DEFAULT_QUANTILES, bounds=None,

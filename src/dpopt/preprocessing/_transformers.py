@@ -44,12 +44,13 @@ from dpopt.preprocessing._bounds import (
     histogram_quantiles,
     private_feature_bounds,
     release_histograms,
+    warn_unresolved,
 )
-from dpopt.privacy.accounting import Gaussian, epsilon_of, gdp_mu
+from dpopt.privacy.accounting import Gaussian, epsilon_of, gdp_delta, gdp_mu
 from dpopt.privacy.mechanisms import gaussian_noise
 
 __all__ = ["PrivateClipper", "PrivateMinMaxScaler", "PrivateStandardScaler",
-           "PrivateRobustScaler", "public_one_hot_encoder"]
+           "PrivateRobustScaler", "public_one_hot_encoder", "release_clipped_moments"]
 
 
 def _as_seed(random_state):
@@ -131,6 +132,10 @@ class _PrivateTransformer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator)
         if not mechanisms:
             return Spend(name, 0.0, 0.0, "replace-one", "exact", ())
         eps = epsilon_of(mechanisms, delta, accountant="exact")
+        target = check_epsilon(self.epsilon)
+        if eps > target:  # round-off of the GDP inversion: the calibration certifies target
+            mu = math.sqrt(sum(m.count / m.noise_multiplier ** 2 for m in mechanisms))
+            eps = target if gdp_delta(mu, target) <= delta else eps
         return Spend(name, eps, delta, "replace-one", "exact", tuple(mechanisms))
 
     def _check_extra_params(self):
@@ -261,6 +266,38 @@ class PrivateMinMaxScaler(_PrivateTransformer):
 PrivateMinMaxScaler.__doc__ += _COMMON_DOC
 
 
+def release_clipped_moments(X, lower, upper, mu, rng):
+    """Noisy normalised first and second moments of X clipped to [lower, upper].
+
+    With c = (lower + upper) / 2 and w = upper - lower > 0 (public, per column):
+    T1_j = sum_i (x_ij - c_j) / w_j + N(0, (sqrt(p) / mu)^2) and
+    T2_j = sum_i ((x_ij - c_j) / w_j)^2 + N(0, (sqrt(p) / (4 mu))^2).
+    Replace-one: each clipped term of T1 lies in [-1/2, 1/2] and of T2 in
+    [0, 1/4], so one record moves T1 by at most 1 and T2 by at most 1/4 per
+    column: L2 sensitivities sqrt(p) and sqrt(p) / 4. Each release has noise
+    multiplier 1 / mu: recorded as ``Gaussian(1 / mu, 2)`` (sqrt(2) mu GDP).
+    Returns (T1, T2, records); mu = inf adds no noise (``Gaussian(0, 2)``).
+    """
+    lower, upper = np.asarray(lower, dtype=np.float64), np.asarray(upper, dtype=np.float64)
+    if np.any(upper <= lower):
+        raise ValueError("release_clipped_moments needs upper > lower for every column")
+    clipped = _clip_columns(X, lower, upper)
+    n, p = X.shape
+    if sp.issparse(clipped):
+        s1 = np.asarray(clipped.sum(axis=0)).ravel()
+        s2 = np.asarray(clipped.multiply(clipped).sum(axis=0)).ravel()
+    else:
+        s1, s2 = clipped.sum(axis=0), (clipped ** 2).sum(axis=0)
+    c, w = (upper + lower) / 2, upper - lower
+    t1 = (s1 - n * c) / w
+    t2 = (s2 - 2 * c * s1 + n * c ** 2) / w ** 2
+    if math.isinf(mu):
+        return t1, t2, [Gaussian(0.0, 2)]
+    t1 = t1 + gaussian_noise(rng, math.sqrt(p) / mu, p)
+    t2 = t2 + gaussian_noise(rng, math.sqrt(p) / 4 / mu, p)
+    return t1, t2, [Gaussian(1.0 / mu, 2)]
+
+
 class PrivateStandardScaler(_PrivateTransformer):
     """Clip to private bounds, then standardise with a private mean and variance.
 
@@ -315,7 +352,8 @@ class PrivateStandardScaler(_PrivateTransformer):
         mean, var = center.copy(), np.zeros_like(center)
         if live.size:
             mu_k = mu * math.sqrt((1.0 - share) / 2.0)
-            t1, t2, records = self._noisy_moments(X, live, center, width, mu_k, rng)
+            t1, t2, records = release_clipped_moments(X[:, live], lower[live], upper[live],
+                                                      mu_k, rng)
             n, w = X.shape[0], width[live]
             mean[live] = center[live] + w * t1 / n
             var[live] = w ** 2 * (t2 / n - (t1 / n) ** 2)
@@ -323,26 +361,6 @@ class PrivateStandardScaler(_PrivateTransformer):
         scale = np.where(width > 0, np.sqrt(np.maximum(var, (width / 1000) ** 2)), 1.0)
         fitted.update(mean_=mean, var_=var, scale_=scale)
         return fitted, mechanisms
-
-    @staticmethod
-    def _noisy_moments(X, live, center, width, mu_k, rng):
-        """The two Gaussian releases (class docstring)."""
-        clipped = _clip_columns(X[:, live], (center - width / 2)[live], (center + width / 2)[live])
-        n = X.shape[0]
-        if sp.issparse(clipped):
-            s1 = np.asarray(clipped.sum(axis=0)).ravel()
-            s2 = np.asarray(clipped.multiply(clipped).sum(axis=0)).ravel()
-        else:
-            s1, s2 = clipped.sum(axis=0), (clipped ** 2).sum(axis=0)
-        c, w = center[live], width[live]
-        t1 = (s1 - n * c) / w
-        t2 = (s2 - 2 * c * s1 + n * c ** 2) / w ** 2
-        root_p = math.sqrt(live.size)
-        if math.isinf(mu_k):
-            return t1, t2, [Gaussian(0.0, 2)]
-        t1 = t1 + gaussian_noise(rng, root_p / mu_k, live.size)
-        t2 = t2 + gaussian_noise(rng, root_p / 4 / mu_k, live.size)
-        return t1, t2, [Gaussian(1.0 / mu_k, 2)]
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -398,7 +416,8 @@ class PrivateRobustScaler(_PrivateTransformer):
             raise ValueError("X: cannot center sparse data; pass with_centering=False")
         n, p = X.shape
         noisy, sigma, record = release_histograms(X, np.arange(p), mu, rng)
-        lower, upper = histogram_bounds(noisy, sigma, n, quantiles, self.confidence)
+        lower, upper, unresolved = histogram_bounds(noisy, sigma, n, quantiles, self.confidence)
+        warn_unresolved(np.flatnonzero(unresolved & np.isnan(public[0] + public[1])), sigma, n)
         pub_lo, pub_hi = public
         lower = np.where(np.isnan(pub_lo), np.minimum(lower, np.nan_to_num(pub_hi, nan=np.inf)),
                          pub_lo)
