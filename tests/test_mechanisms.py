@@ -20,8 +20,8 @@ A registered private solver without an entry fails ``test_every_private_solver_h
 
 Selections (report-noisy-max) and mean oracles arrive with DP-GCD and the
 heavy-tailed solvers, Gaussian releases of statistics with dpopt.preprocessing:
-add them as one ``pytest.param`` in SELECTIONS / MEAN_ORACLES; the helpers compare them with a reference implementation of the
-paper's mechanism written here with numpy.
+add them as one ``pytest.param`` in SELECTIONS / MEAN_ORACLES; the helpers compare
+them with a reference implementation of the paper's mechanism written here with numpy.
 """
 
 import math
