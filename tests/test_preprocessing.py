@@ -460,6 +460,16 @@ def test_pipeline_with_a_dpopt_estimator():
 
 
 @pytest.mark.parametrize("cls", TRANSFORMERS)
+def test_output_bounds_hold(cls):
+    X = known_columns(3000, np.random.default_rng(21))
+    t = cls(epsilon=2.0, random_state=0).fit(X)
+    lo, hi = t.output_bounds()
+    Z = t.transform(X * 3 - 1)  # also outside the fitted range: clipped first
+    assert np.all(Z >= lo - 1e-12) and np.all(Z <= hi + 1e-12)
+    assert np.all(np.linalg.norm(Z, axis=1) <= t.row_bound() * (1 + 1e-12))
+
+
+@pytest.mark.parametrize("cls", TRANSFORMERS)
 def test_bad_input_names_the_argument(cls):
     X = known_columns(50, np.random.default_rng(20))
     bad = X.copy()

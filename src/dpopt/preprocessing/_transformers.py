@@ -156,6 +156,19 @@ class _PrivateTransformer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator)
         return validate_data(self, X, accept_sparse=("csr", "csc"), dtype=np.float64,
                              reset=False)
 
+    def output_bounds(self) -> tuple[np.ndarray, np.ndarray]:
+        """(lower, upper) per output feature of ``transform``: public (post-processing of
+        the released statistics), e.g. a solver's ``coordinate_bound``."""
+        check_is_fitted(self, "lower_")
+        lo, hi = self._output_bounds()
+        return np.minimum(lo, hi), np.maximum(lo, hi)
+
+    def row_bound(self) -> float:
+        """Public bound on the L2 norm of every transformed row (a solver's ``row_bound``):
+        sqrt(sum_j max(|lower_j|, |upper_j|)^2) over the output bounds."""
+        lo, hi = self.output_bounds()
+        return float(np.sqrt(np.sum(np.maximum(np.abs(lo), np.abs(hi)) ** 2)))
+
     def privacy_report(self) -> str:
         """One line: what the fit released and its privacy."""
         check_is_fitted(self, "lower_")
@@ -197,6 +210,7 @@ _COMMON_DOC = """
     Attributes
     ----------
     lower_, upper_ : per-feature bounds. bounds_ : the :class:`FeatureBounds`.
+    output_bounds(), row_bound() : public bounds of the transformed data (for a solver).
     epsilon_spent_, delta_spent_, mechanisms_, adjacency_ : the privacy of the fit.
 """
 
@@ -217,6 +231,9 @@ class PrivateClipper(_PrivateTransformer):
 
     def _estimate(self, X, public, quantiles, mu, rng):
         return self._bounds(X, public, quantiles, mu, rng)
+
+    def _output_bounds(self):
+        return self.lower_, self.upper_
 
     def transform(self, X):
         X = self._check_transform_input(X)
@@ -252,6 +269,9 @@ class PrivateMinMaxScaler(_PrivateTransformer):
         with np.errstate(divide="ignore"):
             fitted["scale_"] = np.where(width > 0, 1.0 / width, 0.0)
         return fitted, mechanisms
+
+    def _output_bounds(self):
+        return np.zeros_like(self.scale_), (self.scale_ > 0).astype(float)
 
     def transform(self, X):
         X = self._check_transform_input(X)
@@ -367,6 +387,10 @@ class PrivateStandardScaler(_PrivateTransformer):
         tags.input_tags.sparse = not self.with_mean
         return tags
 
+    def _output_bounds(self):
+        center = self.mean_ if self.with_mean else 0.0
+        return (self.lower_ - center) / self.scale_, (self.upper_ - center) / self.scale_
+
     def transform(self, X):
         X = self._check_transform_input(X)
         clipped = _clip_columns(X, self.lower_, self.upper_)
@@ -433,6 +457,10 @@ class PrivateRobustScaler(_PrivateTransformer):
         tags = super().__sklearn_tags__()
         tags.input_tags.sparse = not self.with_centering
         return tags
+
+    def _output_bounds(self):
+        center = self.center_ if self.with_centering else 0.0
+        return (self.lower_ - center) / self.scale_, (self.upper_ - center) / self.scale_
 
     def transform(self, X):
         X = self._check_transform_input(X)
