@@ -406,6 +406,11 @@ def test_sparse_input():
         b = private_feature_bounds(dense, 2.0, np.random.default_rng(0))
         np.testing.assert_array_equal(a.lower, b.lower)
         np.testing.assert_array_equal(a.upper, b.upper)
+    explicit = sp.csc_matrix(dense)
+    explicit.data[::3] = 0.0  # stored zeros count in the zero bin like implicit ones
+    dense_explicit = explicit.toarray()
+    np.testing.assert_array_equal(feature_histograms(explicit, np.arange(5)),
+                                  reference_counts(dense_explicit, list(DEFAULT_GRID.edges)))
     m = PrivateMinMaxScaler(epsilon=5.0, random_state=0).fit(sp.csr_matrix(dense))
     Z = m.transform(sp.csr_matrix(dense))
     assert sp.issparse(Z) and np.all(m.lower_ == 0)
@@ -484,7 +489,8 @@ def test_bad_input_names_the_argument(cls):
                          ({"bounds": (2.0, 1.0)}, "bounds"),
                          ({"bounds": (np.zeros(3), np.ones(3))}, "bounds"),
                          ({"bounds": (0.0, np.inf)}, "bounds"),
-                         ({"quantiles": (0.9, 0.1)}, "quantiles"), ({"quantiles": 0.5}, "quantiles")]:
+                         ({"quantiles": (0.9, 0.1)}, "quantiles"), ({"quantiles": 0.5}, "quantiles"),
+                         ({"confidence": -1.0}, "confidence")]:
         with pytest.raises(ValueError, match=name):
             cls(**kwargs).fit(X)
     t = cls(random_state=0).fit(X)

@@ -93,6 +93,7 @@ class _PrivateTransformer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator)
         epsilon = check_epsilon(self.epsilon)
         delta_given = None if self.delta is None else check_delta(self.delta)
         quantiles = check_quantiles(self.quantiles)
+        check_scalar(self.confidence, "confidence", low=0.0)
         self._check_extra_params()
         X = validate_data(self, X, accept_sparse=("csr", "csc"), dtype=np.float64)
         n, p = X.shape
