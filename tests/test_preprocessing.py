@@ -99,7 +99,9 @@ def test_scan_rules_by_hand():
     assert noisy_scan(counts, 20, 10.0, 4.0, from_top=True, bin_confidence=4.5)[0] == 31
     # from the bottom the comparison is >=: a cumulative count equal to the target stops
     assert noisy_scan(np.array([0.0, 3.0, 5.0]), 3.0, 0.0, 0.0, from_top=False)[0] == 1
-    assert noisy_scan(np.array([0.0, 3.0, 5.0]), 5.0, 0.0, 0.0, from_top=True)[0] == 2
+    # from the top it is >: a tail equal to the target does not stop (at most 5 above)
+    assert noisy_scan(np.array([0.0, 3.0, 5.0]), 5.0, 0.0, 0.0, from_top=True)[0] == 1
+    assert noisy_scan(np.array([0.0, 3.0, 5.0]), 4.0, 0.0, 0.0, from_top=True)[0] == 2
     assert noisy_scan(np.zeros(4), 1.0, 1.0, 4.0, from_top=True)[0] == -1  # never stops
 
 
