@@ -380,6 +380,18 @@ def test_same_seed_same_result_and_inf_epsilon_warns(cls):
         cls(epsilon=math.inf, accountant=BudgetAccountant(1.0, 1e-5)).fit(X)
 
 
+@pytest.mark.parametrize("cls", TRANSFORMERS)
+def test_clone_and_pickle(cls):
+    import pickle
+
+    from sklearn.base import clone
+
+    X = known_columns(3000, np.random.default_rng(24))
+    t = cls(epsilon=1.0, random_state=5).fit(X)
+    np.testing.assert_array_equal(clone(t).fit(X).transform(X), t.transform(X))
+    np.testing.assert_array_equal(pickle.loads(pickle.dumps(t)).transform(X), t.transform(X))
+
+
 def test_default_delta_is_one_over_n_squared():
     X = known_columns(250, np.random.default_rng(13))
     t = PrivateClipper(epsilon=1.0, random_state=0).fit(X)
