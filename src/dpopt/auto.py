@@ -98,6 +98,10 @@ class Scaling:
             return sp.csc_matrix(X)
         return (np.clip(X, self.lower, self.upper) - self.offset) * inv
 
+    def prepare(self, X):
+        """The features ``coef_`` applies to: X clipped to [lower, upper] (sparse stays sparse)."""
+        return self.clip(X)
+
     def clip(self, X):
         """X clipped to [lower, upper] feature-wise (sparse stays sparse)."""
         if sp.issparse(X):
@@ -112,6 +116,27 @@ class Scaling:
         inv = np.divide(1.0, self.scale, out=np.zeros_like(self.scale), where=self.scale > 0)
         raw = coef * inv
         return raw, float(intercept - raw @ self.offset)
+
+
+@dataclass(frozen=True)
+class RowNormalization:
+    """x -> x / ||x||_2 for every row (0 stays 0): a per-record map that reads no other
+    record, so it costs no privacy. Used when the budget cannot locate per-feature
+    bounds (:func:`bounds_resolvable`); the model is then linear in the normalized
+    features and ``coef_`` applies to them."""
+
+    lower = upper = None
+
+    def transform(self, X):
+        from sklearn.preprocessing import normalize
+
+        out = normalize(X, norm="l2", copy=True)
+        return sp.csc_matrix(out) if sp.issparse(out) else out
+
+    prepare = transform
+
+    def unscale(self, coef, intercept):
+        return np.asarray(coef, dtype=np.float64), float(intercept)
 
 
 @dataclass(frozen=True)
@@ -223,12 +248,33 @@ def rules(solver, *, loss, n, dim, mu, row_bound, alpha=0.0, huber_threshold=1.0
 # --------------------------------------------------------------------------- the pipeline
 
 
-def split_mu(epsilon, delta, regression):
-    """mu of each step (module table); ``model`` gets what the others leave."""
+def bounds_resolvable(n, p, mu_bounds):
+    """Whether the feature-bound release can see a feature's bulk, from public (n, p, mu).
+
+    The release adds N(0, sigma^2) with sigma = sqrt(2p) / mu_bounds to every count,
+    and a bin is trusted when its noisy count exceeds t sigma (t =
+    ``DEFAULT_BIN_CONFIDENCE`` of :mod:`dpopt.preprocessing`). A feature whose
+    values span one decade fills about ``bins_per_decade`` bins of the public grid,
+    about n / bins_per_decade records each: the bounds are resolvable when that
+    count clears the threshold. Below it, every feature would collapse and be
+    dropped, so the default path normalizes rows instead (:class:`RowNormalization`).
+    """
+    from dpopt.preprocessing._bounds import DEFAULT_BIN_CONFIDENCE, DEFAULT_GRID
+
+    sigma = math.sqrt(2.0 * p) / mu_bounds
+    return n / DEFAULT_GRID.bins_per_decade >= DEFAULT_BIN_CONFIDENCE * sigma
+
+
+def split_mu(epsilon, delta, regression, *, row_mode=False):
+    """mu of each step (module table); ``model`` gets what the others leave. In row
+    mode nothing is spent on feature bounds or the row norm (rows have norm 1)."""
     mu = gdp_mu(epsilon, delta)
     shares = dict(SHARES)
     if not regression:
         shares.pop("target_bounds")
+    if row_mode:
+        shares.pop("feature_bounds")
+        shares.pop("row_norm")
     out = {k: mu * math.sqrt(s) for k, s in shares.items()}
     out["model"] = mu * math.sqrt(1.0 - sum(shares.values()))
     return mu, out
@@ -271,15 +317,20 @@ def fit_default(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, 
     n, p = X.shape
     loss_name = loss if isinstance(loss, str) else loss.name
     mu_total, mus = split_mu(epsilon, delta, regression)
+    row_mode = not bounds_resolvable(n, p, mus["feature_bounds"])
     records = []
-
-    fb = private_feature_bounds(X, mus["feature_bounds"], rng)
-    records += list(fb.mechanisms)
-    scaling = Scaling.from_bounds(fb.lower, fb.upper, shift=fit_intercept, sparse=sp.issparse(X))
-    Xs = scaling.transform(X)
-
-    R, rec = private_row_bound(Xs, mus["row_norm"], rng)
-    records += rec
+    if row_mode:
+        mu_total, mus = split_mu(epsilon, delta, regression, row_mode=True)
+        scaling, R = RowNormalization(), 1.0
+        Xs = scaling.transform(X)
+    else:
+        fb = private_feature_bounds(X, mus["feature_bounds"], rng)
+        records += list(fb.mechanisms)
+        scaling = Scaling.from_bounds(fb.lower, fb.upper, shift=fit_intercept,
+                                      sparse=sp.issparse(X))
+        Xs = scaling.transform(X)
+        R, rec = private_row_bound(Xs, mus["row_norm"], rng)
+        records += rec
 
     target = None
     if regression:
@@ -300,6 +351,7 @@ def fit_default(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, 
     mechanisms = records + list(result.mechanisms)
     total = epsilon_of(mechanisms, delta, adjacency=result.adjacency)
     plan = {"solver": solver, "reason": why, "mu": mu_total, "mu_shares": mus,
+            "scaling": "row-normalized" if row_mode else "private feature bounds",
             "row_bound": R, "model_options": _public(options)}
     result = replace(result, epsilon=total, mechanisms=mechanisms,
                      accountant="exact" if all(isinstance(m, Gaussian) for m in mechanisms)

@@ -176,7 +176,8 @@ class _DPLinearModel(BaseEstimator):
         self.coef_ = coef.reshape(self.coef_.shape)
         self.intercept_ = (np.array([intercept]) if np.ndim(self.intercept_) else
                            float(intercept))
-        self.feature_bounds_ = (auto.scaling.lower, auto.scaling.upper)
+        self.feature_bounds_ = (None if auto.scaling.lower is None else
+                                (auto.scaling.lower, auto.scaling.upper))
         return self
 
     def _check_params(self):
@@ -221,8 +222,8 @@ class _DPLinearModel(BaseEstimator):
     def _decision(self, X):
         check_is_fitted(self, "coef_")
         X = validate_data(self, X, accept_sparse=("csr", "csc"), dtype=np.float64, reset=False)
-        if getattr(self, "auto_", None) is not None:  # the default path clips to its bounds
-            X = self.auto_.scaling.clip(X)
+        if getattr(self, "auto_", None) is not None:  # the default path's feature map
+            X = self.auto_.scaling.prepare(X)
         coef = np.ravel(self.coef_)
         return np.asarray(X @ coef).ravel() + float(np.ravel(self.intercept_)[0])
 
