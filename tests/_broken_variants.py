@@ -172,6 +172,15 @@ def _clip_off_heavy_tailed():
         ht.GradientOracle.__call__ = call
 
 
+def _clip_off_adassp():
+    from dpopt.solvers import adassp
+
+    # sufficient_statistics(X, y, row_bound, target_bound, fit_intercept): rows and targets
+    # unclipped, the noise still calibrated to row_bound and target_bound
+    return _patched(_unclipped(adassp, "sufficient_statistics", 2, 3, "row_bound",
+                               "target_bound"))
+
+
 #: family -> context manager factory disabling clipping (None: no per-sample clipping).
 CLIP_OFF = {
     "dp-cd": _clip_off_dp_cd,
@@ -182,6 +191,7 @@ CLIP_OFF = {
     "dp-svrg": _clip_off_dp_svrg,
     "dp-accmd": _clip_off_dp_accmd,
     "heavy-tailed": _clip_off_heavy_tailed,
+    "adassp": _clip_off_adassp,
 }
 
 

@@ -179,6 +179,33 @@ def _dp_accmd(problem, o, res, eps_target):
     return v - 1e-8 * max(1, v), v + 1e-8 * max(1, v)
 
 
+def _adassp(problem, o, res, eps_target):
+    """Three Gaussian releases (eigenvalue, upper triangle of X^T X, X^T y) with replace-one
+    sensitivities B^2, sqrt(2) B^2, 2 B B_y (no intercept; with one: B^2 + 1,
+    sqrt(2 B^4 + 2 B^2 + 1/2), 2 sqrt(B^2 + 1) B_y) and multipliers z_k = z / sqrt(s_k),
+    s the normalised budget_split (the eigenvalue release absent when s_1 = 0): exactly
+    mu-GDP with mu^2 = sum_k 1 / z_k^2."""
+    B, By = o["row_bound"], o["target_bound"]
+    split = np.asarray(o.get("budget_split", (0.1, 0.45, 0.45)), dtype=float)
+    split = split / split.sum()
+    if problem.fit_intercept:
+        sens = (B * B + 1, math.sqrt(2 * B ** 4 + 2 * B * B + 0.5), 2 * math.sqrt(B * B + 1) * By)
+    else:
+        sens = (B * B, math.sqrt(2) * B * B, 2 * B * By)
+    z = res.noise_multiplier
+    inv_sq = 0.0
+    for s, D, zk, sigma in zip(split, sens, res.params["noise_multipliers"], res.params["sigmas"]):
+        if s == 0:
+            assert math.isinf(zk) and math.isinf(sigma)
+            continue
+        assert zk == pytest.approx(z / math.sqrt(s), rel=1e-12)
+        assert sigma == pytest.approx(zk * D, rel=1e-12)
+        inv_sq += 1 / zk ** 2
+    assert len(res.mechanisms) == int(np.count_nonzero(split))
+    v = gaussian_epsilon(1 / math.sqrt(inv_sq), 1, res.delta)
+    return v - 1e-8 * max(1, v), v + 1e-8 * max(1, v)
+
+
 #: name -> (grid of (epsilon, delta, options), expectation(problem, options, result, eps))
 EXPECTED = {
     "dp-cd": ([
@@ -243,6 +270,11 @@ EXPECTED = {
         (4.0, 1e-6, {"clip": 1.0, "radius": 10.0, "moment_bound": 1.0, "max_phase_iter": 3,
                      "accountant": "exact"}),
     ], _heavy_tailed),
+    "adassp": ([
+        (1.0, 1e-5, {"row_bound": 2.0, "target_bound": 3.0}),
+        (0.3, 1e-8, {"row_bound": 1.0, "target_bound": 1.0, "budget_split": (0.2, 0.3, 0.5)}),
+        (4.0, 1e-3, {"row_bound": 5.0, "target_bound": 0.5, "budget_split": (0, 1, 1)}),
+    ], _adassp),
 }
 
 PUBLIC_SMOOTHNESS = {"dp-cd": lambda pb: np.ones(pb.dim), "dp-gd": lambda pb: 1.0,

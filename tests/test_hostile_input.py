@@ -281,9 +281,10 @@ def _repro_problem(name):
     rng = np.random.default_rng(3)
     X = rng.standard_normal((9, 4))
     spec = dpopt.get_solver(name)
+    loss = "logistic" if spec.losses is None or "logistic" in spec.losses else "squared"
     if spec.penalties is not None and "l2" not in spec.penalties:  # e.g. dp-accmd
-        return dpopt.Problem(X, np.sign(X[:, 0] + 0.1), "logistic")
-    return dpopt.Problem(X, np.sign(X[:, 0] + 0.1), "logistic", "l2", alpha=0.01,
+        return dpopt.Problem(X, np.sign(X[:, 0] + 0.1), loss)
+    return dpopt.Problem(X, np.sign(X[:, 0] + 0.1), loss, "l2", alpha=0.01,
                          fit_intercept=True)
 
 

@@ -1,0 +1,347 @@
+"""AdaSSP: sufficient-statistics perturbation with an adaptive ridge (squared loss).
+
+Yu-Xiang Wang, "Revisiting differentially private linear regression: optimal and
+adaptive prediction & estimation in unbounded domain", UAI 2018, Algorithm 2.
+
+The squared-loss objective (1/n) sum_i (x_i^T w - y_i)^2 / 2 + psi(w) with psi = 0 or
+alpha/2 ||w||^2 (intercept unpenalized) is minimised by the normal equations
+
+    (X^T X + n alpha P) w = X^T y,        P = diag(1, ..., 1, 0 for the intercept),
+
+which depend on the data only through the sufficient statistics X^T X and X^T y. AdaSSP
+releases them with Gaussian noise and solves a ridge-regularised version:
+
+1. lambda_min~ = max(0, lambda_min(X^T X) + sigma_1 Z - sigma_1 Phi^{-1}(1 - rho)),
+   Z ~ N(0, 1): a private lower estimate of the smallest eigenvalue; it is below the
+   true lambda_min(X^T X) with probability >= 1 - rho (Phi is the normal CDF; the paper
+   shifts by sqrt(log(6/delta)) standard deviations instead, tying the failure
+   probability to delta).
+2. lambda = max(0, t_rho - lambda_min~) with t_rho = sigma_2 sqrt(2 d log(d / rho)) the
+   (1 - rho)-quantile bound on -lambda_min(E) of the matrix noise E of step 3 (Tropp,
+   "An Introduction to Matrix Concentration Inequalities", 2015, Thm 4.1.1: for the
+   Gaussian series E = sum_k g_k A_k, P(lambda_max(E) >= t) <= d exp(-t^2 / (2 v)) with
+   v = ||sum_k A_k^2||; here A_ii = sigma_2 e_i e_i^T, A_ij = sigma_2 (e_i e_j^T + e_j e_i^T)
+   and sum_k A_k^2 = d sigma_2^2 I, so v = d sigma_2^2; -E has the same law). This replaces
+   the paper's c B^2 = sqrt(d log(6/delta) log(2 d^2/rho)) B^2 / (epsilon/3), which is
+   sigma_2 sqrt(d log(2 d^2 / rho)) at the paper's noise level; d counts the intercept.
+3. X^T X + E, E symmetric with iid N(0, sigma_2^2) entries on and above the diagonal
+   (mirrored below), and X^T y + N(0, sigma_3^2 I).
+4. w = (X^T X + E + lambda I + n alpha P)^{-1} (X^T y + e).
+
+With probability >= 1 - 2 rho both bounds of steps 1-2 hold and the matrix of step 4 is
+positive semi-definite: lambda_min(X^T X + E + lambda I) >= lambda_min(X^T X) - t_rho +
+lambda >= lambda_min(X^T X) - lambda_min~ >= 0 when lambda > 0, and >= lambda_min(X^T X)
+- t_rho >= lambda_min~ - t_rho >= 0 otherwise. The solve never assumes it: it uses the
+eigendecomposition of the symmetric matrix and keeps only eigenvalues above
+d * machine-epsilon * max |eigenvalue| (the pseudo-inverse of the matrix's projection on
+the positive semi-definite cone). When the matrix is positive definite and well
+conditioned, the usual case, this is the exact inverse; at epsilon = inf it is the
+minimum-norm least-squares solution of singular normal equations. Post-processing, so free.
+
+The adaptive ridge lambda is added to every coordinate, the intercept's included: it is not
+a modelling penalty but the correction that keeps the noisy Gram matrix positive definite,
+and its noise E hits the intercept's row and column too. Its effect on the intercept is
+negligible since the intercept's diagonal entry of X^T X is n. The user's alpha (n alpha
+in the normal equations) leaves the intercept unpenalized, as everywhere in dpopt.
+
+Clipping. Every row's feature part is rescaled to L2 norm at most B = ``row_bound`` (the
+intercept's constant 1 is kept), every target clipped to [-B_y, B_y], B_y = ``target_bound``.
+The guarantee holds for any data because the statistics are computed from the clipped rows.
+``None`` takes B or B_y from the data, without privacy (:class:`~dpopt.PrivacyLeakWarning`).
+
+Privacy (replace-one adjacency: the neighbouring dataset differs in the value of one
+record; n is public). Write x, x' for the clipped feature parts of the replaced record,
+a = ||x||^2 <= B^2, b = ||x'||^2 <= B^2, c = x^T x', and u, u' for the full rows (with the
+intercept's 1 appended when fitted), ||u||^2 <= B_a^2 = B^2 (+ 1).
+
+* lambda_min(X^T X): with A the Gram matrix of the other n - 1 rows, Weyl's inequality
+  puts lambda_min(A + u u^T) in [lambda_min(A), lambda_min(A) + ||u||^2], so the two values
+  differ by at most Delta_1 = B_a^2.
+* X^T X: the released parameters are the upper triangle (diagonal included) of the
+  difference D = u u^T - u' u'^T, whose squared norm is at most ||D||_F^2 (off-diagonal
+  entries count once instead of twice). Without intercept ||D||_F^2 = a^2 + b^2 - 2 c^2
+  <= 2 B^4, so Delta_2 = sqrt(2) B^2 (attained by x = B e_1, x' = B e_2). With an
+  intercept D has the feature block x x^T - x' x'^T, the off-diagonal column x - x' (once
+  in the upper triangle) and a zero corner: the squared norm is at most
+  a^2 + b^2 - 2 c^2 + a + b - 2 c <= 2 B^4 + 2 B^2 + max_{|c| <= B^2} (-2 c^2 - 2 c), i.e.
+  Delta_2^2 = 2 B^4 + 2 B^2 + 1/2 if B^2 >= 1/2, else 4 B^2 (below sqrt(2) B_a^2).
+* X^T y: u y - u' y' has norm at most ||u|| |y| + ||u'|| |y'| <= Delta_3 = 2 B_a B_y
+  (attained with u = u', y = -y' = B_y).
+
+Each release is a Gaussian mechanism sigma_k = z_k Delta_k; together they are exactly
+mu-GDP with mu^2 = sum_k 1 / z_k^2 (Dong, Roth, Su 2022). ``budget_split`` = (s_1, s_2, s_3)
+(normalised to sum 1) gives release k the share s_k of mu^2: z_k = 1 / (mu sqrt(s_k)), mu
+calibrated numerically to (epsilon, delta) with the exact GDP accountant. Records:
+``[Gaussian(z_1), Gaussian(z_2), Gaussian(z_3)]`` (the first is omitted when s_1 = 0: no
+eigenvalue release, lambda = t_rho). ``FitResult.noise_multiplier`` is 1 / mu, the
+multiplier of the single Gaussian mechanism equivalent to the composition.
+
+Default split (0.1, 0.45, 0.45) of mu^2. The paper splits epsilon (and delta) in thirds;
+with Gaussian mechanisms at equal (epsilon, delta) this means equal multipliers, i.e. equal
+thirds of mu^2. The eigenvalue, though, is one number that only steers the ridge: when
+lambda_min(X^T X) is large against t_rho (large n) lambda is 0 whatever its noise, and when
+it is small lambda ~ t_rho + (margin), the margin sigma_1 Phi^{-1}(1 - rho) growing only like
+1 / sqrt(s_1). The two statistics carry the model, and which of them dominates the error
+depends on ||w*|| B against B_y (unknown), so they share the rest equally. On California
+(docs/adassp.md) the default gains over equal thirds at every epsilon measured.
+
+Random draws, in order: ``rng.standard_normal()`` (step 1, skipped when s_1 = 0), then
+``rng.standard_normal(d (d + 1) / 2)`` (the upper triangle of E, row by row), then
+``rng.standard_normal(d)`` (the noise of X^T y). At epsilon = inf the draws happen and are
+multiplied by 0.
+
+Distributed use: :func:`sufficient_statistics` reads one block of rows (dense or sparse) and
+returns its clipped statistics; sums over blocks are the full statistics, and
+:func:`adassp_from_statistics` calibrates, adds the noise and solves from the statistics alone.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+from scipy import special
+
+from dpopt._validation import check_scalar
+from dpopt.exceptions import PrivacyLeakWarning
+from dpopt.privacy import Calibration, Gaussian, calibrate
+from dpopt.solvers._base import Checkpoints, make_result, register_solver
+
+DEFAULT_SPLIT = (0.1, 0.45, 0.45)
+
+
+# ---------------------------------------------------------------------------
+# the data pass
+
+
+def row_scales(sq_norms, row_bound):
+    """Factors min(1, B / ||x_i||) that clip every row to norm ``row_bound`` (1 for zero rows)."""
+    sq_norms = np.asarray(sq_norms, dtype=np.float64)
+    scales = np.ones_like(sq_norms)
+    over = sq_norms > row_bound * row_bound
+    scales[over] = row_bound / np.sqrt(sq_norms[over])
+    return scales
+
+
+def _row_sq_norms(X):
+    if sp.issparse(X):
+        return np.asarray(X.multiply(X).sum(axis=1), dtype=np.float64).ravel()
+    return np.einsum("ij,ij->i", X, X)
+
+
+def sufficient_statistics(X, y, row_bound, target_bound, fit_intercept):
+    """Clipped sufficient statistics (X_c^T X_c, X_c^T y_c, n) of a block of rows.
+
+    ``X`` is the (n, p) block of features, dense or scipy sparse, without the intercept
+    column; every row is rescaled to L2 norm at most ``row_bound`` and every target
+    clipped to [-target_bound, target_bound] (``inf`` disables either). With
+    ``fit_intercept`` the statistics are those of the augmented rows (x_c, 1): shape
+    (p + 1, p + 1) and (p + 1,), the last coordinate being the intercept's. Sums of the
+    outputs over a partition of the rows are the outputs for all rows. One pass over X:
+    a row scaling (skipped when no row is clipped) and one X^T X product (BLAS syrk for
+    dense data).
+    """
+    y = np.asarray(y, dtype=np.float64)
+    n = X.shape[0]
+    scales = row_scales(_row_sq_norms(X), row_bound)
+    yc = np.clip(y, -target_bound, target_bound)
+    clipped = bool(np.any(scales < 1.0))
+    if sp.issparse(X):
+        Xc = sp.csr_matrix(sp.diags(scales) @ X) if clipped else sp.csr_matrix(X)
+        xtx = np.asarray((Xc.T @ Xc).toarray(), dtype=np.float64)
+        xty = np.asarray(Xc.T @ yc, dtype=np.float64).ravel()
+        col_sums = np.asarray(Xc.sum(axis=0), dtype=np.float64).ravel()
+    else:
+        Xc = np.asarray(X, dtype=np.float64)
+        if clipped:
+            Xc = Xc * scales[:, None]
+        xtx = Xc.T @ Xc
+        xty = Xc.T @ yc
+        col_sums = Xc.sum(axis=0)
+    if not fit_intercept:
+        return xtx, xty, n
+    p = xtx.shape[0]
+    full = np.empty((p + 1, p + 1))
+    full[:p, :p] = xtx
+    full[:p, p] = full[p, :p] = col_sums
+    full[p, p] = n
+    return full, np.append(xty, yc.sum()), n
+
+
+# ---------------------------------------------------------------------------
+# sensitivities and calibration
+
+
+def sensitivities(row_bound, target_bound, fit_intercept):
+    """(Delta_1, Delta_2, Delta_3): L2 sensitivities under replace-one adjacency of
+    lambda_min(X^T X), the upper triangle of X^T X and X^T y (module docstring)."""
+    b2 = row_bound * row_bound
+    if fit_intercept:
+        # sqrt(2 b2^2 + 2 b2 + 1/2) written so that b2^2 cannot overflow
+        d2 = b2 * math.sqrt(2.0 + 2.0 / b2 + 0.5 / b2 ** 2) if b2 >= 0.5 else 2.0 * row_bound
+        return b2 + 1.0, d2, 2.0 * math.sqrt(b2 + 1.0) * target_bound
+    return b2, math.sqrt(2.0) * b2, 2.0 * row_bound * target_bound
+
+
+def check_budget_split(budget_split):
+    """Three non-negative finite shares of mu^2 (normalised), the last two positive."""
+    if isinstance(budget_split, (str, bytes)) or not hasattr(budget_split, "__len__") \
+            or len(budget_split) != 3:
+        raise ValueError(f"budget_split must be a sequence of 3 shares (eigenvalue, X^T X, "
+                         f"X^T y), got {budget_split!r}")
+    shares = [check_scalar(s, "budget_split", low=0.0) for s in budget_split]
+    if shares[1] <= 0 or shares[2] <= 0:
+        raise ValueError(f"budget_split: the shares of X^T X and X^T y must be > 0, got "
+                         f"{budget_split!r}")
+    total = sum(shares)
+    return tuple(s / total for s in shares)
+
+
+def mechanism_records(z, shares):
+    """Gaussian records of the releases for overall multiplier z = 1 / mu."""
+    return [Gaussian(z / math.sqrt(s)) for s in shares if s > 0]
+
+
+def calibrate_adassp(epsilon, delta, shares) -> tuple[Calibration, tuple]:
+    """Calibration of z = 1 / mu and the multipliers (z_1, z_2, z_3) (``inf`` for a
+    release with no share; 0 at epsilon = inf)."""
+    cal = calibrate(lambda z: mechanism_records(z, shares), epsilon, delta, accountant="exact")
+    z = cal.noise_multiplier
+    return cal, tuple(z / math.sqrt(s) if s > 0 else math.inf for s in shares)
+
+
+def eigen_tail(d, rho):
+    """sqrt(2 d log(d / rho)): t_rho / sigma_2, the matrix Gaussian tail bound (step 2)."""
+    return math.sqrt(2.0 * d * math.log(d / rho))
+
+
+# ---------------------------------------------------------------------------
+# release and solve (from the statistics only)
+
+
+@dataclass(frozen=True)
+class Release:
+    """The noisy statistics and the ridge derived from them (all private)."""
+
+    lambda_min: float  # lambda_min~, the private lower estimate (step 1)
+    ridge: float  # lambda (step 2)
+    xtx: np.ndarray  # X^T X + E
+    xty: np.ndarray  # X^T y + e
+
+
+def symmetric_noise(d, rng):
+    """Symmetric matrix, iid N(0, 1) on and above the diagonal (row by row), mirrored."""
+    rows, cols = np.triu_indices(d)
+    E = np.zeros((d, d))
+    E[rows, cols] = rng.standard_normal(rows.size)
+    E[cols, rows] = E[rows, cols]
+    return E
+
+
+def release_statistics(xtx, xty, sigmas, rho, rng) -> Release:
+    """Steps 1-3 with noise scales ``sigmas`` = (sigma_1, sigma_2, sigma_3); sigma_1 = inf
+    skips the eigenvalue release (lambda_min~ = 0)."""
+    s1, s2, s3 = sigmas
+    d = xty.size
+    if math.isinf(s1):
+        lam_min = 0.0
+    else:
+        lam_true = float(np.linalg.eigvalsh(xtx)[0])
+        shift = s1 * special.ndtri(1.0 - rho)
+        lam_min = max(0.0, lam_true + s1 * rng.standard_normal() - shift)
+    ridge = max(0.0, s2 * eigen_tail(d, rho) - lam_min)
+    noisy_xtx = xtx + s2 * symmetric_noise(d, rng)
+    noisy_xty = xty + s3 * rng.standard_normal(d)
+    return Release(lam_min, ridge, noisy_xtx, noisy_xty)
+
+
+def solve_psd(M, b):
+    """Solution of M w = b on the eigenvectors of the symmetric M whose eigenvalues exceed
+    d * eps * max |eigenvalue| (module docstring); returns (w, number of dropped directions)."""
+    M = 0.5 * (M + M.T)
+    vals, vecs = np.linalg.eigh(M)
+    scale = float(np.max(np.abs(vals))) if vals.size else 0.0
+    keep = vals > vals.size * np.finfo(np.float64).eps * scale
+    if not np.any(keep):
+        return np.zeros_like(b), int(vals.size)
+    V = vecs[:, keep]
+    return V @ ((V.T @ b) / vals[keep]), int(vals.size - keep.sum())
+
+
+def adassp_from_statistics(xtx, xty, n, *, epsilon, delta, rng, row_bound, target_bound,
+                           fit_intercept, l2, rho=0.05, budget_split=DEFAULT_SPLIT):
+    """Steps 1-4 from clipped statistics (e.g. sums of :func:`sufficient_statistics` over
+    row blocks, clipped to ``row_bound`` and ``target_bound``): calibrate to (epsilon,
+    delta), release, solve. ``l2`` is the per-coordinate L2 penalty (alpha, 0 for the
+    intercept). Returns (w, Calibration, mechanism records, params)."""
+    rho = check_scalar(rho, "rho", low=0.0, high=1.0, low_open=True, high_open=True)
+    shares = check_budget_split(budget_split)
+    cal, zs = calibrate_adassp(epsilon, delta, shares)
+    deltas = sensitivities(row_bound, target_bound, fit_intercept)
+    sigmas = tuple(math.inf if math.isinf(z) else z * D for z, D in zip(zs, deltas))
+    rel = release_statistics(np.asarray(xtx, dtype=np.float64), np.asarray(xty, dtype=np.float64),
+                             sigmas, rho, rng)
+    if not (np.all(np.isfinite(rel.xtx)) and np.all(np.isfinite(rel.xty))
+            and math.isfinite(rel.ridge)):
+        raise ValueError("the noisy sufficient statistics overflowed: rescale the data or give "
+                         "smaller row_bound / target_bound")
+    M = rel.xtx + np.diag(rel.ridge + n * np.asarray(l2, dtype=np.float64))
+    w, dropped = solve_psd(M, rel.xty)
+    params = {"row_bound": row_bound, "target_bound": target_bound, "rho": rho,
+              "budget_split": shares, "noise_multipliers": zs, "sensitivities": deltas,
+              "sigmas": sigmas, "lambda_min_estimate": rel.lambda_min, "ridge": rel.ridge,
+              "dropped_directions": dropped}
+    return w, cal, mechanism_records(cal.noise_multiplier, shares), params
+
+
+# ---------------------------------------------------------------------------
+# the solver
+
+
+def resolve_bound(value, name, from_data):
+    """A public bound given by the user, or the data's (non-private, warns)."""
+    if value is None:
+        warnings.warn(f"AdaSSP's {name} is computed from the private data without privacy; "
+                      f"pass {name}=<public bound> to avoid this", PrivacyLeakWarning,
+                      stacklevel=3)
+        return float(from_data())
+    return check_scalar(value, name, low=0.0, low_open=True)
+
+
+def features_of(problem):
+    """The feature block of ``problem.X`` (the intercept column removed)."""
+    return problem.X[:, :-1] if problem.fit_intercept else problem.X
+
+
+@register_solver("adassp", description="AdaSSP: sufficient-statistics perturbation with an adaptive "
+                 "ridge, closed form (Wang, UAI 2018)", losses=("squared",),
+                 penalties=("none", "l2"), family="adassp")
+def fit_adassp(problem, *, epsilon, delta, rng, row_bound=None, target_bound=None, rho=0.05,
+               budget_split=DEFAULT_SPLIT):
+    """Fit squared-loss regression (no penalty or L2) with AdaSSP (module docstring).
+
+    ``row_bound``: public bound B on the L2 norm of each row's features (rows are rescaled
+    to it); ``target_bound``: public bound on |y| (targets clipped); ``None`` takes them from
+    the data with a PrivacyLeakWarning. ``rho`` in (0, 1): failure probability of each of
+    the two high-probability bounds behind the ridge. ``budget_split``: shares of mu^2 of
+    the eigenvalue, X^T X and X^T y releases. One pass over the data.
+    """
+    check_scalar(rho, "rho", low=0.0, high=1.0, low_open=True, high_open=True)
+    check_budget_split(budget_split)
+    X = features_of(problem)
+    B = resolve_bound(row_bound, "row_bound",
+                      lambda: math.sqrt(float(np.max(_row_sq_norms(X)))))
+    By = resolve_bound(target_bound, "target_bound", lambda: np.max(np.abs(problem.y)))
+    ck = Checkpoints()
+    ck.record(problem.zeros(), 0)
+    xtx, xty, n = sufficient_statistics(X, problem.y, B, By, problem.fit_intercept)
+    w, cal, records, params = adassp_from_statistics(
+        xtx, xty, n, epsilon=epsilon, delta=delta, rng=rng, row_bound=B, target_bound=By,
+        fit_intercept=problem.fit_intercept, l2=problem.penalty.l2, rho=rho,
+        budget_split=budget_split)
+    ck.record(w, 1)
+    return make_result(problem, w, solver="adassp", calibration_or_spent=cal, mechanisms=records,
+                       n_iter=1, passes=1, checkpoints=ck, params=params)
