@@ -172,6 +172,13 @@ def _clip_off_heavy_tailed():
         ht.GradientOracle.__call__ = call
 
 
+def _clip_off_dp_frank_wolfe():
+    from dpopt.solvers import dp_frank_wolfe as fw
+
+    # clip_data(problem, coordinate_bound, target_bound); loss_weights(loss, state, y, U, ...)
+    return _patched(_unclipped(fw, "clip_data", 1, 2), _unclipped(fw, "loss_weights", 3))
+
+
 #: family -> context manager factory disabling clipping (None: no per-sample clipping).
 CLIP_OFF = {
     "dp-cd": _clip_off_dp_cd,
@@ -182,6 +189,7 @@ CLIP_OFF = {
     "dp-svrg": _clip_off_dp_svrg,
     "dp-accmd": _clip_off_dp_accmd,
     "heavy-tailed": _clip_off_heavy_tailed,
+    "dp-frank-wolfe": _clip_off_dp_frank_wolfe,
 }
 
 

@@ -83,6 +83,11 @@ AUDIT_OPTIONS: dict[str, dict] = {
     "ht-sgd": {"clip": 1.0, "n_iter": 1, "batch_size": 50, "strong_convexity": 1.0},
     "ht-proxsgd": {"clip": 1.0, "n_iter": 1, "batch_size": 50, "strong_convexity": 1.0},
     "ht-subgradient": {"clip": 1.0, "radius": 1e3, "moment_bound": 100.0, "max_phase_iter": 1},
+    # target_bound >> coordinate_bound * radius: the canary's clipped residual is about -t on
+    # D1 and +t on D0, so its score change is t / (c r + t) ~ 99% of the sensitivity; few
+    # iterations keep each selection strong (T = 3 gave the largest noise/4 bounds)
+    "dp-frank-wolfe": {"passes": 3, "radius": 1.0, "coordinate_bound": 1.0,
+                       "target_bound": 100.0},
 }
 
 #: Optional keyword arguments of :func:`canary_problems`, per solver. ht-subgradient reads
