@@ -181,13 +181,15 @@ def _dp_accmd(problem, o, res, eps_target):
 
 def _dp_frank_wolfe(problem, o, res, eps_target):
     """T exponential-mechanism selections (no intercept here), each eps_sel-DP with Gumbel
-    scale 2 Delta_s / eps_sel, Delta_s = 2 r c (c r + t) / n; (eps_sel^2 / 8)-zCDP as a
-    bounded-range mechanism (rdp) or eps_sel-DP (pld, exact randomized-response composition)."""
+    scale 2 Delta_s / eps_sel, Delta_s = 2 r c U / n, U = min(clip, c r + t); (eps_sel^2 / 8)-zCDP
+    as a bounded-range mechanism (rdp) or eps_sel-DP (pld, exact randomized-response
+    composition)."""
     T, d, r = o["passes"], res.delta, o["radius"]
-    c, t = o["coordinate_bound"], o["target_bound"]
+    c, t, clip = o["coordinate_bound"], o["target_bound"], o.get("clip", 1.0)
     eps_sel = res.params["epsilon_selection"]
     assert res.noise_multiplier == pytest.approx(2 / eps_sel, rel=1e-12)
-    sens = 2 * r * c * (c * r + t) / problem.n_samples
+    U = c * r + t if clip is None else min(clip, c * r + t)
+    sens = 2 * r * c * U / problem.n_samples
     assert res.params["selection_scale"] == pytest.approx(2 * sens / eps_sel, rel=1e-12)
     if res.accountant == "rdp":
         v = zcdp_epsilon_continuous(T * eps_sel ** 2 / 8, d)
@@ -263,9 +265,9 @@ EXPECTED = {
     "dp-frank-wolfe": ([
         (1.0, 1e-5, {"passes": 5, "radius": 1.0, "coordinate_bound": 3.0, "target_bound": 5.0}),
         (3.0, 1e-7, {"passes": 2, "radius": 2.0, "coordinate_bound": 1.0, "target_bound": 1.0,
-                     "accountant": "pld"}),
+                     "clip": None, "accountant": "pld"}),
         (0.5, 1e-6, {"passes": 40, "radius": 0.5, "coordinate_bound": 2.0, "target_bound": 3.0,
-                     "accountant": "rdp"}),
+                     "clip": 2.5, "accountant": "rdp"}),
     ], _dp_frank_wolfe),
 }
 

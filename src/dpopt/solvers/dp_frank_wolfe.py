@@ -16,95 +16,85 @@ Algorithm
 ---------
 The features are clipped entrywise to [-c, c] (c = ``coordinate_bound``) and,
 for the squared loss, the targets to [-t, t] (t = ``target_bound``). Start at
-w = 0 (b = 0). For t = 0, ..., T - 1 (T = ``passes``):
+w = 0, b = 0. For t = 0, ..., T - 1 (T = ``passes``):
 
-1. gradient of the smooth part at the current iterate: g = (1/n) X^T l'(z) +
-   alpha w, with z the margins;
+1. per-sample derivatives d_i = clip(l'(x_i^T w + b; y_i), -U, U) (U below) and
+   the gradient of the smooth part g = (1/n) X^T d + alpha w;
 2. private vertex choice: the score of a vertex s is -<s, g> (so the scores are
    -r g_j for +r e_j and +r g_j for -r e_j), and s_t is drawn by the exponential
    mechanism, P[s] proportional to exp(score(s) / scale), implemented as
    report-noisy-max with Gumbel noise
    (:func:`dpopt.privacy.mechanisms.report_noisy_max`);
-3. w <- (1 - mu_t) w + mu_t s_t with mu_t = 2 / (t + 2) (so w stays in the ball).
+3. with an intercept: b <- Pi_[-B, B](b - eta (mean(d) + N(0, sigma_b^2)));
+4. w <- (1 - mu_t) w + mu_t s_t with mu_t = 2 / (t + 2) (so w stays in the ball).
 
 The output is the last iterate (every iterate is a checkpoint). The paper adds
 Laplace noise to every score (report-noisy-max); the Gumbel version is the
 exponential mechanism, which composes better (bounded range, below).
 
-Intercept (``fit_intercept=True``)
-----------------------------------
-``squared``: the intercept is profiled out. For fixed w the best intercept is
-b*(w) = mean(y - X w), and the gradient in w at (w, b*(w)) is the empirical
-covariance g_j = (1/n) sum_i (x_ij - xbar_j)(u_i - ubar) with u_i = x_i^T w - y_i:
-the scores use it (the iterates never need a private intercept). After the last
-step the intercept mean(y - X w_T) is released once with Gaussian noise
-(sensitivity below). Every checkpoint carries this released intercept (a
-post-processing), so only the last checkpoint is the exact profile.
-
-``logistic``: b takes a noisy projected gradient step of its own in every
-iteration, b <- Pi_[-B, B](b - eta (g_b + N(0, sigma_b^2))), g_b = mean(l'(z)),
-with eta = 1 (the curvature in b is at most 1/4, so the step contracts by at
-least 3/4 and averages the noise over several steps) and B = c r + log(n): for
-every w in the ball the logistic optimum in b lies in [-B, B] as soon as both
-classes occur (at b = c r + log n the derivative is at least n_-/(n+1) > 0),
-so the projection only guards against run-away iterates.
+Intercept (``fit_intercept=True``): not constrained by the L1 ball; it takes a
+noisy projected gradient step of its own (step 3, a Gaussian mechanism per
+iteration, paid from ``intercept_share`` of the budget) with eta = 1/2 (squared
+loss, curvature 1 in b) or 1 (logistic, curvature <= 1/4): the update contracts
+and averages its noise over a few steps. The box [-B, B] holds the optimal
+intercept of every w in the ball: B = c r + t for the squared loss (the optimum
+is mean(y - X w)), B = c r + log(n) for the logistic loss (at b = c r + log n
+the derivative in b is at least n_- / (n + 1) > 0 when both classes occur, and
+symmetrically), so it only bounds the iterates, which the sensitivity needs.
 
 Sensitivity (replace-one adjacency: one record (x_i, y_i) is replaced)
 ----------------------------------------------------------------------
-Let U bound |l'| on the ball: 1 for the logistic loss, U = c r + t for the
-squared loss (|x^T w| <= ||x||_inf ||w||_1 <= c r, |y| <= t). The solver clips
-l' (or u) to [-U, U] so that rounding cannot break the bound.
+U bounds |d_i|: the derivative is clipped to [-U, U] with U = min(``clip``, U0),
+where U0 bounds |l'| on the domain (so ``clip=None`` clips nothing): U0 = 1 for
+the logistic loss, U0 = c r + t (+ B with an intercept) for the squared loss
+(|x^T w| <= ||x||_inf ||w||_1 <= c r, |y| <= t, |b| <= B). A ``clip`` below U0
+biases the gradient (residuals beyond it count as +-clip, as in DP-GD) and
+lowers the noise: U0 is a worst case that real residuals rarely approach.
 
-* no intercept, or logistic: g_j = (1/n) sum_i l'_i x_ij moves by at most
-  2 U c / n, so each score r |g_j| moves by at most Delta_s = 2 r c U / n;
-* squared with intercept: the covariance (1/n) sum_i (x_i - xbar)(u_i - ubar) of
-  pairs x in [-c, c], u in [-U, U] moves by at most (1 - 1/n) 4 c U / n (replacing
-  one pair changes n times it by (1 - 1/n)[(x - a)(u - m) - (x' - a)(u' - m)],
-  a and m the means of the other records, and that product ranges over an
-  interval of length at most 4 c U), so Delta_s = 4 r c U / n;
-* the alpha w part is public (w is a post-processing of earlier releases).
+* g_j = (1/n) sum_i d_i x_ij, with |d_i x_ij| <= U c: replacing one record moves
+  it by at most 2 U c / n, so each score r |g_j| moves by at most
+  Delta_s = 2 r c U / n (all scores at once, in any direction);
+* the alpha w part is public (w is a post-processing of earlier releases);
+* the intercept gradient mean(d) moves by at most 2 U / n (L2 sensitivity), and
+  sigma_b = z_b 2 U / n.
 
-The scores are not monotone (they move in both directions), and the Gumbel
-noise scale 2 Delta_s / eps_sel makes one selection eps_sel-DP; the exponential
-mechanism is moreover eps_sel-bounded-range, hence (eps_sel^2 / 8)-zCDP (Durfee
-& Rogers 2019; Cesar & Rogers 2021), see
-:func:`dpopt.privacy.mechanisms.exponential_mechanism_zcdp`.
-
-Intercept mechanisms: logistic g_b = mean(l') has L2 sensitivity 2/n (|l'| <= 1);
-the squared-loss release mean(y - X w_T) has sensitivity 2 U / n. Both get
-Gaussian noise sigma_b = z_b * sensitivity.
+The scores are not monotone, and the Gumbel noise scale 2 Delta_s / eps_sel
+makes one selection eps_sel-DP; the exponential mechanism is moreover
+eps_sel-bounded-range, hence (eps_sel^2 / 8)-zCDP (Durfee & Rogers 2019; Cesar
+& Rogers 2021), see :func:`dpopt.privacy.mechanisms.exponential_mechanism_zcdp`.
 
 Privacy accounting
 ------------------
-The composition is [T selections] (+ [T Gaussian(z_b)] for logistic, or
-[1 Gaussian(z_b)] for squared, with an intercept), released adaptively.
-``intercept_share`` s is the intercept's share of the run's zCDP:
-rho_b = s / (1 - s) * T eps_sel^2 / 8 with rho_b = k / (2 z_b^2), k the number of
-intercept releases. The single free parameter (z_b, or eps_sel without an
-intercept) is calibrated numerically to (epsilon, delta) with
-:func:`dpopt.privacy.calibrate`: ``accountant="rdp"`` records the selections as
-ZCDP(eps_sel^2 / 8, T) (bounded range), ``"pld"`` as PureDP(eps_sel, T), and
-``"auto"`` keeps whichever needs less noise (both are valid). The records
-returned in ``FitResult.mechanisms`` are exactly the composition accounted.
+The composition is [T selections] (+ [T Gaussian(z_b)] with an intercept),
+released adaptively. ``intercept_share`` s is the intercept's share of each
+iteration's zCDP: 1 / (2 z_b^2) = s / (1 - s) * eps_sel^2 / 8. The single free
+parameter (z_b, or eps_sel without an intercept) is calibrated numerically to
+(epsilon, delta) with :func:`dpopt.privacy.calibrate`: ``accountant="rdp"``
+records the selections as ZCDP(eps_sel^2 / 8, T) (bounded range), ``"pld"`` as
+PureDP(eps_sel, T), and ``"auto"`` keeps whichever needs less noise (both are
+valid). ``FitResult.mechanisms`` holds exactly the composition accounted, and
+``noise_multiplier`` is the selection's Gumbel scale over Delta_s (2 / eps_sel).
 
 Iterations
 ----------
-``passes="auto"`` sets T from the paper's theory (Talwar et al., Theorem 2.6:
+``passes="auto"`` sets T from the paper's analysis (Talwar et al., Theorem 2.6:
 the excess risk of noisy Frank-Wolfe is about 2 Gamma / T plus the selection
-error, scale * log(2p) per step, with scale = Delta_s sqrt(T / (2 rho_s)) for a
-run of selection zCDP rho_s). Minimising 2 Gamma / T + C sqrt(T),
+error, at most scale * log(2p) per step, with scale = Delta_s sqrt(T / (2 rho_s))
+for a run of selection zCDP rho_s). Minimising 2 Gamma / T + C sqrt(T),
 C = Delta_s log(2p) / sqrt(2 rho_s), gives T = (4 Gamma / C)^(2/3), which grows
-like (n eps)^(2/3) as in the paper. Gamma is the worst-case curvature constant
-on the ball, beta0 (2 r c)^2 + alpha (2 r)^2 (beta0 = 1 squared, 1/4 logistic),
-and rho_s the selection's share of the zCDP equivalent of (epsilon, delta)
-(:func:`dpopt.privacy.dp_to_zcdp`): all public. T is clamped to [1, 1000]
-(``MAX_AUTO_PASSES``; 1000 without privacy).
+like (n eps)^(2/3) as in the paper. For Gamma we take (beta0 c^2 + alpha) r^2 / 4
+(beta0 = 1 squared, 1/4 logistic), 1/16 of the worst-case curvature constant
+(beta0 c^2 + alpha)(2 r)^2: the worst case needs every x_i aligned with the step,
+and with it T came out 5-10 times above the best fixed T on a sparse synthetic
+problem and on California (docs/dp_frank_wolfe.md); rho_s is the selection's
+share of the zCDP equivalent of (epsilon, delta) (:func:`dpopt.privacy.dp_to_zcdp`).
+All inputs are public. T is clamped to [1, 1000] (``MAX_AUTO_PASSES``; 1000
+without privacy).
 
 Data bounds: ``coordinate_bound=None`` / ``target_bound=None`` take max |x_ij| /
 max |y| from the data without privacy (:class:`dpopt.PrivacyLeakWarning`).
-Random draws per iteration: 2p Gumbel draws (``rng.gumbel``), then, for the
-logistic intercept, one ``rng.standard_normal()``; the squared-loss intercept
-draws one ``rng.standard_normal()`` after the last iteration.
+Random draws per iteration: 2p Gumbel draws (``rng.gumbel``), then, with an
+intercept, one ``rng.standard_normal()``.
 """
 
 from __future__ import annotations
@@ -125,8 +115,10 @@ from dpopt.solvers._base import Checkpoints, make_result, register_solver
 
 FW_ACCOUNTANTS = ("auto", "pld", "rdp")
 MAX_AUTO_PASSES = 1000
-DEFAULT_INTERCEPT_SHARE = {"squared": 0.05, "logistic": 0.1}
-LOGISTIC_INTERCEPT_STEP = 1.0
+DEFAULT_INTERCEPT_SHARE = 0.1
+#: step of the intercept's noisy gradient update: 1/2 of 1/beta for the squared loss (beta = 1),
+#: 1/4 of it for the logistic loss (beta = 1/4): the update contracts and averages the noise
+INTERCEPT_STEP = {"squared": 0.5, "logistic": 1.0}
 
 
 # ---------------------------------------------------------------------------
@@ -175,21 +167,29 @@ def clip_data(problem, coordinate_bound, target_bound):
     return Xc, y
 
 
-def derivative_bound(loss_name, c, radius, t):
-    """U: a bound on |l'| on the ball (module docstring)."""
-    return 1.0 if loss_name == "logistic" else c * radius + t
+def intercept_box(loss_name, c, radius, t, n):
+    """B: the intercept is kept in [-B, B], a box that holds the optimal intercept of every
+    w in the ball (module docstring)."""
+    return c * radius + (t if loss_name == "squared" else math.log(n))
 
 
-def score_sensitivity(loss_name, fit_intercept, c, radius, t, n):
-    """Delta_s: how far one vertex score moves when one record is replaced."""
-    U = derivative_bound(loss_name, c, radius, t)
-    profiled = loss_name == "squared" and fit_intercept
-    return (4.0 if profiled else 2.0) * radius * c * U / n
+def derivative_bound(loss_name, c, radius, t, n, fit_intercept, clip=None):
+    """U: a bound on |l'| over the domain, lowered to ``clip`` if given (module docstring)."""
+    if loss_name == "logistic":
+        U = 1.0
+    else:
+        U = c * radius + t + (intercept_box(loss_name, c, radius, t, n) if fit_intercept else 0.0)
+    return U if clip is None else min(U, clip)
 
 
-def intercept_sensitivity(loss_name, c, radius, t, n):
-    """L2 sensitivity of the intercept release: 2/n (logistic g_b) or 2U/n (squared mean)."""
-    return 2.0 * derivative_bound(loss_name, c, radius, t) / n
+def score_sensitivity(c, radius, U, n):
+    """Delta_s = 2 r c U / n: how far one vertex score moves when one record is replaced."""
+    return 2.0 * radius * c * U / n
+
+
+def intercept_sensitivity(U, n):
+    """2 U / n: L2 sensitivity of the intercept gradient mean(l')."""
+    return 2.0 * U / n
 
 
 # ---------------------------------------------------------------------------
@@ -244,7 +244,14 @@ def calibrate_fw(epsilon, delta, iterations, releases=0, share=0.1, accountant="
     candidates = ("pld", "rdp") if accountant == "auto" else (accountant,)
     best = None
     for acc in candidates:
-        cal = calibrate(records(acc), epsilon, delta, accountant=acc)
+        try:
+            cal = calibrate(records(acc), epsilon, delta, accountant=acc)
+        except ValueError:
+            # the PLD grid rounds each pure-DP loss up: over many tiny selections the
+            # rounding alone can exceed the target; "auto" then keeps the RDP calibration
+            if len(candidates) == 1:
+                raise
+            continue
         if best is None or cal.noise_multiplier < best[1].noise_multiplier:
             best = (acc, cal)
     acc, cal = best
@@ -256,20 +263,20 @@ def calibrate_fw(epsilon, delta, iterations, releases=0, share=0.1, accountant="
                          delta, acc, mechs)
 
 
-def default_passes(problem, epsilon, delta, radius, c, t, share):
+def default_passes(problem, epsilon, delta, radius, c, U, share):
     """T = (4 Gamma / C)^(2/3), clamped to [1, MAX_AUTO_PASSES] (module docstring)."""
     if math.isinf(epsilon):
         return MAX_AUTO_PASSES
     n, p = problem.n_samples, problem.n_features
-    beta0 = problem.loss.curvature
     alpha = float(np.max(problem.penalty.l2))
-    gamma = beta0 * (2.0 * radius * c) ** 2 + alpha * (2.0 * radius) ** 2
-    delta_s = score_sensitivity(problem.loss.name, problem.fit_intercept, c, radius, t, n)
-    rho_s = dp_to_zcdp(epsilon, delta) * (1.0 - share)
+    # a typical curvature, 1/16 of the worst case (beta0 c^2 + alpha) (2 r)^2 (module docstring)
+    gamma = (problem.loss.curvature * c * c + alpha) * radius * radius / 4.0
+    delta_s = score_sensitivity(c, radius, U, n)
     if gamma <= 0 or delta_s <= 0:
         return 1
+    rho_s = dp_to_zcdp(epsilon, delta) * (1.0 - share)
     C = delta_s * math.log(2 * p) / math.sqrt(2.0 * rho_s)
-    T = (4.0 * gamma / C) ** (2.0 / 3.0) if C > 0 else MAX_AUTO_PASSES
+    T = (4.0 * gamma / C) ** (2.0 / 3.0)
     return int(min(max(round(T), 1), MAX_AUTO_PASSES))
 
 
@@ -320,14 +327,9 @@ class FWState:
             self.zw[rows] += (mu * sign * radius) * vals
 
 
-def loss_weights(loss, state, y, U, profiled):
-    """Per-sample weights of the gradient: l'(z) clipped to [-U, U]; for the profiled squared
-    loss the centred residuals u - mean(u), u = clip(X w - y, -U, U)."""
-    if profiled:
-        u = np.clip(state.zw - y, -U, U)
-        return u - u.mean()
-    z = state.zw + state.b
-    return np.clip(loss.deriv(z, y), -U, U)
+def loss_weights(loss, state, y, U):
+    """Per-sample weights of the gradient: l'(x_i^T w + b; y_i) clipped to [-U, U]."""
+    return np.clip(loss.deriv(state.zw + state.b, y), -U, U)
 
 
 @register_solver("dp-frank-wolfe", description="DP Frank-Wolfe over an L1 ball (private LASSO), "
@@ -335,7 +337,8 @@ def loss_weights(loss, state, y, U, profiled):
                  losses=("squared", "logistic"), penalties=("none", "l2"),
                  family="dp-frank-wolfe")
 def fit_dp_frank_wolfe(problem, *, epsilon, delta, rng, radius=1.0, passes="auto",
-                       coordinate_bound=None, target_bound=None, intercept_share=None,
+                       coordinate_bound=None, target_bound=None, clip=1.0,
+                       intercept_share=DEFAULT_INTERCEPT_SHARE,
                        accountant="auto", checkpoint_every=None):
     """Fit with DP Frank-Wolfe over {||w||_1 <= radius} (module docstring).
 
@@ -354,9 +357,13 @@ def fit_dp_frank_wolfe(problem, *, epsilon, delta, rng, radius=1.0, passes="auto
         t, public bound on |y| for the squared loss; targets are clipped to [-t, t].
         ``None``: max |y| from the data (PrivacyLeakWarning). Ignored (but checked)
         for the logistic loss.
-    intercept_share : float in (0, 1), optional
-        Share of the run's zCDP given to the intercept (with ``fit_intercept``);
-        default 0.05 (squared: one release) or 0.1 (logistic: one release per step).
+    clip : float or None
+        Per-sample derivatives (residuals for the squared loss) are clipped to
+        [-clip, clip]; ``None`` keeps the worst-case bound U0 (no bias, much more noise).
+        Default 1, the scale of targets in [-1, 1].
+    intercept_share : float in (0, 1)
+        Share of each iteration's zCDP given to the intercept step (with
+        ``fit_intercept``; ignored without it).
     accountant : "auto", "pld" or "rdp"
         How the selections are composed (module docstring).
     checkpoint_every : int, optional
@@ -367,58 +374,54 @@ def fit_dp_frank_wolfe(problem, *, epsilon, delta, rng, radius=1.0, passes="auto
         passes = check_positive_int(passes, "passes")
     check_choice(accountant, "accountant", FW_ACCOUNTANTS)
     loss_name = problem.loss.name
-    share = DEFAULT_INTERCEPT_SHARE[loss_name] if intercept_share is None else check_scalar(
-        intercept_share, "intercept_share", low=0.0, high=1.0, low_open=True, high_open=True)
+    share = check_scalar(intercept_share, "intercept_share", low=0.0, high=1.0, low_open=True,
+                         high_open=True)
     if checkpoint_every is not None:
         checkpoint_every = check_positive_int(checkpoint_every, "checkpoint_every")
     c, t = resolve_bounds(problem, coordinate_bound, target_bound)
+    if clip is not None:
+        clip = check_scalar(clip, "clip", low=0.0, low_open=True)
     has_b = problem.fit_intercept
-    T = default_passes(problem, epsilon, delta, radius, c, t, share if has_b else 0.0) \
+    n, p = problem.n_samples, problem.n_features
+    U = derivative_bound(loss_name, c, radius, t, n, has_b, clip)
+    T = default_passes(problem, epsilon, delta, radius, c, U, share if has_b else 0.0) \
         if passes == "auto" else passes
     every = checkpoint_every or max(1, math.ceil(T / 100))
-    releases = 0 if not has_b else (1 if loss_name == "squared" else T)
-    cal = calibrate_fw(epsilon, delta, T, releases, share, accountant)
+    cal = calibrate_fw(epsilon, delta, T, T if has_b else 0, share, accountant)
 
-    n, p = problem.n_samples, problem.n_features
     X, y = clip_data(problem, c, t)
-    U = derivative_bound(loss_name, c, radius, t)
-    delta_s = score_sensitivity(loss_name, has_b, c, radius, t, n)
+    delta_s = score_sensitivity(c, radius, U, n)
     scale = 0.0 if math.isinf(cal.epsilon_selection) else 2.0 * delta_s / cal.epsilon_selection
-    sigma_b = cal.intercept_multiplier * intercept_sensitivity(loss_name, c, radius, t, n)
-    profiled = has_b and loss_name == "squared"
-    b_bound = c * radius + math.log(n)  # logistic intercept box (module docstring)
+    sigma_b = cal.intercept_multiplier * intercept_sensitivity(U, n)
+    b_box = intercept_box(loss_name, c, radius, t, n)
+    eta_b = INTERCEPT_STEP[loss_name]
     l2 = problem.penalty.l2[:p]
 
     state = FWState(np.zeros(p), 0.0, np.zeros(n))
     ck = Checkpoints()
     ck.record(_pack(problem, state.w, state.b), 0)
     for it in range(T):
-        weights = loss_weights(problem.loss, state, y, U, profiled)
+        weights = loss_weights(problem.loss, state, y, U)
         g = smooth_gradient(X, weights, n) + l2 * state.w
         j, sign = vertex_of(report_noisy_max(vertex_scores(g, radius), scale, rng), p)
-        if has_b and not profiled:
+        if has_b:
             noisy = weights.mean() + sigma_b * rng.standard_normal()
-            state.b = min(max(state.b - LOGISTIC_INTERCEPT_STEP * noisy, -b_bound), b_bound)
+            state.b = min(max(state.b - eta_b * noisy, -b_box), b_box)
         state.step(X, 2.0 / (it + 2.0), j, sign, radius)
         if (it + 1) % every == 0 or it + 1 == T:
             ck.record(_pack(problem, state.w, state.b), it + 1)
-    if profiled:  # one release of mean(y - X w_T) (module docstring)
-        resid = np.clip(y - state.zw, -U, U)
-        state.b = float(resid.mean() + sigma_b * rng.standard_normal())
     z_sel = 0.0 if math.isinf(cal.epsilon_selection) else 2.0 / cal.epsilon_selection
-    res = make_result(problem, _pack(problem, state.w, state.b), solver="dp-frank-wolfe",
-                      calibration_or_spent=(cal.epsilon, delta, cal.accountant, z_sel),
-                      mechanisms=list(cal.mechanisms), n_iter=T, passes=T, checkpoints=ck,
-                      params={"radius": radius, "passes": T, "coordinate_bound": c,
-                              "target_bound": t, "accountant": accountant,
-                              "intercept_share": share if has_b else 0.0,
-                              "epsilon_selection": cal.epsilon_selection,
-                              "selection_scale": scale, "score_sensitivity": delta_s,
-                              "intercept_multiplier": cal.intercept_multiplier,
-                              "intercept_sigma": sigma_b, "derivative_bound": U})
-    if profiled:  # every checkpoint carries the released intercept (post-processing)
-        res.checkpoints[:, -1] = state.b
-    return res
+    return make_result(problem, _pack(problem, state.w, state.b), solver="dp-frank-wolfe",
+                       calibration_or_spent=(cal.epsilon, delta, cal.accountant, z_sel),
+                       mechanisms=list(cal.mechanisms), n_iter=T, passes=T, checkpoints=ck,
+                       params={"radius": radius, "passes": T, "coordinate_bound": c,
+                               "target_bound": t, "clip": clip, "derivative_bound": U,
+                               "accountant": accountant,
+                               "intercept_share": share if has_b else 0.0,
+                               "epsilon_selection": cal.epsilon_selection,
+                               "selection_scale": scale, "score_sensitivity": delta_s,
+                               "intercept_multiplier": cal.intercept_multiplier,
+                               "intercept_sigma": sigma_b, "intercept_box": b_box})
 
 
 def _pack(problem, w, b):
