@@ -202,7 +202,7 @@ class FWCalibration:
 
     epsilon_selection : eps_sel of one selection (Gumbel scale 2 Delta_s / eps_sel).
     intercept_multiplier : z_b (0 without an intercept mechanism).
-    intercept_releases : number of Gaussian intercept releases (0, 1 or T).
+    intercept_releases : number of Gaussian intercept releases (0 or T).
     epsilon, accountant, mechanisms : what the composition provably achieves.
     """
 
@@ -246,14 +246,18 @@ def calibrate_fw(epsilon, delta, iterations, releases=0, share=0.1, accountant="
     for acc in candidates:
         try:
             cal = calibrate(records(acc), epsilon, delta, accountant=acc)
-        except ValueError:
+        except (ValueError, OverflowError) as exc:
             # the PLD grid rounds each pure-DP loss up: over many tiny selections the
-            # rounding alone can exceed the target; "auto" then keeps the RDP calibration
+            # rounding alone can exceed the target (and astronomically large epsilons
+            # overflow its construction); "auto" then keeps the RDP calibration
             if len(candidates) == 1:
-                raise
+                raise ValueError(f"accountant={acc!r} cannot calibrate epsilon={epsilon} with "
+                                 f"{T} selections ({exc}); try accountant='auto'") from None
             continue
         if best is None or cal.noise_multiplier < best[1].noise_multiplier:
             best = (acc, cal)
+    if best is None:
+        raise ValueError(f"no noise level achieves epsilon={epsilon} with {T} selections")
     acc, cal = best
     z = cal.noise_multiplier
     mechs = tuple(records(acc)(z))
