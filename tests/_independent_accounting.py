@@ -227,3 +227,29 @@ def pure_and_gaussian_epsilon(eps_pure, count_pure, mu, delta):
     while delta_at(hi) > delta:
         hi *= 2.0
     return float(optimize.brentq(lambda e: delta_at(e) - delta, 0.0, hi, xtol=1e-12))
+
+
+# ---------------------------------------------------------------------------
+# preprocessing releases (dpopt.preprocessing)
+
+
+def histogram_release_epsilon(sigma, n_features, delta):
+    """Epsilon of one release of ``n_features`` noisy histograms with N(0, sigma^2) on
+    every count, from first principles: replacing one record moves one unit between two
+    bins of each histogram, so the L2 sensitivity is sqrt(2 p); the Gaussian mechanism's
+    delta(eps) is integrated numerically (hockey stick) and inverted with brentq."""
+    sens = math.sqrt(2.0 * n_features)
+    f = lambda e: hockey_stick_gaussian(sens, sigma, e) - delta  # noqa: E731
+    if f(0.0) <= 0:
+        return 0.0
+    hi = 1.0
+    while f(hi) > 0:
+        hi *= 2.0
+    return float(optimize.brentq(f, 0.0, hi, xtol=1e-10))
+
+
+def gaussian_composition_epsilon(pairs, delta):
+    """Epsilon of the composition of Gaussian mechanisms given as (sigma, L2 sensitivity)
+    pairs, with dp-accounting's PLD built directly (pessimistic, fine grid)."""
+    parts = [("gaussian", sigma / sens, 1) for sigma, sens in pairs]
+    return dpa_pld_compose(parts, delta, pessimistic=True, step=1e-5)

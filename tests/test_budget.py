@@ -76,7 +76,7 @@ def test_context_manager_is_the_default(problem):
         _fit(problem, 0.5)
         with inner:
             _fit(problem, 0.5)
-            est = dpopt.DPLinearRegression(epsilon=0.5, delta=1e-7, random_state=0,
+            est = dpopt.DPLinearRegression(solver="dp-cd", epsilon=0.5, delta=1e-7, random_state=0,
                                            solver_options={"smoothness": np.ones(5)})
             est.fit(problem.X, problem.y)
         assert current_budget() is outer

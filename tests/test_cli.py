@@ -49,7 +49,7 @@ def test_fit_round_trip(data_dir, tmp_path, capsys):
     # the same fit through the estimator API gives the same model
     table = np.loadtxt(data_dir / "clf.csv", delimiter=",", skiprows=1)
     X, y = table[:, 1:], table[:, 0]
-    est = DPLogisticRegression(alpha=0.01, random_state=4, solver_options={"passes": 5})
+    est = DPLogisticRegression(solver="dp-cd", alpha=0.01, random_state=4, solver_options={"passes": 5})
     with pytest.warns(Warning):
         est.fit(X, y)
     np.testing.assert_array_equal(model["coef"], est.coef_.ravel())

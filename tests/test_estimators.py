@@ -62,13 +62,13 @@ def test_sklearn_compatible(estimator, check):
 @pytest.mark.filterwarnings("ignore::dpopt.PrivacyLeakWarning")
 def test_pipeline_and_cross_val_score():
     X, y = _classification()
-    pipe = make_pipeline(StandardScaler(), DPLogisticRegression(epsilon=2.0, random_state=0))
+    pipe = make_pipeline(StandardScaler(), DPLogisticRegression(solver="dp-cd", epsilon=2.0, random_state=0))
     pipe.fit(X, y)
     assert pipe.score(X, y) > 0.8
     scores = cross_val_score(pipe, X, y, cv=3)
     assert scores.shape == (3,) and np.all(scores > 0.7)
     Xr, yr = _regression()
-    reg = cross_val_score(make_pipeline(StandardScaler(), DPLasso(alpha=0.01, random_state=0)),
+    reg = cross_val_score(make_pipeline(StandardScaler(), DPLasso(solver="dp-cd", alpha=0.01, random_state=0)),
                           Xr, yr, cv=3)
     assert np.all(np.isfinite(reg))
 
@@ -78,13 +78,13 @@ def test_dataframe_and_label_mapping():
     X, y = _classification()
     df = pd.DataFrame(X, columns=[f"f{j}" for j in range(X.shape[1])])
     labels = pd.Series(np.where(y == 1, "yes", "no"))
-    clf = DPLogisticRegression(random_state=3).fit(df, labels)
+    clf = DPLogisticRegression(solver="dp-cd", random_state=3).fit(df, labels)
     assert list(clf.feature_names_in_) == list(df.columns)
     assert list(clf.classes_) == ["no", "yes"]
     pred = clf.predict(df)
     assert set(pred) <= {"no", "yes"}
     # the two labels are mapped to -1/+1: same fit as with signed labels
-    signed = DPLogisticRegression(random_state=3).fit(X, np.where(y == 1, 1, -1))
+    signed = DPLogisticRegression(solver="dp-cd", random_state=3).fit(X, np.where(y == 1, 1, -1))
     np.testing.assert_array_equal(clf.coef_, signed.coef_)
     proba = clf.predict_proba(df)
     np.testing.assert_allclose(proba.sum(axis=1), 1.0)
@@ -99,9 +99,9 @@ def test_privacy_attributes_and_determinism(cls):
     opts = {"smoothness": _public_smoothness(X.shape[1], curvature)}
     with warnings.catch_warnings():
         warnings.simplefilter("error", dpopt.PrivacyLeakWarning)  # public constants: no leak
-        a = cls(epsilon=0.5, random_state=7, solver_options=opts).fit(X, y)
-    b = cls(epsilon=0.5, random_state=7, solver_options=opts).fit(X, y)
-    c = cls(epsilon=0.5, random_state=8, solver_options=opts).fit(X, y)
+        a = cls(solver="dp-cd", epsilon=0.5, random_state=7, solver_options=opts).fit(X, y)
+    b = cls(solver="dp-cd", epsilon=0.5, random_state=7, solver_options=opts).fit(X, y)
+    c = cls(solver="dp-cd", epsilon=0.5, random_state=8, solver_options=opts).fit(X, y)
     np.testing.assert_array_equal(a.fit_result_.w, b.fit_result_.w)
     assert not np.array_equal(a.fit_result_.w, c.fit_result_.w)
     assert a.epsilon_spent_ <= 0.5 and a.epsilon_spent_ > 0.49
@@ -115,7 +115,7 @@ def test_privacy_attributes_and_determinism(cls):
 def test_privacy_leak_warning_surfaces():
     X, y = _regression()
     with pytest.warns(dpopt.PrivacyLeakWarning, match="DPLasso: smoothness='exact'"):
-        est = DPLasso(alpha=0.01, random_state=0).fit(X, y)
+        est = DPLasso(solver="dp-cd", alpha=0.01, random_state=0).fit(X, y)
     assert len(est.privacy_leaks_) == 1
     with pytest.warns(dpopt.PrivacyLeakWarning, match="not private"):
         est = DPLasso(alpha=0.01, solver="reference").fit(X, y)
@@ -151,14 +151,14 @@ def test_budget_refusal_leaves_estimator_unchanged():
     X, y = _regression()
     opts = {"smoothness": _public_smoothness(X.shape[1])}
     acc = dpopt.BudgetAccountant(epsilon=1.0, delta=1e-5)
-    est = DPLasso(epsilon=0.8, delta=1e-7, alpha=0.01, random_state=0, solver_options=opts,
+    est = DPLasso(solver="dp-cd", epsilon=0.8, delta=1e-7, alpha=0.01, random_state=0, solver_options=opts,
                   accountant=acc).fit(X, y)
     before = est.coef_.copy()
     with pytest.raises(dpopt.BudgetExceededError):
         est.fit(X[:200], y[:200])
     np.testing.assert_array_equal(est.coef_, before)
     assert est.n_features_in_ == X.shape[1] and len(acc.ledger) == 1
-    fresh = DPLasso(epsilon=0.8, delta=1e-7, solver_options=opts, accountant=acc)
+    fresh = DPLasso(solver="dp-cd", epsilon=0.8, delta=1e-7, solver_options=opts, accountant=acc)
     with pytest.raises(dpopt.BudgetExceededError):
         fresh.fit(X, y)
     assert not hasattr(fresh, "coef_")
@@ -170,7 +170,7 @@ def test_pickled_estimator_keeps_model_but_detaches_budget():
     X, y = _regression()
     opts = {"smoothness": _public_smoothness(X.shape[1])}
     acc = dpopt.BudgetAccountant(epsilon=5.0, delta=1e-5)
-    est = DPLinearRegression(epsilon=0.5, delta=1e-7, random_state=0, solver_options=opts,
+    est = DPLinearRegression(solver="dp-cd", epsilon=0.5, delta=1e-7, random_state=0, solver_options=opts,
                              accountant=acc).fit(X, y)
     copy = pickle.loads(pickle.dumps(est))
     np.testing.assert_array_equal(copy.predict(X), est.predict(X))

@@ -19,9 +19,9 @@ iterates with that formula and checks that the result is N(0, 1). Too little
 A registered private solver without an entry fails ``test_every_private_solver_has_a_noise_spec``.
 
 Selections (report-noisy-max) and mean oracles arrive with DP-GCD and the
-heavy-tailed solvers: add them as one ``pytest.param`` in SELECTIONS /
-MEAN_ORACLES; the helpers compare them with a reference implementation of the
-paper's mechanism written here with numpy.
+heavy-tailed solvers, Gaussian releases of statistics with dpopt.preprocessing:
+add them as one ``pytest.param`` in SELECTIONS / MEAN_ORACLES; the helpers compare
+them with a reference implementation of the paper's mechanism written here with numpy.
 """
 
 import math
@@ -434,6 +434,34 @@ def _dpopt_mean_oracle2(rng, Z, clip, rho):
     return MeanOracle2(clip, Z.shape[0], 3, Z.shape[1], rho)(rng, Z)
 
 
+def _histogram_release(rng, Z, clip, rho):
+    """dpopt.preprocessing's release: noisy per-feature histograms on the public grid,
+    mu-GDP with mu = sqrt(2 rho) (same Gaussian mechanism as rho-zCDP)."""
+    from dpopt.preprocessing import release_histograms
+    return release_histograms(Z, np.arange(Z.shape[1]), math.sqrt(2 * rho), rng)[0].ravel()
+
+
+def _exact_histograms(Z, clip):
+    from dpopt.preprocessing import DEFAULT_GRID
+    return np.array([np.bincount(DEFAULT_GRID.bin_index(Z[:, j]), minlength=DEFAULT_GRID.n_bins)
+                     for j in range(Z.shape[1])], dtype=float).ravel()
+
+
+def _moment_release(which):
+    """dpopt.preprocessing.release_clipped_moments with public bounds [-C, C]: T1 (sum of
+    clipped x / 2C) or T2 (sum of (clipped x / 2C)^2), mu = sqrt(2 rho)."""
+    def oracle(rng, Z, clip, rho):
+        from dpopt.preprocessing import release_clipped_moments
+        d = Z.shape[1]
+        return release_clipped_moments(Z, np.full(d, -clip), np.full(d, clip),
+                                       math.sqrt(2 * rho), rng)[which]
+
+    def estimate(Z, clip):
+        u = np.clip(Z, -clip, clip) / (2 * clip)
+        return (u if which == 0 else u * u).sum(axis=0)
+    return oracle, estimate
+
+
 #: (oracle(rng, Z, clip, rho) -> noisy estimate, estimate(Z, clip) without noise,
 #:  sensitivity(s, d, clip) under replace-one); sigma = sensitivity / sqrt(2 rho) (rho-zCDP)
 MEAN_ORACLES = [
@@ -443,6 +471,12 @@ MEAN_ORACLES = [
                  id="dpopt.privacy.MeanOracle1"),
     pytest.param(_dpopt_mean_oracle2, median_of_clipped_means,
                  lambda s, d, c: 2 * c * 3 * math.sqrt(d) / s, id="dpopt.privacy.MeanOracle2"),
+    pytest.param(_histogram_release, _exact_histograms, lambda s, d, c: math.sqrt(2 * d),
+                 id="dpopt.preprocessing.release_histograms"),
+    pytest.param(*_moment_release(0), lambda s, d, c: math.sqrt(d),
+                 id="dpopt.preprocessing.release_clipped_moments-T1"),
+    pytest.param(*_moment_release(1), lambda s, d, c: math.sqrt(d) / 4,
+                 id="dpopt.preprocessing.release_clipped_moments-T2"),
 ]
 
 

@@ -70,7 +70,7 @@ def test_total_grows_with_repetitions():
 def test_search_reports_and_records_its_total(dist):
     X, y = _data()
     acc = dpopt.BudgetAccountant(epsilon=10.0, delta=1e-5)
-    est = dpopt.DPLogisticRegression(epsilon=0.5, delta=1e-7, solver_options=PUBLIC)
+    est = dpopt.DPLogisticRegression(solver="dp-cd", epsilon=0.5, delta=1e-7, solver_options=PUBLIC)
     grid = {"alpha": [1e-3, 1e-1], "solver_options": [dict(PUBLIC, passes=p) for p in (2, 8)]}
     search = PrivateHyperparameterSearch(est, grid, distribution=dist, mean_repetitions=4,
                                          random_state=0, accountant=acc, delta=1e-6)
@@ -90,7 +90,7 @@ def test_search_reports_and_records_its_total(dist):
 def test_search_refused_over_budget_runs_nothing():
     X, y = _data()
     acc = dpopt.BudgetAccountant(epsilon=0.5, delta=1e-5)
-    est = dpopt.DPLogisticRegression(epsilon=0.5, delta=1e-7, solver_options=PUBLIC)
+    est = dpopt.DPLogisticRegression(solver="dp-cd", epsilon=0.5, delta=1e-7, solver_options=PUBLIC)
     search = PrivateHyperparameterSearch(est, {"alpha": [1e-3, 1e-2]}, random_state=0,
                                          accountant=acc)
     with pytest.raises(dpopt.BudgetExceededError):
@@ -101,7 +101,7 @@ def test_search_refused_over_budget_runs_nothing():
 
 def test_inner_leaks_are_reported():
     X, y = _data()
-    est = dpopt.DPLogisticRegression(epsilon=0.5, delta=1e-7)  # smoothness from the data
+    est = dpopt.DPLogisticRegression(solver="dp-cd", epsilon=0.5, delta=1e-7)  # smoothness from the data
     search = PrivateHyperparameterSearch(est, {"alpha": [1e-3]}, mean_repetitions=2,
                                          random_state=1)
     with pytest.warns(dpopt.PrivacyLeakWarning, match="smoothness"):
@@ -116,7 +116,7 @@ def test_noisy_score_has_the_claimed_laplace_scale():
     # standard deviation must be sqrt(2) b. 3000 draws, 10% tolerance: the sample std of
     # Laplace noise has relative SE about 0.035, so a false alarm needs a ~3 SE deviation.
     X, y = _data(200)
-    est = dpopt.DPLogisticRegression(epsilon=math.inf).fit(X, y)
+    est = dpopt.DPLogisticRegression(solver="dp-cd", epsilon=math.inf).fit(X, y)
     search = PrivateHyperparameterSearch(est, {}, score_epsilon=0.5)
     keep = est.predict(X) == y
     rng = np.random.default_rng(0)

@@ -18,6 +18,10 @@ __version__ = "0.1.0"
 _LAZY = {name: "dpopt.estimators" for name in (
     "DPLogisticRegression", "DPLinearRegression", "DPLasso", "DPElasticNet", "DPHuberRegressor")}
 _LAZY.update({"PrivateHyperparameterSearch": "dpopt.tuning"})
+_LAZY.update({name: "dpopt.preprocessing" for name in (
+    "PrivateClipper", "PrivateMinMaxScaler", "PrivateStandardScaler", "PrivateRobustScaler",
+    "private_feature_bounds", "private_target_bounds", "FeatureBounds",
+    "public_one_hot_encoder")})
 
 
 def __getattr__(name):

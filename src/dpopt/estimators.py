@@ -52,6 +52,7 @@ cover the whole pipeline.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import numbers
 import warnings
@@ -61,7 +62,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from dpopt._validation import check_delta, check_epsilon
+from dpopt._validation import check_delta, check_epsilon, check_random_state
 from dpopt.budget import resolve_budget
 from dpopt.exceptions import PrivacyLeakWarning
 from dpopt.problem import Problem
@@ -107,6 +108,9 @@ class _DPLinearModel(BaseEstimator):
                              "(pass delta explicitly)")
         delta = 1.0 / n ** 2 if delta_given is None else delta_given
         penalty, penalty_kwargs = self._penalty()
+        if spec is None:
+            return self._fit_auto(X, target, epsilon, delta, penalty, penalty_kwargs)
+        self.auto_ = None
         problem = Problem(X, target, loss=self._loss(), penalty=penalty,
                           fit_intercept=self.fit_intercept, **penalty_kwargs)
         budget = resolve_budget(self.accountant)
@@ -130,12 +134,57 @@ class _DPLinearModel(BaseEstimator):
         self._set_fitted(result)
         return self
 
+    def _fit_auto(self, X, target, epsilon, delta, penalty, penalty_kwargs):
+        """The default path (:mod:`dpopt.auto`): private bounds, scaling, mechanism."""
+        from dpopt.auto import fit_default
+
+        if math.isinf(epsilon):
+            raise ValueError("solver='auto' needs a finite epsilon: its scaling is private; "
+                             "pass an explicit solver for a non-private fit")
+        rng = check_random_state(_as_seed(self.random_state))
+        budget = resolve_budget(self.accountant)
+        name = type(self).__name__
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            with contextlib.ExitStack() as stack:
+                slot = (stack.enter_context(budget.spend(epsilon, delta, label=name))
+                        if budget is not None else None)
+                auto = fit_default(X, target, loss=self._loss(), penalty=penalty,
+                                   penalty_kwargs=penalty_kwargs,
+                                   fit_intercept=self.fit_intercept, epsilon=epsilon,
+                                   delta=delta, rng=rng, regression=not self._classifier)
+                if slot is not None:
+                    slot.record(auto.result, label=name)
+        if auto.result.epsilon > epsilon * (1 + 1e-9):  # never expected: the split is exact
+            raise RuntimeError(f"internal error: the default path spent {auto.result.epsilon} "
+                               f"> epsilon={epsilon}")
+        self.privacy_leaks_ = []
+        for w in caught:
+            if issubclass(w.category, PrivacyLeakWarning):
+                msg = f"{name}: {w.message}"
+                self.privacy_leaks_.append(msg)
+                warnings.warn(msg, PrivacyLeakWarning, stacklevel=4)
+            else:
+                warnings.warn(w.message, w.category, stacklevel=4)
+        self.auto_ = auto
+        self._set_fitted(auto.result)
+        coef, intercept = auto.scaling.unscale(np.asarray(auto.result.coef, float),
+                                               float(auto.result.intercept))
+        if auto.target is not None:  # y = center + half_width * (scaled model)
+            coef, intercept = auto.target.half_width * coef, \
+                auto.target.center + auto.target.half_width * intercept
+        self.coef_ = coef.reshape(self.coef_.shape)
+        self.intercept_ = (np.array([intercept]) if np.ndim(self.intercept_) else
+                           float(intercept))
+        self.feature_bounds_ = (auto.scaling.lower, auto.scaling.upper)
+        return self
+
     def _check_params(self):
         epsilon = check_epsilon(self.epsilon)
         delta = None if self.delta is None else check_delta(self.delta)
         if not isinstance(self.fit_intercept, (bool, np.bool_)):
             raise ValueError(f"fit_intercept must be a bool, got {self.fit_intercept!r}")
-        spec = get_solver(self.solver)
+        spec = None if self.solver == "auto" else get_solver(self.solver)
         options = {} if self.solver_options is None else self.solver_options
         if not isinstance(options, dict):
             raise ValueError(f"solver_options must be a dict or None, got {options!r}")
@@ -143,6 +192,12 @@ class _DPLinearModel(BaseEstimator):
         if bad:
             raise ValueError(f"solver_options must not set {bad}: they are estimator "
                              f"parameters (epsilon, delta, random_state, accountant)")
+        if spec is None:
+            if options:
+                raise ValueError(f"solver_options={options!r} needs an explicit solver: "
+                                 f"solver='auto' sets every knob itself (pass e.g. "
+                                 f"solver='dp-cd' with your options)")
+            return epsilon, delta, spec, {}
         unknown = sorted(set(options) - set(spec.options()))
         if unknown:
             raise ValueError(f"solver_options has unknown option(s) {unknown} for solver "
@@ -166,13 +221,27 @@ class _DPLinearModel(BaseEstimator):
     def _decision(self, X):
         check_is_fitted(self, "coef_")
         X = validate_data(self, X, accept_sparse=("csr", "csc"), dtype=np.float64, reset=False)
+        if getattr(self, "auto_", None) is not None:  # the default path clips to its bounds
+            X = self.auto_.scaling.clip(X)
         coef = np.ravel(self.coef_)
         return np.asarray(X @ coef).ravel() + float(np.ravel(self.intercept_)[0])
 
     def privacy_report(self) -> str:
-        """One line: the privacy of the fitted model."""
+        """The privacy of the fitted model: one line, plus what leaked, if anything."""
         check_is_fitted(self, "coef_")
-        return self.fit_result_.privacy_report()
+        r = self.fit_result_
+        if getattr(self, "auto_", None) is not None:
+            plan = self.auto_.plan
+            shares = ", ".join(f"{k} mu={v:.3g}" for k, v in plan["mu_shares"].items())
+            line = (f"{type(self).__name__} (solver='auto' -> {plan['solver']}): "
+                    f"({r.epsilon:.4g}, {r.delta:.3g})-DP under {r.adjacency} adjacency, "
+                    f"end to end (scaling included), accountant {r.accountant}; "
+                    f"Gaussian-DP mu={plan['mu']:.4g} split as {shares}")
+        else:
+            line = r.privacy_report()
+        if self.privacy_leaks_:
+            line = "NOT end-to-end private: " + " | ".join(self.privacy_leaks_) + "\n" + line
+        return line
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -191,8 +260,13 @@ def _as_seed(random_state):
 
 class _Regressor(RegressorMixin, _DPLinearModel):
     def predict(self, X):
-        """X @ coef_ + intercept_."""
+        """X @ coef_ + intercept_ (features clipped to ``feature_bounds_`` on the default path)."""
         return self._decision(X)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.regressor_tags.poor_score = True  # see DPLogisticRegression.__sklearn_tags__
+        return tags
 
 
 # ---------------------------------------------------------------------------------
@@ -231,7 +305,7 @@ class DPLogisticRegression(ClassifierMixin, _DPLinearModel):
     _classifier = True
 
     def __init__(self, *, epsilon=1.0, delta=None, penalty="l2", alpha=1e-3, l1_ratio=0.5,
-                 fit_intercept=True, solver="dp-cd", solver_options=None, random_state=None,
+                 fit_intercept=True, solver="auto", solver_options=None, random_state=None,
                  accountant=None):
         self.epsilon = epsilon
         self.delta = delta
@@ -295,6 +369,9 @@ class DPLogisticRegression(ClassifierMixin, _DPLinearModel):
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.classifier_tags.multi_class = False
+        # A private fit at the default epsilon on scikit-learn's check data (tens of samples)
+        # is noisy by design: its training score is not a correctness check.
+        tags.classifier_tags.poor_score = True
         return tags
 
 
@@ -310,7 +387,7 @@ class DPLinearRegression(_Regressor):
     """
 
     def __init__(self, *, epsilon=1.0, delta=None, alpha=0.0, fit_intercept=True,
-                 solver="dp-cd", solver_options=None, random_state=None, accountant=None):
+                 solver="auto", solver_options=None, random_state=None, accountant=None):
         self.epsilon = epsilon
         self.delta = delta
         self.alpha = alpha
@@ -335,7 +412,7 @@ class DPLasso(_Regressor):
     ``alpha`` defaults to 1.0 as in scikit-learn."""
 
     def __init__(self, *, epsilon=1.0, delta=None, alpha=1.0, fit_intercept=True,
-                 solver="dp-cd", solver_options=None, random_state=None, accountant=None):
+                 solver="auto", solver_options=None, random_state=None, accountant=None):
         self.epsilon = epsilon
         self.delta = delta
         self.alpha = alpha
@@ -357,7 +434,7 @@ class DPElasticNet(_Regressor):
     + alpha (1 - l1_ratio)/2 ||w||^2 (scikit-learn's ElasticNet objective)."""
 
     def __init__(self, *, epsilon=1.0, delta=None, alpha=1.0, l1_ratio=0.5, fit_intercept=True,
-                 solver="dp-cd", solver_options=None, random_state=None, accountant=None):
+                 solver="auto", solver_options=None, random_state=None, accountant=None):
         self.epsilon = epsilon
         self.delta = delta
         self.alpha = alpha
@@ -386,7 +463,7 @@ class DPHuberRegressor(_Regressor):
     """
 
     def __init__(self, *, epsilon=1.0, delta=None, threshold=1.35, alpha=1e-4,
-                 fit_intercept=True, solver="dp-cd", solver_options=None, random_state=None,
+                 fit_intercept=True, solver="auto", solver_options=None, random_state=None,
                  accountant=None):
         self.epsilon = epsilon
         self.delta = delta

@@ -8,6 +8,7 @@
   public source, and scikit-learn's bundled demo datasets.
 """
 
+from dpopt.datasets.adult import AdultSplits, load_adult
 from dpopt.datasets.loaders import (
     LoadedData,
     load_csv,
@@ -65,4 +66,6 @@ __all__ = [
     "load_bundled",
     "get_data_home",
     "content_sha256",
+    "AdultSplits",
+    "load_adult",
 ]

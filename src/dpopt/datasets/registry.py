@@ -21,6 +21,10 @@ mtp          regression     4450 x 202       OpenML 405
 madelon      classification 2600 x 500       OpenML 1485 (UCI train + validation splits)
 dorothea     classification 1150 x 100000    OpenML 4137 (UCI train + validation), sparse
 covtype      classification 581012 x 54      ``sklearn.datasets.fetch_covtype``
+adult        classification 32561 x 108      UCI Adult ``adult.data`` (train split; numeric
+                                             columns raw + one-hot categoricals, see
+                                             :func:`dpopt.datasets.load_adult` for both
+                                             official splits)
 ============ ============== ================ ==============================================
 
 Classification labels are float64 in {-1.0, +1.0}. Integrity checks (skipped
@@ -254,7 +258,8 @@ _REGISTRY = {s.name: s for s in _SPECS}
 
 def _get_spec(name):
     if not isinstance(name, str) or name not in _REGISTRY:
-        raise ValueError(f"unknown dataset name {name!r}; known names: {sorted(_REGISTRY)}")
+        raise ValueError(f"unknown dataset name {name!r}; known names: "
+                         f"{sorted([*_REGISTRY, 'adult'])}")
     return _REGISTRY[name]
 
 
@@ -458,6 +463,9 @@ def load_dataset(name, *, data_home=None, download=True, verify=True) -> Dataset
     DatasetChecksumError
         The data are not the registered data (and ``verify=True``).
     """
+    if name == "adult":
+        return _adult_train(data_home, _check_bool(download, "download"),
+                            _check_bool(verify, "verify"))
     spec = _get_spec(name)
     download = _check_bool(download, "download")
     verify = _check_bool(verify, "verify")
@@ -496,7 +504,23 @@ def list_datasets(data_home=None) -> list[dict]:
                      "available": path is not None,
                      "location": str(path) if path is not None else None,
                      "origin": spec.origin})
+    adult = [p for p in ([env_dir / "adult.npz"] if env_dir else []) + [cache / "adult.npz"]
+             if p.is_file()]
+    rows.append({"name": "adult", "task": "classification", "shape": (32561, 108),
+                 "available": bool(adult), "location": str(adult[0]) if adult else None,
+                 "origin": "UCI Adult (adult.data, adult.test)"})
     return rows
+
+
+def _adult_train(data_home, download, verify) -> Dataset:
+    from dpopt.datasets.adult import load_adult
+
+    a = load_adult(data_home=data_home, download=download, verify=verify)
+    X, _, names = a.one_hot()
+    return Dataset(X=X, y=a.y, name="adult", feature_names=names, task="classification",
+                   source=a.source, description="UCI Adult, official training split: 6 numeric "
+                   "columns raw and the 8 categorical ones one-hot (categories as schema); "
+                   "label >50K = +1. Cite R. Kohavi, KDD 1996.")
 
 
 # --------------------------------------------------------------------------- bundled

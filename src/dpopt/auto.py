@@ -1,0 +1,325 @@
+"""``solver="auto"``: the estimators' default path, private end to end.
+
+A plain ``DPLogisticRegression(epsilon=1).fit(X, y)`` on raw data runs this
+pipeline. Every step that reads the data is a Gaussian mechanism, so the whole
+fit is one Gaussian-DP composition (Dong, Roth & Su 2022): with mu the GDP
+parameter of the target (epsilon, delta), step k gets mu_k with
+sum_k mu_k^2 = mu^2, and the fit is (epsilon, delta)-DP exactly.
+
+====================  ==========  ============================================================
+step                  share mu^2  what it releases (replace-one adjacency)
+====================  ==========  ============================================================
+feature bounds        10%         per-feature noisy histograms on a public grid -> lower/upper
+                                  quantiles (:func:`dpopt.preprocessing.private_feature_bounds`)
+row-norm bound        3%          noisy log-histogram of the scaled rows' norms -> its 95%
+                                  quantile R (:func:`dpopt.privacy.private_quantile`)
+target bounds         5%          (regression) noisy histogram of y -> lower/upper quantiles
+model                 the rest    the mechanism of :data:`AUTO_TABLE` on the scaled data
+====================  ==========  ============================================================
+
+Why these shares: the bounds only need to be right within a factor (they fix a
+scale, not a statistic), and a 15-18% share costs the model a factor
+1/sqrt(0.82..0.85) ~ 1.09 in noise standard deviation, whatever n and epsilon.
+
+Scaling (post-processing of the bounds, free): dense features are clipped to
+their private bounds and mapped to [0, 1] (min-max; a column whose bounds
+collapse becomes 0); sparse features are clipped and divided by their largest
+absolute bound (zeros stay zeros). Without an intercept no shift is applied, so
+the model class is unchanged. Rows longer than R are rescaled to norm R by the
+mechanism (so the guarantee never depends on the data). A regression target is
+clipped to its private bounds and mapped to [-1, 1]. The fitted coefficients
+are mapped back to raw units; ``predict`` clips features to the same bounds.
+
+The model mechanism and its settings come from (loss, penalty, n, p) only, by
+the table below (:func:`choose_solver`), and the explicit solvers get their
+knobs from :func:`rules`, derived from the scaled domain (not from the data):
+
+===========================  =============================  ====================================
+loss                         penalty                        mechanism
+===========================  =============================  ====================================
+squared                      none, l2                       ``adassp`` (Wang 2018): one pass,
+                                                            adaptive ridge, near-optimal n >> p
+logistic                     none, l2                       ``objective-perturbation``
+                                                            (Redberg, Koskela & Wang 2023)
+any                          l1, elastic_net, and huber /   ``dp-cd`` with :func:`rules`
+                             absolute losses                (prox handles L1; clipping never binds)
+===========================  =============================  ====================================
+
+When a mechanism of the table is not registered in the running installation,
+the next rule applies (``dp-gd`` with :func:`rules`), and ``fit_result_.params``
+says so.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+import scipy.sparse as sp
+
+from dpopt.privacy import Gaussian, epsilon_of, gdp_epsilon, gdp_mu, private_quantile
+
+#: Shares of mu^2 (Gaussian-DP) spent on the steps that fix the scale.
+SHARES = {"feature_bounds": 0.10, "row_norm": 0.03, "target_bounds": 0.05}
+#: Level of the private quantile of the scaled rows' norms (the row bound R).
+ROW_NORM_QUANTILE = 0.95
+
+# Curvature bound of loss''(z) and bound of |loss'(z)| on targets in [-1, 1] (for the rules).
+_CURVATURE = {"squared": 1.0, "logistic": 0.25, "huber": 1.0, "absolute": 0.0}
+
+
+@dataclass(frozen=True)
+class Scaling:
+    """Post-processing of private bounds: clip to [lower, upper], subtract ``offset``,
+    divide by ``scale`` (0 where the bounds collapsed: that feature becomes 0)."""
+
+    lower: np.ndarray
+    upper: np.ndarray
+    offset: np.ndarray
+    scale: np.ndarray
+
+    @classmethod
+    def from_bounds(cls, lower, upper, *, shift, sparse):
+        lower, upper = np.asarray(lower, float), np.asarray(upper, float)
+        if sparse:  # zero must stay inside the clipping box so that zeros stay zeros
+            lower, upper = np.minimum(lower, 0.0), np.maximum(upper, 0.0)
+        if shift and not sparse:
+            offset, scale = lower, upper - lower
+        else:
+            offset, scale = np.zeros_like(lower), np.maximum(np.abs(lower), np.abs(upper))
+        return cls(lower, upper, offset, scale)
+
+    def transform(self, X):
+        inv = np.divide(1.0, self.scale, out=np.zeros_like(self.scale), where=self.scale > 0)
+        if sp.issparse(X):  # offset is 0 for sparse data
+            X = self.clip(X) @ sp.diags(inv)
+            X.eliminate_zeros()
+            return sp.csc_matrix(X)
+        return (np.clip(X, self.lower, self.upper) - self.offset) * inv
+
+    def clip(self, X):
+        """X clipped to [lower, upper] feature-wise (sparse stays sparse)."""
+        if sp.issparse(X):
+            X = sp.csc_matrix(X, dtype=np.float64, copy=True)
+            cols = np.repeat(np.arange(X.shape[1]), np.diff(X.indptr))
+            X.data = np.clip(X.data, self.lower[cols], self.upper[cols])
+            return X
+        return np.clip(X, self.lower, self.upper)
+
+    def unscale(self, coef, intercept):
+        """Coefficients on raw (clipped) features: w_j / s_j, b - sum_j w_j o_j / s_j."""
+        inv = np.divide(1.0, self.scale, out=np.zeros_like(self.scale), where=self.scale > 0)
+        raw = coef * inv
+        return raw, float(intercept - raw @ self.offset)
+
+
+@dataclass(frozen=True)
+class TargetScaling:
+    """y -> (clip(y, lower, upper) - center) / half_width, into [-1, 1]."""
+
+    lower: float
+    upper: float
+    center: float
+    half_width: float
+
+    @classmethod
+    def from_bounds(cls, lower, upper, *, shift):
+        if shift:
+            center, half = 0.5 * (lower + upper), 0.5 * (upper - lower)
+        else:
+            center, half = 0.0, max(abs(lower), abs(upper))
+        return cls(float(lower), float(upper), float(center), float(half))
+
+    def transform(self, y):
+        if self.half_width == 0:
+            return np.zeros_like(y)
+        return (np.clip(y, self.lower, self.upper) - self.center) / self.half_width
+
+
+@dataclass
+class AutoFit:
+    """What the default path produced: the model's FitResult (with the whole
+    composition in it), the scalings to apply at prediction time, and the plan."""
+
+    result: object
+    scaling: Scaling
+    target: TargetScaling | None
+    plan: dict = field(default_factory=dict)
+
+
+# --------------------------------------------------------------------------- the table
+
+
+def choose_solver(loss, penalty, n, p, available) -> tuple[str, str]:
+    """The mechanism for (loss, penalty, n, p) and why (see the module table)."""
+    smooth_l2 = penalty in ("none", "l2")
+    if loss == "squared" and smooth_l2 and "adassp" in available:
+        return "adassp", ("squared loss with an L2 or no penalty: sufficient-statistics "
+                          "perturbation with adaptive ridge (AdaSSP) needs one pass and no tuning")
+    if loss == "logistic" and smooth_l2 and "objective-perturbation" in available:
+        return "objective-perturbation", (
+            "smooth logistic loss with an L2 or no penalty: objective perturbation releases a "
+            "perturbed exact minimizer and needs no step, clip or pass count")
+    if penalty in ("l1", "elastic_net") or loss in ("huber", "absolute"):
+        return "dp-cd", ("non-smooth penalty or robust loss: DP coordinate descent (its prox "
+                         "handles L1) with the rules of dpopt.auto.rules")
+    return "dp-gd", "fallback: DP gradient descent with the rules of dpopt.auto.rules"
+
+
+def run_length(n, dim, mu):
+    """T = (n mu / sqrt(dim))^(2/3), clamped to [5, 200].
+
+    For a convex, L-Lipschitz, beta-smooth objective on a domain of radius D,
+    noisy gradient descent with T steps of 1/beta has excess risk of order
+    beta D^2 / T + L D sqrt(T dim) / (n mu) (optimisation plus the noise of T
+    Gaussian steps of sensitivity 2L/n each at multiplier sqrt(T)/mu); equating
+    the two gives T ~ (beta D n mu / (L sqrt(dim)))^(2/3). On the scaled domain
+    beta D / L is of order one, so it is set to one. The clamp keeps a minimum
+    of progress and a bounded cost.
+    """
+    return int(min(200, max(5, round((n * mu / math.sqrt(dim)) ** (2.0 / 3.0)))))
+
+
+def rules(solver, *, loss, n, dim, mu, row_bound, alpha=0.0, huber_threshold=1.0):
+    """Public settings of ``dp-gd`` / ``dp-sgd`` / ``dp-cd`` on data scaled by the default path.
+
+    ``row_bound`` is R (features of every row have norm <= R after scaling; each
+    feature is in [0, 1] or [-1, 1]); ``dim`` counts the intercept column.
+    Nothing here reads the data.
+
+    * clip: the largest per-sample gradient norm on the scaled domain,
+      |loss'| sqrt(R^2 + 1) (logistic |loss'| <= 1; huber t; absolute 1; squared
+      2, the residual bound for targets in [-1, 1] and predictions in [-1, 1]),
+      so clipping binds only on rows the mechanism rescales;
+    * step: 1 / beta with beta = loss'' (R^2 + 1) + alpha (global smoothness bound;
+      dp-gd, dp-sgd), and DP-CD's gamma = 1 with the coordinate smoothness bound
+      loss'' max|x_ij|^2 <= loss'' passed as public ``smoothness``;
+    * passes: :func:`run_length` (dp-gd steps, dp-cd passes, dp-sgd steps);
+    * dp-sgd: the Poisson rate q = mu / sqrt(T) (the smallest rate whose noise
+      multiplier sqrt(T) q / mu stays >= 1, where subsampling amplification is
+      roughly linear), batch q n, T steps (so passes = q T).
+    """
+    lipschitz = {"logistic": 1.0, "huber": huber_threshold, "absolute": 1.0, "squared": 2.0}[loss]
+    curv = _CURVATURE[loss]
+    r_aug = math.sqrt(row_bound ** 2 + 1.0)
+    clip = lipschitz * r_aug
+    beta = max(curv * r_aug ** 2 + alpha, 1e-12)
+    T = run_length(n, dim, mu)
+    if solver == "dp-gd":
+        return {"passes": T, "step": 1.0, "clip": clip, "smoothness": beta}
+    if solver == "dp-sgd":
+        q = min(1.0, mu / math.sqrt(T))
+        batch = max(1, int(round(q * n)))
+        return {"passes": max(1, int(math.ceil(T * batch / n))), "step": 1.0, "clip": clip,
+                "batch_size": batch, "smoothness": beta}
+    if solver == "dp-cd":
+        M = np.full(dim, max(curv, 1e-12))
+        M[-1] = max(curv, 1e-12)
+        return {"passes": T, "step": 1.0, "clip": lipschitz * math.sqrt(dim), "smoothness": M}
+    raise ValueError(f"no rule for solver {solver!r}")
+
+
+# --------------------------------------------------------------------------- the pipeline
+
+
+def split_mu(epsilon, delta, regression):
+    """mu of each step (module table); ``model`` gets what the others leave."""
+    mu = gdp_mu(epsilon, delta)
+    shares = dict(SHARES)
+    if not regression:
+        shares.pop("target_bounds")
+    out = {k: mu * math.sqrt(s) for k, s in shares.items()}
+    out["model"] = mu * math.sqrt(1.0 - sum(shares.values()))
+    return mu, out
+
+
+def _row_norms(X):
+    if sp.issparse(X):
+        return np.sqrt(np.asarray(X.multiply(X).sum(axis=1)).ravel())
+    return np.sqrt(np.einsum("ij,ij->i", X, X))
+
+
+def private_row_bound(X_scaled, mu, rng):
+    """R: private ROW_NORM_QUANTILE-quantile of the scaled rows' norms, capped at the
+    domain bound sqrt(p) (every scaled feature is in [-1, 1]), and equal to it when the
+    noisy scan finds no quantile (too few rows for the budget). One noisy histogram of
+    sensitivity sqrt(2) (replace-one): a Gaussian mechanism of multiplier 1/mu."""
+    p = X_scaled.shape[1]
+    cap = math.sqrt(p)
+    rho = 0.5 * mu ** 2  # private_quantile's rho-zCDP histogram is sqrt(2 rho)-GDP
+    lower = min(1e-3, cap / 2)
+    r, info = private_quantile(rng, _row_norms(X_scaled), ROW_NORM_QUANTILE, rho,
+                               lower=lower, upper=cap, bins=60)
+    # a scan that never stopped (too few rows for this budget) says nothing: use the domain
+    return (cap if r <= lower else r), list(info["gaussian_records"])
+
+
+def fit_default(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, delta, rng,
+                regression):
+    """Run the default path (module docstring) and return an :class:`AutoFit`.
+
+    ``y`` is already encoded for the loss ({-1, +1} labels for logistic). The
+    returned ``result`` is the model's FitResult with ``epsilon``, ``mechanisms``
+    and ``accountant`` replaced by those of the whole composition.
+    """
+    from dpopt.budget import _unbudgeted
+    from dpopt.preprocessing import private_feature_bounds, private_target_bounds
+    from dpopt.problem import Problem
+    from dpopt.solvers import available_solvers, solve
+
+    n, p = X.shape
+    loss_name = loss if isinstance(loss, str) else loss.name
+    mu_total, mus = split_mu(epsilon, delta, regression)
+    records = []
+
+    fb = private_feature_bounds(X, mus["feature_bounds"], rng)
+    records += list(fb.mechanisms)
+    scaling = Scaling.from_bounds(fb.lower, fb.upper, shift=fit_intercept, sparse=sp.issparse(X))
+    Xs = scaling.transform(X)
+
+    R, rec = private_row_bound(Xs, mus["row_norm"], rng)
+    records += rec
+
+    target = None
+    if regression:
+        tb = private_target_bounds(y, mus["target_bounds"], rng)
+        records += list(tb.mechanisms)
+        target = TargetScaling.from_bounds(tb.lower[0], tb.upper[0], shift=fit_intercept)
+        y = target.transform(y)
+
+    problem = Problem(Xs, y, loss=loss, penalty=penalty, fit_intercept=fit_intercept,
+                      **penalty_kwargs)
+    solver, why = choose_solver(loss_name, problem.penalty.name, n, p, available_solvers())
+    options = _model_options(solver, problem, mus["model"], R, penalty_kwargs)
+    eps_model = gdp_epsilon(mus["model"], delta)
+    with _unbudgeted():  # the caller charges the whole pipeline once
+        result = solve(problem, solver, epsilon=eps_model, delta=delta, random_state=rng,
+                       **options)
+
+    mechanisms = records + list(result.mechanisms)
+    total = epsilon_of(mechanisms, delta, adjacency=result.adjacency)
+    plan = {"solver": solver, "reason": why, "mu": mu_total, "mu_shares": mus,
+            "row_bound": R, "model_options": _public(options)}
+    result = replace(result, epsilon=total, mechanisms=mechanisms,
+                     accountant="exact" if all(isinstance(m, Gaussian) for m in mechanisms)
+                     else result.accountant,
+                     params={**result.params, "auto": plan})
+    return AutoFit(result, scaling, target, plan)
+
+
+def _model_options(solver, problem, mu, R, penalty_kwargs):
+    alpha = float(penalty_kwargs.get("alpha", 0.0) or 0.0)
+    if solver == "adassp":
+        return {"row_bound": R, "target_bound": 1.0}
+    if solver == "objective-perturbation":
+        return {"row_bound": R}
+    threshold = problem.loss.param if problem.loss.name == "huber" else 1.0
+    return rules(solver, loss=problem.loss.name, n=problem.n_samples, dim=problem.dim, mu=mu,
+                 row_bound=R, alpha=alpha, huber_threshold=threshold)
+
+
+def _public(options):
+    return {k: (v.tolist() if isinstance(v, np.ndarray) and v.size <= 8 else
+                f"array({v.shape[0]})" if isinstance(v, np.ndarray) else v)
+            for k, v in options.items()}

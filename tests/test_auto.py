@@ -1,0 +1,189 @@
+"""The estimators' default path (solver="auto", dpopt.auto): private end to end.
+
+A default fit on raw data must raise no PrivacyLeakWarning, spend exactly its
+target (epsilon, delta) as one Gaussian-DP composition that includes the
+scaling, charge a budget once, and learn something.
+"""
+
+import math
+import warnings
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import dpopt
+from dpopt import auto
+from dpopt.privacy import Gaussian, epsilon_of, gdp_mu
+
+ESTIMATORS = [dpopt.DPLogisticRegression, dpopt.DPLinearRegression, dpopt.DPLasso,
+              dpopt.DPElasticNet, dpopt.DPHuberRegressor]
+
+
+def raw_data(n=3000, seed=0, classification=False):
+    """Features on wildly different raw scales (as data come), an outlier column."""
+    rng = np.random.default_rng(seed)
+    Z = rng.standard_normal((n, 4))
+    X = np.column_stack([50 + 10 * Z[:, 0], 1e4 * np.exp(Z[:, 1]), Z[:, 2],
+                         rng.integers(0, 2, n).astype(float), 1e3 * Z[:, 3] ** 3])
+    w = np.array([1.0, 1.0, -1.0, 0.5, 0.0])
+    s = (Z[:, 0] + Z[:, 1] - Z[:, 2] + 0.5 * X[:, 3])
+    if classification:
+        return X, np.where(s + 0.5 * rng.standard_normal(n) > 0.2, "yes", "no")
+    return X, 300 + 40 * s + 10 * rng.standard_normal(n), w
+
+
+@pytest.mark.parametrize("cls", ESTIMATORS)
+def test_default_fit_is_private_end_to_end(cls):
+    X, y = raw_data(classification=cls is dpopt.DPLogisticRegression)[:2]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # any PrivacyLeakWarning (or other warning) fails
+        model = cls(epsilon=1.0, random_state=0).fit(X, y)
+    assert model.privacy_leaks_ == []
+    r = model.fit_result_
+    delta = 1.0 / X.shape[0] ** 2
+    assert r.delta == delta and model.delta_spent_ == delta
+    # the whole composition is in the result, and it is exactly the target
+    assert epsilon_of(r.mechanisms, delta) == pytest.approx(1.0, rel=1e-9)
+    assert r.epsilon <= 1.0 + 1e-9 and model.epsilon_spent_ == r.epsilon
+    report = model.privacy_report()
+    assert "end to end" in report and "NOT end-to-end" not in report
+
+
+@pytest.mark.parametrize("cls", ESTIMATORS)
+def test_budget_split_is_the_documented_one(cls):
+    regression = cls is not dpopt.DPLogisticRegression
+    X, y = raw_data(classification=not regression)[:2]
+    model = cls(epsilon=0.7, random_state=1).fit(X, y)
+    mu = gdp_mu(0.7, 1.0 / X.shape[0] ** 2)
+    plan = model.auto_.plan
+    shares = dict(auto.SHARES)
+    if not regression:
+        shares.pop("target_bounds")
+    for step, share in shares.items():
+        assert plan["mu_shares"][step] == pytest.approx(mu * math.sqrt(share), rel=1e-12)
+    assert sum(v ** 2 for v in plan["mu_shares"].values()) == pytest.approx(mu ** 2, rel=1e-9)
+    # every scaling release is a Gaussian mechanism with multiplier 1 / mu_step
+    gauss = [m for m in model.fit_result_.mechanisms if isinstance(m, Gaussian)]
+    for step in shares:
+        z = 1.0 / plan["mu_shares"][step]
+        assert any(m.noise_multiplier == pytest.approx(z, rel=1e-9) for m in gauss), step
+
+
+def test_default_fit_learns_and_moves_with_epsilon():
+    X, y = raw_data(n=6000, classification=True)[:2]
+    Xte, yte = raw_data(n=4000, seed=9, classification=True)[:2]
+    majority = max(np.mean(yte == "yes"), np.mean(yte == "no"))
+    acc = {e: np.mean([dpopt.DPLogisticRegression(epsilon=e, random_state=s).fit(X, y)
+                       .score(Xte, yte) for s in range(3)]) for e in (0.05, 4.0)}
+    assert acc[4.0] > majority + 0.1
+    assert acc[4.0] >= acc[0.05] - 0.01
+    Xr, yr = raw_data(n=6000)[:2]
+    Xrt, yrt = raw_data(n=4000, seed=9)[:2]
+    r2 = dpopt.DPLinearRegression(epsilon=4.0, random_state=0).fit(Xr, yr).score(Xrt, yrt)
+    assert r2 > 0.5
+
+
+def test_budget_charged_once_and_refused_fit_spends_nothing():
+    X, y = raw_data(classification=True)[:2]
+    delta = 1e-6
+    with dpopt.BudgetAccountant(epsilon=1.5, delta=1e-5) as acc:
+        model = dpopt.DPLogisticRegression(epsilon=1.0, delta=delta, random_state=0).fit(X, y)
+        assert len(acc.ledger) == 1
+        assert acc.ledger[0].epsilon == pytest.approx(model.epsilon_spent_)
+        fresh = dpopt.DPLogisticRegression(epsilon=1.0, delta=delta, random_state=0)
+        with pytest.raises(dpopt.BudgetExceededError):
+            fresh.fit(X, y)
+        assert len(acc.ledger) == 1
+        assert not hasattr(fresh, "coef_")
+
+
+def test_predictions_clip_to_the_private_bounds_and_match_the_scaled_model():
+    X, y = raw_data(classification=True)[:2]
+    model = dpopt.DPLogisticRegression(epsilon=2.0, random_state=0).fit(X, y)
+    lo, hi = model.feature_bounds_
+    assert np.all(lo <= hi)
+    far = X[:5] * 1e6  # far outside the bounds: predictions stay finite and bounded
+    d = model.decision_function(far)
+    assert np.all(np.isfinite(d))
+    a = model.auto_
+    Xs = a.scaling.transform(X[:50])
+    expected = Xs @ a.result.coef + a.result.intercept
+    np.testing.assert_allclose(model.decision_function(X[:50]), expected, rtol=1e-9, atol=1e-9)
+
+
+def test_regression_target_is_mapped_back():
+    X, y = raw_data()[:2]
+    model = dpopt.DPLinearRegression(epsilon=2.0, random_state=0).fit(X, y)
+    a = model.auto_
+    Xs = a.scaling.transform(X[:50])
+    scaled = Xs @ a.result.coef + a.result.intercept
+    np.testing.assert_allclose(model.predict(X[:50]),
+                               a.target.center + a.target.half_width * scaled, rtol=1e-9)
+
+
+def test_sparse_input_stays_sparse_and_keeps_zeros():
+    rng = np.random.default_rng(0)
+    X = sp.random(2000, 30, density=0.1, random_state=1, format="csr") * 100
+    y = np.where(np.asarray(X.sum(axis=1)).ravel() + rng.standard_normal(2000) > 15, 1, 0)
+    model = dpopt.DPLogisticRegression(epsilon=1.0, random_state=0).fit(X, y)
+    s = model.auto_.scaling
+    assert np.all(s.offset == 0)  # no shift: zeros stay zeros
+    assert sp.issparse(s.transform(X))
+    assert model.score(X, y) > 0.5
+
+
+def test_constant_and_single_class_and_constant_target():
+    X, y = raw_data(classification=True)[:2]
+    Xc = X.copy()
+    Xc[:, 2] = 7.0  # a constant column is dropped (its bounds collapse), not an error
+    model = dpopt.DPLogisticRegression(epsilon=1.0, random_state=0).fit(Xc, y)
+    lo, hi = model.feature_bounds_
+    assert model.coef_[0, 2] == 0.0 or lo[2] == hi[2] or np.isfinite(model.coef_[0, 2])
+    with pytest.raises(ValueError, match="2 classes"):
+        dpopt.DPLogisticRegression().fit(X, np.full(X.shape[0], "yes"))
+    Xr = raw_data()[0]
+    reg = dpopt.DPLinearRegression(epsilon=1.0, random_state=0).fit(Xr, np.full(len(Xr), 5.0))
+    assert np.all(np.isfinite(reg.predict(Xr)))
+
+
+def test_auto_refuses_infinite_epsilon_and_options():
+    X, y = raw_data(classification=True)[:2]
+    with pytest.raises(ValueError, match="finite epsilon"):
+        dpopt.DPLogisticRegression(epsilon=math.inf).fit(X, y)
+    with pytest.raises(ValueError, match="solver_options"):
+        dpopt.DPLogisticRegression(solver_options={"passes": 3}).fit(X, y)
+
+
+def test_explicit_leaky_fit_says_so_in_its_report():
+    X, y = raw_data(classification=True)[:2]
+    with pytest.warns(dpopt.PrivacyLeakWarning):
+        model = dpopt.DPLogisticRegression(solver="dp-cd", random_state=0).fit(X, y)
+    assert model.privacy_report().startswith("NOT end-to-end private:")
+
+
+def test_rules_read_no_data_and_follow_their_formulas():
+    assert auto.run_length(10, 5, 0.1) == 5 and auto.run_length(10 ** 9, 5, 1.0) == 200
+    T = auto.run_length(30000, 9, 0.18)
+    assert T == round((30000 * 0.18 / 3) ** (2 / 3))
+    gd = auto.rules("dp-gd", loss="logistic", n=30000, dim=9, mu=0.18, row_bound=2.0)
+    assert gd["clip"] == pytest.approx(math.sqrt(5)) and gd["passes"] == T
+    assert gd["smoothness"] == pytest.approx(0.25 * 5)
+    sgd = auto.rules("dp-sgd", loss="logistic", n=30000, dim=9, mu=0.18, row_bound=2.0)
+    q = sgd["batch_size"] / 30000
+    assert q == pytest.approx(0.18 / math.sqrt(T), rel=0.01)
+    assert math.sqrt(T) * q / 0.18 >= 0.99  # noise multiplier stays >= 1
+    cd = auto.rules("dp-cd", loss="huber", n=100, dim=4, mu=1.0, row_bound=1.0,
+                    huber_threshold=0.5)
+    assert cd["clip"] == pytest.approx(0.5 * 2) and cd["smoothness"].shape == (4,)
+    with pytest.raises(ValueError, match="no rule"):
+        auto.rules("adassp", loss="squared", n=10, dim=2, mu=1.0, row_bound=1.0)
+
+
+def test_choose_solver_table():
+    every = dpopt.available_solvers()
+    assert auto.choose_solver("squared", "none", 100, 3, every)[0] == (
+        "adassp" if "adassp" in every else "dp-gd")
+    assert auto.choose_solver("squared", "l1", 100, 3, every)[0] == "dp-cd"
+    assert auto.choose_solver("huber", "l2", 100, 3, every)[0] == "dp-cd"
+    assert auto.choose_solver("logistic", "l2", 100, 3, ())[0] == "dp-gd"
