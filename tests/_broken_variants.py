@@ -180,6 +180,12 @@ def _clip_off_adassp():
     return _patched(_unclipped(adassp, "sufficient_statistics", 2, 3, "row_bound",
                                "target_bound"))
 
+def _clip_off_dp_frank_wolfe():
+    from dpopt.solvers import dp_frank_wolfe as fw
+
+    # clip_data(problem, coordinate_bound, target_bound); loss_weights(loss, state, y, U, ...)
+    return _patched(_unclipped(fw, "clip_data", 1, 2), _unclipped(fw, "loss_weights", 3))
+
 
 #: family -> context manager factory disabling clipping (None: no per-sample clipping).
 CLIP_OFF = {
@@ -192,6 +198,7 @@ CLIP_OFF = {
     "dp-accmd": _clip_off_dp_accmd,
     "heavy-tailed": _clip_off_heavy_tailed,
     "adassp": _clip_off_adassp,
+    "dp-frank-wolfe": _clip_off_dp_frank_wolfe,
 }
 
 

@@ -206,6 +206,25 @@ def _adassp(problem, o, res, eps_target):
     return v - 1e-8 * max(1, v), v + 1e-8 * max(1, v)
 
 
+def _dp_frank_wolfe(problem, o, res, eps_target):
+    """T exponential-mechanism selections (no intercept here), each eps_sel-DP with Gumbel
+    scale 2 Delta_s / eps_sel, Delta_s = 2 r c U / n, U = min(clip, c r + t); (eps_sel^2 / 8)-zCDP
+    as a bounded-range mechanism (rdp) or eps_sel-DP (pld, exact randomized-response
+    composition)."""
+    T, d, r = o["passes"], res.delta, o["radius"]
+    c, t, clip = o["coordinate_bound"], o["target_bound"], o.get("clip", 1.0)
+    eps_sel = res.params["epsilon_selection"]
+    assert res.noise_multiplier == pytest.approx(2 / eps_sel, rel=1e-12)
+    U = c * r + t if clip is None else min(clip, c * r + t)
+    sens = 2 * r * c * U / problem.n_samples
+    assert res.params["selection_scale"] == pytest.approx(2 * sens / eps_sel, rel=1e-12)
+    if res.accountant == "rdp":
+        v = zcdp_epsilon_continuous(T * eps_sel ** 2 / 8, d)
+        return v - 1e-9, v * (1 + 2e-3)
+    exact = pure_and_gaussian_epsilon(eps_sel, T, 0.0, d)
+    return exact - 1e-6, max(exact, dpa_pld_compose([("pure", eps_sel, T)], d)) + 2e-3
+
+
 #: name -> (grid of (epsilon, delta, options), expectation(problem, options, result, eps))
 EXPECTED = {
     "dp-cd": ([
@@ -275,6 +294,13 @@ EXPECTED = {
         (0.3, 1e-8, {"row_bound": 1.0, "target_bound": 1.0, "budget_split": (0.2, 0.3, 0.5)}),
         (4.0, 1e-3, {"row_bound": 5.0, "target_bound": 0.5, "budget_split": (0, 1, 1)}),
     ], _adassp),
+    "dp-frank-wolfe": ([
+        (1.0, 1e-5, {"passes": 5, "radius": 1.0, "coordinate_bound": 3.0, "target_bound": 5.0}),
+        (3.0, 1e-7, {"passes": 2, "radius": 2.0, "coordinate_bound": 1.0, "target_bound": 1.0,
+                     "clip": None, "accountant": "pld"}),
+        (0.5, 1e-6, {"passes": 40, "radius": 0.5, "coordinate_bound": 2.0, "target_bound": 3.0,
+                     "clip": 2.5, "accountant": "rdp"}),
+    ], _dp_frank_wolfe),
 }
 
 PUBLIC_SMOOTHNESS = {"dp-cd": lambda pb: np.ones(pb.dim), "dp-gd": lambda pb: 1.0,

@@ -88,6 +88,11 @@ AUDIT_OPTIONS: dict[str, dict] = {
     # release (with the default split noise / 4 gives bounds 1.9-2.9 over seeds 0-5, here
     # 2.7-3.7); the X^T X and eigenvalue releases are checked in tests/test_adassp.py.
     "adassp": {"row_bound": 1.0, "target_bound": 1.0, "budget_split": (0.05, 0.15, 0.8)},
+    # target_bound >> coordinate_bound * radius: the canary's clipped residual is about -t on
+    # D1 and +t on D0, so its score change is t / (c r + t) ~ 99% of the sensitivity; few
+    # iterations keep each selection strong (T = 3 gave the largest noise/4 bounds)
+    "dp-frank-wolfe": {"passes": 3, "radius": 1.0, "coordinate_bound": 1.0,
+                       "target_bound": 100.0},
 }
 
 #: Optional keyword arguments of :func:`canary_problems`, per solver. ht-subgradient reads
