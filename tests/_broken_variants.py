@@ -180,6 +180,7 @@ def _clip_off_adassp():
     return _patched(_unclipped(adassp, "sufficient_statistics", 2, 3, "row_bound",
                                "target_bound"))
 
+
 def _clip_off_dp_frank_wolfe():
     from dpopt.solvers import dp_frank_wolfe as fw
 
