@@ -93,11 +93,14 @@ def dp_scores(Xtr, Xte, ytr, yte, task, epsilon, seeds, **params):
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             t0 = time.perf_counter()
-            model = cls(epsilon=epsilon, random_state=seed, **params).fit(Xtr, ytr)
+            try:
+                model = cls(epsilon=epsilon, random_state=seed, **params).fit(Xtr, ytr)
+            except ValueError as exc:  # a documented refusal (e.g. n too small for epsilon)
+                return np.array([np.nan]), np.array([0.0]), 0, str(exc)
             times.append(time.perf_counter() - t0)
         leaks += sum(issubclass(w.category, dpopt.PrivacyLeakWarning) for w in caught)
         scores.append(model.score(Xte, yte))
-    return np.array(scores), np.array(times), leaks
+    return np.array(scores), np.array(times), leaks, None
 
 
 def run(datasets, epsilons, seeds, log=print):
@@ -112,11 +115,14 @@ def run(datasets, epsilons, seeds, log=print):
                 "sklearn": sklearn_score(Xtr, Xte, ytr, yte, task),
                 "constant": constant_score(ytr, yte, task)}
         for eps in epsilons:
-            auto, t, leaks = dp_scores(Xtr, Xte, ytr, yte, task, eps, seeds)
-            old, _, old_leaks = dp_scores(Xtr, Xte, ytr, yte, task, eps, seeds, solver="dp-cd")
+            auto, t, leaks, refused = dp_scores(Xtr, Xte, ytr, yte, task, eps, seeds)
+            old, _, old_leaks, _ = dp_scores(Xtr, Xte, ytr, yte, task, eps, seeds,
+                                             solver="dp-cd")
             row = {**base, "epsilon": eps, "auto": auto.mean(), "auto_std": auto.std(),
                    "auto_time": t.mean(), "auto_leaks": leaks, "old": old.mean(),
-                   "old_leaks": old_leaks}
+                   "old_leaks": old_leaks, "refused": refused}
+            if refused:
+                log(f"{name:13s} eps={eps:<5g} auto refused: {refused}")
             rows.append(row)
             log(f"{name:13s} eps={eps:<5g} auto {row['auto']:.4f} ± {row['auto_std']:.4f} "
                 f"({row['auto_time']:.2f} s, {leaks} leak warnings)  old default "
@@ -133,7 +139,8 @@ def table(rows):
         rs = {r["epsilon"]: r for r in rows if r["dataset"] == name}
         r0 = next(iter(rs.values()))
         score = "accuracy" if r0["task"] == "classification" else "R²"
-        cells = " | ".join(f"**{rs[e]['auto']:.3f}** ± {rs[e]['auto_std']:.3f} "
+        cells = " | ".join("refused (ValueError)" if rs[e]["refused"] else
+                           f"**{rs[e]['auto']:.3f}** ± {rs[e]['auto_std']:.3f} "
                            f"(old {rs[e]['old']:.3f})" for e in eps)
         lines.append(f"| {name} ({r0['n']} × {r0['p']}, {score}) | {r0['sklearn']:.3f} | "
                      f"{r0['constant']:.3f} | {cells} |")
@@ -177,6 +184,7 @@ def figure(rows, path):
         rs = sorted((r for r in rows if r["dataset"] == name), key=lambda r: r["epsilon"])
         e = [r["epsilon"] for r in rs]
         m, s = np.array([r["auto"] for r in rs]), np.array([r["auto_std"] for r in rs])
+        ok = np.isfinite(m)
         ax.plot(e, m, "o-", label="dpopt default (auto)")
         ax.fill_between(e, m - s, m + s, alpha=0.25)
         ax.plot(e, [r["old"] for r in rs], "s--", label="old default (dp-cd)")
@@ -184,7 +192,7 @@ def figure(rows, path):
         ax.axhline(rs[0]["constant"], color="gray", ls=":", lw=1, label="constant predictor")
         ax.set_xscale("log")
         ax.set_xticks(e, [f"{v:g}" for v in e])
-        lo = min(rs[0]["constant"], min(m - s)) - 0.02
+        lo = min(rs[0]["constant"], min((m - s)[ok], default=0.0)) - 0.02
         ax.set_ylim(max(lo, rs[0]["sklearn"] - 0.5), rs[0]["sklearn"] + 0.03)
         score = "accuracy" if rs[0]["task"] == "classification" else "R²"
         ax.set_title(f"{name} (test {score})", fontsize=9)

@@ -61,7 +61,10 @@ import scipy.sparse as sp
 from dpopt.privacy import Gaussian, epsilon_of, gdp_epsilon, gdp_mu, private_quantile
 
 #: Shares of mu^2 (Gaussian-DP) spent on the steps that fix the scale.
-SHARES = {"feature_bounds": 0.10, "row_norm": 0.03, "target_bounds": 0.05}
+SHARES = {"feature_bounds": 0.10, "feature_means": 0.04, "row_norm": 0.03,
+          "target_bounds": 0.05}
+#: The largest share a scaling step may take when its default share cannot resolve it.
+MAX_SHARE = 0.30
 #: Level of the private quantile of the scaled rows' norms (the row bound R).
 ROW_NORM_QUANTILE = 0.95
 
@@ -97,6 +100,10 @@ class Scaling:
             X.eliminate_zeros()
             return sp.csc_matrix(X)
         return (np.clip(X, self.lower, self.upper) - self.offset) * inv
+
+    def centered(self, means):
+        """The same map followed by subtracting ``means`` (in scaled units)."""
+        return replace(self, offset=self.offset + np.asarray(means) * self.scale)
 
     def prepare(self, X):
         """The features ``coef_`` applies to: X clipped to [lower, upper] (sparse stays sparse)."""
@@ -265,19 +272,53 @@ def bounds_resolvable(n, p, mu_bounds):
     return n / DEFAULT_GRID.bins_per_decade >= DEFAULT_BIN_CONFIDENCE * sigma
 
 
-def split_mu(epsilon, delta, regression, *, row_mode=False):
-    """mu of each step (module table); ``model`` gets what the others leave. In row
-    mode nothing is spent on feature bounds or the row norm (rows have norm 1)."""
+def plan_budget(n, p, mu, *, regression, center):
+    """Shares of mu^2 for the scaling steps, from public (n, p, mu) only.
+
+    Feature bounds get ``SHARES["feature_bounds"]``, or ``MAX_SHARE`` when that is
+    what :func:`bounds_resolvable` needs, or nothing: then rows are normalized
+    (free) and no mean or row norm is needed either. Means are released only when
+    features are centred (dense data with an intercept). A regression target gets
+    ``SHARES["target_bounds"]`` or ``MAX_SHARE`` likewise; if even that cannot
+    resolve one histogram, no private fit can learn the target's scale and a
+    ``ValueError`` says so before anything is spent.
+    """
+    shares = {}
+    for share in (SHARES["feature_bounds"], MAX_SHARE):
+        if bounds_resolvable(n, p, mu * math.sqrt(share)):
+            shares["feature_bounds"] = share
+            if center:
+                shares["feature_means"] = SHARES["feature_means"]
+            shares["row_norm"] = SHARES["row_norm"]
+            break
+    if regression:
+        share = next((s for s in (SHARES["target_bounds"], MAX_SHARE)
+                      if bounds_resolvable(n, 1, mu * math.sqrt(s))), None)
+        if share is None:
+            raise ValueError(
+                f"n_samples={n} is too few for this epsilon to locate the range of the target "
+                f"privately (even {MAX_SHARE:.0%} of the budget cannot resolve its histogram): "
+                f"use a larger epsilon, or scale y with public bounds and pass an explicit solver")
+        shares["target_bounds"] = share
+    return shares
+
+
+def split_mu(epsilon, delta, shares):
+    """(mu, {step: mu_step}): ``model`` gets what the shares leave (sum of mu^2 = mu^2)."""
     mu = gdp_mu(epsilon, delta)
-    shares = dict(SHARES)
-    if not regression:
-        shares.pop("target_bounds")
-    if row_mode:
-        shares.pop("feature_bounds")
-        shares.pop("row_norm")
-    out = {k: mu * math.sqrt(s) for k, s in shares.items()}
+    out = {k: mu * math.sqrt(v) for k, v in shares.items()}
     out["model"] = mu * math.sqrt(1.0 - sum(shares.values()))
     return mu, out
+
+
+def private_means(Xs, mu, rng):
+    """Noisy column means of features scaled into [0, 1]: each column sum moves by at
+    most 1 when one record is replaced, so the p sums have L2 sensitivity sqrt(p);
+    N(0, p / mu^2) noise on each makes one Gaussian mechanism of multiplier 1/mu."""
+    n, p = Xs.shape
+    sums = np.asarray(Xs.sum(axis=0)).ravel()
+    noisy = sums + rng.standard_normal(p) * (math.sqrt(p) / mu)
+    return np.clip(noisy / n, 0.0, 1.0), [Gaussian(1.0 / mu, 1)]
 
 
 def _row_norms(X):
@@ -316,19 +357,24 @@ def fit_default(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, 
 
     n, p = X.shape
     loss_name = loss if isinstance(loss, str) else loss.name
-    mu_total, mus = split_mu(epsilon, delta, regression)
-    row_mode = not bounds_resolvable(n, p, mus["feature_bounds"])
+    center = fit_intercept and not sp.issparse(X)
+    shares = plan_budget(n, p, gdp_mu(epsilon, delta), regression=regression, center=center)
+    mu_total, mus = split_mu(epsilon, delta, shares)
+    row_mode = "feature_bounds" not in shares
     records = []
     if row_mode:
-        mu_total, mus = split_mu(epsilon, delta, regression, row_mode=True)
         scaling, R = RowNormalization(), 1.0
-        Xs = scaling.transform(X)
     else:
         fb = private_feature_bounds(X, mus["feature_bounds"], rng)
         records += list(fb.mechanisms)
         scaling = Scaling.from_bounds(fb.lower, fb.upper, shift=fit_intercept,
                                       sparse=sp.issparse(X))
-        Xs = scaling.transform(X)
+        if center:
+            means, rec = private_means(scaling.transform(X), mus["feature_means"], rng)
+            records += rec
+            scaling = scaling.centered(means)
+    Xs = scaling.transform(X)
+    if not row_mode:
         R, rec = private_row_bound(Xs, mus["row_norm"], rng)
         records += rec
 
