@@ -15,6 +15,7 @@ See docs/preprocessing.md.
 """
 
 from dpopt.preprocessing._bounds import (
+    DEFAULT_BIN_CONFIDENCE,
     DEFAULT_CONFIDENCE,
     DEFAULT_GRID,
     DEFAULT_QUANTILES,
@@ -36,7 +37,8 @@ from dpopt.preprocessing._transformers import (
 )
 
 __all__ = [
-    "DEFAULT_CONFIDENCE", "DEFAULT_GRID", "DEFAULT_QUANTILES", "FeatureBounds", "SignedLogGrid",
+    "DEFAULT_BIN_CONFIDENCE", "DEFAULT_CONFIDENCE", "DEFAULT_GRID", "DEFAULT_QUANTILES",
+    "FeatureBounds", "SignedLogGrid",
     "histogram_bounds", "histogram_quantiles", "private_feature_bounds", "private_target_bounds",
     "release_histograms", "PrivateClipper", "PrivateMinMaxScaler", "PrivateRobustScaler",
     "PrivateStandardScaler", "public_one_hot_encoder", "release_clipped_moments",

@@ -280,8 +280,8 @@ def noisy_scan(noisy_counts, tail_count, sigma, confidence, *, from_top, bin_con
 
     Why a margin: over empty bins the accumulated noise is a random walk; the
     probability that it crosses ``c sqrt(j)`` standard deviations within the
-    first ``J`` bins is about 1.3% (c = 3), 0.4% (c = 3.5), 0.06% (c = 4) for
-    J = 40..109 (simulated). Without the margin the scan would stop in an empty
+    first ``J`` bins is 1.3-1.8% (c = 3), 0.3-0.4% (c = 3.5), 0.04-0.06% (c = 4)
+    for J = 40..109 (simulated). Without the margin the scan would stop in an empty
     region at the edge of the public range. The price is a bias towards the
     bulk: the stop bin has about ``tail_count`` plus the margin values beyond it.
 
