@@ -80,7 +80,7 @@ def read_csv_table(path, *, target=-1, missing="error", delimiter=None) -> Table
                for j, (col, gone) in enumerate(zip(cells, absent))]
     keep = np.ones(len(rows), dtype=bool)
     feature_cols = [j for j in range(width) if j != t]
-    missing_at = [(r, j) for j in [t, *feature_cols] for r in np.flatnonzero(absent[j])]
+    missing_at = sorted((int(r), j) for j in range(width) for r in np.flatnonzero(absent[j]))
     if missing_at:
         target_missing = [(r, j) for r, j in missing_at if j == t]
         if missing == "error" or (missing == "zero" and target_missing):
