@@ -553,14 +553,21 @@ def test_pure_and_laplace_mechanisms():
 
 
 def test_tiny_and_huge_budgets_neither_hang_nor_overflow():
+    # the accepted range is [MIN_EPSILON, MAX_EPSILON] (dpopt._validation); beyond it a
+    # ValueError naming epsilon, before any search
     with time_limit(60):
-        for eps in (1e-10, 1e-6, 1e6, 1e300):
+        for eps in (1e-6, 100.0):
             for acc in ("exact", "rdp"):
                 cal = privacy.calibrate_gaussian(eps, 1e-5, 10, accountant=acc)
                 assert 0 < cal.noise_multiplier < math.inf and cal.epsilon <= eps
-        for eps in (1e-4, 1e300):
+        for eps in (1e-4, 100.0):
             cal = privacy.calibrate(lambda z: [SubsampledGaussian(z, 0.1, 20)], eps, 1e-5)
             assert 0 < cal.noise_multiplier < math.inf and cal.epsilon <= eps
+        for eps in (1e-10, 1e6, 1e300):
+            with pytest.raises(ValueError, match="epsilon="):
+                privacy.calibrate_gaussian(eps, 1e-5, 10)
+            with pytest.raises(ValueError, match="epsilon="):
+                privacy.calibrate(lambda z: [SubsampledGaussian(z, 0.1, 20)], eps, 1e-5)
         assert 0.0 <= gdp_delta(1e150, 1e300) <= 1.0
 
 

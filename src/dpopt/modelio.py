@@ -13,10 +13,14 @@ Model JSON (``format: "dpopt-model/1"``)::
      "coef": [...], "intercept": float, "classes": [neg, pos] or null,
      "privacy": {"epsilon", "delta", "adjacency", "accountant", "noise_multiplier",
                  "mechanisms": [{"type": "Gaussian", ...}, ...]},
-     "data": {"path", "n_samples", "n_features", "feature_names", "target"}}
+     "data": {"path", "n_samples", "n_features", "feature_names", "target",
+              "categories", "missing", "dropped_rows"}}
 
 ``privacy`` is what the solver certified (``epsilon`` is ``"inf"`` for a
-non-private fit, JSON having no infinity).
+non-private fit, JSON having no infinity). ``dpopt fit`` on a CSV table also
+records the one-hot encoded columns (``categories``: column -> its categories,
+public schema; ``feature_names`` then read ``column=category``), the missing-value
+mode and the number of dropped rows; ``classes`` may be strings.
 """
 
 from __future__ import annotations

@@ -428,7 +428,7 @@ def calibrate(make_mechanisms, epsilon, delta, *, adjacency="replace-one", accou
         while eps_at(hi) > epsilon:
             lo, hi = hi, hi * 2.0
             if hi > 1e12:
-                raise ValueError(f"no noise multiplier below 1e12 achieves epsilon={epsilon}")
+                raise _calibration_failure(eps_at(hi), epsilon, delta, acc)
     while hi / lo > 1.0 + rtol:
         mid = math.sqrt(lo * hi)
         if eps_at(mid) <= epsilon:
@@ -444,6 +444,16 @@ def calibrate(make_mechanisms, epsilon, delta, *, adjacency="replace-one", accou
         hi, achieved = _refine_on_fine_grid(lambda z: eps_at(z, final_step), epsilon, hi,
                                             achieved, rtol)
     return Calibration(hi, achieved, delta, acc, adjacency)
+
+
+def _calibration_failure(eps_at_huge_noise, epsilon, delta, accountant):
+    if math.isinf(eps_at_huge_noise):
+        # the PLD's truncated tails (mass ~e^-50 per composed step) exceed delta
+        return ValueError(f"delta={delta:g} is too small for the {accountant} accountant of this "
+                          f"composition (even a noise multiplier of 1e12 is not certified); "
+                          f"use a larger delta")
+    return ValueError(f"no noise multiplier below 1e12 achieves epsilon={epsilon} at "
+                      f"delta={delta:g}")
 
 
 def _refine_on_fine_grid(eps_fine, epsilon, hi, achieved, rtol):
@@ -465,11 +475,14 @@ def _refine_on_fine_grid(eps_fine, epsilon, hi, achieved, rtol):
         if lo < 1e-8:
             return hi, achieved
     target = math.log(epsilon)
-    f_lo, f_hi = math.log(e_lo) - target, math.log(achieved) - target
+    # achieved can be 0 (a (0, delta) certificate for a huge multiplier): bisect then
+    f_lo = math.log(e_lo) - target
+    f_hi = math.log(achieved) - target if achieved > 0 else -math.inf
     side = 0
     while hi / lo > 1.0 + rtol:
         a, b = math.log(lo), math.log(hi)
-        x = b - f_hi * (b - a) / (f_hi - f_lo) if f_hi != f_lo else 0.5 * (a + b)
+        secant = math.isfinite(f_hi) and f_hi != f_lo
+        x = b - f_hi * (b - a) / (f_hi - f_lo) if secant else 0.5 * (a + b)
         # stay strictly inside the bracket, at least rtol / 4 from its ends
         pad = 0.25 * math.log1p(rtol)
         x = min(max(x, a + pad), b - pad)

@@ -434,8 +434,8 @@ class ScalarSumProtocol:
     batch_size: int
 
     def __post_init__(self):
-        e = check_epsilon(self.epsilon)
-        check_delta(self.delta)
+        e = check_epsilon(self.epsilon, target=False)
+        check_delta(self.delta, target=False)
         check_positive_int(self.batch_size, "batch_size")
         if math.isinf(e):
             raise ValueError("the shuffle protocol needs a finite epsilon")
@@ -674,7 +674,7 @@ def report_noisy_max_scale(sensitivity, epsilon, noise="gumbel") -> float:
     docstring (non-monotone), for both noises. ``epsilon = inf`` gives 0.
     """
     sensitivity = check_scalar(sensitivity, "sensitivity", low=0.0)
-    epsilon = check_epsilon(epsilon)
+    epsilon = check_epsilon(epsilon, target=False)
     check_choice(noise, "noise", RNM_NOISES)
     if math.isinf(epsilon):
         return 0.0

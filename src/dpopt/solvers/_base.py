@@ -10,7 +10,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from dpopt._validation import check_delta, check_epsilon, check_random_state
+from dpopt._validation import (
+    check_delta,
+    check_epsilon,
+    check_random_state,
+    warn_if_delta_exceeds_one_over_n,
+)
 from dpopt.problem import Problem
 
 
@@ -187,6 +192,7 @@ def solve(problem: Problem, solver: str = "dp-cd", *, epsilon=1.0, delta=None, r
     spec = get_solver(solver)
     epsilon = check_epsilon(epsilon)
     delta = default_delta(problem.n_samples) if delta is None else check_delta(delta)
+    warn_if_delta_exceeds_one_over_n(delta, problem.n_samples)
     unknown = sorted(set(options) - set(spec.options()))
     if unknown:
         raise ValueError(f"unknown option(s) {unknown} for solver {solver!r}; "
