@@ -105,6 +105,10 @@ class Scaling:
         """The same map followed by subtracting ``means`` (in scaled units)."""
         return replace(self, offset=self.offset + np.asarray(means) * self.scale)
 
+    def to_dict(self):
+        """The map ``coef_`` needs at prediction time, for a model file."""
+        return {"type": "clip", "lower": self.lower.tolist(), "upper": self.upper.tolist()}
+
     def prepare(self, X):
         """The features ``coef_`` applies to: X clipped to [lower, upper] (sparse stays sparse)."""
         return self.clip(X)
@@ -141,6 +145,9 @@ class RowNormalization:
         return sp.csc_matrix(out) if sp.issparse(out) else out
 
     prepare = transform
+
+    def to_dict(self):
+        return {"type": "row-normalize"}
 
     def unscale(self, coef, intercept):
         return np.asarray(coef, dtype=np.float64), float(intercept)

@@ -338,6 +338,9 @@ def _check_fit_arguments(args, options):
         raise ValueError(f"--target applies to CSV files only, got {args.data!r}")
     if args.missing != "error" and Path(args.data).suffix.lower() != ".csv":
         raise ValueError(f"--missing applies to CSV files only, got {args.data!r}")
+    if options and args.solver is None:
+        raise ValueError("--option needs --solver: the default (the estimators' solver='auto') "
+                         "sets every knob itself")
     if options and args.solver is not None:
         import dpopt
 
@@ -390,6 +393,8 @@ def _read_fit_data(args):
 
 def _fit(args, options, X, y):
     """(FitResult, loss, penalty, fit_intercept, how) of the estimator (or solve) fit."""
+    import numpy as np
+
     import dpopt
 
     kind = _ESTIMATORS.get((args.loss, args.penalty))
@@ -416,7 +421,11 @@ def _fit(args, options, X, y):
         raise ValueError(f"--option {named[0]}: {msg}" if named else msg) from None
     loss = estimator._loss()
     penalty, penalty_kwargs = estimator._penalty()
+    auto = getattr(estimator, "auto_", None)
+    model = (estimator.coef_.ravel(), float(np.ravel(estimator.intercept_)[0]),
+             auto.scaling.to_dict() if auto is not None else None)
     return {"result": estimator.fit_result_, "loss": loss, "penalty": (penalty, penalty_kwargs),
+            "model": model, "report": estimator.privacy_report(),
             "fit_intercept": estimator.fit_intercept, "solver": estimator.solver,
             "how": f"{kind}({_format_params(estimator.get_params(), params)})",
             "options": options}
@@ -473,7 +482,7 @@ def _report(args, data, fitted, classes, caught):
                                  penalty=get_penalty(name, **penalty_kwargs),
                                  fit_intercept=fitted["fit_intercept"])
     model = modelio.model_dict(info, result, solver=result.solver, options=fitted["options"],
-                               seed=args.seed, classes=classes,
+                               seed=args.seed, classes=classes, model=fitted.get("model"),
                                data={"path": str(args.data), "n_samples": n, "n_features": p,
                                      "feature_names": data["feature_names"],
                                      "target": data["target"],
@@ -482,7 +491,8 @@ def _report(args, data, fitted, classes, caught):
                                      "dropped_rows": len(data["dropped_rows"])})
     if args.out:
         modelio.save_model(args.out, model)
-    nnz = int(np.count_nonzero(result.coef))
+    coef = model["coef"]
+    nnz = int(np.count_nonzero(coef))
     print(f"dpopt fit: {args.data} (n={n}, p={p}), loss={info.loss.name}, "
           f"penalty={info.penalty.name}"
           + (f"(alpha={info.penalty.alpha:g})" if info.penalty.name != "none" else ""))
@@ -502,8 +512,8 @@ def _report(args, data, fitted, classes, caught):
         print(f"missing values: dropped {len(data['dropped_rows'])} row(s) (--missing drop; rows "
               f"numbered from 1 after the header): {shown}"
               + (" ..." if len(data["dropped_rows"]) > 10 else ""))
-    print(f"privacy: {result.privacy_report()}")
-    print(f"model: {nnz}/{p} non-zero coefficients, intercept {result.intercept:.4g}; "
+    print(f"privacy: {fitted.get('report') or result.privacy_report()}")
+    print(f"model: {nnz}/{p} non-zero coefficients, intercept {model['intercept']:.4g}; "
           f"{result.n_iter} updates, {result.passes:g} passes, {result.time:.2f} s")
     for w in others:
         print(f"warning: {w.message}")

@@ -75,9 +75,18 @@ def mechanism_dict(m) -> dict:
                for k, v in dataclasses.asdict(m).items()}}
 
 
-def model_dict(problem, result, *, solver, options, seed, classes=None, data=None) -> dict:
-    """The JSON-ready description of a fitted model (module docstring)."""
+def model_dict(problem, result, *, solver, options, seed, classes=None, data=None,
+               model=None) -> dict:
+    """The JSON-ready description of a fitted model (module docstring).
+
+    ``model``: optional ``(coef, intercept, feature_map)`` of an estimator whose
+    coefficients apply to mapped features (the default path: ``feature_map`` is
+    ``{"type": "clip", "lower": [...], "upper": [...]}`` or ``{"type": "row-normalize"}``);
+    by default the result's own coefficients, on the raw features.
+    """
     from dpopt import __version__
+
+    coef, intercept, feature_map = model or (result.coef, result.intercept, None)
 
     pen = problem.penalty
     return {
@@ -93,8 +102,9 @@ def model_dict(problem, result, *, solver, options, seed, classes=None, data=Non
         "options": options,
         "params": result.params,
         "seed": seed,
-        "coef": [float(c) for c in result.coef],
-        "intercept": float(result.intercept),
+        "coef": [float(c) for c in np.ravel(coef)],
+        "intercept": float(intercept),
+        "feature_map": feature_map,
         "classes": None if classes is None else [_plain(c) for c in classes],
         "privacy": {"epsilon": _num(result.epsilon), "delta": float(result.delta),
                     "adjacency": result.adjacency, "accountant": result.accountant,
@@ -131,6 +141,15 @@ def load_model(path) -> dict:
 def predict(model: dict, X):
     """Predictions of a loaded model: the margin for regression, the class for logistic."""
     X = sp.csr_matrix(X) if sp.issparse(X) else np.asarray(X, dtype=np.float64)
+    fmap = model.get("feature_map")
+    if fmap is not None:  # the default path's map: features clipped to bounds, or rows normalized
+        from sklearn.preprocessing import normalize
+
+        if fmap["type"] == "row-normalize":
+            X = normalize(X)
+        else:
+            lower, upper = np.asarray(fmap["lower"]), np.asarray(fmap["upper"])
+            X = X.minimum(upper).maximum(lower) if sp.issparse(X) else np.clip(X, lower, upper)
     margin = np.asarray(X @ model["coef"]).ravel() + model["intercept"]
     if model["loss"] == "logistic":
         classes = model.get("classes") or [-1.0, 1.0]
