@@ -102,10 +102,18 @@ def parse(path):
 
 
 def _commands(code):
-    """The logical lines of a bash block, split like a shell, comments dropped."""
+    """The commands of a bash block: logical lines split like a shell, comments dropped,
+    ``a && b`` as two commands."""
     joined = re.sub(r"\\\n", " ", code)
-    return [argv for argv in (shlex.split(line, comments=True) for line in joined.splitlines())
-            if argv]
+    commands = []
+    for line in joined.splitlines():
+        argv = shlex.split(line, comments=True)
+        while "&&" in argv:
+            k = argv.index("&&")
+            commands.append(argv[:k])
+            argv = argv[k + 1:]
+        commands.append(argv)
+    return [argv for argv in commands if argv]
 
 
 def run_block(block, namespace):
@@ -177,6 +185,8 @@ def test_every_docs_page_is_scanned_and_the_runner_can_fail(tmp_path, monkeypatc
                     "```text\n4\n```\n")
     with pytest.raises(AssertionError, match="output differs"):
         _run_file(page, tmp_path, monkeypatch, include_slow=False)
+    assert _commands("dpopt a --x 1 && dpopt b \\\n  --y  # note\n\n") == [
+        ["dpopt", "a", "--x", "1"], ["dpopt", "b", "--y"]]
     page.write_text("```bash\npip install dpopt\n```\n")
     with pytest.raises(AssertionError, match="only dpopt commands run"):
         _run_file(page, tmp_path, monkeypatch, include_slow=False)
