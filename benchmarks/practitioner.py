@@ -93,12 +93,12 @@ def dp_scores(Xtr, Xte, ytr, yte, task, epsilon, seeds, **params):
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             t0 = time.perf_counter()
-            try:
-                model = cls(epsilon=epsilon, random_state=seed, **params).fit(Xtr, ytr)
-            except ValueError as exc:  # a documented refusal (e.g. n too small for epsilon)
-                return np.array([np.nan]), np.array([0.0]), 0, str(exc)
+            model = cls(epsilon=epsilon, random_state=seed, **params).fit(Xtr, ytr)
             times.append(time.perf_counter() - t0)
         leaks += sum(issubclass(w.category, dpopt.PrivacyLeakWarning) for w in caught)
+        plan = getattr(model, "auto_", None) and model.auto_.plan
+        if plan and plan.get("unlearnable"):  # the documented zero model: n too small
+            return np.array([np.nan]), np.array(times), leaks, plan["reason"]
         scores.append(model.score(Xte, yte))
     return np.array(scores), np.array(times), leaks, None
 
@@ -122,7 +122,7 @@ def run(datasets, epsilons, seeds, log=print):
                    "auto_time": t.mean(), "auto_leaks": leaks, "old": old.mean(),
                    "old_leaks": old_leaks, "refused": refused}
             if refused:
-                log(f"{name:13s} eps={eps:<5g} auto refused: {refused}")
+                log(f"{name:13s} eps={eps:<5g} auto: no model: {refused}")
             rows.append(row)
             log(f"{name:13s} eps={eps:<5g} auto {row['auto']:.4f} ± {row['auto_std']:.4f} "
                 f"({row['auto_time']:.2f} s, {leaks} leak warnings)  old default "
@@ -139,7 +139,7 @@ def table(rows):
         rs = {r["epsilon"]: r for r in rows if r["dataset"] == name}
         r0 = next(iter(rs.values()))
         score = "accuracy" if r0["task"] == "classification" else "R²"
-        cells = " | ".join("refused (ValueError)" if rs[e]["refused"] else
+        cells = " | ".join("no model (n too small, nothing spent)" if rs[e]["refused"] else
                            f"**{rs[e]['auto']:.3f}** ± {rs[e]['auto_std']:.3f} "
                            f"(old {rs[e]['old']:.3f})" for e in eps)
         lines.append(f"| {name} ({r0['n']} × {r0['p']}, {score}) | {r0['sklearn']:.3f} | "

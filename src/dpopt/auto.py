@@ -287,8 +287,8 @@ def plan_budget(n, p, mu, *, regression, center):
     (free) and no mean or row norm is needed either. Means are released only when
     features are centred (dense data with an intercept). A regression target gets
     ``SHARES["target_bounds"]`` or ``MAX_SHARE`` likewise; if even that cannot
-    resolve one histogram, no private fit can learn the target's scale and a
-    ``ValueError`` says so before anything is spent.
+    resolve one histogram, no private fit can learn the target's scale: the plan is
+    then ``None`` (see :func:`fit_default`).
     """
     shares = {}
     for share in (SHARES["feature_bounds"], MAX_SHARE):
@@ -302,10 +302,7 @@ def plan_budget(n, p, mu, *, regression, center):
         share = next((s for s in (SHARES["target_bounds"], MAX_SHARE)
                       if bounds_resolvable(n, 1, mu * math.sqrt(s))), None)
         if share is None:
-            raise ValueError(
-                f"n_samples={n} is too few for this epsilon to locate the range of the target "
-                f"privately (even {MAX_SHARE:.0%} of the budget cannot resolve its histogram): "
-                f"use a larger epsilon, or scale y with public bounds and pass an explicit solver")
+            return None
         shares["target_bounds"] = share
     return shares
 
@@ -366,6 +363,8 @@ def fit_default(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, 
     loss_name = loss if isinstance(loss, str) else loss.name
     center = fit_intercept and not sp.issparse(X)
     shares = plan_budget(n, p, gdp_mu(epsilon, delta), regression=regression, center=center)
+    if shares is None:
+        return _no_model(X, y, loss, penalty, penalty_kwargs, fit_intercept, delta, n, epsilon)
     mu_total, mus = split_mu(epsilon, delta, shares)
     row_mode = "feature_bounds" not in shares
     records = []
@@ -411,6 +410,29 @@ def fit_default(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, 
                      else result.accountant,
                      params={**result.params, "auto": plan})
     return AutoFit(result, scaling, target, plan)
+
+
+def _no_model(X, y, loss, penalty, penalty_kwargs, fit_intercept, delta, n, epsilon):
+    """The documented result when n is too small to locate the target's range at this
+    epsilon: the zero model, computed without reading the data, so nothing is spent."""
+    import warnings
+
+    from dpopt.problem import Problem
+    from dpopt.solvers import Checkpoints, make_result
+
+    reason = (f"n_samples={n} is too few to locate the range of the target privately at "
+              f"epsilon={epsilon:g} (even {MAX_SHARE:.0%} of the budget cannot resolve its "
+              f"histogram): the model is the constant 0 and nothing was spent; use a larger "
+              f"epsilon, or scale y with public bounds and pass an explicit solver")
+    warnings.warn(reason, UserWarning, stacklevel=4)
+    problem = Problem(np.zeros((1, p := X.shape[1])), np.zeros(1), loss=loss, penalty=penalty,
+                      fit_intercept=fit_intercept, **penalty_kwargs)
+    plan = {"solver": "none", "reason": reason, "mu": 0.0, "mu_shares": {}, "unlearnable": True,
+            "scaling": "none", "row_bound": None, "model_options": {}}
+    result = make_result(problem, np.zeros(p + fit_intercept), solver="none",
+                         calibration_or_spent=(0.0, delta, "none", 0.0), mechanisms=[],
+                         n_iter=0, passes=0.0, checkpoints=Checkpoints(), params={"auto": plan})
+    return AutoFit(result, RowNormalization(), None, plan)
 
 
 def _model_options(solver, problem, mu, R, penalty_kwargs):

@@ -233,6 +233,8 @@ class _DPLinearModel(BaseEstimator):
         r = self.fit_result_
         if getattr(self, "auto_", None) is not None:
             plan = self.auto_.plan
+            if plan.get("unlearnable"):
+                return f"{type(self).__name__} (solver='auto'): nothing released. {plan['reason']}"
             shares = ", ".join(f"{k} mu={v:.3g}" for k, v in plan["mu_shares"].items())
             line = (f"{type(self).__name__} (solver='auto' -> {plan['solver']}): "
                     f"({r.epsilon:.4g}, {r.delta:.3g})-DP under {r.adjacency} adjacency, "
