@@ -187,3 +187,30 @@ def test_choose_solver_table():
     assert auto.choose_solver("squared", "l1", 100, 3, every)[0] == "dp-cd"
     assert auto.choose_solver("huber", "l2", 100, 3, every)[0] == "dp-cd"
     assert auto.choose_solver("logistic", "l2", 100, 3, ())[0] == "dp-gd"
+
+
+def test_too_few_rows_for_the_target_gives_the_zero_model_and_spends_nothing():
+    rng = np.random.default_rng(0)
+    X, y = rng.standard_normal((30, 3)), rng.standard_normal(30)
+    assert auto.plan_budget(30, 3, gdp_mu(1.0, 1 / 900), regression=True, center=True) is None
+    with pytest.warns(UserWarning, match="too few"):
+        model = dpopt.DPLinearRegression(epsilon=1.0, random_state=0).fit(X, y)
+    assert model.epsilon_spent_ == 0.0 and model.fit_result_.mechanisms == []
+    assert np.all(model.coef_ == 0) and np.all(model.predict(X) == 0)
+    assert "nothing released" in model.privacy_report()
+
+
+def test_row_mode_when_the_budget_cannot_locate_feature_bounds():
+    rng = np.random.default_rng(1)
+    n, p = 400, 30
+    mu = gdp_mu(1.0, 1 / n ** 2)
+    assert not auto.bounds_resolvable(n, p, mu * math.sqrt(auto.MAX_SHARE))
+    shares = auto.plan_budget(n, p, mu, regression=False, center=True)
+    assert shares == {}  # nothing spent on scaling: rows are normalized (free)
+    X = rng.lognormal(size=(n, p)) * np.logspace(-2, 3, p)
+    y = (X[:, -1] > np.median(X[:, -1])).astype(int)
+    model = dpopt.DPLogisticRegression(epsilon=1.0, random_state=0).fit(X, y)
+    assert model.auto_.plan["scaling"] == "row-normalized" and model.feature_bounds_ is None
+    norms = np.linalg.norm(model.auto_.scaling.transform(X), axis=1)
+    np.testing.assert_allclose(norms, 1.0)
+    assert epsilon_of(model.fit_result_.mechanisms, 1 / n ** 2) <= 1.0 + 1e-9
