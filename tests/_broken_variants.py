@@ -172,6 +172,13 @@ def _clip_off_heavy_tailed():
         ht.GradientOracle.__call__ = call
 
 
+def _clip_off_objective_perturbation():
+    from dpopt.solvers import objective_perturbation as op
+
+    # clip_feature_rows(problem, bound)
+    return _patched(_unclipped(op, "clip_feature_rows", 1))
+
+
 #: family -> context manager factory disabling clipping (None: no per-sample clipping).
 CLIP_OFF = {
     "dp-cd": _clip_off_dp_cd,
@@ -182,6 +189,7 @@ CLIP_OFF = {
     "dp-svrg": _clip_off_dp_svrg,
     "dp-accmd": _clip_off_dp_accmd,
     "heavy-tailed": _clip_off_heavy_tailed,
+    "objective-perturbation": _clip_off_objective_perturbation,
 }
 
 
