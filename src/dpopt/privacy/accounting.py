@@ -728,9 +728,9 @@ def _op_exact_epsilon(op, mu, delta) -> float:
         return 0.0
     hi = 1.0
     while excess(hi) > 0:
-        hi *= 2.0
-        if hi > 1e300:
+        if hi > 1e307:
             return math.inf
+        hi *= 2.0
     eps = optimize.brentq(excess, 0.0, hi, xtol=1e-13, rtol=1e-13)
     step = max(eps * 1e-13, 1e-300)
     while excess(eps) > 0:  # brentq brackets the root: step up until certified

@@ -110,6 +110,7 @@ from dpopt.solvers._base import Checkpoints, make_result, register_solver
 NOISE_FACTOR = 1.3  # Redberg et al.'s f: OP noise <= 1.3 x the plain Gaussian mechanism's
 OUTPUT_SHARE = 0.1  # mu_out / mu: the output perturbation's share of the budget (GDP units)
 MAX_NEWTON = 200
+MAX_AUTO_SHIFT = 10.0
 DENSE_NEWTON_MAX_DIM = 500  # above: Newton-CG with Hessian-vector products
 
 
@@ -187,7 +188,7 @@ def jacobian_kappa(lam, alpha, beta, b2, n, intercept) -> float:
 
 def _regularization_for_shift(shift, alpha, beta, b2, n, intercept) -> float:
     """Smallest lambda >= 0 with log(1 + kappa(lambda)) <= shift (kappa decreases in lambda)."""
-    target = math.expm1(shift)
+    target = math.expm1(min(shift, 700.0))  # e^700: kappa beyond any float data
     if jacobian_kappa(0.0, alpha, beta, b2, n, intercept) <= target:
         return 0.0
     hi = 1.0
@@ -196,10 +197,12 @@ def _regularization_for_shift(shift, alpha, beta, b2, n, intercept) -> float:
     lo = hi / 2.0
     while lo > 1e-300 and jacobian_kappa(lo, alpha, beta, b2, n, intercept) <= target:
         lo /= 2.0
-    lam = optimize.brentq(lambda v: jacobian_kappa(v, alpha, beta, b2, n, intercept) - target,
-                          lo, hi, xtol=1e-15, rtol=1e-13)
+    log_lam = optimize.brentq(
+        lambda v: jacobian_kappa(math.exp(v), alpha, beta, b2, n, intercept) - target,
+        math.log(lo), math.log(hi), xtol=1e-13)
+    lam, grow = math.exp(log_lam), 1e-12
     while jacobian_kappa(lam, alpha, beta, b2, n, intercept) > target:
-        lam *= 1.0 + 1e-12
+        lam, grow = lam * (1.0 + grow), 2.0 * grow
     return lam
 
 
@@ -215,7 +218,9 @@ def _smallest_multiplier(epsilon, delta, shift, dof, mu_out, start):
     lo = hi = math.log(start)
     while f(hi) > 0:
         hi += 1.0
-    while f(lo) <= 0 and lo > -700:
+    while f(lo) <= 0:
+        if lo < -700:  # epsilon so large that any noise meets it
+            return math.exp(lo)
         lo -= 1.0
     return math.exp(optimize.brentq(f, lo, hi, xtol=1e-10)) * (1.0 + 1e-9)
 
@@ -239,6 +244,9 @@ def calibrate_objective_perturbation(epsilon, delta, *, dof, regularization, alp
         shift_max = optimize.brentq(
             lambda s: _delta_excess(epsilon, delta, z_target, s, dof, mu_out), 0.0, hi,
             xtol=1e-12)
+        # kappa <= e^MAX_SHIFT - 1: at absurd epsilons lambda would underflow (the output
+        # perturbation's gradient tolerance with it) for no gain
+        shift_max = min(shift_max, MAX_AUTO_SHIFT)
         lam = _regularization_for_shift(shift_max, alpha, beta, b2, n, intercept)
     else:
         lam = regularization
@@ -249,8 +257,9 @@ def calibrate_objective_perturbation(epsilon, delta, *, dof, regularization, alp
     z = _smallest_multiplier(epsilon, delta, shift, dof, mu_out, NOISE_FACTOR / mu)
     records = [ObjectivePerturbation(z, shift, dof), Gaussian(z_out)]
     achieved = epsilon_of(records, delta, accountant="exact")
-    while achieved > epsilon:  # never reached in practice: the same bound was solved for
-        z *= 1.0 + 1e-6
+    grow = 1e-9
+    while not achieved <= epsilon:  # rarely: the same bound was solved for
+        z, grow = z * (1.0 + grow), 2.0 * grow
         records[0] = ObjectivePerturbation(z, shift, dof)
         achieved = epsilon_of(records, delta, accountant="exact")
     return lam, z, shift, z_out, achieved
