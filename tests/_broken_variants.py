@@ -188,6 +188,13 @@ def _clip_off_dp_frank_wolfe():
     return _patched(_unclipped(fw, "clip_data", 1, 2), _unclipped(fw, "loss_weights", 3))
 
 
+def _clip_off_objective_perturbation():
+    from dpopt.solvers import objective_perturbation as op
+
+    # clip_feature_rows(problem, bound)
+    return _patched(_unclipped(op, "clip_feature_rows", 1))
+
+
 #: family -> context manager factory disabling clipping (None: no per-sample clipping).
 CLIP_OFF = {
     "dp-cd": _clip_off_dp_cd,
@@ -200,6 +207,7 @@ CLIP_OFF = {
     "heavy-tailed": _clip_off_heavy_tailed,
     "adassp": _clip_off_adassp,
     "dp-frank-wolfe": _clip_off_dp_frank_wolfe,
+    "objective-perturbation": _clip_off_objective_perturbation,
 }
 
 

@@ -34,6 +34,7 @@ from _independent_accounting import (
     gaussian_epsilon,
     hand_pld_epsilon_bracket,
     hockey_stick_gaussian,
+    op_epsilon_quad,
     pure_and_gaussian_epsilon,
     zcdp_epsilon_continuous,
 )
@@ -43,6 +44,7 @@ from dpopt.privacy import (
     ZCDP,
     Gaussian,
     Laplace,
+    ObjectivePerturbation,
     PureDP,
     SubsampledGaussian,
     gdp_delta,
@@ -53,14 +55,17 @@ PRIVATE = dpopt.available_solvers(private_only=True)
 
 
 def tiny_problem(n=40, p=3, seed=0, name=None):
-    """Ridge regression, or plain least squares for solvers without penalties (dp-accmd)."""
+    """Ridge regression, or plain least squares for solvers without penalties (dp-accmd);
+    the Huber loss for solvers without the squared loss (objective-perturbation)."""
     rng = np.random.default_rng(seed)
     X = rng.standard_normal((n, p))
     y = X @ rng.standard_normal(p) + 0.1 * rng.standard_normal(n)
     penalties = dpopt.get_solver(name).penalties if name else None
+    losses = dpopt.get_solver(name).losses if name else None
+    loss = "squared" if losses is None or "squared" in losses else "huber"
     if penalties is not None and "l2" not in penalties:
-        return dpopt.Problem(X, y, "squared")
-    return dpopt.Problem(X, y, "squared", "l2", alpha=0.1)
+        return dpopt.Problem(X, y, loss)
+    return dpopt.Problem(X, y, loss, "l2", alpha=0.1)
 
 
 # ---------------------------------------------------------------------------
@@ -225,6 +230,30 @@ def _dp_frank_wolfe(problem, o, res, eps_target):
     return exact - 1e-6, max(exact, dpa_pld_compose([("pure", eps_sel, T)], d)) + 2e-3
 
 
+def _objective_perturbation(problem, o, res, eps_target):
+    """[ObjectivePerturbation(z, shift, dof), Gaussian(z_out)]: shift = log(1 + kappa),
+    kappa = beta (B^2 / (lambda + alpha) + [intercept] / lambda) / n; sigma = z L B_aug (x2
+    and dof 2 under replace-one); z_out = 10 / mu(eps, delta), sigma_out = 2 tolerance z_out.
+    The epsilon is recomputed by quadrature of the dominating loss (+ the Gaussian)."""
+    prm, n, d = res.params, problem.n_samples, res.delta
+    replace_one = o.get("adjacency", "replace-one") == "replace-one"
+    dof = 2 if replace_one else 1
+    L, beta, B, lam = 1.0, 1.0, prm["row_bound"], prm["regularization"]  # Huber, t = 1
+    alpha = problem.penalty.alpha
+    kappa = beta * (B * B / (lam + alpha) + (1 / lam if problem.fit_intercept else 0)) / n
+    assert prm["shift"] == pytest.approx(math.log1p(kappa), rel=1e-12)
+    b_aug = math.sqrt(B * B + problem.fit_intercept)
+    z = res.noise_multiplier
+    assert prm["sigma"] == pytest.approx(z * L * b_aug * (2 if replace_one else 1), rel=1e-12)
+    mu = 1 / float(dpa.get_sigma_gaussian(eps_target, d))  # analytic Gaussian: sigma(eps, d)
+    assert prm["z_out"] == pytest.approx(10 / mu, rel=1e-6)
+    assert prm["sigma_out"] == pytest.approx(2 * prm["tolerance"] * prm["z_out"], rel=1e-12)
+    assert [type(m).__name__ for m in res.mechanisms] == ["ObjectivePerturbation", "Gaussian"]
+    assert res.mechanisms[0].dof == dof and res.mechanisms[0].shift == prm["shift"]
+    v = op_epsilon_quad(z, prm["shift"], dof, d, prm["z_out"])
+    return v - 1e-7, v * (1 + 1e-3) + 1e-7  # the certified Riemann sum is a slight overestimate
+
+
 #: name -> (grid of (epsilon, delta, options), expectation(problem, options, result, eps))
 EXPECTED = {
     "dp-cd": ([
@@ -301,6 +330,11 @@ EXPECTED = {
         (0.5, 1e-6, {"passes": 40, "radius": 0.5, "coordinate_bound": 2.0, "target_bound": 3.0,
                      "clip": 2.5, "accountant": "rdp"}),
     ], _dp_frank_wolfe),
+    "objective-perturbation": ([
+        (1.0, 1e-5, {"row_bound": 2.0}),
+        (0.5, 1e-8, {"row_bound": 3.0, "adjacency": "add-remove"}),
+        (4.0, 1e-6, {"row_bound": 1.0, "regularization": 0.5, "tolerance": 1e-4}),
+    ], _objective_perturbation),
 }
 
 PUBLIC_SMOOTHNESS = {"dp-cd": lambda pb: np.ones(pb.dim), "dp-gd": lambda pb: 1.0,
@@ -355,6 +389,15 @@ def optimistic_epsilon(mechanisms, delta, adjacency):
     if all(isinstance(m, Gaussian) for m in mechanisms):
         mu = math.sqrt(sum(m.count / m.noise_multiplier ** 2 for m in mechanisms))
         return float(dpa.get_epsilon_gaussian(1 / mu, delta))
+    ops = [m for m in mechanisms if isinstance(m, ObjectivePerturbation)]
+    if ops:  # one objective perturbation + Gaussians: quadrature of the dominating loss
+        if len(ops) > 1 or ops[0].count != 1 or \
+                not all(isinstance(m, (Gaussian, ObjectivePerturbation)) for m in mechanisms):
+            return None
+        mu = math.sqrt(sum(m.count / m.noise_multiplier ** 2 for m in mechanisms
+                           if isinstance(m, Gaussian)))
+        return op_epsilon_quad(ops[0].noise_multiplier, ops[0].shift, ops[0].dof, delta,
+                               1 / mu if mu > 0 else math.inf)
     pure = [m for m in mechanisms if isinstance(m, PureDP)]
     if pure and len({m.epsilon for m in pure}) == 1 and \
             all(isinstance(m, (Gaussian, PureDP)) for m in mechanisms):

@@ -93,12 +93,18 @@ AUDIT_OPTIONS: dict[str, dict] = {
     # iterations keep each selection strong (T = 3 gave the largest noise/4 bounds)
     "dp-frank-wolfe": {"passes": 3, "radius": 1.0, "coordinate_bound": 1.0,
                        "target_bound": 100.0},
+
+
+    # the Huber canary's derivative is saturated at +-t, so its whole (clipped) gradient
+    # sensitivity enters the minimiser; the row bound is public (rows of norm 10 are clipped)
+    "objective-perturbation": {"row_bound": 1.0},
 }
 
 #: Optional keyword arguments of :func:`canary_problems`, per solver. ht-subgradient reads
 #: only n' / 2 records in its first phase (n' = 2^floor(log2 n)) and adds larger noise in
 #: later phases: with n = 2 there is one phase and the canary is read half of the time.
-AUDIT_CANARY: dict[str, dict] = {"ht-subgradient": {"n_samples": 2}}
+AUDIT_CANARY: dict[str, dict] = {"ht-subgradient": {"n_samples": 2},
+                                 "objective-perturbation": {"loss": "huber", "scale": 10.0}}
 
 # Quick-audit budget: at (2, 1e-3) a Gaussian mechanism is 0.69-GDP, so 1000 runs per
 # dataset leave the correct solvers far below 2 while a noise/4 variant (2.8-GDP) gives

@@ -7,6 +7,7 @@ from dpopt.privacy.accounting import (
     Calibration,
     Gaussian,
     Laplace,
+    ObjectivePerturbation,
     PureDP,
     SubsampledGaussian,
     calibrate,
@@ -16,6 +17,7 @@ from dpopt.privacy.accounting import (
     gdp_delta,
     gdp_epsilon,
     gdp_mu,
+    objective_perturbation_delta,
     rdp_gaussian_epsilon,
     rdp_gaussian_noise,
     resolve_accountant,
@@ -34,9 +36,11 @@ from dpopt.privacy.mechanisms import (
 )
 
 __all__ = [
-    "ACCOUNTANTS", "ADJACENCIES", "Calibration", "Gaussian", "Laplace", "PureDP",
+    "ACCOUNTANTS", "ADJACENCIES", "Calibration", "Gaussian", "Laplace", "ObjectivePerturbation",
+    "PureDP",
     "SubsampledGaussian", "ZCDP", "calibrate", "calibrate_gaussian", "dp_to_zcdp", "epsilon_of",
-    "gdp_delta", "gdp_epsilon", "gdp_mu", "rdp_gaussian_epsilon", "rdp_gaussian_noise",
+    "gdp_delta", "gdp_epsilon", "gdp_mu", "objective_perturbation_delta", "rdp_gaussian_epsilon",
+    "rdp_gaussian_noise",
     "resolve_accountant", "zcdp_to_dp",
     # heavy-tailed mean oracles (mechanisms.py)
     "MeanOracle1", "MeanOracle2", "ScalarSumProtocol", "ShuffleMeanOracle1",
