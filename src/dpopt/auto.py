@@ -396,6 +396,11 @@ def fit_default(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, 
     solver, why = choose_solver(loss_name, problem.penalty.name, n, p, available_solvers())
     options = _model_options(solver, problem, mus["model"], R, penalty_kwargs)
     eps_model = gdp_epsilon(mus["model"], delta)
+    if solver == "objective-perturbation":
+        # not a Gaussian mechanism: it calibrates against the whole target, given the
+        # Gaussian releases above (their mu adds in quadrature to its Gaussian part)
+        options["prior_mu"] = math.sqrt(max(mu_total ** 2 - mus["model"] ** 2, 0.0))
+        eps_model = epsilon
     with _unbudgeted():  # the caller charges the whole pipeline once
         result = solve(problem, solver, epsilon=eps_model, delta=delta, random_state=rng,
                        **options)

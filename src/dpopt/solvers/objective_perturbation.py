@@ -227,11 +227,23 @@ def _smallest_multiplier(epsilon, delta, shift, dof, mu_out, start):
 
 @functools.lru_cache(maxsize=512)
 def calibrate_objective_perturbation(epsilon, delta, *, dof, regularization, alpha, beta, b2, n,
-                                     intercept):
-    """(lambda, z, shift, z_out, achieved epsilon) for a private run (module docstring)."""
-    mu = gdp_mu(epsilon, delta)
+                                     intercept, prior_mu=0.0):
+    """(lambda, z, shift, z_out, achieved epsilon) for a private run (module docstring).
+
+    ``prior_mu``: Gaussian-DP mu of Gaussian mechanisms composed with this run (e.g. the
+    private scaling of the estimators' default path). The target (epsilon, delta) is then
+    met by the whole composition: the run's own Gaussian-equivalent budget is
+    sqrt(mu^2 - prior_mu^2), and every delta is computed with the prior's Gaussian part
+    folded into the output perturbation's (the two are one Gaussian of mu^2 summed).
+    ``achieved`` is the epsilon of the whole composition.
+    """
+    mu_all = gdp_mu(epsilon, delta)
+    if not 0.0 <= prior_mu < mu_all:
+        raise ValueError(f"prior_mu={prior_mu!r} must be in [0, {mu_all:.6g}) (the mu of "
+                         f"epsilon={epsilon:g}, delta={delta:g})")
+    mu = math.sqrt(mu_all ** 2 - prior_mu ** 2)
     z_out = 1.0 / (OUTPUT_SHARE * mu)
-    mu_out = 1.0 / z_out
+    mu_out = math.hypot(1.0 / z_out, prior_mu)  # every Gaussian of the composition
     if regularization == "auto":
         z_target = NOISE_FACTOR / mu
         if _delta_excess(epsilon, delta, z_target, 0.0, dof, mu_out) > 0:
@@ -255,13 +267,14 @@ def calibrate_objective_perturbation(epsilon, delta, *, dof, regularization, alp
         raise ValueError(f"regularization={lam:g} is too small for epsilon={epsilon:g}: the "
                          f"Jacobian term alone costs {shift:.4g}; increase it or use 'auto'")
     z = _smallest_multiplier(epsilon, delta, shift, dof, mu_out, NOISE_FACTOR / mu)
+    prior = [Gaussian(1.0 / prior_mu)] if prior_mu > 0 else []
     records = [ObjectivePerturbation(z, shift, dof), Gaussian(z_out)]
-    achieved = epsilon_of(records, delta, accountant="exact")
+    achieved = epsilon_of(records + prior, delta, accountant="exact")
     grow = 1e-9
     while not achieved <= epsilon:  # rarely: the same bound was solved for
         z, grow = z * (1.0 + grow), 2.0 * grow
         records[0] = ObjectivePerturbation(z, shift, dof)
-        achieved = epsilon_of(records, delta, accountant="exact")
+        achieved = epsilon_of(records + prior, delta, accountant="exact")
     return lam, z, shift, z_out, achieved
 
 
@@ -340,16 +353,21 @@ def newton(objective, w0, tau, max_iter=MAX_NEWTON):
                  losses=("logistic", "huber"), penalties=("none", "l2"),
                  family="objective-perturbation")
 def fit_objective_perturbation(problem, *, epsilon, delta, rng, row_bound=None,
-                               regularization="auto", tolerance=1e-6, adjacency="replace-one"):
+                               regularization="auto", tolerance=1e-6, adjacency="replace-one",
+                               prior_mu=0.0):
     """Fit by objective perturbation (see module docstring).
 
     Options: ``row_bound`` (public bound B on the feature-row norms; None: from the data,
     with a PrivacyLeakWarning), ``regularization`` ("auto" or lambda >= 0 added on every
     coordinate), ``tolerance`` (guaranteed ||w_hat - w*||, the sensitivity / 2 of the output
-    perturbation), ``adjacency`` ("replace-one" or "add-remove": chi_2 or chi_1 term).
+    perturbation), ``adjacency`` ("replace-one" or "add-remove": chi_2 or chi_1 term),
+    ``prior_mu`` (Gaussian-DP mu of Gaussian mechanisms released before this run in the same
+    fit, e.g. private scaling: (epsilon, delta) is then the target of the whole composition,
+    and the result reports the epsilon of this run's own mechanisms).
     """
     check_choice(adjacency, "adjacency", ("replace-one", "add-remove"))
     tolerance = check_scalar(tolerance, "tolerance", low=0.0, low_open=True)
+    prior_mu = check_scalar(prior_mu, "prior_mu", low=0.0)
     if not (isinstance(regularization, str) and regularization == "auto"):
         regularization = check_scalar(regularization, "regularization", low=0.0)
     L, beta = loss_constants(problem.loss)
@@ -362,7 +380,10 @@ def fit_objective_perturbation(problem, *, epsilon, delta, rng, row_bound=None,
     if private:
         lam, z, shift, z_out, achieved = calibrate_objective_perturbation(
             epsilon, delta, dof=dof, regularization=regularization, alpha=alpha, beta=beta,
-            b2=b2, n=problem.n_samples, intercept=intercept)
+            b2=b2, n=problem.n_samples, intercept=intercept, prior_mu=prior_mu)
+        if prior_mu > 0:  # report this run's own mechanisms; the caller composes the rest
+            achieved = epsilon_of([ObjectivePerturbation(z, shift, dof), Gaussian(z_out)], delta,
+                                  accountant="exact")
         sensitivity = L * math.sqrt(b2 + intercept) * (2.0 if dof == 2 else 1.0)
         sigma, sigma_out = z * sensitivity, 2.0 * tolerance * z_out
         spent = (achieved, delta, "exact", z)
