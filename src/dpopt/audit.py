@@ -404,10 +404,3 @@ def _check_claim(claimed, res, adjacency):
     # changes under add-remove (DP-SGD's sampling rate b / n): compare with the largest claim
     return (max(claimed[0], now[0]),) + now[1:]
 
-
-if __name__ == "__main__":  # pragma: no cover
-    import sys
-
-    from dpopt.cli import main
-
-    sys.exit(main(["audit", *sys.argv[1:]]))

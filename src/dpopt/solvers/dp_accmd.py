@@ -42,17 +42,15 @@ exactly (Gaussian DP, :func:`dpopt.privacy.calibrate_gaussian`).
 from __future__ import annotations
 
 import math
-import warnings
 
 import numpy as np
 from scipy.special import logsumexp
 
 from dpopt._validation import check_choice, check_positive_int, check_scalar
-from dpopt.exceptions import PrivacyLeakWarning
 from dpopt.kernels.grad import l2clip_gradient
 from dpopt.privacy import Gaussian, calibrate_gaussian
 from dpopt.solvers._base import Checkpoints, make_result, register_solver
-from dpopt.solvers.dp_cd import check_privacy_params
+from dpopt.solvers._common import check_clip, global_smoothness, mean_noise_std
 from dpopt.solvers.dp_svrg import SMOOTH_LOSSES
 
 
@@ -100,19 +98,6 @@ def _unlift(u, radius):
     return radius * (u[:p] - u[p:])
 
 
-def _smoothness(problem, smoothness):
-    if isinstance(smoothness, str):
-        check_choice(smoothness, "smoothness", ("exact",))
-        warnings.warn("dp-accmd uses the smoothness of f computed from the private data without "
-                      "privacy; pass smoothness=<L> (e.g. 0.25 for the logistic loss with "
-                      "||x_i|| <= 1)", PrivacyLeakWarning, stacklevel=3)
-        L = problem.global_smoothness()
-        if L <= 0:
-            raise ValueError("X is all zeros: pass smoothness=<L> explicitly")
-        return L
-    return check_scalar(smoothness, "smoothness", low=0.0, low_open=True)
-
-
 @register_solver("dp-accmd", description="DP accelerated mirror descent over an L1 or L2 ball, "
                  "for p >> n (Wang, Ye, Xu 2017, Alg. 3)", losses=SMOOTH_LOSSES,
                  penalties=("none",), family="dp-accmd")
@@ -143,12 +128,13 @@ def fit_dp_accmd(problem, *, epsilon, delta, rng, iterations=50, constraint="l1"
     T = check_positive_int(iterations, "iterations")
     check_choice(constraint, "constraint", ("l1", "l2"))
     R = check_scalar(radius, "radius", low=0.0, low_open=True)
-    clip = check_privacy_params(epsilon, clip)
+    clip = check_clip(epsilon, clip)
     checkpoint_every = check_positive_int(checkpoint_every, "checkpoint_every")
-    L = _smoothness(problem, smoothness)
+    L = global_smoothness(problem, smoothness)
     LC = L * R * R
     cal = calibrate_gaussian(epsilon, delta, T)
-    sigma = cal.noise_multiplier * 2.0 * clip / problem.n_samples if cal.noise_multiplier else 0.0
+    sigma = (mean_noise_std(cal.noise_multiplier, clip, problem.n_samples) if cal.noise_multiplier
+             else 0.0)
     p = problem.dim
 
     def noisy_gradient(w):

@@ -94,7 +94,6 @@ import warnings
 import numpy as np
 
 from dpopt._validation import check_choice, check_positive_int, check_scalar
-from dpopt.exceptions import PrivacyLeakWarning
 from dpopt.kernels.heavy import subgradient_steps
 from dpopt.privacy import (
     ZCDP,
@@ -113,10 +112,11 @@ from dpopt.privacy import (
 )
 from dpopt.privacy.mechanisms import gaussian_noise
 from dpopt.solvers._base import Checkpoints, make_result, register_solver
+from dpopt.solvers._common import ZCDP_ACCOUNTANTS, global_smoothness
 
 MODELS = ("central", "shuffle-simulation")
 ORACLES = ("l2", "coordinate")
-HT_ACCOUNTANTS = ("zcdp", "exact")
+HT_ACCOUNTANTS = ZCDP_ACCOUNTANTS
 
 # ---------------------------------------------------------------------------
 # budget
@@ -345,22 +345,6 @@ def project_two_balls(v, c1, r1, c2, r2):
 
 # ---------------------------------------------------------------------------
 # shared option handling
-
-
-def resolve_beta(problem, smoothness):
-    """beta, the smoothness of the average loss: a public float, or ``"exact"``
-    (computed from the private data without privacy, with a warning)."""
-    if isinstance(smoothness, str):
-        check_choice(smoothness, "smoothness", ("exact",))
-        warnings.warn("the step size uses the smoothness constant computed from the private "
-                      "data without privacy; pass smoothness=<beta> (public) to avoid this",
-                      PrivacyLeakWarning, stacklevel=4)
-        beta = problem.global_smoothness()
-        if not math.isfinite(beta):  # was an OverflowError deep in the step-size rules
-            raise ValueError(f"the {problem.loss.name} loss is not smooth (no finite smoothness "
-                             f"constant): use ht-subgradient, or pass smoothness=<beta>")
-        return max(beta, 1e-300)
-    return check_scalar(smoothness, "smoothness", low=0.0, low_open=True)
 
 
 def resolve_mu(problem, strong_convexity, solver):
@@ -706,7 +690,7 @@ def fit_ht_acsa(problem, *, epsilon, delta, rng, rho=None, accountant="zcdp", mo
         radius=radius, clip_quantile=clip_quantile, quantile_share=quantile_share,
         quantile_records=quantile_records, quantile_range=quantile_range, groups=groups,
         step=step, checkpoint_every=checkpoint_every))
-    beta = resolve_beta(problem, smoothness)
+    beta = global_smoothness(problem, smoothness)
     n_iter, D = _check_iters(n_iter), 2.0 * c.radius
     eps = c.eps_z
     if n_iter is None:
@@ -800,7 +784,7 @@ def fit_ht_sgd(problem, *, epsilon, delta, rng, rho=None, accountant="zcdp", mod
         radius=radius, clip_quantile=clip_quantile, quantile_share=quantile_share,
         quantile_records=quantile_records, quantile_range=quantile_range, groups=groups,
         step=step, checkpoint_every=checkpoint_every))
-    beta = resolve_beta(problem, smoothness)
+    beta = global_smoothness(problem, smoothness)
     mu = resolve_mu(problem, strong_convexity, "ht-sgd")
     kappa = max(beta / mu, 1.0)
     n_iter = _check_iters(n_iter)
@@ -861,7 +845,7 @@ def fit_ht_proxsgd(problem, *, epsilon, delta, rng, rho=None, accountant="zcdp",
         radius=radius, clip_quantile=clip_quantile, quantile_share=quantile_share,
         quantile_records=quantile_records, quantile_range=quantile_range, groups=groups,
         step=step, checkpoint_every=checkpoint_every))
-    beta = resolve_beta(problem, smoothness)
+    beta = global_smoothness(problem, smoothness)
     mu = resolve_mu(problem, strong_convexity, "ht-proxsgd")
     kappa = max(beta / mu, 1.0)
     gap = None if gap_bound is None else check_scalar(gap_bound, "gap_bound", low=0.0,
