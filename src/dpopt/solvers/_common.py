@@ -30,6 +30,7 @@ from dpopt._validation import check_choice, check_scalar
 from dpopt.exceptions import PrivacyLeakWarning
 from dpopt.kernels.sampling import gap_positions, split_slots
 from dpopt.privacy import ADJACENCIES
+from dpopt.solvers._base import Option, positive, positive_int
 
 # ---------------------------------------------------------------------------
 # accountant names, per kind of composition
@@ -41,6 +42,8 @@ GAUSSIAN_ACCOUNTANTS = ("exact", "pld", "rdp", "paper")
 SELECTION_ACCOUNTANTS = ("auto", "pld", "rdp", "paper")
 #: Poisson-subsampled Gaussian steps (dp-sgd).
 SUBSAMPLED_ACCOUNTANTS = ("pld", "rdp")
+#: Losses with a finite smoothness constant (the gradient methods that need one).
+SMOOTH_LOSSES = ("squared", "logistic", "huber")
 #: zCDP budgets (heavy-tailed family): rho converted by the zCDP bound or Gaussian DP.
 ZCDP_ACCOUNTANTS = ("zcdp", "exact")
 
@@ -224,3 +227,19 @@ def _poisson_by_gaps(rng, n, rate, steps):
         last = int(pos[-1])
     pos = parts[0] if len(parts) == 1 else np.concatenate(parts)
     return split_slots(pos, n, steps)
+
+
+# ---------------------------------------------------------------------------
+# options several families share (each family takes them with its own default via .but())
+
+STEP = Option("step", 1.0, positive, "gamma, the step scale (the family's docstring says "
+              "what it multiplies)")
+CLIP = Option("clip", 1.0, None, "C, the clipping threshold (``inf`` only with epsilon = inf; "
+              "checked with epsilon by check_clip)")
+SMOOTHNESS = Option("smoothness", "exact", None, "the smoothness constant(s) of the data: "
+                    "public values, or ``\"exact\"`` read from the data (PrivacyLeakWarning)")
+CHECKPOINT_EVERY = Option("checkpoint_every", 1, positive_int,
+                          "record the iterate every this many passes / epochs / iterations")
+PASSES = Option("passes", 10, positive_int, "run length in passes over the data")
+BATCH_SIZE = Option("batch_size", None, None, "expected (Poisson) or fixed batch size; "
+                    "default from n")

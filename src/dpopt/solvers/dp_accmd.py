@@ -49,9 +49,24 @@ from scipy.special import logsumexp
 from dpopt._validation import check_choice, check_positive_int, check_scalar
 from dpopt.kernels.grad import l2clip_gradient
 from dpopt.privacy import Gaussian, calibrate_gaussian
-from dpopt.solvers._base import Checkpoints, make_result, register_solver
-from dpopt.solvers._common import check_clip, global_smoothness, mean_noise_std
-from dpopt.solvers.dp_svrg import SMOOTH_LOSSES
+from dpopt.solvers._base import (
+    Checkpoints,
+    Option,
+    make_result,
+    one_of,
+    positive,
+    positive_int,
+    register_solver,
+)
+from dpopt.solvers._common import (
+    CHECKPOINT_EVERY,
+    CLIP,
+    SMOOTH_LOSSES,
+    SMOOTHNESS,
+    check_clip,
+    global_smoothness,
+    mean_noise_std,
+)
 
 
 def project_l2_ball(v, radius):
@@ -100,7 +115,17 @@ def _unlift(u, radius):
 
 @register_solver("dp-accmd", description="DP accelerated mirror descent over an L1 or L2 ball, "
                  "for p >> n (Wang, Ye, Xu 2017, Alg. 3)", losses=SMOOTH_LOSSES,
-                 penalties=("none",), family="dp-accmd")
+                 penalties=("none",), family="dp-accmd", fit_intercept=False,
+                 options=(
+                     Option("iterations", 50, positive_int, "T, the number of noisy full "
+                            "gradients"),
+                     Option("constraint", "l1", one_of("l1", "l2"), "the ball C"),
+                     Option("radius", 1.0, positive, "R, the radius of C"),
+                     CLIP.but(doc="C, L2 clipping threshold of the per-sample gradients"),
+                     SMOOTHNESS.but(doc='L of the average loss; "exact" reads it (warns)'),
+                     CHECKPOINT_EVERY.but(doc="record y every this many iterations"),
+                 ), run_length="iterations",
+                 audit={"iterations": 10, "constraint": "l2", "radius": 1e6})
 def fit_dp_accmd(problem, *, epsilon, delta, rng, iterations=50, constraint="l1", radius=1.0,
                  clip=1.0, smoothness="exact", checkpoint_every=1):
     """Fit with DP-AccMD (module docstring); returns y_T.
@@ -122,9 +147,6 @@ def fit_dp_accmd(problem, *, epsilon, delta, rng, iterations=50, constraint="l1"
     checkpoint_every : int
         Record y every this many iterations (one pass = one full gradient).
     """
-    if problem.fit_intercept:
-        raise ValueError("dp-accmd constrains every coordinate to the ball: use "
-                         "fit_intercept=False (append a scaled constant feature instead)")
     T = check_positive_int(iterations, "iterations")
     check_choice(constraint, "constraint", ("l1", "l2"))
     R = check_scalar(radius, "radius", low=0.0, low_open=True)

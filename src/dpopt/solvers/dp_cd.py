@@ -73,9 +73,14 @@ from dpopt._validation import check_choice, check_positive_int, check_scalar
 from dpopt.exceptions import PrivacyLeakWarning
 from dpopt.kernels.cd import CDWork, cd_steps, cd_steps_accumulate
 from dpopt.privacy import Calibration, Gaussian, Laplace, calibrate, calibrate_gaussian
-from dpopt.solvers._base import Checkpoints, make_result, register_solver
+from dpopt.solvers._base import Checkpoints, Option, make_result, one_of, register_solver
 from dpopt.solvers._common import (
+    CHECKPOINT_EVERY,
+    CLIP,
     GAUSSIAN_ACCOUNTANTS,
+    PASSES,
+    SMOOTHNESS,
+    STEP,
     check_clip,
     check_vector,
     coordinate_clips,
@@ -192,8 +197,23 @@ class _Averager:
         return self.start + (self.acc - (self.K - self.m) * (w - self.start)) / self.m
 
 
+OPTIONS = (
+    PASSES.but(doc="number of passes; one pass is p coordinate steps (N = passes * p)"),
+    STEP.but(doc="gamma, the step scale: gamma_j = gamma / M_j"),
+    CLIP.but(doc="C, the overall clipping threshold (inf only with epsilon = inf)"),
+    SMOOTHNESS.but(doc='M_j: "exact" (PrivacyLeakWarning), "private" (DP-CD-P) or a public array'),
+    Option("smoothness_bounds", None, None, 'public bounds b_j on c x_ij^2 (smoothness="private")'),
+    Option("smoothness_share", 0.1, None, "share of epsilon spent on the private M_j"),
+    Option("averaging", "last", one_of("last", "epoch"), "last iterate or inner-loop averages"),
+    Option("inner_steps", None, None, 'K, the inner-loop length for averaging="epoch"'),
+    Option("accountant", "exact", one_of(*GAUSSIAN_ACCOUNTANTS), "calibration of the noise"),
+    CHECKPOINT_EVERY,
+)
+
+
 @register_solver("dp-cd", description="DP proximal coordinate descent with coordinate-wise "
-                 "clipping (Mangold et al. 2022)", family="dp-cd")
+                 "clipping (Mangold et al. 2022)", family="dp-cd", options=OPTIONS,
+                 run_length="passes", audit={"passes": 10})
 def fit_dp_cd(problem, *, epsilon, delta, rng, passes=10, step=1.0, clip=1.0,
               smoothness="exact", smoothness_bounds=None, smoothness_share=0.1,
               averaging="last", inner_steps=None, accountant="exact", checkpoint_every=1):

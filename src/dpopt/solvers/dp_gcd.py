@@ -109,9 +109,14 @@ from dpopt.privacy.mechanisms import (
     exponential_mechanism_zcdp,
     report_noisy_max,
 )
-from dpopt.solvers._base import Checkpoints, make_result, register_solver
+from dpopt.solvers._base import Checkpoints, Option, make_result, one_of, register_solver
 from dpopt.solvers._common import (
+    CHECKPOINT_EVERY,
+    CLIP,
+    PASSES,
     SELECTION_ACCOUNTANTS,
+    SMOOTHNESS,
+    STEP,
     check_clip,
     coordinate_clips,
     coordinate_smoothness,
@@ -274,9 +279,26 @@ def setup_dp_gcd(problem, epsilon, delta, T, step, clip, rule, selection, accoun
                     "gumbel" if selection == "exponential" else "laplace", cal)
 
 
+OPTIONS = (
+    PASSES.but(doc="T, the number of greedy iterations (one full gradient each)"),
+    STEP.but(doc="gamma: coordinate steps gamma / M_j"),
+    CLIP.but(doc="C: coordinate thresholds C_j = C sqrt(M_j / sum_k M_k)"),
+    Option("rule", "auto", one_of("auto", *RULES), "greedy rule (auto: GS-L smooth, else GS-r)"),
+    Option("selection", "exponential", one_of(*SELECTIONS), "noisy-max mechanism"),
+    Option("accountant", "auto", one_of(*SELECTION_ACCOUNTANTS), "calibration (paper: advanced "
+           "composition)"),
+    Option("selection_share", 0.5, None, "share of each iteration's budget for the selection"),
+    SMOOTHNESS.but(doc='M_j: "exact" (PrivacyLeakWarning) or a public array'),
+    CHECKPOINT_EVERY,
+)
+
+
 @register_solver("dp-gcd", description="DP greedy (proximal) coordinate descent, GS-L/GS-s/GS-r/"
                  "GS-q rules, noisy-max selection (Mangold et al. 2023)",
-                 losses=("squared", "logistic", "huber"), family="dp-gcd")
+                 losses=("squared", "logistic", "huber"), family="dp-gcd", options=OPTIONS,
+                 run_length="passes",
+                 # with one feature the greedy selection is trivial: give it 10% of each iteration
+                 audit={"passes": 10, "selection_share": 0.1})
 def fit_dp_gcd(problem, *, epsilon, delta, rng, passes=10, step=1.0, clip=1.0, rule="auto",
                selection="exponential", accountant="auto", selection_share=0.5,
                smoothness="exact", checkpoint_every=1):

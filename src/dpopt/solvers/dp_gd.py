@@ -33,8 +33,13 @@ import numpy as np
 from dpopt._validation import check_choice, check_positive_int, check_scalar
 from dpopt.kernels.grad import full_gradient
 from dpopt.privacy import Gaussian, calibrate_gaussian
-from dpopt.solvers._base import Checkpoints, make_result, register_solver
+from dpopt.solvers._base import Checkpoints, Option, make_result, one_of, register_solver
 from dpopt.solvers._common import (
+    CHECKPOINT_EVERY,
+    CLIP,
+    PASSES,
+    SMOOTHNESS,
+    STEP,
     check_clip,
     coordinate_clips,
     coordinate_smoothness,
@@ -55,8 +60,20 @@ def gd_steps(problem, step, step_rule, smoothness):
     return out
 
 
+OPTIONS = (
+    PASSES.but(doc="T, the number of full-gradient steps (one per pass)"),
+    STEP.but(doc="gamma: Gamma = gamma / beta (global) or gamma / (min(p, omega) M_j) (eso)"),
+    CLIP.but(doc="C, the L2 or overall coordinate clipping threshold"),
+    Option("clipping", "l2", one_of("l2", "coordinate"), "per-sample L2 or coordinate clipping"),
+    Option("step_rule", "global", one_of("global", "eso"), "global or ESO step (module docstring)"),
+    SMOOTHNESS.but(doc='"exact" (warns), beta (global) or the M_j (eso / coordinate clipping)'),
+    Option("output", "last", one_of("last", "random"), "last iterate or x_tau, tau uniform"),
+    CHECKPOINT_EVERY,
+)
+
+
 @register_solver("dp-gd", description="DP proximal gradient descent, full batch (baseline)",
-                 family="dp-gd")
+                 family="dp-gd", options=OPTIONS, run_length="passes", audit={"passes": 10})
 def fit_dp_gd(problem, *, epsilon, delta, rng, passes=10, step=1.0, clip=1.0, clipping="l2",
               step_rule="global", smoothness="exact", output="last", checkpoint_every=1):
     """Fit with DP-GD; one pass = one full-gradient step (see module docstring).

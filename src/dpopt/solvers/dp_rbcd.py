@@ -110,9 +110,14 @@ from dpopt.kernels.block import block_steps
 from dpopt.kernels.cd import CDWork, cd_steps
 from dpopt.kernels.grad import full_gradient
 from dpopt.privacy import Gaussian, calibrate_gaussian
-from dpopt.solvers._base import Checkpoints, make_result, register_solver
+from dpopt.solvers._base import Checkpoints, Option, make_result, one_of, register_solver
 from dpopt.solvers._common import (
+    CHECKPOINT_EVERY,
+    CLIP,
     GAUSSIAN_ACCOUNTANTS,
+    PASSES,
+    SMOOTHNESS,
+    STEP,
     check_clip,
     coordinate_clips,
     coordinate_smoothness,
@@ -462,8 +467,24 @@ def _resolve_omega(problem, omega, sampler):
     return max_row_nnz(problem, warn_option="omega")
 
 
+OPTIONS = (
+    Option("sampling", "uniform", None, "block sampling: a name of SAMPLINGS or a sampler object"),
+    Option("block_size", None, None, "tau for nice / bernoulli sampling"),
+    Option("probabilities", None, None, "marginals p_j for importance / bernoulli sampling"),
+    PASSES.but(doc="number of passes; one pass is p / E|S| steps on average"),
+    STEP.but(doc="gamma: gamma_j = gamma / v_j(S)"),
+    CLIP.but(doc="C, the overall clipping threshold (inf only with epsilon = inf)"),
+    SMOOTHNESS.but(doc='M_j: "exact" (PrivacyLeakWarning) or a public array'),
+    Option("block_smoothness", "size", one_of("size", "max"), "v_j(S) per drawn block or fixed"),
+    Option("omega", None, None, "public bound on the non-zeros per row"),
+    Option("accountant", "exact", one_of(*GAUSSIAN_ACCOUNTANTS), "calibration of the noise"),
+    CHECKPOINT_EVERY,
+)
+
+
 @register_solver("dp-rbcd", description="DP random block coordinate descent with arbitrary "
-                 "sampling (DP-SkGD, Maranjyan et al.), coordinate-wise clipping", family="dp-rbcd")
+                 "sampling (DP-SkGD, Maranjyan et al.), coordinate-wise clipping", family="dp-rbcd",
+                 options=OPTIONS, run_length="passes", audit={"passes": 10})
 def fit_dp_rbcd(problem, *, epsilon, delta, rng, sampling="uniform", block_size=None,
                 probabilities=None, passes=10, step=1.0, clip=1.0, smoothness="exact",
                 block_smoothness="size", omega=None, accountant="exact", checkpoint_every=1):

@@ -42,8 +42,14 @@ import numpy as np
 from dpopt._validation import check_choice, check_positive_int, check_scalar
 from dpopt.kernels.sgd import sgd_steps
 from dpopt.privacy import ADJACENCIES, SubsampledGaussian, calibrate
-from dpopt.solvers._base import Checkpoints, make_result, register_solver
+from dpopt.solvers._base import Checkpoints, Option, make_result, one_of, register_solver
 from dpopt.solvers._common import (
+    BATCH_SIZE,
+    CHECKPOINT_EVERY,
+    CLIP,
+    PASSES,
+    SMOOTHNESS,
+    STEP,
     SUBSAMPLED_ACCOUNTANTS,
     adjacency_factor,
     check_clip,
@@ -59,8 +65,21 @@ def calibrate_sgd(epsilon, delta, rate, steps, adjacency, accountant):
                      adjacency=adjacency, accountant=accountant)
 
 
+OPTIONS = (
+    PASSES.but(doc="number of passes; one pass is round(n / batch_size) steps"),
+    STEP.but(doc="gamma; the step size is gamma / beta"),
+    CLIP.but(doc="C, the L2 clipping threshold of the per-sample gradients"),
+    BATCH_SIZE.but(doc="expected Poisson batch size b (rate b / n); default round(sqrt(n))"),
+    SMOOTHNESS.but(doc='beta, the global smoothness; "exact" reads it from the data (warns)'),
+    Option("adjacency", "replace-one", one_of(*ADJACENCIES), "adjacency of the guarantee"),
+    Option("accountant", "pld", one_of(*SUBSAMPLED_ACCOUNTANTS), "rdp: add-remove only"),
+    CHECKPOINT_EVERY,
+)
+
+
 @register_solver("dp-sgd", description="DP proximal SGD, Poisson sampling, L2 clipping (baseline)",
-                 family="dp-sgd")
+                 family="dp-sgd", options=OPTIONS, run_length="passes",
+                 audit={"passes": 2, "batch_size": 25})
 def fit_dp_sgd(problem, *, epsilon, delta, rng, passes=10, step=1.0, clip=1.0, batch_size=None,
                smoothness="exact", adjacency="replace-one", accountant="pld", checkpoint_every=1):
     """Fit with DP-SGD (module docstring). One pass = n / batch_size steps.

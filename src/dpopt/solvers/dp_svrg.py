@@ -85,10 +85,27 @@ from dpopt.kernels.grad import l2clip_weights
 from dpopt.kernels.svrg import svrg_steps
 from dpopt.privacy import Calibration, Gaussian, SubsampledGaussian, calibrate, epsilon_of
 from dpopt.privacy.accounting import PLD_DISCRETIZATION, PLD_SEARCH_DISCRETIZATION
-from dpopt.solvers._base import Checkpoints, make_result, register_solver
-from dpopt.solvers._common import adjacency_factor, check_clip, per_sample_smoothness, poisson_batches
+from dpopt.solvers._base import (
+    Checkpoints,
+    Option,
+    make_result,
+    one_of,
+    positive_int,
+    register_solver,
+)
+from dpopt.solvers._common import (
+    BATCH_SIZE,
+    CHECKPOINT_EVERY,
+    CLIP,
+    SMOOTH_LOSSES,
+    SMOOTHNESS,
+    STEP,
+    adjacency_factor,
+    check_clip,
+    per_sample_smoothness,
+    poisson_batches,
+)
 
-SMOOTH_LOSSES = ("squared", "logistic", "huber")
 SPLIT_GRID = (1e-3, 3e-3, 0.01, 0.03, 0.1, 0.2, 1 / 3)
 CHUNK_ELEMENTS = 2_000_000  # noise drawn per chunk of inner steps (chunk * p doubles)
 
@@ -403,8 +420,29 @@ _OPTIONS_DOC = """
 """
 
 
+_SVRG_OPTIONS = (
+    Option("epochs", 15, positive_int, "T, the number of epochs (each starts with a full "
+           "clipped gradient)"),
+    Option("epoch_length", None, None, "m, inner steps per epoch (dp-svrg++: epoch s has 2^s m)"),
+    BATCH_SIZE.but(doc="b, the expected Poisson batch size (rate b / n); default round(sqrt(n))"),
+    STEP.but(default=0.5, doc="the step size is eta = step / L"),
+    CLIP.but(doc="C, L2 clipping threshold of every per-sample gradient"),
+    SMOOTHNESS.but(doc='L, the per-sample smoothness; "exact" reads it from the data (warns)'),
+    Option("strong_convexity", None, None, "mu for the condition check (dp-svrg only)"),
+    Option("noise_split", "auto", None, "rho, the share of sigma^2 on the full-gradient term"),
+    Option("condition", "warn", one_of("warn", "raise", "ignore"), "the paper's condition "
+           "(eq. 4) with batch_size=1 fails"),
+    CHECKPOINT_EVERY,
+)
+_SVRGPP_OPTIONS = tuple(o.but(default=8) if o.name == "epochs" else o for o in _SVRG_OPTIONS
+                        if o.name != "strong_convexity")
+
+
 @register_solver("dp-svrg", description="DP proximal SVRG, Poisson-sampled clipped inner steps "
-                 "(Wang, Ye, Xu 2017, Alg. 1)", losses=SMOOTH_LOSSES, family="dp-svrg")
+                 "(Wang, Ye, Xu 2017, Alg. 1)", losses=SMOOTH_LOSSES, family="dp-svrg",
+                 options=_SVRG_OPTIONS, run_length="epochs",
+                 audit={"epochs": 1, "epoch_length": 1, "batch_size": 25,
+                        "strong_convexity": 1.0})
 def fit_dp_svrg(problem, *, epsilon, delta, rng, epochs=15, epoch_length=None, batch_size=None,
                 step=0.5, clip=1.0, smoothness="exact", strong_convexity=None,
                 noise_split="auto", condition="warn", checkpoint_every=1):
@@ -422,7 +460,8 @@ def fit_dp_svrg(problem, *, epsilon, delta, rng, epochs=15, epoch_length=None, b
 
 @register_solver("dp-svrg++", description="DP proximal SVRG++ with doubling epochs, for "
                  "non-strongly convex objectives (Wang, Ye, Xu 2017, Alg. 2)",
-                 losses=SMOOTH_LOSSES, family="dp-svrg")
+                 losses=SMOOTH_LOSSES, family="dp-svrg", options=_SVRGPP_OPTIONS,
+                 run_length="epochs", audit={"epochs": 1, "epoch_length": 1, "batch_size": 25})
 def fit_dp_svrg_pp(problem, *, epsilon, delta, rng, epochs=8, epoch_length=None,
                    batch_size=None, step=0.5, clip=1.0, smoothness="exact", noise_split="auto",
                    condition="warn", checkpoint_every=1):
