@@ -59,7 +59,6 @@ refuses to record.
 
 from __future__ import annotations
 
-import inspect
 import math
 import threading
 from contextlib import contextmanager
@@ -481,13 +480,3 @@ def _entry_plds(e: Spend, step, use_mechanisms):
         return out
     params = dpa.pld.common.DifferentialPrivacyParameters(e.epsilon, e.delta)
     return [pldlib.from_privacy_parameters(params, value_discretization_interval=step)]
-
-
-def solver_adjacency(func, options) -> str:
-    """The adjacency a solver will certify: its ``adjacency`` option if it has one."""
-    if "adjacency" in options:
-        return options["adjacency"]
-    param = inspect.signature(func).parameters.get("adjacency")
-    if param is not None and isinstance(param.default, str):
-        return param.default
-    return "replace-one"

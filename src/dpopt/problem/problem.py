@@ -75,6 +75,13 @@ class Problem:
         return out
 
     @functools.cached_property
+    def X_rows(self):
+        """The features with contiguous rows, for the row-wise solvers (DP-GD, DP-SGD,
+        DP-SVRG): CSR for sparse data, a C-ordered copy for dense data (whose own
+        Fortran order is made for the column-wise ones). Built once per problem."""
+        return self.X_csr if self.is_sparse else np.ascontiguousarray(self.X)
+
+    @functools.cached_property
     def column_sq_norms(self) -> np.ndarray:
         """||X[:, j]||^2 for every column (non-private)."""
         if self.is_sparse:

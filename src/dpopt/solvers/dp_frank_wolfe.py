@@ -111,7 +111,7 @@ from dpopt._validation import check_choice, check_positive_int, check_scalar
 from dpopt.exceptions import PrivacyLeakWarning
 from dpopt.privacy import ZCDP, Gaussian, PureDP, calibrate, dp_to_zcdp
 from dpopt.privacy.mechanisms import exponential_mechanism_zcdp, report_noisy_max
-from dpopt.solvers._base import Checkpoints, make_result, register_solver
+from dpopt.solvers._base import Checkpoints, Option, make_result, register_solver
 
 FW_ACCOUNTANTS = ("auto", "pld", "rdp")
 MAX_AUTO_PASSES = 1000
@@ -336,10 +336,30 @@ def loss_weights(loss, state, y, U):
     return np.clip(loss.deriv(state.zw + state.b, y), -U, U)
 
 
+OPTIONS = (
+    Option("radius", 1.0, None, "r, the public L1 radius of the constraint"),
+    Option("passes", "auto", None, "T, the number of Frank-Wolfe iterations, or 'auto'"),
+    Option("coordinate_bound", None, None, "c, public bound on |x_ij| (entries clipped); None "
+           "reads it from the data, with a PrivacyLeakWarning"),
+    Option("target_bound", None, None, "t, public bound on |y| (squared loss); None reads it "
+           "from the data, with a PrivacyLeakWarning"),
+    Option("clip", 1.0, None, "bound on each per-sample derivative, or None for the worst case"),
+    Option("intercept_share", DEFAULT_INTERCEPT_SHARE, None, "share of each iteration's zCDP "
+           "spent on the intercept's noisy step"),
+    Option("accountant", "auto", None, "'auto', 'pld' or 'rdp'"),
+    Option("checkpoint_every", None, None, "iterations between recorded iterates (None: T / 20)"),
+)
+
+
+# target_bound >> coordinate_bound * radius: the canary's clipped residual is about -t on D1
+# and +t on D0, so its score change is t / (c r + t) ~ 99% of the sensitivity; few iterations
+# keep each selection strong (T = 3 gave the largest noise/4 bounds)
 @register_solver("dp-frank-wolfe", description="DP Frank-Wolfe over an L1 ball (private LASSO), "
                  "exponential-mechanism vertex selection (Talwar, Thakurta, Zhang 2015)",
                  losses=("squared", "logistic"), penalties=("none", "l2"),
-                 family="dp-frank-wolfe")
+                 family="dp-frank-wolfe", options=OPTIONS, run_length="passes",
+                 audit={"passes": 3, "radius": 1.0, "coordinate_bound": 1.0,
+                        "target_bound": 100.0})
 def fit_dp_frank_wolfe(problem, *, epsilon, delta, rng, radius=1.0, passes="auto",
                        coordinate_bound=None, target_bound=None, clip=1.0,
                        intercept_share=DEFAULT_INTERCEPT_SHARE,

@@ -94,7 +94,6 @@ import warnings
 import numpy as np
 
 from dpopt._validation import check_choice, check_positive_int, check_scalar
-from dpopt.exceptions import PrivacyLeakWarning
 from dpopt.kernels.heavy import subgradient_steps
 from dpopt.privacy import (
     ZCDP,
@@ -112,11 +111,20 @@ from dpopt.privacy import (
     zcdp_to_dp,
 )
 from dpopt.privacy.mechanisms import gaussian_noise
-from dpopt.solvers._base import Checkpoints, make_result, register_solver
+from dpopt.solvers._base import (
+    Checkpoints,
+    Option,
+    make_result,
+    one_of,
+    positive,
+    positive_int,
+    register_solver,
+)
+from dpopt.solvers._common import ZCDP_ACCOUNTANTS, global_smoothness
 
 MODELS = ("central", "shuffle-simulation")
 ORACLES = ("l2", "coordinate")
-HT_ACCOUNTANTS = ("zcdp", "exact")
+HT_ACCOUNTANTS = ZCDP_ACCOUNTANTS
 
 # ---------------------------------------------------------------------------
 # budget
@@ -345,22 +353,6 @@ def project_two_balls(v, c1, r1, c2, r2):
 
 # ---------------------------------------------------------------------------
 # shared option handling
-
-
-def resolve_beta(problem, smoothness):
-    """beta, the smoothness of the average loss: a public float, or ``"exact"``
-    (computed from the private data without privacy, with a warning)."""
-    if isinstance(smoothness, str):
-        check_choice(smoothness, "smoothness", ("exact",))
-        warnings.warn("the step size uses the smoothness constant computed from the private "
-                      "data without privacy; pass smoothness=<beta> (public) to avoid this",
-                      PrivacyLeakWarning, stacklevel=4)
-        beta = problem.global_smoothness()
-        if not math.isfinite(beta):  # was an OverflowError deep in the step-size rules
-            raise ValueError(f"the {problem.loss.name} loss is not smooth (no finite smoothness "
-                             f"constant): use ht-subgradient, or pass smoothness=<beta>")
-        return max(beta, 1e-300)
-    return check_scalar(smoothness, "smoothness", low=0.0, low_open=True)
 
 
 def resolve_mu(problem, strong_convexity, solver):
@@ -686,9 +678,51 @@ def _with_common_doc(func):
     return func
 
 
+# ---------------------------------------------------------------------------
+# options (declared once; the one-pass solvers share them)
+
+_BUDGET_OPTIONS = (
+    Option("rho", None, None, "zCDP budget used instead of epsilon (which then caps it)"),
+    Option("accountant", "zcdp", one_of(*ZCDP_ACCOUNTANTS), "epsilon <-> rho conversion"),
+)
+_MOMENT_OPTIONS = (
+    Option("clip", None, None, 'C (float), "theory" or "quantile" (module docstring)'),
+    Option("moment_bound", None, None, "r_k of E||grad f||^k <= r_k^k (public knowledge)"),
+    Option("moment_order", 2, None, "k of the moment bound"),
+)
+_QUANTILE_OPTIONS = (
+    Option("clip_quantile", None, None, "level of the private quantile clip"),
+    Option("quantile_share", 0.1, None, "budget (or record) share of the private quantile"),
+    Option("quantile_records", "shared", one_of("shared", "disjoint"), "records of the quantile"),
+    Option("quantile_range", (1e-6, 1e6), None, "public search range of the quantile"),
+)
+_ONE_PASS_OPTIONS = (
+    *_BUDGET_OPTIONS,
+    Option("model", "central", one_of(*MODELS), "central or simulated shuffle model"),
+    Option("oracle", "l2", one_of(*ORACLES), "MeanOracle1 (l2) or MeanOracle2 (coordinate)"),
+    *_MOMENT_OPTIONS,
+    Option("radius", math.inf, None, "the domain is the L2 ball of this radius"),
+    Option("n_iter", None, None, "T, the number of batches (default: the theorem's)"),
+    Option("batch_size", None, None, "s, records per batch (default floor(n / T))"),
+    Option("step", 1.0, positive, "multiplier of the rule's step size"),
+    Option("smoothness", "exact", None, 'beta of the average loss; "exact" reads it (warns)'),
+)
+_TAIL_OPTIONS = (
+    *_QUANTILE_OPTIONS,
+    Option("groups", None, None, "m for the coordinate oracle"),
+    Option("checkpoint_every", 1, positive_int, "record the output every this many iterations"),
+)
+_STRONG_CONVEXITY = Option("strong_convexity", None, None, "mu (default: the L2 penalty's alpha)")
+#: one batch of all 50 canary records (T = 1): the final model is the single oracle call the
+#: canary enters (with T batches it is averaged with T - 1 others and the audit loses power)
+_ONE_PASS_AUDIT = {"clip": 1.0, "n_iter": 1, "batch_size": 50}
+
+
 @_with_common_doc
 @register_solver("ht-acsa", description="noisy clipped accelerated SGD (AC-SA), one pass, "
-                 "heavy-tailed gradients (Lowy & Razaviyayn, Alg. 2)", family="heavy-tailed")
+                 "heavy-tailed gradients (Lowy & Razaviyayn, Alg. 2)", family="heavy-tailed",
+                 options=(*_ONE_PASS_OPTIONS, *_TAIL_OPTIONS), run_length="n_iter",
+                 audit=_ONE_PASS_AUDIT)
 def fit_ht_acsa(problem, *, epsilon, delta, rng, rho=None, accountant="zcdp", model="central",
                 oracle="l2", clip=None, moment_bound=None, moment_order=2, radius=math.inf,
                 n_iter=None, batch_size=None, step=1.0, smoothness="exact", clip_quantile=None,
@@ -706,7 +740,7 @@ def fit_ht_acsa(problem, *, epsilon, delta, rng, rho=None, accountant="zcdp", mo
         radius=radius, clip_quantile=clip_quantile, quantile_share=quantile_share,
         quantile_records=quantile_records, quantile_range=quantile_range, groups=groups,
         step=step, checkpoint_every=checkpoint_every))
-    beta = resolve_beta(problem, smoothness)
+    beta = global_smoothness(problem, smoothness)
     n_iter, D = _check_iters(n_iter), 2.0 * c.radius
     eps = c.eps_z
     if n_iter is None:
@@ -782,7 +816,9 @@ def _finish(problem, solver, c, w, orc, T, s, ck, params, oracle_records=None,
 @_with_common_doc
 @register_solver("ht-sgd", description="noisy clipped SGD with weighted averaging, one pass, "
                  "strongly convex, heavy-tailed gradients (Lowy & Razaviyayn, Alg. 6)",
-                 family="heavy-tailed")
+                 family="heavy-tailed", run_length="n_iter",
+                 options=(*_ONE_PASS_OPTIONS, _STRONG_CONVEXITY, *_TAIL_OPTIONS),
+                 audit={**_ONE_PASS_AUDIT, "strong_convexity": 1.0})
 def fit_ht_sgd(problem, *, epsilon, delta, rng, rho=None, accountant="zcdp", model="central",
                oracle="l2", clip=None, moment_bound=None, moment_order=2, radius=math.inf,
                n_iter=None, batch_size=None, step=1.0, smoothness="exact",
@@ -800,7 +836,7 @@ def fit_ht_sgd(problem, *, epsilon, delta, rng, rho=None, accountant="zcdp", mod
         radius=radius, clip_quantile=clip_quantile, quantile_share=quantile_share,
         quantile_records=quantile_records, quantile_range=quantile_range, groups=groups,
         step=step, checkpoint_every=checkpoint_every))
-    beta = resolve_beta(problem, smoothness)
+    beta = global_smoothness(problem, smoothness)
     mu = resolve_mu(problem, strong_convexity, "ht-sgd")
     kappa = max(beta / mu, 1.0)
     n_iter = _check_iters(n_iter)
@@ -842,7 +878,11 @@ def fit_ht_sgd(problem, *, epsilon, delta, rng, rho=None, accountant="zcdp", mod
 @_with_common_doc
 @register_solver("ht-proxsgd", description="noisy clipped proximal SGD, one pass, Proximal-PL "
                  "losses, heavy-tailed gradients (Lowy & Razaviyayn, Alg. 8)",
-                 family="heavy-tailed")
+                 family="heavy-tailed", run_length="n_iter",
+                 options=(*_ONE_PASS_OPTIONS, _STRONG_CONVEXITY,
+                          Option("gap_bound", None, None, "Delta >= F(0) - F* (sets T)"),
+                          *_TAIL_OPTIONS),
+                 audit={**_ONE_PASS_AUDIT, "strong_convexity": 1.0})
 def fit_ht_proxsgd(problem, *, epsilon, delta, rng, rho=None, accountant="zcdp",
                    model="central", oracle="l2", clip=None, moment_bound=None, moment_order=2,
                    radius=math.inf, n_iter=None, batch_size=None, step=1.0, smoothness="exact",
@@ -861,7 +901,7 @@ def fit_ht_proxsgd(problem, *, epsilon, delta, rng, rho=None, accountant="zcdp",
         radius=radius, clip_quantile=clip_quantile, quantile_share=quantile_share,
         quantile_records=quantile_records, quantile_range=quantile_range, groups=groups,
         step=step, checkpoint_every=checkpoint_every))
-    beta = resolve_beta(problem, smoothness)
+    beta = global_smoothness(problem, smoothness)
     mu = resolve_mu(problem, strong_convexity, "ht-proxsgd")
     kappa = max(beta / mu, 1.0)
     gap = None if gap_bound is None else check_scalar(gap_bound, "gap_bound", low=0.0,
@@ -928,7 +968,22 @@ def _penalty_subgradient(pen, w):
 @register_solver("ht-subgradient", description="localized noisy clipped subgradient method, "
                  "non-smooth convex losses, heavy-tailed subgradients (Lowy & Razaviyayn, "
                  "Alg. 4)", family="heavy-tailed",
-                 penalties=("none", "l1", "l2", "elastic_net"))
+                 penalties=("none", "l1", "l2", "elastic_net"), run_length="max_phase_iter",
+                 options=(
+                     *_BUDGET_OPTIONS, *_MOMENT_OPTIONS,
+                     Option("radius", None, None, "D / 2: the (finite) radius of the domain"),
+                     Option("step", 1.0, positive, "multiplier of the base step"),
+                     Option("max_phase_iter", 1000, None, "cap on the iterations of a phase"),
+                     *_QUANTILE_OPTIONS,
+                     Option("implementation", "auto", one_of("auto", "numba", "python"),
+                            "the phase loop: compiled (dense) or Python"),
+                     Option("checkpoint_every", 1, positive_int, "record every this many "
+                            "iterations"),
+                 ),
+                 # n' / 2 records in the first phase (n' = 2^floor(log2 n)), larger noise
+                 # later: with n = 2 there is one phase and the canary is read half the time
+                 audit={"clip": 1.0, "radius": 1e3, "moment_bound": 100.0, "max_phase_iter": 1},
+                 audit_canary={"n_samples": 2})
 def fit_ht_subgradient(problem, *, epsilon, delta, rng, rho=None, accountant="zcdp", clip=None,
                        moment_bound=None, moment_order=2, radius=None, step=1.0,
                        max_phase_iter=1000, clip_quantile=None, quantile_share=0.1,

@@ -105,7 +105,7 @@ from dpopt.privacy import (
     gdp_mu,
     objective_perturbation_delta,
 )
-from dpopt.solvers._base import Checkpoints, make_result, register_solver
+from dpopt.solvers._base import Checkpoints, Option, make_result, register_solver
 
 NOISE_FACTOR = 1.3  # Redberg et al.'s f: OP noise <= 1.3 x the plain Gaussian mechanism's
 OUTPUT_SHARE = 0.1  # mu_out / mu: the output perturbation's share of the budget (GDP units)
@@ -347,11 +347,26 @@ def newton(objective, w0, tau, max_iter=MAX_NEWTON):
 # the solver
 
 
+OPTIONS = (
+    Option("row_bound", None, None, "public bound B on the feature-row norms (longer rows are "
+           "rescaled); None reads it from the data, with a PrivacyLeakWarning"),
+    Option("regularization", "auto", None, "'auto' or lambda >= 0 added on every coordinate"),
+    Option("tolerance", 1e-6, None, "guaranteed ||w_hat - w*|| of the approximate minimizer"),
+    Option("adjacency", "replace-one", None, "'replace-one' (chi_2 term) or 'add-remove' (chi_1)"),
+    Option("prior_mu", 0.0, None, "Gaussian-DP mu of Gaussian releases composed with this run "
+           "(the target then covers the whole composition)"),
+)
+
+
+# the Huber canary's derivative is saturated at +-t, so its whole (clipped) gradient
+# sensitivity enters the minimiser; the row bound is public (rows of norm 10 are clipped)
 @register_solver("objective-perturbation",
                  description="objective perturbation + approximate minima perturbation, "
                              "tight privacy profile (Redberg, Koskela, Wang 2023)",
                  losses=("logistic", "huber"), penalties=("none", "l2"),
-                 family="objective-perturbation")
+                 family="objective-perturbation", options=OPTIONS,
+                 audit={"row_bound": 1.0},
+                 audit_canary={"loss": "huber", "scale": 10.0})
 def fit_objective_perturbation(problem, *, epsilon, delta, rng, row_bound=None,
                                regularization="auto", tolerance=1e-6, adjacency="replace-one",
                                prior_mu=0.0):
