@@ -1,8 +1,14 @@
 """scikit-learn estimators for private linear models.
 
-Each estimator builds a :class:`dpopt.Problem` from ``(X, y)`` and fits it
-with any registered solver (``solver=``, default ``"dp-cd"``; the solver must
-support the estimator's loss and penalty) through :func:`dpopt.solve`:
+Each estimator fits ``(X, y)`` privately. The default, ``solver="auto"``, is
+the default path of :mod:`dpopt.auto`: private end to end, ``epsilon`` the
+only knob (private feature / row-norm / target bounds, scaling, and a
+mechanism chosen from the loss, penalty, n and p; ``auto_`` and
+``fit_result_.params["auto"]`` say what was chosen and why; ``predict`` applies
+the same feature map, ``feature_bounds_``). Any registered solver can be named
+instead (``solver=``, with ``solver_options``; it must support the estimator's
+loss and penalty); the estimator then builds a :class:`dpopt.Problem` from the
+data as given and calls :func:`dpopt.solve`:
 
 ========================  ==================  =========================================
 estimator                 loss                penalty
@@ -36,7 +42,7 @@ enclosing ``with BudgetAccountant(...)``, if any). A fit that would exceed
 it raises :class:`dpopt.BudgetExceededError` before touching the data and
 leaves the estimator as it was.
 
-Data-dependent quantities. The solvers' defaults compute smoothness
+Data-dependent quantities (explicit solvers). The solvers' defaults compute smoothness
 constants from the training data without privacy (e.g. DP-CD's step sizes
 and clipping thresholds, ``smoothness="exact"``); they raise
 :class:`dpopt.PrivacyLeakWarning`. The estimators re-raise every such
@@ -292,8 +298,9 @@ class DPLogisticRegression(ClassifierMixin, _DPLinearModel):
         Penalty strength (l2: alpha/2 ||w||^2).
     l1_ratio : float, default 0.5 (elastic_net only)
     fit_intercept : bool, default True
-    solver : str, default "dp-cd"
-        Any registered solver supporting the logistic loss and the penalty.
+    solver : str, default "auto"
+        ``"auto"``: the private default path (module docstring); or any registered
+        solver supporting the logistic loss and the penalty.
     solver_options : dict or None
         Passed to the solver (e.g. ``{"passes": 20, "clip": 1.0}``).
     random_state : None, int, RandomState or numpy Generator
