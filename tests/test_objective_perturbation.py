@@ -79,10 +79,10 @@ def test_noise_matches_the_calibration():
 
 def test_huber_threshold_sets_the_lipschitz_constant():
     pb = dpopt.Problem(np.eye(3), np.array([1.0, -2.0, 0.5]), dpopt.problem.losses.huber(0.5))
-    res = dpopt.solve(pb, NAME, epsilon=1.0, delta=1e-5, row_bound=1.0, random_state=0,
-                      adjacency="add-remove")
+    res = dpopt.solve(pb, NAME, epsilon=1.0, delta=1e-5, row_bound=1.0, random_state=0)
     assert res.params["L"] == 0.5 and res.params["beta"] == 1.0
-    assert res.params["sigma"] == pytest.approx(res.noise_multiplier * 0.5, rel=1e-12)
+    assert res.params["sigma"] == pytest.approx(res.noise_multiplier * 2 * 0.5, rel=1e-12)
+    assert res.adjacency == "replace-one" and res.mechanisms[0].dof == 2
 
 
 # ---------------------------------------------------------------------------
@@ -148,7 +148,8 @@ def _density(theta, X, y, loss, lam, sigma):
 @pytest.mark.parametrize("loss, adjacency", [("logistic", "replace-one"), ("huber", "replace-one"),
                                              ("logistic", "add-remove")])
 def test_profile_bounds_the_true_hockey_stick_divergence(loss, adjacency):
-    """The exact output densities of OP on neighbouring 1-d datasets, integrated numerically:
+    """The exact output densities of OP on neighbouring 1-d datasets, integrated numerically
+    (add-remove with the regularization fixed in sum form, the setting of a dof-1 record):
     the true delta(eps) (both orderings) never exceeds the certified profile. With Huber the
     canary's derivatives saturate at opposite signs (gradient gap 2 L B, the replace-one
     worst case), so there the bound must also be close; in 1-d the logistic gap is L B."""
@@ -225,7 +226,7 @@ def test_row_bound_from_data_warns():
     ({"regularization": 0.0}, "regularization"),
     ({"tolerance": 0.0}, "tolerance"),
     ({"tolerance": math.nan}, "tolerance"),
-    ({"adjacency": "neighbours"}, "adjacency"),
+    ({"adjacency": "add-remove"}, "unknown option"),
     ({"row_bound": 0.0}, "row_bound"),
     ({"row_bound": -1.0}, "row_bound"),
 ])
