@@ -231,13 +231,12 @@ def _dp_frank_wolfe(problem, o, res, eps_target):
 
 
 def _objective_perturbation(problem, o, res, eps_target):
-    """[ObjectivePerturbation(z, shift, dof), Gaussian(z_out)]: shift = log(1 + kappa),
-    kappa = beta (B^2 / (lambda + alpha) + [intercept] / lambda) / n; sigma = z L B_aug (x2
-    and dof 2 under replace-one); z_out = 10 / mu(eps, delta), sigma_out = 2 tolerance z_out.
+    """[ObjectivePerturbation(z, shift, 2), Gaussian(z_out)]: shift = log(1 + kappa),
+    kappa = beta (B^2 / (lambda + alpha) + [intercept] / lambda) / n; sigma = 2 z L B_aug
+    (replace-one); z_out = 10 / mu(eps, delta), sigma_out = 2 tolerance z_out.
     The epsilon is recomputed by quadrature of the dominating loss (+ the Gaussian)."""
     prm, n, d = res.params, problem.n_samples, res.delta
-    replace_one = o.get("adjacency", "replace-one") == "replace-one"
-    dof = 2 if replace_one else 1
+    replace_one, dof = True, 2  # the solver's guarantee is replace-one only
     L, beta, B, lam = 1.0, 1.0, prm["row_bound"], prm["regularization"]  # Huber, t = 1
     alpha = problem.penalty.alpha
     kappa = beta * (B * B / (lam + alpha) + (1 / lam if problem.fit_intercept else 0)) / n
@@ -332,7 +331,7 @@ EXPECTED = {
     ], _dp_frank_wolfe),
     "objective-perturbation": ([
         (1.0, 1e-5, {"row_bound": 2.0}),
-        (0.5, 1e-8, {"row_bound": 3.0, "adjacency": "add-remove"}),
+        (0.5, 1e-8, {"row_bound": 3.0}),
         (4.0, 1e-6, {"row_bound": 1.0, "regularization": 0.5, "tolerance": 1e-4}),
     ], _objective_perturbation),
 }

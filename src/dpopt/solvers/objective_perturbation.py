@@ -33,6 +33,9 @@ b = -n grad F_0(w*) =: b_D(w*) is a bijection R^dim -> R^dim (strongly convex, L
 gradient), so w* has density p_D(w) = phi_sigma(b_D(w)) det A_D(w), A_D(w) = n Hessian,
 A_D(w) >= K := n diag(lambda + alpha, ..., lambda + alpha, lambda [intercept]).
 
+(The add-remove cases below are for a regularization fixed in sum form, the setting of
+Redberg et al. and of a record with dof = 1; see "Why not add-remove".)
+
 * Jacobian term. Between neighbours the Hessian changes by l''(x^T w) x x^T terms; with
   c = l'' x^T A^{-1} x in [0, kappa], kappa = beta max_x x^T K^{-1} x =
   (beta / n) (B^2 / (lambda + alpha) + [intercept] / lambda), the log-determinant ratio is
@@ -47,9 +50,15 @@ A_D(w) >= K := n diag(lambda + alpha, ..., lambda + alpha, lambda [intercept]).
   Redberg et al.'s folded normal), m = 2 L B_aug / sigma and ||P u|| <= chi_2 (replace-one,
   two directions x, x').
 
-So in every ordering the privacy loss is stochastically dominated by shift + m^2/2 + m R,
+Why not add-remove. The solver's objective is in scikit-learn's averaged scaling, so in sum
+form its regularization n (lambda + alpha) / 2 ||w||^2 depends on n: removing a record also
+changes it, and the difference of the noise maps gains (lambda + alpha) w, unbounded in w.
+Redberg et al.'s add-remove analysis holds for a regularization fixed in sum form; here n
+is the same on both sides only under replace-one, the guarantee this solver reports.
+
+In every ordering the privacy loss is stochastically dominated by shift + m^2/2 + m R,
 R ~ chi_dof: the record :class:`dpopt.privacy.ObjectivePerturbation` (noise multiplier
-z = sigma / Delta with Delta = L B_aug (add-remove) or 2 L B_aug (replace-one)), which
+z = sigma / Delta with Delta = 2 L B_aug and dof = 2 here, replace-one), which
 explains why this composes with Gaussian mechanisms and how each accountant evaluates it.
 Without other mechanisms, delta(eps) = E[(1 - e^(eps - shift - m^2/2 - m R))_+]; for dof = 1
 this is 2 delta_Gauss(eps - shift) when eps - shift >= m^2/2, else 1 - 2 e^(eps - shift) Phi(-m)
@@ -96,7 +105,7 @@ import scipy.sparse as sp
 from scipy import optimize
 from scipy.sparse.linalg import LinearOperator, cg
 
-from dpopt._validation import check_choice, check_scalar
+from dpopt._validation import check_scalar
 from dpopt.exceptions import PrivacyLeakWarning
 from dpopt.privacy import (
     Gaussian,
@@ -352,7 +361,6 @@ OPTIONS = (
            "rescaled); None reads it from the data, with a PrivacyLeakWarning"),
     Option("regularization", "auto", None, "'auto' or lambda >= 0 added on every coordinate"),
     Option("tolerance", 1e-6, None, "guaranteed ||w_hat - w*|| of the approximate minimizer"),
-    Option("adjacency", "replace-one", None, "'replace-one' (chi_2 term) or 'add-remove' (chi_1)"),
     Option("prior_mu", 0.0, None, "Gaussian-DP mu of Gaussian releases composed with this run "
            "(the target then covers the whole composition)"),
 )
@@ -368,19 +376,18 @@ OPTIONS = (
                  audit={"row_bound": 1.0},
                  audit_canary={"loss": "huber", "scale": 10.0})
 def fit_objective_perturbation(problem, *, epsilon, delta, rng, row_bound=None,
-                               regularization="auto", tolerance=1e-6, adjacency="replace-one",
-                               prior_mu=0.0):
+                               regularization="auto", tolerance=1e-6, prior_mu=0.0):
     """Fit by objective perturbation (see module docstring).
 
     Options: ``row_bound`` (public bound B on the feature-row norms; None: from the data,
     with a PrivacyLeakWarning), ``regularization`` ("auto" or lambda >= 0 added on every
     coordinate), ``tolerance`` (guaranteed ||w_hat - w*||, the sensitivity / 2 of the output
-    perturbation), ``adjacency`` ("replace-one" or "add-remove": chi_2 or chi_1 term),
-    ``prior_mu`` (Gaussian-DP mu of Gaussian mechanisms released before this run in the same
-    fit, e.g. private scaling: (epsilon, delta) is then the target of the whole composition,
-    and the result reports the epsilon of this run's own mechanisms).
+    perturbation), ``prior_mu`` (Gaussian-DP mu of Gaussian mechanisms released before this
+    run in the same fit, e.g. private scaling: (epsilon, delta) is then the target of the whole
+    composition, and the result reports the epsilon of this run's own mechanisms). The
+    guarantee is under replace-one adjacency (module docstring).
     """
-    check_choice(adjacency, "adjacency", ("replace-one", "add-remove"))
+    adjacency = "replace-one"
     tolerance = check_scalar(tolerance, "tolerance", low=0.0, low_open=True)
     prior_mu = check_scalar(prior_mu, "prior_mu", low=0.0)
     if not (isinstance(regularization, str) and regularization == "auto"):
@@ -391,7 +398,7 @@ def fit_objective_perturbation(problem, *, epsilon, delta, rng, row_bound=None,
     private = not math.isinf(epsilon)
     intercept = problem.fit_intercept
     b2 = bound * bound
-    dof = 2 if adjacency == "replace-one" else 1
+    dof = 2
     if private:
         lam, z, shift, z_out, achieved = calibrate_objective_perturbation(
             epsilon, delta, dof=dof, regularization=regularization, alpha=alpha, beta=beta,
@@ -430,6 +437,6 @@ def fit_objective_perturbation(problem, *, epsilon, delta, rng, row_bound=None,
                        mechanisms=mechs, n_iter=iters, passes=iters, checkpoints=ck,
                        adjacency=adjacency,
                        params={"row_bound": bound, "regularization": lam, "tolerance": tolerance,
-                               "adjacency": adjacency, "L": L, "beta": beta, "shift": shift,
+                               "L": L, "beta": beta, "shift": shift,
                                "sigma": sigma, "sigma_out": sigma_out, "z_out": z_out,
                                "gradient_norm": gnorm})
