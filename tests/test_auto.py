@@ -185,7 +185,9 @@ def test_choose_solver_table():
     assert auto.choose_solver("squared", "none", 100, 3, every)[0] == (
         "adassp" if "adassp" in every else "dp-gd")
     assert auto.choose_solver("squared", "l1", 100, 3, every)[0] == "dp-cd"
-    assert auto.choose_solver("huber", "l2", 100, 3, every)[0] == "dp-cd"
+    assert auto.choose_solver("huber", "l2", 100, 3, every)[0] == "objective-perturbation"
+    assert auto.choose_solver("absolute", "l2", 100, 3, every)[0] == "dp-cd"
+    assert auto.choose_solver("huber", "l1", 100, 3, every)[0] == "dp-cd"
     assert auto.choose_solver("logistic", "l2", 100, 3, ())[0] == "dp-gd"
 
 

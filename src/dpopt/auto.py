@@ -1,10 +1,12 @@
 """``solver="auto"``: the estimators' default path, private end to end.
 
 A plain ``DPLogisticRegression(epsilon=1).fit(X, y)`` on raw data runs this
-pipeline. Every step that reads the data is a Gaussian mechanism, so the whole
-fit is one Gaussian-DP composition (Dong, Roth & Su 2022): with mu the GDP
-parameter of the target (epsilon, delta), step k gets mu_k with
-sum_k mu_k^2 = mu^2, and the fit is (epsilon, delta)-DP exactly.
+pipeline. Every scaling step is a Gaussian mechanism: with mu the Gaussian-DP
+parameter (Dong, Roth & Su 2022) of the target (epsilon, delta), step k gets
+mu_k with sum_k mu_k^2 = mu^2. A Gaussian model mechanism gets the remaining
+mu, so the fit is (epsilon, delta)-DP exactly; objective perturbation (not
+Gaussian) is calibrated against the whole target given the scaling's mu
+(``prior_mu``), which its dominating pair composes with exactly.
 
 ====================  ==========  ============================================================
 step                  share mu^2  what it releases (replace-one adjacency)
@@ -39,10 +41,10 @@ loss                         penalty                        mechanism
 ===========================  =============================  ====================================
 squared                      none, l2                       ``adassp`` (Wang 2018): one pass,
                                                             adaptive ridge, near-optimal n >> p
-logistic                     none, l2                       ``objective-perturbation``
+logistic, huber              none, l2                       ``objective-perturbation``
                                                             (Redberg, Koskela & Wang 2023)
-any                          l1, elastic_net, and huber /   ``dp-cd`` with :func:`rules`
-                             absolute losses                (prox handles L1; clipping never binds)
+any                          l1, elastic_net; or the        ``dp-cd`` with :func:`rules`
+                             absolute loss                  (prox handles L1; clipping never binds)
 ===========================  =============================  ====================================
 
 When a mechanism of the table is not registered in the running installation,
@@ -196,13 +198,14 @@ def choose_solver(loss, penalty, n, p, available) -> tuple[str, str]:
     if loss == "squared" and smooth_l2 and "adassp" in available:
         return "adassp", ("squared loss with an L2 or no penalty: sufficient-statistics "
                           "perturbation with adaptive ridge (AdaSSP) needs one pass and no tuning")
-    if loss == "logistic" and smooth_l2 and "objective-perturbation" in available:
+    if loss in ("logistic", "huber") and smooth_l2 and "objective-perturbation" in available:
         return "objective-perturbation", (
-            "smooth logistic loss with an L2 or no penalty: objective perturbation releases a "
-            "perturbed exact minimizer and needs no step, clip or pass count")
+            f"{loss} loss (bounded derivative, bounded curvature) with an L2 or no penalty: "
+            f"objective perturbation releases a perturbed exact minimizer and needs no step, "
+            f"clip or pass count")
     if penalty in ("l1", "elastic_net") or loss in ("huber", "absolute"):
-        return "dp-cd", ("non-smooth penalty or robust loss: DP coordinate descent (its prox "
-                         "handles L1) with the rules of dpopt.auto.rules")
+        return "dp-cd", ("non-smooth penalty or loss: DP coordinate descent (its prox handles "
+                         "L1) with the rules of dpopt.auto.rules")
     return "dp-gd", "fallback: DP gradient descent with the rules of dpopt.auto.rules"
 
 
