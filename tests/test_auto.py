@@ -216,3 +216,23 @@ def test_row_mode_when_the_budget_cannot_locate_feature_bounds():
     norms = np.linalg.norm(model.auto_.scaling.transform(X), axis=1)
     np.testing.assert_allclose(norms, 1.0)
     assert epsilon_of(model.fit_result_.mechanisms, 1 / n ** 2) <= 1.0 + 1e-9
+
+
+def test_objective_perturbation_calibrates_against_the_whole_composition():
+    from dpopt.privacy import ObjectivePerturbation
+    from dpopt.solvers.objective_perturbation import calibrate_objective_perturbation
+
+    eps, delta = 1.0, 1e-8
+    mu = gdp_mu(eps, delta)
+    prior = 0.4 * mu
+    kw = dict(dof=2, regularization="auto", alpha=1e-3, beta=0.25, b2=4.0, n=20000,
+              intercept=True)
+    lam, z, shift, z_out, achieved = calibrate_objective_perturbation(eps, delta, prior_mu=prior,
+                                                                      **kw)
+    total = epsilon_of([ObjectivePerturbation(z, shift, 2), Gaussian(z_out), Gaussian(1 / prior)],
+                       delta)
+    assert total <= eps and total == pytest.approx(eps, rel=1e-3) and achieved == total
+    alone = calibrate_objective_perturbation(eps, delta, **kw)
+    assert z > alone[1]  # less budget left for the run: more noise
+    with pytest.raises(ValueError, match="prior_mu"):
+        calibrate_objective_perturbation(eps, delta, prior_mu=mu, **kw)
