@@ -130,15 +130,20 @@ class _DPLinearModel(BaseEstimator):
                    f"private; the model is not differentially private")
             self.privacy_leaks_.append(msg)
             warnings.warn(msg, PrivacyLeakWarning, stacklevel=3)
+        self._surface(caught, stacklevel=4)
+        self._set_fitted(result)
+        return self
+
+    def _surface(self, caught, stacklevel):
+        """Re-raise the fit's warnings from the caller; leaks are prefixed with the estimator
+        name and kept in ``privacy_leaks_``."""
         for w in caught:
             if issubclass(w.category, PrivacyLeakWarning):
                 msg = f"{type(self).__name__}: {w.message}"
                 self.privacy_leaks_.append(msg)
-                warnings.warn(msg, PrivacyLeakWarning, stacklevel=3)
+                warnings.warn(msg, PrivacyLeakWarning, stacklevel=stacklevel)
             else:
-                warnings.warn(w.message, w.category, stacklevel=3)
-        self._set_fitted(result)
-        return self
+                warnings.warn(w.message, w.category, stacklevel=stacklevel)
 
     def _fit_auto(self, X, target, epsilon, delta, penalty, penalty_kwargs):
         """The default path (:mod:`dpopt.auto`): private bounds, scaling, mechanism."""
@@ -159,19 +164,14 @@ class _DPLinearModel(BaseEstimator):
                                    penalty_kwargs=penalty_kwargs,
                                    fit_intercept=self.fit_intercept, epsilon=epsilon,
                                    delta=delta, rng=rng, regression=not self._classifier)
+                if auto.result.epsilon > epsilon * (1 + 1e-9):  # never expected: exact split
+                    raise RuntimeError(f"internal error: the default path would spend "
+                                       f"{auto.result.epsilon} > epsilon={epsilon}; nothing "
+                                       f"is released")
                 if slot is not None:
                     slot.record(auto.result, label=name)
-        if auto.result.epsilon > epsilon * (1 + 1e-9):  # never expected: the split is exact
-            raise RuntimeError(f"internal error: the default path spent {auto.result.epsilon} "
-                               f"> epsilon={epsilon}")
         self.privacy_leaks_ = []
-        for w in caught:
-            if issubclass(w.category, PrivacyLeakWarning):
-                msg = f"{name}: {w.message}"
-                self.privacy_leaks_.append(msg)
-                warnings.warn(msg, PrivacyLeakWarning, stacklevel=4)
-            else:
-                warnings.warn(w.message, w.category, stacklevel=4)
+        self._surface(caught, stacklevel=5)
         self.auto_ = auto
         self._set_fitted(auto.result)
         coef, intercept = auto.scaling.unscale(np.asarray(auto.result.coef, float),
