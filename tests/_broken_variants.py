@@ -166,7 +166,7 @@ def _clip_off_heavy_tailed():
     try:
         # subgradient_steps(X, y, norms, code, param, w, center, radius, dball, eta, lam, clip,
         #                   sigma, noise, l1, l2)
-        with _unclipped(ht, "subgradient_steps", 11)():
+        with _unclipped(ht.subgradient, "subgradient_steps", 11)():
             yield
     finally:
         ht.GradientOracle.__call__ = call

@@ -245,7 +245,7 @@ def _ht_subgradient_noise():
     the draws (KS + moment) and sigma_i = 2 C_i sqrt(T_i) / (n_i sqrt(2 rho)) per phase
     (T_i calls of (rho / T_i)-zCDP, the docstring's noise), and that the kernel agrees with
     the Python path built on MeanOracle1 (``implementation="python"``)."""
-    from dpopt.solvers import heavy_tailed as ht
+    from dpopt.solvers.heavy_tailed import subgradient as ht  # the module that calls the kernel
 
     seen, orig = [], ht.subgradient_steps
 
@@ -425,12 +425,16 @@ def median_of_clipped_means(Z, clip, groups=3):
 
 
 def _dpopt_mean_oracle1(rng, Z, clip, rho):
-    from dpopt.privacy import MeanOracle1
+    from dpopt.solvers.heavy_tailed.oracles import (
+    MeanOracle1,
+)
     return MeanOracle1(clip, Z.shape[0], rho)(rng, Z)
 
 
 def _dpopt_mean_oracle2(rng, Z, clip, rho):
-    from dpopt.privacy import MeanOracle2
+    from dpopt.solvers.heavy_tailed.oracles import (
+    MeanOracle2,
+)
     return MeanOracle2(clip, Z.shape[0], 3, Z.shape[1], rho)(rng, Z)
 
 
@@ -468,9 +472,9 @@ MEAN_ORACLES = [
     pytest.param(reference_mean_oracle, l2_clipped_mean, lambda s, d, c: 2 * c / s,
                  id="MeanOracle1-reference"),
     pytest.param(_dpopt_mean_oracle1, l2_clipped_mean, lambda s, d, c: 2 * c / s,
-                 id="dpopt.privacy.MeanOracle1"),
+                 id="heavy_tailed.oracles.MeanOracle1"),
     pytest.param(_dpopt_mean_oracle2, median_of_clipped_means,
-                 lambda s, d, c: 2 * c * 3 * math.sqrt(d) / s, id="dpopt.privacy.MeanOracle2"),
+                 lambda s, d, c: 2 * c * 3 * math.sqrt(d) / s, id="heavy_tailed.oracles.MeanOracle2"),
     pytest.param(_histogram_release, _exact_histograms, lambda s, d, c: math.sqrt(2 * d),
                  id="dpopt.preprocessing.release_histograms"),
     pytest.param(*_moment_release(0), lambda s, d, c: math.sqrt(d),
