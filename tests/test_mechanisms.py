@@ -274,8 +274,32 @@ def _ht_subgradient_noise():
     np.testing.assert_allclose(py.w, runs[0].w, rtol=1e-9, atol=1e-12)
 
 
+def _own_noise_tests(module, *names):
+    """The noise checks a solver's own test file makes (released statistics, selections,
+    perturbation vectors that do not reach the iterate as a sum of standard normals)."""
+    def run():
+        import importlib
+
+        mod = importlib.import_module(module)
+        for name in names:
+            test, *args = name if isinstance(name, tuple) else (name,)
+            getattr(mod, test)(*args)
+    return run
+
+
 #: solvers whose noise is checked by a custom function instead of NOISE_SPECS
-CUSTOM_NOISE_TESTS = {"ht-subgradient": _ht_subgradient_noise}
+CUSTOM_NOISE_TESTS = {
+    "ht-subgradient": _ht_subgradient_noise,
+    # the three releases (eigenvalue, X^T X, X^T y) against their calibrated scales
+    "adassp": _own_noise_tests("test_adassp", "test_released_noise_has_the_calibrated_scales"),
+    # the exponential-mechanism selections and the intercept's Gaussian steps
+    "dp-frank-wolfe": _own_noise_tests(
+        "test_dp_frank_wolfe", "test_selection_follows_the_exponential_mechanism",
+        ("test_intercept_noise_matches_its_calibration", "squared")),
+    # the perturbation b recovered from the exact minimiser of a saturated Huber problem
+    "objective-perturbation": _own_noise_tests("test_objective_perturbation",
+                                               "test_noise_matches_the_calibration"),
+}
 
 
 def test_every_private_solver_has_a_noise_spec():
