@@ -54,7 +54,12 @@ MECHANISMS.update({
                  "2C / n"),"ht-acsa": _HT, "ht-sgd": _HT, "ht-proxsgd": _HT,
                    "ht-subgradient": ("Gaussian noise on clipped full-batch means, T_i steps "
                                       "per phase on a disjoint phase batch of n_i records",
-                                      "2 C_i / n_i per step, each (rho / T_i)-zCDP")})
+                                      "2 C_i / n_i per step, each (rho / T_i)-zCDP"),
+                   "objective-perturbation": (
+                       "Gaussian linear term b^T w / n in the objective (privacy loss dominated by "
+                       "shift + m^2/2 + m chi_dof), then Gaussian output noise on the approximate "
+                       "minimiser", "2 L B_aug for b (replace-one), log(1 + kappa) Jacobian "
+                       "shift; 2 tolerance for the output noise")})
 
 START, END = "<!-- audit-table:start -->", "<!-- audit-table:end -->"
 

@@ -25,8 +25,8 @@ def budget_table():
           f"{'dpopt (black-box PLD)':>22} {'ratio to basic':>15}")
     for k, eps in ((2, 0.5), (5, 0.2), (10, 0.1), (50, 0.05)):
         cal = calibrate_gaussian(eps, 1e-7, 100)
-        gauss = dpopt.BudgetAccountant(epsilon=1e6, delta=1e-5)
-        box = dpopt.BudgetAccountant(epsilon=1e6, delta=1e-5)
+        gauss = dpopt.BudgetAccountant(epsilon=100.0, delta=1e-5)
+        box = dpopt.BudgetAccountant(epsilon=100.0, delta=1e-5)
         for _ in range(k):
             gauss.record(Spend("fit", cal.epsilon, 1e-7, "replace-one", "exact",
                                (Gaussian(cal.noise_multiplier, 100),)))

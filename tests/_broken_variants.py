@@ -166,7 +166,7 @@ def _clip_off_heavy_tailed():
     try:
         # subgradient_steps(X, y, norms, code, param, w, center, radius, dball, eta, lam, clip,
         #                   sigma, noise, l1, l2)
-        with _unclipped(ht, "subgradient_steps", 11)():
+        with _unclipped(ht.subgradient, "subgradient_steps", 11)():
             yield
     finally:
         ht.GradientOracle.__call__ = call
@@ -181,6 +181,20 @@ def _clip_off_adassp():
                                "target_bound"))
 
 
+def _clip_off_dp_frank_wolfe():
+    from dpopt.solvers import dp_frank_wolfe as fw
+
+    # clip_data(problem, coordinate_bound, target_bound); loss_weights(loss, state, y, U, ...)
+    return _patched(_unclipped(fw, "clip_data", 1, 2), _unclipped(fw, "loss_weights", 3))
+
+
+def _clip_off_objective_perturbation():
+    from dpopt.solvers import objective_perturbation as op
+
+    # clip_feature_rows(problem, bound)
+    return _patched(_unclipped(op, "clip_feature_rows", 1))
+
+
 #: family -> context manager factory disabling clipping (None: no per-sample clipping).
 CLIP_OFF = {
     "dp-cd": _clip_off_dp_cd,
@@ -192,6 +206,8 @@ CLIP_OFF = {
     "dp-accmd": _clip_off_dp_accmd,
     "heavy-tailed": _clip_off_heavy_tailed,
     "adassp": _clip_off_adassp,
+    "dp-frank-wolfe": _clip_off_dp_frank_wolfe,
+    "objective-perturbation": _clip_off_objective_perturbation,
 }
 
 

@@ -227,3 +227,86 @@ def pure_and_gaussian_epsilon(eps_pure, count_pure, mu, delta):
     while delta_at(hi) > delta:
         hi *= 2.0
     return float(optimize.brentq(lambda e: delta_at(e) - delta, 0.0, hi, xtol=1e-12))
+
+
+# ---------------------------------------------------------------------------
+# preprocessing releases (dpopt.preprocessing)
+
+
+def histogram_release_epsilon(sigma, n_features, delta):
+    """Epsilon of one release of ``n_features`` noisy histograms with N(0, sigma^2) on
+    every count, from first principles: replacing one record moves one unit between two
+    bins of each histogram, so the L2 sensitivity is sqrt(2 p); the Gaussian mechanism's
+    delta(eps) is integrated numerically (hockey stick) and inverted with brentq."""
+    sens = math.sqrt(2.0 * n_features)
+    f = lambda e: hockey_stick_gaussian(sens, sigma, e) - delta  # noqa: E731
+    if f(0.0) <= 0:
+        return 0.0
+    hi = 1.0
+    while f(hi) > 0:
+        hi *= 2.0
+    return float(optimize.brentq(f, 0.0, hi, xtol=1e-10))
+
+
+def gaussian_composition_epsilon(pairs, delta):
+    """Epsilon of the composition of Gaussian mechanisms given as (sigma, L2 sensitivity)
+    pairs, with dp-accounting's PLD built directly (pessimistic, fine grid)."""
+    parts = [("gaussian", sigma / sens, 1) for sigma, sens in pairs]
+    return dpa_pld_compose(parts, delta, pessimistic=True, step=1e-5)
+
+
+# ---------------------------------------------------------------------------
+# objective perturbation (dominating privacy loss shift + m^2/2 + m R, R ~ chi_dof)
+
+
+def op_delta_quad(eps, m, shift, dof, nu=0.0):
+    """delta(eps) = E_R[h(eps - shift - m^2/2 - m R)] by adaptive quadrature, with
+    h(x) = E[(1 - e^(x - G))_+], G ~ N(nu^2/2, nu^2), written out from the normal CDF
+    (h(x) = (1 - e^x)_+ when nu = 0); R has density 2 phi(r) (dof 1) or r e^(-r^2/2) (dof 2)."""
+    from scipy import integrate, stats
+
+    def h(x):
+        if nu == 0:
+            return max(0.0, 1.0 - math.exp(min(x, 0.0)))
+        a = stats.norm.cdf(-x / nu + nu / 2)
+        b = math.exp(x + stats.norm.logcdf(-x / nu - nu / 2)) if x < 700 else 0.0
+        return max(a - b, 0.0)
+
+    def dens(r):
+        return 2 * stats.norm.pdf(r) if dof == 1 else r * math.exp(-r * r / 2)
+
+    c = shift + m * m / 2
+    # split where h changes fastest (eps - c - m r = 0) so quad sees the kink
+    knot = max((eps - c) / m, 0.0) if m > 0 else 0.0
+    pts = sorted({0.0, knot, knot + 1.0, 40.0})
+    total = 0.0
+    for a, b in zip(pts[:-1], pts[1:]):
+        if b > a:
+            total += integrate.quad(lambda r: dens(r) * h(eps - c - m * r), a, b,
+                                    epsabs=1e-16, epsrel=1e-11, limit=400)[0]
+    return total
+
+
+def op_delta_closed_form(eps, m, shift):
+    """Redberg, Koskela & Wang's profile (dof 1, no other mechanism), with the Gaussian
+    profile delta_G(e) = Phi(-e/m + m/2) - e^e Phi(-e/m - m/2):
+    2 delta_G(eps - shift) if eps - shift >= m^2/2, else 1 - 2 e^(eps - shift) Phi(-m)."""
+    from scipy import stats
+
+    e = eps - shift
+    if e >= m * m / 2:
+        return 2 * (stats.norm.cdf(-e / m + m / 2) - math.exp(e) * stats.norm.cdf(-e / m - m / 2))
+    return 1 - 2 * math.exp(e) * stats.norm.cdf(-m)
+
+
+def op_epsilon_quad(z, shift, dof, delta, z_gauss=math.inf):
+    """Epsilon of objective perturbation (multiplier z) composed with a Gaussian mechanism
+    (multiplier z_gauss), by root-finding on :func:`op_delta_quad`."""
+    m, nu = 1 / z, (0.0 if math.isinf(z_gauss) else 1 / z_gauss)
+    f = lambda e: op_delta_quad(e, m, shift, dof, nu) - delta  # noqa: E731
+    if f(0.0) <= 0:
+        return 0.0
+    hi = 1.0
+    while f(hi) > 0:
+        hi *= 2
+    return float(optimize.brentq(f, 0.0, hi, xtol=1e-12))

@@ -34,6 +34,7 @@ from _independent_accounting import (
     gaussian_epsilon,
     hand_pld_epsilon_bracket,
     hockey_stick_gaussian,
+    op_epsilon_quad,
     pure_and_gaussian_epsilon,
     zcdp_epsilon_continuous,
 )
@@ -43,6 +44,7 @@ from dpopt.privacy import (
     ZCDP,
     Gaussian,
     Laplace,
+    ObjectivePerturbation,
     PureDP,
     SubsampledGaussian,
     gdp_delta,
@@ -53,14 +55,17 @@ PRIVATE = dpopt.available_solvers(private_only=True)
 
 
 def tiny_problem(n=40, p=3, seed=0, name=None):
-    """Ridge regression, or plain least squares for solvers without penalties (dp-accmd)."""
+    """Ridge regression, or plain least squares for solvers without penalties (dp-accmd);
+    the Huber loss for solvers without the squared loss (objective-perturbation)."""
     rng = np.random.default_rng(seed)
     X = rng.standard_normal((n, p))
     y = X @ rng.standard_normal(p) + 0.1 * rng.standard_normal(n)
     penalties = dpopt.get_solver(name).penalties if name else None
+    losses = dpopt.get_solver(name).losses if name else None
+    loss = "squared" if losses is None or "squared" in losses else "huber"
     if penalties is not None and "l2" not in penalties:
-        return dpopt.Problem(X, y, "squared")
-    return dpopt.Problem(X, y, "squared", "l2", alpha=0.1)
+        return dpopt.Problem(X, y, loss)
+    return dpopt.Problem(X, y, loss, "l2", alpha=0.1)
 
 
 # ---------------------------------------------------------------------------
@@ -206,6 +211,48 @@ def _adassp(problem, o, res, eps_target):
     return v - 1e-8 * max(1, v), v + 1e-8 * max(1, v)
 
 
+def _dp_frank_wolfe(problem, o, res, eps_target):
+    """T exponential-mechanism selections (no intercept here), each eps_sel-DP with Gumbel
+    scale 2 Delta_s / eps_sel, Delta_s = 2 r c U / n, U = min(clip, c r + t); (eps_sel^2 / 8)-zCDP
+    as a bounded-range mechanism (rdp) or eps_sel-DP (pld, exact randomized-response
+    composition)."""
+    T, d, r = o["passes"], res.delta, o["radius"]
+    c, t, clip = o["coordinate_bound"], o["target_bound"], o.get("clip", 1.0)
+    eps_sel = res.params["epsilon_selection"]
+    assert res.noise_multiplier == pytest.approx(2 / eps_sel, rel=1e-12)
+    U = c * r + t if clip is None else min(clip, c * r + t)
+    sens = 2 * r * c * U / problem.n_samples
+    assert res.params["selection_scale"] == pytest.approx(2 * sens / eps_sel, rel=1e-12)
+    if res.accountant == "rdp":
+        v = zcdp_epsilon_continuous(T * eps_sel ** 2 / 8, d)
+        return v - 1e-9, v * (1 + 2e-3)
+    exact = pure_and_gaussian_epsilon(eps_sel, T, 0.0, d)
+    return exact - 1e-6, max(exact, dpa_pld_compose([("pure", eps_sel, T)], d)) + 2e-3
+
+
+def _objective_perturbation(problem, o, res, eps_target):
+    """[ObjectivePerturbation(z, shift, 2), Gaussian(z_out)]: shift = log(1 + kappa),
+    kappa = beta (B^2 / (lambda + alpha) + [intercept] / lambda) / n; sigma = 2 z L B_aug
+    (replace-one); z_out = 10 / mu(eps, delta), sigma_out = 2 tolerance z_out.
+    The epsilon is recomputed by quadrature of the dominating loss (+ the Gaussian)."""
+    prm, n, d = res.params, problem.n_samples, res.delta
+    replace_one, dof = True, 2  # the solver's guarantee is replace-one only
+    L, beta, B, lam = 1.0, 1.0, prm["row_bound"], prm["regularization"]  # Huber, t = 1
+    alpha = problem.penalty.alpha
+    kappa = beta * (B * B / (lam + alpha) + (1 / lam if problem.fit_intercept else 0)) / n
+    assert prm["shift"] == pytest.approx(math.log1p(kappa), rel=1e-12)
+    b_aug = math.sqrt(B * B + problem.fit_intercept)
+    z = res.noise_multiplier
+    assert prm["sigma"] == pytest.approx(z * L * b_aug * (2 if replace_one else 1), rel=1e-12)
+    mu = 1 / float(dpa.get_sigma_gaussian(eps_target, d))  # analytic Gaussian: sigma(eps, d)
+    assert prm["z_out"] == pytest.approx(10 / mu, rel=1e-6)
+    assert prm["sigma_out"] == pytest.approx(2 * prm["tolerance"] * prm["z_out"], rel=1e-12)
+    assert [type(m).__name__ for m in res.mechanisms] == ["ObjectivePerturbation", "Gaussian"]
+    assert res.mechanisms[0].dof == dof and res.mechanisms[0].shift == prm["shift"]
+    v = op_epsilon_quad(z, prm["shift"], dof, d, prm["z_out"])
+    return v - 1e-7, v * (1 + 1e-3) + 1e-7  # the certified Riemann sum is a slight overestimate
+
+
 #: name -> (grid of (epsilon, delta, options), expectation(problem, options, result, eps))
 EXPECTED = {
     "dp-cd": ([
@@ -275,6 +322,18 @@ EXPECTED = {
         (0.3, 1e-8, {"row_bound": 1.0, "target_bound": 1.0, "budget_split": (0.2, 0.3, 0.5)}),
         (4.0, 1e-3, {"row_bound": 5.0, "target_bound": 0.5, "budget_split": (0, 1, 1)}),
     ], _adassp),
+    "dp-frank-wolfe": ([
+        (1.0, 1e-5, {"passes": 5, "radius": 1.0, "coordinate_bound": 3.0, "target_bound": 5.0}),
+        (3.0, 1e-7, {"passes": 2, "radius": 2.0, "coordinate_bound": 1.0, "target_bound": 1.0,
+                     "clip": None, "accountant": "pld"}),
+        (0.5, 1e-6, {"passes": 40, "radius": 0.5, "coordinate_bound": 2.0, "target_bound": 3.0,
+                     "clip": 2.5, "accountant": "rdp"}),
+    ], _dp_frank_wolfe),
+    "objective-perturbation": ([
+        (1.0, 1e-5, {"row_bound": 2.0}),
+        (0.5, 1e-8, {"row_bound": 3.0}),
+        (4.0, 1e-6, {"row_bound": 1.0, "regularization": 0.5, "tolerance": 1e-4}),
+    ], _objective_perturbation),
 }
 
 PUBLIC_SMOOTHNESS = {"dp-cd": lambda pb: np.ones(pb.dim), "dp-gd": lambda pb: 1.0,
@@ -329,6 +388,15 @@ def optimistic_epsilon(mechanisms, delta, adjacency):
     if all(isinstance(m, Gaussian) for m in mechanisms):
         mu = math.sqrt(sum(m.count / m.noise_multiplier ** 2 for m in mechanisms))
         return float(dpa.get_epsilon_gaussian(1 / mu, delta))
+    ops = [m for m in mechanisms if isinstance(m, ObjectivePerturbation)]
+    if ops:  # one objective perturbation + Gaussians: quadrature of the dominating loss
+        if len(ops) > 1 or ops[0].count != 1 or \
+                not all(isinstance(m, (Gaussian, ObjectivePerturbation)) for m in mechanisms):
+            return None
+        mu = math.sqrt(sum(m.count / m.noise_multiplier ** 2 for m in mechanisms
+                           if isinstance(m, Gaussian)))
+        return op_epsilon_quad(ops[0].noise_multiplier, ops[0].shift, ops[0].dof, delta,
+                               1 / mu if mu > 0 else math.inf)
     pure = [m for m in mechanisms if isinstance(m, PureDP)]
     if pure and len({m.epsilon for m in pure}) == 1 and \
             all(isinstance(m, (Gaussian, PureDP)) for m in mechanisms):
@@ -527,14 +595,21 @@ def test_pure_and_laplace_mechanisms():
 
 
 def test_tiny_and_huge_budgets_neither_hang_nor_overflow():
+    # the accepted range is [MIN_EPSILON, MAX_EPSILON] (dpopt._validation); beyond it a
+    # ValueError naming epsilon, before any search
     with time_limit(60):
-        for eps in (1e-10, 1e-6, 1e6, 1e300):
+        for eps in (1e-6, 100.0):
             for acc in ("exact", "rdp"):
                 cal = privacy.calibrate_gaussian(eps, 1e-5, 10, accountant=acc)
                 assert 0 < cal.noise_multiplier < math.inf and cal.epsilon <= eps
-        for eps in (1e-4, 1e300):
+        for eps in (1e-4, 100.0):
             cal = privacy.calibrate(lambda z: [SubsampledGaussian(z, 0.1, 20)], eps, 1e-5)
             assert 0 < cal.noise_multiplier < math.inf and cal.epsilon <= eps
+        for eps in (1e-10, 1e6, 1e300):
+            with pytest.raises(ValueError, match="epsilon="):
+                privacy.calibrate_gaussian(eps, 1e-5, 10)
+            with pytest.raises(ValueError, match="epsilon="):
+                privacy.calibrate(lambda z: [SubsampledGaussian(z, 0.1, 20)], eps, 1e-5)
         assert 0.0 <= gdp_delta(1e150, 1e300) <= 1.0
 
 

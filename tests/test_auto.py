@@ -37,7 +37,7 @@ def raw_data(n=3000, seed=0, classification=False):
 def test_default_fit_is_private_end_to_end(cls):
     X, y = raw_data(classification=cls is dpopt.DPLogisticRegression)[:2]
     with warnings.catch_warnings():
-        warnings.simplefilter("error")  # any PrivacyLeakWarning (or other warning) fails
+        warnings.simplefilter("error", dpopt.PrivacyLeakWarning)  # a leak fails the test
         model = cls(epsilon=1.0, random_state=0).fit(X, y)
     assert model.privacy_leaks_ == []
     r = model.fit_result_
@@ -185,5 +185,54 @@ def test_choose_solver_table():
     assert auto.choose_solver("squared", "none", 100, 3, every)[0] == (
         "adassp" if "adassp" in every else "dp-gd")
     assert auto.choose_solver("squared", "l1", 100, 3, every)[0] == "dp-cd"
-    assert auto.choose_solver("huber", "l2", 100, 3, every)[0] == "dp-cd"
+    assert auto.choose_solver("huber", "l2", 100, 3, every)[0] == "objective-perturbation"
+    assert auto.choose_solver("absolute", "l2", 100, 3, every)[0] == "dp-cd"
+    assert auto.choose_solver("huber", "l1", 100, 3, every)[0] == "dp-cd"
     assert auto.choose_solver("logistic", "l2", 100, 3, ())[0] == "dp-gd"
+
+
+def test_too_few_rows_for_the_target_gives_the_zero_model_and_spends_nothing():
+    rng = np.random.default_rng(0)
+    X, y = rng.standard_normal((30, 3)), rng.standard_normal(30)
+    assert auto.plan_budget(30, 3, gdp_mu(1.0, 1 / 900), regression=True, center=True) is None
+    with pytest.warns(UserWarning, match="too few"):
+        model = dpopt.DPLinearRegression(epsilon=1.0, random_state=0).fit(X, y)
+    assert model.epsilon_spent_ == 0.0 and model.fit_result_.mechanisms == []
+    assert np.all(model.coef_ == 0) and np.all(model.predict(X) == 0)
+    assert "nothing released" in model.privacy_report()
+
+
+def test_row_mode_when_the_budget_cannot_locate_feature_bounds():
+    rng = np.random.default_rng(1)
+    n, p = 400, 30
+    mu = gdp_mu(1.0, 1 / n ** 2)
+    assert not auto.bounds_resolvable(n, p, mu * math.sqrt(auto.MAX_SHARE))
+    shares = auto.plan_budget(n, p, mu, regression=False, center=True)
+    assert shares == {}  # nothing spent on scaling: rows are normalized (free)
+    X = rng.lognormal(size=(n, p)) * np.logspace(-2, 3, p)
+    y = (X[:, -1] > np.median(X[:, -1])).astype(int)
+    model = dpopt.DPLogisticRegression(epsilon=1.0, random_state=0).fit(X, y)
+    assert model.auto_.plan["scaling"] == "row-normalized" and model.feature_bounds_ is None
+    norms = np.linalg.norm(model.auto_.scaling.transform(X), axis=1)
+    np.testing.assert_allclose(norms, 1.0)
+    assert epsilon_of(model.fit_result_.mechanisms, 1 / n ** 2) <= 1.0 + 1e-9
+
+
+def test_objective_perturbation_calibrates_against_the_whole_composition():
+    from dpopt.privacy import ObjectivePerturbation
+    from dpopt.solvers.objective_perturbation import calibrate_objective_perturbation
+
+    eps, delta = 1.0, 1e-8
+    mu = gdp_mu(eps, delta)
+    prior = 0.4 * mu
+    kw = dict(dof=2, regularization="auto", alpha=1e-3, beta=0.25, b2=4.0, n=20000,
+              intercept=True)
+    lam, z, shift, z_out, achieved = calibrate_objective_perturbation(eps, delta, prior_mu=prior,
+                                                                      **kw)
+    total = epsilon_of([ObjectivePerturbation(z, shift, 2), Gaussian(z_out), Gaussian(1 / prior)],
+                       delta)
+    assert total <= eps and total == pytest.approx(eps, rel=1e-3) and achieved == total
+    alone = calibrate_objective_perturbation(eps, delta, **kw)
+    assert z > alone[1]  # less budget left for the run: more noise
+    with pytest.raises(ValueError, match="prior_mu"):
+        calibrate_objective_perturbation(eps, delta, prior_mu=mu, **kw)

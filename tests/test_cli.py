@@ -39,7 +39,8 @@ def test_fit_round_trip(data_dir, tmp_path, capsys):
     out = tmp_path / "model.json"
     code, stdout, _ = run(["fit", str(data_dir / "clf.csv"), "--loss", "logistic", "--penalty",
                            "l2", "--alpha", "0.01", "--epsilon", "1", "--target", "label",
-                           "--seed", "4", "--option", "passes=5", "--out", str(out)], capsys)
+                           "--seed", "4", "--solver", "dp-cd", "--option", "passes=5", "--out",
+                           str(out)], capsys)
     assert code == 0
     assert "replace-one" in stdout and "PrivacyLeakWarning" in stdout and str(out) in stdout
     model = modelio.load_model(out)
@@ -57,7 +58,7 @@ def test_fit_round_trip(data_dir, tmp_path, capsys):
 
 
 @pytest.mark.parametrize("name, extra", [
-    ("reg.npz", ["--loss", "squared", "--penalty", "l1", "--alpha", "0.01",
+    ("reg.npz", ["--loss", "squared", "--penalty", "l1", "--alpha", "0.01", "--solver", "dp-cd",
                  "--option", "smoothness=[1, 1, 1, 1]"]),
     ("clf.svm", ["--loss", "logistic", "--solver", "dp-gd", "--option", "smoothness=1.0"]),
 ])
@@ -79,8 +80,10 @@ def test_fit_reads_npz_and_libsvm(data_dir, tmp_path, capsys, name, extra):
     (["fit", "{d}/reg.npz", "--loss", "squared", "--epsilon", "1", "--option", "x"], "--option"),
     (["fit", "{d}/reg.npz", "--loss", "squared", "--epsilon", "1", "--option", "bogus=1"],
      "--option"),
-    (["fit", "{d}/reg.npz", "--loss", "squared", "--epsilon", "1", "--option", "passes=0"],
-     "--option passes"),
+    (["fit", "{d}/reg.npz", "--loss", "squared", "--epsilon", "1", "--solver", "dp-cd",
+      "--option", "passes=0"], "--option passes"),
+    (["fit", "{d}/reg.npz", "--loss", "squared", "--epsilon", "1", "--option", "passes=2"],
+     "--option needs --solver"),
     (["fit", "{d}/reg.npz", "--loss", "squared", "--epsilon", "1", "--target", "a"],
      "--target"),
     (["fit", "{d}/missing.csv", "--loss", "squared", "--epsilon", "1"], "DATA"),
@@ -143,3 +146,21 @@ def test_reproduce_on_a_dask_scheduler_then_plot(tmp_path, capsys, monkeypatch):
     assert "runs: 4" in out
     code, out, err = run(["plot", str(tmp_path / "runs.jsonl"), "--kind", "epsilon"], capsys)
     assert code == 0 and (tmp_path / "runs_privacy_utility.svg").exists()
+
+
+def test_fit_default_path_model_file_predicts_like_the_estimator(data_dir, tmp_path, capsys):
+    """No --solver: the estimators' default path (private scaling included); the model file
+    carries the feature map its coefficients need, so predictions match the estimator's."""
+    out = tmp_path / "auto.json"
+    code, stdout, err = run(["fit", str(data_dir / "clf.csv"), "--loss", "logistic",
+                             "--epsilon", "1", "--target", "label", "--seed", "3", "--out",
+                             str(out)], capsys)
+    assert code == 0, err
+    assert "end to end" in stdout and "PrivacyLeakWarning" not in stdout
+    model = modelio.load_model(out)
+    assert model["feature_map"] is not None
+    table = np.loadtxt(data_dir / "clf.csv", delimiter=",", skiprows=1)
+    X, y = table[:, 1:], table[:, 0]
+    est = DPLogisticRegression(random_state=3).fit(X, y)
+    np.testing.assert_allclose(model["coef"], est.coef_.ravel())
+    np.testing.assert_array_equal(modelio.predict(model, X), est.predict(X))

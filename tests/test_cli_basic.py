@@ -21,8 +21,9 @@ def test_account_noise_and_errors(capsys):
     assert "noise multiplier =" in capsys.readouterr().out
     assert main(["account", "--steps", "50", "--delta", "1e-6"]) == 2
     assert "exactly one of --noise" in capsys.readouterr().err
-    assert main(["account", "--noise", "1", "--steps", "5", "--delta", "3"]) == 2
-    assert "delta must be < 1" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:  # argparse, with the library's check_delta
+        main(["account", "--noise", "1", "--steps", "5", "--delta", "3"])
+    assert exc.value.code == 2 and "delta must be < 1" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["account", "--noise", "-1", "--steps", "5", "--delta", "1e-5"])
 

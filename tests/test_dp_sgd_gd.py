@@ -12,7 +12,7 @@ import scipy.sparse as sp
 
 import dpopt
 from dpopt.privacy import Gaussian, SubsampledGaussian, calibrate, epsilon_of
-from dpopt.solvers.dp_sgd import poisson_batches
+from dpopt.solvers._common import poisson_batches
 
 
 def _problem(n=60, p=4, loss="squared", penalty="l1", alpha=0.05, seed=0, sparse=False):

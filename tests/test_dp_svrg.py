@@ -13,12 +13,12 @@ from scipy import optimize
 import dpopt
 from dpopt.privacy import epsilon_of
 from dpopt.solvers import dp_svrg
+from dpopt.solvers._common import poisson_batches
 from dpopt.solvers.dp_accmd import simplex_gradient_step
 from dpopt.solvers.dp_svrg import (
     TheoryConditionWarning,
     min_epoch_length,
     paper_noise_variance,
-    poisson_batches,
     svrg_condition,
 )
 
@@ -260,10 +260,11 @@ def test_paper_noise_variance_formulas():
 
 # ---------------------------------------------------------------------------- sampler
 
-def test_poisson_batches_are_poisson():
+@pytest.mark.parametrize("draw", ["sizes", "gaps"])
+def test_poisson_batches_are_poisson(draw):
     rng = np.random.default_rng(0)
     n, q, count = 50, 0.2, 4000
-    starts, idx = poisson_batches(rng, n, q, count)
+    idx, starts = poisson_batches(rng, n, q, count, draw=draw)
     sizes = np.diff(starts)
     for t in range(count):  # no record twice in a batch
         batch = idx[starts[t]:starts[t + 1]]

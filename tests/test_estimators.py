@@ -68,8 +68,8 @@ def test_pipeline_and_cross_val_score():
     scores = cross_val_score(pipe, X, y, cv=3)
     assert scores.shape == (3,) and np.all(scores > 0.7)
     Xr, yr = _regression()
-    reg = cross_val_score(make_pipeline(StandardScaler(), DPLasso(solver="dp-cd", alpha=0.01, random_state=0)),
-                          Xr, yr, cv=3)
+    lasso = DPLasso(solver="dp-cd", alpha=0.01, random_state=0)
+    reg = cross_val_score(make_pipeline(StandardScaler(), lasso), Xr, yr, cv=3)
     assert np.all(np.isfinite(reg))
 
 

@@ -19,9 +19,9 @@ iterates with that formula and checks that the result is N(0, 1). Too little
 A registered private solver without an entry fails ``test_every_private_solver_has_a_noise_spec``.
 
 Selections (report-noisy-max) and mean oracles arrive with DP-GCD and the
-heavy-tailed solvers: add them as one ``pytest.param`` in SELECTIONS /
-MEAN_ORACLES; the helpers compare them with a reference implementation of the
-paper's mechanism written here with numpy.
+heavy-tailed solvers, Gaussian releases of statistics with dpopt.preprocessing:
+add them as one ``pytest.param`` in SELECTIONS / MEAN_ORACLES; the helpers compare
+them with a reference implementation of the paper's mechanism written here with numpy.
 """
 
 import math
@@ -245,7 +245,7 @@ def _ht_subgradient_noise():
     the draws (KS + moment) and sigma_i = 2 C_i sqrt(T_i) / (n_i sqrt(2 rho)) per phase
     (T_i calls of (rho / T_i)-zCDP, the docstring's noise), and that the kernel agrees with
     the Python path built on MeanOracle1 (``implementation="python"``)."""
-    from dpopt.solvers import heavy_tailed as ht
+    from dpopt.solvers.heavy_tailed import subgradient as ht  # the module that calls the kernel
 
     seen, orig = [], ht.subgradient_steps
 
@@ -274,8 +274,32 @@ def _ht_subgradient_noise():
     np.testing.assert_allclose(py.w, runs[0].w, rtol=1e-9, atol=1e-12)
 
 
+def _own_noise_tests(module, *names):
+    """The noise checks a solver's own test file makes (released statistics, selections,
+    perturbation vectors that do not reach the iterate as a sum of standard normals)."""
+    def run():
+        import importlib
+
+        mod = importlib.import_module(module)
+        for name in names:
+            test, *args = name if isinstance(name, tuple) else (name,)
+            getattr(mod, test)(*args)
+    return run
+
+
 #: solvers whose noise is checked by a custom function instead of NOISE_SPECS
-CUSTOM_NOISE_TESTS = {"ht-subgradient": _ht_subgradient_noise}
+CUSTOM_NOISE_TESTS = {
+    "ht-subgradient": _ht_subgradient_noise,
+    # the three releases (eigenvalue, X^T X, X^T y) against their calibrated scales
+    "adassp": _own_noise_tests("test_adassp", "test_released_noise_has_the_calibrated_scales"),
+    # the exponential-mechanism selections and the intercept's Gaussian steps
+    "dp-frank-wolfe": _own_noise_tests(
+        "test_dp_frank_wolfe", "test_selection_follows_the_exponential_mechanism",
+        ("test_intercept_noise_matches_its_calibration", "squared")),
+    # the perturbation b recovered from the exact minimiser of a saturated Huber problem
+    "objective-perturbation": _own_noise_tests("test_objective_perturbation",
+                                               "test_noise_matches_the_calibration"),
+}
 
 
 def test_every_private_solver_has_a_noise_spec():
@@ -425,13 +449,45 @@ def median_of_clipped_means(Z, clip, groups=3):
 
 
 def _dpopt_mean_oracle1(rng, Z, clip, rho):
-    from dpopt.privacy import MeanOracle1
+    from dpopt.solvers.heavy_tailed.oracles import (
+    MeanOracle1,
+)
     return MeanOracle1(clip, Z.shape[0], rho)(rng, Z)
 
 
 def _dpopt_mean_oracle2(rng, Z, clip, rho):
-    from dpopt.privacy import MeanOracle2
+    from dpopt.solvers.heavy_tailed.oracles import (
+    MeanOracle2,
+)
     return MeanOracle2(clip, Z.shape[0], 3, Z.shape[1], rho)(rng, Z)
+
+
+def _histogram_release(rng, Z, clip, rho):
+    """dpopt.preprocessing's release: noisy per-feature histograms on the public grid,
+    mu-GDP with mu = sqrt(2 rho) (same Gaussian mechanism as rho-zCDP)."""
+    from dpopt.preprocessing import release_histograms
+    return release_histograms(Z, np.arange(Z.shape[1]), math.sqrt(2 * rho), rng)[0].ravel()
+
+
+def _exact_histograms(Z, clip):
+    from dpopt.preprocessing import DEFAULT_GRID
+    return np.array([np.bincount(DEFAULT_GRID.bin_index(Z[:, j]), minlength=DEFAULT_GRID.n_bins)
+                     for j in range(Z.shape[1])], dtype=float).ravel()
+
+
+def _moment_release(which):
+    """dpopt.preprocessing.release_clipped_moments with public bounds [-C, C]: T1 (sum of
+    clipped x / 2C) or T2 (sum of (clipped x / 2C)^2), mu = sqrt(2 rho)."""
+    def oracle(rng, Z, clip, rho):
+        from dpopt.preprocessing import release_clipped_moments
+        d = Z.shape[1]
+        return release_clipped_moments(Z, np.full(d, -clip), np.full(d, clip),
+                                       math.sqrt(2 * rho), rng)[which]
+
+    def estimate(Z, clip):
+        u = np.clip(Z, -clip, clip) / (2 * clip)
+        return (u if which == 0 else u * u).sum(axis=0)
+    return oracle, estimate
 
 
 #: (oracle(rng, Z, clip, rho) -> noisy estimate, estimate(Z, clip) without noise,
@@ -440,9 +496,15 @@ MEAN_ORACLES = [
     pytest.param(reference_mean_oracle, l2_clipped_mean, lambda s, d, c: 2 * c / s,
                  id="MeanOracle1-reference"),
     pytest.param(_dpopt_mean_oracle1, l2_clipped_mean, lambda s, d, c: 2 * c / s,
-                 id="dpopt.privacy.MeanOracle1"),
+                 id="heavy_tailed.oracles.MeanOracle1"),
     pytest.param(_dpopt_mean_oracle2, median_of_clipped_means,
-                 lambda s, d, c: 2 * c * 3 * math.sqrt(d) / s, id="dpopt.privacy.MeanOracle2"),
+                 lambda s, d, c: 2 * c * 3 * math.sqrt(d) / s, id="heavy_tailed.oracles.MeanOracle2"),
+    pytest.param(_histogram_release, _exact_histograms, lambda s, d, c: math.sqrt(2 * d),
+                 id="dpopt.preprocessing.release_histograms"),
+    pytest.param(*_moment_release(0), lambda s, d, c: math.sqrt(d),
+                 id="dpopt.preprocessing.release_clipped_moments-T1"),
+    pytest.param(*_moment_release(1), lambda s, d, c: math.sqrt(d) / 4,
+                 id="dpopt.preprocessing.release_clipped_moments-T2"),
 ]
 
 

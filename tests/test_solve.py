@@ -105,3 +105,42 @@ def test_non_private_runs_approach_the_optimum(solver, opts):
         res = dpopt.solve(pb, solver, epsilon=math.inf, clip=math.inf, random_state=0, **opts)
     assert (pb.objective(res.w) - f_star) / f_star < 1e-2
     assert res.epsilon == math.inf and res.noise_multiplier == 0.0
+
+
+# ---------------------------------------------------------------------------- declared options
+
+def test_declared_options_match_the_fit_functions():
+    """Every solver's option spec names exactly the keywords its function takes, with the
+    same defaults (the spec is the single source for solve, cli and estimators)."""
+    import inspect
+
+    for name in dpopt.available_solvers():
+        spec = dpopt.get_solver(name)
+        params = {p.name: p.default for p in inspect.signature(spec.func).parameters.values()
+                  if p.name not in ("problem", "epsilon", "delta", "rng")}
+        assert spec.defaults() == params, name
+        assert spec.run_length is None or spec.run_length in params, name
+
+
+@pytest.mark.parametrize("solver, name", [("dp-cd", "passes"), ("dp-svrg", "epochs"),
+                                          ("dp-accmd", "iterations"), ("ht-sgd", "n_iter")])
+def test_run_length_is_one_name_across_solvers(solver, name):
+    assert dpopt.get_solver(solver).run_length == name
+    pb = small_problem("logistic")
+    if solver == "dp-accmd":
+        pb = dpopt.Problem(pb.X, pb.y, "logistic", "none")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        a = dpopt.solve(pb, solver, epsilon=1.0, delta=1e-5, random_state=0, run_length=2)
+        b = dpopt.solve(pb, solver, epsilon=1.0, delta=1e-5, random_state=0, **{name: 2})
+    np.testing.assert_array_equal(a.w, b.w)
+    with pytest.raises(ValueError, match="not both"):
+        dpopt.solve(pb, solver, run_length=2, **{name: 2})
+
+
+def test_option_constraints_are_checked_before_the_fit():
+    with pytest.raises(ValueError, match="accountant must be one of"):
+        dpopt.solve(small_problem(), "dp-cd", accountant="nope")
+    with pytest.raises(ValueError, match="fit_intercept=False"):
+        dpopt.solve(dpopt.Problem(np.ones((4, 2)), np.ones(4), fit_intercept=True), "dp-accmd",
+                    epsilon=1.0, delta=1e-3)

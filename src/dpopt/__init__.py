@@ -3,28 +3,51 @@
 >>> import dpopt
 >>> problem = dpopt.Problem(X, y, loss="squared", penalty="l1", alpha=0.1)   # doctest: +SKIP
 >>> result = dpopt.solve(problem, solver="dp-cd", epsilon=1.0, random_state=0)  # doctest: +SKIP
-"""
 
-from dpopt.budget import BudgetAccountant
-from dpopt.exceptions import BudgetExceededError, PrivacyLeakWarning
-from dpopt.problem import Problem
-from dpopt.solvers import FitResult, available_solvers, get_solver, register_solver, solve
-from dpopt.solvers.reference import reference_optimum
+Every public name is imported on first use (``dpopt.Problem`` loads the problem module and
+its numba kernels, ``dpopt.BudgetAccountant`` loads dp-accounting, ``dpopt.DPLasso``
+loads scikit-learn), so that ``import dpopt`` and the light CLI commands (``dpopt --help``,
+``dpopt solvers``, ``dpopt datasets``) start fast.
+"""
 
 __version__ = "0.1.0"
 
-# The scikit-learn estimators and the private hyperparameter search are imported on first
-# use (``dpopt.DPLasso``), so that ``import dpopt`` (and the CLI) does not load scikit-learn.
-_LAZY = {name: "dpopt.estimators" for name in (
-    "DPLogisticRegression", "DPLinearRegression", "DPLasso", "DPElasticNet", "DPHuberRegressor")}
-_LAZY.update({"PrivateHyperparameterSearch": "dpopt.tuning", "ChunkedProblem": "dpopt.distributed"})
+_LAZY = {
+    "BudgetAccountant": "dpopt.budget",
+    "BudgetExceededError": "dpopt.exceptions",
+    "PrivacyLeakWarning": "dpopt.exceptions",
+    "WeakPrivacyWarning": "dpopt.exceptions",
+    "Problem": "dpopt.problem",
+    "FitResult": "dpopt.solvers",
+    "available_solvers": "dpopt.solvers",
+    "get_solver": "dpopt.solvers",
+    "register_solver": "dpopt.solvers",
+    "solve": "dpopt.solvers",
+    "reference_optimum": "dpopt.solvers.reference",
+    "PrivateHyperparameterSearch": "dpopt.tuning",
+    "ChunkedProblem": "dpopt.distributed",
+}
+_LAZY.update({name: "dpopt.estimators" for name in (
+    "DPLogisticRegression", "DPLinearRegression", "DPLasso", "DPElasticNet", "DPHuberRegressor")})
+_LAZY.update({name: "dpopt.preprocessing" for name in (
+    "PrivateClipper", "PrivateMinMaxScaler", "PrivateStandardScaler", "PrivateRobustScaler",
+    "private_feature_bounds", "private_target_bounds", "FeatureBounds",
+    "public_one_hot_encoder")})
 
 
 def __getattr__(name):
-    if name in _LAZY:
-        import importlib
+    import importlib
 
-        return getattr(importlib.import_module(_LAZY[name]), name)
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    if not name.startswith("_"):
+        try:  # a submodule not imported yet (``dpopt.privacy`` after ``import dpopt``)
+            return importlib.import_module(f"{__name__}.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"{__name__}.{name}":
+                raise
     raise AttributeError(f"module 'dpopt' has no attribute {name!r}")
 
 
@@ -32,8 +55,4 @@ def __dir__():
     return sorted(list(globals()) + list(_LAZY))
 
 
-__all__ = [
-    "Problem", "FitResult", "solve", "available_solvers", "get_solver", "register_solver",
-    "reference_optimum", "PrivacyLeakWarning", "BudgetExceededError", "BudgetAccountant",
-    "__version__", *_LAZY,
-]
+__all__ = ["__version__", *_LAZY]

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import math
 import numbers
+from typing import TYPE_CHECKING
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
 
 def check_scalar(value, name, *, low=None, high=None, low_open=False, high_open=False,
@@ -31,14 +33,67 @@ def check_scalar(value, name, *, low=None, high=None, low_open=False, high_open=
     return value
 
 
-def check_epsilon(epsilon, name="epsilon"):
-    """epsilon > 0; ``inf`` means no privacy (no noise)."""
-    return check_scalar(epsilon, name, low=0.0, low_open=True, allow_inf=True)
+# Range of the privacy parameters accepted as a target or an accountant input anywhere in
+# dpopt (solve, the estimators, the CLI, BudgetAccountant, calibrate / epsilon_of). Outside it
+# a guarantee is either meaningless or beyond what the accountants can certify in float64;
+# the reasoning is in docs/privacy.md ("Range of epsilon and delta").
+#
+# * epsilon >= 1e-6: by group privacy, an epsilon-DP fit changes by at most a factor
+#   e^(n epsilon) when all n records change, so it can learn nothing unless n epsilon >> 1,
+#   i.e. n >> 1e6 at the floor; the calibrated noise multipliers already exceed ~1e5 there
+#   for a single step, and below it the relative grids of the PLD search (epsilon / 2000)
+#   cost minutes and round epsilon(z) to 0.
+# * epsilon <= 100 (or inf): e^100 ~ 3e43 bounds no likelihood ratio of interest; e^epsilon
+#   overflows float64 at ~709. ``inf`` is the explicit "no privacy" value.
+# * delta >= 1e-30: delta is a probability of failure; even 1/n^2 for n = 1e12 records is
+#   1e-24. Below ~1e-20 dp-accounting's PLDs (tail mass e^-50 per step) cannot certify it.
+# * delta < 1: delta >= 1 is no guarantee at all; delta > 1/n allows publishing a random
+#   record in full and only warns (:func:`warn_if_delta_exceeds_one_over_n`).
+MIN_EPSILON, MAX_EPSILON = 1e-6, 100.0
+MIN_DELTA = 1e-30
 
 
-def check_delta(delta, name="delta"):
-    """delta in the open interval (0, 1)."""
-    return check_scalar(delta, name, low=0.0, high=1.0, low_open=True, high_open=True)
+def check_epsilon(epsilon, name="epsilon", *, target=True):
+    """epsilon in [MIN_EPSILON, MAX_EPSILON] or ``inf`` (no privacy, no noise).
+
+    ``target=False`` (a per-step parameter of a mechanism record, which may be a small
+    share of a target) only checks epsilon > 0.
+    """
+    value = check_scalar(epsilon, name, low=0.0, low_open=True, allow_inf=True)
+    if not target or math.isinf(value):
+        return value
+    if value < MIN_EPSILON:
+        raise ValueError(f"{name}={value:g} is below {MIN_EPSILON:g}, far outside any useful range "
+                         f"(the model could learn nothing; see docs/privacy.md)")
+    if value > MAX_EPSILON:
+        raise ValueError(f"{name}={value:g} is above {MAX_EPSILON:g}, which gives no privacy; "
+                         f"use {name}=inf for a non-private run")
+    return value
+
+
+def check_delta(delta, name="delta", *, target=True):
+    """delta in [MIN_DELTA, 1) (``target=False``: the open interval (0, 1))."""
+    value = check_scalar(delta, name, low=0.0, high=1.0, low_open=True, high_open=True)
+    if target and value < MIN_DELTA:
+        raise ValueError(f"{name}={value:g} is below {MIN_DELTA:g}, far outside any useful range "
+                         f"(the accountants cannot certify it; see docs/privacy.md)")
+    return value
+
+
+def warn_if_delta_exceeds_one_over_n(delta, n_samples, name="delta"):
+    """Warn (:class:`dpopt.WeakPrivacyWarning`) when delta > 1/n.
+
+    A mechanism that publishes one record chosen at random is (0, 1/n)-DP: with
+    delta > 1/n the guarantee allows releasing a record in full.
+    """
+    if n_samples >= 1 and delta > 1.0 / n_samples:
+        import warnings
+
+        from dpopt.exceptions import WeakPrivacyWarning
+
+        warnings.warn(f"{name}={delta:g} is larger than 1/n = {1.0 / n_samples:.3g} (n={n_samples}): "
+                      f"such a guarantee allows publishing a random record in full; use "
+                      f"delta << 1/n (the default is 1/n^2)", WeakPrivacyWarning, stacklevel=3)
 
 
 def check_positive_int(value, name):
@@ -61,6 +116,8 @@ def check_random_state(random_state) -> np.random.Generator:
     ``None`` draws fresh OS entropy; an int or SeedSequence seeds a new
     generator; a Generator is used as is (and advanced).
     """
+    import numpy as np  # here, so that the CLI's argument checks do not load numpy
+
     if random_state is None or isinstance(random_state, (numbers.Integral, np.random.SeedSequence)):
         if isinstance(random_state, bool):
             raise ValueError(f"random_state must be None, an int or a Generator, got {random_state!r}")

@@ -44,8 +44,10 @@ the privacy of the optimisation itself.
 
 ``AUDIT_OPTIONS`` holds, for every registered private solver, the options of
 the quick audit (tiny problem, few passes); ``AUDIT_CANARY`` optional canary
-settings (e.g. a loss the solver supports). A test fails when a registered
-private solver has no entry.
+settings (e.g. a loss the solver supports). Both are read from the solvers'
+own declarations (``register_solver(..., audit=..., audit_canary=...)``), so a
+new solver carries its audit configuration in its module. A test fails when a
+registered private solver has none.
 
 Command line: ``dpopt audit SOLVER [--epsilon E] [--runs N] [--seed S]``.
 """
@@ -55,7 +57,7 @@ from __future__ import annotations
 import math
 import numbers
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -65,35 +67,38 @@ from dpopt._validation import check_choice, check_delta, check_positive_int, che
 from dpopt.exceptions import PrivacyLeakWarning
 from dpopt.problem import Problem
 
-#: Solver options of the default (quick) audit, per registered private solver.
-#: The heavy-tailed one-pass solvers run one batch of all 50 records (T = 1), so the final
-#: model is the single oracle call the canary enters (with T batches the canary's call is
-#: averaged with T - 1 others and the audit loses power).
-AUDIT_OPTIONS: dict[str, dict] = {
-    "dp-cd": {"passes": 10},
-    "dp-gd": {"passes": 10},
-    "dp-sgd": {"passes": 2, "batch_size": 25},
-    "dp-rbcd": {"passes": 10},
-    # with one feature the greedy selection is trivial: give it 10% of each iteration
-    "dp-gcd": {"passes": 10, "selection_share": 0.1},
-    "dp-svrg": {"epochs": 1, "epoch_length": 1, "batch_size": 25, "strong_convexity": 1.0},
-    "dp-svrg++": {"epochs": 1, "epoch_length": 1, "batch_size": 25},
-    "dp-accmd": {"iterations": 10, "constraint": "l2", "radius": 1e6},
-    "ht-acsa": {"clip": 1.0, "n_iter": 1, "batch_size": 50},
-    "ht-sgd": {"clip": 1.0, "n_iter": 1, "batch_size": 50, "strong_convexity": 1.0},
-    "ht-proxsgd": {"clip": 1.0, "n_iter": 1, "batch_size": 50, "strong_convexity": 1.0},
-    "ht-subgradient": {"clip": 1.0, "radius": 1e3, "moment_bound": 100.0, "max_phase_iter": 1},
-    # public bounds equal to the canary's norm (1) and below its label (clipped to 1). The
-    # canary +-a e_1 leaves X^T X unchanged and moves only X^T y, so most of mu^2 goes to that
-    # release (with the default split noise / 4 gives bounds 1.9-2.9 over seeds 0-5, here
-    # 2.7-3.7); the X^T X and eigenvalue releases are checked in tests/test_adassp.py.
-    "adassp": {"row_bound": 1.0, "target_bound": 1.0, "budget_split": (0.05, 0.15, 0.8)},
-}
 
-#: Optional keyword arguments of :func:`canary_problems`, per solver. ht-subgradient reads
-#: only n' / 2 records in its first phase (n' = 2^floor(log2 n)) and adds larger noise in
-#: later phases: with n = 2 there is one phase and the canary is read half of the time.
-AUDIT_CANARY: dict[str, dict] = {"ht-subgradient": {"n_samples": 2}}
+class _DeclaredBySolvers(Mapping):
+    """A read-only view of one audit attribute every solver declares beside itself
+    (``register_solver(..., audit=..., audit_canary=...)``), keyed by solver name."""
+
+    def __init__(self, attribute):
+        self._attribute = attribute
+
+    def _table(self):
+        from dpopt.solvers import _base, available_solvers
+
+        available_solvers()  # imports every solver module
+        return {name: dict(getattr(spec, self._attribute))
+                for name, spec in _base._REGISTRY.items()
+                if spec.private and getattr(spec, self._attribute)}
+
+    def __getitem__(self, name):
+        return self._table()[name]
+
+    def __iter__(self):
+        return iter(self._table())
+
+    def __len__(self):
+        return len(self._table())
+
+
+#: Solver options of the default (quick) audit, per registered private solver (declared by
+#: each solver's ``register_solver(..., audit=...)``).
+AUDIT_OPTIONS: Mapping[str, dict] = _DeclaredBySolvers("audit")
+
+#: Optional keyword arguments of :func:`canary_problems`, per solver (``audit_canary=``).
+AUDIT_CANARY: Mapping[str, dict] = _DeclaredBySolvers("audit_canary")
 
 # Quick-audit budget: at (2, 1e-3) a Gaussian mechanism is 0.69-GDP, so 1000 runs per
 # dataset leave the correct solvers far below 2 while a noise/4 variant (2.8-GDP) gives
@@ -409,10 +414,3 @@ def _check_claim(claimed, res, adjacency):
     # changes under add-remove (DP-SGD's sampling rate b / n): compare with the largest claim
     return (max(claimed[0], now[0]),) + now[1:]
 
-
-if __name__ == "__main__":  # pragma: no cover
-    import sys
-
-    from dpopt.cli import main
-
-    sys.exit(main(["audit", *sys.argv[1:]]))

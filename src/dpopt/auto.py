@@ -1,10 +1,12 @@
 """``solver="auto"``: the estimators' default path, private end to end.
 
 A plain ``DPLogisticRegression(epsilon=1).fit(X, y)`` on raw data runs this
-pipeline. Every step that reads the data is a Gaussian mechanism, so the whole
-fit is one Gaussian-DP composition (Dong, Roth & Su 2022): with mu the GDP
-parameter of the target (epsilon, delta), step k gets mu_k with
-sum_k mu_k^2 = mu^2, and the fit is (epsilon, delta)-DP exactly.
+pipeline. Every scaling step is a Gaussian mechanism: with mu the Gaussian-DP
+parameter (Dong, Roth & Su 2022) of the target (epsilon, delta), step k gets
+mu_k with sum_k mu_k^2 = mu^2. A Gaussian model mechanism gets the remaining
+mu, so the fit is (epsilon, delta)-DP exactly; objective perturbation (not
+Gaussian) is calibrated against the whole target given the scaling's mu
+(``prior_mu``), which its dominating pair composes with exactly.
 
 ====================  ==========  ============================================================
 step                  share mu^2  what it releases (replace-one adjacency)
@@ -39,10 +41,10 @@ loss                         penalty                        mechanism
 ===========================  =============================  ====================================
 squared                      none, l2                       ``adassp`` (Wang 2018): one pass,
                                                             adaptive ridge, near-optimal n >> p
-logistic                     none, l2                       ``objective-perturbation``
+logistic, huber              none, l2                       ``objective-perturbation``
                                                             (Redberg, Koskela & Wang 2023)
-any                          l1, elastic_net, and huber /   ``dp-cd`` with :func:`rules`
-                             absolute losses                (prox handles L1; clipping never binds)
+any                          l1, elastic_net; or the        ``dp-cd`` with :func:`rules`
+                             absolute loss                  (prox handles L1; clipping never binds)
 ===========================  =============================  ====================================
 
 When a mechanism of the table is not registered in the running installation,
@@ -61,7 +63,10 @@ import scipy.sparse as sp
 from dpopt.privacy import Gaussian, epsilon_of, gdp_epsilon, gdp_mu, private_quantile
 
 #: Shares of mu^2 (Gaussian-DP) spent on the steps that fix the scale.
-SHARES = {"feature_bounds": 0.10, "row_norm": 0.03, "target_bounds": 0.05}
+SHARES = {"feature_bounds": 0.10, "feature_means": 0.04, "row_norm": 0.03,
+          "target_bounds": 0.05}
+#: The largest share a scaling step may take when its default share cannot resolve it.
+MAX_SHARE = 0.30
 #: Level of the private quantile of the scaled rows' norms (the row bound R).
 ROW_NORM_QUANTILE = 0.95
 
@@ -98,6 +103,18 @@ class Scaling:
             return sp.csc_matrix(X)
         return (np.clip(X, self.lower, self.upper) - self.offset) * inv
 
+    def centered(self, means):
+        """The same map followed by subtracting ``means`` (in scaled units)."""
+        return replace(self, offset=self.offset + np.asarray(means) * self.scale)
+
+    def to_dict(self):
+        """The map ``coef_`` needs at prediction time, for a model file."""
+        return {"type": "clip", "lower": self.lower.tolist(), "upper": self.upper.tolist()}
+
+    def prepare(self, X):
+        """The features ``coef_`` applies to: X clipped to [lower, upper] (sparse stays sparse)."""
+        return self.clip(X)
+
     def clip(self, X):
         """X clipped to [lower, upper] feature-wise (sparse stays sparse)."""
         if sp.issparse(X):
@@ -112,6 +129,30 @@ class Scaling:
         inv = np.divide(1.0, self.scale, out=np.zeros_like(self.scale), where=self.scale > 0)
         raw = coef * inv
         return raw, float(intercept - raw @ self.offset)
+
+
+@dataclass(frozen=True)
+class RowNormalization:
+    """x -> x / ||x||_2 for every row (0 stays 0): a per-record map that reads no other
+    record, so it costs no privacy. Used when the budget cannot locate per-feature
+    bounds (:func:`bounds_resolvable`); the model is then linear in the normalized
+    features and ``coef_`` applies to them."""
+
+    lower = upper = None
+
+    def transform(self, X):
+        from sklearn.preprocessing import normalize
+
+        out = normalize(X, norm="l2", copy=True)
+        return sp.csc_matrix(out) if sp.issparse(out) else out
+
+    prepare = transform
+
+    def to_dict(self):
+        return {"type": "row-normalize"}
+
+    def unscale(self, coef, intercept):
+        return np.asarray(coef, dtype=np.float64), float(intercept)
 
 
 @dataclass(frozen=True)
@@ -157,13 +198,14 @@ def choose_solver(loss, penalty, n, p, available) -> tuple[str, str]:
     if loss == "squared" and smooth_l2 and "adassp" in available:
         return "adassp", ("squared loss with an L2 or no penalty: sufficient-statistics "
                           "perturbation with adaptive ridge (AdaSSP) needs one pass and no tuning")
-    if loss == "logistic" and smooth_l2 and "objective-perturbation" in available:
+    if loss in ("logistic", "huber") and smooth_l2 and "objective-perturbation" in available:
         return "objective-perturbation", (
-            "smooth logistic loss with an L2 or no penalty: objective perturbation releases a "
-            "perturbed exact minimizer and needs no step, clip or pass count")
+            f"{loss} loss (bounded derivative, bounded curvature) with an L2 or no penalty: "
+            f"objective perturbation releases a perturbed exact minimizer and needs no step, "
+            f"clip or pass count")
     if penalty in ("l1", "elastic_net") or loss in ("huber", "absolute"):
-        return "dp-cd", ("non-smooth penalty or robust loss: DP coordinate descent (its prox "
-                         "handles L1) with the rules of dpopt.auto.rules")
+        return "dp-cd", ("non-smooth penalty or loss: DP coordinate descent (its prox handles "
+                         "L1) with the rules of dpopt.auto.rules")
     return "dp-gd", "fallback: DP gradient descent with the rules of dpopt.auto.rules"
 
 
@@ -223,15 +265,67 @@ def rules(solver, *, loss, n, dim, mu, row_bound, alpha=0.0, huber_threshold=1.0
 # --------------------------------------------------------------------------- the pipeline
 
 
-def split_mu(epsilon, delta, regression):
-    """mu of each step (module table); ``model`` gets what the others leave."""
+def bounds_resolvable(n, p, mu_bounds):
+    """Whether the feature-bound release can see a feature's bulk, from public (n, p, mu).
+
+    The release adds N(0, sigma^2) with sigma = sqrt(2p) / mu_bounds to every count,
+    and a bin is trusted when its noisy count exceeds t sigma (t =
+    ``DEFAULT_BIN_CONFIDENCE`` of :mod:`dpopt.preprocessing`). A feature whose
+    values span one decade fills about ``bins_per_decade`` bins of the public grid,
+    about n / bins_per_decade records each: the bounds are resolvable when that
+    count clears the threshold. Below it, every feature would collapse and be
+    dropped, so the default path normalizes rows instead (:class:`RowNormalization`).
+    """
+    from dpopt.preprocessing._bounds import DEFAULT_BIN_CONFIDENCE, DEFAULT_GRID
+
+    sigma = math.sqrt(2.0 * p) / mu_bounds
+    return n / DEFAULT_GRID.bins_per_decade >= DEFAULT_BIN_CONFIDENCE * sigma
+
+
+def plan_budget(n, p, mu, *, regression, center):
+    """Shares of mu^2 for the scaling steps, from public (n, p, mu) only.
+
+    Feature bounds get ``SHARES["feature_bounds"]``, or ``MAX_SHARE`` when that is
+    what :func:`bounds_resolvable` needs, or nothing: then rows are normalized
+    (free) and no mean or row norm is needed either. Means are released only when
+    features are centred (dense data with an intercept). A regression target gets
+    ``SHARES["target_bounds"]`` or ``MAX_SHARE`` likewise; if even that cannot
+    resolve one histogram, no private fit can learn the target's scale: the plan is
+    then ``None`` (see :func:`fit_default`).
+    """
+    shares = {}
+    for share in (SHARES["feature_bounds"], MAX_SHARE):
+        if bounds_resolvable(n, p, mu * math.sqrt(share)):
+            shares["feature_bounds"] = share
+            if center:
+                shares["feature_means"] = SHARES["feature_means"]
+            shares["row_norm"] = SHARES["row_norm"]
+            break
+    if regression:
+        share = next((s for s in (SHARES["target_bounds"], MAX_SHARE)
+                      if bounds_resolvable(n, 1, mu * math.sqrt(s))), None)
+        if share is None:
+            return None
+        shares["target_bounds"] = share
+    return shares
+
+
+def split_mu(epsilon, delta, shares):
+    """(mu, {step: mu_step}): ``model`` gets what the shares leave (sum of mu^2 = mu^2)."""
     mu = gdp_mu(epsilon, delta)
-    shares = dict(SHARES)
-    if not regression:
-        shares.pop("target_bounds")
-    out = {k: mu * math.sqrt(s) for k, s in shares.items()}
+    out = {k: mu * math.sqrt(v) for k, v in shares.items()}
     out["model"] = mu * math.sqrt(1.0 - sum(shares.values()))
     return mu, out
+
+
+def private_means(Xs, mu, rng):
+    """Noisy column means of features scaled into [0, 1]: each column sum moves by at
+    most 1 when one record is replaced, so the p sums have L2 sensitivity sqrt(p);
+    N(0, p / mu^2) noise on each makes one Gaussian mechanism of multiplier 1/mu."""
+    n, p = Xs.shape
+    sums = np.asarray(Xs.sum(axis=0)).ravel()
+    noisy = sums + rng.standard_normal(p) * (math.sqrt(p) / mu)
+    return np.clip(noisy / n, 0.0, 1.0), [Gaussian(1.0 / mu, 1)]
 
 
 def _row_norms(X):
@@ -242,14 +336,17 @@ def _row_norms(X):
 
 def private_row_bound(X_scaled, mu, rng):
     """R: private ROW_NORM_QUANTILE-quantile of the scaled rows' norms, capped at the
-    domain bound sqrt(p) (every scaled feature is in [-1, 1]). One noisy histogram of
+    domain bound sqrt(p) (every scaled feature is in [-1, 1]), and equal to it when the
+    noisy scan finds no quantile (too few rows for the budget). One noisy histogram of
     sensitivity sqrt(2) (replace-one): a Gaussian mechanism of multiplier 1/mu."""
     p = X_scaled.shape[1]
     cap = math.sqrt(p)
     rho = 0.5 * mu ** 2  # private_quantile's rho-zCDP histogram is sqrt(2 rho)-GDP
+    lower = min(1e-3, cap / 2)
     r, info = private_quantile(rng, _row_norms(X_scaled), ROW_NORM_QUANTILE, rho,
-                               lower=min(1e-3, cap / 2), upper=cap, bins=60)
-    return max(r, 1e-3), list(info["gaussian_records"])
+                               lower=lower, upper=cap, bins=60)
+    # a scan that never stopped (too few rows for this budget) says nothing: use the domain
+    return (cap if r <= lower else r), list(info["gaussian_records"])
 
 
 def fit_default(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, delta, rng,
@@ -267,16 +364,28 @@ def fit_default(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, 
 
     n, p = X.shape
     loss_name = loss if isinstance(loss, str) else loss.name
-    mu_total, mus = split_mu(epsilon, delta, regression)
+    center = fit_intercept and not sp.issparse(X)
+    shares = plan_budget(n, p, gdp_mu(epsilon, delta), regression=regression, center=center)
+    if shares is None:
+        return _no_model(X, y, loss, penalty, penalty_kwargs, fit_intercept, delta, n, epsilon)
+    mu_total, mus = split_mu(epsilon, delta, shares)
+    row_mode = "feature_bounds" not in shares
     records = []
-
-    fb = private_feature_bounds(X, mus["feature_bounds"], rng)
-    records += list(fb.mechanisms)
-    scaling = Scaling.from_bounds(fb.lower, fb.upper, shift=fit_intercept, sparse=sp.issparse(X))
+    if row_mode:
+        scaling, R = RowNormalization(), 1.0
+    else:
+        fb = private_feature_bounds(X, mus["feature_bounds"], rng)
+        records += list(fb.mechanisms)
+        scaling = Scaling.from_bounds(fb.lower, fb.upper, shift=fit_intercept,
+                                      sparse=sp.issparse(X))
+        if center:
+            means, rec = private_means(scaling.transform(X), mus["feature_means"], rng)
+            records += rec
+            scaling = scaling.centered(means)
     Xs = scaling.transform(X)
-
-    R, rec = private_row_bound(Xs, mus["row_norm"], rng)
-    records += rec
+    if not row_mode:
+        R, rec = private_row_bound(Xs, mus["row_norm"], rng)
+        records += rec
 
     target = None
     if regression:
@@ -290,6 +399,11 @@ def fit_default(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, 
     solver, why = choose_solver(loss_name, problem.penalty.name, n, p, available_solvers())
     options = _model_options(solver, problem, mus["model"], R, penalty_kwargs)
     eps_model = gdp_epsilon(mus["model"], delta)
+    if solver == "objective-perturbation":
+        # not a Gaussian mechanism: it calibrates against the whole target, given the
+        # Gaussian releases above (their mu adds in quadrature to its Gaussian part)
+        options["prior_mu"] = math.sqrt(max(mu_total ** 2 - mus["model"] ** 2, 0.0))
+        eps_model = epsilon
     with _unbudgeted():  # the caller charges the whole pipeline once
         result = solve(problem, solver, epsilon=eps_model, delta=delta, random_state=rng,
                        **options)
@@ -297,12 +411,36 @@ def fit_default(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, 
     mechanisms = records + list(result.mechanisms)
     total = epsilon_of(mechanisms, delta, adjacency=result.adjacency)
     plan = {"solver": solver, "reason": why, "mu": mu_total, "mu_shares": mus,
+            "scaling": "row-normalized" if row_mode else "private feature bounds",
             "row_bound": R, "model_options": _public(options)}
     result = replace(result, epsilon=total, mechanisms=mechanisms,
                      accountant="exact" if all(isinstance(m, Gaussian) for m in mechanisms)
                      else result.accountant,
                      params={**result.params, "auto": plan})
     return AutoFit(result, scaling, target, plan)
+
+
+def _no_model(X, y, loss, penalty, penalty_kwargs, fit_intercept, delta, n, epsilon):
+    """The documented result when n is too small to locate the target's range at this
+    epsilon: the zero model, computed without reading the data, so nothing is spent."""
+    import warnings
+
+    from dpopt.problem import Problem
+    from dpopt.solvers import Checkpoints, make_result
+
+    reason = (f"n_samples={n} is too few to locate the range of the target privately at "
+              f"epsilon={epsilon:g} (even {MAX_SHARE:.0%} of the budget cannot resolve its "
+              f"histogram): the model is the constant 0 and nothing was spent; use a larger "
+              f"epsilon, or scale y with public bounds and pass an explicit solver")
+    warnings.warn(reason, UserWarning, stacklevel=4)
+    problem = Problem(np.zeros((1, p := X.shape[1])), np.zeros(1), loss=loss, penalty=penalty,
+                      fit_intercept=fit_intercept, **penalty_kwargs)
+    plan = {"solver": "none", "reason": reason, "mu": 0.0, "mu_shares": {}, "unlearnable": True,
+            "scaling": "none", "row_bound": None, "model_options": {}}
+    result = make_result(problem, np.zeros(p + fit_intercept), solver="none",
+                         calibration_or_spent=(0.0, delta, "none", 0.0), mechanisms=[],
+                         n_iter=0, passes=0.0, checkpoints=Checkpoints(), params={"auto": plan})
+    return AutoFit(result, RowNormalization(), None, plan)
 
 
 def _model_options(solver, problem, mu, R, penalty_kwargs):

@@ -41,7 +41,9 @@ default). A fit certified under another one is refused, unless
 guarantee implies a replace-one one (replacing a record is removing it then
 adding another), with the noise multiplier of a Gaussian or Laplace record
 halved (sensitivity at most doubled), a pure epsilon doubled, a zCDP rho
-multiplied by 4 and a black-box pair mapped by group privacy to
+multiplied by 4, an objective-perturbation record given its replace-one bound
+(multiplier halved, chi_2 term; dpopt.solvers.objective_perturbation) and a
+black-box pair mapped by group privacy to
 (2 epsilon, (1 + e^epsilon) delta). Replace-one does not imply add-remove, so
 the reverse is always refused. Converted entries say so in the ledger.
 
@@ -57,7 +59,6 @@ refuses to record.
 
 from __future__ import annotations
 
-import inspect
 import math
 import threading
 from contextlib import contextmanager
@@ -74,12 +75,13 @@ from dpopt.privacy import (
     ZCDP,
     Gaussian,
     Laplace,
+    ObjectivePerturbation,
     PureDP,
     SubsampledGaussian,
     epsilon_of,
     resolve_accountant,
 )
-from dpopt.privacy.accounting import PLD_DISCRETIZATION, _pld_of
+from dpopt.privacy.accounting import PLD_DISCRETIZATION, _is_free, _pld_of
 
 __all__ = ["BudgetAccountant", "Spend", "current_budget", "convert_to_replace_one"]
 
@@ -115,6 +117,11 @@ def convert_to_replace_one(spend: Spend) -> Spend:
             mechs.append(replace(m, noise_multiplier=m.noise_multiplier / 2.0))
         elif isinstance(m, PureDP):
             mechs.append(replace(m, epsilon=2.0 * m.epsilon))
+        elif isinstance(m, ObjectivePerturbation):
+            # not a generic rule: the replace-one analysis of objective perturbation
+            # (dpopt.solvers.objective_perturbation) has the same Jacobian shift, twice the
+            # gradient sensitivity and a chi_2 instead of a chi_1 term
+            mechs.append(replace(m, noise_multiplier=m.noise_multiplier / 2.0, dof=2))
         else:
             mechs.append(replace(m, rho=4.0 * m.rho))
     eps = 2.0 * spend.epsilon
@@ -467,19 +474,9 @@ def _entry_plds(e: Spend, step, use_mechanisms):
     if use_mechanisms and pld_ok:
         out = []
         for m in e.mechanisms:
-            if m.count == 0 or (hasattr(m, "noise_multiplier") and math.isinf(m.noise_multiplier)):
+            if _is_free(m):
                 continue
             out.append(_pld_of(m, e.adjacency, step))
         return out
     params = dpa.pld.common.DifferentialPrivacyParameters(e.epsilon, e.delta)
     return [pldlib.from_privacy_parameters(params, value_discretization_interval=step)]
-
-
-def solver_adjacency(func, options) -> str:
-    """The adjacency a solver will certify: its ``adjacency`` option if it has one."""
-    if "adjacency" in options:
-        return options["adjacency"]
-    param = inspect.signature(func).parameters.get("adjacency")
-    if param is not None and isinstance(param.default, str):
-        return param.default
-    return "replace-one"

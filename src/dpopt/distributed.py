@@ -231,7 +231,7 @@ def poisson_rows(entropy, step, rate, start, stop, n):
     k (rows k B .. (k+1) B - 1, B = :data:`SAMPLING_BLOCK`, the last one cut at n) draws its
     members from ``SeedSequence(entropy, spawn_key=(step, k))``, each row independently
     with probability ``rate`` (module docstring)."""
-    from dpopt.solvers.dp_sgd import poisson_batches
+    from dpopt.solvers._common import poisson_batches
 
     out = []
     for k in range(start // SAMPLING_BLOCK, -(-stop // SAMPLING_BLOCK)):

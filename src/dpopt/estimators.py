@@ -1,8 +1,14 @@
 """scikit-learn estimators for private linear models.
 
-Each estimator builds a :class:`dpopt.Problem` from ``(X, y)`` and fits it
-with any registered solver (``solver=``, default ``"dp-cd"``; the solver must
-support the estimator's loss and penalty) through :func:`dpopt.solve`:
+Each estimator fits ``(X, y)`` privately. The default, ``solver="auto"``, is
+the default path of :mod:`dpopt.auto`: private end to end, ``epsilon`` the
+only knob (private feature / row-norm / target bounds, scaling, and a
+mechanism chosen from the loss, penalty, n and p; ``auto_`` and
+``fit_result_.params["auto"]`` say what was chosen and why; ``predict`` applies
+the same feature map, ``feature_bounds_``). Any registered solver can be named
+instead (``solver=``, with ``solver_options``; it must support the estimator's
+loss and penalty); the estimator then builds a :class:`dpopt.Problem` from the
+data as given and calls :func:`dpopt.solve`:
 
 ========================  ==================  =========================================
 estimator                 loss                penalty
@@ -36,7 +42,7 @@ enclosing ``with BudgetAccountant(...)``, if any). A fit that would exceed
 it raises :class:`dpopt.BudgetExceededError` before touching the data and
 leaves the estimator as it was.
 
-Data-dependent quantities. The solvers' defaults compute smoothness
+Data-dependent quantities (explicit solvers). The solvers' defaults compute smoothness
 constants from the training data without privacy (e.g. DP-CD's step sizes
 and clipping thresholds, ``smoothness="exact"``); they raise
 :class:`dpopt.PrivacyLeakWarning`. The estimators re-raise every such
@@ -152,16 +158,21 @@ class _DPLinearModel(BaseEstimator):
             msg = (f"{type(self).__name__}: solver {spec.name!r} with epsilon={epsilon:g} is not "
                    f"private; the model is not differentially private")
             self.privacy_leaks_.append(msg)
-            warnings.warn(msg, PrivacyLeakWarning, stacklevel=3)
+            warnings.warn(msg, PrivacyLeakWarning, stacklevel=4)  # _solve, _fit, fit, caller
+        self._surface(caught, stacklevel=5)
+        self._set_fitted(result)
+        return self
+
+    def _surface(self, caught, stacklevel):
+        """Re-raise the fit's warnings from the caller; leaks are prefixed with the estimator
+        name and kept in ``privacy_leaks_``."""
         for w in caught:
             if issubclass(w.category, PrivacyLeakWarning):
                 msg = f"{type(self).__name__}: {w.message}"
                 self.privacy_leaks_.append(msg)
-                warnings.warn(msg, PrivacyLeakWarning, stacklevel=3)
+                warnings.warn(msg, PrivacyLeakWarning, stacklevel=stacklevel)
             else:
-                warnings.warn(w.message, w.category, stacklevel=3)
-        self._set_fitted(result)
-        return self
+                warnings.warn(w.message, w.category, stacklevel=stacklevel)
 
     def _fit_auto(self, X, target, epsilon, delta, penalty, penalty_kwargs):
         """The default path (:mod:`dpopt.auto`): private bounds, scaling, mechanism."""
@@ -182,19 +193,14 @@ class _DPLinearModel(BaseEstimator):
                                    penalty_kwargs=penalty_kwargs,
                                    fit_intercept=self.fit_intercept, epsilon=epsilon,
                                    delta=delta, rng=rng, regression=not self._classifier)
+                if auto.result.epsilon > epsilon * (1 + 1e-9):  # never expected: exact split
+                    raise RuntimeError(f"internal error: the default path would spend "
+                                       f"{auto.result.epsilon} > epsilon={epsilon}; nothing "
+                                       f"is released")
                 if slot is not None:
                     slot.record(auto.result, label=name)
-        if auto.result.epsilon > epsilon * (1 + 1e-9):  # never expected: the split is exact
-            raise RuntimeError(f"internal error: the default path spent {auto.result.epsilon} "
-                               f"> epsilon={epsilon}")
         self.privacy_leaks_ = []
-        for w in caught:
-            if issubclass(w.category, PrivacyLeakWarning):
-                msg = f"{name}: {w.message}"
-                self.privacy_leaks_.append(msg)
-                warnings.warn(msg, PrivacyLeakWarning, stacklevel=4)
-            else:
-                warnings.warn(w.message, w.category, stacklevel=4)
+        self._surface(caught, stacklevel=5)
         self.auto_ = auto
         self._set_fitted(auto.result)
         coef, intercept = auto.scaling.unscale(np.asarray(auto.result.coef, float),
@@ -205,7 +211,8 @@ class _DPLinearModel(BaseEstimator):
         self.coef_ = coef.reshape(self.coef_.shape)
         self.intercept_ = (np.array([intercept]) if np.ndim(self.intercept_) else
                            float(intercept))
-        self.feature_bounds_ = (auto.scaling.lower, auto.scaling.upper)
+        self.feature_bounds_ = (None if auto.scaling.lower is None else
+                                (auto.scaling.lower, auto.scaling.upper))
         return self
 
     def _check_params(self):
@@ -250,8 +257,8 @@ class _DPLinearModel(BaseEstimator):
     def _decision(self, X):
         check_is_fitted(self, "coef_")
         X = validate_data(self, X, accept_sparse=("csr", "csc"), dtype=np.float64, reset=False)
-        if getattr(self, "auto_", None) is not None:  # the default path clips to its bounds
-            X = self.auto_.scaling.clip(X)
+        if getattr(self, "auto_", None) is not None:  # the default path's feature map
+            X = self.auto_.scaling.prepare(X)
         coef = np.ravel(self.coef_)
         return np.asarray(X @ coef).ravel() + float(np.ravel(self.intercept_)[0])
 
@@ -261,6 +268,8 @@ class _DPLinearModel(BaseEstimator):
         r = self.fit_result_
         if getattr(self, "auto_", None) is not None:
             plan = self.auto_.plan
+            if plan.get("unlearnable"):
+                return f"{type(self).__name__} (solver='auto'): nothing released. {plan['reason']}"
             shares = ", ".join(f"{k} mu={v:.3g}" for k, v in plan["mu_shares"].items())
             line = (f"{type(self).__name__} (solver='auto' -> {plan['solver']}): "
                     f"({r.epsilon:.4g}, {r.delta:.3g})-DP under {r.adjacency} adjacency, "
@@ -318,8 +327,9 @@ class DPLogisticRegression(ClassifierMixin, _DPLinearModel):
         Penalty strength (l2: alpha/2 ||w||^2).
     l1_ratio : float, default 0.5 (elastic_net only)
     fit_intercept : bool, default True
-    solver : str, default "dp-cd"
-        Any registered solver supporting the logistic loss and the penalty.
+    solver : str, default "auto"
+        ``"auto"``: the private default path (module docstring); or any registered
+        solver supporting the logistic loss and the penalty.
     solver_options : dict or None
         Passed to the solver (e.g. ``{"passes": 20, "clip": 1.0}``).
     random_state : None, int, RandomState or numpy Generator

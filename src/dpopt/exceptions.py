@@ -12,3 +12,8 @@ class PrivacyLeakWarning(RuntimeWarning):
 
 class BudgetExceededError(ValueError):
     """A fit would spend more privacy than the budget has left."""
+
+
+class WeakPrivacyWarning(UserWarning):
+    """The requested guarantee is weak: delta larger than 1/n (a random record could be
+    published in full)."""

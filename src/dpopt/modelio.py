@@ -13,10 +13,14 @@ Model JSON (``format: "dpopt-model/1"``)::
      "coef": [...], "intercept": float, "classes": [neg, pos] or null,
      "privacy": {"epsilon", "delta", "adjacency", "accountant", "noise_multiplier",
                  "mechanisms": [{"type": "Gaussian", ...}, ...]},
-     "data": {"path", "n_samples", "n_features", "feature_names", "target"}}
+     "data": {"path", "n_samples", "n_features", "feature_names", "target",
+              "categories", "missing", "dropped_rows"}}
 
 ``privacy`` is what the solver certified (``epsilon`` is ``"inf"`` for a
-non-private fit, JSON having no infinity).
+non-private fit, JSON having no infinity). ``dpopt fit`` on a CSV table also
+records the one-hot encoded columns (``categories``: column -> its categories,
+public schema; ``feature_names`` then read ``column=category``), the missing-value
+mode and the number of dropped rows; ``classes`` may be strings.
 """
 
 from __future__ import annotations
@@ -71,9 +75,18 @@ def mechanism_dict(m) -> dict:
                for k, v in dataclasses.asdict(m).items()}}
 
 
-def model_dict(problem, result, *, solver, options, seed, classes=None, data=None) -> dict:
-    """The JSON-ready description of a fitted model (module docstring)."""
+def model_dict(problem, result, *, solver, options, seed, classes=None, data=None,
+               model=None) -> dict:
+    """The JSON-ready description of a fitted model (module docstring).
+
+    ``model``: optional ``(coef, intercept, feature_map)`` of an estimator whose
+    coefficients apply to mapped features (the default path: ``feature_map`` is
+    ``{"type": "clip", "lower": [...], "upper": [...]}`` or ``{"type": "row-normalize"}``);
+    by default the result's own coefficients, on the raw features.
+    """
     from dpopt import __version__
+
+    coef, intercept, feature_map = model or (result.coef, result.intercept, None)
 
     pen = problem.penalty
     return {
@@ -89,8 +102,9 @@ def model_dict(problem, result, *, solver, options, seed, classes=None, data=Non
         "options": options,
         "params": result.params,
         "seed": seed,
-        "coef": [float(c) for c in result.coef],
-        "intercept": float(result.intercept),
+        "coef": [float(c) for c in np.ravel(coef)],
+        "intercept": float(intercept),
+        "feature_map": feature_map,
         "classes": None if classes is None else [_plain(c) for c in classes],
         "privacy": {"epsilon": _num(result.epsilon), "delta": float(result.delta),
                     "adjacency": result.adjacency, "accountant": result.accountant,
@@ -127,6 +141,15 @@ def load_model(path) -> dict:
 def predict(model: dict, X):
     """Predictions of a loaded model: the margin for regression, the class for logistic."""
     X = sp.csr_matrix(X) if sp.issparse(X) else np.asarray(X, dtype=np.float64)
+    fmap = model.get("feature_map")
+    if fmap is not None:  # the default path's map: features clipped to bounds, or rows normalized
+        from sklearn.preprocessing import normalize
+
+        if fmap["type"] == "row-normalize":
+            X = normalize(X)
+        else:
+            lower, upper = np.asarray(fmap["lower"]), np.asarray(fmap["upper"])
+            X = X.minimum(upper).maximum(lower) if sp.issparse(X) else np.clip(X, lower, upper)
     margin = np.asarray(X @ model["coef"]).ravel() + model["intercept"]
     if model["loss"] == "logistic":
         classes = model.get("classes") or [-1.0, 1.0]

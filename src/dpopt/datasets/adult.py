@@ -19,7 +19,6 @@ the missing-value marker); a test category absent from training gets all zeros.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import urllib.request
 from dataclasses import dataclass
@@ -105,14 +104,6 @@ def _download(cache: Path) -> Path:
     return target
 
 
-def _sha256(path):
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def load_adult(*, data_home=None, download=True, verify=True) -> AdultSplits:
     """Load Adult's official splits (module docstring).
 
@@ -125,6 +116,7 @@ def load_adult(*, data_home=None, download=True, verify=True) -> AdultSplits:
         DatasetChecksumError,
         DatasetNotAvailableError,
         _env_data_dir,
+        _file_sha256,
         get_data_home,
     )
 
@@ -157,7 +149,7 @@ def load_adult(*, data_home=None, download=True, verify=True) -> AdultSplits:
                                        f"{arrays['X_num_test'].shape}; pass verify=False")
         if where == "DPOPT_DATA":
             with contextlib.suppress(OSError):
-                if _sha256(path) != ADULT_SHA256:
+                if _file_sha256(path) != ADULT_SHA256:
                     raise DatasetChecksumError(f"{path}: sha256 differs from MANIFEST.md's "
                                                f"{ADULT_SHA256}; pass verify=False to load it")
     return AdultSplits(

@@ -23,10 +23,12 @@ import os
 import warnings
 import zipfile
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
-import scipy.sparse as sp
+
+if TYPE_CHECKING:
+    import scipy.sparse as sp
 
 from dpopt._validation import check_positive_int
 
@@ -81,6 +83,8 @@ def _check_finite(values, what, path):
 
 def _finish(X, y, feature_names, path):
     """Check shapes and values, and build the :class:`LoadedData`."""
+    import scipy.sparse as sp  # here: listing datasets does not load scipy
+
     data = X.data if sp.issparse(X) else X
     _check_finite(data, "X", path)
     if y.ndim != 1:
@@ -102,6 +106,8 @@ def _finish(X, y, feature_names, path):
 
 
 def _sparse_from_npz(f, path):
+    import scipy.sparse as sp  # here: listing datasets does not load scipy
+
     missing = [k for k in _SPARSE_KEYS if k not in f.files]
     if missing:
         raise ValueError(f"{path}: sparse X needs keys {list(_SPARSE_KEYS)}, missing {missing}")
@@ -165,6 +171,8 @@ def save_npz(path, X, y, feature_names=None, *, compress=True):
     and ``X_shape``. Returns the path written. ``path`` should end in ``.npz``
     (NumPy appends the suffix otherwise).
     """
+    import scipy.sparse as sp  # here: listing datasets does not load scipy
+
     if not isinstance(path, (str, os.PathLike)):
         raise ValueError(f"path must be a str or os.PathLike, got {path!r}")
     arrays = {"y": np.asarray(y)}
@@ -192,6 +200,7 @@ def load_libsvm(path, n_features=None) -> LoadedData:
     zero- or one-based is detected by scikit-learn (``zero_based="auto"``).
     The file has no feature names, so ``feature_names`` is None.
     """
+    import scipy.sparse as sp  # here: listing datasets does not load scipy
     from sklearn.datasets import load_svmlight_file
 
     path = _check_path(path)

@@ -57,9 +57,12 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import scipy.sparse as sp
+
+if TYPE_CHECKING:
+    import scipy.sparse as sp
 
 from dpopt.datasets.loaders import load_npz, save_npz, to_signed_labels
 
@@ -179,6 +182,8 @@ def _fetch_madelon(raw_dir):
 
 
 def _fetch_dorothea(raw_dir):
+    import scipy.sparse as sp  # here: listing datasets does not load scipy
+
     b = _openml(4137, raw_dir)
     X = sp.csr_matrix(b.data, dtype=np.float64)
     return X, _binary(b.target, "1", "-1", "OpenML 4137"), b.feature_names
@@ -323,6 +328,8 @@ def content_sha256(X, y) -> str:
     C-ordered bytes (or CSR indptr/indices as int64 and data as float64, after
     sorting indices and dropping explicit zeros) and y as float64 bytes.
     """
+    import scipy.sparse as sp  # here: listing datasets does not load scipy
+
     h = hashlib.sha256()
     if sp.issparse(X):
         X = sp.csr_matrix(X, dtype=np.float64, copy=True)
@@ -424,6 +431,8 @@ def _save_cache(ds, cache, digest):
 
 
 def _check_finite(X, y, origin):
+    import scipy.sparse as sp  # here: listing datasets does not load scipy
+
     values = X.data if sp.issparse(X) else np.asarray(X)
     if not (np.all(np.isfinite(values)) and np.all(np.isfinite(np.asarray(y, dtype=float)))):
         raise ValueError(f"{origin}: the downloaded data contain NaN or inf values")

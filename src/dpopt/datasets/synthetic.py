@@ -146,8 +146,9 @@ def make_quasi_sparse_logistic(n_samples=1000, n_features=100, sigma=1.0, noise=
         Paper: 1000 x 100.
     sigma : float > 0
         Shape parameter of the log-normal coefficients.
-    noise : float >= 0
-        Standard deviation of ``eps``.
+    noise : float >= 0 or "coef-norm"
+        Standard deviation of ``eps``; ``"coef-norm"`` sets it to ||w_true||_2, so the
+        signal X w_true and the noise have the same variance (signal-to-noise ratio 1).
 
     Returns
     -------
@@ -167,11 +168,14 @@ def make_quasi_sparse_logistic(n_samples=1000, n_features=100, sigma=1.0, noise=
     n = check_positive_int(n_samples, "n_samples")
     p = check_positive_int(n_features, "n_features")
     sigma = check_scalar(sigma, "sigma", low=0.0, low_open=True)
-    noise = check_scalar(noise, "noise", low=0.0)
+    if not (isinstance(noise, str) and noise == "coef-norm"):
+        noise = check_scalar(noise, "noise", low=0.0)
     _check_bool(return_coef, "return_coef")
     rng = check_random_state(random_state)
     X = rng.standard_normal((n, p))
     coef = rng.lognormal(mean=0.0, sigma=sigma, size=p)
+    if isinstance(noise, str):
+        noise = np.linalg.norm(coef)
     y = _signs(X @ coef + noise * rng.standard_normal(n))
     return _out(X, y, coef, return_coef)
 

@@ -73,7 +73,7 @@ from pathlib import Path
 import numpy as np
 
 from dpopt.experiments import register_experiment
-from dpopt.experiments.runner import ResultStore, run_grid
+from dpopt.experiments.runner import ResultStore, relative_error, run_grid
 
 PASSES = (2, 5, 10, 20, 50)
 STEPS = {"dp-cd": tuple(np.logspace(-2, 1, 10)), "dp-cd-p": tuple(np.logspace(-2, 1, 10)),
@@ -243,9 +243,7 @@ def run_config(config, seed_sequence):
 
 
 def _rel(problem, w, f_star):
-    value = problem.objective(w)
-    rel = (value - f_star) / abs(f_star)
-    return float(rel) if math.isfinite(rel) else 1e300
+    return relative_error(problem.objective(w), f_star)
 
 
 # ---------------------------------------------------------------------------

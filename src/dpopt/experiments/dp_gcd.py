@@ -28,8 +28,9 @@ from pathlib import Path
 import numpy as np
 
 import dpopt
+from dpopt.datasets import make_quasi_sparse_logistic, make_square
 from dpopt.experiments import register_experiment
-from dpopt.experiments.runner import ResultStore, config_key, run_grid
+from dpopt.experiments.runner import ResultStore, config_key, relative_error, run_grid
 
 EPSILON = 1.0
 ROOT_SEED = 2023
@@ -104,24 +105,6 @@ CHOICES = [
 # --------------------------------------------------------------------------- data
 
 
-def _make_log(sigma, n=1000, p=100, seed=0, snr1=False):
-    rng = np.random.default_rng(seed)
-    X = rng.standard_normal((n, p))
-    coef = rng.lognormal(0.0, sigma, p)
-    noise = np.linalg.norm(coef) if snr1 else 1.0
-    y = np.where(X @ coef + noise * rng.standard_normal(n) >= 0, 1.0, -1.0)
-    return X, y
-
-
-def _make_square(n=1000, p=1000, k=10, seed=0):
-    rng = np.random.default_rng(seed)
-    X = rng.standard_normal((n, p))
-    support = rng.choice(p, size=k, replace=False)  # draw order of dpopt.datasets.make_square
-    coef = np.zeros(p)
-    coef[support] = 100.0 * rng.uniform(size=k)
-    return X, X @ coef + rng.standard_normal(n)
-
-
 def _load_npz(name):
     """(X, y) from $DPOPT_DATA/<name>.npz, or None (switch to dpopt.datasets at merge)."""
     root = os.environ.get("DPOPT_DATA")
@@ -137,10 +120,12 @@ def _load_npz(name):
 def load_data(name, quick=False):
     """(X, y) for a paper problem, or None when it is not available offline."""
     if name.startswith("log"):
-        return _make_log(1.0 if name.startswith("log1") else 2.0, *((300, 30) if quick else ()),
-                         snr1=name.endswith("snr1"))
+        return make_quasi_sparse_logistic(*((300, 30) if quick else ()),
+                                          sigma=1.0 if name.startswith("log1") else 2.0,
+                                          noise="coef-norm" if name.endswith("snr1") else 1.0,
+                                          random_state=0)
     if name == "square":
-        return _make_square(*((300, 300) if quick else ()))
+        return make_square(*((300, 300) if quick else ()), random_state=0)
     data = _load_npz(name.removesuffix("-l1"))
     if data is None:
         return None
@@ -201,7 +186,7 @@ def run_one(config, seed):
             f = problem.objective(res.w)
             nz = res.w != 0
             out.append({"clip": clip, "run": r,
-                        "rel_error": (f - f_star) / abs(f_star) if math.isfinite(f) else math.inf,
+                        "rel_error": relative_error(f, f_star),
                         "correct_nnz": int(np.sum(nz & support)),
                         "wrong_nnz": int(np.sum(nz & ~support)), "epsilon": res.epsilon,
                         "delta": res.delta, "accountant": res.accountant,

@@ -51,7 +51,7 @@ import numpy as np
 import dpopt
 from dpopt.exceptions import PrivacyLeakWarning
 from dpopt.experiments import register_experiment
-from dpopt.experiments.runner import ResultStore, run_grid
+from dpopt.experiments.runner import ResultStore, relative_error, run_grid
 
 NAME = "dp-rbcd"
 ROOT_SEED = 20250005
@@ -140,14 +140,9 @@ def _fit(config, step, clip, passes, seed, checkpoint_every=None):
                           smoothness=smoothness, checkpoint_every=checkpoint_every or passes,
                           **options)
         wall = time.perf_counter() - t0
-        traj = [_rel(pb.objective(w), fstar) for w in res.checkpoints]
+        traj = [relative_error(pb.objective(w), fstar) for w in res.checkpoints]
     assert res.epsilon <= config["epsilon"] and res.adjacency == "replace-one"
     return traj, wall, res
-
-
-def _rel(F, fstar):
-    r = (F - fstar) / abs(fstar)
-    return float(r) if math.isfinite(r) else math.inf
 
 
 def _synth_key(config):

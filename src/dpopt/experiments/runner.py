@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import math
 import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -194,6 +195,18 @@ def strip_timings(obj):
     if isinstance(obj, list):
         return [strip_timings(v) for v in obj]
     return obj
+
+
+#: The relative error recorded for a run whose objective overflowed: one value in every
+#: reproduction (JSON "Infinity"; tables print "inf", figures leave the point out).
+DIVERGED = math.inf
+
+
+def relative_error(value, f_star) -> float:
+    """(F(w) - F*) / |F*| (the DP-GCD paper's Table 3 caption), :data:`DIVERGED` when F(w)
+    is not finite."""
+    rel = (value - f_star) / abs(f_star)
+    return float(rel) if math.isfinite(rel) else DIVERGED
 
 
 def fit_record(problem, result, f_star) -> dict:

@@ -31,7 +31,7 @@ import numpy as np
 from numba import njit
 
 from dpopt.kernels.losses import loss_deriv
-from dpopt.problem.penalties import prox_scalar
+from dpopt.kernels.prox import prox_scalar
 
 
 @njit(cache=True, nogil=True, inline="always")

@@ -42,8 +42,8 @@ import numpy as np
 from numba import njit
 
 from dpopt.kernels.losses import LOGISTIC, SQUARED, loss_deriv
+from dpopt.kernels.prox import prox_scalar
 from dpopt.kernels.vecmath import FASTMATH, logistic_deriv, prefetch1d, prefetch2d
-from dpopt.problem.penalties import prox_scalar
 
 _OPTS = dict(cache=True, nogil=True, fastmath=FASTMATH, error_model="numpy")
 

@@ -27,7 +27,7 @@ from numba import njit, prange
 
 from dpopt.kernels.grad import _coordclip_csc
 from dpopt.kernels.losses import LOGISTIC, loss_deriv, loss_derivs
-from dpopt.problem.penalties import prox_scalar
+from dpopt.kernels.prox import prox_scalar
 
 GS_L = 0  # |g_j + l2_j w_j| / sqrt(curv_j)                 (smooth penalty, Nutini et al. 2015)
 GS_S = 1  # dist(-g_j, d psi_j(w_j)) / sqrt(curv_j)

@@ -16,7 +16,6 @@ Numba's cache does not see edits there, so clear ``__pycache__`` after changing 
 
 import functools
 import math
-import weakref
 
 import numpy as np
 import scipy.sparse as sp
@@ -92,16 +91,11 @@ def l2clip_gradient(problem, z, clip):
 # per problem (built on first use, freed with the problem).
 
 _OPTS = dict(cache=True, nogil=True, fastmath=FASTMATH, error_model="numpy")
-_ROW_LAYOUTS = weakref.WeakKeyDictionary()
 
 
 def row_layout(problem):
-    """The features with contiguous rows: C-ordered dense array or CSR (cached per problem)."""
-    Xr = _ROW_LAYOUTS.get(problem)
-    if Xr is None:
-        Xr = problem.X_csr if problem.is_sparse else np.ascontiguousarray(problem.X)
-        _ROW_LAYOUTS[problem] = Xr
-    return Xr
+    """The features with contiguous rows (``problem.X_rows``: one copy per problem)."""
+    return problem.X_rows
 
 
 @njit(inline="always", **_OPTS)

@@ -16,7 +16,7 @@ import scipy.sparse as sp
 from numba import njit
 
 from dpopt.kernels.grad import _OPTS, _rows_gradient_csr, _rows_gradient_dense, row_layout
-from dpopt.problem.penalties import prox_scalar
+from dpopt.kernels.prox import prox_scalar
 
 
 @njit(inline="always", **_OPTS)

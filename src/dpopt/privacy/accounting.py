@@ -16,14 +16,18 @@ Mechanism records
 -----------------
 :class:`Gaussian`, :class:`SubsampledGaussian`, :class:`Laplace`,
 :class:`PureDP` (any epsilon-DP mechanism, e.g. report-noisy-max) and
-:class:`ZCDP`, each with a ``count`` of adaptive repetitions. A list of them
-is a composition, accounted by :func:`epsilon_of`:
+:class:`ZCDP`, each with a ``count`` of adaptive repetitions, and
+:class:`ObjectivePerturbation` (the privacy-loss bound of objective
+perturbation, see its docstring). A list of them is a composition, accounted
+by :func:`epsilon_of`:
 
 ``"exact"``
     Gaussian differential privacy (Dong, Roth, Su 2022): the composition of
     Gaussian mechanisms with multipliers z_k is exactly mu-GDP with
     mu = sqrt(sum_k 1/z_k^2), and its privacy profile is the analytic
-    Gaussian mechanism's (Balle & Wang 2018). Exact, for unsampled Gaussians.
+    Gaussian mechanism's (Balle & Wang 2018). Exact, for unsampled Gaussians;
+    with one :class:`ObjectivePerturbation` record added, a one-dimensional
+    integral evaluated as a certified upper Riemann sum (see that class).
 ``"pld"``
     dp-accounting's privacy-loss-distribution accountant, pessimistic
     discretisation (an upper bound). Gaussian, Poisson-subsampled Gaussian
@@ -37,12 +41,14 @@ is a composition, accounted by :func:`epsilon_of`:
 
 from __future__ import annotations
 
+import functools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import dp_accounting as dpa
 import numpy as np
 from dp_accounting.pld import privacy_loss_distribution as pldlib
+from dp_accounting.rdp import rdp_privacy_accountant as rdp_mod
 from scipy import optimize, special
 
 from dpopt._validation import check_choice, check_delta, check_epsilon, check_scalar
@@ -113,7 +119,49 @@ class ZCDP:
     count: int = 1
 
 
-MECHANISMS = (Gaussian, SubsampledGaussian, Laplace, PureDP, ZCDP)
+@dataclass(frozen=True)
+class ObjectivePerturbation:
+    """``count`` runs of objective perturbation, through their privacy-loss bound.
+
+    With m = 1 / noise_multiplier, every ordering (D, D') of neighbours has a
+    privacy loss log(p_D / p_D')(theta), theta ~ M(D), that is stochastically
+    dominated (first order) by
+
+        Y = shift + m^2 / 2 + m R,     R ~ chi_dof   (dof = 1: |N(0, 1)|, dof = 2: Rayleigh)
+
+    (:mod:`dpopt.solvers.objective_perturbation` derives it: ``shift`` bounds the
+    log-determinant of the Jacobian, m R + m^2 / 2 the Gaussian part; dof = 1
+    under add-remove, as in Redberg, Koskela & Wang, NeurIPS 2023, dof = 2 under
+    replace-one).
+
+    Why this composes. Y >= 0, so E[e^{-Y}] <= 1 and there is a pair (P*, Q*)
+    whose privacy loss under P* is exactly Y: P* the law of Y, Q* with density
+    e^{-y} dP* plus an atom of mass 1 - E[e^{-Y}] where P* has none. Since
+    v -> (1 - alpha e^{-v})_+ is non-decreasing for every alpha >= 0, first-order
+    dominance of the loss gives H_alpha(M(D) || M(D')) <= H_alpha(P* || Q*) for
+    all alpha >= 0 and both orderings: (P*, Q*) is a dominating pair (Zhu, Dong,
+    Wang, AISTATS 2022, Def. 7), and dominating pairs compose adaptively by
+    taking products (their Thm. 10). So the composition with Gaussian records of
+    total mu is dominated by the loss Y + G, G ~ N(mu^2/2, mu^2) independent:
+
+        delta(eps) = E_R[ delta_mu(eps - shift - m^2/2 - m R) ],
+        delta_mu(x) = Phi(-x/mu + mu/2) - e^x Phi(-x/mu - mu/2)   (any real x; mu = 0: (1 - e^x)_+).
+
+    ``shift`` is a deterministic constant of the dominating pair, so it may be
+    moved out only here (eps(delta) = shift + ... would be wrong in general: with
+    the Gaussian part it is not, because the folded term is not Gaussian). The
+    PLD accountant discretises Y (rounded up), the RDP accountant uses
+    eps(a) = shift + m^2/2 + log E[e^{(a-1) m R}] / (a - 1) (first-order
+    dominance bounds every E[e^{(a-1) loss}]).
+    """
+
+    noise_multiplier: float
+    shift: float = 0.0
+    dof: int = 1
+    count: int = 1
+
+
+MECHANISMS = (Gaussian, SubsampledGaussian, Laplace, PureDP, ZCDP, ObjectivePerturbation)
 
 
 @dataclass(frozen=True)
@@ -200,7 +248,9 @@ def epsilon_of(mechanisms, delta, *, adjacency="replace-one", accountant="auto",
     if not mechanisms:
         return 0.0
     if accountant == "exact":
-        return gdp_epsilon(_gdp_mu_of(mechanisms), delta)
+        ops = [m for m in mechanisms if isinstance(m, ObjectivePerturbation)]
+        mu = _gdp_mu_of([m for m in mechanisms if isinstance(m, Gaussian)])
+        return _op_exact_epsilon(ops[0], mu, delta) if ops else gdp_epsilon(mu, delta)
     if accountant == "pld":
         return _pld_epsilon(mechanisms, delta, adjacency, _pld_step, _pld_max_points)
     return _rdp_epsilon(mechanisms, delta, adjacency)
@@ -209,7 +259,7 @@ def epsilon_of(mechanisms, delta, *, adjacency="replace-one", accountant="auto",
 def resolve_accountant(mechanisms, accountant="auto") -> str:
     """The accountant ``"auto"`` resolves to, or a ``ValueError`` if it cannot apply."""
     check_choice(accountant, "accountant", ACCOUNTANTS)
-    all_gauss = all(isinstance(m, Gaussian) for m in mechanisms)
+    all_gauss = _exact_applies(mechanisms)
     pld_ok = not any(isinstance(m, ZCDP) or (isinstance(m, SubsampledGaussian)
                                               and m.sampling == "without-replacement")
                      for m in mechanisms)
@@ -217,11 +267,18 @@ def resolve_accountant(mechanisms, accountant="auto") -> str:
         return "exact" if all_gauss else ("pld" if pld_ok else "rdp")
     if accountant == "exact" and not all_gauss:
         raise ValueError("accountant='exact' (Gaussian DP) applies only to compositions of "
-                         "unsampled Gaussian mechanisms; use 'pld' or 'rdp'")
+                         "unsampled Gaussian mechanisms (with at most one objective perturbation); "
+                         "use 'pld' or 'rdp'")
     if accountant == "pld" and not pld_ok:
         raise ValueError("accountant='pld' does not support zCDP mechanisms or sampling without "
                          "replacement; use 'rdp'")
     return accountant
+
+
+def _exact_applies(mechanisms) -> bool:
+    """Unsampled Gaussians, plus at most one objective perturbation (one count)."""
+    ops = sum(m.count for m in mechanisms if isinstance(m, ObjectivePerturbation))
+    return ops <= 1 and all(isinstance(m, (Gaussian, ObjectivePerturbation)) for m in mechanisms)
 
 
 def _check_mechanisms(mechanisms):
@@ -230,12 +287,16 @@ def _check_mechanisms(mechanisms):
     mechanisms = list(mechanisms)
     for m in mechanisms:
         if not isinstance(m, MECHANISMS):
-            raise ValueError(f"mechanisms must be Gaussian, SubsampledGaussian, Laplace, PureDP or "
-                             f"ZCDP records, got {m!r}")
+            raise ValueError(f"mechanisms must be Gaussian, SubsampledGaussian, Laplace, PureDP, "
+                             f"ZCDP or ObjectivePerturbation records, got {m!r}")
         if isinstance(m.count, bool) or int(m.count) != m.count or m.count < 0:
             raise ValueError(f"count must be a non-negative integer, got {m.count!r}")
-        if isinstance(m, (Gaussian, SubsampledGaussian, Laplace)):
+        if isinstance(m, (Gaussian, SubsampledGaussian, Laplace, ObjectivePerturbation)):
             check_scalar(m.noise_multiplier, "noise_multiplier", low=0.0, allow_inf=True)
+        if isinstance(m, ObjectivePerturbation):
+            check_scalar(m.shift, "shift", low=0.0, allow_inf=True)
+            if isinstance(m.dof, bool) or m.dof not in (1, 2):
+                raise ValueError(f"dof must be 1 or 2, got {m.dof!r}")
         if isinstance(m, SubsampledGaussian):
             check_scalar(m.sampling_rate, "sampling_rate", low=0.0, high=1.0)
             check_choice(m.sampling, "sampling", SAMPLINGS)
@@ -249,6 +310,8 @@ def _check_mechanisms(mechanisms):
 def _is_non_private(m) -> bool:
     if m.count == 0:
         return False
+    if isinstance(m, ObjectivePerturbation):
+        return m.noise_multiplier == 0 or math.isinf(m.shift)
     if isinstance(m, (Gaussian, Laplace)):
         return m.noise_multiplier == 0
     if isinstance(m, SubsampledGaussian):
@@ -261,6 +324,8 @@ def _is_non_private(m) -> bool:
 def _is_free(m) -> bool:
     if m.count == 0:
         return True
+    if isinstance(m, ObjectivePerturbation):
+        return math.isinf(m.noise_multiplier) and m.shift == 0
     if isinstance(m, (Gaussian, Laplace)):
         return math.isinf(m.noise_multiplier)
     if isinstance(m, SubsampledGaussian):
@@ -295,6 +360,12 @@ def _dominating_epsilon(mechanisms, delta) -> float:
              if isinstance(m, (Gaussian, SubsampledGaussian))]
     pure = sum(m.count / m.noise_multiplier for m in mechanisms if isinstance(m, Laplace))
     pure += sum(m.count * m.epsilon for m in mechanisms if isinstance(m, PureDP))
+    ops = [m for m in mechanisms if isinstance(m, ObjectivePerturbation)]
+    if ops:  # basic composition: half of delta shared equally by the K objective perturbations
+        k = sum(m.count for m in ops)
+        pure += sum(m.count * _op_exact_epsilon(replace(m, count=1), 0.0, delta / (2 * k))
+                    for m in ops)
+        delta = delta / 2
     return (gdp_epsilon(_gdp_mu_of(gauss), delta) if gauss else 0.0) + pure
 
 
@@ -309,6 +380,9 @@ def _pld_loss_range(m, adjacency) -> float:
                         else (m.noise_multiplier, 1.0))
         # loss of N(0, s^2) vs N(shift, s^2) over |x| <= 10 s + shift (mass e^-50 beyond)
         return 2.0 * (shift * (10.0 * s + shift) + 0.5 * shift * shift) / (s * s)
+    if isinstance(m, ObjectivePerturbation):
+        mm = 1.0 / m.noise_multiplier
+        return m.count * (m.shift + 0.5 * mm * mm + _OP_PLD_RMAX * mm) + 1e-3
     if isinstance(m, Laplace):
         return 2.0 / m.noise_multiplier
     return 2.0 * m.epsilon
@@ -330,6 +404,8 @@ def _pld_of(m, adjacency, step):
             standard_deviation=z, sensitivity=1.0, sampling_prob=m.sampling_rate,
             value_discretization_interval=step, neighboring_relation=rel)
         return single.self_compose(m.count)
+    if isinstance(m, ObjectivePerturbation):
+        return _op_pld(m, step)
     if isinstance(m, Laplace):
         return pldlib.from_laplace_mechanism(
             parameter=m.noise_multiplier, sensitivity=1.0,
@@ -345,7 +421,15 @@ _RDP_ORDERS = np.concatenate([np.linspace(1.01, 1.99, 50), np.linspace(2, 12, 10
 
 
 def _rdp_epsilon(mechanisms, delta, adjacency) -> float:
-    return float(rdp_accountant(mechanisms, adjacency).get_epsilon(delta))
+    ops = [m for m in mechanisms if isinstance(m, ObjectivePerturbation)]
+    acc = rdp_accountant([m for m in mechanisms if not isinstance(m, ObjectivePerturbation)],
+                         adjacency)
+    if not ops:
+        return float(acc.get_epsilon(delta))
+    # dp-accounting has no event for this curve: add it to the accountant's RDP vector
+    orders = np.asarray(acc._orders, dtype=np.float64)
+    curve = np.asarray(acc._rdp, dtype=np.float64) + sum(_op_rdp(m, orders) for m in ops)
+    return float(rdp_mod.compute_epsilon(orders, curve, delta)[0])
 
 
 def rdp_accountant(mechanisms, adjacency="replace-one", orders=_RDP_ORDERS):
@@ -363,6 +447,9 @@ def rdp_accountant(mechanisms, adjacency="replace-one", orders=_RDP_ORDERS):
            else dpa.NeighboringRelation.ADD_OR_REMOVE_ONE)
     acc = dpa.rdp.RdpAccountant(orders=list(orders), neighboring_relation=rel)
     for m in mechanisms:
+        if isinstance(m, ObjectivePerturbation):
+            raise ValueError("rdp_accountant cannot hold ObjectivePerturbation records (no "
+                             "dp-accounting event); use epsilon_of(..., accountant='rdp')")
         if isinstance(m, Gaussian):
             acc.compose(dpa.ZCDpEvent(rho=0.5 / m.noise_multiplier ** 2), m.count)
         elif isinstance(m, SubsampledGaussian) and m.sampling == "poisson":
@@ -428,7 +515,7 @@ def calibrate(make_mechanisms, epsilon, delta, *, adjacency="replace-one", accou
         while eps_at(hi) > epsilon:
             lo, hi = hi, hi * 2.0
             if hi > 1e12:
-                raise ValueError(f"no noise multiplier below 1e12 achieves epsilon={epsilon}")
+                raise _calibration_failure(eps_at(hi), epsilon, delta, acc)
     while hi / lo > 1.0 + rtol:
         mid = math.sqrt(lo * hi)
         if eps_at(mid) <= epsilon:
@@ -444,6 +531,16 @@ def calibrate(make_mechanisms, epsilon, delta, *, adjacency="replace-one", accou
         hi, achieved = _refine_on_fine_grid(lambda z: eps_at(z, final_step), epsilon, hi,
                                             achieved, rtol)
     return Calibration(hi, achieved, delta, acc, adjacency)
+
+
+def _calibration_failure(eps_at_huge_noise, epsilon, delta, accountant):
+    if math.isinf(eps_at_huge_noise):
+        # the PLD's truncated tails (mass ~e^-50 per composed step) exceed delta
+        return ValueError(f"delta={delta:g} is too small for the {accountant} accountant of this "
+                          f"composition (even a noise multiplier of 1e12 is not certified); "
+                          f"use a larger delta")
+    return ValueError(f"no noise multiplier below 1e12 achieves epsilon={epsilon} at "
+                      f"delta={delta:g}")
 
 
 def _refine_on_fine_grid(eps_fine, epsilon, hi, achieved, rtol):
@@ -465,11 +562,14 @@ def _refine_on_fine_grid(eps_fine, epsilon, hi, achieved, rtol):
         if lo < 1e-8:
             return hi, achieved
     target = math.log(epsilon)
-    f_lo, f_hi = math.log(e_lo) - target, math.log(achieved) - target
+    # achieved can be 0 (a (0, delta) certificate for a huge multiplier): bisect then
+    f_lo = math.log(e_lo) - target
+    f_hi = math.log(achieved) - target if achieved > 0 else -math.inf
     side = 0
     while hi / lo > 1.0 + rtol:
         a, b = math.log(lo), math.log(hi)
-        x = b - f_hi * (b - a) / (f_hi - f_lo) if f_hi != f_lo else 0.5 * (a + b)
+        secant = math.isfinite(f_hi) and f_hi != f_lo
+        x = b - f_hi * (b - a) / (f_hi - f_lo) if secant else 0.5 * (a + b)
         # stay strictly inside the bracket, at least rtol / 4 from its ends
         pad = 0.25 * math.log1p(rtol)
         x = min(max(x, a + pad), b - pad)
@@ -491,6 +591,8 @@ def _refine_on_fine_grid(eps_fine, epsilon, hi, achieved, rtol):
 
 def _calibrate_gdp(make_mechanisms, epsilon, delta):
     # When every multiplier scales with z, mu(z) = mu(1) / z: solve exactly.
+    if not all(isinstance(m, Gaussian) for m in make_mechanisms(1.0)):
+        return None
     mu1 = _gdp_mu_of(make_mechanisms(1.0))
     if not math.isclose(_gdp_mu_of(make_mechanisms(2.0)) * 2.0, mu1, rel_tol=1e-12):
         return None
@@ -573,3 +675,110 @@ def dp_to_zcdp(epsilon, delta) -> float:
         else:
             hi = mid
     return lo
+
+
+# ---------------------------------------------------------------------------
+# objective perturbation: Y = shift + m^2/2 + m R, R ~ chi_dof (ObjectivePerturbation)
+
+_OP_RMAX = 45.0  # P(R > 45) < 1e-439: below every representable delta
+_OP_GRID = 45001  # Riemann step 1e-3: relative error ~ 1e-3 * r* of delta (r* ~ 6 at 1e-9)
+_OP_PLD_RMAX = 12.0  # PLD support; the mass beyond (< 1e-31) goes to infinity (pessimistic)
+
+
+def _chi_sf(r, dof):
+    """P(R > r) for R ~ chi_1 (|N(0, 1)|) or chi_2 (Rayleigh), r >= 0."""
+    r = np.asarray(r, dtype=np.float64)
+    return 2.0 * special.ndtr(-r) if dof == 1 else np.exp(-0.5 * r * r)
+
+
+def _gdp_delta_any(x, mu):
+    """E[(1 - e^(x - G))_+], G ~ N(mu^2/2, mu^2), for every real x (vectorised);
+    mu = 0 gives (1 - e^x)_+."""
+    x = np.asarray(x, dtype=np.float64)
+    if mu == 0:
+        return -np.expm1(np.minimum(x, 0.0))
+    log_a = special.log_ndtr(-x / mu + mu / 2)
+    log_b = np.minimum(x + special.log_ndtr(-x / mu - mu / 2), log_a)  # b <= a exactly
+    return np.maximum(np.exp(log_a) - np.exp(log_b), 0.0)
+
+
+@functools.lru_cache(maxsize=2)
+def _op_grid(dof):
+    """The Riemann grid on [0, RMAX], P(R > r) on it and the mass of each cell."""
+    r = np.linspace(0.0, _OP_RMAX, _OP_GRID)
+    sf = _chi_sf(r, dof)
+    return r, sf, sf[:-1] - sf[1:]
+
+
+def _op_delta_bounds(epsilon, op, mu):
+    """Lower and upper Riemann sums of delta(eps) = E_R[g(R)] for ``op`` (count 1)
+    composed with mu-GDP: g(r) = delta_mu(eps - shift - m^2/2 - m r) is non-decreasing
+    in r, so the sums over [0, RMAX] bracket the integral (the mass beyond RMAX is
+    added to the upper sum with g <= 1)."""
+    m = 0.0 if math.isinf(op.noise_multiplier) else 1.0 / op.noise_multiplier
+    r, sf, mass = _op_grid(op.dof)
+    g = _gdp_delta_any(epsilon - op.shift - 0.5 * m * m - m * r, mu)
+    upper = float(np.dot(mass, g[1:]) + sf[-1]) * (1.0 + 1e-9)  # + round-off of the sum
+    lower = float(np.dot(mass, g[:-1]))
+    return lower, min(upper, 1.0)
+
+
+def objective_perturbation_delta(epsilon, op, gaussian_mu=0.0) -> float:
+    """Certified upper bound on delta(epsilon) of one :class:`ObjectivePerturbation`
+    (count 1) composed with a ``gaussian_mu``-GDP composition of Gaussians."""
+    return _op_delta_bounds(float(epsilon), op, float(gaussian_mu))[1]
+
+
+def _op_exact_epsilon(op, mu, delta) -> float:
+    """Smallest epsilon >= 0 whose certified delta bound is <= delta (count 1)."""
+    if op.count != 1:
+        raise ValueError("the exact accountant handles one objective perturbation (count 1)")
+
+    def excess(e):
+        return objective_perturbation_delta(e, op, mu) - delta
+
+    if excess(0.0) <= 0:
+        return 0.0
+    hi = 1.0
+    while excess(hi) > 0:
+        if hi > 1e307:
+            return math.inf
+        hi *= 2.0
+    eps = optimize.brentq(excess, 0.0, hi, xtol=1e-13, rtol=1e-13)
+    step = max(eps * 1e-13, 1e-300)
+    while excess(eps) > 0:  # brentq brackets the root: step up until certified
+        eps, step = eps + step, 2.0 * step
+    return float(eps)
+
+
+def _op_pld(op, step):
+    """PLD of the dominating pair: Y rounded up to the grid (pessimistic), the tail
+    beyond R = _OP_PLD_RMAX as infinite loss; symmetric (Y bounds both orderings)."""
+    m = 0.0 if math.isinf(op.noise_multiplier) else 1.0 / op.noise_multiplier
+    c = op.shift + 0.5 * m * m
+    k_lo = math.ceil(c / step)
+    if m == 0:
+        probs, inf_mass = {k_lo: 1.0}, 0.0
+    else:
+        k_hi = math.ceil((c + m * _OP_PLD_RMAX) / step)
+        ks = np.arange(k_lo, k_hi + 1)
+        sf = _chi_sf(np.maximum((ks * step - c) / m, 0.0), op.dof)
+        mass = np.concatenate([[1.0 - sf[0]], sf[:-1] - sf[1:]])  # Y in ((k-1)h, kh]
+        probs = {int(k): float(p) for k, p in zip(ks, mass) if p > 0}
+        inf_mass = float(sf[-1])
+    pld = pldlib.PrivacyLossDistribution.create_from_rounded_probability(
+        probs, inf_mass, step, pessimistic_estimate=True)
+    return pld.self_compose(op.count) if op.count > 1 else pld
+
+
+def _op_rdp(op, orders):
+    """RDP curve count * (shift + m^2/2 + log E[e^{(a-1) m R}] / (a - 1)) at ``orders``."""
+    m = 0.0 if math.isinf(op.noise_multiplier) else 1.0 / op.noise_multiplier
+    t = (orders - 1.0) * m
+    if op.dof == 1:  # E e^{t|Z|} = 2 e^{t^2/2} Phi(t)
+        log_mgf = 0.5 * t * t + math.log(2.0) + special.log_ndtr(t)
+    else:  # Rayleigh: E e^{tR} = 1 + t sqrt(2 pi) e^{t^2/2} Phi(t)
+        with np.errstate(divide="ignore"):
+            log_term = np.log(t) + 0.5 * math.log(2 * math.pi) + 0.5 * t * t + special.log_ndtr(t)
+        log_mgf = np.logaddexp(0.0, log_term)
+    return op.count * (op.shift + 0.5 * m * m + log_mgf / (orders - 1.0))

@@ -16,34 +16,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 import numpy as np
-from numba import njit
 
 from dpopt._validation import check_scalar
-
-
-@njit(cache=True, nogil=True, inline="always")
-def prox_scalar(v, step, l1, l2, lower, upper):
-    """prox of step * psi_j at v (see module docstring). NaN propagates: an overflowed
-    iterate must not be mapped silently to 0 (dpopt.solve then raises)."""
-    if v != v:
-        return v
-    t = step * l1
-    if v > t:
-        u = v - t
-    elif v < -t:
-        u = v + t
-    else:
-        u = 0.0
-    u = u / (1.0 + step * l2)
-    return min(max(u, lower), upper)
-
-
-@njit(cache=True, nogil=True)
-def prox_vector(v, step, l1, l2, lower, upper):
-    out = np.empty(v.shape[0])
-    for j in range(v.shape[0]):
-        out[j] = prox_scalar(v[j], step[j], l1[j], l2[j], lower[j], upper[j])
-    return out
+from dpopt.kernels.prox import prox_scalar, prox_vector  # noqa: F401  (prox_scalar re-exported)
 
 
 @dataclass(frozen=True, eq=False)

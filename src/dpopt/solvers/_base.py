@@ -2,15 +2,23 @@
 
 from __future__ import annotations
 
-import inspect
 import math
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
 
 import numpy as np
 
-from dpopt._validation import check_delta, check_epsilon, check_random_state
+from dpopt._validation import (
+    check_choice,
+    check_delta,
+    check_epsilon,
+    check_positive_int,
+    check_random_state,
+    check_scalar,
+    warn_if_delta_exceeds_one_over_n,
+)
 from dpopt.problem import Problem
 
 
@@ -109,43 +117,165 @@ def make_result(problem, w, *, solver, calibration_or_spent, mechanisms, n_iter,
                      checkpoint_times=ct, params=dict(params), time=checkpoints.elapsed())
 
 
+# ---------------------------------------------------------------------------
+# options as data (scikit-learn's _parameter_constraints, one frozen spec per solver)
+
+
+def positive_int(value, name):
+    """Constraint: an integer >= 1."""
+    return check_positive_int(value, name)
+
+
+def positive(value, name):
+    """Constraint: a finite float > 0."""
+    return check_scalar(value, name, low=0.0, low_open=True)
+
+
+def one_of(*choices):
+    """Constraint: one of the strings ``choices``."""
+
+    def check(value, name):
+        return check_choice(value, name, choices)
+
+    check.choices = choices
+    return check
+
+
 @dataclass(frozen=True)
+class Option:
+    """One solver option: ``name``, ``default``, ``check`` (a constraint ``check(value,
+    name)`` raising ``ValueError`` naming the option, or ``None`` when the solver
+    validates it itself, e.g. options whose valid range depends on another) and ``doc``."""
+
+    name: str
+    default: object
+    check: Callable | None = None
+    doc: str = ""
+
+    def validate(self, value):
+        if self.check is not None:
+            self.check(value, self.name)
+
+    def but(self, **changes) -> Option:
+        """The same option with another default, check or doc (shared options)."""
+        return replace(self, **changes)
+
+
+def _frozen(mapping):
+    return MappingProxyType(dict(mapping or {}))
+
+
+@dataclass(frozen=True, eq=False)
 class SolverSpec:
-    """A registered solver: ``func(problem, *, epsilon, delta, rng, **options)``."""
+    """A registered solver, declared as data.
+
+    ``func(problem, *, epsilon, delta, rng, **options)`` fits; ``option_specs`` are its
+    options (:class:`Option`); ``losses`` / ``penalties`` the names it supports (``None``
+    = all); ``fit_intercept`` whether it handles an intercept coordinate; ``run_length``
+    the option that sets how long it runs (``solve(..., run_length=k)`` sets it whatever
+    its own name: passes, epochs, iterations or n_iter); ``audit`` / ``audit_canary`` the
+    quick empirical audit's options and canary arguments (:mod:`dpopt.audit`).
+    """
 
     name: str
     func: Callable
     description: str
-    losses: tuple | None = None  # supported loss names, None = all
-    penalties: tuple | None = None  # supported penalty names, None = all
+    losses: tuple | None = None
+    penalties: tuple | None = None
     private: bool = True
     family: str = ""
+    option_specs: tuple = ()
+    run_length: str | None = None
+    fit_intercept: bool = True
+    audit: Mapping = field(default_factory=dict)
+    audit_canary: Mapping = field(default_factory=dict)
     distributed: bool = False  # accepts a dpopt.distributed.ChunkedProblem (Dask / out-of-core)
 
     def options(self) -> list[str]:
-        sig = inspect.signature(self.func)
-        return [p for p in sig.parameters if p not in ("problem", "epsilon", "delta", "rng")]
+        """Names of the options, in declaration order."""
+        return [o.name for o in self.option_specs]
+
+    def defaults(self) -> dict:
+        return {o.name: o.default for o in self.option_specs}
+
+    def check_options(self, options, what="option(s)") -> dict:
+        """Map the ``run_length`` alias, refuse unknown names (``ValueError`` listing the
+        accepted ones) and check every given value against its constraint."""
+        options = dict(options)
+        if "run_length" in options and self.run_length is not None:
+            if self.run_length in options:
+                raise ValueError(f"give run_length or {self.run_length}, not both")
+            options[self.run_length] = options.pop("run_length")
+        unknown = sorted(set(options) - set(self.options()))
+        if unknown:
+            raise ValueError(f"unknown {what} {unknown} for solver {self.name!r}; "
+                             f"it accepts {self.options()}")
+        for opt in self.option_specs:
+            if opt.name in options:
+                opt.validate(options[opt.name])
+        return options
+
+    def check_problem(self, problem):
+        """Refuse a loss, penalty or intercept the solver does not support."""
+        if self.losses is not None and problem.loss.name not in self.losses:
+            raise ValueError(f"solver {self.name!r} supports losses {list(self.losses)}, "
+                             f"got loss={problem.loss.name!r}")
+        if self.penalties is not None and problem.penalty.name not in self.penalties:
+            raise ValueError(f"solver {self.name!r} supports penalties {list(self.penalties)}, "
+                             f"got penalty={problem.penalty.name!r}")
+        if problem.fit_intercept and not self.fit_intercept:
+            raise ValueError(f"{self.name} does not fit an intercept: use fit_intercept=False "
+                             f"(append a scaled constant feature instead)")
+
+    def adjacency(self, options) -> str:
+        """The adjacency the fit will certify: its ``adjacency`` option, else replace-one."""
+        return options.get("adjacency", self.defaults().get("adjacency", "replace-one"))
 
 
 _REGISTRY: dict[str, SolverSpec] = {}
 
 
-def register_solver(name, *, description, losses=None, penalties=None, private=True, family="",
-                    distributed=False):
+def register_solver(name, *, description, options, losses=None, penalties=None, private=True,
+                    family="", run_length=None, fit_intercept=True, audit=None,
+                    audit_canary=None, distributed=False):
     """Decorator registering ``func`` under ``name`` (see :class:`SolverSpec`).
 
-    ``distributed=True`` declares that ``func`` also fits a
-    :class:`dpopt.distributed.ChunkedProblem` (row-chunked Dask or on-disk data)."""
+    ``options`` is the tuple of :class:`Option` the function accepts as keywords after
+    ``problem, *, epsilon, delta, rng``. A private solver gives ``audit`` (the options of
+    its quick audit, small problem and few steps); ``tests/test_audit.py`` checks that
+    every private solver has one. ``distributed=True`` declares that ``func`` also fits a
+    :class:`dpopt.distributed.ChunkedProblem` (row-chunked Dask or on-disk data).
+    """
 
     def decorator(func):
         if name in _REGISTRY:
             raise ValueError(f"solver {name!r} is already registered")
+        specs = tuple(options)
+        if run_length is not None and run_length not in {o.name for o in specs}:
+            raise ValueError(f"run_length {run_length!r} is not an option of {name!r}")
         _REGISTRY[name] = SolverSpec(name, func, description, losses and tuple(losses),
                                      penalties and tuple(penalties), private, family or name,
-                                     bool(distributed))
+                                     specs, run_length, fit_intercept,
+                                     _frozen(audit), _frozen(audit_canary), bool(distributed))
         return func
 
     return decorator
+
+
+def default_delta(n_samples: int) -> float:
+    """1 / n^2, the papers' choice (requires n >= 2)."""
+    if n_samples < 2:
+        raise ValueError("delta must be given when there is a single sample (default 1/n^2 >= 1)")
+    return 1.0 / n_samples ** 2
+
+
+def check_privacy_target(epsilon, delta, n_samples):
+    """The one check of a target (epsilon, delta): epsilon > 0 (``inf`` = no noise), delta in
+    (0, 1), default 1/n^2. Returns ``(epsilon, delta)``."""
+    epsilon = check_epsilon(epsilon)
+    delta = default_delta(n_samples) if delta is None else check_delta(delta)
+    warn_if_delta_exceeds_one_over_n(delta, n_samples)
+    return epsilon, delta
 
 
 def available_solvers(private_only=False) -> list[str]:
@@ -160,13 +290,6 @@ def get_solver(name) -> SolverSpec:
     if name not in _REGISTRY:
         raise ValueError(f"solver must be one of {names}, got {name!r}")
     return _REGISTRY[name]
-
-
-def default_delta(n_samples: int) -> float:
-    """1 / n^2, the papers' choice (requires n >= 2)."""
-    if n_samples < 2:
-        raise ValueError("delta must be given when there is a single sample (default 1/n^2 >= 1)")
-    return 1.0 / n_samples ** 2
 
 
 def solve(problem: Problem, solver: str = "dp-cd", *, epsilon=1.0, delta=None, random_state=None,
@@ -191,7 +314,9 @@ def solve(problem: Problem, solver: str = "dp-cd", *, epsilon=1.0, delta=None, r
         target would exceed it; nothing is run) and charged after. Default:
         the accountant of an enclosing ``with dpopt.BudgetAccountant(...)``, if any.
     **options
-        Solver options (see the solver's docstring); unknown names raise ``ValueError``.
+        Solver options (``get_solver(name).option_specs``); unknown names or values
+        outside an option's constraint raise ``ValueError`` before anything runs.
+        ``run_length`` sets the solver's run-length option whatever its name.
     """
     chunked = getattr(problem, "is_chunked", False) is True
     if not isinstance(problem, Problem) and not chunked:
@@ -201,20 +326,11 @@ def solve(problem: Problem, solver: str = "dp-cd", *, epsilon=1.0, delta=None, r
         from dpopt.distributed import check_distributed
 
         check_distributed(spec)
-    epsilon = check_epsilon(epsilon)
-    delta = default_delta(problem.n_samples) if delta is None else check_delta(delta)
-    unknown = sorted(set(options) - set(spec.options()))
-    if unknown:
-        raise ValueError(f"unknown option(s) {unknown} for solver {solver!r}; "
-                         f"it accepts {spec.options()}")
-    if spec.losses is not None and problem.loss.name not in spec.losses:
-        raise ValueError(f"solver {solver!r} supports losses {list(spec.losses)}, "
-                         f"got loss={problem.loss.name!r}")
-    if spec.penalties is not None and problem.penalty.name not in spec.penalties:
-        raise ValueError(f"solver {solver!r} supports penalties {list(spec.penalties)}, "
-                         f"got penalty={problem.penalty.name!r}")
+    epsilon, delta = check_privacy_target(epsilon, delta, problem.n_samples)
+    options = spec.check_options(options)
+    spec.check_problem(problem)
     rng = check_random_state(random_state)
-    from dpopt.budget import resolve_budget, solver_adjacency
+    from dpopt.budget import resolve_budget
 
     acc = resolve_budget(budget)
     if acc is None:
@@ -222,7 +338,7 @@ def solve(problem: Problem, solver: str = "dp-cd", *, epsilon=1.0, delta=None, r
     else:
         # a non-private solver spends epsilon = inf whatever target it is given: refused
         target = epsilon if spec.private else math.inf
-        with acc.spend(target, delta, adjacency=solver_adjacency(spec.func, options),
+        with acc.spend(target, delta, adjacency=spec.adjacency(options),
                        label=solver) as slot:
             result = spec.func(problem, epsilon=epsilon, delta=delta, rng=rng, **options)
             slot.record(result)

@@ -42,18 +42,31 @@ exactly (Gaussian DP, :func:`dpopt.privacy.calibrate_gaussian`).
 from __future__ import annotations
 
 import math
-import warnings
 
 import numpy as np
 from scipy.special import logsumexp
 
 from dpopt._validation import check_choice, check_positive_int, check_scalar
-from dpopt.exceptions import PrivacyLeakWarning
 from dpopt.kernels.grad import l2clip_gradient
 from dpopt.privacy import Gaussian, calibrate_gaussian
-from dpopt.solvers._base import Checkpoints, make_result, register_solver
-from dpopt.solvers.dp_cd import check_privacy_params
-from dpopt.solvers.dp_svrg import SMOOTH_LOSSES
+from dpopt.solvers._base import (
+    Checkpoints,
+    Option,
+    make_result,
+    one_of,
+    positive,
+    positive_int,
+    register_solver,
+)
+from dpopt.solvers._common import (
+    CHECKPOINT_EVERY,
+    CLIP,
+    SMOOTH_LOSSES,
+    SMOOTHNESS,
+    check_clip,
+    global_smoothness,
+    mean_noise_std,
+)
 
 
 def project_l2_ball(v, radius):
@@ -100,22 +113,19 @@ def _unlift(u, radius):
     return radius * (u[:p] - u[p:])
 
 
-def _smoothness(problem, smoothness):
-    if isinstance(smoothness, str):
-        check_choice(smoothness, "smoothness", ("exact",))
-        warnings.warn("dp-accmd uses the smoothness of f computed from the private data without "
-                      "privacy; pass smoothness=<L> (e.g. 0.25 for the logistic loss with "
-                      "||x_i|| <= 1)", PrivacyLeakWarning, stacklevel=3)
-        L = problem.global_smoothness()
-        if L <= 0:
-            raise ValueError("X is all zeros: pass smoothness=<L> explicitly")
-        return L
-    return check_scalar(smoothness, "smoothness", low=0.0, low_open=True)
-
-
 @register_solver("dp-accmd", description="DP accelerated mirror descent over an L1 or L2 ball, "
                  "for p >> n (Wang, Ye, Xu 2017, Alg. 3)", losses=SMOOTH_LOSSES,
-                 penalties=("none",), family="dp-accmd")
+                 penalties=("none",), family="dp-accmd", fit_intercept=False,
+                 options=(
+                     Option("iterations", 50, positive_int, "T, the number of noisy full "
+                            "gradients"),
+                     Option("constraint", "l1", one_of("l1", "l2"), "the ball C"),
+                     Option("radius", 1.0, positive, "R, the radius of C"),
+                     CLIP.but(doc="C, L2 clipping threshold of the per-sample gradients"),
+                     SMOOTHNESS.but(doc='L of the average loss; "exact" reads it (warns)'),
+                     CHECKPOINT_EVERY.but(doc="record y every this many iterations"),
+                 ), run_length="iterations",
+                 audit={"iterations": 10, "constraint": "l2", "radius": 1e6})
 def fit_dp_accmd(problem, *, epsilon, delta, rng, iterations=50, constraint="l1", radius=1.0,
                  clip=1.0, smoothness="exact", checkpoint_every=1):
     """Fit with DP-AccMD (module docstring); returns y_T.
@@ -137,18 +147,16 @@ def fit_dp_accmd(problem, *, epsilon, delta, rng, iterations=50, constraint="l1"
     checkpoint_every : int
         Record y every this many iterations (one pass = one full gradient).
     """
-    if problem.fit_intercept:
-        raise ValueError("dp-accmd constrains every coordinate to the ball: use "
-                         "fit_intercept=False (append a scaled constant feature instead)")
     T = check_positive_int(iterations, "iterations")
     check_choice(constraint, "constraint", ("l1", "l2"))
     R = check_scalar(radius, "radius", low=0.0, low_open=True)
-    clip = check_privacy_params(epsilon, clip)
+    clip = check_clip(epsilon, clip)
     checkpoint_every = check_positive_int(checkpoint_every, "checkpoint_every")
-    L = _smoothness(problem, smoothness)
+    L = global_smoothness(problem, smoothness)
     LC = L * R * R
     cal = calibrate_gaussian(epsilon, delta, T)
-    sigma = cal.noise_multiplier * 2.0 * clip / problem.n_samples if cal.noise_multiplier else 0.0
+    sigma = (mean_noise_std(cal.noise_multiplier, clip, problem.n_samples) if cal.noise_multiplier
+             else 0.0)
     p = problem.dim
 
     def noisy_gradient(w):

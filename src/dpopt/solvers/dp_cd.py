@@ -73,61 +73,21 @@ from dpopt._validation import check_choice, check_positive_int, check_scalar
 from dpopt.exceptions import PrivacyLeakWarning
 from dpopt.kernels.cd import CDWork, cd_steps, cd_steps_accumulate
 from dpopt.privacy import Calibration, Gaussian, Laplace, calibrate, calibrate_gaussian
-from dpopt.solvers._base import Checkpoints, make_result, register_solver
-
-ACCOUNTANTS = ("exact", "pld", "rdp", "paper")
-
-
-def resolve_smoothness(problem, smoothness):
-    """Coordinate smoothness constants M_j: ``"exact"`` (computed from the data
-    without privacy, with a :class:`PrivacyLeakWarning`) or a user array."""
-    if isinstance(smoothness, str):
-        check_choice(smoothness, "smoothness", ("exact",))
-        warnings.warn("smoothness='exact' computes the coordinate smoothness constants from the "
-                      "private data without privacy; pass them as an array (public knowledge) "
-                      "or use smoothness='private' to avoid this", PrivacyLeakWarning,
-                      stacklevel=3)
-        return problem.coordinate_smoothness()
-    M = _vector(smoothness, "smoothness", problem.dim)
-    if np.any(M < 0):
-        raise ValueError("smoothness must be non-negative")
-    return M
-
-
-def _vector(value, name, dim):
-    try:
-        arr = np.asarray(value, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be an array of {dim} numbers, got {value!r}") from None
-    if arr.shape != (dim,):
-        raise ValueError(f"{name} must have shape ({dim},), got {arr.shape}")
-    if not np.all(np.isfinite(arr)):
-        raise ValueError(f"{name} must be finite")
-    return arr
-
-
-def coordinate_clips(M, clip):
-    """C_j = C sqrt(M_j / sum_k M_k), so that ||(C_j)_j||_2 = C (Section 5.1); 0 where
-    M_j = 0 (such a coordinate never moves, see :func:`coordinate_steps`)."""
-    total = M.sum()
-    if total <= 0:
-        raise ValueError("all coordinate smoothness constants are zero (X is all zeros?)")
-    return np.where(M > 0, clip * np.sqrt(M / total), 0.0)
-
-
-def coordinate_steps(M, step):
-    """gamma_j = gamma / M_j; a coordinate with M_j = 0 (all-zero column) never moves."""
-    out = np.zeros_like(M)
-    np.divide(step, M, out=out, where=M > 0)
-    return out
-
-
-def check_privacy_params(epsilon, clip):
-    clip = check_scalar(clip, "clip", low=0.0, low_open=True, allow_inf=True)
-    if math.isinf(clip) and not math.isinf(epsilon):
-        raise ValueError("clip must be finite when epsilon is finite (unbounded sensitivity)")
-    return clip
-
+from dpopt.solvers._base import Checkpoints, Option, make_result, one_of, register_solver
+from dpopt.solvers._common import (
+    CHECKPOINT_EVERY,
+    CLIP,
+    GAUSSIAN_ACCOUNTANTS,
+    PASSES,
+    SMOOTHNESS,
+    STEP,
+    check_clip,
+    check_vector,
+    coordinate_clips,
+    coordinate_smoothness,
+    coordinate_steps,
+    mean_noise_std,
+)
 
 # ---------------------------------------------------------------------------
 # DP-CD-P: private smoothness constants
@@ -137,7 +97,7 @@ def smoothness_bounds_of(problem, bounds):
     """Public bounds b_j on the per-sample constants c x_ij^2: the user's, or the paper's
     crude c (2 max_i |x_ij|)^2 computed from the data (with a PrivacyLeakWarning)."""
     if bounds is not None:
-        b = _vector(bounds, "smoothness_bounds", problem.dim)
+        b = check_vector(bounds, "smoothness_bounds", problem.dim)
         if np.any(b <= 0):
             raise ValueError("smoothness_bounds must be positive")
         return b
@@ -237,8 +197,23 @@ class _Averager:
         return self.start + (self.acc - (self.K - self.m) * (w - self.start)) / self.m
 
 
+OPTIONS = (
+    PASSES.but(doc="number of passes; one pass is p coordinate steps (N = passes * p)"),
+    STEP.but(doc="gamma, the step scale: gamma_j = gamma / M_j"),
+    CLIP.but(doc="C, the overall clipping threshold (inf only with epsilon = inf)"),
+    SMOOTHNESS.but(doc='M_j: "exact" (PrivacyLeakWarning), "private" (DP-CD-P) or a public array'),
+    Option("smoothness_bounds", None, None, 'public bounds b_j on c x_ij^2 (smoothness="private")'),
+    Option("smoothness_share", 0.1, None, "share of epsilon spent on the private M_j"),
+    Option("averaging", "last", one_of("last", "epoch"), "last iterate or inner-loop averages"),
+    Option("inner_steps", None, None, 'K, the inner-loop length for averaging="epoch"'),
+    Option("accountant", "exact", one_of(*GAUSSIAN_ACCOUNTANTS), "calibration of the noise"),
+    CHECKPOINT_EVERY,
+)
+
+
 @register_solver("dp-cd", description="DP proximal coordinate descent with coordinate-wise "
-                 "clipping (Mangold et al. 2022)", family="dp-cd")
+                 "clipping (Mangold et al. 2022)", family="dp-cd", options=OPTIONS,
+                 run_length="passes", audit={"passes": 10})
 def fit_dp_cd(problem, *, epsilon, delta, rng, passes=10, step=1.0, clip=1.0,
               smoothness="exact", smoothness_bounds=None, smoothness_share=0.1,
               averaging="last", inner_steps=None, accountant="exact", checkpoint_every=1):
@@ -269,8 +244,8 @@ def fit_dp_cd(problem, *, epsilon, delta, rng, passes=10, step=1.0, clip=1.0,
     """
     passes = check_positive_int(passes, "passes")
     step = check_scalar(step, "step", low=0.0, low_open=True)
-    clip = check_privacy_params(epsilon, clip)
-    check_choice(accountant, "accountant", ACCOUNTANTS)
+    clip = check_clip(epsilon, clip)
+    check_choice(accountant, "accountant", GAUSSIAN_ACCOUNTANTS)
     check_choice(averaging, "averaging", ("last", "epoch"))
     checkpoint_every = check_positive_int(checkpoint_every, "checkpoint_every")
     private_m = isinstance(smoothness, str) and smoothness == "private"
@@ -298,7 +273,7 @@ def fit_dp_cd(problem, *, epsilon, delta, rng, passes=10, step=1.0, clip=1.0,
             cal = calibrate_with_laplace(epsilon, delta, p, eps_m, n_steps, accountant)
         mechanisms.append(Laplace(lap_mult, p))
     else:
-        M = resolve_smoothness(problem, smoothness)
+        M = coordinate_smoothness(problem, smoothness)
         cal = calibrate_gaussian(epsilon, delta, n_steps, accountant=accountant)
     mechanisms.append(Gaussian(cal.noise_multiplier, n_steps))
     clips = coordinate_clips(M, clip)
@@ -306,7 +281,7 @@ def fit_dp_cd(problem, *, epsilon, delta, rng, passes=10, step=1.0, clip=1.0,
     if cal.noise_multiplier == 0:  # epsilon = inf (the only case clip = inf is allowed)
         sigma = np.zeros(p)
     else:
-        sigma = cal.noise_multiplier * 2.0 * clips / problem.n_samples
+        sigma = mean_noise_std(cal.noise_multiplier, clips, problem.n_samples)
 
     w = problem.zeros()
     work = CDWork(problem, problem.margins(w))  # margins, kept in the kernels' working form

@@ -101,6 +101,7 @@ from dpopt.kernels.gcd import (
     fast_loss_derivs,
     greedy_scores,
 )
+from dpopt.kernels.prox import prox_scalar
 from dpopt.privacy import ZCDP, Gaussian, Laplace, PureDP, calibrate, epsilon_of
 from dpopt.privacy.mechanisms import (
     advanced_composition_epsilon,
@@ -108,18 +109,24 @@ from dpopt.privacy.mechanisms import (
     exponential_mechanism_zcdp,
     report_noisy_max,
 )
-from dpopt.problem.penalties import prox_scalar
-from dpopt.solvers._base import Checkpoints, make_result, register_solver
-from dpopt.solvers.dp_cd import (
-    check_privacy_params,
+from dpopt.solvers._base import Checkpoints, Option, make_result, one_of, register_solver
+from dpopt.solvers._common import (
+    CHECKPOINT_EVERY,
+    CLIP,
+    PASSES,
+    SELECTION_ACCOUNTANTS,
+    SMOOTHNESS,
+    STEP,
+    check_clip,
     coordinate_clips,
+    coordinate_smoothness,
     coordinate_steps,
-    resolve_smoothness,
+    mean_sensitivity,
 )
 
 RULES = {"gs-l": GS_L, "gs-s": GS_S, "gs-r": GS_R, "gs-q": GS_Q}
 SELECTIONS = ("exponential", "laplace", "paper-laplace")
-GCD_ACCOUNTANTS = ("auto", "pld", "rdp", "paper")
+GCD_ACCOUNTANTS = SELECTION_ACCOUNTANTS
 
 
 # ---------------------------------------------------------------------------
@@ -259,7 +266,7 @@ def setup_dp_gcd(problem, epsilon, delta, T, step, clip, rule, selection, accoun
     else:
         steps = coordinate_steps(M, step)
         curv = M / step
-    sens = 2.0 * clips / problem.n_samples
+    sens = mean_sensitivity(clips, problem.n_samples)
     cal = calibrate_gcd(epsilon, delta, T, selection, accountant, selection_share)
     if math.isinf(cal.epsilon_selection) or math.isinf(clip):
         score_sens, sel_scale, upd_scale = 0.0, 0.0, np.zeros(problem.dim)
@@ -272,9 +279,26 @@ def setup_dp_gcd(problem, epsilon, delta, T, step, clip, rule, selection, accoun
                     "gumbel" if selection == "exponential" else "laplace", cal)
 
 
+OPTIONS = (
+    PASSES.but(doc="T, the number of greedy iterations (one full gradient each)"),
+    STEP.but(doc="gamma: coordinate steps gamma / M_j"),
+    CLIP.but(doc="C: coordinate thresholds C_j = C sqrt(M_j / sum_k M_k)"),
+    Option("rule", "auto", one_of("auto", *RULES), "greedy rule (auto: GS-L smooth, else GS-r)"),
+    Option("selection", "exponential", one_of(*SELECTIONS), "noisy-max mechanism"),
+    Option("accountant", "auto", one_of(*SELECTION_ACCOUNTANTS), "calibration (paper: advanced "
+           "composition)"),
+    Option("selection_share", 0.5, None, "share of each iteration's budget for the selection"),
+    SMOOTHNESS.but(doc='M_j: "exact" (PrivacyLeakWarning) or a public array'),
+    CHECKPOINT_EVERY,
+)
+
+
 @register_solver("dp-gcd", description="DP greedy (proximal) coordinate descent, GS-L/GS-s/GS-r/"
                  "GS-q rules, noisy-max selection (Mangold et al. 2023)",
-                 losses=("squared", "logistic", "huber"), family="dp-gcd")
+                 losses=("squared", "logistic", "huber"), family="dp-gcd", options=OPTIONS,
+                 run_length="passes",
+                 # with one feature the greedy selection is trivial: give it 10% of each iteration
+                 audit={"passes": 10, "selection_share": 0.1})
 def fit_dp_gcd(problem, *, epsilon, delta, rng, passes=10, step=1.0, clip=1.0, rule="auto",
                selection="exponential", accountant="auto", selection_share=0.5,
                smoothness="exact", checkpoint_every=1):
@@ -305,14 +329,14 @@ def fit_dp_gcd(problem, *, epsilon, delta, rng, passes=10, step=1.0, clip=1.0, r
     """
     T = check_positive_int(passes, "passes")
     step = check_scalar(step, "step", low=0.0, low_open=True)
-    clip = check_privacy_params(epsilon, clip)
+    clip = check_clip(epsilon, clip)
     rule = _check_rule(problem, rule)
     check_choice(selection, "selection", SELECTIONS)
     check_choice(accountant, "accountant", GCD_ACCOUNTANTS)
     selection_share = check_scalar(selection_share, "selection_share", low=0.0, high=1.0,
                                    low_open=True, high_open=True)
     checkpoint_every = check_positive_int(checkpoint_every, "checkpoint_every")
-    M = resolve_smoothness(problem, smoothness)
+    M = coordinate_smoothness(problem, smoothness)
     if selection == "paper-laplace" and not math.isinf(epsilon):
         warnings.warn("selection='paper-laplace' uses the DP-GCD paper's Laplace(Delta/eps') "
                       "report-noisy-max, which is only 2 eps'-DP for these (non-monotone) "

@@ -27,40 +27,33 @@ two sweeps X w and X^T v. Random draws: with ``output="random"`` first
 from __future__ import annotations
 
 import math
-import warnings
 
 import numpy as np
 
 from dpopt._validation import check_choice, check_positive_int, check_scalar
-from dpopt.exceptions import PrivacyLeakWarning
 from dpopt.kernels.grad import full_gradient
 from dpopt.privacy import Gaussian, calibrate_gaussian
-from dpopt.solvers._base import Checkpoints, make_result, register_solver
-from dpopt.solvers.dp_cd import check_privacy_params, coordinate_clips, resolve_smoothness
-
-
-def max_row_nnz(problem) -> int:
-    """omega: the largest number of non-zeros in a row (p for dense data)."""
-    if problem.is_sparse:
-        return int(np.diff(problem.X_csr.indptr).max())
-    return problem.dim
+from dpopt.solvers._base import Checkpoints, Option, make_result, one_of, register_solver
+from dpopt.solvers._common import (
+    CHECKPOINT_EVERY,
+    CLIP,
+    PASSES,
+    SMOOTHNESS,
+    STEP,
+    check_clip,
+    coordinate_clips,
+    coordinate_smoothness,
+    global_smoothness,
+    max_row_nnz,
+    mean_noise_std,
+)
 
 
 def gd_steps(problem, step, step_rule, smoothness):
     """The diagonal of Gamma for the chosen rule (see module docstring)."""
     if step_rule == "global":
-        if isinstance(smoothness, str):
-            warnings.warn("DP-GD's step uses the global smoothness computed from the private data "
-                          "without privacy; pass smoothness=<beta> (a float) to avoid this",
-                          PrivacyLeakWarning, stacklevel=3)
-            beta = problem.global_smoothness()
-            if beta <= 0:
-                raise ValueError("the global smoothness of the data is zero (X is all zeros?): "
-                                 "no step size can be derived from it; pass smoothness=<beta>")
-        else:
-            beta = check_scalar(smoothness, "smoothness", low=0.0, low_open=True)
-        return np.full(problem.dim, step / beta)
-    M = resolve_smoothness(problem, smoothness)
+        return np.full(problem.dim, step / global_smoothness(problem, smoothness))
+    M = coordinate_smoothness(problem, smoothness)
     out = np.zeros(problem.dim)
     scale = min(problem.dim, max_row_nnz(problem))
     np.divide(step, scale * M, out=out, where=M > 0)
@@ -75,8 +68,21 @@ def clipped_gradient(problem, w, **clipping):
     return full_gradient(problem, w, **clipping)
 
 
+OPTIONS = (
+    PASSES.but(doc="T, the number of full-gradient steps (one per pass)"),
+    STEP.but(doc="gamma: Gamma = gamma / beta (global) or gamma / (min(p, omega) M_j) (eso)"),
+    CLIP.but(doc="C, the L2 or overall coordinate clipping threshold"),
+    Option("clipping", "l2", one_of("l2", "coordinate"), "per-sample L2 or coordinate clipping"),
+    Option("step_rule", "global", one_of("global", "eso"), "global or ESO step (module docstring)"),
+    SMOOTHNESS.but(doc='"exact" (warns), beta (global) or the M_j (eso / coordinate clipping)'),
+    Option("output", "last", one_of("last", "random"), "last iterate or x_tau, tau uniform"),
+    CHECKPOINT_EVERY,
+)
+
+
 @register_solver("dp-gd", description="DP proximal gradient descent, full batch (baseline)",
-                 family="dp-gd", distributed=True)
+                 family="dp-gd", options=OPTIONS, run_length="passes", audit={"passes": 10},
+                 distributed=True)
 def fit_dp_gd(problem, *, epsilon, delta, rng, passes=10, step=1.0, clip=1.0, clipping="l2",
               step_rule="global", smoothness="exact", output="last", checkpoint_every=1):
     """Fit with DP-GD; one pass = one full-gradient step (see module docstring).
@@ -86,16 +92,16 @@ def fit_dp_gd(problem, *, epsilon, delta, rng, passes=10, step=1.0, clip=1.0, cl
     """
     passes = check_positive_int(passes, "passes")
     step = check_scalar(step, "step", low=0.0, low_open=True)
-    clip = check_privacy_params(epsilon, clip)
+    clip = check_clip(epsilon, clip)
     check_choice(clipping, "clipping", ("l2", "coordinate"))
     check_choice(step_rule, "step_rule", ("global", "eso"))
     check_choice(output, "output", ("last", "random"))
     checkpoint_every = check_positive_int(checkpoint_every, "checkpoint_every")
     gamma = gd_steps(problem, step, step_rule, smoothness)
     if clipping == "coordinate":
-        clips = coordinate_clips(resolve_smoothness(problem, smoothness), clip)
+        clips = coordinate_clips(coordinate_smoothness(problem, smoothness), clip)
     cal = calibrate_gaussian(epsilon, delta, passes)
-    sigma = 0.0 if math.isinf(clip) else cal.noise_multiplier * 2.0 * clip / problem.n_samples
+    sigma = 0.0 if math.isinf(clip) else mean_noise_std(cal.noise_multiplier, clip, problem.n_samples)
     pen = problem.penalty
 
     w = problem.zeros()

@@ -102,24 +102,29 @@ from __future__ import annotations
 
 import math
 import numbers
-import warnings
 
 import numpy as np
 
 from dpopt._validation import check_choice, check_positive_int, check_scalar
-from dpopt.exceptions import PrivacyLeakWarning
 from dpopt.kernels.block import block_steps
 from dpopt.kernels.cd import CDWork, cd_steps
 from dpopt.kernels.grad import full_gradient
 from dpopt.privacy import Gaussian, calibrate_gaussian
-from dpopt.solvers._base import Checkpoints, make_result, register_solver
-from dpopt.solvers.dp_cd import (
-    check_privacy_params,
+from dpopt.solvers._base import Checkpoints, Option, make_result, one_of, register_solver
+from dpopt.solvers._common import (
+    CHECKPOINT_EVERY,
+    CLIP,
+    GAUSSIAN_ACCOUNTANTS,
+    PASSES,
+    SMOOTHNESS,
+    STEP,
+    check_clip,
     coordinate_clips,
+    coordinate_smoothness,
     coordinate_steps,
-    resolve_smoothness,
+    max_row_nnz,
+    mean_noise_std,
 )
-from dpopt.solvers.dp_gd import max_row_nnz
 
 SAMPLINGS = ("uniform", "importance", "importance-sqrt", "nice", "bernoulli", "full")
 
@@ -459,15 +464,27 @@ def _resolve_omega(problem, omega, sampler):
         return check_positive_int(omega, "omega")
     if sampler.max_size <= 1:
         return 1  # singletons: min(1, omega) = 1 whatever omega is
-    if problem.is_sparse:
-        warnings.warn("omega (the largest number of non-zeros in a row, used by the block step "
-                      "sizes) is computed from the private data without privacy; pass omega "
-                      "(public knowledge) to avoid this", PrivacyLeakWarning, stacklevel=3)
-    return max_row_nnz(problem)
+    return max_row_nnz(problem, warn_option="omega")
+
+
+OPTIONS = (
+    Option("sampling", "uniform", None, "block sampling: a name of SAMPLINGS or a sampler object"),
+    Option("block_size", None, None, "tau for nice / bernoulli sampling"),
+    Option("probabilities", None, None, "marginals p_j for importance / bernoulli sampling"),
+    PASSES.but(doc="number of passes; one pass is p / E|S| steps on average"),
+    STEP.but(doc="gamma: gamma_j = gamma / v_j(S)"),
+    CLIP.but(doc="C, the overall clipping threshold (inf only with epsilon = inf)"),
+    SMOOTHNESS.but(doc='M_j: "exact" (PrivacyLeakWarning) or a public array'),
+    Option("block_smoothness", "size", one_of("size", "max"), "v_j(S) per drawn block or fixed"),
+    Option("omega", None, None, "public bound on the non-zeros per row"),
+    Option("accountant", "exact", one_of(*GAUSSIAN_ACCOUNTANTS), "calibration of the noise"),
+    CHECKPOINT_EVERY,
+)
 
 
 @register_solver("dp-rbcd", description="DP random block coordinate descent with arbitrary "
-                 "sampling (DP-SkGD, Maranjyan et al.), coordinate-wise clipping", family="dp-rbcd")
+                 "sampling (DP-SkGD, Maranjyan et al.), coordinate-wise clipping", family="dp-rbcd",
+                 options=OPTIONS, run_length="passes", audit={"passes": 10})
 def fit_dp_rbcd(problem, *, epsilon, delta, rng, sampling="uniform", block_size=None,
                 probabilities=None, passes=10, step=1.0, clip=1.0, smoothness="exact",
                 block_smoothness="size", omega=None, accountant="exact", checkpoint_every=1):
@@ -499,14 +516,14 @@ def fit_dp_rbcd(problem, *, epsilon, delta, rng, sampling="uniform", block_size=
     """
     passes = check_positive_int(passes, "passes")
     step = check_scalar(step, "step", low=0.0, low_open=True)
-    clip = check_privacy_params(epsilon, clip)
+    clip = check_clip(epsilon, clip)
     check_choice(block_smoothness, "block_smoothness", ("size", "max"))
-    check_choice(accountant, "accountant", ("exact", "rdp", "pld", "paper"))
+    check_choice(accountant, "accountant", GAUSSIAN_ACCOUNTANTS)
     checkpoint_every = check_positive_int(checkpoint_every, "checkpoint_every")
     p, n = problem.dim, problem.n_samples
     if isinstance(sampling, str):
         check_choice(sampling, "sampling", SAMPLINGS)
-    M = resolve_smoothness(problem, smoothness)
+    M = coordinate_smoothness(problem, smoothness)
     sampler = make_sampler(sampling, p, smoothness=M, block_size=block_size,
                            probabilities=probabilities)
     clips = coordinate_clips(M, clip)
@@ -530,9 +547,9 @@ def fit_dp_rbcd(problem, *, epsilon, delta, rng, sampling="uniform", block_size=
         if z_mult == 0.0:
             sigma = np.zeros(k)
         elif sampler.max_size == 1:
-            sigma = z_mult * 2.0 * clips[indices] / n
+            sigma = mean_noise_std(z_mult, clips[indices], n)
         else:
-            sigma = z_mult * 2.0 * block_clip_norms(indptr, indices, clips, clip) / n
+            sigma = mean_noise_std(z_mult, block_clip_norms(indptr, indices, clips, clip), n)
         if block_smoothness == "size":
             scale = np.minimum(sizes, omega).astype(np.float64)
         else:

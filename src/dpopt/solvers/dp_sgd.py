@@ -44,18 +44,27 @@ from __future__ import annotations
 
 import functools
 import math
-import warnings
 
 import numpy as np
-from numba import njit
 
 from dpopt._validation import check_choice, check_positive_int, check_scalar
 from dpopt.distributed import sampling_entropy
-from dpopt.exceptions import PrivacyLeakWarning
 from dpopt.kernels.sgd import sgd_steps
 from dpopt.privacy import ADJACENCIES, SubsampledGaussian, calibrate
-from dpopt.solvers._base import Checkpoints, make_result, register_solver
-from dpopt.solvers.dp_cd import check_privacy_params
+from dpopt.solvers._base import Checkpoints, Option, make_result, one_of, register_solver
+from dpopt.solvers._common import (
+    BATCH_SIZE,
+    CHECKPOINT_EVERY,
+    CLIP,
+    PASSES,
+    SMOOTHNESS,
+    STEP,
+    SUBSAMPLED_ACCOUNTANTS,
+    adjacency_factor,
+    check_clip,
+    global_smoothness,
+    poisson_batches,
+)
 
 
 @functools.lru_cache(maxsize=256)
@@ -65,71 +74,16 @@ def calibrate_sgd(epsilon, delta, rate, steps, adjacency, accountant):
                      adjacency=adjacency, accountant=accountant)
 
 
-def sgd_step_size(problem, step, smoothness):
-    """gamma / beta with beta the global smoothness (given, or computed with a warning)."""
-    if isinstance(smoothness, str):
-        check_choice(smoothness, "smoothness", ("exact",))
-        warnings.warn("the step size uses the global smoothness computed from the private data "
-                      "without privacy; pass smoothness=<beta> to avoid this", PrivacyLeakWarning,
-                      stacklevel=3)
-        beta = problem.global_smoothness()
-        if beta <= 0:
-            raise ValueError("the global smoothness of the data is zero (X is all zeros?): "
-                             "no step size can be derived from it; pass smoothness=<beta>")
-    else:
-        beta = check_scalar(smoothness, "smoothness", low=0.0, low_open=True)
-    return step / beta
-
-
-def poisson_batches(rng, n, rate, steps):
-    """Poisson batches for ``steps`` steps over ``n`` records: ``(rows, bounds)`` with the
-    sorted rows of step s in ``rows[bounds[s]:bounds[s + 1]]``.
-
-    Every (record, step) pair is included independently with probability ``rate``:
-    the slots s * n + i form a Bernoulli process, whose gaps are Geometric(rate),
-    drawn by inversion as ceil(E / -log(1 - rate)) with E ~ Exp(1).
-    """
-    total = n * steps
-    if rate >= 1.0:
-        rows = np.tile(np.arange(n, dtype=np.int64), steps)
-        return rows, np.arange(steps + 1, dtype=np.int64) * n
-    mean = total * rate
-    chunk = int(mean + 6.0 * math.sqrt(mean) + 16)
-    scale = -1.0 / math.log1p(-rate)
-    parts, last = [], -1
-    while last < total:
-        pos = _positions(rng.standard_exponential(chunk), scale, last)
-        parts.append(pos)
-        last = int(pos[-1])
-    pos = parts[0] if len(parts) == 1 else np.concatenate(parts)
-    return _split_slots(pos, n, steps)
-
-
-@njit(cache=True, nogil=True)
-def _positions(expo, scale, start):
-    out = np.empty(expo.shape[0], dtype=np.int64)
-    pos = start
-    for k in range(expo.shape[0]):
-        pos += max(np.int64(math.ceil(expo[k] * scale)), 1)
-        out[k] = pos
-    return out
-
-
-@njit(cache=True, nogil=True)
-def _split_slots(pos, n, steps):
-    total = n * steps
-    m = 0
-    while m < pos.shape[0] and pos[m] < total:
-        m += 1
-    rows = np.empty(m, dtype=np.int64)
-    bounds = np.zeros(steps + 1, dtype=np.int64)
-    for k in range(m):
-        s = pos[k] // n
-        rows[k] = pos[k] - s * n
-        bounds[s + 1] += 1
-    for s in range(steps):
-        bounds[s + 1] += bounds[s]
-    return rows, bounds
+OPTIONS = (
+    PASSES.but(doc="number of passes; one pass is round(n / batch_size) steps"),
+    STEP.but(doc="gamma; the step size is gamma / beta"),
+    CLIP.but(doc="C, the L2 clipping threshold of the per-sample gradients"),
+    BATCH_SIZE.but(doc="expected Poisson batch size b (rate b / n); default round(sqrt(n))"),
+    SMOOTHNESS.but(doc='beta, the global smoothness; "exact" reads it from the data (warns)'),
+    Option("adjacency", "replace-one", one_of(*ADJACENCIES), "adjacency of the guarantee"),
+    Option("accountant", "pld", one_of(*SUBSAMPLED_ACCOUNTANTS), "rdp: add-remove only"),
+    CHECKPOINT_EVERY,
+)
 
 
 def chunked_sgd_pass(problem, w, entropy, first_step, noise, gammas, clip, sigma, rate,
@@ -144,7 +98,8 @@ def chunked_sgd_pass(problem, w, entropy, first_step, noise, gammas, clip, sigma
 
 
 @register_solver("dp-sgd", description="DP proximal SGD, Poisson sampling, L2 clipping (baseline)",
-                 family="dp-sgd", distributed=True)
+                 family="dp-sgd", options=OPTIONS, run_length="passes",
+                 audit={"passes": 2, "batch_size": 25}, distributed=True)
 def fit_dp_sgd(problem, *, epsilon, delta, rng, passes=10, step=1.0, clip=1.0, batch_size=None,
                smoothness="exact", adjacency="replace-one", accountant="pld", checkpoint_every=1):
     """Fit with DP-SGD (module docstring). One pass = n / batch_size steps.
@@ -165,20 +120,20 @@ def fit_dp_sgd(problem, *, epsilon, delta, rng, passes=10, step=1.0, clip=1.0, b
     """
     n = problem.n_samples
     passes = check_positive_int(passes, "passes")
-    clip = check_privacy_params(epsilon, clip)
+    clip = check_clip(epsilon, clip)
     check_choice(adjacency, "adjacency", ADJACENCIES)
-    check_choice(accountant, "accountant", ("pld", "rdp"))
+    check_choice(accountant, "accountant", SUBSAMPLED_ACCOUNTANTS)
     checkpoint_every = check_positive_int(checkpoint_every, "checkpoint_every")
     batch_size = max(1, round(math.sqrt(n))) if batch_size is None else \
         check_positive_int(batch_size, "batch_size")
     if batch_size > n:
         raise ValueError(f"batch_size must be <= n_samples={n}, got {batch_size}")
-    gamma = sgd_step_size(problem, check_scalar(step, "step", low=0.0, low_open=True), smoothness)
+    gamma = check_scalar(step, "step", low=0.0, low_open=True) / global_smoothness(problem, smoothness)
     rate = batch_size / n
     steps_per_pass = max(1, round(n / batch_size))
     n_steps = passes * steps_per_pass
     cal = calibrate_sgd(epsilon, delta, rate, n_steps, adjacency, accountant)
-    sens = 2.0 * clip if adjacency == "replace-one" else clip
+    sens = adjacency_factor(adjacency) * clip  # of the batch sum
     sigma = 0.0 if math.isinf(clip) else cal.noise_multiplier * sens
     gammas = np.full(problem.dim, gamma)
 

@@ -77,20 +77,35 @@ from __future__ import annotations
 import functools
 import math
 import warnings
-import weakref
 
 import numpy as np
 
 from dpopt._validation import check_choice, check_positive_int, check_scalar
-from dpopt.exceptions import PrivacyLeakWarning
 from dpopt.kernels.grad import l2clip_weights
 from dpopt.kernels.svrg import svrg_steps
 from dpopt.privacy import Calibration, Gaussian, SubsampledGaussian, calibrate, epsilon_of
 from dpopt.privacy.accounting import PLD_DISCRETIZATION, PLD_SEARCH_DISCRETIZATION
-from dpopt.solvers._base import Checkpoints, make_result, register_solver
-from dpopt.solvers.dp_cd import check_privacy_params
+from dpopt.solvers._base import (
+    Checkpoints,
+    Option,
+    make_result,
+    one_of,
+    positive_int,
+    register_solver,
+)
+from dpopt.solvers._common import (
+    BATCH_SIZE,
+    CHECKPOINT_EVERY,
+    CLIP,
+    SMOOTH_LOSSES,
+    SMOOTHNESS,
+    STEP,
+    adjacency_factor,
+    check_clip,
+    per_sample_smoothness,
+    poisson_batches,
+)
 
-SMOOTH_LOSSES = ("squared", "logistic", "huber")
 SPLIT_GRID = (1e-3, 3e-3, 0.01, 0.03, 0.1, 0.2, 1 / 3)
 CHUNK_ELEMENTS = 2_000_000  # noise drawn per chunk of inner steps (chunk * p doubles)
 
@@ -242,39 +257,6 @@ def calibrate_svrg(epsilon, delta, sampling_rate, steps, noise_split="auto"):
 # sampling and the inner loop
 
 
-def poisson_batches(rng, n, rate, count):
-    """``count`` Poisson(rate) batches of range(n) as (starts, idx).
-
-    |B| ~ Binomial(n, rate), then a uniform subset of that size: drawn with
-    replacement and, if a batch has a repeated index, redrawn without
-    replacement (both give a uniform subset, so the mixture is uniform): the
-    same distribution as independent inclusion of every record.
-    """
-    sizes = rng.binomial(n, rate, size=count)
-    starts = np.zeros(count + 1, dtype=np.int64)
-    np.cumsum(sizes, out=starts[1:])
-    idx = rng.integers(0, n, size=int(starts[-1]), dtype=np.int64)
-    if idx.size > 1:
-        key = np.sort(np.repeat(np.arange(count, dtype=np.int64), sizes) * n + idx)
-        for t in np.unique(key[1:][key[1:] == key[:-1]] // n):
-            idx[starts[t]:starts[t + 1]] = rng.choice(n, size=sizes[t], replace=False)
-    return starts, idx
-
-
-_ROWS = weakref.WeakKeyDictionary()
-
-
-def row_matrix(problem):
-    """X with fast row access: CSR for sparse data, a C-ordered copy (cached per problem)
-    for dense data, whose Fortran order is made for columns."""
-    if problem.is_sparse:
-        return problem.X_csr
-    rows = _ROWS.get(problem)
-    if rows is None:
-        rows = _ROWS[problem] = np.ascontiguousarray(problem.X)
-    return rows
-
-
 def _inner_loop(problem, Xrows, w, snap_weights, snap_grad, n_steps, rate, batch_size, eta,
                 scale, clip, rng, wsum):
     """``n_steps`` inner steps in chunks; returns the number of per-sample gradients."""
@@ -283,29 +265,13 @@ def _inner_loop(problem, Xrows, w, snap_weights, snap_grad, n_steps, rate, batch
     done = evals = 0
     while done < n_steps:
         c = min(chunk, n_steps - done)
-        starts, idx = poisson_batches(rng, problem.n_samples, rate, c)
+        idx, starts = poisson_batches(rng, problem.n_samples, rate, c, draw="sizes")
         noise = rng.standard_normal((c, p)) if scale > 0 else np.zeros((c, p))
         svrg_steps(problem, Xrows, w, snap_weights, snap_grad, starts, idx, noise,
                    1.0 / batch_size, scale, eta, clip, wsum)
         evals += 2 * idx.size
         done += c
     return evals
-
-
-def per_sample_smoothness(problem, smoothness):
-    """L with every l(x_i^T .; y_i) L-smooth: a float, or ``"exact"`` = c max_i ||x_i||^2
-    computed from the private data (warns)."""
-    if isinstance(smoothness, str):
-        check_choice(smoothness, "smoothness", ("exact",))
-        warnings.warn("the step size uses the per-sample smoothness c max_i ||x_i||^2 computed "
-                      "from the private data without privacy; pass smoothness=<L> (e.g. "
-                      "0.25 for the logistic loss with ||x_i|| <= 1)", PrivacyLeakWarning,
-                      stacklevel=4)
-        L = problem.loss.curvature * float(np.max(problem.row_norms) ** 2)
-        if L <= 0:
-            raise ValueError("all rows of X are zero: pass smoothness=<L> explicitly")
-        return L
-    return check_scalar(smoothness, "smoothness", low=0.0, low_open=True)
 
 
 def _check_theory(variant, eta, L, mu, m, condition):
@@ -359,7 +325,7 @@ def _fit(problem, variant, *, epsilon, delta, rng, epochs, epoch_length, batch_s
     else:
         m = max(1, round(8 * n / (batch_size * 2 ** min(epochs, 40))))
     step = check_scalar(step, "step", low=0.0, low_open=True)
-    clip = check_privacy_params(epsilon, clip)
+    clip = check_clip(epsilon, clip)
     if not (isinstance(noise_split, str) and noise_split == "auto"):
         noise_split = check_scalar(noise_split, "noise_split", low=0.0, high=1.0, low_open=True,
                                    high_open=True)
@@ -381,8 +347,11 @@ def _fit(problem, variant, *, epsilon, delta, rng, epochs, epoch_length, batch_s
 
     rate = batch_size / n
     cal, rho = calibrate_svrg(epsilon, delta, rate, n_steps, noise_split)
-    sigma = cal.noise_multiplier * 4.0 * clip if cal.noise_multiplier > 0 else 0.0
-    Xrows = row_matrix(problem)
+    # a per-sample term grad l_i(w) - grad l_i(w~) has norm <= 2C: one record moves the
+    # batch sum by 2 * adjacency_factor() * C = 4C under replace-one
+    sigma = (cal.noise_multiplier * (2.0 * adjacency_factor()) * clip
+             if cal.noise_multiplier > 0 else 0.0)
+    Xrows = problem.X_rows
 
     snap = problem.zeros()
     w = snap.copy()
@@ -451,8 +420,29 @@ _OPTIONS_DOC = """
 """
 
 
+_SVRG_OPTIONS = (
+    Option("epochs", 15, positive_int, "T, the number of epochs (each starts with a full "
+           "clipped gradient)"),
+    Option("epoch_length", None, None, "m, inner steps per epoch (dp-svrg++: epoch s has 2^s m)"),
+    BATCH_SIZE.but(doc="b, the expected Poisson batch size (rate b / n); default round(sqrt(n))"),
+    STEP.but(default=0.5, doc="the step size is eta = step / L"),
+    CLIP.but(doc="C, L2 clipping threshold of every per-sample gradient"),
+    SMOOTHNESS.but(doc='L, the per-sample smoothness; "exact" reads it from the data (warns)'),
+    Option("strong_convexity", None, None, "mu for the condition check (dp-svrg only)"),
+    Option("noise_split", "auto", None, "rho, the share of sigma^2 on the full-gradient term"),
+    Option("condition", "warn", one_of("warn", "raise", "ignore"), "the paper's condition "
+           "(eq. 4) with batch_size=1 fails"),
+    CHECKPOINT_EVERY,
+)
+_SVRGPP_OPTIONS = tuple(o.but(default=8) if o.name == "epochs" else o for o in _SVRG_OPTIONS
+                        if o.name != "strong_convexity")
+
+
 @register_solver("dp-svrg", description="DP proximal SVRG, Poisson-sampled clipped inner steps "
-                 "(Wang, Ye, Xu 2017, Alg. 1)", losses=SMOOTH_LOSSES, family="dp-svrg")
+                 "(Wang, Ye, Xu 2017, Alg. 1)", losses=SMOOTH_LOSSES, family="dp-svrg",
+                 options=_SVRG_OPTIONS, run_length="epochs",
+                 audit={"epochs": 1, "epoch_length": 1, "batch_size": 25,
+                        "strong_convexity": 1.0})
 def fit_dp_svrg(problem, *, epsilon, delta, rng, epochs=15, epoch_length=None, batch_size=None,
                 step=0.5, clip=1.0, smoothness="exact", strong_convexity=None,
                 noise_split="auto", condition="warn", checkpoint_every=1):
@@ -470,7 +460,8 @@ def fit_dp_svrg(problem, *, epsilon, delta, rng, epochs=15, epoch_length=None, b
 
 @register_solver("dp-svrg++", description="DP proximal SVRG++ with doubling epochs, for "
                  "non-strongly convex objectives (Wang, Ye, Xu 2017, Alg. 2)",
-                 losses=SMOOTH_LOSSES, family="dp-svrg")
+                 losses=SMOOTH_LOSSES, family="dp-svrg", options=_SVRGPP_OPTIONS,
+                 run_length="epochs", audit={"epochs": 1, "epoch_length": 1, "batch_size": 25})
 def fit_dp_svrg_pp(problem, *, epsilon, delta, rng, epochs=8, epoch_length=None,
                    batch_size=None, step=0.5, clip=1.0, smoothness="exact", noise_split="auto",
                    condition="warn", checkpoint_every=1):

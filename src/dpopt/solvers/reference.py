@@ -26,7 +26,7 @@ from scipy import optimize
 from dpopt._validation import check_scalar
 from dpopt.kernels.cd import cd_steps
 from dpopt.problem import Problem
-from dpopt.solvers._base import Checkpoints, make_result, register_solver
+from dpopt.solvers._base import Checkpoints, Option, make_result, register_solver
 
 
 def reference_optimum(problem: Problem, *, tol=1e-10, max_epochs=100_000, return_info=False):
@@ -168,7 +168,8 @@ def _absolute_lp(problem: Problem):
 
 
 @register_solver("reference", description="non-private high-precision optimum (not private)",
-                 private=False, family="reference")
+                 private=False, family="reference",
+                 options=(Option("tol", 1e-10, None, "stopping tolerance of the solver"),))
 def fit_reference(problem, *, epsilon, delta, rng, tol=1e-10):
     """Non-private solver returning :func:`reference_optimum` (epsilon = inf)."""
     ck = Checkpoints()

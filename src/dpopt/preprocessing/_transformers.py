@@ -1,0 +1,497 @@
+"""scikit-learn transformers that scale with privately estimated statistics.
+
+Each transformer's ``fit`` is one (epsilon, delta)-DP release under
+replace-one adjacency (n public), accounted as a composition of Gaussian
+mechanisms: ``mu = gdp_mu(epsilon, delta)`` of Gaussian DP is split as
+``mu^2 = sum_k mu_k^2`` over the releases (exact composition, Dong, Roth,
+Su 2022). ``transform`` is post-processing of the released statistics.
+
+========================  ======================================  ==========================
+transformer               releases                                budget split (of mu^2)
+========================  ======================================  ==========================
+PrivateClipper            bounds (noisy histograms)               all
+PrivateMinMaxScaler       bounds                                  all
+PrivateStandardScaler     bounds; clipped sums; clipped squares   bounds_share, rest halved
+PrivateRobustScaler       one set of noisy histograms             all (bounds, quartiles)
+========================  ======================================  ==========================
+
+``bounds=`` gives public bounds (NaN entries estimated): those features are not
+released, and a transformer whose output depends only on the bounds
+(clipper, min-max) then spends nothing. The standard and robust scalers
+still release their statistics (mean/variance, quartiles) from the data.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import warnings
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.base import BaseEstimator, OneToOneFeatureMixin, TransformerMixin
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from dpopt._validation import check_delta, check_epsilon, check_random_state, check_scalar
+from dpopt.budget import Spend, resolve_budget
+from dpopt.exceptions import PrivacyLeakWarning
+from dpopt.preprocessing._bounds import (
+    DEFAULT_CONFIDENCE,
+    DEFAULT_QUANTILES,
+    check_public_bounds,
+    check_quantiles,
+    histogram_bounds,
+    histogram_quantiles,
+    private_feature_bounds,
+    release_histograms,
+    warn_unresolved,
+)
+from dpopt.privacy.accounting import Gaussian, epsilon_of, gdp_delta, gdp_mu
+from dpopt.privacy.mechanisms import gaussian_noise
+
+__all__ = ["PrivateClipper", "PrivateMinMaxScaler", "PrivateStandardScaler",
+           "PrivateRobustScaler", "public_one_hot_encoder", "release_clipped_moments"]
+
+
+def _as_seed(random_state):
+    """scikit-learn passes RandomState objects; dpopt wants a Generator-compatible seed."""
+    if isinstance(random_state, np.random.RandomState):
+        return int(random_state.randint(0, 2 ** 31 - 1))
+    if isinstance(random_state, numbers.Integral) and not isinstance(random_state, bool):
+        return int(random_state)
+    return random_state
+
+
+def _clip_columns(X, lower, upper):
+    """Clip every column to [lower_j, upper_j]; sparse input stays sparse when every
+    interval contains 0 (the implicit zeros are unchanged), else it is densified."""
+    if sp.issparse(X):
+        if np.all((lower <= 0) & (upper >= 0)):
+            X = sp.csc_matrix(X, dtype=np.float64, copy=True)
+            cols = np.repeat(np.arange(X.shape[1]), np.diff(X.indptr))
+            X.data = np.clip(X.data, lower[cols], upper[cols])
+            return X
+        X = X.toarray()
+    return np.clip(X, lower, upper)
+
+
+class _PrivateTransformer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
+    """Shared fit logic: validation, budget, accounting, rollback on failure."""
+
+    def fit(self, X, y=None):
+        """Estimate the statistics privately; returns ``self``. A refused or failed fit
+        leaves the transformer as it was and spends nothing."""
+        state = dict(self.__dict__)
+        try:
+            return self._fit(X)
+        except BaseException:
+            self.__dict__.clear()
+            self.__dict__.update(state)
+            raise
+
+    def _fit(self, X):
+        epsilon = check_epsilon(self.epsilon)
+        delta_given = None if self.delta is None else check_delta(self.delta)
+        quantiles = check_quantiles(self.quantiles)
+        check_scalar(self.confidence, "confidence", low=0.0)
+        self._check_extra_params()
+        X = validate_data(self, X, accept_sparse=("csr", "csc"), dtype=np.float64)
+        n, p = X.shape
+        if n < 2 and delta_given is None:
+            raise ValueError("the default delta 1/n^2 needs at least 2 samples, got 1 sample "
+                             "(pass delta explicitly)")
+        delta = 1.0 / n ** 2 if delta_given is None else delta_given
+        public = check_public_bounds(self.bounds, p)
+        rng = check_random_state(_as_seed(self.random_state))
+        budget = resolve_budget(self.accountant)
+        mu = math.inf if math.isinf(epsilon) else gdp_mu(epsilon, delta)
+        if not self._releases(public):
+            fitted, mechanisms = self._estimate(X, public, quantiles, mu, rng)
+        elif budget is None:
+            fitted, mechanisms = self._estimate(X, public, quantiles, mu, rng)
+        else:
+            name = type(self).__name__
+            with budget.spend(epsilon, delta, label=name) as slot:
+                fitted, mechanisms = self._estimate(X, public, quantiles, mu, rng)
+                slot.record(self._spend(mechanisms, delta))
+        spend = self._spend(mechanisms, delta)
+        if math.isinf(spend.epsilon):
+            warnings.warn(f"{type(self).__name__}: epsilon=inf, the statistics are computed "
+                          f"without noise; not differentially private", PrivacyLeakWarning,
+                          stacklevel=3)
+        elif spend.epsilon > epsilon * (1 + 1e-12):  # never under-calibrated (invariant 3)
+            raise AssertionError(f"spent epsilon {spend.epsilon} > target {epsilon}")
+        for key, value in fitted.items():
+            setattr(self, key, value)
+        self.mechanisms_ = list(mechanisms)
+        self.epsilon_spent_, self.delta_spent_ = spend.epsilon, spend.delta
+        self.adjacency_ = "replace-one"
+        return self
+
+    def _spend(self, mechanisms, delta) -> Spend:
+        name = type(self).__name__
+        if not mechanisms:
+            return Spend(name, 0.0, 0.0, "replace-one", "exact", ())
+        eps = epsilon_of(mechanisms, delta, accountant="exact")
+        target = check_epsilon(self.epsilon)
+        if eps > target:  # round-off of the GDP inversion: the calibration certifies target
+            mu = math.sqrt(sum(m.count / m.noise_multiplier ** 2 for m in mechanisms))
+            eps = target if gdp_delta(mu, target) <= delta else eps
+        return Spend(name, eps, delta, "replace-one", "exact", tuple(mechanisms))
+
+    def _check_extra_params(self):
+        pass
+
+    def _releases(self, public) -> bool:
+        """Whether the fit releases anything (else it spends nothing)."""
+        lo, hi = public
+        return bool(np.any(np.isnan(lo) | np.isnan(hi)))
+
+    def _bounds(self, X, public, quantiles, mu, rng):
+        fb = private_feature_bounds(X, mu, rng, quantiles=quantiles, bounds=public,
+                                    confidence=self.confidence)
+        return {"lower_": fb.lower, "upper_": fb.upper, "bounds_": fb}, fb.mechanisms
+
+    def _check_transform_input(self, X):
+        check_is_fitted(self, "lower_")
+        return validate_data(self, X, accept_sparse=("csr", "csc"), dtype=np.float64,
+                             reset=False)
+
+    def output_bounds(self) -> tuple[np.ndarray, np.ndarray]:
+        """(lower, upper) per output feature of ``transform``: public (post-processing of
+        the released statistics), e.g. a solver's ``coordinate_bound``."""
+        check_is_fitted(self, "lower_")
+        lo, hi = self._output_bounds()
+        return np.minimum(lo, hi), np.maximum(lo, hi)
+
+    def row_bound(self) -> float:
+        """Public bound on the L2 norm of every transformed row (a solver's ``row_bound``):
+        sqrt(sum_j max(|lower_j|, |upper_j|)^2) over the output bounds."""
+        lo, hi = self.output_bounds()
+        return float(np.sqrt(np.sum(np.maximum(np.abs(lo), np.abs(hi)) ** 2)))
+
+    def privacy_report(self) -> str:
+        """One line: what the fit released and its privacy."""
+        check_is_fitted(self, "lower_")
+        name = type(self).__name__
+        if not self.mechanisms_:
+            return f"{name}: public bounds only, nothing released (epsilon = 0)"
+        if math.isinf(self.epsilon_spent_):
+            return f"{name}: not private (epsilon = inf)"
+        mu = math.sqrt(sum(m.count / m.noise_multiplier ** 2 for m in self.mechanisms_))
+        return (f"{name}: ({self.epsilon_spent_:.4g}, {self.delta_spent_:.3g})-DP under "
+                f"{self.adjacency_} adjacency, accountant exact (Gaussian DP, mu = {mu:.4g}), "
+                f"{len(self.mechanisms_)} Gaussian release(s)")
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        return tags
+
+
+_COMMON_DOC = """
+    Parameters
+    ----------
+    epsilon : float > 0
+        Target epsilon of the fit (``inf``: no noise, with a PrivacyLeakWarning).
+    delta : float in (0, 1) or None
+        Target delta; None means 1/n^2 (n = number of rows of this fit).
+    bounds : None or (lower, upper)
+        Public bounds, scalars or arrays of length n_features; NaN entries are
+        estimated privately. Public features are not released.
+    quantiles : (q_lo, q_hi)
+        Quantile levels targeted by the private bounds (default (0.01, 0.99)).
+    confidence : float
+        Margin of the histogram scan, in noise standard deviations (default 4).
+    random_state : None, int, Generator
+        Source of the noise.
+    accountant : dpopt.BudgetAccountant or None
+        Charged with the fit (None: the enclosing ``with BudgetAccountant(...)``).
+
+    Attributes
+    ----------
+    lower_, upper_ : per-feature bounds. bounds_ : the :class:`FeatureBounds`.
+    output_bounds(), row_bound() : public bounds of the transformed data (for a solver).
+    epsilon_spent_, delta_spent_, mechanisms_, adjacency_ : the privacy of the fit.
+"""
+
+
+class PrivateClipper(_PrivateTransformer):
+    """Clip every feature to private bounds [lower_, upper_] (one histogram release).
+    """
+
+    def __init__(self, *, epsilon=1.0, delta=None, bounds=None, quantiles=DEFAULT_QUANTILES,
+                 confidence=DEFAULT_CONFIDENCE, random_state=None, accountant=None):
+        self.epsilon = epsilon
+        self.delta = delta
+        self.bounds = bounds
+        self.quantiles = quantiles
+        self.confidence = confidence
+        self.random_state = random_state
+        self.accountant = accountant
+
+    def _estimate(self, X, public, quantiles, mu, rng):
+        return self._bounds(X, public, quantiles, mu, rng)
+
+    def _output_bounds(self):
+        return self.lower_, self.upper_
+
+    def transform(self, X):
+        X = self._check_transform_input(X)
+        return _clip_columns(X, self.lower_, self.upper_)
+
+
+PrivateClipper.__doc__ += _COMMON_DOC
+
+
+class PrivateMinMaxScaler(_PrivateTransformer):
+    """Clip to private bounds, then map [lower_, upper_] affinely onto [0, 1].
+
+    ``x -> (clip(x) - lower_) * scale_`` with ``scale_ = 1 / (upper_ - lower_)``
+    (0 for a collapsed feature, lower_ == upper_: its output is the constant 0).
+    A feature with ``lower_ == 0`` maps 0 to 0, so one-hot and sparse columns
+    keep their zeros; sparse input stays sparse when every ``lower_`` is 0
+    (otherwise it is densified).
+    """
+
+    def __init__(self, *, epsilon=1.0, delta=None, bounds=None, quantiles=DEFAULT_QUANTILES,
+                 confidence=DEFAULT_CONFIDENCE, random_state=None, accountant=None):
+        self.epsilon = epsilon
+        self.delta = delta
+        self.bounds = bounds
+        self.quantiles = quantiles
+        self.confidence = confidence
+        self.random_state = random_state
+        self.accountant = accountant
+
+    def _estimate(self, X, public, quantiles, mu, rng):
+        fitted, mechanisms = self._bounds(X, public, quantiles, mu, rng)
+        width = fitted["upper_"] - fitted["lower_"]
+        with np.errstate(divide="ignore"):
+            fitted["scale_"] = np.where(width > 0, 1.0 / width, 0.0)
+        return fitted, mechanisms
+
+    def _output_bounds(self):
+        return np.zeros_like(self.scale_), (self.scale_ > 0).astype(float)
+
+    def transform(self, X):
+        X = self._check_transform_input(X)
+        clipped = _clip_columns(X, self.lower_, self.upper_)
+        if sp.issparse(clipped):
+            if np.all(self.lower_ == 0):
+                return sp.csc_matrix(clipped @ sp.diags(self.scale_))
+            clipped = clipped.toarray()
+        return (clipped - self.lower_) * self.scale_
+
+
+PrivateMinMaxScaler.__doc__ += _COMMON_DOC
+
+
+def release_clipped_moments(X, lower, upper, mu, rng):
+    """Noisy normalised first and second moments of X clipped to [lower, upper].
+
+    With c = (lower + upper) / 2 and w = upper - lower > 0 (public, per column):
+    T1_j = sum_i (x_ij - c_j) / w_j + N(0, (sqrt(p) / mu)^2) and
+    T2_j = sum_i ((x_ij - c_j) / w_j)^2 + N(0, (sqrt(p) / (4 mu))^2).
+    Replace-one: each clipped term of T1 lies in [-1/2, 1/2] and of T2 in
+    [0, 1/4], so one record moves T1 by at most 1 and T2 by at most 1/4 per
+    column: L2 sensitivities sqrt(p) and sqrt(p) / 4. Each release has noise
+    multiplier 1 / mu: recorded as ``Gaussian(1 / mu, 2)`` (sqrt(2) mu GDP).
+    Returns (T1, T2, records); mu = inf adds no noise (``Gaussian(0, 2)``).
+    """
+    lower, upper = np.asarray(lower, dtype=np.float64), np.asarray(upper, dtype=np.float64)
+    if np.any(upper <= lower):
+        raise ValueError("release_clipped_moments needs upper > lower for every column")
+    clipped = _clip_columns(X, lower, upper)
+    n, p = X.shape
+    if sp.issparse(clipped):
+        s1 = np.asarray(clipped.sum(axis=0)).ravel()
+        s2 = np.asarray(clipped.multiply(clipped).sum(axis=0)).ravel()
+    else:
+        s1, s2 = clipped.sum(axis=0), (clipped ** 2).sum(axis=0)
+    c, w = (upper + lower) / 2, upper - lower
+    t1 = (s1 - n * c) / w
+    t2 = (s2 - 2 * c * s1 + n * c ** 2) / w ** 2
+    if math.isinf(mu):
+        return t1, t2, [Gaussian(0.0, 2)]
+    t1 = t1 + gaussian_noise(rng, math.sqrt(p) / mu, p)
+    t2 = t2 + gaussian_noise(rng, math.sqrt(p) / 4 / mu, p)
+    return t1, t2, [Gaussian(1.0 / mu, 2)]
+
+
+class PrivateStandardScaler(_PrivateTransformer):
+    """Clip to private bounds, then standardise with a private mean and variance.
+
+    Releases (replace-one, n public), with w_j = upper_j - lower_j and c_j the
+    midpoint, over the features with w_j > 0:
+
+    1. the bounds (:func:`private_feature_bounds`), mu_b = mu sqrt(bounds_share)
+       (skipped, mu_b = 0, when all bounds are public);
+    2. T1_j = sum_i (x_ij - c_j) / w_j + N(0, s1^2): each term lies in [-1/2, 1/2],
+       so replacing a record moves T1 by at most 1 per feature, L2 sensitivity
+       sqrt(p); s1 = sqrt(p) / mu_m;
+    3. T2_j = sum_i ((x_ij - c_j) / w_j)^2 + N(0, s2^2): each term lies in [0, 1/4],
+       L2 sensitivity sqrt(p) / 4; s2 = sqrt(p) / (4 mu_v);
+
+    with mu_m = mu_v = sqrt((mu^2 - mu_b^2) / 2). mean_ = c + w T1 / n,
+    var_ = w^2 (T2 / n - (T1 / n)^2), scale_ = sqrt(var_) floored at w / 1000
+    (1 for collapsed features, whose output is 0 - mean_ = 0).
+    """
+
+    def __init__(self, *, epsilon=1.0, delta=None, bounds=None, quantiles=DEFAULT_QUANTILES,
+                 confidence=DEFAULT_CONFIDENCE, bounds_share=0.5, with_mean=True,
+                 random_state=None, accountant=None):
+        self.epsilon = epsilon
+        self.delta = delta
+        self.bounds = bounds
+        self.quantiles = quantiles
+        self.confidence = confidence
+        self.bounds_share = bounds_share
+        self.with_mean = with_mean
+        self.random_state = random_state
+        self.accountant = accountant
+
+    def _check_extra_params(self):
+        check_scalar(self.bounds_share, "bounds_share", low=0.0, high=1.0, low_open=True,
+                     high_open=True)
+        if not isinstance(self.with_mean, (bool, np.bool_)):
+            raise ValueError(f"with_mean must be a bool, got {self.with_mean!r}")
+
+    def _releases(self, public):
+        return True
+
+    def _estimate(self, X, public, quantiles, mu, rng):
+        if sp.issparse(X) and self.with_mean:
+            raise ValueError("X: cannot center sparse data (with_mean=True would densify it); "
+                             "pass with_mean=False")
+        share = self.bounds_share if super()._releases(public) else 0.0
+        mu_b = mu * math.sqrt(share) if share > 0 else math.inf  # nothing released if 0
+        fitted, mechanisms = self._bounds(X, public, quantiles, mu_b, rng)
+        lower, upper = fitted["lower_"], fitted["upper_"]
+        width, center = upper - lower, (upper + lower) / 2
+        live = np.flatnonzero(width > 0)
+        mean, var = center.copy(), np.zeros_like(center)
+        if live.size:
+            mu_k = mu * math.sqrt((1.0 - share) / 2.0)
+            t1, t2, records = release_clipped_moments(X[:, live], lower[live], upper[live],
+                                                      mu_k, rng)
+            n, w = X.shape[0], width[live]
+            mean[live] = center[live] + w * t1 / n
+            var[live] = w ** 2 * (t2 / n - (t1 / n) ** 2)
+            mechanisms = mechanisms + records
+        scale = np.where(width > 0, np.sqrt(np.maximum(var, (width / 1000) ** 2)), 1.0)
+        fitted.update(mean_=mean, var_=var, scale_=scale)
+        return fitted, mechanisms
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = not self.with_mean
+        return tags
+
+    def _output_bounds(self):
+        center = self.mean_ if self.with_mean else 0.0
+        return (self.lower_ - center) / self.scale_, (self.upper_ - center) / self.scale_
+
+    def transform(self, X):
+        X = self._check_transform_input(X)
+        clipped = _clip_columns(X, self.lower_, self.upper_)
+        if sp.issparse(clipped):
+            if self.with_mean:
+                raise ValueError("X: cannot center sparse data; fit with with_mean=False")
+            return sp.csc_matrix(clipped @ sp.diags(1.0 / self.scale_))
+        center = self.mean_ if self.with_mean else 0.0
+        return (clipped - center) / self.scale_
+
+
+PrivateStandardScaler.__doc__ += _COMMON_DOC
+
+
+class PrivateRobustScaler(_PrivateTransformer):
+    """Clip to private bounds, then centre by a private median and scale by a private IQR.
+
+    One release: the noisy histograms of every feature (sensitivity sqrt(2 p),
+    whole mu; see :func:`private_feature_bounds`). Post-processing reads the
+    bounds (confidence-margin scan) and the quartiles q25, q50, q75 (noisy
+    cumulative counts, no margin, interpolated inside the bin). center_ = q50,
+    scale_ = q75 - q25 (1 when it is not positive). Public ``bounds`` fix the
+    clipping bounds but the quartiles are still released.
+    """
+
+    def __init__(self, *, epsilon=1.0, delta=None, bounds=None, quantiles=DEFAULT_QUANTILES,
+                 confidence=DEFAULT_CONFIDENCE, with_centering=True, random_state=None,
+                 accountant=None):
+        self.epsilon = epsilon
+        self.delta = delta
+        self.bounds = bounds
+        self.quantiles = quantiles
+        self.confidence = confidence
+        self.with_centering = with_centering
+        self.random_state = random_state
+        self.accountant = accountant
+
+    def _check_extra_params(self):
+        if not isinstance(self.with_centering, (bool, np.bool_)):
+            raise ValueError(f"with_centering must be a bool, got {self.with_centering!r}")
+
+    def _releases(self, public):
+        return True
+
+    def _estimate(self, X, public, quantiles, mu, rng):
+        if sp.issparse(X) and self.with_centering:
+            raise ValueError("X: cannot center sparse data; pass with_centering=False")
+        n, p = X.shape
+        noisy, sigma, record = release_histograms(X, np.arange(p), mu, rng)
+        lower, upper, unresolved = histogram_bounds(noisy, sigma, n, quantiles, self.confidence)
+        warn_unresolved(np.flatnonzero(unresolved & np.isnan(public[0] + public[1])), sigma, n)
+        pub_lo, pub_hi = public
+        lower = np.where(np.isnan(pub_lo), np.minimum(lower, np.nan_to_num(pub_hi, nan=np.inf)),
+                         pub_lo)
+        upper = np.where(np.isnan(pub_hi), np.maximum(upper, lower), pub_hi)
+        q25, q50, q75 = (np.clip(histogram_quantiles(noisy, n, q), lower, upper)
+                         for q in (0.25, 0.5, 0.75))
+        iqr = q75 - q25
+        fitted = {"lower_": lower, "upper_": upper, "center_": q50,
+                  "scale_": np.where(iqr > 0, iqr, 1.0), "quartiles_": np.vstack([q25, q50, q75])}
+        return fitted, [record]
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = not self.with_centering
+        return tags
+
+    def _output_bounds(self):
+        center = self.center_ if self.with_centering else 0.0
+        return (self.lower_ - center) / self.scale_, (self.upper_ - center) / self.scale_
+
+    def transform(self, X):
+        X = self._check_transform_input(X)
+        clipped = _clip_columns(X, self.lower_, self.upper_)
+        if sp.issparse(clipped):
+            if self.with_centering:
+                raise ValueError("X: cannot center sparse data; fit with with_centering=False")
+            return sp.csc_matrix(clipped @ sp.diags(1.0 / self.scale_))
+        center = self.center_ if self.with_centering else 0.0
+        return (clipped - center) / self.scale_
+
+
+PrivateRobustScaler.__doc__ += _COMMON_DOC
+
+
+def public_one_hot_encoder(categories, **kwargs):
+    """A scikit-learn ``OneHotEncoder`` with the categories given as public schema.
+
+    ``categories``: one list of categories per column (the schema, known
+    without looking at the private data). Categories read from the data
+    (``categories="auto"``) would reveal which values occur, e.g. a rare
+    category present only because of one person: that is not covered by any
+    dpopt guarantee. Unknown categories encode as all zeros. The output lies
+    in [0, 1]: pass public bounds (0, 1) for these columns, never estimate them.
+    """
+    from sklearn.preprocessing import OneHotEncoder
+
+    if isinstance(categories, str) or not all(
+            isinstance(c, (list, tuple, np.ndarray)) for c in categories):
+        raise ValueError("categories must be a list with one list of categories per column "
+                         "(the public schema), not 'auto'")
+    kwargs.setdefault("handle_unknown", "ignore")
+    return OneHotEncoder(categories=[list(c) for c in categories], **kwargs)

@@ -1,0 +1,245 @@
+"""Pieces several solver families share (the skglm ``solvers/common.py`` idea).
+
+Nothing here is an algorithm: constants read from the data (and the
+:class:`~dpopt.PrivacyLeakWarning` that goes with reading them), clipping thresholds and
+their check, the sensitivity of a clipped mean under an adjacency, Poisson batches, and
+the accountant names each family accepts. No solver module imports a sibling: what two
+of them need lives here.
+
+Privacy conventions used by every helper:
+
+* **Adjacency.** Replace-one (the default, the papers' convention) moves one record
+  anywhere, so a mean of n values clipped to norm C moves by at most 2C/n; add-remove
+  (one record added or removed, n fixed as public) moves it by C/n.
+  :func:`adjacency_factor` is the only place this factor 2 is written.
+* **Constants from the data.** ``smoothness="exact"`` (and the other ``"exact"`` knobs)
+  read the private data without paying for it: the helpers below warn with
+  :class:`~dpopt.PrivacyLeakWarning` (the diffprivlib convention); a public value given
+  by the user is only validated. An all-zero X (every constant zero) raises one
+  ``ValueError`` naming the option to pass instead.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+
+from dpopt._validation import check_choice, check_scalar
+from dpopt.exceptions import PrivacyLeakWarning
+from dpopt.kernels.sampling import gap_positions, split_slots
+from dpopt.privacy import ADJACENCIES
+from dpopt.solvers._base import Option, positive, positive_int
+
+# ---------------------------------------------------------------------------
+# accountant names, per kind of composition
+
+#: Homogeneous Gaussian steps (dp-cd, dp-rbcd): dp_accounting's PLD (``"exact"`` and
+#: ``"pld"``), RDP, or the paper's closed form.
+GAUSSIAN_ACCOUNTANTS = ("exact", "pld", "rdp", "paper")
+#: Gaussian steps composed with report-noisy-max selections (dp-gcd).
+SELECTION_ACCOUNTANTS = ("auto", "pld", "rdp", "paper")
+#: Poisson-subsampled Gaussian steps (dp-sgd).
+SUBSAMPLED_ACCOUNTANTS = ("pld", "rdp")
+#: Losses with a finite smoothness constant (the gradient methods that need one).
+SMOOTH_LOSSES = ("squared", "logistic", "huber")
+#: zCDP budgets (heavy-tailed family): rho converted by the zCDP bound or Gaussian DP.
+ZCDP_ACCOUNTANTS = ("zcdp", "exact")
+
+
+# ---------------------------------------------------------------------------
+# sensitivity under an adjacency
+
+
+def adjacency_factor(adjacency: str = "replace-one") -> float:
+    """How far one neighbouring record moves a sum of values of norm <= C, in units of C:
+    2 under replace-one (C out, C in), 1 under add-remove."""
+    check_choice(adjacency, "adjacency", ADJACENCIES)
+    return 2.0 if adjacency == "replace-one" else 1.0
+
+
+def mean_sensitivity(clip, n_samples, adjacency="replace-one"):
+    """Sensitivity of a mean of ``n_samples`` values clipped to ``clip`` (scalar or
+    per-coordinate array): 2C/n under replace-one, C/n under add-remove."""
+    return adjacency_factor(adjacency) * clip / n_samples
+
+
+def mean_noise_std(noise_multiplier, clip, n_samples, adjacency="replace-one"):
+    """sigma = z * sensitivity of a clipped mean, computed as ``z * 2 * C / n`` (the
+    association every solver used, so results stay bit for bit)."""
+    return noise_multiplier * adjacency_factor(adjacency) * clip / n_samples
+
+
+# ---------------------------------------------------------------------------
+# clipping thresholds
+
+
+def check_clip(epsilon, clip):
+    """C > 0; ``inf`` (no clipping, unbounded sensitivity) only when epsilon is inf."""
+    clip = check_scalar(clip, "clip", low=0.0, low_open=True, allow_inf=True)
+    if math.isinf(clip) and not math.isinf(epsilon):
+        raise ValueError("clip must be finite when epsilon is finite (unbounded sensitivity)")
+    return clip
+
+
+def coordinate_clips(M, clip):
+    """C_j = C sqrt(M_j / sum_k M_k), so that ||(C_j)_j||_2 = C (DP-CD, Section 5.1); 0 where
+    M_j = 0 (such a coordinate never moves, see :func:`coordinate_steps`)."""
+    total = M.sum()
+    if total <= 0:
+        raise _all_zero("smoothness")
+    return np.where(M > 0, clip * np.sqrt(M / total), 0.0)
+
+
+def coordinate_steps(M, step):
+    """gamma_j = gamma / M_j; a coordinate with M_j = 0 (all-zero column) never moves."""
+    out = np.zeros_like(M)
+    np.divide(step, M, out=out, where=M > 0)
+    return out
+
+
+# ---------------------------------------------------------------------------
+# constants from the data
+
+
+def _all_zero(option):
+    return ValueError(f"every smoothness constant of the data is zero (X is all zeros?): "
+                      f"nothing can be derived from it; pass {option}=<value> explicitly")
+
+
+def _leak(reading, option, stacklevel):
+    warnings.warn(f"{reading} from the private data without privacy; pass "
+                  f"{option}=<value> (public knowledge) to avoid this", PrivacyLeakWarning,
+                  stacklevel=stacklevel + 1)
+
+
+def check_vector(value, name, dim):
+    """A finite float array of shape (dim,), or a ValueError naming ``name``."""
+    try:
+        arr = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be an array of {dim} numbers, got {value!r}") from None
+    if arr.shape != (dim,):
+        raise ValueError(f"{name} must have shape ({dim},), got {arr.shape}")
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name} must be finite")
+    return arr
+
+
+def coordinate_smoothness(problem, smoothness):
+    """M_j = c ||X_j||^2 / n: ``"exact"`` (from the data, warns) or a public array."""
+    if isinstance(smoothness, str):
+        check_choice(smoothness, "smoothness", ("exact",))
+        _leak("smoothness='exact' reads the coordinate smoothness constants M_j", "smoothness", 3)
+        return problem.coordinate_smoothness()
+    M = check_vector(smoothness, "smoothness", problem.dim)
+    if np.any(M < 0):
+        raise ValueError("smoothness must be non-negative")
+    return M
+
+
+def global_smoothness(problem, smoothness):
+    """beta = c ||X||_2^2 / n, the smoothness of the average loss: ``"exact"`` (from the
+    data, warns; infinite for a non-smooth loss) or a public float > 0."""
+    if isinstance(smoothness, str):
+        check_choice(smoothness, "smoothness", ("exact",))
+        _leak("smoothness='exact' reads the global smoothness beta", "smoothness", 3)
+        if not problem.loss.smooth:
+            raise ValueError(f"the {problem.loss.name} loss is not smooth (no finite smoothness "
+                             f"constant): pass smoothness=<beta>")
+        beta = problem.global_smoothness()
+        if beta <= 0:
+            raise _all_zero("smoothness")
+        return beta
+    return check_scalar(smoothness, "smoothness", low=0.0, low_open=True)
+
+
+def per_sample_smoothness(problem, smoothness):
+    """L with every l(x_i^T .; y_i) L-smooth: ``"exact"`` = c max_i ||x_i||^2 (from the
+    data, warns) or a public float > 0 (e.g. 0.25 for the logistic loss, ||x_i|| <= 1)."""
+    if isinstance(smoothness, str):
+        check_choice(smoothness, "smoothness", ("exact",))
+        _leak("smoothness='exact' reads the per-sample smoothness c max_i ||x_i||^2", "smoothness",
+              3)
+        L = problem.loss.curvature * float(np.max(problem.row_norms) ** 2)
+        if L <= 0:
+            raise _all_zero("smoothness")
+        return L
+    return check_scalar(smoothness, "smoothness", low=0.0, low_open=True)
+
+
+def max_row_nnz(problem, *, warn_option=None) -> int:
+    """omega: the largest number of non-zeros in a row (p for dense data, public). For
+    sparse data it is read from the private data: warns when ``warn_option`` names the
+    option that would avoid it."""
+    if not problem.is_sparse:
+        return problem.dim
+    if warn_option is not None:
+        _leak(f"{warn_option} (the largest number of non-zeros in a row) is read", warn_option, 3)
+    return int(np.diff(problem.X_csr.indptr).max())
+
+
+# ---------------------------------------------------------------------------
+# Poisson batches
+
+
+def poisson_batches(rng, n, rate, steps, *, draw="gaps"):
+    """Poisson batches of range(n) for ``steps`` steps: ``(rows, bounds)``, the rows of
+    step s in ``rows[bounds[s]:bounds[s + 1]]``.
+
+    Every (record, step) pair is in independently with probability ``rate`` (the
+    sampling the subsampled-Gaussian accountant analyses). Two documented draw orders:
+
+    * ``"gaps"`` (dp-sgd): the slots s n + i form a Bernoulli process whose gaps are
+      Geometric(rate), drawn by inversion ceil(E / -log(1 - rate)), E ~ Exp(1); the rows
+      of a step come out sorted.
+    * ``"sizes"`` (dp-svrg): |B_s| ~ Binomial(n, rate), then a uniform subset of that
+      size, drawn with replacement and redrawn without replacement if it repeats an index
+      (both give a uniform subset, so the mixture is uniform).
+    """
+    check_choice(draw, "draw", ("gaps", "sizes"))
+    if draw == "gaps":
+        return _poisson_by_gaps(rng, n, rate, steps)
+    sizes = rng.binomial(n, rate, size=steps)
+    bounds = np.zeros(steps + 1, dtype=np.int64)
+    np.cumsum(sizes, out=bounds[1:])
+    rows = rng.integers(0, n, size=int(bounds[-1]), dtype=np.int64)
+    if rows.size > 1:
+        key = np.sort(np.repeat(np.arange(steps, dtype=np.int64), sizes) * n + rows)
+        for t in np.unique(key[1:][key[1:] == key[:-1]] // n):
+            rows[bounds[t]:bounds[t + 1]] = rng.choice(n, size=sizes[t], replace=False)
+    return rows, bounds
+
+
+def _poisson_by_gaps(rng, n, rate, steps):
+    total = n * steps
+    if rate >= 1.0:
+        rows = np.tile(np.arange(n, dtype=np.int64), steps)
+        return rows, np.arange(steps + 1, dtype=np.int64) * n
+    mean = total * rate
+    chunk = int(mean + 6.0 * math.sqrt(mean) + 16)
+    scale = -1.0 / math.log1p(-rate)
+    parts, last = [], -1
+    while last < total:
+        pos = gap_positions(rng.standard_exponential(chunk), scale, last)
+        parts.append(pos)
+        last = int(pos[-1])
+    pos = parts[0] if len(parts) == 1 else np.concatenate(parts)
+    return split_slots(pos, n, steps)
+
+
+# ---------------------------------------------------------------------------
+# options several families share (each family takes them with its own default via .but())
+
+STEP = Option("step", 1.0, positive, "gamma, the step scale (the family's docstring says "
+              "what it multiplies)")
+CLIP = Option("clip", 1.0, None, "C, the clipping threshold (``inf`` only with epsilon = inf; "
+              "checked with epsilon by check_clip)")
+SMOOTHNESS = Option("smoothness", "exact", None, "the smoothness constant(s) of the data: "
+                    "public values, or ``\"exact\"`` read from the data (PrivacyLeakWarning)")
+CHECKPOINT_EVERY = Option("checkpoint_every", 1, positive_int,
+                          "record the iterate every this many passes / epochs / iterations")
+PASSES = Option("passes", 10, positive_int, "run length in passes over the data")
+BATCH_SIZE = Option("batch_size", None, None, "expected (Poisson) or fixed batch size; "
+                    "default from n")

@@ -1,0 +1,231 @@
+"""`dpopt fit` on real tables (strings, categories, missing values), the output path checked
+before the fit, the help of every option, and the CLI start without heavy imports."""
+
+import argparse
+import json
+import subprocess
+import sys
+import warnings
+
+import numpy as np
+import pytest
+
+import dpopt
+from dpopt import modelio
+from dpopt.cli import build_parser, main, solver_catalog
+from dpopt.tables import read_csv_table
+
+
+def run(argv, capsys):
+    try:
+        code = main([str(a) for a in argv])
+    except SystemExit as exc:
+        code = exc.code
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def _write(path, header, rows):
+    path.write_text("\n".join([header, *[",".join(map(str, r)) for r in rows]]) + "\n")
+    return path
+
+
+@pytest.fixture(scope="module")
+def table(tmp_path_factory):
+    """200 rows: age (numeric), color (categorical), income (numeric), bought (yes / no)."""
+    rng = np.random.default_rng(1)
+    rows = []
+    for _ in range(200):
+        age, color = int(rng.integers(18, 80)), str(rng.choice(["red", "green", "blue"]))
+        bought = "yes" if (age > 45) != (color == "red") else "no"
+        rows.append([age, color, round(float(rng.normal(50, 10)), 2), bought])
+    return _write(tmp_path_factory.mktemp("t") / "shop.csv", "age,color,income,bought", rows), rows
+
+
+def test_read_csv_table_one_hot_and_string_target(table):
+    path, rows = table
+    t = read_csv_table(path)
+    assert t.feature_names == ["age", "color=blue", "color=green", "color=red", "income"]
+    assert t.categories == {"color": ["blue", "green", "red"]} and t.target_name == "bought"
+    assert t.X.shape == (200, 5) and t.y.dtype.kind == "U"
+    assert t.X[:, 0].tolist() == [r[0] for r in rows]
+    onehot = t.X[:, 1:4]
+    assert (onehot.sum(axis=1) == 1).all()
+    assert [["blue", "green", "red"][k] for k in onehot.argmax(axis=1)] == [r[1] for r in rows]
+    # target by name or by number counted from 1 (and from the end)
+    for target in ("bought", 4, -1, "4"):
+        assert read_csv_table(path, target=target).target_name == "bought"
+    assert read_csv_table(path, target=1).target_name == "age"
+    with pytest.raises(ValueError, match="numbered 1..4"):
+        read_csv_table(path, target=0)
+
+
+def test_fit_string_target_and_categories(table, tmp_path, capsys):
+    path, _ = table
+    out = tmp_path / "model.json"
+    code, stdout, err = run(["fit", path, "--loss", "logistic", "--positive-label", "yes",
+                             "--epsilon", "1", "--seed", "3", "--out", out], capsys)
+    assert code == 0, err
+    assert "PUBLIC schema" in stdout and "color: blue, green, red" in stdout
+    assert "'no' -> -1, 'yes' -> +1" in stdout
+    model = modelio.load_model(out)
+    assert model["classes"] == ["no", "yes"]
+    assert model["data"]["categories"] == {"color": ["blue", "green", "red"]}
+    assert model["data"]["feature_names"][1] == "color=blue"
+    # the fit is the estimator's default path with the same seed: same coefficients
+    from dpopt.estimators import DPLogisticRegression
+
+    t = read_csv_table(path)
+    est = DPLogisticRegression(epsilon=1.0, random_state=3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", dpopt.PrivacyLeakWarning)  # the default path leaks nothing
+        est.fit(t.X, np.where(t.y == "yes", 1.0, -1.0))
+    np.testing.assert_array_equal(model["coef"], est.coef_.ravel())
+    assert model["privacy"]["epsilon"] <= 1.0
+    # the other label as positive flips the classes
+    code, stdout, _ = run(["fit", path, "--loss", "logistic", "--positive-label", "no",
+                           "--epsilon", "1", "--seed", "3"], capsys)
+    assert code == 0 and "'yes' -> -1, 'no' -> +1" in stdout
+
+
+def test_fit_numeric_positive_label_and_bad_label(tmp_path, capsys):
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((100, 2))
+    rows = [[f"{a:.3f}", f"{b:.3f}", 7 if a > 0 else 3] for a, b in X]
+    path = _write(tmp_path / "n.csv", "a,b,label", rows)
+    code, stdout, err = run(["fit", path, "--loss", "logistic", "--positive-label", "3",
+                             "--epsilon", "1", "--seed", "0"], capsys)
+    assert code == 0, err
+    assert "7.0 -> -1, 3.0 -> +1" in stdout
+    code, _, err = run(["fit", path, "--loss", "logistic", "--positive-label", "5",
+                        "--epsilon", "1"], capsys)
+    assert code == 2 and "--positive-label 5 is not one of the labels" in err
+    code, _, err = run(["fit", _write(tmp_path / "s.csv", "a,label", [[1, "x"], [2, "y"]]),
+                        "--loss", "squared", "--epsilon", "1"], capsys)
+    assert code == 2 and "needs a numeric target" in err
+
+
+def _with_missing(tmp_path, table):
+    _, rows = table
+    rows = [list(r) for r in rows]
+    rows[2][1] = ""      # row 3, column 2 (color)
+    rows[6][0] = "NA"    # row 7, column 1 (age)
+    return _write(tmp_path / "missing.csv", "age,color,income,bought", rows)
+
+
+def test_missing_values_are_reported_with_row_and_column_from_1(table, tmp_path, capsys):
+    path = _with_missing(tmp_path, table)
+    code, out, err = run(["fit", path, "--loss", "logistic", "--epsilon", "1"], capsys)
+    assert code == 2 and out == ""
+    assert "2 missing values" in err
+    assert "row 3 (line 4), column 2 ('color'); row 7 (line 8), column 1 ('age')" in err
+    assert "--missing" in err
+    # zero: features filled with 0 / no category, same number of rows, no leak warning for it
+    code, out, err = run(["fit", path, "--loss", "logistic", "--epsilon", "1", "--missing", "zero",
+                          "--seed", "0"], capsys)
+    assert code == 0, err
+    assert "n=200" in out and "2 feature value(s) filled" in out
+    t = read_csv_table(path, missing="zero")
+    assert t.X[2, 1:4].tolist() == [0, 0, 0] and t.X[6, 0] == 0 and t.filled == 2
+    # drop: rows 3 and 7 dropped, reported, and a PrivacyLeakWarning (n depends on the data)
+    code, out, err = run(["fit", path, "--loss", "logistic", "--epsilon", "1", "--missing", "drop",
+                          "--seed", "0"], capsys)
+    assert code == 0, err
+    assert "n=198" in out and "dropped 2 row(s)" in out and ": 3, 7" in out
+    assert "PrivacyLeakWarning: --missing drop" in out
+
+
+def test_a_typo_in_a_numeric_column_is_an_error_not_a_category(tmp_path):
+    rows = [[i, i % 2] for i in range(20)]
+    rows[4][0] = "1O"
+    with pytest.raises(ValueError, match=r"column 1 \('x'\) is numeric except 1 cell.*row 5"):
+        read_csv_table(_write(tmp_path / "typo.csv", "x,y", rows))
+
+
+def test_output_path_is_checked_before_the_fit(table, tmp_path, capsys, monkeypatch):
+    import dpopt.cli as cli
+
+    def no_fit(*args, **kwargs):
+        raise AssertionError("the fit ran before the output path was checked")
+
+    monkeypatch.setattr(cli, "_fit", no_fit)
+    path, _ = table
+    for out, needle in [(tmp_path / "nodir" / "m.json", "does not exist"),
+                        (tmp_path, "is a directory")]:
+        code, stdout, err = run(["fit", path, "--loss", "logistic", "--epsilon", "1", "--out",
+                                 out], capsys)
+        assert code == 2 and "--out" in err and needle in err and stdout == ""
+
+
+def test_delta_warning_names_one_over_n(table, capsys):
+    path, _ = table
+    code, out, err = run(["fit", path, "--loss", "logistic", "--epsilon", "1", "--delta", "0.01",
+                          "--seed", "0"], capsys)
+    assert code == 0, err
+    assert "warning: delta=0.01 is larger than 1/n = 0.005 (n=200)" in out
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["--epsilon", "1e-9"], "epsilon=1e-09 is below 1e-06"),
+    (["--epsilon", "1e300"], "above 100"),
+    (["--epsilon", "1", "--delta", "1e-300"], "delta=1e-300 is below 1e-30"),
+    (["--epsilon", "1", "--delta", "1"], "delta must be < 1"),
+])
+def test_fit_privacy_parameters_out_of_range(table, capsys, argv, needle):
+    code, _, err = run(["fit", table[0], "--loss", "logistic", *argv], capsys)
+    assert code == 2 and needle in err
+
+
+def test_every_option_has_help_and_shows_its_default():
+    parser = build_parser()
+    subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    for name, sub in subparsers.choices.items():
+        text = sub.format_help()
+        for action in sub._actions:
+            if isinstance(action, argparse._HelpAction):
+                continue
+            where = f"dpopt {name} {action.option_strings or action.dest}"
+            assert action.help, f"{where}: no help text"
+            if action.default not in (None, False) and not action.required:
+                assert f"(default: {action.default})" in " ".join(text.split()), where
+            elif action.option_strings and not action.required and action.default is None:
+                # either a default or "give this or --other" (one of two is required)
+                assert "default" in action.help or "give this or" in action.help, \
+                    f"{where}: says nothing about its default"
+
+
+def test_reproduce_list_and_audit_errors(capsys):
+    code, out, _ = run(["reproduce", "--list"], capsys)
+    assert code == 0 and "dp-cd" in out
+    assert "--list" in run(["reproduce", "--help"], capsys)[1]
+    code, out, err = run(["audit", "nosuch"], capsys)
+    assert code == 2 and out == "" and "nosuch" in err
+    assert "'reference'" not in err and "'dp-cd'" in err
+    code, out, err = run(["reproduce"], capsys)
+    assert code == 2 and "--list" in err
+
+
+def test_solver_catalog_matches_the_registry():
+    import dpopt
+
+    assert solver_catalog() == [(n, dpopt.get_solver(n).description, dpopt.get_solver(n).private)
+                                for n in dpopt.available_solvers()]
+
+
+HEAVY = ("numba", "dp_accounting", "sklearn", "matplotlib", "scipy", "pandas", "dask")
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["solvers"], ["datasets"], ["fit", "--help"]])
+def test_light_commands_import_no_heavy_module(argv):
+    code = (f"import sys\nfrom dpopt.cli import main\n"
+            f"try:\n    main({argv!r})\nexcept SystemExit:\n    pass\n"
+            f"print(sorted(m for m in sys.modules if m.split('.')[0] in {HEAVY!r} "
+            f"or m in {HEAVY!r}))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout.strip().splitlines()[-1].replace("'", '"')) == []
+    if argv != ["datasets"]:  # listing datasets reads numpy's npz headers; the rest not even numpy
+        assert "'numpy'" not in subprocess.run(
+            [sys.executable, "-c", code.replace(repr(HEAVY), repr(("numpy",)))],
+            capture_output=True, text=True, timeout=120).stdout
