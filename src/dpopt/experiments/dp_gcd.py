@@ -30,7 +30,13 @@ import numpy as np
 import dpopt
 from dpopt.datasets import make_quasi_sparse_logistic, make_square
 from dpopt.experiments import register_experiment
-from dpopt.experiments.runner import ResultStore, config_key, relative_error, run_grid
+from dpopt.experiments.runner import (
+    ResultStore,
+    config_key,
+    plot_record,
+    relative_error,
+    run_grid,
+)
 
 EPSILON = 1.0
 ROOT_SEED = 2023
@@ -427,7 +433,37 @@ def available(datasets, quick):
     return run, missing
 
 
-@register_experiment("dp-gcd", description="DP-GCD paper (Mangold et al. 2023): DP-GCD vs DP-CD "
+def plot_records(records):
+    """``runs.jsonl`` of this reproduction -> :mod:`dpopt.plotting` records: per problem and
+    algorithm, the error of every run of the best (step, clip) at each pass budget (the
+    paper's Figure 1 protocol), as a trajectory over the budgets."""
+    cells = {}
+    for rec in records:
+        c = rec.get("config") or {}
+        if "algo" not in c or "results" not in rec:
+            continue
+        for res in rec["results"]:
+            key = (c["dataset"], c["algo"], c["passes"], c["step"], res["clip"])
+            cells.setdefault(key, []).append(res)
+    best = {}
+    for (ds, algo, passes, _, _), runs in cells.items():
+        mean = float(np.mean([r["rel_error"] for r in runs]))
+        if (ds, algo, passes) not in best or mean < best[(ds, algo, passes)][0]:
+            best[(ds, algo, passes)] = (mean, runs)
+    out = []
+    for ds, algo in sorted({k[:2] for k in best}):
+        budgets = sorted(p for d, a, p in best if (d, a) == (ds, algo))
+        n_runs = min(len(best[(ds, algo, p)][1]) for p in budgets)
+        first = best[(ds, algo, budgets[0])][1][0]
+        for r in range(n_runs):
+            traj = [best[(ds, algo, p)][1][r]["rel_error"] for p in budgets]
+            out.append(plot_record(algo, ds, EPSILON, r, rel_error=traj[-1], passes=budgets,
+                                   trajectory=traj, adjacency=first["adjacency"]))
+    return out
+
+
+@register_experiment("dp-gcd", plot_records=plot_records,
+                     description="DP-GCD paper (Mangold et al. 2023): DP-GCD vs DP-CD "
                      "vs DP-SGD, relative error vs passes, Table 3 and Figure 1")
 def run(out: Path, quick: bool = False, n_jobs: int = 1, backend: str = "loky",
         progress: bool = True, datasets=None) -> dict:

@@ -51,7 +51,7 @@ import numpy as np
 import dpopt
 from dpopt.exceptions import PrivacyLeakWarning
 from dpopt.experiments import register_experiment
-from dpopt.experiments.runner import ResultStore, relative_error, run_grid
+from dpopt.experiments.runner import ResultStore, plot_record, relative_error, run_grid
 
 NAME = "dp-rbcd"
 ROOT_SEED = 20250005
@@ -186,7 +186,31 @@ def _available(datasets, plan, notes):
     return keep
 
 
-@register_experiment(NAME, description="DP random block CD: uniform vs importance sampling vs "
+def plot_records(records):
+    """``runs.jsonl`` of this reproduction -> :mod:`dpopt.plotting` records: the final runs
+    at the largest pass budget, one curve per method, error at every pass."""
+    finals = [r for r in records if (r.get("config") or {}).get("stage") == "final"
+              and "method" in r["config"]]
+    largest = {}
+    for rec in finals:
+        c = rec["config"]
+        cell = (c["dataset"], c["method"], c["epsilon"])
+        largest[cell] = max(largest.get(cell, 0), c["passes"])
+    out = []
+    for rec in finals:
+        c = rec["config"]
+        if c["passes"] != largest[(c["dataset"], c["method"], c["epsilon"])]:
+            continue
+        for r, run in enumerate(rec.get("runs") or []):
+            traj = run["trajectory"]
+            out.append(plot_record(c["method"], c["dataset"], c["epsilon"], r,
+                                   rel_error=run["error"], passes=range(len(traj)),
+                                   trajectory=traj))
+    return out
+
+
+@register_experiment(NAME, plot_records=plot_records,
+                     description="DP random block CD: uniform vs importance sampling vs "
                      "tau-nice blocks vs DP-GD on California, Electricity and imbalanced data")
 def run(out: Path, quick: bool, n_jobs: int = 1, backend: str = "loky", progress: bool = True):
     out = Path(out)

@@ -42,6 +42,7 @@ from scipy.special import expit, ndtr
 import dpopt
 import dpopt.datasets
 from dpopt.experiments import ResultStore, register_experiment, run_grid
+from dpopt.experiments.runner import plot_record
 from dpopt.privacy import calibrate_gaussian
 from dpopt.solvers.dp_svrg import TheoryConditionWarning, calibrate_svrg, paper_noise_variance
 
@@ -425,7 +426,26 @@ def noise_comparison(n, out: Path, quick=False, records=()):
     return rows
 
 
-@register_experiment("dp-svrg", description="DP-SVRG / DP-SVRG++ vs DP-GD, DP-SGD, DP-CD on "
+def plot_records(records):
+    """``runs.jsonl`` of this reproduction -> :mod:`dpopt.plotting` records: relative error
+    gap / |F*| at every checkpoint, against gradient evaluations / n; one panel per
+    (dataset, penalty, epsilon)."""
+    out = []
+    for rec in records:
+        c = rec.get("config") or {}
+        if "gap" not in rec or "label" not in c:
+            continue
+        scale = abs(rec["f_star"])
+        passes = [g / rec["n_train"] for g in rec["grad_evals"]]
+        out.append(plot_record(c["label"], f"{c['dataset']} ({c['penalty']})", c["epsilon"],
+                               c["repeat"], rel_error=rec["final_gap"] / scale, passes=passes,
+                               trajectory=[g / scale for g in rec["gap"]],
+                               adjacency=rec["adjacency"]))
+    return out
+
+
+@register_experiment("dp-svrg", plot_records=plot_records,
+                     description="DP-SVRG / DP-SVRG++ vs DP-GD, DP-SGD, DP-CD on "
                      "logistic regression (Wang, Ye, Xu 2017, App. A): Covertype if available, "
                      "Electricity and a Covertype-shaped synthetic stand-in")
 def run(out: Path, quick: bool, n_jobs: int = 1, backend: str = "loky", progress: bool = True):
