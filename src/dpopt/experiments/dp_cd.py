@@ -472,7 +472,7 @@ def _figures(out, finals):
                 ax.fill_between(x, curves.min(axis=0), curves.max(axis=0), color=_COLORS[algo],
                                 alpha=0.25, linewidth=0)
             ax.set_yscale("log")
-            ax.set_title(LABELS[prob], fontsize=9)
+            ax.set_title(f"{LABELS[prob]}, {by_problem[prob][0]['adjacency']}", fontsize=9)
             ax.set_xlabel("wall time (s, after calibration)" if timed else "passes on data")
             ax.set_ylabel("relative error (F - F*)/F*")
             ax.legend(fontsize=8)

@@ -413,7 +413,10 @@ def plot(rows, datasets, algos, path, title):
         loss, pen, lam, _, shape = PROBLEMS[ds]
         ax.set_title(f"{ds} ({shape})\n{loss} + {pen.upper()}, paper λ = {lam:g}", fontsize=8)
         ax.set_yscale("log")
-        ax.set_xlabel("passes on data")
+        budgets = sorted({b["passes"] for b in rows if b["dataset"] == ds})
+        ax.set_xticks(budgets, [f"{b:g}" for b in budgets])
+        ax.minorticks_off()
+        ax.set_xlabel("passes on data (budget)")
         ax.grid(alpha=0.3)
     axes[0][0].set_ylabel("relative error (F - F*) / F*")
     axes[0][-1].legend(fontsize=7)
@@ -488,13 +491,15 @@ def run(out: Path, quick: bool = False, n_jobs: int = 1, backend: str = "loky",
     q = " (quick)" if quick else ""
     main = [ds for ds in run_ds if ds not in SENSITIVITY]
     plot(rows, main, FIG1_ALGOS, out / "figure1.png",
-         f"DP-GCD vs DP-CD vs DP-SGD, ε = 1, δ = 1/n², min/mean/max over runs{q}")
+         f"DP-GCD vs DP-CD vs DP-SGD, ε = 1, δ = 1/n², replace-one, min/mean/max over runs{q}")
     plot(rows, [ds for ds in run_ds if ds in SENSITIVITY], FIG1_ALGOS,
          out / "figure_sensitivity.png",
-         f"Not in the paper: log1 / log2 with label noise std ||w_true|| (SNR 1){q}")
+         f"Not in the paper: log1 / log2 with label noise std ||w_true|| (SNR 1), ε = 1, "
+         f"replace-one{q}")
     l1 = [ds for ds in run_ds if PROBLEMS[ds][1] == "l1"]
     plot(rows, l1, FIG3_ALGOS, out / "figure3.png",
-         f"Proximal DP-GCD rules GS-r / GS-s / GS-q (same step/clip grid), ε = 1, δ = 1/n²{q}")
+         f"Proximal DP-GCD rules GS-r / GS-s / GS-q (same step/clip grid), ε = 1, δ = 1/n², "
+         f"replace-one{q}")
     grid, runs = grids(quick)
     meta = {"datasets_run": run_ds, "datasets_missing": missing, "runs_per_config": runs,
             "grids": {a: {"passes": g[0], "steps": g[1], "clips": g[2]} for a, g in grid.items()},
