@@ -589,11 +589,12 @@ def _signed_labels(y, positive):
 def cmd_plot(args):
     """Render the figures of a results JSONL to PNG and SVG."""
     from dpopt import plotting
+    from dpopt.experiments import plot_records
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", UserWarning)
         paths = plotting.render(args.results, args.out, kinds=args.kind or plotting.KINDS,
-                                formats=args.format or ("png", "svg"))
+                                formats=args.format or ("png", "svg"), adapt=plot_records)
     for w in caught:
         print(f"dpopt plot: {w.message}", file=sys.stderr)
     for path in paths:
