@@ -55,14 +55,14 @@ def solver_catalog():
     """``[(name, description, private)]`` of the built-in solvers, sorted by name.
 
     Read from the ``@register_solver(...)`` decorators in the source of
-    ``dpopt/solvers/*.py`` without importing them (importing compiles numba kernels and
+    ``dpopt/solvers/`` (its packages included) without importing them (importing compiles numba kernels and
     loads dp-accounting). Falls back to the registry when a decorator is not literal.
     """
     import ast
 
     found = []
     try:
-        for path in sorted((Path(__file__).parent / "solvers").glob("[!_]*.py")):
+        for path in sorted((Path(__file__).parent / "solvers").rglob("[!_]*.py")):
             for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
                 if not (isinstance(node, ast.Call) and getattr(node.func, "id", None)
                         == "register_solver"):
