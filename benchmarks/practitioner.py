@@ -195,26 +195,39 @@ def figure(rows, path):
     import matplotlib.pyplot as plt
 
     names = list(dict.fromkeys(r["dataset"] for r in rows))
-    fig, axes = plt.subplots(1, len(names), figsize=(3.2 * len(names), 3.0), squeeze=False)
+    fig, axes = plt.subplots(1, len(names), figsize=(3.3 * len(names), 3.2), squeeze=False)
     for ax, name in zip(axes[0], names):
         rs = sorted((r for r in rows if r["dataset"] == name), key=lambda r: r["epsilon"])
-        e = [r["epsilon"] for r in rs]
+        e = np.array([r["epsilon"] for r in rs])
         m, s = np.array([r["auto"] for r in rs]), np.array([r["auto_std"] for r in rs])
         ok = np.isfinite(m)
-        ax.plot(e, m, "o-", label="dpopt default (auto)")
-        ax.fill_between(e, m - s, m + s, alpha=0.25)
-        ax.plot(e, [r["old"] for r in rs], "s--", label="old default (dp-cd)")
+        top = rs[0]["sklearn"] + 0.03
+        bottom = max(min(rs[0]["constant"], np.min((m - s)[ok], initial=top)) - 0.03,
+                     rs[0]["sklearn"] - 0.6)
+        ax.plot(e[ok], m[ok], "o-", label="dpopt default (auto), mean ± sd")
+        ax.fill_between(e[ok], np.maximum(m - s, bottom)[ok], np.minimum(m + s, top)[ok],
+                        alpha=0.25)
+        old = np.array([r["old"] for r in rs])
+        if np.all(old >= bottom):
+            ax.plot(e, old, "s--", label="old default (dp-cd)")
+        else:
+            ax.text(0.97, 0.04, f"old default: {np.mean(old):.2f}\n(below the axis)",
+                    transform=ax.transAxes, fontsize=7, va="bottom", ha="right")
         ax.axhline(rs[0]["sklearn"], color="k", lw=1, label="non-private sklearn")
         ax.axhline(rs[0]["constant"], color="gray", ls=":", lw=1, label="constant predictor")
+        for x in e[~ok]:
+            ax.annotate("no model", (x, bottom), xytext=(0, 6), textcoords="offset points",
+                        fontsize=7, ha="center")
         ax.set_xscale("log")
+        ax.minorticks_off()
         ax.set_xticks(e, [f"{v:g}" for v in e])
-        lo = min(rs[0]["constant"], min((m - s)[ok], default=0.0)) - 0.02
-        ax.set_ylim(max(lo, rs[0]["sklearn"] - 0.5), rs[0]["sklearn"] + 0.03)
+        ax.set_ylim(bottom, top)
         score = "accuracy" if rs[0]["task"] == "classification" else "R²"
-        ax.set_title(f"{name} (test {score})", fontsize=9)
+        ax.set_title(f"{name}, n={rs[0]['n']} (test {score})", fontsize=9)
         ax.set_xlabel("ε (δ = 1/n², replace-one)", fontsize=8)
-    axes[0][0].legend(fontsize=7, loc="lower right")
-    fig.tight_layout()
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=len(labels), fontsize=8, frameon=False)
+    fig.tight_layout(rect=(0, 0.08, 1, 1))
     fig.savefig(path, dpi=120)
     plt.close(fig)
 

@@ -492,7 +492,8 @@ def test_list_datasets_marks_availability(data_dir):
     ds.save_npz(data_dir / "mtp.npz", np.ones((2, 2)), np.ones(2))
     ds.save_npz(cache / "madelon.npz", np.ones((2, 2)), np.ones(2))
     rows = {r["name"]: r for r in ds.list_datasets()}
-    assert set(rows) == {"california", "electricity", "mtp", "madelon", "dorothea", "covtype"}
+    assert set(rows) == {"california", "electricity", "mtp", "madelon", "dorothea", "covtype",
+                         "adult"}
     assert {n for n, r in rows.items() if r["available"]} == {"mtp", "madelon"}
     assert rows["covtype"]["shape"] == (581012, 54) and rows["covtype"]["location"] is None
     assert rows["electricity"]["task"] == "classification"

@@ -55,14 +55,14 @@ def solver_catalog():
     """``[(name, description, private)]`` of the built-in solvers, sorted by name.
 
     Read from the ``@register_solver(...)`` decorators in the source of
-    ``dpopt/solvers/*.py`` without importing them (importing compiles numba kernels and
+    ``dpopt/solvers/`` (its packages included) without importing them (importing compiles numba kernels and
     loads dp-accounting). Falls back to the registry when a decorator is not literal.
     """
     import ast
 
     found = []
     try:
-        for path in sorted((Path(__file__).parent / "solvers").glob("[!_]*.py")):
+        for path in sorted((Path(__file__).parent / "solvers").rglob("[!_]*.py")):
             for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
                 if not (isinstance(node, ast.Call) and getattr(node.func, "id", None)
                         == "register_solver"):
@@ -589,11 +589,12 @@ def _signed_labels(y, positive):
 def cmd_plot(args):
     """Render the figures of a results JSONL to PNG and SVG."""
     from dpopt import plotting
+    from dpopt.experiments import plot_records
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", UserWarning)
         paths = plotting.render(args.results, args.out, kinds=args.kind or plotting.KINDS,
-                                formats=args.format or ("png", "svg"))
+                                formats=args.format or ("png", "svg"), adapt=plot_records)
     for w in caught:
         print(f"dpopt plot: {w.message}", file=sys.stderr)
     for path in paths:

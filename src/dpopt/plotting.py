@@ -295,15 +295,20 @@ _FIGURES = {"passes": ("error_vs_passes", plot_error_vs_passes),
             "epsilon": ("privacy_utility", plot_privacy_utility)}
 
 
-def render(results, out_dir=None, *, kinds=KINDS, formats=("png", "svg")) -> list[Path]:
+def render(results, out_dir=None, *, kinds=KINDS, formats=("png", "svg"),
+           adapt=None) -> list[Path]:
     """Write the figures of ``results`` (a JSONL path) to ``out_dir`` (default:
     beside the file) as ``<stem>_<figure>.<format>``; returns the paths written.
+    ``adapt`` maps the loaded records to the fields above first (the command line
+    passes :func:`dpopt.experiments.plot_records`, which reads every reproduction's file).
 
     A kind whose fields are absent from every record is skipped; if none can
     be drawn, ``ValueError``.
     """
     results = Path(results)
     records = load_records(results)
+    if adapt is not None:
+        records = adapt(records)
     import matplotlib.pyplot as plt
 
     bad = [k for k in kinds if k not in _FIGURES]

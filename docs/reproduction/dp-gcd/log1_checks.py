@@ -26,14 +26,13 @@ import warnings
 import numpy as np
 
 import dpopt
+from dpopt.datasets import make_log1, make_log2, make_square
 from dpopt.experiments.dp_gcd import (
     PAPER_CLIPS,
     PAPER_PASSES_GCD,
     PAPER_STEPS_GCD,
     PAPER_STEPS_SGD,
     PROBLEMS,
-    _make_log,
-    _make_square,
     problem_info,
 )
 
@@ -73,8 +72,8 @@ def literal_log1(n=1000, p=100, seed=0):
 def draw(name, seed):
     """Design ``name`` (log1, log2, square) from data seed ``seed``: (problem, M, beta, F*,
     share of ||w*||^2 in its 5 largest coordinates)."""
-    data = _make_square(seed=seed) if name == "square" else \
-        _make_log(1.0 if name == "log1" else 2.0, seed=seed)
+    make = {"square": make_square, "log1": make_log1, "log2": make_log2}[name]
+    data = make(random_state=seed)
     loss, penalty, _, alpha, _ = PROBLEMS[name]
     problem = dpopt.Problem(*data, loss=loss, penalty=penalty, alpha=alpha)
     w_star, f_star = dpopt.reference_optimum(problem)

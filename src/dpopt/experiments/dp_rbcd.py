@@ -51,7 +51,7 @@ import numpy as np
 import dpopt
 from dpopt.exceptions import PrivacyLeakWarning
 from dpopt.experiments import register_experiment
-from dpopt.experiments.runner import ResultStore, relative_error, run_grid
+from dpopt.experiments.runner import ResultStore, plot_record, relative_error, run_grid
 
 NAME = "dp-rbcd"
 ROOT_SEED = 20250005
@@ -186,7 +186,31 @@ def _available(datasets, plan, notes):
     return keep
 
 
-@register_experiment(NAME, description="DP random block CD: uniform vs importance sampling vs "
+def plot_records(records):
+    """``runs.jsonl`` of this reproduction -> :mod:`dpopt.plotting` records: the final runs
+    at the largest pass budget, one curve per method, error at every pass."""
+    finals = [r for r in records if (r.get("config") or {}).get("stage") == "final"
+              and "method" in r["config"]]
+    largest = {}
+    for rec in finals:
+        c = rec["config"]
+        cell = (c["dataset"], c["method"], c["epsilon"])
+        largest[cell] = max(largest.get(cell, 0), c["passes"])
+    out = []
+    for rec in finals:
+        c = rec["config"]
+        if c["passes"] != largest[(c["dataset"], c["method"], c["epsilon"])]:
+            continue
+        for r, run in enumerate(rec.get("runs") or []):
+            traj = run["trajectory"]
+            out.append(plot_record(c["method"], c["dataset"], c["epsilon"], r,
+                                   rel_error=run["error"], passes=range(len(traj)),
+                                   trajectory=traj))
+    return out
+
+
+@register_experiment(NAME, plot_records=plot_records,
+                     description="DP random block CD: uniform vs importance sampling vs "
                      "tau-nice blocks vs DP-GD on California, Electricity and imbalanced data")
 def run(out: Path, quick: bool, n_jobs: int = 1, backend: str = "loky", progress: bool = True):
     out = Path(out)
@@ -336,51 +360,70 @@ def _r2_ratio(dataset, plan):
     return ratio, float(M.sum() * np.sum(1.0 / M) / pb.dim ** 2)
 
 
+MARKERS = "osD^v<>xP*"
+STYLES = ("-", "--", "-.", ":")
+
+
+def _figure_epsilon(plan):
+    """The epsilon the figures show (the middle of the plan's; every epsilon is in the table)."""
+    eps = sorted(plan["epsilons"])
+    return eps[len(eps) // 2]
+
+
 def _figures(out, rows, plan, datasets):
+    """error_vs_passes.png and error_vs_time.png: one panel per dataset at one epsilon
+    (:func:`_figure_epsilon`), a labelled line per method (mean of the final runs); the
+    min-max over runs is drawn only for a method whose band overlaps no other line."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     from matplotlib.ticker import NullFormatter
 
+    eps = _figure_epsilon(plan)
     paths = []
-    for xkey, xlabel, fname in (("passes", "passes (pass budget, tuned per budget)",
+    for xkey, xlabel, fname in (("passes", "passes (budget; step and clip tuned per budget)",
                                  "error_vs_passes.png"),
-                                ("time", "wall time of a run (s, median of the runs)", "error_vs_time.png")):
-        nr, nc = len(datasets), len(plan["epsilons"])
-        fig, axes = plt.subplots(nr, nc, figsize=(max(4.2 * nc, 9.0), 2.9 * nr + 0.6),
-                                 squeeze=False)
+                                ("time", "wall time of a run (s)", "error_vs_time.png")):
+        nc = min(3, len(datasets))
+        nr = math.ceil(len(datasets) / nc)
+        fig, axes = plt.subplots(nr, nc, figsize=(4.6 * nc, 3.4 * nr + 0.8), squeeze=False)
         for i, d in enumerate(datasets):
-            for jx, e in enumerate(plan["epsilons"]):
-                ax = axes[i][jx]
-                for m in plan["methods"]:
-                    pts = sorted((r for r in rows if (r["dataset"], r["method"], r["epsilon"])
-                                  == (d, m, e)), key=lambda r: r["passes"])
-                    if not pts:
-                        continue
-                    x = [r[xkey] for r in pts]
-                    y = [r["mean"] for r in pts]
-                    line, = ax.plot(x, y, marker="o", ms=3, label=m)
+            ax = axes[i // nc][i % nc]
+            curves = {}
+            for m in plan["methods"]:
+                pts = sorted((r for r in rows if (r["dataset"], r["method"], r["epsilon"])
+                              == (d, m, eps)), key=lambda r: r["passes"])
+                if pts:
+                    curves[m] = pts
+            for k, (m, pts) in enumerate(curves.items()):
+                x = [r[xkey] for r in pts]
+                line, = ax.plot(x, [r["mean"] for r in pts], marker=MARKERS[k % len(MARKERS)],
+                                ls=STYLES[k % len(STYLES)], ms=4, lw=1.4, label=m)
+                others = [r["mean"] for n, o in curves.items() if n != m for r in o]
+                lo, hi = min(r["min"] for r in pts), max(r["max"] for r in pts)
+                if not any(lo <= v <= hi for v in others):
                     ax.fill_between(x, [r["min"] for r in pts], [r["max"] for r in pts],
-                                    color=line.get_color(), alpha=0.12)
-                ax.set_xscale("log")
-                ax.set_yscale("log")
-                if xkey == "passes":
-                    ax.set_xticks(plan["budgets"], [str(b) for b in plan["budgets"]])
-                    ax.minorticks_off()
-                else:
-                    ax.xaxis.set_minor_formatter(NullFormatter())
-                ax.set_title(f"{d}, ε={e:g}", fontsize=9)
-                ax.tick_params(labelsize=7)
-                if i == nr - 1:
-                    ax.set_xlabel(xlabel, fontsize=8)
-                if jx == 0:
-                    ax.set_ylabel("relative error", fontsize=8)
+                                    color=line.get_color(), alpha=0.15)
+            ax.set_xscale("log")
+            ax.set_yscale("log")
+            if xkey == "passes":
+                ax.set_xticks(plan["budgets"], [str(b) for b in plan["budgets"]])
+                ax.minorticks_off()
+            else:
+                ax.xaxis.set_minor_formatter(NullFormatter())
+            ax.set_title(f"{d}, ε = {eps:g}, replace-one", fontsize=10)
+            ax.set_xlabel(xlabel, fontsize=9)
+            ax.set_ylabel("relative error (F(w) − F*) / F*", fontsize=9)
+            ax.grid(True, which="major", alpha=0.3)
+        for j in range(len(datasets), nr * nc):
+            axes[j // nc][j % nc].set_visible(False)
         handles, labels = axes[0][0].get_legend_handles_labels()
-        fig.legend(handles, labels, loc="upper center", ncol=min(len(labels), 4), fontsize=8)
-        fig.tight_layout(rect=(0, 0, 1, 1 - 0.6 / (2.9 * nr + 0.6)))
+        fig.legend(handles, labels, loc="upper center", ncol=min(len(labels), 4), fontsize=9,
+                   title="mean of the final runs; other ε in table.md", title_fontsize=9)
+        fig.tight_layout(rect=(0, 0, 1, 1 - 0.9 / (3.4 * nr + 0.8)))
         path = out / fname
-        fig.savefig(path, dpi=90)
+        fig.savefig(path, dpi=100)
         plt.close(fig)
         paths.append(path)
     (out / "plan.json").write_text(json.dumps(plan, indent=1))

@@ -245,3 +245,18 @@ def _json_default(obj):
     if isinstance(obj, np.ndarray):
         return obj.tolist()
     raise TypeError(f"not JSON serializable: {type(obj).__name__}")
+
+
+def plot_record(solver, dataset, epsilon, run, *, rel_error=None, passes=None, trajectory=None,
+                adjacency="replace-one", **extra) -> dict:
+    """One record in the fields :mod:`dpopt.plotting` reads (the reproductions' adapters
+    build their ``plot_records`` from this): a curve per (solver, extra config) and panel
+    per (dataset, epsilon); ``trajectory`` the relative errors at ``passes``."""
+    rec = {"config": {"solver": solver, "dataset": dataset, "epsilon": epsilon, "run": run,
+                      **extra},
+           "adjacency": adjacency}
+    if rel_error is not None:
+        rec["rel_error"] = rel_error
+    if trajectory is not None:
+        rec["trajectory"] = {"passes": list(passes), "rel_error": list(trajectory)}
+    return rec
