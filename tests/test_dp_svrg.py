@@ -390,3 +390,8 @@ def test_calibration_is_tight_on_the_certification_grid():
     cal = dpopt.privacy.calibrate(mechs, 0.5, 1e-5, accountant="pld")
     assert cal.epsilon <= 0.5
     assert epsilon_of(mechs(cal.noise_multiplier / 1.01), 1e-5, accountant="pld") > 0.5
+
+
+def test_min_epoch_length_terminates_when_the_condition_needs_astronomical_epochs():
+    # L = 1e200 (rows of norm 1e100): the closed form is beyond exact floats; used to spin
+    assert min_epoch_length(1 / (48e200), 1e200, 1e-3) is None

@@ -143,10 +143,14 @@ def min_epoch_length(step_size, smoothness, strong_convexity):
     # A < 1/2  <=>  m (1/2 - 8 L eta / (1 - 8 L eta)) > 1 / (eta (1 - 8 eta L) mu) + 8 L eta / (1 - 8 L eta)
     r = 8 * L * eta / (1 - 8 * L * eta)
     m = (1 / (eta * (1 - 8 * eta * L) * mu) + r) / (0.5 - r)
+    if not m < 2.0 ** 52:  # beyond exact integers: no usable epoch length (and m += 1 stalls)
+        return None
     m = max(1, math.floor(m) + 1)
-    while svrg_condition(eta, L, mu, m) >= 0.5:
+    for _ in range(64):  # the closed form is within rounding of the answer
+        if svrg_condition(eta, L, mu, m) < 0.5:
+            return m
         m += 1
-    return m
+    return None
 
 
 def paper_noise_variance(algorithm, *, n_samples, epsilon, delta, epochs, epoch_length=None,
@@ -287,9 +291,11 @@ def _check_theory(variant, eta, L, mu, m, condition):
                    "dp-svrg++)")
         else:
             need = min_epoch_length(eta, L, mu)
+            at48 = min_epoch_length(1 / (48 * L), L, mu)
             fix = (f"epoch_length >= {need} at this step" if need is not None else
                    f"step < 1/24 (eta L = {eta * L:.3g}; e.g. step = 1/48 with epoch_length >= "
-                   f"{min_epoch_length(1 / (48 * L), L, mu)})")
+                   f"{at48})" if at48 is not None else
+                   f"an epoch length beyond any practical run (L / mu = {L / mu:.3g})")
             msg = (f"step size and epoch length violate condition (4) of DP-SVRG's analysis: "
                    f"A = {A:.3g} >= 1/2 (eta = {eta:.3g}, L = {L:.3g}, mu = {mu:.3g}, "
                    f"m = {m}); it needs {fix}")
