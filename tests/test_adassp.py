@@ -392,3 +392,19 @@ def test_statistics_of_row_blocks_reproduce_the_fit():
         target_bound=5.0, fit_intercept=True, l2=pb.penalty.l2)
     np.testing.assert_allclose(w, res.w, rtol=1e-10, atol=1e-12)
     assert records == res.mechanisms and cal.epsilon == res.epsilon
+
+
+def test_huge_rows_give_a_result_or_a_value_error_not_an_overflow():
+    import warnings
+
+    import dpopt
+
+    pb = dpopt.Problem(np.array([[1e100]]), np.array([1e100]), "squared", fit_intercept=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", dpopt.PrivacyLeakWarning)
+        try:
+            res = dpopt.solve(pb, "adassp", epsilon=1.0, delta=1e-5, random_state=0)
+        except ValueError as exc:
+            assert "overflow" in str(exc) or "rescale" in str(exc)
+        else:
+            assert np.all(np.isfinite(res.w))

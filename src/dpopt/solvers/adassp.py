@@ -181,7 +181,7 @@ def sensitivities(row_bound, target_bound, fit_intercept):
     b2 = row_bound * row_bound
     if fit_intercept:
         # sqrt(2 b2^2 + 2 b2 + 1/2) written so that b2^2 cannot overflow
-        d2 = b2 * math.sqrt(2.0 + 2.0 / b2 + 0.5 / b2 ** 2) if b2 >= 0.5 else 2.0 * row_bound
+        d2 = b2 * math.sqrt(2.0 + 2.0 / b2 + 0.5 / b2 / b2) if b2 >= 0.5 else 2.0 * row_bound
         return b2 + 1.0, d2, 2.0 * math.sqrt(b2 + 1.0) * target_bound
     return b2, math.sqrt(2.0) * b2, 2.0 * row_bound * target_bound
 
