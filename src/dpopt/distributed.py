@@ -73,7 +73,7 @@ import numpy as np
 from dpopt.kernels.grad import chunk_gradient_sum
 from dpopt.problem.losses import get_loss
 from dpopt.problem.penalties import get_penalty
-from dpopt.problem.problem import _NUMERIC_KINDS, _check_magnitude
+from dpopt.problem.problem import _NUMERIC_KINDS, Problem, _check_magnitude
 
 SAMPLING_BLOCK = 4096  # rows per dp-sgd sampling stream (fixed: the batches never depend on chunks)
 DEFAULT_CHUNK_BYTES = 64 * 2 ** 20  # target size of a float64 chunk when the rows are chunked here
@@ -454,14 +454,9 @@ class ChunkedProblem:
         """F(w) (a diagnostic computed on the private data; one pass)."""
         return self.smooth_objective(w) + self.penalty.value(np.asarray(w, dtype=np.float64))
 
-    def unpack(self, w):
-        w = np.asarray(w, dtype=np.float64)
-        if self.fit_intercept:
-            return w[:-1].copy(), float(w[-1])
-        return w.copy(), 0.0
-
-    def zeros(self):
-        return np.zeros(self.dim)
+    # the same as a Problem's (they read only fit_intercept and dim)
+    unpack = Problem.unpack
+    zeros = Problem.zeros
 
     def describe(self) -> dict:
         """What a FitResult records about the data layout (public: shapes and chunking)."""
