@@ -6,13 +6,15 @@ import pytest
 
 
 def shared_data_file(name):
-    """Path of a real dataset in $DPOPT_DATA, or skip the test with the reason."""
-    root = os.environ.get("DPOPT_DATA")
+    """Path of a real dataset in $DPOPT_DATA, or skip the test saying what to do."""
+    how = (f"set DPOPT_DATA to a directory holding {name}.npz (keys as in the datasets' "
+           f"MANIFEST.md; dpopt.datasets.load_dataset({name!r}) downloads and caches it)")
+    root = os.environ.get("DPOPT_DATA", "").strip()
     if not root:
-        pytest.skip("DPOPT_DATA is not set: real datasets are not available here")
+        pytest.skip(f"real dataset {name!r} not available: DPOPT_DATA is not set; {how}")
     path = Path(root) / f"{name}.npz"
-    if not path.exists():
-        pytest.skip(f"{path} is absent")
+    if not path.is_file():
+        pytest.skip(f"real dataset {name!r} not available: {path} does not exist; {how}")
     return path
 
 

@@ -61,7 +61,8 @@ def test_shared_copy_when_available():
     try:
         a = load_adult(download=False)
     except DatasetNotAvailableError:
-        pytest.skip("adult.npz is not in $DPOPT_DATA (set DPOPT_DATA to the shared data directory)")
+        pytest.skip("real dataset 'adult' not available: set DPOPT_DATA to a directory holding "
+                    "adult.npz, or call dpopt.datasets.load_adult() with internet to download it")
     Xtr, Xte, _ = a.one_hot()
     assert Xtr.shape == (32561, 108) and Xte.shape == (16281, 108)
     assert abs(np.mean(a.y == 1) - 0.2408) < 1e-3

@@ -7,8 +7,6 @@ $DPOPT_DATA (e.g. DPOPT_DATA=/work/shared/data) and are skipped without it.
 from __future__ import annotations
 
 import dataclasses
-import os
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -43,15 +41,10 @@ def data_dir(monkeypatch, tmp_path):
 
 
 def shared_file(name):
-    """Path of a real dataset in $DPOPT_DATA, or skip the test."""
-    root = os.environ.get("DPOPT_DATA", "").strip()
-    if not root:
-        pytest.skip("DPOPT_DATA is not set; set it to a directory with the real .npz files "
-                    "(e.g. /work/shared/data)")
-    path = Path(root) / f"{name}.npz"
-    if not path.is_file():
-        pytest.skip(f"{path} does not exist")
-    return path
+    """Path of a real dataset in $DPOPT_DATA, or skip the test (conftest's message)."""
+    from conftest import shared_data_file
+
+    return shared_data_file(name)
 
 
 def small_dataset(rng, n=30, p=4, labels="real"):
