@@ -5,11 +5,9 @@ scaled to [0, 1] with the true minima and maxima (treated as public for this mea
 75/25 split (seed 0), delta = 1/n^2, 5 seeds per epsilon, against the non-private
 scikit-learn fit on the same scaled data. Also a sparse high-dimensional synthetic problem.
 
-Run: PYTHONPATH=src DPOPT_DATA=/work/shared/data python benchmarks/bench_dp_frank_wolfe.py
+Run: DPOPT_DATA=<directory of the real .npz files> python benchmarks/bench_dp_frank_wolfe.py
 """
 
-import os
-import pathlib
 import time
 
 import numpy as np
@@ -27,10 +25,12 @@ def r2(y, pred):
 
 
 def load(name):
-    d = np.load(pathlib.Path(os.environ.get("DPOPT_DATA", "/work/shared/data")) / f"{name}.npz")
-    X = d["X"].astype(float)
+    from dpopt.datasets import load_dataset
+
+    d = load_dataset(name, download=False)  # $DPOPT_DATA or the cache
+    X = np.asarray(d.X, dtype=float)
     X = (X - X.min(0)) / (X.max(0) - X.min(0))
-    return train_test_split(X, d["y"].astype(float), test_size=0.25, random_state=0)
+    return train_test_split(X, d.y.astype(float), test_size=0.25, random_state=0)
 
 
 def run(name, loss, radius, extra, score, baseline):

@@ -1,7 +1,7 @@
 """Tests of dpopt.datasets: generators, file loaders, registry (no network access).
 
 The real-data tests read california.npz and electricity.npz from the directory in
-$DPOPT_DATA (e.g. DPOPT_DATA=/work/shared/data) and are skipped without it.
+$DPOPT_DATA (a directory of the real .npz files) and are skipped without it.
 """
 
 from __future__ import annotations
