@@ -129,3 +129,15 @@ def check_random_state(random_state) -> np.random.Generator:
     raise ValueError(
         f"random_state must be None, an int, a SeedSequence or a numpy Generator, got {random_state!r}"
     )
+
+
+def sklearn_seed(random_state):
+    """A seed :func:`check_random_state` accepts, from scikit-learn's ``random_state``
+    conventions (a ``RandomState`` is turned into one integer drawn from it)."""
+    import numpy as np  # imported here: this module stays light for the CLI
+
+    if isinstance(random_state, np.random.RandomState):
+        return int(random_state.randint(0, 2 ** 31 - 1))
+    if isinstance(random_state, numbers.Integral) and not isinstance(random_state, bool):
+        return int(random_state)
+    return random_state

@@ -68,7 +68,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from dpopt._validation import check_delta, check_epsilon, check_random_state
+from dpopt._validation import check_delta, check_epsilon, check_random_state, sklearn_seed
 from dpopt.budget import resolve_budget
 from dpopt.distributed import is_chunked_input
 from dpopt.exceptions import PrivacyLeakWarning
@@ -152,7 +152,7 @@ class _DPLinearModel(BaseEstimator):
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             result = solve(problem, spec.name, epsilon=epsilon, delta=delta,
-                           random_state=_as_seed(self.random_state), budget=budget, **options)
+                           random_state=sklearn_seed(self.random_state), budget=budget, **options)
         self.privacy_leaks_ = []
         if not spec.private or math.isinf(result.epsilon):
             msg = (f"{type(self).__name__}: solver {spec.name!r} with epsilon={epsilon:g} is not "
@@ -181,7 +181,7 @@ class _DPLinearModel(BaseEstimator):
         if math.isinf(epsilon):
             raise ValueError("solver='auto' needs a finite epsilon: its scaling is private; "
                              "pass an explicit solver for a non-private fit")
-        rng = check_random_state(_as_seed(self.random_state))
+        rng = check_random_state(sklearn_seed(self.random_state))
         budget = resolve_budget(self.accountant)
         name = type(self).__name__
         with warnings.catch_warnings(record=True) as caught:
@@ -285,15 +285,6 @@ class _DPLinearModel(BaseEstimator):
         tags = super().__sklearn_tags__()
         tags.input_tags.sparse = True
         return tags
-
-
-def _as_seed(random_state):
-    """scikit-learn accepts a RandomState; dpopt wants a Generator-compatible seed."""
-    if isinstance(random_state, np.random.RandomState):
-        return int(random_state.randint(0, 2 ** 31 - 1))
-    if isinstance(random_state, numbers.Integral) and not isinstance(random_state, bool):
-        return int(random_state)
-    return random_state
 
 
 class _Regressor(RegressorMixin, _DPLinearModel):

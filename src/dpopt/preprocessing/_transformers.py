@@ -24,7 +24,6 @@ still release their statistics (mean/variance, quartiles) from the data.
 from __future__ import annotations
 
 import math
-import numbers
 import warnings
 
 import numpy as np
@@ -32,7 +31,13 @@ import scipy.sparse as sp
 from sklearn.base import BaseEstimator, OneToOneFeatureMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from dpopt._validation import check_delta, check_epsilon, check_random_state, check_scalar
+from dpopt._validation import (
+    check_delta,
+    check_epsilon,
+    check_random_state,
+    check_scalar,
+    sklearn_seed,
+)
 from dpopt.budget import Spend, resolve_budget
 from dpopt.exceptions import PrivacyLeakWarning
 from dpopt.preprocessing._bounds import (
@@ -51,15 +56,6 @@ from dpopt.privacy.mechanisms import gaussian_noise
 
 __all__ = ["PrivateClipper", "PrivateMinMaxScaler", "PrivateStandardScaler",
            "PrivateRobustScaler", "public_one_hot_encoder", "release_clipped_moments"]
-
-
-def _as_seed(random_state):
-    """scikit-learn passes RandomState objects; dpopt wants a Generator-compatible seed."""
-    if isinstance(random_state, np.random.RandomState):
-        return int(random_state.randint(0, 2 ** 31 - 1))
-    if isinstance(random_state, numbers.Integral) and not isinstance(random_state, bool):
-        return int(random_state)
-    return random_state
 
 
 def _clip_columns(X, lower, upper):
@@ -102,7 +98,7 @@ class _PrivateTransformer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator)
                              "(pass delta explicitly)")
         delta = 1.0 / n ** 2 if delta_given is None else delta_given
         public = check_public_bounds(self.bounds, p)
-        rng = check_random_state(_as_seed(self.random_state))
+        rng = check_random_state(sklearn_seed(self.random_state))
         budget = resolve_budget(self.accountant)
         mu = math.inf if math.isinf(epsilon) else gdp_mu(epsilon, delta)
         if not self._releases(public):
