@@ -221,12 +221,18 @@ def pure_and_gaussian_epsilon(eps_pure, count_pure, mu, delta):
         b = np.exp(x + special.log_ndtr(-x / mu - mu / 2))
         return float(np.sum(pk * np.maximum(a - b, 0.0)))
 
-    if delta_at(0.0) <= delta:
+    return _epsilon_at(delta_at, delta, xtol=1e-12)
+
+
+def _epsilon_at(delta_of, delta, xtol):
+    """The epsilon >= 0 where the non-increasing profile ``delta_of`` reaches ``delta``
+    (0 if it is already below), bracketed by doubling then brentq."""
+    if delta_of(0.0) <= delta:
         return 0.0
     hi = 1.0
-    while delta_at(hi) > delta:
+    while delta_of(hi) > delta:
         hi *= 2.0
-    return float(optimize.brentq(lambda e: delta_at(e) - delta, 0.0, hi, xtol=1e-12))
+    return float(optimize.brentq(lambda e: delta_of(e) - delta, 0.0, hi, xtol=xtol))
 
 
 # ---------------------------------------------------------------------------
@@ -239,13 +245,7 @@ def histogram_release_epsilon(sigma, n_features, delta):
     bins of each histogram, so the L2 sensitivity is sqrt(2 p); the Gaussian mechanism's
     delta(eps) is integrated numerically (hockey stick) and inverted with brentq."""
     sens = math.sqrt(2.0 * n_features)
-    f = lambda e: hockey_stick_gaussian(sens, sigma, e) - delta  # noqa: E731
-    if f(0.0) <= 0:
-        return 0.0
-    hi = 1.0
-    while f(hi) > 0:
-        hi *= 2.0
-    return float(optimize.brentq(f, 0.0, hi, xtol=1e-10))
+    return _epsilon_at(lambda e: hockey_stick_gaussian(sens, sigma, e), delta, xtol=1e-10)
 
 
 def gaussian_composition_epsilon(pairs, delta):
@@ -303,10 +303,4 @@ def op_epsilon_quad(z, shift, dof, delta, z_gauss=math.inf):
     """Epsilon of objective perturbation (multiplier z) composed with a Gaussian mechanism
     (multiplier z_gauss), by root-finding on :func:`op_delta_quad`."""
     m, nu = 1 / z, (0.0 if math.isinf(z_gauss) else 1 / z_gauss)
-    f = lambda e: op_delta_quad(e, m, shift, dof, nu) - delta  # noqa: E731
-    if f(0.0) <= 0:
-        return 0.0
-    hi = 1.0
-    while f(hi) > 0:
-        hi *= 2
-    return float(optimize.brentq(f, 0.0, hi, xtol=1e-12))
+    return _epsilon_at(lambda e: op_delta_quad(e, m, shift, dof, nu), delta, xtol=1e-12)

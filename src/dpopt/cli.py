@@ -32,22 +32,22 @@ class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
         return super()._get_help_string(action)
 
 
-def _epsilon(text):
-    """--epsilon: a number in the range of :func:`dpopt._validation.check_epsilon`, or inf."""
-    try:
-        return check_epsilon(float(text))
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc) if "could not convert" not in str(exc)
-                                         else f"not a number: {text!r}") from None
+def _checked_number(check):
+    """An argparse type: float(text) checked by ``check``; its ValueError becomes the
+    argument's error message."""
+    def convert(text):
+        try:
+            return check(float(text))
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc) if "could not convert" not in str(exc)
+                                             else f"not a number: {text!r}") from None
+    return convert
 
 
-def _delta(text):
-    """--delta: a number in the range of :func:`dpopt._validation.check_delta`."""
-    try:
-        return check_delta(float(text))
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc) if "could not convert" not in str(exc)
-                                         else f"not a number: {text!r}") from None
+#: --epsilon: a number in the range of :func:`dpopt._validation.check_epsilon`, or inf.
+_epsilon = _checked_number(check_epsilon)
+#: --delta: a number in the range of :func:`dpopt._validation.check_delta`.
+_delta = _checked_number(check_delta)
 
 
 @functools.lru_cache(maxsize=1)

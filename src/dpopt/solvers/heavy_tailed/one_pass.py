@@ -103,12 +103,8 @@ def fit_ht_acsa(problem, *, epsilon, delta, rng, rho=None, accountant="zcdp", mo
         a = beta * D / c.r if known else 1.0
         n_iter = _clamp_iters(acsa_iterations(c.n_opt, c.dim, eps, c.k, a), c.n_opt, 1,
                               "ht-acsa")
-    T, s = _batch_plan(c, n_iter, batch_size, c.n_opt)
-    rows_q, rows_opt = c.split(rng)
-    batches = c.batches(rows_opt, T, s)
-    q = c.clip_quantile and 1.0 - c.clip_quantile
-    clip_value, q = _resolve_clip(c, rng, rows_q, rows_opt, T, s, q, prox=False)
-    orc = c.make_oracle(clip_value, s)
+    T, s, batches, clip_value, q, orc = _one_pass_setup(c, rng, n_iter, batch_size,
+                                                        prox=False)
     r = c.proxy_moment(clip_value, q)
     sigma = orc.sigma
     if math.isfinite(D) and r is not None:
@@ -134,6 +130,19 @@ def fit_ht_acsa(problem, *, epsilon, delta, rng, rho=None, accountant="zcdp", mo
     return _finish(problem, "ht-acsa", c, w_ag, orc, T, s, ck,
                    {"n_iter": T, "batch_size": s, "clip": clip_value, "eta": eta, "beta": beta,
                     "sigma": sigma})
+
+
+def _one_pass_setup(c, rng, n_iter, batch_size, *, prox):
+    """The set-up the one-pass solvers share, in their order of random draws: the batch
+    plan, the split into quantile and optimisation rows, the T disjoint batches, the
+    clipping threshold (given or privately estimated) and the mean oracle.
+    Returns ``(T, s, batches, clip_value, q, oracle)``."""
+    T, s = _batch_plan(c, n_iter, batch_size, c.n_opt)
+    rows_q, rows_opt = c.split(rng)
+    batches = c.batches(rows_opt, T, s)
+    q = c.clip_quantile and 1.0 - c.clip_quantile
+    clip_value, q = _resolve_clip(c, rng, rows_q, rows_opt, T, s, q, prox=prox)
+    return T, s, batches, clip_value, q, c.make_oracle(clip_value, s)
 
 
 def _resolve_clip(c, rng, rows_q, rows_opt, T, s, q_override, prox):
@@ -196,12 +205,8 @@ def fit_ht_sgd(problem, *, epsilon, delta, rng, rho=None, accountant="zcdp", mod
                  else 1.0)
         n_iter = _clamp_iters(sgd_iterations(c.n_opt, c.dim, c.eps_z, c.k, kappa, scale),
                               c.n_opt, 1, "ht-sgd")
-    T, s = _batch_plan(c, n_iter, batch_size, c.n_opt)
-    rows_q, rows_opt = c.split(rng)
-    batches = c.batches(rows_opt, T, s)
-    q = c.clip_quantile and 1.0 - c.clip_quantile
-    clip_value, q = _resolve_clip(c, rng, rows_q, rows_opt, T, s, q, prox=False)
-    orc = c.make_oracle(clip_value, s)
+    T, s, batches, clip_value, q, orc = _one_pass_setup(c, rng, n_iter, batch_size,
+                                                        prox=False)
     eta, zeta = stich_schedule(T, beta, mu)
     eta = eta * c.step
     pen = problem.penalty
@@ -267,12 +272,8 @@ def fit_ht_proxsgd(problem, *, epsilon, delta, rng, rho=None, accountant="zcdp",
                     break
                 T = T_new
         n_iter = _clamp_iters(T, c.n_opt, 1, "ht-proxsgd")
-    T, s = _batch_plan(c, n_iter, batch_size, c.n_opt)
-    rows_q, rows_opt = c.split(rng)
-    batches = c.batches(rows_opt, T, s)
-    q = c.clip_quantile and 1.0 - c.clip_quantile
-    clip_value, q = _resolve_clip(c, rng, rows_q, rows_opt, T, s, q, prox=True)
-    orc = c.make_oracle(clip_value, s)
+    T, s, batches, clip_value, q, orc = _one_pass_setup(c, rng, n_iter, batch_size,
+                                                        prox=True)
     eta = c.step / (2.0 * beta)
     pen = problem.penalty
     w = problem.zeros()
