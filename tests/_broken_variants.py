@@ -101,8 +101,8 @@ def _patched(*managers):
 def _clip_off_dp_cd():
     from dpopt.solvers import dp_cd
 
-    # cd_steps(problem, z, w, coords, noise, step, clip, sigma[, acc, weights])
-    return _patched(_unclipped(dp_cd, "cd_steps", 6), _unclipped(dp_cd, "cd_steps_accumulate", 6))
+    # cd_steps(work, w, coords, noise, step, clip, sigma[, acc, weights])
+    return _patched(_unclipped(dp_cd, "cd_steps", 5), _unclipped(dp_cd, "cd_steps_accumulate", 5))
 
 
 def _clip_off_dp_gd():
@@ -114,8 +114,9 @@ def _clip_off_dp_gd():
 def _clip_off_dp_sgd():
     from dpopt.solvers import dp_sgd
 
-    # sgd_steps(problem, w, rows, bounds, noise, gamma, clip, sigma, batch_size)
-    return _patched(_unclipped(dp_sgd, "sgd_steps", 6))
+    # sgd_steps(X_rows, y, row_norms, loss_code, loss_param, prox, w, rows, bounds, noise,
+    #           gamma, clip, sigma, batch_size)
+    return _patched(_unclipped(dp_sgd, "sgd_steps", 11))
 
 
 def _clip_off_dp_rbcd():
@@ -128,23 +129,25 @@ def _clip_off_dp_rbcd():
 def _clip_off_dp_gcd():
     from dpopt.solvers import dp_gcd
 
-    # clipped_gradient_from_derivs(problem, d, clips)
+    # clipped_gradient_from_derivs(X, d, clips)
     return _patched(_unclipped(dp_gcd, "clipped_gradient_from_derivs", 2))
 
 
 def _clip_off_dp_svrg():
     from dpopt.solvers import dp_svrg
 
-    # svrg_steps(problem, Xrows, w, snap_weights, snap_grad, starts, idx, noise, inv_b, scale,
-    #            eta, clip, wsum); the snapshot gradient: l2clip_weights(problem, z, clip)
-    return _patched(_unclipped(dp_svrg, "svrg_steps", 11),
-                    _unclipped(dp_svrg, "l2clip_weights", 2))
+    # svrg_steps(X_rows, y, row_norms, loss_code, loss_param, prox, w, snap_weights, snap_grad,
+    #            starts, idx, noise, inv_b, scale, eta, clip, wsum); the snapshot gradient:
+    #            l2clip_weights(y, row_norms, loss_code, loss_param, z, clip)
+    return _patched(_unclipped(dp_svrg, "svrg_steps", 15),
+                    _unclipped(dp_svrg, "l2clip_weights", 5))
 
 
 def _clip_off_dp_accmd():
     from dpopt.solvers import dp_accmd
 
-    return _patched(_unclipped(dp_accmd, "l2clip_gradient", 2))
+    # l2clip_gradient(X, y, row_norms, loss_code, loss_param, z, clip)
+    return _patched(_unclipped(dp_accmd, "l2clip_gradient", 6))
 
 
 @contextlib.contextmanager

@@ -222,7 +222,7 @@ def _design(xb, fit_intercept):
 
 
 def _chunk_gradient(xb, yb, *, w, loss, fit_intercept, clip, clips):
-    return chunk_gradient_sum(xb, yb[:, 0], w, loss, clip=clip, clips=clips,
+    return chunk_gradient_sum(xb, yb[:, 0], w, loss.code, loss.param, clip=clip, clips=clips,
                               fit_intercept=fit_intercept)[None, :]
 
 
@@ -248,7 +248,7 @@ def _chunk_sampled_gradient(xb, yb, *, w, loss, fit_intercept, clip, entropy, st
                             block_info=None):
     start, stop = block_info[0]["array-location"][0]
     local = poisson_rows(entropy, step, rate, start, stop, n) - start
-    return chunk_gradient_sum(xb, yb[:, 0], w, loss, local, clip=clip,
+    return chunk_gradient_sum(xb, yb[:, 0], w, loss.code, loss.param, local, clip=clip,
                               fit_intercept=fit_intercept)[None, :]
 
 
