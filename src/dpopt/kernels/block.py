@@ -28,10 +28,9 @@ once per sample when the block's columns hold more than n non-zeros).
 """
 
 import numpy as np
-import scipy.sparse as sp
 from numba import njit
 
-from dpopt.kernels.grad import csc_arrays
+from dpopt.kernels.grad import csc_arrays, is_sparse
 from dpopt.kernels.losses import loss_deriv
 from dpopt.kernels.prox import prox_scalar
 
@@ -143,7 +142,7 @@ def block_steps(X, y, loss_code, loss_param, prox, z, w, indptr, indices, noise,
     incremental = np.ascontiguousarray(incremental, dtype=np.bool_)
     args = (loss_code, loss_param, indptr, indices, noise, sigma, scale, incremental, float(step),
             M, clip, *prox)
-    if sp.issparse(X):
+    if is_sparse(X):
         block_steps_sparse(*csc_arrays(X), X.shape[0], y, z, w, *args)
     else:
         block_steps_dense(X, y, z, w, *args)

@@ -39,10 +39,9 @@ Last such change: vexp (kernels/vecmath.py) uses degree 12 and add-and-subtract 
 """
 
 import numpy as np
-import scipy.sparse as sp
 from numba import njit
 
-from dpopt.kernels.grad import csc_arrays
+from dpopt.kernels.grad import csc_arrays, is_sparse
 from dpopt.kernels.losses import LOGISTIC, SQUARED, loss_deriv
 from dpopt.kernels.prox import prox_scalar
 from dpopt.kernels.vecmath import FASTMATH, logistic_deriv, prefetch1d, prefetch2d
@@ -245,7 +244,7 @@ class CDWork:
     """
 
     def __init__(self, X, y, loss_code, loss_param, prox, z):
-        self.sparse = sp.issparse(X)
+        self.sparse = is_sparse(X)
         self.X = csc_arrays(X) if self.sparse else X
         self.n = X.shape[0]
         self.y, self.code, self.param, self.prox, self.z = y, loss_code, loss_param, prox, z

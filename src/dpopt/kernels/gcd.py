@@ -23,10 +23,9 @@ import math
 
 import numba
 import numpy as np
-import scipy.sparse as sp
 from numba import njit, prange
 
-from dpopt.kernels.grad import _coordclip_csc, csc_arrays
+from dpopt.kernels.grad import _coordclip_csc, csc_arrays, is_sparse
 from dpopt.kernels.losses import LOGISTIC, loss_deriv, loss_derivs
 from dpopt.kernels.prox import prox_scalar
 
@@ -119,7 +118,7 @@ def clipped_gradient_from_derivs(X, d, clip):
     """:func:`clipped_gradient` from the derivatives d_i = l'(z_i; y_i), kept up to
     date by :func:`add_column` (an update of w_j changes d only on column j's rows)."""
     n = float(X.shape[0])
-    if sp.issparse(X):
+    if is_sparse(X):
         return _coordclip_csc(*csc_arrays(X), d, clip, n)
     if X.shape[0] * X.shape[1] >= PARALLEL_MIN_SIZE and numba.get_num_threads() > 1:
         return _clipgrad_dense_parallel(X, d, clip, n)
@@ -216,7 +215,7 @@ def add_column(X, y, loss_code, loss_param, z, j, delta, d=None):
     With ``d`` (the derivatives l'(z_i; y_i)) the changed entries are refreshed too.
     """
     d = _NO_DERIVS if d is None else d
-    if sp.issparse(X):
+    if is_sparse(X):
         add_column_csc(*csc_arrays(X), z, j, delta, d, y, loss_code, loss_param)
     else:
         add_column_dense(X, z, j, delta, d, y, loss_code, loss_param)

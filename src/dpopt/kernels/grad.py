@@ -18,7 +18,6 @@ import functools
 import math
 
 import numpy as np
-import scipy.sparse as sp
 from numba import njit, prange
 
 from dpopt.kernels.losses import LOGISTIC, loss_deriv, loss_derivs
@@ -53,25 +52,37 @@ def _coordclip_csc(data, indices, indptr, d, clip, n_div):
     return g
 
 
+def is_sparse(X):
+    """False for a dense ndarray, else X must be a scipy matrix (:func:`csc_arrays` and
+    :func:`csr_arrays` check its format). Cheaper than ``scipy.sparse.issparse`` (0.1 against
+    0.35 us), which counts in the per-iteration calls of DP-GCD."""
+    return not isinstance(X, np.ndarray)
+
+
 def csc_arrays(X):
     """``(data, indices, indptr)`` of a CSC matrix ``X`` (the column kernels' sparse format)."""
-    if X.format != "csc":
-        raise ValueError(f"X must be CSC for a column kernel, got {X.format}")
+    if getattr(X, "format", None) != "csc":
+        _wrong_format(X, "CSC", "column")
     return X.data, X.indices, X.indptr
 
 
 def csr_arrays(X):
     """``(data, indices, indptr)`` of a CSR matrix ``X`` (the row kernels' sparse format)."""
-    if X.format != "csr":
-        raise ValueError(f"X must be CSR for a row kernel, got {X.format}")
+    if getattr(X, "format", None) != "csr":
+        _wrong_format(X, "CSR", "row")
     return X.data, X.indices, X.indptr
+
+
+def _wrong_format(X, fmt, kind):
+    got = getattr(X, "format", type(X).__name__)
+    raise ValueError(f"X must be a dense ndarray or a {fmt} matrix for a {kind} kernel, got {got}")
 
 
 def coordclip_gradient(X, y, loss_code, loss_param, z, clip):
     """g_j = (1/n) sum_i clip(l'(z_i; y_i) x_ij, clip_j) for every j (X dense or CSC)."""
     d = loss_derivs(loss_code, z, y, loss_param)
     n = float(X.shape[0])
-    if sp.issparse(X):
+    if is_sparse(X):
         return _coordclip_csc(*csc_arrays(X), d, clip, n)
     return _coordclip_dense(X, d, clip, n)
 
@@ -208,7 +219,7 @@ def rows_gradient(X_rows, y, loss_code, loss_param, w, rows, *, clip=None, clips
     g = np.zeros(X_rows.shape[1]) if out is None else out
     w = np.ascontiguousarray(w, dtype=np.float64)
     rows = np.ascontiguousarray(rows, dtype=np.int64)
-    if sp.issparse(X_rows):
+    if is_sparse(X_rows):
         _rows_gradient_csr(*csr_arrays(X_rows), y, w, loss_code, loss_param, rows, l2mode,
                            clip_val, clip_arr, norms, g)
     else:

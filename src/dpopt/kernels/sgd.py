@@ -12,10 +12,15 @@ or C (add-remove) whatever the vectorization does to the rounding of sums.
 """
 
 import numpy as np
-import scipy.sparse as sp
 from numba import njit
 
-from dpopt.kernels.grad import _OPTS, _rows_gradient_csr, _rows_gradient_dense, csr_arrays
+from dpopt.kernels.grad import (
+    _OPTS,
+    _rows_gradient_csr,
+    _rows_gradient_dense,
+    csr_arrays,
+    is_sparse,
+)
 from dpopt.kernels.prox import prox_scalar
 
 
@@ -65,7 +70,7 @@ def sgd_steps(X_rows, y, row_norms, loss_code, loss_param, prox, w, rows, bounds
     gamma = np.ascontiguousarray(gamma, dtype=np.float64)
     args = (y, w, loss_code, loss_param, row_norms, rows, bounds, noise, float(clip),
             float(sigma), gamma, 1.0 / batch_size, *prox)
-    if sp.issparse(X_rows):
+    if is_sparse(X_rows):
         _sgd_csr(*csr_arrays(X_rows), *args)
     else:
         _sgd_dense(X_rows, *args)

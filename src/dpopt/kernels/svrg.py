@@ -18,10 +18,9 @@ sampled row. ``wsum`` accumulates the iterates (for the epoch average).
 import math
 
 import numpy as np
-import scipy.sparse as sp
 from numba import njit
 
-from dpopt.kernels.grad import csr_arrays
+from dpopt.kernels.grad import csr_arrays, is_sparse
 from dpopt.kernels.losses import loss_deriv
 from dpopt.kernels.prox import prox_scalar
 
@@ -91,7 +90,7 @@ def svrg_steps(X_rows, y, row_norms, loss_code, loss_param, prox, w, snap_weight
     args = (y, row_norms, loss_code, loss_param, w, snap_weights, snap_grad, starts, idx, noise,
             float(inv_b), float(scale), float(eta),
             float(clip) if math.isfinite(clip) else np.inf, *prox, wsum)
-    if sp.issparse(X_rows):
+    if is_sparse(X_rows):
         svrg_steps_csr(*csr_arrays(X_rows), *args)
     else:
         svrg_steps_dense(X_rows, *args)

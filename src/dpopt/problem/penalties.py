@@ -13,6 +13,7 @@ alpha * l1_ratio * ||w||_1 + alpha * (1 - l1_ratio) / 2 * ||w||^2.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -51,9 +52,9 @@ class Penalty:
             lo[-1], up[-1] = -np.inf, np.inf
         return replace(self, l1=l1, l2=l2, lo=lo, up=up)
 
-    @property
+    @functools.cached_property
     def arrays(self) -> ProxArrays:
-        """The per-coordinate arrays as the kernels take them (no copy)."""
+        """The per-coordinate arrays as the kernels take them (no copy; built once)."""
         self._check_ready()
         return ProxArrays(self.l1, self.l2, self.lo, self.up)
 
