@@ -1,5 +1,7 @@
 """Kernels behind DP-CD, DP-GD and DP-SGD: vectorized exp, dense == sparse, fused == plain."""
 
+import warnings
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -10,6 +12,7 @@ from dpopt.kernels.grad import (
     coordclip_gradient,
     full_gradient,
     l2clip_gradient,
+    l2clip_weights,
     rows_gradient,
 )
 from dpopt.kernels.losses import LOGISTIC, SQUARED
@@ -168,6 +171,17 @@ def test_kernels_take_raw_arrays_without_a_problem():
     np.testing.assert_allclose(wd, ws, rtol=1e-12)
     np.testing.assert_allclose(zd, X @ wd, rtol=1e-12, atol=1e-14)
     assert np.any(wd != 0)
+
+
+def test_l2_weights_of_tiny_gradients_are_unclipped_without_warnings():
+    """A per-sample gradient of norm 1e-310 is left as is, with no overflow warning from the
+    unused clip / scale (it failed the fresh-entropy tests of dp-svrg++ now and then)."""
+    y, norms = np.array([0.0, 0.0, 1.0]), np.array([1e-300, 0.0, 2.0])
+    z = np.array([1e-10, 0.5, 5.0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        weights = l2clip_weights(y, norms, SQUARED, 0.0, z, 1.0)
+    np.testing.assert_array_equal(weights, [1e-10, 0.5, 0.5])  # the last one 4 clipped to 1 / 2
 
 
 def test_a_sparse_matrix_in_the_wrong_format_is_refused():

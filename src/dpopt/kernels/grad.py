@@ -91,7 +91,8 @@ def l2clip_weights(y, row_norms, loss_code, loss_param, z, clip):
     """Per-sample weights l'(z_i) min(1, clip / (|l'(z_i)| ||x_i||)), ``row_norms`` = ||x_i||."""
     d = loss_derivs(loss_code, z, y, loss_param)
     scale = np.abs(d) * row_norms
-    with np.errstate(divide="ignore", invalid="ignore"):
+    # clip / scale is only used where scale > clip: a zero or tiny scale (0/0, overflow) is not
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         factor = np.where(scale > clip, clip / scale, 1.0)
     return d * factor
 
