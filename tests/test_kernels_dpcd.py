@@ -225,7 +225,7 @@ def test_fused_gradient_matches_two_pass_gradient(loss, penalty, kind):
         rows_gradient(*_rows(prob), w, rows, clip=0.5)
 
 
-def test_row_layout_is_cached_and_row_major():
+def test_problem_keeps_one_row_major_copy():
     dense, sparse = _pair("squared", "l1", seed=8)
     a = dense.X_rows
     assert a is dense.X_rows and a.flags.c_contiguous
