@@ -46,26 +46,34 @@ REQUIRED_OPTIONS: dict = {}
 
 _TESTS = Path(__file__).resolve().parent
 _MARKER = "from _declarations import"
-_ORIGIN: dict = {}  # (table, key) -> the file that declared it
+_ORIGIN: dict = {}  # (table, key) -> (file, namespace) of the module that declared it
 
 
-def _declare(table, key, value, origin):
-    """``table[key] = value``; a key declared by two files is an error."""
-    first = _ORIGIN.setdefault((id(table), key), origin)
-    if first != origin:
-        raise ValueError(f"{key!r} is declared in {first} and in {origin}")
+def _declare(table, key, value, *, append=False):
+    """``table[key] = value`` (``append``: one more item of a list), called by the
+    declaring functions on behalf of the module that calls them.
+
+    A key declared by two files, or twice by one module (except ``append``), is an error;
+    a module executed again (imported under a second name) replaces its declarations.
+    """
+    caller = sys._getframe(2)  # the declaring module (through the function or decorator)
+    origin = (caller.f_code.co_filename, id(caller.f_globals))
+    prior = _ORIGIN.get((id(table), key))
+    if prior is not None and prior[0] != origin[0]:
+        raise ValueError(f"{key!r} is declared in {prior[0]} and in {origin[0]}")
+    again = prior == origin
+    if again and not append:
+        raise ValueError(f"{key!r} is declared twice in {origin[0]}")
+    _ORIGIN[(id(table), key)] = origin
+    if append:
+        value = (table[key] if again else []) + [value]
     table[key] = value
-
-
-def _caller_file():
-    """The file of the module that called the declaring function (or its decorator)."""
-    return sys._getframe(2).f_code.co_filename
 
 
 def crosscheck(name, grid, *, smoothness=None):
     """Declare ``name``'s accounting cross-check: ``grid`` of (epsilon, delta, options)."""
     def register(expected):
-        _declare(CROSSCHECKS, name, (list(grid), expected, smoothness), _caller_file())
+        _declare(CROSSCHECKS, name, (list(grid), expected, smoothness))
         return expected
     return register
 
@@ -74,7 +82,7 @@ def noise_spec(name, options):
     """Declare one zero-gradient noise check of ``name`` with ``options`` (several may be
     declared, in order; the first is also the power check's and the sparse check's)."""
     def register(spec):
-        _declare(NOISE_SPECS, name, NOISE_SPECS.get(name, []) + [(options, spec)], _caller_file())
+        _declare(NOISE_SPECS, name, (options, spec), append=True)
         return spec
     return register
 
@@ -82,7 +90,7 @@ def noise_spec(name, options):
 def custom_noise_test(name):
     """Declare ``check()`` as ``name``'s noise test (instead of a :func:`noise_spec`)."""
     def register(check):
-        _declare(CUSTOM_NOISE_TESTS, name, check, _caller_file())
+        _declare(CUSTOM_NOISE_TESTS, name, check)
         return check
     return register
 
@@ -90,24 +98,24 @@ def custom_noise_test(name):
 def clip_off(family):
     """Declare the factory of a context manager disabling ``family``'s clipping."""
     def register(factory):
-        _declare(CLIP_OFF, family, factory, _caller_file())
+        _declare(CLIP_OFF, family, factory)
         return factory
     return register
 
 
 def no_clipping(family):
     """Declare that ``family`` clips nothing per sample (no clipping-off variant)."""
-    _declare(CLIP_OFF, family, None, _caller_file())
+    _declare(CLIP_OFF, family, None)
 
 
 def noise_scale_undetectable(name, reason):
     """Declare that the quick audit cannot see noise / 4 in ``name``'s final model."""
-    _declare(NOISE_SCALE_UNDETECTABLE, name, reason, _caller_file())
+    _declare(NOISE_SCALE_UNDETECTABLE, name, reason)
 
 
 def required_options(name, **options):
     """Declare the options ``name`` cannot run without."""
-    _declare(REQUIRED_OPTIONS, name, options, _caller_file())
+    _declare(REQUIRED_OPTIONS, name, options)
 
 
 def load():
