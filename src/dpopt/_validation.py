@@ -130,6 +130,15 @@ def check_positive_int(value, name):
     return int(value)
 
 
+def check_bool(value, name):
+    """A Python or NumPy bool (``fit_intercept``: a 0/1 or a string is refused), as ``bool``."""
+    import numpy as np  # here, so that the CLI's argument checks do not load numpy
+
+    if not isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"{name} must be a bool, got {value!r}")
+    return bool(value)
+
+
 def check_choice(value, name, choices):
     if not isinstance(value, str) or value not in choices:
         raise ValueError(f"{name} must be one of {sorted(choices)}, got {value!r}")

@@ -68,7 +68,13 @@ from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from dpopt._validation import check_privacy_target, check_random_state, default_delta, sklearn_seed
+from dpopt._validation import (
+    check_bool,
+    check_privacy_target,
+    check_random_state,
+    default_delta,
+    sklearn_seed,
+)
 from dpopt.budget import resolve_budget
 from dpopt.distributed import is_chunked_input
 from dpopt.exceptions import PrivacyLeakWarning
@@ -212,8 +218,7 @@ class _DPLinearModel(BaseEstimator):
         """Everything that can be checked before reading the data, by the checks
         :func:`dpopt.solve` uses (the default delta needs n: resolved by ``_fit``)."""
         epsilon, delta = check_privacy_target(self.epsilon, self.delta)
-        if not isinstance(self.fit_intercept, (bool, np.bool_)):
-            raise ValueError(f"fit_intercept must be a bool, got {self.fit_intercept!r}")
+        check_bool(self.fit_intercept, "fit_intercept")
         spec = None if self.solver == "auto" else get_solver(self.solver)
         options = {} if self.solver_options is None else self.solver_options
         if not isinstance(options, dict):
