@@ -20,6 +20,8 @@ A solver's own test module (``tests/test_<module>.py``) declares, next to its un
   the final model (tests/test_audit.py).
 * ``required_options(name, **options)``: options a solver cannot run without (no
   sensible default), used by the tests that run every solver (tests/test_hostile_input.py).
+* ``one_step(name, **options)``: options under which the solver makes a single update, for
+  the extreme-record clipping test (tests/test_mechanisms.py; optional).
 
 The central tests call :func:`load`, which imports every ``tests/test_*.py`` that imports
 this module; each keeps a test failing for a private solver without its declaration.
@@ -43,6 +45,8 @@ CLIP_OFF: dict = {}
 NOISE_SCALE_UNDETECTABLE: dict = {}
 #: name -> options it cannot run without
 REQUIRED_OPTIONS: dict = {}
+#: name -> options under which it makes a single update of at most step * 2C / n
+ONE_STEP: dict = {}
 
 _TESTS = Path(__file__).resolve().parent
 _MARKER = "from _declarations import"
@@ -116,6 +120,13 @@ def noise_scale_undetectable(name, reason):
 def required_options(name, **options):
     """Declare the options ``name`` cannot run without."""
     _declare(REQUIRED_OPTIONS, name, options)
+
+
+def one_step(name, **options):
+    """Declare options under which ``name`` makes one update that moves the model by at
+    most ``step * 2C / n`` when one record changes (run with ``clip=1``, ``step=0.5`` on
+    one feature)."""
+    _declare(ONE_STEP, name, options)
 
 
 def load():

@@ -53,7 +53,7 @@ def test_declarations_name_registered_private_solvers():
     """A declaration under a misspelt name would leave its solver unchecked."""
     tables = {"crosscheck": D.CROSSCHECKS, "noise_spec": D.NOISE_SPECS,
               "custom_noise_test": D.CUSTOM_NOISE_TESTS,
-              "noise_scale_undetectable": D.NOISE_SCALE_UNDETECTABLE}
+              "noise_scale_undetectable": D.NOISE_SCALE_UNDETECTABLE, "one_step": D.ONE_STEP}
     unknown = {what: sorted(set(table) - set(PRIVATE)) for what, table in tables.items()}
     unknown["clip_off"] = sorted(set(D.CLIP_OFF) - set(private_families()))
     unknown["required_options"] = sorted(set(D.REQUIRED_OPTIONS) - set(dpopt.available_solvers()))

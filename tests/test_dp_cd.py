@@ -13,7 +13,7 @@ import scipy.sparse as sp
 
 import dpopt
 from _broken_variants import unclipping
-from _declarations import clip_off, crosscheck, noise_spec
+from _declarations import clip_off, crosscheck, noise_spec, one_step
 from _independent_accounting import eq18_epsilon_numeric, gaussian_epsilon
 from _noise_checks import M_PUBLIC, coordinate_noise
 from dpopt.privacy import Gaussian, Laplace, epsilon_of, gdp_epsilon
@@ -406,3 +406,4 @@ noise_spec("dp-cd", {"passes": 1, "step": 1.0, "clip": 1.0, "smoothness": M_PUBL
     coordinate_noise)  # p = 1: a single noise draw
 # cd_steps(problem, z, w, coords, noise, step, clip, sigma[, acc, weights])
 clip_off("dp-cd")(unclipping(dp_cd, cd_steps=(6,), cd_steps_accumulate=(6,)))
+one_step("dp-cd", passes=1, smoothness=np.ones(1))  # p = 1: one coordinate step

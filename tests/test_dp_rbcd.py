@@ -11,7 +11,7 @@ from scipy import stats
 
 import dpopt
 from _broken_variants import unclipping
-from _declarations import clip_off, crosscheck, noise_spec
+from _declarations import clip_off, crosscheck, noise_spec, one_step
 from _independent_accounting import eq18_epsilon_numeric, gaussian_epsilon
 from _noise_checks import M_PUBLIC, coordinate_noise, eso_noise
 from dpopt.exceptions import PrivacyLeakWarning
@@ -494,3 +494,4 @@ noise_spec("dp-rbcd", {"passes": 3, "step": 1.0, "clip": 1.0, "smoothness": M_PU
                        "sampling": "full"})(eso_noise)
 # _run_pass(problem, z, w, indptr, indices, noise, sigma, scale, incremental, step, M, clips)
 clip_off("dp-rbcd")(unclipping(dp_rbcd, _run_pass=(11,)))
+one_step("dp-rbcd", passes=1, smoothness=np.ones(1))  # p = 1: one coordinate step

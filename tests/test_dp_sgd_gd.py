@@ -12,7 +12,7 @@ import scipy.sparse as sp
 
 import dpopt
 from _broken_variants import unclipping
-from _declarations import clip_off, crosscheck, noise_spec
+from _declarations import clip_off, crosscheck, noise_spec, one_step
 from _independent_accounting import (
     dpa_pld_poisson_epsilon,
     dpa_rdp_poisson_epsilon,
@@ -328,3 +328,5 @@ noise_spec("dp-sgd", {"passes": 2, "step": 0.3, "clip": 1.0, "smoothness": 2.0, 
 clip_off("dp-gd")(unclipping(dp_gd, full_gradient=("clip", "clips")))
 # sgd_steps(problem, w, rows, bounds, noise, gamma, clip, sigma, batch_size)
 clip_off("dp-sgd")(unclipping(dp_sgd, sgd_steps=(6,)))
+one_step("dp-gd", passes=1, smoothness=1.0)
+one_step("dp-sgd", passes=1, smoothness=1.0, batch_size=30)  # q = 1

@@ -21,6 +21,7 @@ from _declarations import (
     custom_noise_test,
     noise_scale_undetectable,
     noise_spec,
+    one_step,
     required_options,
 )
 from _independent_accounting import zcdp_epsilon_continuous
@@ -646,6 +647,7 @@ def test_sparse_data_runs():
 # declarations for the registry-wide contract tests (tests/_declarations.py)
 
 required_options("ht-subgradient", radius=10.0, max_phase_iter=20)  # no sensible defaults
+one_step("ht-proxsgd", n_iter=1, batch_size=30, smoothness=1.0, strong_convexity=1.0)  # step 1/4
 
 
 def expected_epsilon(problem, o, res, eps_target):

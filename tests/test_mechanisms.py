@@ -392,24 +392,16 @@ def test_one_cd_step_moves_at_most_step_times_sensitivity(data, n, p, sparse, pe
     assert abs(out[0] - out[1]) <= steps[j] * 2 * clips[j] / n * (1 + 1e-9)
 
 
-def test_solvers_keep_clipping_with_extreme_records():
-    """One step of every core solver on D and D' (one record replaced by a record with a
-    gradient ~1e12), same seed so the noise cancels: the iterates differ by at most
-    step * 2C / n, the sensitivity the noise is calibrated to."""
+@pytest.mark.parametrize("name", [n for n in D.ONE_STEP if n in PRIVATE])
+def test_solvers_keep_clipping_with_extreme_records(name):
+    """One step of a solver (``_declarations.one_step``) on D and D' (one record replaced by
+    a record with a gradient ~1e12), same seed so the noise cancels: the iterates differ by
+    at most step * 2C / n, the sensitivity the noise is calibrated to."""
     rng = np.random.default_rng(2)
     X, y = rng.standard_normal((30, 1)), rng.standard_normal(30)
     X2, y2 = X.copy(), y.copy()
     X2[0], y2[0] = 1e6, -1e6
-    one_step = {"dp-cd": {"passes": 1, "smoothness": np.ones(1)},  # p = 1: one coordinate step
-                "dp-gd": {"passes": 1, "smoothness": 1.0},
-                "dp-sgd": {"passes": 1, "smoothness": 1.0, "batch_size": 30},  # q = 1
-                "dp-rbcd": {"passes": 1, "smoothness": np.ones(1)},
-                "ht-proxsgd": {"n_iter": 1, "batch_size": 30, "smoothness": 1.0,  # step 1/4
-                               "strong_convexity": 1.0}}
-    for name, o in one_step.items():
-        if name not in PRIVATE:
-            continue
-        a, b = (dpopt.solve(dpopt.Problem(A, v), name, epsilon=1.0, clip=1.0, step=0.5,
-                            random_state=3, **o) for A, v in ((X, y), (X2, y2)))
-        assert np.all(np.isfinite(b.w))
-        assert np.linalg.norm(a.w - b.w) <= 0.5 * 2 * 1.0 / 30 * (1 + 1e-9), name
+    a, b = (dpopt.solve(dpopt.Problem(A, v), name, epsilon=1.0, clip=1.0, step=0.5,
+                        random_state=3, **D.ONE_STEP[name]) for A, v in ((X, y), (X2, y2)))
+    assert np.all(np.isfinite(b.w))
+    assert np.linalg.norm(a.w - b.w) <= 0.5 * 2 * 1.0 / 30 * (1 + 1e-9), name
