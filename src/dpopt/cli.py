@@ -20,7 +20,7 @@ import time
 import warnings
 from pathlib import Path
 
-from dpopt._validation import check_delta, check_epsilon
+from dpopt._validation import check_delta, check_epsilon, default_delta
 
 
 class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -120,7 +120,7 @@ def cmd_demo(args):
     problem = dpopt.Problem(X, y, loss="logistic", penalty="l2", alpha=args.alpha,
                             fit_intercept=True)
     n, p = X.shape
-    delta = 1.0 / n ** 2
+    delta = default_delta(n)
     print(f"dpopt demo: breast_cancer (bundled with scikit-learn), n={n}, p={p}, features "
           f"standardized without privacy (public preprocessing assumption)")
     print(f"problem: L2-regularized logistic regression, lambda={args.alpha:g}, intercept")
