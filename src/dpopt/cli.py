@@ -4,7 +4,9 @@ Start-up: ``dpopt --help``, ``dpopt solvers`` and ``dpopt datasets`` load neithe
 dp-accounting, scikit-learn, matplotlib nor scipy's optimizers (``import dpopt`` is lazy, the
 solver names come from :func:`solver_catalog`, and every command imports what it needs when
 it runs). ``--epsilon`` and ``--delta`` are checked by the same functions as the library's
-(:func:`dpopt._validation.check_epsilon`, :func:`~dpopt._validation.check_delta`).
+(:func:`dpopt._validation.check_epsilon`, :func:`~dpopt._validation.check_delta`), and
+``--option`` by the solver's :meth:`~dpopt.solvers.SolverSpec.check_options` before the data
+is read.
 """
 
 from __future__ import annotations
