@@ -60,7 +60,15 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import scipy.sparse as sp
 
-from dpopt.privacy import Gaussian, epsilon_of, gdp_epsilon, gdp_mu, private_quantile
+from dpopt.privacy import (
+    Gaussian,
+    epsilon_of,
+    gdp_epsilon,
+    gdp_mu,
+    private_quantile_from_counts,
+    quantile_counts,
+    quantile_edges,
+)
 
 #: Shares of mu^2 (Gaussian-DP) spent on the steps that fix the scale.
 SHARES = {"feature_bounds": 0.10, "feature_means": 0.04, "row_norm": 0.03,
@@ -69,6 +77,8 @@ SHARES = {"feature_bounds": 0.10, "feature_means": 0.04, "row_norm": 0.03,
 MAX_SHARE = 0.30
 #: Level of the private quantile of the scaled rows' norms (the row bound R).
 ROW_NORM_QUANTILE = 0.95
+#: Geometric bins of the row-norm histogram (between min(1e-3, sqrt(p) / 2) and sqrt(p)).
+ROW_NORM_BINS = 60
 
 # Curvature bound of loss''(z) and bound of |loss'(z)| on targets in [-1, 1] (for the rules).
 _CURVATURE = {"squared": 1.0, "logistic": 0.25, "huber": 1.0, "absolute": 0.0}
@@ -319,11 +329,17 @@ def split_mu(epsilon, delta, shares):
 
 
 def private_means(Xs, mu, rng):
-    """Noisy column means of features scaled into [0, 1]: each column sum moves by at
-    most 1 when one record is replaced, so the p sums have L2 sensitivity sqrt(p);
-    N(0, p / mu^2) noise on each makes one Gaussian mechanism of multiplier 1/mu."""
-    n, p = Xs.shape
-    sums = np.asarray(Xs.sum(axis=0)).ravel()
+    """Noisy column means of features scaled into [0, 1] (:func:`noisy_means` of the
+    column sums)."""
+    return noisy_means(np.asarray(Xs.sum(axis=0)).ravel(), Xs.shape[0], mu, rng)
+
+
+def noisy_means(sums, n, mu, rng):
+    """Noisy column means from the exact column sums of n rows scaled into [0, 1] (summed
+    in memory or over chunks): each column sum moves by at most 1 when one record is
+    replaced, so the p sums have L2 sensitivity sqrt(p); N(0, p / mu^2) noise on each makes
+    one Gaussian mechanism of multiplier 1/mu."""
+    p = len(sums)
     noisy = sums + rng.standard_normal(p) * (math.sqrt(p) / mu)
     return np.clip(noisy / n, 0.0, 1.0), [Gaussian(1.0 / mu, 1)]
 
@@ -340,11 +356,29 @@ def private_row_bound(X_scaled, mu, rng):
     noisy scan finds no quantile (too few rows for the budget). One noisy histogram of
     sensitivity sqrt(2) (replace-one): a Gaussian mechanism of multiplier 1/mu."""
     p = X_scaled.shape[1]
+    return row_bound_from_counts(quantile_counts(_row_norms(X_scaled), row_norm_edges(p)), p,
+                                 mu, rng)
+
+
+def _row_norm_range(p):
+    """(lower, upper) of the row-norm histogram: public, from p only; the upper end is the
+    domain bound sqrt(p) of p scaled features."""
     cap = math.sqrt(p)
+    return min(1e-3, cap / 2), cap
+
+
+def row_norm_edges(p):
+    """The public edges of the row-norm histogram (:data:`ROW_NORM_BINS` geometric bins)."""
+    return quantile_edges(*_row_norm_range(p), ROW_NORM_BINS)
+
+
+def row_bound_from_counts(counts, p, mu, rng):
+    """:func:`private_row_bound` from the exact counts of the scaled rows' norms on
+    :func:`row_norm_edges` (counted in memory or summed over chunks)."""
+    lower, cap = _row_norm_range(p)
     rho = 0.5 * mu ** 2  # private_quantile's rho-zCDP histogram is sqrt(2 rho)-GDP
-    lower = min(1e-3, cap / 2)
-    r, info = private_quantile(rng, _row_norms(X_scaled), ROW_NORM_QUANTILE, rho,
-                               lower=lower, upper=cap, bins=60)
+    r, info = private_quantile_from_counts(rng, counts, ROW_NORM_QUANTILE, rho, lower=lower,
+                                           upper=cap, bins=ROW_NORM_BINS)
     # a scan that never stopped (too few rows for this budget) says nothing: use the domain
     return (cap if r <= lower else r), list(info["gaussian_records"])
 
