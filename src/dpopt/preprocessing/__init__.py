@@ -21,6 +21,7 @@ from dpopt.preprocessing._bounds import (
     DEFAULT_QUANTILES,
     FeatureBounds,
     SignedLogGrid,
+    feature_histograms,
     histogram_bounds,
     histogram_quantiles,
     private_bounds_from_counts,
@@ -40,7 +41,7 @@ from dpopt.preprocessing._transformers import (
 
 __all__ = [
     "DEFAULT_BIN_CONFIDENCE", "DEFAULT_CONFIDENCE", "DEFAULT_GRID", "DEFAULT_QUANTILES",
-    "FeatureBounds", "SignedLogGrid",
+    "FeatureBounds", "SignedLogGrid", "feature_histograms",
     "histogram_bounds", "histogram_quantiles", "private_feature_bounds", "private_target_bounds",
     "private_bounds_from_counts", "release_counts", "release_histograms", "PrivateClipper",
     "PrivateMinMaxScaler", "PrivateRobustScaler", "PrivateStandardScaler",
