@@ -50,6 +50,16 @@ any                          l1, elastic_net; or the        ``dp-cd`` with :func
 When a mechanism of the table is not registered in the running installation,
 the next rule applies (``dp-gd`` with :func:`rules`), and ``fit_result_.params``
 says so.
+
+Chunked data (a :class:`~dpopt.distributed.ChunkedProblem`, Dask collections, files read
+out of core): the same plan and the same releases, the data-dependent parts (histogram
+counts, column sums, row-norm counts) computed per chunk and summed by Dask's tree, the
+noise added once on the client by the functions used in memory (:class:`InMemoryData` and
+:class:`dpopt.distributed_auto.ChunkedData` share them: :func:`noisy_means`,
+:func:`row_bound_from_counts`, :func:`dpopt.preprocessing.private_bounds_from_counts`), so the
+sensitivities and records are those above. Only distributed mechanisms are chosen: the rows
+of the table leading to ``dp-cd`` lead to ``dp-gd`` with :func:`rules` (:data:`CHUNKED_REASON`:
+DP-CD takes one cluster-wide reduction per coordinate, DP-GD one per step).
 """
 
 from __future__ import annotations
