@@ -108,6 +108,20 @@ def test_auto_chunked_l1_goes_to_dp_gd_and_equals_the_same_plan_in_memory(monkey
 
 
 @on_cluster
+def test_auto_chunked_row_normalization_when_bounds_are_out_of_reach():
+    rng = np.random.default_rng(6)
+    X = rng.standard_normal((400, 8)) * 5.0
+    y = X @ rng.standard_normal(8)
+    kw = dict(epsilon=0.5, delta=1e-5, random_state=1)
+    ref = dpopt.DPLinearRegression(**kw).fit(X, y)
+    got = dpopt.DPLinearRegression(**kw).fit(da.from_array(X, chunks=(130, 8)),
+                                             da.from_array(y, chunks=130))
+    assert got.auto_.plan["scaling"] == ref.auto_.plan["scaling"] == "row-normalized"
+    np.testing.assert_allclose(got.coef_, ref.coef_, rtol=0, atol=TOL)
+    assert got.fit_result_.mechanisms == ref.fit_result_.mechanisms
+
+
+@on_cluster
 def test_fit_default_takes_dask_arrays_and_chunked_problems():
     X, y = raw_data(seed=2)
     kw = dict(loss="squared", penalty="l2", penalty_kwargs={"alpha": 0.01}, fit_intercept=True,
@@ -187,6 +201,13 @@ def test_explicit_non_distributed_solver_is_refused_before_reading():
     never_read = da.from_array(X, chunks=500).map_blocks(_fail, dtype=float)
     with pytest.raises(ValueError, match=r"dp-cd.*'objective-perturbation'"):
         dpopt.DPLasso(epsilon=1.0, solver="dp-cd").fit(never_read, y)
+
+
+def test_auto_refuses_infinite_epsilon_before_reading():
+    X, y = raw_data()
+    never_read = da.from_array(X, chunks=500).map_blocks(_fail, dtype=float)
+    with pytest.raises(ValueError, match="finite epsilon"):
+        dpopt.DPLinearRegression(epsilon=np.inf).fit(never_read, y)
 
 
 def _fail(block):

@@ -82,6 +82,12 @@ __all__ = ["DPLogisticRegression", "DPLinearRegression", "DPLasso", "DPElasticNe
 _RESERVED_OPTIONS = ("epsilon", "delta", "random_state", "rng", "problem", "budget")
 
 
+def _check_auto_epsilon(epsilon):
+    if math.isinf(epsilon):
+        raise ValueError("solver='auto' needs a finite epsilon: its scaling is private; "
+                         "pass an explicit solver for a non-private fit")
+
+
 class _DPLinearModel(BaseEstimator):
     """Shared fit logic; subclasses define ``_loss()`` and ``_penalty()``."""
 
@@ -130,10 +136,12 @@ class _DPLinearModel(BaseEstimator):
         (:mod:`dpopt.distributed_auto`) or an explicit distributed solver."""
         from dpopt.distributed import ChunkedProblem, as_dask_arrays
 
-        if spec is not None:
+        if spec is None:
+            _check_auto_epsilon(epsilon)  # before the data is read
+        else:
             from dpopt.distributed import check_distributed
 
-            check_distributed(spec)  # before the data is read
+            check_distributed(spec)
         X, y = as_dask_arrays(X, y)
         penalty, penalty_kwargs = self._penalty()
         problem = ChunkedProblem(X, self._encode_chunked_y(y), loss=self._loss(),
@@ -183,9 +191,7 @@ class _DPLinearModel(BaseEstimator):
         """The default path (:mod:`dpopt.auto`): private bounds, scaling, mechanism."""
         from dpopt.auto import fit_default
 
-        if math.isinf(epsilon):
-            raise ValueError("solver='auto' needs a finite epsilon: its scaling is private; "
-                             "pass an explicit solver for a non-private fit")
+        _check_auto_epsilon(epsilon)
         rng = check_random_state(sklearn_seed(self.random_state))
         budget = resolve_budget(self.accountant)
         name = type(self).__name__
