@@ -413,8 +413,8 @@ def available(datasets, quick):
 
 def plot_records(records):
     """``runs.jsonl`` of this reproduction -> :mod:`dpopt.plotting` records: per problem and
-    algorithm, the error of every run of the best (step, clip) at each pass budget (the
-    paper's Figure 1 protocol), as a trajectory over the budgets."""
+    algorithm, the error (and solver time) of every run of the best (step, clip) at each
+    pass budget (the paper's Figure 1 protocol), as a trajectory over the budgets."""
     best = best_configs(records)
     out = []
     for ds, algo in sorted({k[:2] for k in best}):
@@ -422,8 +422,10 @@ def plot_records(records):
         runs = [best[(ds, algo, p)]["records"] for p in budgets]
         for r in range(min(len(fits) for fits in runs)):
             traj = [fits[r]["rel_error"] for fits in runs]
+            times = [fits[r].get("time") for fits in runs]  # solver seconds of each fit
             out.append(plot_record(LABELS.get(algo, algo), ds, EPSILON, r, rel_error=traj[-1],
                                    passes=budgets, trajectory=traj,
+                                   times=None if None in times else times,
                                    adjacency=runs[0][0]["adjacency"]))
     return out
 
