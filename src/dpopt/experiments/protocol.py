@@ -250,11 +250,13 @@ def save_figure(records: Sequence[Mapping], path, kind: str = "passes",
     if not records:
         return None
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import NullFormatter
 
     fig = draw[kind](list(records))
     for ax in fig.axes if xscale else ():
         if ax.get_visible():
             ax.set_xscale(xscale)
+            ax.xaxis.set_minor_formatter(NullFormatter())  # minor labels would overlap
     if title:  # wrapped to the figure's width, above the panels
         lines = textwrap.wrap(title, width=max(30, int(fig.get_figwidth() * 13)))
         fig.suptitle("\n".join(lines), fontsize=10)
