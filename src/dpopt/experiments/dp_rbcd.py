@@ -380,10 +380,10 @@ def _figure_epsilon(plan):
 def _figures(out, final, plan, quick):
     """error_vs_passes.png and error_vs_time.png through :mod:`dpopt.plotting`: one panel
     per dataset at one epsilon (:func:`_figure_epsilon`), a line per method (mean and
-    min-max over the final runs, at every pass budget)."""
+    min-max over the final runs, at every pass budget), log-log as the budgets span decades."""
     eps = _figure_epsilon(plan)
     records = [r for r in plot_records(final) if r["config"]["epsilon"] == eps]
     title = (f"DP-RBCD{' (quick)' if quick else ''}: step and clip tuned per pass budget, "
              f"mean and min-max over {plan['final_reps']} final runs; other ε in table.md")
-    return [save_figure(records, out / f"error_vs_{kind}.png", kind, title=title)
+    return [save_figure(records, out / f"error_vs_{kind}.png", kind, title=title, xscale="log")
             for kind in ("passes", "time")]
