@@ -13,6 +13,7 @@ from dpopt.experiments.protocol import (
     DIVERGED,
     ProblemBundle,
     best_rows,
+    budget_curves,
     bundle,
     fmt,
     fmt_value,
@@ -171,3 +172,17 @@ def test_plot_record_times_feed_the_time_figure(tmp_path):
     assert rec["trajectory"] == {"passes": [1], "rel_error": [0.5], "time": [0.01]}
     assert save_figure([rec], tmp_path / "t.png", kind="time").exists()  # one point is drawn
     assert "time" not in plot_record("a", "b", 1.0, 0, passes=[1], trajectory=[1.0])["trajectory"]
+
+
+def test_budget_curves_follow_each_run_index_across_budgets():
+    runs = {b: [{"rel_error": 1.0 / b + r, "time": 0.1 * b, "adjacency": "add-remove"}
+                for r in range(3 if b == 2 else 2)] for b in (5, 2)}
+    cells = {("dp-cd", "toy", 1.0, b): v for b, v in runs.items()}
+    cells[("dp-sgd", "toy", 1.0, 2)] = [{"rel_error": 0.3}]
+    curves = budget_curves(cells)
+    assert [(c["config"]["solver"], c["config"]["run"]) for c in curves] == \
+        [("dp-cd", 0), ("dp-cd", 1), ("dp-sgd", 0)]  # runs beyond the fewest are left out
+    cd = curves[1]
+    assert cd["trajectory"] == {"passes": [2, 5], "rel_error": [1.5, 1.2], "time": [0.2, 0.5]}
+    assert cd["rel_error"] == 1.2 and cd["adjacency"] == "add-remove"
+    assert "time" not in curves[2]["trajectory"] and curves[2]["adjacency"] == "replace-one"

@@ -24,7 +24,7 @@ import numpy as np
 
 from dpopt.experiments.runner import DIVERGED, fit_record, plot_record, relative_error
 
-__all__ = ["DIVERGED", "ProblemBundle", "best_rows", "bundle", "fit_record", "fmt",
+__all__ = ["DIVERGED", "ProblemBundle", "best_rows", "budget_curves", "bundle", "fit_record", "fmt",
            "fmt_value", "local_dataset", "markdown_table", "plot_record", "relative_error",
            "save_figure", "summarize", "write_csv"]
 
@@ -230,6 +230,30 @@ def _csv_cell(value):
 
 
 # -- figures ------------------------------------------------------------------------
+
+
+def budget_curves(cells: Mapping) -> list[dict]:
+    """Plot records of results tuned per pass budget (the DP-CD and DP-GCD papers' figures).
+
+    ``cells`` maps (solver, dataset, epsilon, budget) to the runs of the configuration
+    chosen at that budget, each a dict with ``rel_error`` and optionally ``time`` (seconds)
+    and ``adjacency`` (default replace-one). One record per curve (solver, dataset,
+    epsilon) and run index, up to the fewest runs of its budgets: the error at every budget,
+    with the seconds when every run has them."""
+    curves: dict = {}
+    for (solver, dataset, eps, budget), runs in cells.items():
+        curves.setdefault((solver, dataset, eps), {})[budget] = runs
+    out = []
+    for (solver, dataset, eps), by_budget in curves.items():
+        budgets = sorted(by_budget)
+        for r in range(min(len(runs) for runs in by_budget.values())):
+            runs = [by_budget[b][r] for b in budgets]
+            times = [run.get("time") for run in runs]
+            out.append(plot_record(solver, dataset, eps, r, rel_error=runs[-1]["rel_error"],
+                                   passes=budgets, trajectory=[x["rel_error"] for x in runs],
+                                   times=None if None in times else times,
+                                   adjacency=runs[0].get("adjacency", "replace-one")))
+    return out
 
 
 def save_figure(records: Sequence[Mapping], path, kind: str = "passes",
