@@ -29,11 +29,11 @@ from dpopt.datasets import make_quasi_sparse_logistic, make_square
 from dpopt.experiments import register_experiment
 from dpopt.experiments.protocol import (
     best_rows,
+    budget_curves,
     bundle,
     fmt_value,
     local_dataset,
     markdown_table,
-    plot_record,
     save_figure,
     summarize,
     write_csv,
@@ -415,19 +415,8 @@ def plot_records(records):
     """``runs.jsonl`` of this reproduction -> :mod:`dpopt.plotting` records: per problem and
     algorithm, the error (and solver time) of every run of the best (step, clip) at each
     pass budget (the paper's Figure 1 protocol), as a trajectory over the budgets."""
-    best = best_configs(records)
-    out = []
-    for ds, algo in sorted({k[:2] for k in best}):
-        budgets = sorted(p for d, a, p in best if (d, a) == (ds, algo))
-        runs = [best[(ds, algo, p)]["records"] for p in budgets]
-        for r in range(min(len(fits) for fits in runs)):
-            traj = [fits[r]["rel_error"] for fits in runs]
-            times = [fits[r].get("time") for fits in runs]  # solver seconds of each fit
-            out.append(plot_record(LABELS.get(algo, algo), ds, EPSILON, r, rel_error=traj[-1],
-                                   passes=budgets, trajectory=traj,
-                                   times=None if None in times else times,
-                                   adjacency=runs[0][0]["adjacency"]))
-    return out
+    return budget_curves({(LABELS.get(algo, algo), ds, EPSILON, passes): row["records"]
+                          for (ds, algo, passes), row in best_configs(records).items()})
 
 
 @register_experiment("dp-gcd", plot_records=plot_records,

@@ -52,11 +52,11 @@ from dpopt.exceptions import PrivacyLeakWarning
 from dpopt.experiments import register_experiment
 from dpopt.experiments.protocol import (
     best_rows,
+    budget_curves,
     bundle,
     fmt,
     fmt_value,
     markdown_table,
-    plot_record,
     save_figure,
     summarize,
     write_csv,
@@ -213,21 +213,11 @@ def plot_records(records):
     """``runs.jsonl`` of this reproduction -> :mod:`dpopt.plotting` records: per (dataset,
     method, epsilon) and final run, the error (and wall time) at every pass budget, each
     budget with its own tuned (step, clip)."""
-    finals = [r for r in records if (r.get("config") or {}).get("stage") == "final"
-              and "method" in r["config"]]
-    cells: dict = {}
-    for rec in sorted(finals, key=lambda r: r["config"]["passes"]):
-        cells.setdefault(tuple(rec["config"][k] for k in CELL), []).append(rec)
-    out = []
-    for (dataset, method, eps), recs in cells.items():
-        budgets = [rec["config"]["passes"] for rec in recs]
-        for r in range(min(len(rec.get("runs") or []) for rec in recs)):
-            runs = [rec["runs"][r] for rec in recs]
-            times = [run.get("time") for run in runs]
-            out.append(plot_record(method, dataset, eps, r, rel_error=runs[-1]["error"],
-                                   passes=budgets, trajectory=[run["error"] for run in runs],
-                                   times=None if None in times else times))
-    return out
+    return budget_curves({
+        (c["method"], c["dataset"], c["epsilon"], c["passes"]):
+            [{"rel_error": run["error"], "time": run.get("time")} for run in rec.get("runs") or []]
+        for rec in records for c in [rec.get("config") or {}]
+        if c.get("stage") == "final" and "method" in c})
 
 
 @register_experiment(NAME, plot_records=plot_records,
