@@ -16,6 +16,7 @@ from dpopt.experiments.protocol import (
     bundle,
     fmt,
     fmt_value,
+    local_dataset,
     markdown_table,
     plot_record,
     save_figure,
@@ -58,6 +59,14 @@ def test_bundle_solves_once_per_process_and_matches_the_reference():
     assert b.relative_error(b.problem.zeros()) > 0
 
 
+def test_local_dataset_is_the_registry_copy_or_none(tmp_path, monkeypatch):
+    monkeypatch.setenv("DPOPT_DATA", str(tmp_path))  # nothing there
+    monkeypatch.setenv("DPOPT_CACHE", str(tmp_path))
+    assert local_dataset("california") is None
+    with pytest.raises(ValueError):
+        local_dataset("no-such-dataset")
+
+
 def test_bundle_of_missing_data_and_bad_arguments():
     assert bundle("missing", False, small_problem) is None
     with pytest.raises(ValueError, match="build"):
@@ -80,6 +89,7 @@ def test_summarize_groups_in_first_appearance_order_with_population_std():
     assert ax["mean"] == float(np.mean([0.1, 0.3, 0.2]))
     assert ax["std"] == float(np.std([0.1, 0.3, 0.2]))
     assert (ax["min"], ax["max"]) == (0.1, 0.3)
+    assert ax["records"] == RECORDS[:2] and rows[2]["records"] == RECORDS[3:]
     assert rows[1]["mean"] == DIVERGED and math.isnan(rows[1]["std"]) and rows[2]["std"] == 0.0
 
 
@@ -137,3 +147,4 @@ def test_save_figure_draws_through_plotting(tmp_path):
     with pytest.raises(ValueError, match="kind"):
         save_figure(recs, tmp_path / "h.png", kind="bars")
     assert protocol.relative_error is dpopt.experiments.runner.relative_error
+

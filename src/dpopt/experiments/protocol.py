@@ -4,11 +4,12 @@ summary, table, figure.
 A reproduction (``experiments/<name>.py``) keeps only its data and its special stages
 (tuning rounds, noise comparisons, ...); the rest is here or in :mod:`.runner`:
 
-1. **Problem bundle.** ``bundle(name, quick, build)`` returns a :class:`ProblemBundle`: the
-   :class:`dpopt.Problem` that ``build(name, quick)`` makes, its non-private optimum (w*, F*)
-   from :func:`dpopt.reference_optimum` at its default tolerance, and a free ``info`` mapping
-   (smoothness constants, test split, public moments, ...). It is cached per process, so
-   the runs a worker executes build a problem and solve it to optimality once.
+1. **Problem bundle.** Named real data come from :func:`local_dataset` (:mod:`dpopt.datasets`,
+   never downloaded by a run). ``bundle(name, quick, build)`` returns a :class:`ProblemBundle`:
+   the :class:`dpopt.Problem` that ``build(name, quick)`` makes, its non-private optimum
+   (w*, F*) from :func:`dpopt.reference_optimum` at its default tolerance, and a free
+   ``info`` mapping (smoothness constants, test split, public moments, ...). It is cached
+   per process, so the runs a worker executes build a problem and solve it once.
 2. **Grid and runs.** :func:`.runner.run_grid` runs the configurations into a resumable
    :class:`.runner.ResultStore`; a run reports :func:`.runner.relative_error` (or
    :func:`.runner.fit_record`).
@@ -41,8 +42,8 @@ import numpy as np
 from dpopt.experiments.runner import DIVERGED, fit_record, plot_record, relative_error
 
 __all__ = ["DIVERGED", "ProblemBundle", "best_rows", "bundle", "fit_record", "fmt",
-           "fmt_value", "markdown_table", "plot_record", "relative_error", "save_figure",
-           "summarize", "write_csv"]
+           "fmt_value", "local_dataset", "markdown_table", "plot_record", "relative_error",
+           "save_figure", "summarize", "write_csv"]
 
 
 # -- problem bundle -----------------------------------------------------------------
@@ -98,6 +99,19 @@ def _cached_bundle(name, quick, build):
 bundle.cache_clear = _cached_bundle.cache_clear
 
 
+def local_dataset(name: str):
+    """``(X, y)`` (float64) of the named dataset of :mod:`dpopt.datasets` if a local copy
+    exists (``$DPOPT_DATA`` or the cache; nothing is downloaded), else ``None``: the
+    reproductions skip a problem whose data are not here."""
+    from dpopt.datasets import DatasetNotAvailableError, load_dataset
+
+    try:
+        data = load_dataset(name, download=False)
+    except DatasetNotAvailableError:
+        return None
+    return np.asarray(data.X, dtype=np.float64), np.asarray(data.y, dtype=np.float64)
+
+
 # -- summaries ----------------------------------------------------------------------
 
 
@@ -118,7 +132,8 @@ def _getter(spec):
 def summarize(records: Iterable[Mapping], by: Sequence[str] | Callable,
               value: str | Callable) -> list[dict]:
     """One row per group of ``records``: the group's ``by`` fields, then ``mean``, ``std``
-    (population, ddof = 0), ``min``, ``max``, ``count`` and ``values`` (in record order).
+    (population, ddof = 0), ``min``, ``max``, ``count``, ``values`` and ``records`` (the
+    group's records, for any other statistic), all in record order.
 
     ``by``: field names (each looked up in the record, then in ``record["config"]``), or a
     callable returning a dict of the group's fields. ``value``: a field name or a callable;
@@ -134,10 +149,12 @@ def summarize(records: Iterable[Mapping], by: Sequence[str] | Callable,
     for record in records:
         fields = key_of(record)
         key = json.dumps(fields, sort_keys=True, default=str)
-        entry = groups.setdefault(key, (fields, []))
+        _, values, members = groups.setdefault(key, (fields, [], []))
         v = get_value(record)
-        entry[1].extend(v if isinstance(v, (list, tuple)) else [v])
-    return [dict(fields, **_stats(values)) for fields, values in groups.values()]
+        values.extend(v if isinstance(v, (list, tuple)) else [v])
+        members.append(record)
+    return [dict(fields, **_stats(values), records=members)
+            for fields, values, members in groups.values()]
 
 
 def _stats(values):
