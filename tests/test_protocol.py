@@ -148,3 +148,9 @@ def test_save_figure_draws_through_plotting(tmp_path):
         save_figure(recs, tmp_path / "h.png", kind="bars")
     assert protocol.relative_error is dpopt.experiments.runner.relative_error
 
+
+def test_plot_record_times_feed_the_time_figure(tmp_path):
+    rec = plot_record("dp-cd", "toy", 1.0, 0, passes=[1], trajectory=[0.5], times=[0.01])
+    assert rec["trajectory"] == {"passes": [1], "rel_error": [0.5], "time": [0.01]}
+    assert save_figure([rec], tmp_path / "t.png", kind="time").exists()  # one point is drawn
+    assert "time" not in plot_record("a", "b", 1.0, 0, passes=[1], trajectory=[1.0])["trajectory"]
