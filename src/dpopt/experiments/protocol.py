@@ -32,6 +32,7 @@ import csv
 import functools
 import json
 import math
+import textwrap
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -265,9 +266,10 @@ def save_figure(records: Sequence[Mapping], path, kind: str = "passes",
     import matplotlib.pyplot as plt
 
     fig = draw[kind](list(records))
-    if title:
-        fig.suptitle(title, fontsize=10)
-        fig.tight_layout(rect=(0, 0, 1, 0.95))
+    if title:  # wrapped to the figure's width, above the panels
+        lines = textwrap.wrap(title, width=max(30, int(fig.get_figwidth() * 13)))
+        fig.suptitle("\n".join(lines), fontsize=10)
+        fig.tight_layout(rect=(0, 0, 1, 1 - 0.2 * len(lines) / fig.get_figheight()))
     path = Path(path)
     fig.savefig(path, dpi=120)
     plt.close(fig)
