@@ -38,9 +38,10 @@ def test_train_and_test_share_the_population():
     bundle = exp.dataset_bundle("linear-t-a5", quick=True)
     pb = exp.train_problem("linear-t-a5", 3000, 0, quick=True)
     w, _ = dpopt.reference_optimum(pb)
-    zero = bundle["test"].objective(bundle["test"].zeros()) - bundle["f_test"]
-    assert bundle["test"].objective(w) - bundle["f_test"] < 0.05 * zero
-    assert set(bundle["moments"]) == {2, 4, 8} and bundle["beta"] > 0
+    zero = bundle.problem.objective(bundle.problem.zeros()) - bundle.f_star
+    assert bundle.problem.objective(w) - bundle.f_star < 0.05 * zero
+    assert set(exp.moment_bounds("linear-t-a5", quick=True)) == {2, 4, 8}
+    assert bundle.info["beta"] > 0
 
 
 def test_family_names_resolve():
