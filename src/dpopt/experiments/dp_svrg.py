@@ -304,7 +304,7 @@ def write_tables(rows, out: Path, missing, quick):
               "eps spent", "accountant", "noise mult.")
     for ds in dict.fromkeys(r["dataset"] for r in rows):
         lines += [f"## Data: {ds} — {DATA_NOTES[ds]}", "",
-                  f"n_train = {_n_train(ds, quick)}", ""]
+                  f"n_train = {load_data(ds, quick)[0].shape[0]}", ""]
         for pen, prob in PROBLEM_NAMES.items():
             sub = [r for r in rows if r["dataset"] == ds and r["problem"] == prob]
             if not sub:
@@ -321,13 +321,6 @@ def write_tables(rows, out: Path, missing, quick):
             lines += [f"### {ds}, logistic regression, {prob}", "",
                       markdown_table(header, cells), ""]
     (out / "summary.md").write_text("\n".join(lines) + "\n")
-
-
-def _n_train(ds, quick):
-    try:
-        return load_data(ds, quick)[0].shape[0]
-    except (ValueError, OSError):
-        return "?"
 
 
 def write_figures(records, out: Path):

@@ -256,15 +256,11 @@ FAMILIES = {  # figure/table line -> method-name prefixes (best of the prefix gr
 
 
 def _family_of(method):
-    best = None
-    for fam, prefixes in FAMILIES.items():
-        for p in prefixes:
-            if method == p or (p.endswith("/") and method.startswith(p)) or \
-                    (not p.endswith("/") and method.startswith(p) and
-                     method[len(p):len(p) + 1] in ("", ",")):
-                if best is None or len(p) > len(best[1]):
-                    best = (fam, p)
-    return best[0] if best else method
+    """The family of the longest prefix of ``method`` in :data:`FAMILIES` (a prefix ending
+    in '/' takes every method below it, another one the method alone or followed by ',')."""
+    matches = [(len(p), fam) for fam, prefixes in FAMILIES.items() for p in prefixes
+               if method.startswith(p) and (p.endswith("/") or method[len(p):len(p) + 1] in ("", ","))]
+    return max(matches)[1] if matches else method
 
 
 def run_one(config, seed):
