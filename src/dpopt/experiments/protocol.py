@@ -1,29 +1,11 @@
-"""The protocol every reproduction follows: problem bundle, grid, run, relative error,
-summary, table, figure.
+"""The one protocol of the reproductions (design.md, "Reproductions"): problem bundle
+(:func:`bundle`, :func:`local_dataset`), grid and runs (:mod:`.runner`), summary
+(:func:`summarize`, :func:`best_rows`), tables (:func:`fmt_value`, :func:`fmt`,
+:func:`markdown_table`, :func:`write_csv`) and figures through :mod:`dpopt.plotting`
+(:func:`save_figure`). A reproduction keeps only its data and its special stages.
 
-A reproduction (``experiments/<name>.py``) keeps only its data and its special stages
-(tuning rounds, noise comparisons, ...); the rest is here or in :mod:`.runner`:
-
-1. **Problem bundle.** Named real data come from :func:`local_dataset` (:mod:`dpopt.datasets`,
-   never downloaded by a run). ``bundle(name, quick, build)`` returns a :class:`ProblemBundle`:
-   the :class:`dpopt.Problem` that ``build(name, quick)`` makes, its non-private optimum
-   (w*, F*) from :func:`dpopt.reference_optimum` at its default tolerance, and a free
-   ``info`` mapping (smoothness constants, test split, public moments, ...). It is cached
-   per process, so the runs a worker executes build a problem and solve it once.
-2. **Grid and runs.** :func:`.runner.run_grid` runs the configurations into a resumable
-   :class:`.runner.ResultStore`; a run reports :func:`.runner.relative_error` (or
-   :func:`.runner.fit_record`).
-3. **Summary.** :func:`summarize` groups the records and gives mean / std / min / max /
-   count per group (one grouping code); :func:`best_rows` keeps the lowest mean of each
-   group (the tuning rule of every reproduction).
-4. **Tables.** :func:`fmt_value` / :func:`fmt` are the one number format (a diverged run,
-   :data:`.runner.DIVERGED`, prints ``inf``); :func:`markdown_table` and :func:`write_csv`
-   write them.
-5. **Figures.** Records in the :mod:`dpopt.plotting` schema (built with
-   :func:`.runner.plot_record`) are drawn by :func:`save_figure` through that module.
-
-The objective values are diagnostics computed on the private data, not private outputs
-(design.md, invariant 4); the reference optimum is non-private for the same reason.
+The objective values and the reference optimum are non-private diagnostics computed on the
+private data, not private outputs (design.md, invariant 4).
 """
 
 from __future__ import annotations
