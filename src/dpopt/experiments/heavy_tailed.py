@@ -117,33 +117,35 @@ def _problem(X, y, loss, dataset):
     return dpopt.Problem(X, y, loss, "l2", alpha=REG)
 
 
+def _samples(dataset, quick):
+    """(public, test, pool) samples, each an (X, y) pair. A synthetic dataset is one draw
+    of the generator cut in three, so that all share the true coefficients; the pool is
+    copied out of the draw, so a bundle that keeps it does not keep the whole draw."""
+    if dataset == "california":
+        return california_split()
+    loss, opts, _ = synthetic_spec(dataset)
+    n_pub, n_test, n_pool = (N_PUBLIC, N_TEST, N_POOL) if not quick else (20_000, 10_000, 10_000)
+    if loss == "absolute":
+        n_test //= 5  # the LP reference optimum grows with the test size
+    X, y = make_heavy_tailed(n_pub + n_test + n_pool, DIM, random_state=_seed(dataset, quick),
+                             **opts)
+    cut = n_pub + n_test
+    return (X[:n_pub], y[:n_pub]), (X[n_pub:cut], y[n_pub:cut]), (X[cut:].copy(), y[cut:].copy())
+
+
 def build_dataset(dataset, quick):
     """The test problem (its optimum is the population-risk reference) and, in ``info``, the
-    public constants (smoothness beta, domain radius), the public problem and the pool the
-    training sets are drawn from. One draw of the generator is split into a public sample, a
-    test sample and a training pool, so that all share the true coefficients."""
+    public constants (smoothness beta, domain radius: twice the norm of the public optimum on
+    California), the loss and the pool the training sets are drawn from."""
+    (Xp, yp), (Xt, yt), pool = _samples(dataset, quick)
+    loss = "squared" if dataset == "california" else synthetic_spec(dataset)[0]
+    pub = _problem(Xp, yp, loss, dataset)
+    radius = RADIUS
     if dataset == "california":
-        (Xp, yp), (Xt, yt), (Xpool, ypool) = california_split()
-        loss = "squared"
-        pub = _problem(Xp, yp, loss, dataset)
-        w_pub, _ = dpopt.reference_optimum(pub)
-        radius = 2.0 * float(np.linalg.norm(w_pub))
-    else:
-        loss, opts, _ = synthetic_spec(dataset)
-        n_pub, n_test, n_pool = (N_PUBLIC, N_TEST, N_POOL) if not quick else (20_000, 10_000,
-                                                                              10_000)
-        if loss == "absolute":
-            n_test //= 5  # the LP reference optimum grows with the test size
-        X, y = make_heavy_tailed(n_pub + n_test + n_pool, DIM,
-                                 random_state=_seed(dataset, quick), **opts)
-        Xp, yp = X[:n_pub], y[:n_pub]
-        Xt, yt = X[n_pub:n_pub + n_test], y[n_pub:n_pub + n_test]
-        Xpool, ypool = X[n_pub + n_test:], y[n_pub + n_test:]
-        pub = _problem(Xp, yp, loss, dataset)
-        radius = RADIUS
+        radius = 2.0 * float(np.linalg.norm(dpopt.reference_optimum(pub)[0]))
     beta = max(pub.global_smoothness(), 1e-12) if loss != "absolute" else 1.0
     return _problem(Xt, yt, loss, dataset), {"beta": beta, "radius": radius, "loss": loss,
-                                             "public": pub, "pool": (Xpool, ypool)}
+                                             "pool": pool}
 
 
 def dataset_bundle(dataset, quick=False):
@@ -153,12 +155,13 @@ def dataset_bundle(dataset, quick=False):
     return bundle(dataset, quick, build_dataset)
 
 
-@functools.lru_cache(maxsize=8)
+@functools.lru_cache(maxsize=16)
 def moment_bounds(dataset, quick=False):
-    """The public moment bounds r_k of a dataset (:func:`public_moments` at the test
-    optimum)."""
+    """The public moment bounds r_k of a dataset: :func:`public_moments` on the public
+    sample (drawn again: the bundle does not keep it) at the test optimum."""
     b = dataset_bundle(dataset, quick)
-    return public_moments(b.info["public"], b.info["radius"], b.w_star)
+    (Xp, yp), _, _ = _samples(dataset, quick)
+    return public_moments(_problem(Xp, yp, b.info["loss"], dataset), b.info["radius"], b.w_star)
 
 
 def public_moments(pub, radius, w_star, orders=(2, 4, 8)):
@@ -183,10 +186,10 @@ def public_moments(pub, radius, w_star, orders=(2, 4, 8)):
 @functools.lru_cache(maxsize=8)
 def train_problem(dataset, n, rep, quick=False):
     """A training set: n records drawn without replacement from the dataset's pool."""
-    Xpool, ypool = dataset_bundle(dataset, quick).info["pool"]
+    info = dataset_bundle(dataset, quick).info
+    Xpool, ypool = info["pool"]
     idx = np.random.default_rng(_seed(dataset, n, rep)).choice(Xpool.shape[0], n, replace=False)
-    loss = "squared" if dataset == "california" else synthetic_spec(dataset)[0]
-    return _problem(Xpool[idx], ypool[idx], loss, dataset)
+    return _problem(Xpool[idx], ypool[idx], info["loss"], dataset)
 
 
 def uniform_lipschitz(problem, radius):
