@@ -149,9 +149,7 @@ def build_dataset(dataset, quick):
 
 
 def dataset_bundle(dataset, quick=False):
-    """:class:`.protocol.ProblemBundle` of a dataset: the test problem and its optimum
-    (cached per process), the public constants and the training pool
-    (:func:`build_dataset`)."""
+    """The test problem, its optimum and ``info`` of :func:`build_dataset`, cached."""
     return bundle(dataset, quick, build_dataset)
 
 
@@ -347,9 +345,6 @@ def synthetic_datasets(quick):
 
 def configs(quick):
     reps = 1 if quick else 3
-    ns, n_eps, eps_list = ((1000, 3000), 3000, (1.0,)) if quick else \
-        ((2000, 8000, 32000), 8000, (0.25, 1.0, 4.0))
-    points = [(n, 1.0) for n in ns] + [(n_eps, e) for e in eps_list if e != 1.0]
     out = []
     datasets = synthetic_datasets(quick)
     if california_split() is not None:
@@ -360,11 +355,10 @@ def configs(quick):
                    "ht-proxsgd/quantile,T=16", "dp-gd/passes=20", "dp-gd+quantile/passes=20"]
     for ds in datasets:
         k = TAILS[synthetic_spec(ds)[2]] if ds != "california" else 2
-        pts = points
-        if ds == "california":
-            pts = ([(1000, 1.0), (3000, 1.0)] if quick else
-                   [(2000, 1.0), (6000, 1.0), (14000, 1.0), (14000, 0.25), (14000, 4.0)])
-        for (n, eps) in pts:
+        ns = (1000, 3000) if quick else (2000, 6000, 14000) if ds == "california" else \
+            (2000, 8000, 32000)  # at epsilon = 1; other epsilons at the reference n
+        eps_list = () if quick else (0.25, 4.0)
+        for (n, eps) in [(n, 1.0) for n in ns] + [(_reference_n(ds, quick), e) for e in eps_list]:
             for rep in range(reps):
                 for m in methods:
                     out.append({"dataset": ds, "n": n, "epsilon": eps, "rep": rep, "k": k,
@@ -437,10 +431,9 @@ def _plot_panels(fams, panels, families, path, title, clip_factor=None):
     (w = 0): a curve above it is drawn at the edge with upward markers and named in a note
     in the panel, so one diverging baseline does not squash the others.
 
-    Bespoke, not :mod:`dpopt.plotting`: the x axis is n as well as epsilon, a line is a
-    best-of-grid family with standard-error bars (not one configuration), the y value is the
-    excess test risk (not the relative error), with the w = 0 reference and the clipped axis;
-    ``dpopt plot`` draws the raw runs of ``runs.jsonl`` through :func:`plot_records`."""
+    Bespoke: :mod:`dpopt.plotting` has no x axis n, no best-of-grid lines with standard
+    errors, no excess-risk axis clipped at the w = 0 reference (``dpopt plot`` draws the raw
+    runs through :func:`plot_records`)."""
     import matplotlib
 
     matplotlib.use("Agg")
