@@ -32,12 +32,13 @@ __all__ = ["DIVERGED", "ProblemBundle", "best_rows", "bundle", "fit_record", "fm
 # -- problem bundle -----------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class ProblemBundle:
     """A reproduction's problem with its non-private optimum.
 
     ``info`` holds whatever else the reproduction needs beside the problem (n, p, a test
-    split, public constants, ...); it is read-only.
+    split, public constants, ...); it is read-only. Bundles compare by identity (the cache
+    hands out one per problem).
     """
 
     name: str
