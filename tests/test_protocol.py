@@ -146,6 +146,9 @@ def test_save_figure_draws_through_plotting(tmp_path):
     assert save_figure([], tmp_path / "g.png") is None and not (tmp_path / "g.png").exists()
     with pytest.raises(ValueError, match="kind"):
         save_figure(recs, tmp_path / "h.png", kind="bars")
+    with pytest.raises(ValueError, match="xscale"):
+        save_figure(recs, tmp_path / "h.png", xscale="symlog")
+    assert save_figure(recs, tmp_path / "log.png", xscale="log").exists()
     assert protocol.relative_error is dpopt.experiments.runner.relative_error
 
 

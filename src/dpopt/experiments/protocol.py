@@ -233,22 +233,28 @@ def _csv_cell(value):
 
 
 def save_figure(records: Sequence[Mapping], path, kind: str = "passes",
-                title: str | None = None) -> Path | None:
+                title: str | None = None, xscale: str | None = None) -> Path | None:
     """Draw ``records`` (the :mod:`dpopt.plotting` schema, see :func:`.runner.plot_record`)
     with ``dpopt.plotting``'s figure of ``kind`` (``passes``, ``time`` or ``epsilon``) and
-    save it to ``path``; ``title`` goes above the panels. Nothing to draw (no records):
-    ``None``, no file."""
+    save it to ``path``; ``title`` goes above the panels, ``xscale`` (``"log"``) replaces
+    the x scale of every panel (points at x <= 0 then fall off). Nothing to draw (no
+    records): ``None``, no file."""
     from dpopt import plotting
 
     draw = {"passes": plotting.plot_error_vs_passes, "time": plotting.plot_error_vs_time,
             "epsilon": plotting.plot_privacy_utility}
     if kind not in draw:
         raise ValueError(f"kind must be one of {sorted(draw)}, got {kind!r}")
+    if xscale not in (None, "linear", "log"):
+        raise ValueError(f"xscale must be None, 'linear' or 'log', got {xscale!r}")
     if not records:
         return None
     import matplotlib.pyplot as plt
 
     fig = draw[kind](list(records))
+    for ax in fig.axes if xscale else ():
+        if ax.get_visible():
+            ax.set_xscale(xscale)
     if title:  # wrapped to the figure's width, above the panels
         lines = textwrap.wrap(title, width=max(30, int(fig.get_figwidth() * 13)))
         fig.suptitle("\n".join(lines), fontsize=10)
