@@ -148,7 +148,19 @@ def test_save_figure_draws_through_plotting(tmp_path):
         save_figure(recs, tmp_path / "h.png", kind="bars")
     with pytest.raises(ValueError, match="xscale"):
         save_figure(recs, tmp_path / "h.png", xscale="symlog")
-    assert save_figure(recs, tmp_path / "log.png", xscale="log").exists()
+
+
+
+def test_save_figure_log_x_axis(tmp_path, monkeypatch):
+    import matplotlib.pyplot as plt
+
+    closed = []
+    monkeypatch.setattr(plt, "close", closed.append)
+    recs = [plot_record("dp-cd", "toy", 1.0, 0, passes=[1, 10, 100], trajectory=[1.0, 0.5, 0.1])]
+    save_figure(recs, tmp_path / "log.png", xscale="log")
+    save_figure(recs, tmp_path / "lin.png")
+    assert [ax.get_xscale() for ax in closed[0].axes if ax.get_visible()] == ["log"]
+    assert closed[1].axes[0].get_xscale() == "linear"
     assert protocol.relative_error is dpopt.experiments.runner.relative_error
 
 
