@@ -148,7 +148,7 @@ def test_save_figure_draws_through_plotting(tmp_path):
         save_figure(recs, tmp_path / "h.png", kind="bars")
     with pytest.raises(ValueError, match="xscale"):
         save_figure(recs, tmp_path / "h.png", xscale="symlog")
-
+    assert protocol.relative_error is dpopt.experiments.runner.relative_error
 
 
 def test_save_figure_log_x_axis(tmp_path, monkeypatch):
@@ -161,7 +161,9 @@ def test_save_figure_log_x_axis(tmp_path, monkeypatch):
     save_figure(recs, tmp_path / "lin.png")
     assert [ax.get_xscale() for ax in closed[0].axes if ax.get_visible()] == ["log"]
     assert closed[1].axes[0].get_xscale() == "linear"
-    assert protocol.relative_error is dpopt.experiments.runner.relative_error
+    monkeypatch.undo()
+    for fig in closed:
+        plt.close(fig)
 
 
 def test_plot_record_times_feed_the_time_figure(tmp_path):
