@@ -42,7 +42,15 @@ from scipy.special import expit, ndtr
 import dpopt
 import dpopt.datasets
 from dpopt.experiments import ResultStore, register_experiment, run_grid
-from dpopt.experiments.protocol import bundle, fmt, fmt_value, markdown_table, summarize, write_csv
+from dpopt.experiments.protocol import (
+    bundle,
+    fmt,
+    fmt_value,
+    markdown_table,
+    save_figure,
+    summarize,
+    write_csv,
+)
 from dpopt.experiments.runner import plot_record
 from dpopt.privacy import calibrate_gaussian
 from dpopt.solvers.dp_svrg import TheoryConditionWarning, calibrate_svrg, paper_noise_variance
@@ -324,38 +332,21 @@ def write_tables(rows, out: Path, missing, quick):
 
 
 def write_figures(records, out: Path):
-    """One figure per (dataset, penalty): relative error F(w) - F* / |F*| against passes
+    """One figure per (dataset, penalty): relative error (F(w) - F*) / |F*| against passes
     (per-sample gradient evaluations / n), one panel per epsilon, through
     :mod:`dpopt.plotting` on log-log axes (the paper's DP-GD runs 1000 passes, the others
     tens). Test accuracy barely moves on these problems: it is in summary.md."""
     written = []
     for ds in dict.fromkeys(r["config"]["dataset"] for r in records):
-        for pen, prob in (("l2", "L2-regularized (lambda = 0.01)"), ("none", "unregularized")):
+        for pen, prob in PROBLEM_NAMES.items():
             recs = plot_records([r for r in records
                                  if (r["config"]["dataset"], r["config"]["penalty"]) == (ds, pen)])
             if recs:
                 path = out / f"{ds}_{pen}.png"
-                _save_loglog(recs, path, f"DP logistic regression, {prob}\n"
-                             f"δ = {DELTA:g}, replace-one adjacency")
+                save_figure(recs, path, "passes", f"DP logistic regression, {prob}, δ = {DELTA:g}",
+                            xscale="log")
                 written.append(path.name)
     return written
-
-
-def _save_loglog(records, path, title):
-    """:func:`dpopt.plotting.plot_error_vs_passes` with a log passes axis (the first
-    checkpoint, w = 0 at pass 0, falls off it)."""
-    import matplotlib.pyplot as plt
-
-    from dpopt.plotting import plot_error_vs_passes
-
-    fig = plot_error_vs_passes(records)
-    for ax in fig.axes:
-        if ax.get_visible():
-            ax.set_xscale("log")
-    fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
 
 
 def noise_comparison(n, out: Path, quick=False, records=()):
