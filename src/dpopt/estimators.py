@@ -68,7 +68,13 @@ from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from dpopt._validation import check_delta, check_epsilon, check_random_state, sklearn_seed
+from dpopt._validation import (
+    check_bool,
+    check_privacy_target,
+    check_random_state,
+    default_delta,
+    sklearn_seed,
+)
 from dpopt.budget import resolve_budget
 from dpopt.distributed import is_chunked_input
 from dpopt.exceptions import PrivacyLeakWarning
@@ -79,6 +85,12 @@ __all__ = ["DPLogisticRegression", "DPLinearRegression", "DPLasso", "DPElasticNe
            "DPHuberRegressor"]
 
 _RESERVED_OPTIONS = ("epsilon", "delta", "random_state", "rng", "problem", "budget")
+
+
+def _check_auto_epsilon(epsilon):
+    if math.isinf(epsilon):
+        raise ValueError("solver='auto' needs a finite epsilon: its scaling is private; "
+                         "pass an explicit solver for a non-private fit")
 
 
 class _DPLinearModel(BaseEstimator):
@@ -111,11 +123,7 @@ class _DPLinearModel(BaseEstimator):
         X, y = validate_data(self, X, y, accept_sparse=("csr", "csc"), dtype=np.float64,
                              y_numeric=not self._classifier)
         target = self._encode_y(y)
-        n = X.shape[0]
-        if n < 2 and delta_given is None:
-            raise ValueError("n_samples=1: the default delta 1/n^2 needs at least 2 samples "
-                             "(pass delta explicitly)")
-        delta = 1.0 / n ** 2 if delta_given is None else delta_given
+        delta = default_delta(X.shape[0]) if delta_given is None else delta_given
         penalty, penalty_kwargs = self._penalty()
         if spec is None:
             return self._fit_auto(X, target, epsilon, delta, penalty, penalty_kwargs)
@@ -125,23 +133,26 @@ class _DPLinearModel(BaseEstimator):
         return self._solve(problem, spec, epsilon, delta, options)
 
     def _fit_chunked(self, X, y, epsilon, delta_given, spec, options):
-        """Explicit-solver fit of Dask / on-disk data through :mod:`dpopt.distributed`."""
+        """Fit of Dask / on-disk data through :mod:`dpopt.distributed`: the default path
+        (:mod:`dpopt.distributed_auto`) or an explicit distributed solver."""
         from dpopt.distributed import ChunkedProblem, as_dask_arrays
 
         if spec is None:
-            raise ValueError("solver='auto' does not take chunked (Dask or out-of-core) data: "
-                             "pass an explicit solver that does, e.g. solver='dp-gd'")
+            _check_auto_epsilon(epsilon)  # before the data is read
+        else:
+            from dpopt.distributed import check_distributed
+
+            check_distributed(spec)
         X, y = as_dask_arrays(X, y)
         penalty, penalty_kwargs = self._penalty()
         problem = ChunkedProblem(X, self._encode_chunked_y(y), loss=self._loss(),
                                  penalty=penalty, fit_intercept=self.fit_intercept,
                                  **penalty_kwargs)
-        if problem.n_samples < 2 and delta_given is None:
-            raise ValueError("n_samples=1: the default delta 1/n^2 needs at least 2 samples "
-                             "(pass delta explicitly)")
-        delta = 1.0 / problem.n_samples ** 2 if delta_given is None else delta_given
-        self.auto_ = None
+        delta = default_delta(problem.n_samples) if delta_given is None else delta_given
         self.n_features_in_ = problem.n_features
+        if spec is None:
+            return self._fit_auto(problem, None, epsilon, delta, penalty, penalty_kwargs)
+        self.auto_ = None
         return self._solve(problem, spec, epsilon, delta, options)
 
     def _encode_chunked_y(self, y):
@@ -178,9 +189,7 @@ class _DPLinearModel(BaseEstimator):
         """The default path (:mod:`dpopt.auto`): private bounds, scaling, mechanism."""
         from dpopt.auto import fit_default
 
-        if math.isinf(epsilon):
-            raise ValueError("solver='auto' needs a finite epsilon: its scaling is private; "
-                             "pass an explicit solver for a non-private fit")
+        _check_auto_epsilon(epsilon)
         rng = check_random_state(sklearn_seed(self.random_state))
         budget = resolve_budget(self.accountant)
         name = type(self).__name__
@@ -203,11 +212,7 @@ class _DPLinearModel(BaseEstimator):
         self._surface(caught, stacklevel=5)
         self.auto_ = auto
         self._set_fitted(auto.result)
-        coef, intercept = auto.scaling.unscale(np.asarray(auto.result.coef, float),
-                                               float(auto.result.intercept))
-        if auto.target is not None:  # y = center + half_width * (scaled model)
-            coef, intercept = auto.target.half_width * coef, \
-                auto.target.center + auto.target.half_width * intercept
+        coef, intercept = auto.raw_model()
         self.coef_ = coef.reshape(self.coef_.shape)
         self.intercept_ = (np.array([intercept]) if np.ndim(self.intercept_) else
                            float(intercept))
@@ -216,10 +221,10 @@ class _DPLinearModel(BaseEstimator):
         return self
 
     def _check_params(self):
-        epsilon = check_epsilon(self.epsilon)
-        delta = None if self.delta is None else check_delta(self.delta)
-        if not isinstance(self.fit_intercept, (bool, np.bool_)):
-            raise ValueError(f"fit_intercept must be a bool, got {self.fit_intercept!r}")
+        """Everything that can be checked before reading the data, by the checks
+        :func:`dpopt.solve` uses (the default delta needs n: resolved by ``_fit``)."""
+        epsilon, delta = check_privacy_target(self.epsilon, self.delta)
+        check_bool(self.fit_intercept, "fit_intercept")
         spec = None if self.solver == "auto" else get_solver(self.solver)
         options = {} if self.solver_options is None else self.solver_options
         if not isinstance(options, dict):
@@ -234,11 +239,7 @@ class _DPLinearModel(BaseEstimator):
                                  f"solver='auto' sets every knob itself (pass e.g. "
                                  f"solver='dp-cd' with your options)")
             return epsilon, delta, spec, {}
-        unknown = sorted(set(options) - set(spec.options()))
-        if unknown:
-            raise ValueError(f"solver_options has unknown option(s) {unknown} for solver "
-                             f"{spec.name!r}; it accepts {spec.options()}")
-        return epsilon, delta, spec, dict(options)
+        return epsilon, delta, spec, spec.check_options(options, what="solver_options")
 
     def _encode_y(self, y):
         return y
@@ -265,18 +266,10 @@ class _DPLinearModel(BaseEstimator):
     def privacy_report(self) -> str:
         """The privacy of the fitted model: one line, plus what leaked, if anything."""
         check_is_fitted(self, "coef_")
-        r = self.fit_result_
         if getattr(self, "auto_", None) is not None:
-            plan = self.auto_.plan
-            if plan.get("unlearnable"):
-                return f"{type(self).__name__} (solver='auto'): nothing released. {plan['reason']}"
-            shares = ", ".join(f"{k} mu={v:.3g}" for k, v in plan["mu_shares"].items())
-            line = (f"{type(self).__name__} (solver='auto' -> {plan['solver']}): "
-                    f"({r.epsilon:.4g}, {r.delta:.3g})-DP under {r.adjacency} adjacency, "
-                    f"end to end (scaling included), accountant {r.accountant}; "
-                    f"Gaussian-DP mu={plan['mu']:.4g} split as {shares}")
+            line = self.auto_.report(type(self).__name__)
         else:
-            line = r.privacy_report()
+            line = self.fit_result_.privacy_report()
         if self.privacy_leaks_:
             line = "NOT end-to-end private: " + " | ".join(self.privacy_leaks_) + "\n" + line
         return line
