@@ -235,16 +235,19 @@ def test_solvers_that_do_not_take_chunked_data_say_which_do(client):
     problem = chunked(X, y, 500)
     with pytest.raises(ValueError, match=r"dp-cd.*one cluster-wide reduction per coordinate"):
         dpopt.solve(problem, "dp-cd", epsilon=1.0)
-    with pytest.raises(ValueError, match=r"\['adassp', 'dp-gd', 'dp-sgd'\]"):
+    with pytest.raises(ValueError, match=r"\['adassp', 'dp-gd', 'dp-rbcd', 'dp-sgd'\]"):
         dpopt.solve(problem, "dp-svrg", epsilon=1.0)
-    assert distributed.distributed_solvers() == ["adassp", "dp-gd", "dp-sgd"]
+    assert distributed.distributed_solvers() == ["adassp", "dp-gd", "dp-rbcd", "dp-sgd"]
     with pytest.raises(ValueError, match="solver='auto'"):
         dpopt.DPLinearRegression(epsilon=1.0).fit(da.from_array(X), y)
 
 
 @pytest.mark.parametrize("bad, match", [
     (lambda X, y: (np.where(np.arange(N)[:, None] == 1200, np.nan, X), y), "NaN"),
-    (lambda X, y: (da.from_array(X, chunks=400).map_blocks(sp.csr_matrix), y), "sparse chunks"),
+    (lambda X, y: (da.from_array(X, chunks=400).map_blocks(np.ma.masked_array), y),
+     "NumPy or scipy.sparse chunks"),
+    (lambda X, y: (da.from_array(sp.csr_matrix(np.where(np.arange(N)[:, None] == 900, np.inf, X)),
+                                 chunks=(400, P), asarray=False), y), "NaN or infinity"),
     (lambda X, y: (X, y[:-1]), "inconsistent numbers of samples"),
     (lambda X, y: (X[:, 0], y), "2-dimensional"),
     (lambda X, y: (X, np.where(y > 0, 1.0, 0.0)), r"\{-1, \+1\}"),
@@ -258,7 +261,7 @@ def test_bad_chunked_input_is_refused(bad, match):
 
 
 def test_zarr_array_on_disk_equals_in_memory(tmp_path):
-    zarr = pytest.importorskip("zarr")  # optional: not part of the dask extra
+    zarr = pytest.importorskip("zarr")  # the dask extra: installed by .ci/run
     X, y = data("squared", seed=9)
     store = zarr.create_array(str(tmp_path / "X.zarr"), shape=X.shape, chunks=(400, P),
                               dtype="f8")
@@ -269,3 +272,144 @@ def test_zarr_array_on_disk_equals_in_memory(tmp_path):
     assert problem.n_chunks == 4
     got = dpopt.solve(problem, "dp-gd", epsilon=1.0, random_state=0, passes=3, smoothness=2.0)
     np.testing.assert_allclose(got.w, ref.w, rtol=0, atol=TOL)
+
+
+# ---------------------------------------------------------------------------
+# sparse chunks
+
+
+def sparse_data(loss, seed=0, density=0.4):
+    rng = np.random.default_rng(seed)
+    X = sp.csr_matrix(sp.random(N, P, density=density, format="csr", random_state=seed,
+                                 data_rvs=rng.standard_normal).multiply(np.linspace(0.5, 2.0, P)))
+    y = X @ rng.standard_normal(P) + 0.3 * rng.standard_normal(N)
+    return X, (np.where(y > 0, 1.0, -1.0) if loss == "logistic" else y)
+
+
+def sparse_chunked(X, y, rows, **kw):
+    """A Dask array whose chunks are CSR matrices (columns chunked too, merged on entry)."""
+    Xd = da.from_array(X, chunks=(rows, 3), asarray=False)
+    assert sp.issparse(Xd._meta)
+    return ChunkedProblem(Xd, da.from_array(y), **kw)
+
+
+@pytest.mark.parametrize("loss", ["squared", "logistic"])
+@pytest.mark.parametrize("options", GD_OPTIONS)
+def test_dp_gd_sparse_chunks_equal_in_memory_sparse(client, loss, options):
+    X, y = sparse_data(loss)
+    kw = dict(loss=loss, penalty="l1", alpha=0.01, fit_intercept=True)
+    ref = dpopt.solve(dpopt.Problem(X, y, **kw), "dp-gd", epsilon=1.0, random_state=7, passes=6,
+                      **options)
+    for rows in CHUNKINGS[:3]:
+        problem = sparse_chunked(X, y, rows, **kw)
+        assert problem.is_sparse and problem.describe()["sparse"]
+        got = dpopt.solve(problem, "dp-gd", epsilon=1.0, random_state=7, passes=6, **options)
+        np.testing.assert_allclose(got.w, ref.w, rtol=0, atol=TOL)
+        assert (got.epsilon, got.mechanisms) == (ref.epsilon, ref.mechanisms)
+    assert not np.allclose(ref.w, 0.0)
+
+
+def test_sparse_chunks_adassp_dp_sgd_and_data_dependent_constants(client):
+    X, y = sparse_data("squared", seed=2)
+    kw = dict(penalty="l2", alpha=0.05, fit_intercept=True)
+    opts = dict(row_bound=1.5, target_bound=2.0)  # some rows and targets are clipped
+    ref = dpopt.solve(dpopt.Problem(X, y, **kw), "adassp", epsilon=0.5, random_state=2, **opts)
+    for rows in (400, 1100):
+        got = dpopt.solve(ChunkedProblem(X, y, chunk_rows=rows, **kw), "adassp", epsilon=0.5,
+                          random_state=2, **opts)
+        np.testing.assert_allclose(got.w, ref.w, rtol=0, atol=TOL)
+    # dp-sgd's batches depend on the seed and the row index only: sparse chunks = dense chunks
+    sgd = dict(passes=2, batch_size=300, clip=0.5, smoothness=0.5)
+    dense = dpopt.solve(chunked(X.toarray(), y, 500, **kw), "dp-sgd", epsilon=1.0,
+                        random_state=4, **sgd)
+    sparse = dpopt.solve(sparse_chunked(X, y, 377, **kw), "dp-sgd", epsilon=1.0, random_state=4,
+                         **sgd)
+    np.testing.assert_allclose(sparse.w, dense.w, rtol=0, atol=TOL)
+    assert not np.allclose(dense.w, 0.0)
+    # the non-private constants, computed chunk by chunk, are the in-memory Problem's
+    problem, memory = sparse_chunked(X, y, 500, **kw), dpopt.Problem(X, y, **kw)
+    np.testing.assert_allclose(problem.coordinate_smoothness(), memory.coordinate_smoothness(),
+                               rtol=1e-12)
+    assert problem.global_smoothness() == pytest.approx(memory.global_smoothness(), rel=1e-12)
+    assert problem.max_row_nnz() == int(np.diff(memory.X_csr.indptr).max())
+    assert problem.objective(ref.w) == pytest.approx(memory.objective(ref.w), rel=1e-12)
+
+
+def test_sparse_chunks_with_duplicates_and_explicit_zeros_are_canonicalised(client):
+    X, y = sparse_data("squared", seed=4, density=0.3)
+    coo = X.tocoo()  # each entry split in two halves, plus stored zeros
+    messy = sp.coo_matrix((np.concatenate([coo.data / 2, coo.data / 2, np.zeros(5)]),
+                           (np.concatenate([coo.row, coo.row, np.arange(5)]),
+                            np.concatenate([coo.col, coo.col, np.zeros(5, int)]))),
+                          shape=X.shape).tocsr()
+    assert messy.nnz > X.nnz
+    Xd = da.from_array(messy, chunks=(400, P), asarray=False)
+    with pytest.warns(dpopt.PrivacyLeakWarning):  # omega is read from the (sparse) data
+        ref = dpopt.solve(dpopt.Problem(X, y), "dp-rbcd", epsilon=1.0, random_state=1,
+                          sampling="nice", block_size=3, passes=3, clip=0.5,
+                          smoothness=np.full(P, 0.8))
+    with pytest.warns(dpopt.PrivacyLeakWarning):
+        got = dpopt.solve(ChunkedProblem(Xd, y), "dp-rbcd", epsilon=1.0, random_state=1,
+                          sampling="nice", block_size=3, passes=3, clip=0.5,
+                          smoothness=np.full(P, 0.8))
+    assert got.params["omega"] == ref.params["omega"]
+    np.testing.assert_allclose(got.w, ref.w, rtol=0, atol=TOL)
+
+
+def test_estimator_takes_a_dask_array_of_sparse_chunks(client):
+    X, y = sparse_data("logistic", seed=6)
+    opts = {"passes": 3, "smoothness": 0.5, "clip": 0.7}
+    ref = dpopt.DPLogisticRegression(epsilon=1.0, alpha=0.01, solver="dp-gd", solver_options=opts,
+                                     random_state=0).fit(X, y)
+    got = dpopt.DPLogisticRegression(epsilon=1.0, alpha=0.01, solver="dp-gd", solver_options=opts,
+                                     random_state=0).fit(da.from_array(X, chunks=(400, P),
+                                                                       asarray=False),
+                                                         da.from_array(y, chunks=400))
+    np.testing.assert_allclose(got.coef_, ref.coef_, rtol=0, atol=TOL)
+    np.testing.assert_array_equal(got.predict(X), ref.predict(X))
+    assert got.epsilon_spent_ == ref.epsilon_spent_
+
+
+# ---------------------------------------------------------------------------
+# dp-rbcd
+
+
+RBCD_OPTIONS = [{"sampling": "nice", "block_size": 3},
+                {"sampling": "bernoulli", "block_size": 2.5, "block_smoothness": "max"},
+                {"sampling": "full"}]
+
+
+@pytest.mark.parametrize("options", RBCD_OPTIONS)
+def test_dp_rbcd_chunked_equals_in_memory(client, options):
+    X, y = data("logistic", seed=1)
+    kw = dict(loss="logistic", penalty="l1", alpha=0.01, fit_intercept=True)
+    opts = dict(options, passes=5, clip=0.7, smoothness=np.full(P + 1, 0.4))
+    ref = dpopt.solve(dpopt.Problem(X, y, **kw), "dp-rbcd", epsilon=1.0, random_state=3, **opts)
+    for rows in CHUNKINGS[:3]:
+        got = dpopt.solve(chunked(X, y, rows, **kw), "dp-rbcd", epsilon=1.0, random_state=3, **opts)
+        np.testing.assert_allclose(got.w, ref.w, rtol=0, atol=TOL)
+        np.testing.assert_allclose(got.checkpoints, ref.checkpoints, rtol=0, atol=TOL)
+        assert (got.epsilon, got.mechanisms, got.n_iter) == (ref.epsilon, ref.mechanisms,
+                                                             ref.n_iter)
+        assert got.params["coordinate_updates"] == ref.params["coordinate_updates"]
+    assert not np.allclose(ref.w, 0.0)
+
+
+def test_dp_rbcd_exact_smoothness_on_chunks_warns_and_matches(client):
+    X, y = data("squared", seed=2)
+    with pytest.warns(dpopt.PrivacyLeakWarning):
+        ref = dpopt.solve(dpopt.Problem(X, y), "dp-rbcd", epsilon=1.0, random_state=5,
+                          sampling="nice", block_size=4, passes=4)
+    with pytest.warns(dpopt.PrivacyLeakWarning):
+        got = dpopt.solve(chunked(X, y, 400), "dp-rbcd", epsilon=1.0, random_state=5,
+                          sampling="nice", block_size=4, passes=4)
+    np.testing.assert_allclose(got.w, ref.w, rtol=0, atol=TOL)
+
+
+@pytest.mark.parametrize("options", [{}, {"sampling": "importance"},
+                                     {"sampling": "nice", "block_size": 1}])
+def test_dp_rbcd_refuses_single_coordinates_on_chunks(options):
+    X, y = data("squared")
+    problem = ChunkedProblem(X, y, chunk_rows=500, validate=False)
+    with pytest.raises(ValueError, match="one coordinate per step.*large blocks"):
+        dpopt.solve(problem, "dp-rbcd", epsilon=1.0, smoothness=np.ones(P), **options)

@@ -571,7 +571,7 @@ def check_distributed(spec):
     if spec.family in ("dp-cd", "dp-gcd"):
         msg += (f". {spec.name} updates one coordinate per step, which on chunked data costs one "
                 f"cluster-wide reduction per coordinate: use dp-gd (one reduction of the full "
-                f"gradient per step), or a block method such as dp-rbcd with large blocks "
-                f"(not yet declared distributed)")
+                f"gradient per step), or dp-rbcd with large blocks (sampling='nice' or "
+                f"'bernoulli' with a large block_size: one reduction per block)")
     raise ValueError(msg)
 
