@@ -413,3 +413,38 @@ def test_dp_rbcd_refuses_single_coordinates_on_chunks(options):
     problem = ChunkedProblem(X, y, chunk_rows=500, validate=False)
     with pytest.raises(ValueError, match="one coordinate per step.*large blocks"):
         dpopt.solve(problem, "dp-rbcd", epsilon=1.0, smoothness=np.ones(P), **options)
+
+
+# ---------------------------------------------------------------------------
+# a worker process killed mid-fit
+
+
+def test_a_worker_process_killed_mid_fit_changes_nothing(tmp_path, monkeypatch):
+    """Two worker processes under nannies; a chunk task of the second step SIGKILLs its own
+    worker process. The scheduler reruns the lost work (on the survivor, or on the process
+    the nanny starts meanwhile) and the fit is bit for bit the undisturbed one."""
+    import functools
+    import os
+
+    import dask
+
+    from _worker_kill import gradient_killing_its_worker_once
+
+    X, y = data("squared", seed=12)
+    opts = dict(passes=4, smoothness=2.0, clip=0.7)
+    ref = dpopt.solve(dpopt.Problem(X, y), "dp-gd", epsilon=1.0, random_state=6, **opts)
+    problem = chunked(X, y, 250)
+    with dask.config.set(scheduler="sync"):  # the same graph, hence the same order of additions
+        undisturbed = dpopt.solve(problem, "dp-gd", epsilon=1.0, random_state=6, **opts)
+    flag = tmp_path / "killed"
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                      dashboard_address=":0") as cluster, Client(cluster) as c:
+        pids = set(c.run(os.getpid).values())
+        monkeypatch.setattr(distributed, "_chunk_gradient",
+                            functools.partial(gradient_killing_its_worker_once, flag=str(flag)))
+        got = dpopt.solve(problem, "dp-gd", epsilon=1.0, random_state=6, **opts)
+        # the flag is written just before the SIGKILL: a worker process died during the fit
+        assert int(flag.read_text()) in pids
+    np.testing.assert_array_equal(got.w, undisturbed.w)
+    np.testing.assert_array_equal(got.checkpoints, undisturbed.checkpoints)
+    np.testing.assert_allclose(got.w, ref.w, rtol=0, atol=TOL)
