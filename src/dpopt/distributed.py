@@ -22,16 +22,28 @@ draws the noise from the fit's own Generator and updates the model:
   reduction per step, each task touching only its sampled rows.
 * adassp: the clipped sufficient statistics (X^T X, X^T y, n) of the chunk
   (:func:`dpopt.solvers.adassp.sufficient_statistics`); one pass, one reduction.
+* dp-rbcd: per block step S, the |S| entries on S of the coordinate-clipped gradient sum at
+  w (``coordinates=S``); one pass and one reduction of an |S|-vector per block step, so it
+  suits large blocks only (singleton samplings are refused: that is DP-CD, p passes per pass).
 
 Why the result equals the in-memory fit. The released quantities are the same functions of
 the data: the sum of the per-chunk sums is the sum over all rows (up to the rounding of a
 different order of additions, ~1e-16 relative), and the noise is drawn on the client, once,
 in the in-memory solver's order, from the same Generator. So at a fixed seed a chunked dp-gd
-or adassp fit equals the in-memory one to rounding, whatever the chunking, the number of
-workers or the retries of failed tasks (tasks are pure functions of their chunk).
+adassp or dp-rbcd fit equals the in-memory one to rounding, whatever the chunking, the number
+of workers or the retries of failed tasks (tasks are pure functions of their chunk).
 
-Sparse chunks are not supported yet (a clear ValueError); the dense kernels take float32 and
-float64 chunks as they are.
+Chunk types. Dense chunks (float32 or float64) go to the fused kernel as they are, no copy.
+Chunks that are ``scipy.sparse`` matrices (any format; a Dask array whose ``_meta`` is sparse,
+e.g. ``da.from_array(X_csr, chunks=(rows, -1), asarray=False)``, or an in-memory sparse
+matrix given to :class:`ChunkedProblem`) are made canonical float64 CSR in the task (a copy,
+with the intercept's column, unless the chunk is already canonical float64 CSR without
+intercept) and go to the CSR row kernel of the in-memory solvers
+(:func:`dpopt.kernels.grad._rows_gradient_csr`), with the same row norms as the in-memory
+sparse :class:`~dpopt.Problem`: the chunked sparse fit equals the in-memory sparse fit. The
+work of a sparse task is proportional to the chunk's non-zeros. ``is_sparse`` is True for
+them, and omega (the most non-zeros in a row, for ESO steps) is read chunk by chunk with the
+in-memory solvers' warning. Other chunk types raise a ValueError.
 
 The dp-sgd sampler. The in-memory dp-sgd draws the batches of a pass from the fit's
 Generator as one Bernoulli process over (record, step) slots, which needs the row count
@@ -229,9 +241,13 @@ def _design(xb, fit_intercept):
 
 
 def _csr_design(xb, fit_intercept):
-    """A sparse chunk as a canonical float64 CSR copy (duplicates summed, indices sorted), with
-    the intercept's column of ones: these rows of the in-memory sparse Problem's design. The
-    copy is the task's own (a pure function of the chunk, which it never modifies)."""
+    """A sparse chunk as canonical float64 CSR (duplicates summed, indices sorted), with the
+    intercept's column of ones: these rows of the in-memory sparse Problem's design. Read
+    only: a chunk already in that form without intercept is returned as it is, else the copy
+    is the task's own (tasks are pure functions of their chunk and never modify it)."""
+    if (sp.isspmatrix_csr(xb) and xb.dtype == np.float64 and xb.has_canonical_format
+            and not fit_intercept):
+        return xb
     Xc = sp.csr_matrix(xb, dtype=np.float64, copy=True)
     Xc.sum_duplicates()
     if fit_intercept:
@@ -334,8 +350,10 @@ def _chunk_maxima(xb, yb):
 def _chunk_max_row_nnz(xb, yb, *, fit_intercept):
     """The largest number of non-zeros in a design row of the (sparse) chunk."""
     Xc = _csr_design(xb, fit_intercept)
-    Xc.eliminate_zeros()
-    return np.array([[np.diff(Xc.indptr).max(initial=0)]], dtype=np.float64)
+    m = Xc.shape[0]
+    stored_zeros = np.repeat(np.arange(m), np.diff(Xc.indptr))[Xc.data == 0.0]
+    counts = np.diff(Xc.indptr) - np.bincount(stored_zeros, minlength=m)
+    return np.array([[counts.max(initial=0)]], dtype=np.float64)
 
 
 def _chunk_loss(xb, yb, *, w, loss, fit_intercept):
