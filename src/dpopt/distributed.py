@@ -250,9 +250,22 @@ def _csr_design(xb, fit_intercept):
         return xb
     Xc = sp.csr_matrix(xb, dtype=np.float64, copy=True)
     Xc.sum_duplicates()
-    if fit_intercept:
-        Xc = sp.csr_matrix(sp.hstack([Xc, np.ones((Xc.shape[0], 1))], format="csr"))
-    return Xc
+    return _with_ones_column(Xc) if fit_intercept else Xc
+
+
+def _with_ones_column(Xc):
+    """Canonical CSR ``[Xc, 1]``: each row gets one last entry, 1 in column p (a few vector
+    operations; ``scipy.sparse.hstack`` takes ~4x longer than the whole gradient)."""
+    m, p = Xc.shape
+    indptr = Xc.indptr.astype(np.int64) + np.arange(m + 1)
+    last = indptr[1:] - 1
+    kept = np.ones(indptr[-1], dtype=bool)
+    kept[last] = False
+    data = np.empty(indptr[-1])
+    indices = np.empty(indptr[-1], dtype=np.int64)
+    data[kept], indices[kept] = Xc.data, Xc.indices
+    data[last], indices[last] = 1.0, p
+    return sp.csr_matrix((data, indices, indptr), shape=(m, p + 1))
 
 
 def _features(xb):
@@ -281,6 +294,13 @@ def _gradient_sum(xb, y, w, loss, rows, *, clip, clips, fit_intercept):
 
 
 def _row_sq_norms(X):
+    """||x_i||^2 of every row (dense: adassp's; CSR: sums of the squared stored values between
+    the row pointers, no product matrix)."""
+    if sp.issparse(X):
+        starts = X.indptr[:-1]
+        out = np.add.reduceat(np.append(X.data * X.data, 0.0), starts)
+        out[starts == X.indptr[1:]] = 0.0  # empty rows (reduceat gives the next row's first value)
+        return out
     from dpopt.solvers.adassp import _row_sq_norms
 
     return _row_sq_norms(X)
