@@ -38,21 +38,38 @@ def chunked(X, y, rows, **kw):
     return ChunkedProblem(da.from_array(X, chunks=(rows, 3)), da.from_array(y), **kw)
 
 
+def sparse_data(loss, seed=0, density=0.4):
+    rng = np.random.default_rng(seed)
+    X = sp.csr_matrix(sp.random(N, P, density=density, format="csr", random_state=seed,
+                                 data_rvs=rng.standard_normal).multiply(np.linspace(0.5, 2.0, P)))
+    y = X @ rng.standard_normal(P) + 0.3 * rng.standard_normal(N)
+    return X, (np.where(y > 0, 1.0, -1.0) if loss == "logistic" else y)
+
+
+def sparse_chunked(X, y, rows, **kw):
+    """A Dask array whose chunks are CSR matrices (columns chunked too, merged on entry)."""
+    Xd = da.from_array(X, chunks=(rows, 3), asarray=False)
+    assert sp.issparse(Xd._meta)
+    return ChunkedProblem(Xd, da.from_array(y), **kw)
+
+
 GD_OPTIONS = [{"smoothness": 2.0, "clip": 0.7},
               {"smoothness": np.full(P + 1, 0.8), "clipping": "coordinate", "step_rule": "eso",
                "clip": 0.7, "output": "random"}]
 
 
+@pytest.mark.parametrize("sparse", [False, True], ids=["dense", "sparse"])
 @pytest.mark.parametrize("loss", ["squared", "logistic"])
 @pytest.mark.parametrize("options", GD_OPTIONS)
-def test_dp_gd_chunked_equals_in_memory(client, loss, options):
-    X, y = data(loss)
+def test_dp_gd_chunked_equals_in_memory(client, loss, options, sparse):
+    X, y = (sparse_data if sparse else data)(loss)
     kw = dict(loss=loss, penalty="l1", alpha=0.01, fit_intercept=True)
     ref = dpopt.solve(dpopt.Problem(X, y, **kw), "dp-gd", epsilon=1.0, random_state=7, passes=6,
                       **options)
-    for rows in CHUNKINGS:
-        got = dpopt.solve(chunked(X, y, rows, **kw), "dp-gd", epsilon=1.0, random_state=7,
-                          passes=6, **options)
+    for rows in CHUNKINGS[1:3] if sparse else CHUNKINGS:  # (the sparse path is chunk-blind too)
+        problem = (sparse_chunked if sparse else chunked)(X, y, rows, **kw)
+        assert problem.is_sparse == sparse == problem.describe()["sparse"]
+        got = dpopt.solve(problem, "dp-gd", epsilon=1.0, random_state=7, passes=6, **options)
         np.testing.assert_allclose(got.w, ref.w, rtol=0, atol=TOL)
         np.testing.assert_allclose(got.checkpoints, ref.checkpoints, rtol=0, atol=TOL)
         assert (got.epsilon, got.delta, got.mechanisms) == (ref.epsilon, ref.delta, ref.mechanisms)
@@ -278,37 +295,6 @@ def test_zarr_array_on_disk_equals_in_memory(tmp_path):
 # sparse chunks
 
 
-def sparse_data(loss, seed=0, density=0.4):
-    rng = np.random.default_rng(seed)
-    X = sp.csr_matrix(sp.random(N, P, density=density, format="csr", random_state=seed,
-                                 data_rvs=rng.standard_normal).multiply(np.linspace(0.5, 2.0, P)))
-    y = X @ rng.standard_normal(P) + 0.3 * rng.standard_normal(N)
-    return X, (np.where(y > 0, 1.0, -1.0) if loss == "logistic" else y)
-
-
-def sparse_chunked(X, y, rows, **kw):
-    """A Dask array whose chunks are CSR matrices (columns chunked too, merged on entry)."""
-    Xd = da.from_array(X, chunks=(rows, 3), asarray=False)
-    assert sp.issparse(Xd._meta)
-    return ChunkedProblem(Xd, da.from_array(y), **kw)
-
-
-@pytest.mark.parametrize("loss", ["squared", "logistic"])
-@pytest.mark.parametrize("options", GD_OPTIONS)
-def test_dp_gd_sparse_chunks_equal_in_memory_sparse(client, loss, options):
-    X, y = sparse_data(loss)
-    kw = dict(loss=loss, penalty="l1", alpha=0.01, fit_intercept=True)
-    ref = dpopt.solve(dpopt.Problem(X, y, **kw), "dp-gd", epsilon=1.0, random_state=7, passes=6,
-                      **options)
-    for rows in CHUNKINGS[:3]:
-        problem = sparse_chunked(X, y, rows, **kw)
-        assert problem.is_sparse and problem.describe()["sparse"]
-        got = dpopt.solve(problem, "dp-gd", epsilon=1.0, random_state=7, passes=6, **options)
-        np.testing.assert_allclose(got.w, ref.w, rtol=0, atol=TOL)
-        assert (got.epsilon, got.mechanisms) == (ref.epsilon, ref.mechanisms)
-    assert not np.allclose(ref.w, 0.0)
-
-
 def test_sparse_chunks_adassp_dp_sgd_and_data_dependent_constants(client):
     X, y = sparse_data("squared", seed=2)
     kw = dict(penalty="l2", alpha=0.05, fit_intercept=True)
@@ -379,14 +365,16 @@ RBCD_OPTIONS = [{"sampling": "nice", "block_size": 3},
                 {"sampling": "full"}]
 
 
+@pytest.mark.parametrize("sparse", [False, True], ids=["dense", "sparse"])
 @pytest.mark.parametrize("options", RBCD_OPTIONS)
-def test_dp_rbcd_chunked_equals_in_memory(client, options):
-    X, y = data("logistic", seed=1)
+def test_dp_rbcd_chunked_equals_in_memory(client, options, sparse):
+    X, y = (sparse_data if sparse else data)("logistic", seed=1)
     kw = dict(loss="logistic", penalty="l1", alpha=0.01, fit_intercept=True)
-    opts = dict(options, passes=5, clip=0.7, smoothness=np.full(P + 1, 0.4))
+    opts = dict(options, passes=3, clip=0.7, smoothness=np.full(P + 1, 0.4), omega=P + 1)
     ref = dpopt.solve(dpopt.Problem(X, y, **kw), "dp-rbcd", epsilon=1.0, random_state=3, **opts)
-    for rows in CHUNKINGS[:3]:
-        got = dpopt.solve(chunked(X, y, rows, **kw), "dp-rbcd", epsilon=1.0, random_state=3, **opts)
+    for rows in CHUNKINGS[1:3]:
+        problem = (sparse_chunked if sparse else chunked)(X, y, rows, **kw)
+        got = dpopt.solve(problem, "dp-rbcd", epsilon=1.0, random_state=3, **opts)
         np.testing.assert_allclose(got.w, ref.w, rtol=0, atol=TOL)
         np.testing.assert_allclose(got.checkpoints, ref.checkpoints, rtol=0, atol=TOL)
         assert (got.epsilon, got.mechanisms, got.n_iter) == (ref.epsilon, ref.mechanisms,
