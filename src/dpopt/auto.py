@@ -50,6 +50,16 @@ any                          l1, elastic_net; or the        ``dp-cd`` with :func
 When a mechanism of the table is not registered in the running installation,
 the next rule applies (``dp-gd`` with :func:`rules`), and ``fit_result_.params``
 says so.
+
+Chunked data (a :class:`~dpopt.distributed.ChunkedProblem`, Dask collections, files read
+out of core): the same plan and the same releases, the data-dependent parts (histogram
+counts, column sums, row-norm counts) computed per chunk and summed by Dask's tree, the
+noise added once on the client by the functions used in memory (:class:`InMemoryData` and
+:class:`dpopt.distributed_auto.ChunkedData` share them: :func:`noisy_means`,
+:func:`row_bound_from_counts`, :func:`dpopt.preprocessing.private_bounds_from_counts`), so the
+sensitivities and records are those above. Only distributed mechanisms are chosen: the rows
+of the table leading to ``dp-cd`` lead to ``dp-gd`` with :func:`rules` (:data:`CHUNKED_REASON`:
+DP-CD takes one cluster-wide reduction per coordinate, DP-GD one per step).
 """
 
 from __future__ import annotations
@@ -60,7 +70,15 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import scipy.sparse as sp
 
-from dpopt.privacy import Gaussian, epsilon_of, gdp_epsilon, gdp_mu, private_quantile
+from dpopt.privacy import (
+    Gaussian,
+    epsilon_of,
+    gdp_epsilon,
+    gdp_mu,
+    private_quantile_from_counts,
+    quantile_counts,
+    quantile_edges,
+)
 
 #: Shares of mu^2 (Gaussian-DP) spent on the steps that fix the scale.
 SHARES = {"feature_bounds": 0.10, "feature_means": 0.04, "row_norm": 0.03,
@@ -69,6 +87,8 @@ SHARES = {"feature_bounds": 0.10, "feature_means": 0.04, "row_norm": 0.03,
 MAX_SHARE = 0.30
 #: Level of the private quantile of the scaled rows' norms (the row bound R).
 ROW_NORM_QUANTILE = 0.95
+#: Geometric bins of the row-norm histogram (between min(1e-3, sqrt(p) / 2) and sqrt(p)).
+ROW_NORM_BINS = 60
 
 # Curvature bound of loss''(z) and bound of |loss'(z)| on targets in [-1, 1] (for the rules).
 _CURVATURE = {"squared": 1.0, "logistic": 0.25, "huber": 1.0, "absolute": 0.0}
@@ -192,8 +212,21 @@ class AutoFit:
 # --------------------------------------------------------------------------- the table
 
 
-def choose_solver(loss, penalty, n, p, available) -> tuple[str, str]:
-    """The mechanism for (loss, penalty, n, p) and why (see the module table)."""
+#: Why chunked data never goes to dp-cd (recorded in ``params["auto"]["reason"]``).
+CHUNKED_REASON = "chunked data: dp-cd takes one cluster-wide reduction per coordinate"
+
+
+def choose_solver(loss, penalty, n, p, available, *, chunked=False) -> tuple[str, str]:
+    """The mechanism for (loss, penalty, n, p) and why (see the module table).
+
+    ``chunked``: the data is a :class:`~dpopt.distributed.ChunkedProblem`; only the
+    solvers declared distributed are candidates, and the rows of the table that lead to
+    dp-cd (one reduction per coordinate) lead to dp-gd, a block method (one reduction of
+    the full gradient per step; its prox handles L1)."""
+    if chunked:
+        from dpopt.solvers import get_solver
+
+        available = [name for name in available if get_solver(name).distributed]
     smooth_l2 = penalty in ("none", "l2")
     if loss == "squared" and smooth_l2 and "adassp" in available:
         return "adassp", ("squared loss with an L2 or no penalty: sufficient-statistics "
@@ -204,6 +237,10 @@ def choose_solver(loss, penalty, n, p, available) -> tuple[str, str]:
             f"objective perturbation releases a perturbed exact minimizer and needs no step, "
             f"clip or pass count")
     if penalty in ("l1", "elastic_net") or loss in ("huber", "absolute"):
+        if chunked:
+            return "dp-gd", (f"{CHUNKED_REASON}: DP gradient descent instead (a block method, "
+                             f"one reduction of the full gradient per step; its prox handles "
+                             f"L1) with the rules of dpopt.auto.rules")
         return "dp-cd", ("non-smooth penalty or loss: DP coordinate descent (its prox handles "
                          "L1) with the rules of dpopt.auto.rules")
     return "dp-gd", "fallback: DP gradient descent with the rules of dpopt.auto.rules"
@@ -319,11 +356,17 @@ def split_mu(epsilon, delta, shares):
 
 
 def private_means(Xs, mu, rng):
-    """Noisy column means of features scaled into [0, 1]: each column sum moves by at
-    most 1 when one record is replaced, so the p sums have L2 sensitivity sqrt(p);
-    N(0, p / mu^2) noise on each makes one Gaussian mechanism of multiplier 1/mu."""
-    n, p = Xs.shape
-    sums = np.asarray(Xs.sum(axis=0)).ravel()
+    """Noisy column means of features scaled into [0, 1] (:func:`noisy_means` of the
+    column sums)."""
+    return noisy_means(np.asarray(Xs.sum(axis=0)).ravel(), Xs.shape[0], mu, rng)
+
+
+def noisy_means(sums, n, mu, rng):
+    """Noisy column means from the exact column sums of n rows scaled into [0, 1] (summed
+    in memory or over chunks): each column sum moves by at most 1 when one record is
+    replaced, so the p sums have L2 sensitivity sqrt(p); N(0, p / mu^2) noise on each makes
+    one Gaussian mechanism of multiplier 1/mu."""
+    p = len(sums)
     noisy = sums + rng.standard_normal(p) * (math.sqrt(p) / mu)
     return np.clip(noisy / n, 0.0, 1.0), [Gaussian(1.0 / mu, 1)]
 
@@ -340,63 +383,134 @@ def private_row_bound(X_scaled, mu, rng):
     noisy scan finds no quantile (too few rows for the budget). One noisy histogram of
     sensitivity sqrt(2) (replace-one): a Gaussian mechanism of multiplier 1/mu."""
     p = X_scaled.shape[1]
+    return row_bound_from_counts(quantile_counts(_row_norms(X_scaled), row_norm_edges(p)), p,
+                                 mu, rng)
+
+
+def _row_norm_range(p):
+    """(lower, upper) of the row-norm histogram: public, from p only; the upper end is the
+    domain bound sqrt(p) of p scaled features."""
     cap = math.sqrt(p)
+    return min(1e-3, cap / 2), cap
+
+
+def row_norm_edges(p):
+    """The public edges of the row-norm histogram (:data:`ROW_NORM_BINS` geometric bins)."""
+    return quantile_edges(*_row_norm_range(p), ROW_NORM_BINS)
+
+
+def row_bound_from_counts(counts, p, mu, rng):
+    """:func:`private_row_bound` from the exact counts of the scaled rows' norms on
+    :func:`row_norm_edges` (counted in memory or summed over chunks)."""
+    lower, cap = _row_norm_range(p)
     rho = 0.5 * mu ** 2  # private_quantile's rho-zCDP histogram is sqrt(2 rho)-GDP
-    lower = min(1e-3, cap / 2)
-    r, info = private_quantile(rng, _row_norms(X_scaled), ROW_NORM_QUANTILE, rho,
-                               lower=lower, upper=cap, bins=60)
+    r, info = private_quantile_from_counts(rng, counts, ROW_NORM_QUANTILE, rho, lower=lower,
+                                           upper=cap, bins=ROW_NORM_BINS)
     # a scan that never stopped (too few rows for this budget) says nothing: use the domain
     return (cap if r <= lower else r), list(info["gaussian_records"])
+
+
+class InMemoryData:
+    """The data-dependent steps of :func:`fit_default` on arrays in memory (dense or
+    sparse). :class:`dpopt.distributed_auto.ChunkedData` does the same steps on chunked
+    data, with the same releases: the two share every privacy-relevant function."""
+
+    chunked = False
+
+    def __init__(self, X, y):
+        self.X, self.y = X, y
+        self.shape = X.shape
+        self.sparse = sp.issparse(X)
+        self._scaled = None
+
+    def scaled(self, scaling):
+        """``scaling.transform(X)``, computed once per scaling."""
+        if self._scaled is None or self._scaled[0] is not scaling:
+            self._scaled = (scaling, scaling.transform(self.X))
+        return self._scaled[1]
+
+    def feature_bounds(self, mu, rng):
+        from dpopt.preprocessing import private_feature_bounds
+
+        return private_feature_bounds(self.X, mu, rng)
+
+    def means(self, scaling, mu, rng):
+        return private_means(self.scaled(scaling), mu, rng)
+
+    def row_bound(self, scaling, mu, rng):
+        return private_row_bound(self.scaled(scaling), mu, rng)
+
+    def target_bounds(self, mu, rng):
+        from dpopt.preprocessing import private_target_bounds
+
+        return private_target_bounds(self.y, mu, rng)
+
+    def problem(self, scaling, target, **kwargs):
+        from dpopt.problem import Problem
+
+        y = self.y if target is None else target.transform(self.y)
+        return Problem(self.scaled(scaling), y, **kwargs)
+
+
+def _data_of(X, y, loss, fit_intercept):
+    """The data adapter of :func:`fit_default`: in memory, or chunked (a
+    :class:`~dpopt.distributed.ChunkedProblem`, or a Dask collection / path with ``y``)."""
+    from dpopt.distributed import is_chunked_input
+
+    if getattr(X, "is_chunked", False) is True or is_chunked_input(X):
+        from dpopt.distributed_auto import ChunkedData
+
+        return ChunkedData.of(X, y, loss=loss, fit_intercept=fit_intercept)
+    return InMemoryData(X, y)
 
 
 def fit_default(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, delta, rng,
                 regression):
     """Run the default path (module docstring) and return an :class:`AutoFit`.
 
-    ``y`` is already encoded for the loss ({-1, +1} labels for logistic). The
-    returned ``result`` is the model's FitResult with ``epsilon``, ``mechanisms``
-    and ``accountant`` replaced by those of the whole composition.
+    ``y`` is already encoded for the loss ({-1, +1} labels for logistic). ``X`` may also
+    be chunked: a :class:`~dpopt.distributed.ChunkedProblem` (``y`` None: its own target)
+    or a Dask collection / path (with ``y``); the same releases are then computed chunk by
+    chunk and the mechanism is a distributed one (:mod:`dpopt.distributed_auto`). The
+    returned ``result`` is the model's FitResult with ``epsilon``, ``mechanisms`` and
+    ``accountant`` replaced by those of the whole composition.
     """
     from dpopt.budget import _unbudgeted
-    from dpopt.preprocessing import private_feature_bounds, private_target_bounds
-    from dpopt.problem import Problem
     from dpopt.solvers import available_solvers, solve
 
-    n, p = X.shape
+    data = _data_of(X, y, loss, fit_intercept)
+    n, p = data.shape
     loss_name = loss if isinstance(loss, str) else loss.name
-    center = fit_intercept and not sp.issparse(X)
+    center = fit_intercept and not data.sparse
     shares = plan_budget(n, p, gdp_mu(epsilon, delta), regression=regression, center=center)
     if shares is None:
-        return _no_model(X, y, loss, penalty, penalty_kwargs, fit_intercept, delta, n, epsilon)
+        return _no_model(p, loss, penalty, penalty_kwargs, fit_intercept, delta, n, epsilon)
     mu_total, mus = split_mu(epsilon, delta, shares)
     row_mode = "feature_bounds" not in shares
     records = []
     if row_mode:
         scaling, R = RowNormalization(), 1.0
     else:
-        fb = private_feature_bounds(X, mus["feature_bounds"], rng)
+        fb = data.feature_bounds(mus["feature_bounds"], rng)
         records += list(fb.mechanisms)
-        scaling = Scaling.from_bounds(fb.lower, fb.upper, shift=fit_intercept,
-                                      sparse=sp.issparse(X))
+        scaling = Scaling.from_bounds(fb.lower, fb.upper, shift=fit_intercept, sparse=data.sparse)
         if center:
-            means, rec = private_means(scaling.transform(X), mus["feature_means"], rng)
+            means, rec = data.means(scaling, mus["feature_means"], rng)
             records += rec
             scaling = scaling.centered(means)
-    Xs = scaling.transform(X)
-    if not row_mode:
-        R, rec = private_row_bound(Xs, mus["row_norm"], rng)
+        R, rec = data.row_bound(scaling, mus["row_norm"], rng)
         records += rec
 
     target = None
     if regression:
-        tb = private_target_bounds(y, mus["target_bounds"], rng)
+        tb = data.target_bounds(mus["target_bounds"], rng)
         records += list(tb.mechanisms)
         target = TargetScaling.from_bounds(tb.lower[0], tb.upper[0], shift=fit_intercept)
-        y = target.transform(y)
 
-    problem = Problem(Xs, y, loss=loss, penalty=penalty, fit_intercept=fit_intercept,
-                      **penalty_kwargs)
-    solver, why = choose_solver(loss_name, problem.penalty.name, n, p, available_solvers())
+    problem = data.problem(scaling, target, loss=loss, penalty=penalty,
+                           fit_intercept=fit_intercept, **penalty_kwargs)
+    solver, why = choose_solver(loss_name, problem.penalty.name, n, p, available_solvers(),
+                                chunked=data.chunked)
     options = _model_options(solver, problem, mus["model"], R, penalty_kwargs)
     eps_model = gdp_epsilon(mus["model"], delta)
     if solver == "objective-perturbation":
@@ -420,7 +534,7 @@ def fit_default(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, 
     return AutoFit(result, scaling, target, plan)
 
 
-def _no_model(X, y, loss, penalty, penalty_kwargs, fit_intercept, delta, n, epsilon):
+def _no_model(p, loss, penalty, penalty_kwargs, fit_intercept, delta, n, epsilon):
     """The documented result when n is too small to locate the target's range at this
     epsilon: the zero model, computed without reading the data, so nothing is spent."""
     import warnings
@@ -433,7 +547,7 @@ def _no_model(X, y, loss, penalty, penalty_kwargs, fit_intercept, delta, n, epsi
               f"histogram): the model is the constant 0 and nothing was spent; use a larger "
               f"epsilon, or scale y with public bounds and pass an explicit solver")
     warnings.warn(reason, UserWarning, stacklevel=4)
-    problem = Problem(np.zeros((1, p := X.shape[1])), np.zeros(1), loss=loss, penalty=penalty,
+    problem = Problem(np.zeros((1, p)), np.zeros(1), loss=loss, penalty=penalty,
                       fit_intercept=fit_intercept, **penalty_kwargs)
     plan = {"solver": "none", "reason": reason, "mu": 0.0, "mu_shares": {}, "unlearnable": True,
             "scaling": "none", "row_bound": None, "model_options": {}}

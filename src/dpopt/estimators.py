@@ -74,11 +74,18 @@ from dpopt.distributed import is_chunked_input
 from dpopt.exceptions import PrivacyLeakWarning
 from dpopt.problem import Problem
 from dpopt.solvers import get_solver, solve
+from dpopt.solvers._base import chunked_note
 
 __all__ = ["DPLogisticRegression", "DPLinearRegression", "DPLasso", "DPElasticNet",
            "DPHuberRegressor"]
 
 _RESERVED_OPTIONS = ("epsilon", "delta", "random_state", "rng", "problem", "budget")
+
+
+def _check_auto_epsilon(epsilon):
+    if math.isinf(epsilon):
+        raise ValueError("solver='auto' needs a finite epsilon: its scaling is private; "
+                         "pass an explicit solver for a non-private fit")
 
 
 class _DPLinearModel(BaseEstimator):
@@ -125,12 +132,16 @@ class _DPLinearModel(BaseEstimator):
         return self._solve(problem, spec, epsilon, delta, options)
 
     def _fit_chunked(self, X, y, epsilon, delta_given, spec, options):
-        """Explicit-solver fit of Dask / on-disk data through :mod:`dpopt.distributed`."""
+        """Fit of Dask / on-disk data through :mod:`dpopt.distributed`: the default path
+        (:mod:`dpopt.distributed_auto`) or an explicit distributed solver."""
         from dpopt.distributed import ChunkedProblem, as_dask_arrays
 
         if spec is None:
-            raise ValueError("solver='auto' does not take chunked (Dask or out-of-core) data: "
-                             "pass an explicit solver that does, e.g. solver='dp-gd'")
+            _check_auto_epsilon(epsilon)  # before the data is read
+        else:
+            from dpopt.distributed import check_distributed
+
+            check_distributed(spec)
         X, y = as_dask_arrays(X, y)
         penalty, penalty_kwargs = self._penalty()
         problem = ChunkedProblem(X, self._encode_chunked_y(y), loss=self._loss(),
@@ -140,8 +151,10 @@ class _DPLinearModel(BaseEstimator):
             raise ValueError("n_samples=1: the default delta 1/n^2 needs at least 2 samples "
                              "(pass delta explicitly)")
         delta = 1.0 / problem.n_samples ** 2 if delta_given is None else delta_given
-        self.auto_ = None
         self.n_features_in_ = problem.n_features
+        if spec is None:
+            return self._fit_auto(problem, None, epsilon, delta, penalty, penalty_kwargs)
+        self.auto_ = None
         return self._solve(problem, spec, epsilon, delta, options)
 
     def _encode_chunked_y(self, y):
@@ -178,9 +191,7 @@ class _DPLinearModel(BaseEstimator):
         """The default path (:mod:`dpopt.auto`): private bounds, scaling, mechanism."""
         from dpopt.auto import fit_default
 
-        if math.isinf(epsilon):
-            raise ValueError("solver='auto' needs a finite epsilon: its scaling is private; "
-                             "pass an explicit solver for a non-private fit")
+        _check_auto_epsilon(epsilon)
         rng = check_random_state(sklearn_seed(self.random_state))
         budget = resolve_budget(self.accountant)
         name = type(self).__name__
@@ -274,7 +285,7 @@ class _DPLinearModel(BaseEstimator):
             line = (f"{type(self).__name__} (solver='auto' -> {plan['solver']}): "
                     f"({r.epsilon:.4g}, {r.delta:.3g})-DP under {r.adjacency} adjacency, "
                     f"end to end (scaling included), accountant {r.accountant}; "
-                    f"Gaussian-DP mu={plan['mu']:.4g} split as {shares}")
+                    f"Gaussian-DP mu={plan['mu']:.4g} split as {shares}{chunked_note(r.params)}")
         else:
             line = r.privacy_report()
         if self.privacy_leaks_:

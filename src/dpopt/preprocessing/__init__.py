@@ -21,10 +21,13 @@ from dpopt.preprocessing._bounds import (
     DEFAULT_QUANTILES,
     FeatureBounds,
     SignedLogGrid,
+    feature_histograms,
     histogram_bounds,
     histogram_quantiles,
+    private_bounds_from_counts,
     private_feature_bounds,
     private_target_bounds,
+    release_counts,
     release_histograms,
 )
 from dpopt.preprocessing._transformers import (
@@ -38,8 +41,9 @@ from dpopt.preprocessing._transformers import (
 
 __all__ = [
     "DEFAULT_BIN_CONFIDENCE", "DEFAULT_CONFIDENCE", "DEFAULT_GRID", "DEFAULT_QUANTILES",
-    "FeatureBounds", "SignedLogGrid",
+    "FeatureBounds", "SignedLogGrid", "feature_histograms",
     "histogram_bounds", "histogram_quantiles", "private_feature_bounds", "private_target_bounds",
-    "release_histograms", "PrivateClipper", "PrivateMinMaxScaler", "PrivateRobustScaler",
-    "PrivateStandardScaler", "public_one_hot_encoder", "release_clipped_moments",
+    "private_bounds_from_counts", "release_counts", "release_histograms", "PrivateClipper",
+    "PrivateMinMaxScaler", "PrivateRobustScaler", "PrivateStandardScaler",
+    "public_one_hot_encoder", "release_clipped_moments",
 ]

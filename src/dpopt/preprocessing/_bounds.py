@@ -52,6 +52,7 @@ from dpopt.privacy.mechanisms import gaussian_noise, noisy_scan
 __all__ = ["SignedLogGrid", "FeatureBounds", "DEFAULT_QUANTILES", "DEFAULT_CONFIDENCE",
            "DEFAULT_BIN_CONFIDENCE",
            "private_feature_bounds", "private_target_bounds", "release_histograms",
+           "release_counts", "feature_histograms", "private_bounds_from_counts",
            "histogram_bounds", "histogram_quantiles"]
 
 #: Default (lower, upper) quantile levels; see docs/preprocessing.md for the reasoning.
@@ -243,10 +244,17 @@ def feature_histograms(X, columns, grid=DEFAULT_GRID) -> np.ndarray:
 
 def release_histograms(X, columns, mu, rng, grid=DEFAULT_GRID):
     """The Gaussian release (module docstring): noisy counts of ``columns``, sigma
-    and the record. ``sigma = sqrt(2 p) / mu`` with p = len(columns); mu = inf adds
-    no noise and records ``Gaussian(0)`` (not private)."""
-    p = len(columns)
-    counts = feature_histograms(X, columns, grid)
+    and the record (:func:`release_counts` of :func:`feature_histograms`)."""
+    return release_counts(feature_histograms(X, columns, grid), mu, rng)
+
+
+def release_counts(counts, mu, rng):
+    """The Gaussian release of exact histograms ``counts`` (one row per feature, however
+    they were counted: in memory, or summed over the chunks of a Dask array): noisy
+    counts, sigma and the record. ``sigma = sqrt(2 p) / mu`` with p = len(counts), the
+    replace-one sensitivity of p histograms (module docstring); mu = inf adds no noise and
+    records ``Gaussian(0)`` (not private)."""
+    p = len(counts)
     if math.isinf(mu):
         return counts, 0.0, Gaussian(0.0, 1)
     sigma = math.sqrt(2.0 * p) / mu
@@ -277,11 +285,12 @@ def histogram_bounds(noisy, sigma, n, quantiles, confidence=DEFAULT_CONFIDENCE, 
     return np.where(unresolved, 0.0, lower), np.where(unresolved, 0.0, upper), unresolved
 
 
-def warn_unresolved(features, sigma, n):
+def warn_unresolved(features, sigma, n, stacklevel=3):
     if len(features):
         warnings.warn(f"the budget (noise std {sigma:.3g} per count, n={n}) cannot locate the "
                       f"bounds of features {[int(j) for j in features]}; they get bounds [0, 0] (dropped). "
-                      f"Give them public bounds or more budget", UserWarning, stacklevel=3)
+                      f"Give them public bounds or more budget", UserWarning,
+                      stacklevel=stacklevel)
 
 
 def histogram_quantiles(noisy, n, level, grid=DEFAULT_GRID):
@@ -330,6 +339,39 @@ def private_feature_bounds(X, mu, rng, *, quantiles=DEFAULT_QUANTILES, bounds=No
     released, else ``[]``.
     """
     X = check_matrix(X)
+    return _bounds_release(lambda columns: feature_histograms(X, columns, grid), X.shape, mu,
+                           rng, quantiles=quantiles, bounds=bounds, confidence=confidence,
+                           grid=grid, bin_confidence=bin_confidence)
+
+
+def private_bounds_from_counts(counts, n, mu, rng, *, quantiles=DEFAULT_QUANTILES, bounds=None,
+                               confidence=DEFAULT_CONFIDENCE, grid=DEFAULT_GRID,
+                               bin_confidence=DEFAULT_BIN_CONFIDENCE) -> FeatureBounds:
+    """:func:`private_feature_bounds` from exact histograms already counted on ``grid``.
+
+    ``counts``: shape (p, grid.n_bins), the exact (non-private) counts of the n values of
+    every feature, e.g. per-chunk :func:`feature_histograms` summed over the chunks of a
+    Dask array. The release, its sensitivity, its record and the scan are those of
+    :func:`private_feature_bounds` (same noise draws from ``rng``): for counts equal to
+    ``feature_histograms(X, range(p))`` the two return the same bounds at the same seed.
+    Features with public bounds (``bounds``) are left out of the release.
+    """
+    counts = np.asarray(counts, dtype=np.float64)
+    if not isinstance(grid, SignedLogGrid):
+        raise ValueError(f"grid must be a SignedLogGrid, got {grid!r}")
+    if counts.ndim != 2 or counts.shape[1] != grid.n_bins or counts.shape[0] < 1:
+        raise ValueError(f"counts must have shape (p, {grid.n_bins}) (the grid's bins), got "
+                         f"{counts.shape}")
+    n = check_positive_int(n, "n")
+    return _bounds_release(lambda columns: counts[columns], (n, counts.shape[0]), mu, rng,
+                           quantiles=quantiles, bounds=bounds, confidence=confidence, grid=grid,
+                           bin_confidence=bin_confidence)
+
+
+def _bounds_release(counts_of, shape, mu, rng, *, quantiles, bounds, confidence, grid,
+                    bin_confidence) -> FeatureBounds:
+    """The release and scan shared by the two entry points; ``counts_of(columns)`` gives
+    the exact histograms of the released columns."""
     mu = check_mu(mu)
     quantiles = check_quantiles(quantiles)
     confidence = check_scalar(confidence, "confidence", low=0.0)
@@ -337,17 +379,17 @@ def private_feature_bounds(X, mu, rng, *, quantiles=DEFAULT_QUANTILES, bounds=No
         bin_confidence = check_scalar(bin_confidence, "bin_confidence", low=0.0, low_open=True)
     if not isinstance(grid, SignedLogGrid):
         raise ValueError(f"grid must be a SignedLogGrid, got {grid!r}")
-    n, p = X.shape
+    n, p = shape
     pub_lo, pub_hi = check_public_bounds(bounds, p)
     public = ~(np.isnan(pub_lo) | np.isnan(pub_hi))
     columns = np.flatnonzero(~public)
     lower, upper = pub_lo.copy(), pub_hi.copy()
     if columns.size == 0:
         return FeatureBounds(lower, upper, [], public, math.inf, 0.0, columns, None, n, grid)
-    noisy, sigma, record = release_histograms(X, columns, mu, rng, grid)
+    noisy, sigma, record = release_counts(counts_of(columns), mu, rng)
     est_lo, est_hi, unresolved = histogram_bounds(noisy, sigma, n, quantiles, confidence, grid,
                                                   bin_confidence)
-    warn_unresolved(columns[unresolved], sigma, n)
+    warn_unresolved(columns[unresolved], sigma, n, stacklevel=4)  # the entry point's caller
     lower[columns] = np.where(np.isnan(pub_lo[columns]), est_lo, pub_lo[columns])
     upper[columns] = np.where(np.isnan(pub_hi[columns]), est_hi, pub_hi[columns])
     # a public side wins over an estimate that crosses it

@@ -26,6 +26,9 @@ from dpopt.privacy.accounting import (
 from dpopt.privacy.mechanisms import (
     advanced_composition_split,
     private_quantile,
+    private_quantile_from_counts,
+    quantile_counts,
+    quantile_edges,
 )
 
 __all__ = [
@@ -37,5 +40,6 @@ __all__ = [
     "resolve_accountant", "zcdp_to_dp",
     # general mechanisms (mechanisms.py); the heavy-tailed mean oracles live beside their
     # solvers in dpopt.solvers.heavy_tailed.oracles
-    "advanced_composition_split", "private_quantile",
+    "advanced_composition_split", "private_quantile", "private_quantile_from_counts",
+    "quantile_counts", "quantile_edges",
 ]

@@ -136,20 +136,47 @@ def private_quantile(rng, values, quantile, rho, *, lower=1e-6, upper=1e6, bins=
         raise ValueError(f"values must be a non-empty 1-d array, got shape {v.shape}")
     if not np.all(np.isfinite(v)) or np.any(v < 0):
         raise ValueError("values must be finite and non-negative")
-    q = check_scalar(quantile, "quantile", low=0.0, high=1.0, low_open=True, high_open=True)
-    rho = _check_rho(rho)
+    edges = quantile_edges(lower, upper, bins)
+    return private_quantile_from_counts(rng, quantile_counts(v, edges), quantile, rho,
+                                        lower=lower, upper=upper, bins=bins,
+                                        confidence=confidence)
+
+
+def quantile_edges(lower=1e-6, upper=1e6, bins=60):
+    """The public geometric edges of :func:`private_quantile`'s histogram (validated)."""
     lower = check_scalar(lower, "lower", low=0.0, low_open=True)
     upper = check_scalar(upper, "upper", low=0.0, low_open=True)
     if not lower < upper:
         raise ValueError(f"need lower < upper, got lower={lower}, upper={upper}")
     bins = check_positive_int(bins, "bins")
+    return np.geomspace(lower, upper, bins + 1)
+
+
+def quantile_counts(values, edges):
+    """Exact counts of non-negative ``values`` in the ``len(edges) + 1`` bins of
+    :func:`private_quantile` (bin 0: v < lower; bin b: edges[b-1] <= v < edges[b];
+    the last: v >= upper). Additive: counts of disjoint parts (chunks) sum to the counts of
+    the whole."""
+    return np.bincount(np.searchsorted(edges, values, side="right"), minlength=len(edges) + 1)
+
+
+def private_quantile_from_counts(rng, counts, quantile, rho, *, lower=1e-6, upper=1e6, bins=60,
+                                 confidence=3.0):
+    """:func:`private_quantile` from exact counts already made by :func:`quantile_counts`
+    with ``quantile_edges(lower, upper, bins)`` (e.g. summed over the chunks of a Dask
+    array): the same release (sensitivity sqrt(2), rho-zCDP), scan, noise draws and
+    records. The number of values m is the sum of the counts (public under replace-one)."""
+    q = check_scalar(quantile, "quantile", low=0.0, high=1.0, low_open=True, high_open=True)
+    rho = _check_rho(rho)
+    edges = quantile_edges(lower, upper, bins)
     conf = check_scalar(confidence, "confidence", low=0.0)
-    edges = np.geomspace(lower, upper, bins + 1)
-    # bin 0: v < lower; bin b (1..bins): edges[b-1] <= v < edges[b]; bin bins+1: v >= upper
-    counts = np.bincount(np.searchsorted(edges, v, side="right"), minlength=bins + 2)
+    counts = np.asarray(counts)
+    if counts.shape != (edges.size + 1,):
+        raise ValueError(f"counts must have shape ({edges.size + 1},) (bins + 2), got "
+                         f"{counts.shape}")
     sigma_h = 0.0 if math.isinf(rho) else 1.0 / math.sqrt(rho)
     noisy = counts + gaussian_noise(rng, sigma_h, counts.shape)
-    m = v.size
+    m = int(round(float(counts.sum())))
     ext = np.concatenate([[lower], edges, [upper]])  # ext[b + 1] = upper end of bin b
     if q >= 0.5:
         b = noisy_scan(noisy, (1.0 - q) * m, sigma_h, conf, from_top=True)[0]

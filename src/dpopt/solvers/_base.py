@@ -72,12 +72,17 @@ class FitResult:
     def privacy_report(self) -> str:
         if math.isinf(self.epsilon):
             return f"{self.solver}: not private (epsilon = inf)"
-        data = self.params.get("data")
-        chunked = "" if not data else (f"; chunked data ({data['n_chunks']} chunks), accounting "
-                                       f"as on one machine (unchanged)")
+        chunked = chunked_note(self.params)
         return (f"{self.solver}: ({self.epsilon:.4g}, {self.delta:.3g})-DP under {self.adjacency} "
                 f"adjacency, accountant {self.accountant}, noise multiplier "
                 f"{self.noise_multiplier:.4g}{chunked}")
+
+
+def chunked_note(params) -> str:
+    """What a privacy report adds for a fit on chunked data (``params["data"]``), else ''."""
+    data = params.get("data")
+    return "" if not data else (f"; chunked data ({data['n_chunks']} chunks), accounting as on "
+                                f"one machine (unchanged)")
 
 
 class Checkpoints:

@@ -86,6 +86,25 @@ ValueError if the Jacobian term alone exceeds the budget). Accountant: the exact
 :func:`dpopt.privacy.epsilon_of` (certified Riemann sum); the achieved epsilon is checked
 <= target. The calibration depends only on public quantities and is cached.
 
+Chunked data
+------------
+The solver is declared ``distributed=True``: it fits a
+:class:`dpopt.distributed.ChunkedProblem` (Dask arrays, files read out of core) with the same
+Newton's method, each point it tries costing one cluster-wide reduction. Every chunk task
+clips its own rows to B (the same per-row map as in memory) and returns its share of
+(sum_i l(z_i), sum_i l'(z_i) x_i, sum_i l''(z_i) x_i x_i^T), a (1 + dim + dim^2)-vector that
+Dask's tree sum adds (:func:`chunk_newton_terms`); the client adds the regularization and
+b^T w / n and solves the dim x dim Newton system (dense at every dim: dim^2 floats per
+chunk, like AdaSSP's statistics). One reduction per Newton step when the full step is
+accepted, one more per halving of the line search. b and the output noise are drawn on the
+client from the fit's Generator, in the in-memory order. Privacy is unchanged: the OP
+argument is about the exact minimiser w* of F_b, a function of the data and b only, and
+the AMP argument needs only ||grad F_b(w_hat)|| <= tau / 2 at the released w_hat (checked on
+the client on the reduced gradient), whatever algorithm, machine or order of additions
+reached it; so the records and the accounting are the single-machine ones, and a chunked
+fit is within ``tolerance`` of the in-memory one at the same seed (both within tolerance/2
+of the same w*; in practice to rounding, as Newton takes the same steps).
+
 ``epsilon = inf``: no noise, lambda = 0 with ``"auto"`` (the user's problem itself).
 Newton's method stops at ||grad|| <= tau / 2 (margin for round-off in the gradient); if it
 does not get there (numerical trouble only: the problem is strongly convex and smooth) a
@@ -152,8 +171,7 @@ def resolve_row_bound(problem, row_bound) -> float:
     warnings.warn("objective-perturbation computes the row-norm bound from the private data "
                   "without privacy; pass row_bound=<B> (a public bound) to avoid this",
                   PrivacyLeakWarning, stacklevel=3)
-    norms = feature_row_norms(problem)
-    bound = float(norms.max())
+    bound = problem.max_row_norm() if problem.is_chunked else float(feature_row_norms(problem).max())
     if bound == 0 and not problem.fit_intercept:
         raise ValueError("every row of X is zero: there is no row bound to derive "
                          "(and nothing to learn); pass row_bound=<B>")
@@ -181,6 +199,18 @@ def clip_feature_rows(problem, bound):
         return sp.csr_matrix(F)
     X = np.array(problem.X, order="C", dtype=np.float64)
     X[:, :problem.n_features] *= scale[:, None]
+    return X
+
+
+def clip_design_rows(X, n_features, bound):
+    """Rescale, in place, the feature part of every row of the dense design ``X`` to
+    norm <= ``bound`` (the chunk version of :func:`clip_feature_rows`: the same arithmetic
+    row by row)."""
+    F = X[:, :n_features]
+    norms = np.sqrt(np.einsum("ij,ij->i", F, F))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        scale = np.where(norms > bound, bound / norms, 1.0)
+    F *= scale[:, None]
     return X
 
 
@@ -311,27 +341,96 @@ class PerturbedObjective:
         d = self.loss.deriv(z, self.y)
         return np.asarray(self.X.T @ d).ravel() / self.n + self.reg * w + self.lin
 
+    evaluate = margins  # what newton() computes once per point: here the margins X w
+
     def newton_direction(self, w, g, z):
         h = loss_curvature(self.loss, z, self.y) / self.n
         dim = w.shape[0]
         if dim <= DENSE_NEWTON_MAX_DIM:
             H = self.X.T @ (sp.diags(h) @ self.X) if sp.issparse(self.X) else \
                 self.X.T @ (h[:, None] * self.X)
-            H = np.asarray(H.toarray() if sp.issparse(H) else H) + np.diag(self.reg)
-            H[np.diag_indices(dim)] += 1e-14 * max(float(np.max(np.diag(H))), 1e-300)
-            try:
-                return scipy.linalg.solve(H, g, assume_a="pos")
-            except (np.linalg.LinAlgError, ValueError):
-                return np.linalg.lstsq(H, g, rcond=None)[0]
+            return solve_newton_system(np.asarray(H.toarray() if sp.issparse(H) else H),
+                                       self.reg, g)
         op = LinearOperator((dim, dim), dtype=np.float64, matvec=lambda v: np.asarray(
             self.X.T @ (h * np.asarray(self.X @ v).ravel())).ravel() + self.reg * v)
         return cg(op, g, rtol=1e-10, maxiter=10 * dim)[0]
 
 
+def solve_newton_system(hessian_loss, reg, g):
+    """The Newton direction H^{-1} g with H = ``hessian_loss`` + diag(reg) (a tiny relative
+    jitter on the diagonal; least squares if H is numerically singular)."""
+    H = hessian_loss + np.diag(reg)
+    H[np.diag_indices(len(reg))] += 1e-14 * max(float(np.max(np.diag(H))), 1e-300)
+    try:
+        return scipy.linalg.solve(H, g, assume_a="pos")
+    except (np.linalg.LinAlgError, ValueError):
+        return np.linalg.lstsq(H, g, rcond=None)[0]
+
+
+# ---------------------------------------------------------------------------
+# the perturbed problem on chunked data (dpopt.distributed)
+
+
+def chunk_newton_terms(xb, yb, *, w, loss, fit_intercept, bound):
+    """One chunk's share of F_b's data term at w (a task on a worker): its rows clipped
+    as in memory (feature part to norm <= ``bound``), then [sum_i l(z_i), sum_i l'(z_i) x_i,
+    sum_i l''(z_i) x_i x_i^T (flattened)] with z = X w; a (1, 1 + d + d^2) row."""
+    from dpopt.distributed import _design
+
+    X = clip_design_rows(_design(xb, fit_intercept), xb.shape[1], bound)
+    y = np.asarray(yb[:, 0], dtype=np.float64)
+    z = X @ w
+    hess = X.T @ (loss_curvature(loss, z, y)[:, None] * X)
+    return np.concatenate([[np.sum(loss.value(z, y))], X.T @ loss.deriv(z, y),
+                           hess.ravel()])[None, :]
+
+
+class ChunkedPoint:
+    """F_b's data term at one w, summed over the chunks: (1/n) sum of losses, gradient and
+    Hessian (what :func:`newton` needs at a point)."""
+
+    def __init__(self, totals, dim, n):
+        self.loss = float(totals[0]) / n
+        self.gradient = totals[1:1 + dim] / n
+        self.hessian = totals[1 + dim:].reshape(dim, dim) / n
+
+
+class ChunkedPerturbedObjective:
+    """F_b(w) on a :class:`dpopt.distributed.ChunkedProblem`: the same function as
+    :class:`PerturbedObjective`, each point costing one cluster-wide reduction of a
+    (1 + d + d^2)-vector (:func:`chunk_newton_terms`, summed by Dask's tree); the Newton
+    system (d x d) is solved on the client."""
+
+    def __init__(self, problem, bound, reg, lin):
+        self.problem, self.bound, self.reg, self.lin = problem, bound, reg, lin
+
+    def evaluate(self, w):
+        d = self.problem.dim
+        totals = self.problem._reduce(chunk_newton_terms, 1 + d + d * d,
+                                      w=np.ascontiguousarray(w, dtype=np.float64),
+                                      loss=self.problem.loss,
+                                      fit_intercept=self.problem.fit_intercept, bound=self.bound)
+        return ChunkedPoint(totals, d, self.problem.n_samples)
+
+    def value(self, w, point):
+        return float(point.loss + 0.5 * np.dot(self.reg * w, w) + np.dot(self.lin, w))
+
+    def gradient(self, w, point):
+        return point.gradient + self.reg * w + self.lin
+
+    def newton_direction(self, w, g, point):
+        return solve_newton_system(point.hessian, self.reg, g)
+
+
 def newton(objective, w0, tau, max_iter=MAX_NEWTON):
-    """Damped Newton until ||grad|| <= tau; returns (w, gradient norm, iterations)."""
+    """Damped Newton until ||grad|| <= tau; returns (w, gradient norm, iterations).
+
+    ``objective.evaluate(w)`` is computed once per point tried and passed to ``value``,
+    ``gradient`` and ``newton_direction`` (the margins in memory; on chunked data the
+    reduced loss, gradient and Hessian: one reduction per point, so one per Newton step
+    when the full step is accepted)."""
     w = w0.copy()
-    z = objective.margins(w)
+    z = objective.evaluate(w)
     g = objective.gradient(w, z)
     gnorm = float(np.linalg.norm(g))
     for it in range(1, max_iter + 1):
@@ -341,7 +440,7 @@ def newton(objective, w0, tau, max_iter=MAX_NEWTON):
         f0, slope, t = objective.value(w, z), float(np.dot(g, step)), 1.0
         for _ in range(60):  # Armijo, or a smaller gradient where F is flat to round-off
             w_new = w - t * step
-            z_new = objective.margins(w_new)
+            z_new = objective.evaluate(w_new)
             g_new = objective.gradient(w_new, z_new)
             if objective.value(w_new, z_new) <= f0 - 1e-4 * t * slope or \
                     np.linalg.norm(g_new) < 0.5 * gnorm:
@@ -374,7 +473,7 @@ OPTIONS = (
                  losses=("logistic", "huber"), penalties=("none", "l2"),
                  family="objective-perturbation", options=OPTIONS,
                  audit={"row_bound": 1.0},
-                 audit_canary={"loss": "huber", "scale": 10.0})
+                 audit_canary={"loss": "huber", "scale": 10.0}, distributed=True)
 def fit_objective_perturbation(problem, *, epsilon, delta, rng, row_bound=None,
                                regularization="auto", tolerance=1e-6, prior_mu=0.0):
     """Fit by objective perturbation (see module docstring).
@@ -417,12 +516,16 @@ def fit_objective_perturbation(problem, *, epsilon, delta, rng, row_bound=None,
     if private and convexity <= 0:
         raise ValueError("regularization=0 leaves the perturbed objective without strong "
                          "convexity (intercept, or no L2 penalty): use a positive value or 'auto'")
-    X = clip_feature_rows(problem, bound)
     noise = rng.standard_normal(problem.dim)
     reg = np.full(problem.dim, lam + alpha)
     if intercept:
         reg[-1] = lam
-    obj = PerturbedObjective(X, problem.y, problem.loss, reg, sigma * noise / problem.n_samples)
+    lin = sigma * noise / problem.n_samples
+    if problem.is_chunked:  # rows clipped chunk by chunk, inside the reduction
+        obj = ChunkedPerturbedObjective(problem, bound, reg, lin)
+    else:
+        obj = PerturbedObjective(clip_feature_rows(problem, bound), problem.y, problem.loss, reg,
+                                 lin)
     tau = tolerance * convexity if private else tolerance * max(convexity, 1e-3)
     with np.errstate(over="ignore", invalid="ignore"):
         w, gnorm, iters = newton(obj, problem.zeros(), 0.5 * tau)

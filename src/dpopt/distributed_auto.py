@@ -1,0 +1,147 @@
+"""The default path (``solver="auto"``, :mod:`dpopt.auto`) on chunked data.
+
+:func:`dpopt.auto.fit_default` runs the same budget plan and the same private releases
+whether the data is in memory or a :class:`~dpopt.distributed.ChunkedProblem`; only the
+data-dependent parts change place. Here each of them is a per-chunk task whose results
+Dask's tree sum adds (:meth:`ChunkedProblem._reduce <dpopt.distributed.ChunkedProblem>`),
+and the noise is drawn once, on the client, from the fit's Generator, by the very functions
+the in-memory path uses:
+
+=====================  ==========================================  ===========================
+step                   per chunk (on the workers)                  released on the client by
+=====================  ==========================================  ===========================
+feature bounds         exact counts of every feature on the        :func:`~dpopt.preprocessing.
+                       public signed-log grid (p x bins)           private_bounds_from_counts`
+feature means          column sums of the scaled chunk             :func:`dpopt.auto.noisy_means`
+row-norm bound         counts of the scaled rows' norms on the     :func:`dpopt.auto.
+                       public geometric edges (62 bins)            row_bound_from_counts`
+target bounds          exact counts of y on the public grid        :func:`~dpopt.preprocessing.
+                                                                   private_bounds_from_counts`
+=====================  ==========================================  ===========================
+
+Why the releases are the in-memory ones. The counts are integers: summed over chunks they
+are exactly the counts of the whole data, so the noisy histograms, their sensitivity
+(sqrt(2 p) and sqrt(2) under replace-one), their records and the bounds read from them are
+identical at the same seed. The column sums differ from the in-memory ones by the rounding
+of a different order of additions (~1e-16 relative); their sensitivity (sqrt(p), features
+in [0, 1]) does not depend on how they are added. The scaling is then applied lazily to
+every chunk (``map_blocks`` of the same :class:`~dpopt.auto.Scaling` /
+:class:`~dpopt.auto.TargetScaling`, a per-record map), which gives the scaled
+:class:`~dpopt.distributed.ChunkedProblem` the model mechanism fits distributed.
+
+The mechanism. :func:`dpopt.auto.choose_solver` with ``chunked=True`` keeps the table's
+distributed rows (adassp for the squared loss, objective perturbation for the logistic and
+Huber losses, with no or an L2 penalty) and sends the rows that lead to dp-cd in memory (L1,
+elastic net, the absolute loss, Huber with L1) to dp-gd with :func:`dpopt.auto.rules`: dp-cd
+takes one cluster-wide reduction per coordinate, dp-gd one per step. So a chunked auto fit
+equals the in-memory auto fit at the same seed (to rounding for adassp and dp-gd, to the
+optimiser's tolerance for objective perturbation), except on those rows, where in memory the
+mechanism is dp-cd.
+
+Privacy. The same mechanisms are released the same number of times with the same
+calibration: the accounting is the single-machine one, unchanged (``params["data"]`` and
+the estimators' ``privacy_report`` say so). The workers see the data and send only exact
+partial sums to the client, which releases only noised quantities.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dpopt.auto import _row_norms, noisy_means, row_bound_from_counts, row_norm_edges
+from dpopt.preprocessing._bounds import (
+    DEFAULT_GRID,
+    feature_histograms,
+    private_bounds_from_counts,
+)
+from dpopt.privacy import quantile_counts
+
+# ---------------------------------------------------------------------------
+# per-chunk work (module-level pure functions: they run on the workers; each returns the
+# chunk's (1, width) share of an additive statistic)
+
+
+def _chunk_feature_counts(xb, yb, *, grid):
+    """Exact counts of every feature of the chunk on the public grid, flattened."""
+    X = np.asarray(xb, dtype=np.float64)
+    return feature_histograms(X, range(X.shape[1]), grid).ravel()[None, :]
+
+
+def _chunk_target_counts(xb, yb, *, grid):
+    """Exact counts of the chunk's targets on the public grid."""
+    return feature_histograms(np.asarray(yb, dtype=np.float64), [0], grid)
+
+
+def _chunk_scaled_sums(xb, yb, *, scaling):
+    """Column sums of the chunk after the (public) scaling."""
+    return scaling.transform(np.asarray(xb, dtype=np.float64)).sum(axis=0)[None, :]
+
+
+def _chunk_row_norm_counts(xb, yb, *, scaling, edges):
+    """Counts of the scaled rows' norms of the chunk on the public edges."""
+    norms = _row_norms(scaling.transform(np.asarray(xb, dtype=np.float64)))
+    return quantile_counts(norms, edges).astype(np.float64)[None, :]
+
+
+def _scale_block(xb, scaling):
+    return scaling.transform(np.asarray(xb, dtype=np.float64))
+
+
+# ---------------------------------------------------------------------------
+# the adapter
+
+
+class ChunkedData:
+    """The data-dependent steps of :func:`dpopt.auto.fit_default` on a
+    :class:`~dpopt.distributed.ChunkedProblem` (module docstring); the interface of
+    :class:`dpopt.auto.InMemoryData`."""
+
+    chunked = True
+    sparse = False  # ChunkedProblem takes dense chunks only
+
+    def __init__(self, problem):
+        self.raw = problem
+        self.shape = (problem.n_samples, problem.n_features)
+
+    @classmethod
+    def of(cls, X, y, *, loss, fit_intercept):
+        """From a ChunkedProblem (``y`` must be None) or any input it takes (validated)."""
+        from dpopt.distributed import ChunkedProblem
+
+        if getattr(X, "is_chunked", False) is True:
+            if y is not None:
+                raise ValueError("y must be None when X is a ChunkedProblem (it has its target)")
+            return cls(X)
+        return cls(ChunkedProblem(X, y, loss=loss, fit_intercept=fit_intercept))
+
+    def feature_bounds(self, mu, rng):
+        p = self.shape[1]
+        counts = self.raw._reduce(_chunk_feature_counts, p * DEFAULT_GRID.n_bins,
+                                  grid=DEFAULT_GRID)
+        return private_bounds_from_counts(counts.reshape(p, DEFAULT_GRID.n_bins), self.shape[0],
+                                          mu, rng)
+
+    def means(self, scaling, mu, rng):
+        sums = self.raw._reduce(_chunk_scaled_sums, self.shape[1], scaling=scaling)
+        return noisy_means(sums, self.shape[0], mu, rng)
+
+    def row_bound(self, scaling, mu, rng):
+        p = self.shape[1]
+        edges = row_norm_edges(p)
+        counts = self.raw._reduce(_chunk_row_norm_counts, edges.size + 1, scaling=scaling,
+                                  edges=edges)
+        return row_bound_from_counts(np.rint(counts), p, mu, rng)
+
+    def target_bounds(self, mu, rng):
+        counts = self.raw._reduce(_chunk_target_counts, DEFAULT_GRID.n_bins, grid=DEFAULT_GRID)
+        return private_bounds_from_counts(counts[None, :], self.shape[0], mu, rng)
+
+    def problem(self, scaling, target, **kwargs):
+        """The scaled ChunkedProblem: the scalings applied lazily to every chunk (already
+        validated: no second pass)."""
+        from dpopt.distributed import ChunkedProblem
+
+        X = self.raw.X.map_blocks(_scale_block, scaling, dtype=np.float64)
+        y = self.raw.y if target is None else \
+            self.raw.y.map_blocks(target.transform, dtype=np.float64)
+        return ChunkedProblem(X, y, validate=False, retries=self.raw.retries, **kwargs)

@@ -1,0 +1,247 @@
+"""The default path and objective perturbation on chunked data: equal to the in-memory fits
+at the same seed, whatever the chunking (dpopt.distributed_auto, objective perturbation's
+chunked Newton)."""
+
+import numpy as np
+import pytest
+
+import dpopt
+from dpopt import auto
+from dpopt.preprocessing import (
+    feature_histograms,
+    private_bounds_from_counts,
+    private_feature_bounds,
+    private_target_bounds,
+)
+from dpopt.privacy import (
+    private_quantile,
+    private_quantile_from_counts,
+    quantile_counts,
+    quantile_edges,
+)
+
+da = pytest.importorskip("dask.array")  # the dask extra: installed by .ci/run
+pytest.importorskip("distributed")
+from test_distributed import client  # noqa: E402,F401,I001  (the two-worker LocalCluster fixture)
+
+from dpopt.distributed import ChunkedProblem  # noqa: E402
+
+on_cluster = pytest.mark.usefixtures("client")
+
+N, P = 1500, 4
+CHUNKINGS = [500, 377, (100, 1100, 300)]
+TOL = 1e-10  # adassp, dp-gd: the same releases, sums in another order
+OP_TOL = 2e-6  # objective perturbation: 2 x its default tolerance (1e-6)
+
+
+def raw_data(seed=0):
+    """Raw features of different scales and offsets (the default path locates them)."""
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((N, P)) * np.array([0.5, 3.0, 20.0, 1.0]) + np.array([0, 5, -40, 1])
+    y = 3.0 + X @ np.array([1.0, -0.5, 0.05, 2.0]) + 0.5 * rng.standard_normal(N)
+    return X, y
+
+
+def as_dask(X, y, rows):
+    return da.from_array(X, chunks=(rows, 2)), da.from_array(y, chunks=600)
+
+
+def fit_pair(estimator, target, rows, **kwargs):
+    X, _ = raw_data()
+    ref = estimator(epsilon=1.0, random_state=4, **kwargs).fit(X, target)
+    got = estimator(epsilon=1.0, random_state=4, **kwargs).fit(*as_dask(X, target, rows))
+    return ref, got
+
+
+def assert_same_release(ref, got, atol):
+    np.testing.assert_allclose(got.coef_, ref.coef_, rtol=0, atol=atol)
+    np.testing.assert_allclose(got.intercept_, ref.intercept_, rtol=0, atol=atol)
+    assert got.fit_result_.mechanisms == ref.fit_result_.mechanisms
+    assert (got.epsilon_spent_, got.delta_spent_) == (ref.epsilon_spent_, ref.delta_spent_)
+    assert got.auto_.plan["solver"] == ref.auto_.plan["solver"]
+    assert got.auto_.plan["mu_shares"] == ref.auto_.plan["mu_shares"]
+    assert got.auto_.plan["row_bound"] == ref.auto_.plan["row_bound"]
+    np.testing.assert_array_equal(got.feature_bounds_, ref.feature_bounds_)
+    assert got.fit_result_.params["data"]["layout"] == "chunked"
+    assert "accounting as on one machine (unchanged)" in got.privacy_report()
+
+
+CASES = [  # (estimator, kwargs, classification target?, mechanism, tolerance)
+    (dpopt.DPLinearRegression, {}, False, "adassp", TOL),
+    (dpopt.DPLinearRegression, {"fit_intercept": False}, False, "adassp", TOL),
+    (dpopt.DPLogisticRegression, {}, True, "objective-perturbation", OP_TOL),
+    pytest.param(dpopt.DPHuberRegressor, {"fit_intercept": False}, False,
+                 "objective-perturbation", OP_TOL, marks=pytest.mark.slow),
+]
+
+
+@on_cluster
+@pytest.mark.parametrize("estimator, kwargs, classify, mechanism, atol", CASES)
+def test_auto_chunked_equals_in_memory(estimator, kwargs, classify, mechanism, atol):
+    X, y = raw_data()
+    target = np.where(y > np.median(y), "yes", "no") if classify else y
+    for rows in CHUNKINGS[::2]:
+        ref, got = fit_pair(estimator, target, rows, **kwargs)
+        assert ref.auto_.plan["solver"] == mechanism
+        assert_same_release(ref, got, atol)
+    if classify:
+        np.testing.assert_array_equal(got.predict(X), ref.predict(X))
+    else:
+        np.testing.assert_allclose(got.predict(X), ref.predict(X), rtol=0, atol=100 * atol)
+    assert not np.allclose(ref.coef_, 0.0)
+
+
+@on_cluster
+def test_auto_chunked_l1_goes_to_dp_gd_and_equals_the_same_plan_in_memory(monkeypatch):
+    X, y = raw_data(seed=1)
+    got = [dpopt.DPLasso(epsilon=1.0, alpha=0.01, random_state=2).fit(*as_dask(X, y, rows))
+           for rows in CHUNKINGS[2:]]  # chunking invariance of dp-gd: tests/test_distributed.py
+    assert got[0].auto_.plan["solver"] == "dp-gd"
+    assert got[0].auto_.plan["reason"].startswith(
+        "chunked data: dp-cd takes one cluster-wide reduction per coordinate")
+    in_memory = dpopt.DPLasso(epsilon=1.0, alpha=0.01, random_state=2).fit(X, y)
+    assert in_memory.auto_.plan["solver"] == "dp-cd"
+    monkeypatch.setattr(auto.InMemoryData, "chunked", True)  # the chunked routing, in memory
+    ref = dpopt.DPLasso(epsilon=1.0, alpha=0.01, random_state=2).fit(X, y)
+    for fit in got:
+        assert_same_release(ref, fit, TOL)
+
+
+@on_cluster
+def test_auto_chunked_row_normalization_when_bounds_are_out_of_reach():
+    rng = np.random.default_rng(6)
+    X = rng.standard_normal((400, 8)) * 5.0
+    y = X @ rng.standard_normal(8)
+    kw = dict(epsilon=0.5, delta=1e-5, random_state=1)
+    ref = dpopt.DPLinearRegression(**kw).fit(X, y)
+    got = dpopt.DPLinearRegression(**kw).fit(da.from_array(X, chunks=(130, 8)),
+                                             da.from_array(y, chunks=130))
+    assert got.auto_.plan["scaling"] == ref.auto_.plan["scaling"] == "row-normalized"
+    np.testing.assert_allclose(got.coef_, ref.coef_, rtol=0, atol=TOL)
+    assert got.fit_result_.mechanisms == ref.fit_result_.mechanisms
+
+
+@on_cluster
+def test_fit_default_takes_dask_arrays_and_chunked_problems():
+    X, y = raw_data(seed=2)
+    kw = dict(loss="squared", penalty="l2", penalty_kwargs={"alpha": 0.01}, fit_intercept=True,
+              epsilon=0.8, delta=1e-6, regression=True)
+    ref = auto.fit_default(X, y, rng=np.random.default_rng(9), **kw)
+    arrays = auto.fit_default(*as_dask(X, y, 400), rng=np.random.default_rng(9), **kw)
+    problem = ChunkedProblem(*as_dask(X, y, 700), loss="squared")
+    chunked = auto.fit_default(problem, None, rng=np.random.default_rng(9), **kw)
+    for fit in (arrays, chunked):
+        np.testing.assert_allclose(fit.result.w, ref.result.w, rtol=0, atol=TOL)
+        assert fit.result.mechanisms == ref.result.mechanisms
+    with pytest.raises(ValueError, match="y must be None"):
+        auto.fit_default(problem, y, rng=np.random.default_rng(9), **kw)
+
+
+@on_cluster
+@pytest.mark.parametrize("loss, intercept", [("logistic", True), ("huber", False)])
+def test_objective_perturbation_chunked_equals_in_memory(loss, intercept):
+    rng = np.random.default_rng(5)
+    X = rng.standard_normal((N, 6)) * np.linspace(0.5, 2.0, 6)
+    y = X @ rng.standard_normal(6) + 0.3 * rng.standard_normal(N)
+    y = np.where(y > 0, 1.0, -1.0) if loss == "logistic" else y
+    kw = dict(loss=loss, penalty="l2", alpha=0.01, fit_intercept=intercept)
+    opts = dict(epsilon=1.0, delta=1e-6, random_state=3, row_bound=2.0)  # some rows clipped
+    ref = dpopt.solve(dpopt.Problem(X, y, **kw), "objective-perturbation", **opts)
+    for rows in CHUNKINGS:
+        problem = ChunkedProblem(da.from_array(X, chunks=(rows, 3)), da.from_array(y), **kw)
+        got = dpopt.solve(problem, "objective-perturbation", **opts)
+        np.testing.assert_allclose(got.w, ref.w, rtol=0, atol=2 * ref.params["tolerance"])
+        assert (got.epsilon, got.delta, got.mechanisms) == (ref.epsilon, ref.delta, ref.mechanisms)
+        assert got.params["gradient_norm"] <= 0.5 * ref.params["tolerance"] * \
+            (ref.params["regularization"] + (0.0 if intercept else 0.01))
+        assert "unchanged" in got.privacy_report()
+    assert not np.allclose(ref.w, 0.0)
+
+
+@on_cluster
+def test_objective_perturbation_chunked_row_bound_from_data_warns():
+    X, y = raw_data(seed=3)
+    labels = np.where(y > np.median(y), 1.0, -1.0)
+    with pytest.warns(dpopt.PrivacyLeakWarning, match="row_bound"):
+        ref = dpopt.solve(dpopt.Problem(X, labels, loss="logistic"), "objective-perturbation",
+                          epsilon=1.0, random_state=0)
+    with pytest.warns(dpopt.PrivacyLeakWarning, match="row_bound"):
+        got = dpopt.solve(ChunkedProblem(*as_dask(X, labels, 400), loss="logistic"),
+                          "objective-perturbation", epsilon=1.0, random_state=0)
+    assert got.params["row_bound"] == pytest.approx(ref.params["row_bound"], rel=1e-12)
+    np.testing.assert_allclose(got.w, ref.w, rtol=0, atol=2 * ref.params["tolerance"])
+
+
+# ---------------------------------------------------------------------------- the routing
+
+
+@pytest.mark.parametrize("loss, penalty, expected", [
+    ("squared", "none", "adassp"), ("squared", "l2", "adassp"),
+    ("logistic", "none", "objective-perturbation"), ("logistic", "l2", "objective-perturbation"),
+    ("huber", "l2", "objective-perturbation"), ("huber", "none", "objective-perturbation"),
+    ("squared", "l1", "dp-gd"), ("logistic", "elastic_net", "dp-gd"), ("huber", "l1", "dp-gd"),
+    ("absolute", "none", "dp-gd"), ("absolute", "l2", "dp-gd"),
+])
+def test_chunked_routing_sends_every_pair_to_a_distributed_solver(loss, penalty, expected):
+    from dpopt.distributed import distributed_solvers
+
+    available = dpopt.available_solvers()
+    solver, why = auto.choose_solver(loss, penalty, 10 ** 6, 20, available, chunked=True)
+    assert solver == expected and solver in distributed_solvers()
+    in_memory, _ = auto.choose_solver(loss, penalty, 10 ** 6, 20, available)
+    if in_memory == "dp-cd":
+        assert why.startswith(auto.CHUNKED_REASON)
+    else:
+        assert solver == in_memory
+
+
+@on_cluster
+def test_explicit_non_distributed_solver_is_refused_before_reading():
+    X, y = raw_data()
+    never_read = da.from_array(X, chunks=500).map_blocks(_fail, dtype=float)
+    with pytest.raises(ValueError, match=r"dp-cd.*'objective-perturbation'"):
+        dpopt.DPLasso(epsilon=1.0, solver="dp-cd").fit(never_read, y)
+
+
+def test_auto_refuses_infinite_epsilon_before_reading():
+    X, y = raw_data()
+    never_read = da.from_array(X, chunks=500).map_blocks(_fail, dtype=float)
+    with pytest.raises(ValueError, match="finite epsilon"):
+        dpopt.DPLinearRegression(epsilon=np.inf).fit(never_read, y)
+
+
+def _fail(block):
+    raise AssertionError("the data was read")
+
+
+# ---------------------------------------------------------------------------- from counts
+
+
+def test_bounds_from_counts_equal_the_in_memory_release():
+    X, y = raw_data(seed=4)
+    counts = feature_histograms(X, range(P))
+    public = ([np.nan, 0.0, np.nan, np.nan], [np.nan, 10.0, np.nan, 3.0])
+    for bounds in (None, public):
+        ref = private_feature_bounds(X, 0.5, np.random.default_rng(1), bounds=bounds)
+        got = private_bounds_from_counts(counts, N, 0.5, np.random.default_rng(1), bounds=bounds)
+        for name in ("lower", "upper", "noisy_counts", "unresolved", "public"):
+            np.testing.assert_array_equal(getattr(got, name), getattr(ref, name))
+        assert got.mechanisms == ref.mechanisms and got.sigma == ref.sigma
+    ref = private_target_bounds(y, 0.3, np.random.default_rng(2))
+    got = private_bounds_from_counts(feature_histograms(y[:, None], [0]), N, 0.3,
+                                     np.random.default_rng(2))
+    assert (got.lower, got.upper) == (ref.lower, ref.upper)
+    with pytest.raises(ValueError, match="counts must have shape"):
+        private_bounds_from_counts(counts[:, :-1], N, 0.5, np.random.default_rng(1))
+
+
+def test_quantile_from_counts_equals_private_quantile():
+    v = np.abs(np.random.default_rng(3).standard_cauchy(2000))
+    ref = private_quantile(np.random.default_rng(0), v, 0.9, 0.05, lower=1e-3, upper=1e3)
+    counts = quantile_counts(v, quantile_edges(1e-3, 1e3, 60))
+    got = private_quantile_from_counts(np.random.default_rng(0), counts, 0.9, 0.05, lower=1e-3,
+                                       upper=1e3)
+    assert got[0] == ref[0] and got[1]["records"] == ref[1]["records"]
+    with pytest.raises(ValueError, match="counts must have shape"):
+        private_quantile_from_counts(np.random.default_rng(0), counts[1:], 0.9, 0.05, lower=1e-3,
+                                     upper=1e3)
