@@ -229,15 +229,19 @@ def _is_series(obj):
 
 def _design(xb, fit_intercept):
     """The chunk as a C-ordered float64 array, with the intercept's column of ones (a sparse
-    chunk: :func:`_csr_design`)."""
-    if sp.issparse(xb):
-        return _csr_design(xb, fit_intercept)
+    chunk densified: :func:`_native_design` keeps it sparse)."""
     m, p = xb.shape
     out = np.empty((m, p + int(fit_intercept)))
-    out[:, :p] = xb
+    out[:, :p] = xb.toarray() if sp.issparse(xb) else xb
     if fit_intercept:
         out[:, p] = 1.0
     return out
+
+
+def _native_design(xb, fit_intercept):
+    """The chunk's design rows in the chunk's kind: :func:`_csr_design` for a sparse chunk,
+    else :func:`_design`."""
+    return _csr_design(xb, fit_intercept) if sp.issparse(xb) else _design(xb, fit_intercept)
 
 
 def _csr_design(xb, fit_intercept):
@@ -348,14 +352,14 @@ def _chunk_statistics(xb, yb, *, row_bound, target_bound, fit_intercept):
 
 def _chunk_gram(xb, yb, *, fit_intercept):
     """Gram matrix of the chunk's rows, intercept column included (flattened)."""
-    Xd = _design(xb, fit_intercept)
+    Xd = _native_design(xb, fit_intercept)
     gram = Xd.T @ Xd
     return (gram.toarray() if sp.issparse(gram) else gram).ravel()[None, :]
 
 
 def _chunk_column_sq_norms(xb, yb, *, fit_intercept):
     """||X[:, j]||^2 over the chunk's rows, intercept column included."""
-    Xd = _design(xb, fit_intercept)
+    Xd = _native_design(xb, fit_intercept)
     if sp.issparse(Xd):
         return np.asarray(Xd.multiply(Xd).sum(axis=0), dtype=np.float64).reshape(1, -1)
     return np.einsum("ij,ij->j", Xd, Xd)[None, :]
@@ -377,7 +381,7 @@ def _chunk_max_row_nnz(xb, yb, *, fit_intercept):
 
 
 def _chunk_loss(xb, yb, *, w, loss, fit_intercept):
-    z = np.asarray(_design(xb, fit_intercept) @ w).ravel()
+    z = np.asarray(_native_design(xb, fit_intercept) @ w).ravel()
     return np.array([[float(np.sum(loss.value(z, yb[:, 0])))]])
 
 
