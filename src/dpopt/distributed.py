@@ -128,7 +128,7 @@ def _read_npy_block(path, block_info=None):
 def _rows_per_chunk(p, chunk_rows):
     if chunk_rows is not None:
         return chunk_rows
-    return max(1, DEFAULT_CHUNK_BYTES // (8 * max(p, 1)))
+    return max(1, int(DEFAULT_CHUNK_BYTES // (8 * max(p, 1))))
 
 
 def _npy_array(path, chunk_rows):
@@ -193,7 +193,8 @@ def _as_dask(X, y, chunk_rows):
         else:
             X = da.from_array(np.asarray(X), chunks=(_rows_per_chunk(X.shape[-1], chunk_rows), -1))
     elif sp.issparse(X):
-        X = da.from_array(sp.csr_matrix(X), chunks=(_rows_per_chunk(X.shape[1], chunk_rows), -1),
+        per_row = -(-X.nnz // max(X.shape[0], 1)) * 12 / 8  # CSR: 12 bytes per stored value
+        X = da.from_array(sp.csr_matrix(X), chunks=(_rows_per_chunk(per_row, chunk_rows), -1),
                           asarray=False)
     if _is_frame(X):
         X, y = _frame_features(X, y)
@@ -285,9 +286,10 @@ def _gradient_sum(xb, y, w, loss, rows, *, clip, clips, fit_intercept):
     if not sp.issparse(xb):
         return chunk_gradient_sum(xb, y, w, loss, rows, clip=clip, clips=clips,
                                   fit_intercept=fit_intercept)
+    if rows is not None:  # a sampled batch: only its rows are copied and normed
+        xb, y = sp.csr_matrix(xb)[rows], np.asarray(y)[rows]
     Xc = _csr_design(xb, fit_intercept)
-    rows = np.arange(Xc.shape[0], dtype=np.int64) if rows is None else \
-        np.ascontiguousarray(rows, dtype=np.int64)
+    rows = np.arange(Xc.shape[0], dtype=np.int64)
     l2mode = clip is not None
     norms = np.sqrt(_row_sq_norms(Xc)) if l2mode else np.zeros(0)
     g = np.zeros(Xc.shape[1])
