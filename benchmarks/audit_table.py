@@ -6,8 +6,9 @@ the deliberately broken variants the audit catches.
     PYTHONPATH=src python benchmarks/audit_table.py --write    # also update docs/privacy.md
     PYTHONPATH=src python benchmarks/audit_table.py --thorough # + noise/2 at 5000 runs
 
-The broken variants are test-only code (tests/_broken_variants.py); the library never
-ships them.
+The broken variants are test-only code (tests/_broken_variants.py, and the clipping-off
+variants each solver's test module declares through tests/_declarations.py); the library
+never ships them.
 """
 
 from __future__ import annotations
@@ -21,9 +22,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
+import _declarations as D  # noqa: E402
 import dpopt  # noqa: E402
-from _broken_variants import CLIP_OFF, NOISE_SCALE_UNDETECTABLE, noise_scaled  # noqa: E402
+from _broken_variants import noise_scaled  # noqa: E402
 from dpopt import audit as A  # noqa: E402
+
+D.load()  # the clipping-off variants, declared in the solvers' test modules
 
 #: What the solver releases and its sensitivity (from the solver docstrings).
 MECHANISMS = {
@@ -73,7 +77,7 @@ def run(name, thorough):
             if thorough else None)
     weak = A.audit(noise_scaled(name, 0.25), canary=canary, random_state=0, **opts)
     caught = [("noise / 4", weak)]
-    variant = CLIP_OFF.get(dpopt.get_solver(name).family)
+    variant = D.CLIP_OFF.get(dpopt.get_solver(name).family)
     if variant is not None:
         with variant():
             caught.append(("clipping off", A.audit(name, canary=canary, n_runs=400,
@@ -91,7 +95,7 @@ def run(name, thorough):
 def verdict(name, label, res):
     if not res.consistent:
         return "caught"
-    if label.startswith("noise") and name in NOISE_SCALE_UNDETECTABLE:
+    if label.startswith("noise") and name in D.NOISE_SCALE_UNDETECTABLE:
         return "not detectable from the final model, see below"
     return "**MISSED**"
 

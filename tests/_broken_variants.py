@@ -10,10 +10,10 @@ ships these. Two kinds:
   invariant 6), so this weakens any solver without touching its code; a new
   solver that draws noise some other way makes the power test fail, which is
   the point.
-* ``CLIP_OFF[family]``: a context manager that disables per-sample clipping
-  inside the family's solver module (the noise stays calibrated to the
-  clipping threshold). ``None`` marks a family without per-sample clipping.
-  Every private family needs an entry (tests/test_audit.py checks).
+* clipping off: :func:`unclipping` builds a context manager that disables per-sample
+  clipping inside a family's solver module (the noise stays calibrated to the clipping
+  threshold); each family's test module declares it with ``_declarations.clip_off``
+  (or ``no_clipping``), and tests/test_audit.py checks that every private family has one.
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ def noise_scaled(name, factor=0.25):
     return fit
 
 
-def _unclipped(module, attr, *clip_args):
+def unclipped(module, attr, *clip_args):
     """Patch ``module.attr`` so that its clipping-threshold arguments (positions as ints,
     keywords as strings) are replaced by infinity."""
     orig = getattr(module, attr)
@@ -90,142 +90,19 @@ def _unclipped(module, attr, *clip_args):
     return manager
 
 
-@contextlib.contextmanager
-def _patched(*managers):
-    with contextlib.ExitStack() as stack:
-        for m in managers:
-            stack.enter_context(m())
-        yield
+def unclipping(module, **calls):
+    """A context-manager factory (for ``_declarations.clip_off``) patching every
+    ``module.<attr>`` of ``calls`` (``attr=(clip argument positions or names)``) with
+    :func:`unclipped`."""
 
-
-def _clip_off_dp_cd():
-    from dpopt.solvers import dp_cd
-
-    # cd_steps(problem, z, w, coords, noise, step, clip, sigma[, acc, weights])
-    return _patched(_unclipped(dp_cd, "cd_steps", 6), _unclipped(dp_cd, "cd_steps_accumulate", 6))
-
-
-def _clip_off_dp_gd():
-    from dpopt.solvers import dp_gd
-
-    return _patched(_unclipped(dp_gd, "full_gradient", "clip", "clips"))
-
-
-def _clip_off_dp_sgd():
-    from dpopt.solvers import dp_sgd
-
-    # sgd_steps(problem, w, rows, bounds, noise, gamma, clip, sigma, batch_size)
-    return _patched(_unclipped(dp_sgd, "sgd_steps", 6))
-
-
-def _clip_off_dp_rbcd():
-    from dpopt.solvers import dp_rbcd
-
-    # _run_pass(problem, z, w, indptr, indices, noise, sigma, scale, incremental, step, M, clips)
-    return _patched(_unclipped(dp_rbcd, "_run_pass", 11))
-
-
-def _clip_off_dp_gcd():
-    from dpopt.solvers import dp_gcd
-
-    # clipped_gradient_from_derivs(problem, d, clips)
-    return _patched(_unclipped(dp_gcd, "clipped_gradient_from_derivs", 2))
-
-
-def _clip_off_dp_svrg():
-    from dpopt.solvers import dp_svrg
-
-    # svrg_steps(problem, Xrows, w, snap_weights, snap_grad, starts, idx, noise, inv_b, scale,
-    #            eta, clip, wsum); the snapshot gradient: l2clip_weights(problem, z, clip)
-    return _patched(_unclipped(dp_svrg, "svrg_steps", 11),
-                    _unclipped(dp_svrg, "l2clip_weights", 2))
-
-
-def _clip_off_dp_accmd():
-    from dpopt.solvers import dp_accmd
-
-    return _patched(_unclipped(dp_accmd, "l2clip_gradient", 2))
-
-
-@contextlib.contextmanager
-def _clip_off_heavy_tailed():
-    """The oracles of the one-pass solvers read ``self.clip`` (the noise uses the mechanism's
-    own copy); ht-subgradient's compiled kernel takes the clip as argument 11."""
-    from dpopt.solvers import heavy_tailed as ht
-
-    call = ht.GradientOracle.__call__
-
-    def unclipped_call(self, *args, **kwargs):
-        saved, self.clip = self.clip, np.inf
-        try:
-            return call(self, *args, **kwargs)
-        finally:
-            self.clip = saved
-
-    ht.GradientOracle.__call__ = unclipped_call
-    try:
-        # subgradient_steps(X, y, norms, code, param, w, center, radius, dball, eta, lam, clip,
-        #                   sigma, noise, l1, l2)
-        with _unclipped(ht.subgradient, "subgradient_steps", 11)():
+    @contextlib.contextmanager
+    def manager():
+        with contextlib.ExitStack() as stack:
+            for attr, clip_args in calls.items():
+                stack.enter_context(unclipped(module, attr, *clip_args)())
             yield
-    finally:
-        ht.GradientOracle.__call__ = call
 
-
-def _clip_off_adassp():
-    from dpopt.solvers import adassp
-
-    # sufficient_statistics(X, y, row_bound, target_bound, fit_intercept): rows and targets
-    # unclipped, the noise still calibrated to row_bound and target_bound
-    return _patched(_unclipped(adassp, "sufficient_statistics", 2, 3, "row_bound",
-                               "target_bound"))
-
-
-def _clip_off_dp_frank_wolfe():
-    from dpopt.solvers import dp_frank_wolfe as fw
-
-    # clip_data(problem, coordinate_bound, target_bound); loss_weights(loss, state, y, U, ...)
-    return _patched(_unclipped(fw, "clip_data", 1, 2), _unclipped(fw, "loss_weights", 3))
-
-
-def _clip_off_objective_perturbation():
-    from dpopt.solvers import objective_perturbation as op
-
-    # clip_feature_rows(problem, bound)
-    return _patched(_unclipped(op, "clip_feature_rows", 1))
-
-
-#: family -> context manager factory disabling clipping (None: no per-sample clipping).
-CLIP_OFF = {
-    "dp-cd": _clip_off_dp_cd,
-    "dp-gd": _clip_off_dp_gd,
-    "dp-sgd": _clip_off_dp_sgd,
-    "dp-rbcd": _clip_off_dp_rbcd,
-    "dp-gcd": _clip_off_dp_gcd,
-    "dp-svrg": _clip_off_dp_svrg,
-    "dp-accmd": _clip_off_dp_accmd,
-    "heavy-tailed": _clip_off_heavy_tailed,
-    "adassp": _clip_off_adassp,
-    "dp-frank-wolfe": _clip_off_dp_frank_wolfe,
-    "objective-perturbation": _clip_off_objective_perturbation,
-}
-
-
-#: Solvers whose final model hides a noise / 4 error from the canary test, with the reason;
-#: their clipping-disabled variant must then be caught (tests/test_audit.py checks).
-_SVRG = ("the canary's clipped gradient is the same at the iterate and at the snapshot, so "
-         "it cancels in the variance-reduced sampled term and only enters through the "
-         "full-gradient term b g~ (sensitivity 2Cq), while the accountant also charges the "
-         "sampled term's worst case (4C, a gradient that flips between snapshot and iterate); "
-         "the noise / 4 bound stays at 1-1.9 < 2 (no canary here realises the 4C case)")
-NOISE_SCALE_UNDETECTABLE = {
-    "dp-svrg": _SVRG,
-    "dp-svrg++": _SVRG,
-    "ht-subgradient": "each phase projects onto a localization ball of radius about the noise "
-                      "scale, so the 1-D model mostly lands on the boundary and only its sign "
-                      "survives; the first phase reads the canary with probability 1/2, so the "
-                      "likelihood ratio of any test is at most 3 (epsilon_lb <= log 3)",
-}
+    return manager
 
 
 def private_families():

@@ -11,6 +11,9 @@ import scipy.sparse as sp
 from scipy import special
 
 import dpopt
+from _broken_variants import unclipping
+from _declarations import clip_off, crosscheck, custom_noise_test
+from _independent_accounting import gaussian_epsilon
 from dpopt.privacy import epsilon_of, gdp_epsilon
 from dpopt.solvers import adassp as A
 
@@ -408,3 +411,46 @@ def test_huge_rows_give_a_result_or_a_value_error_not_an_overflow():
             assert "overflow" in str(exc) or "rescale" in str(exc)
         else:
             assert np.all(np.isfinite(res.w))
+
+
+# ---------------------------------------------------------------------------
+# declarations for the registry-wide contract tests (tests/_declarations.py)
+
+
+@crosscheck("adassp", [
+    (1.0, 1e-5, {"row_bound": 2.0, "target_bound": 3.0}),
+    (0.3, 1e-8, {"row_bound": 1.0, "target_bound": 1.0, "budget_split": (0.2, 0.3, 0.5)}),
+    (4.0, 1e-3, {"row_bound": 5.0, "target_bound": 0.5, "budget_split": (0, 1, 1)}),
+])
+def expected_epsilon(problem, o, res, eps_target):
+    """Three Gaussian releases (eigenvalue, upper triangle of X^T X, X^T y) with replace-one
+    sensitivities B^2, sqrt(2) B^2, 2 B B_y (no intercept; with one: B^2 + 1,
+    sqrt(2 B^4 + 2 B^2 + 1/2), 2 sqrt(B^2 + 1) B_y) and multipliers z_k = z / sqrt(s_k),
+    s the normalised budget_split (the eigenvalue release absent when s_1 = 0): exactly
+    mu-GDP with mu^2 = sum_k 1 / z_k^2."""
+    B, By = o["row_bound"], o["target_bound"]
+    split = np.asarray(o.get("budget_split", (0.1, 0.45, 0.45)), dtype=float)
+    split = split / split.sum()
+    if problem.fit_intercept:
+        sens = (B * B + 1, math.sqrt(2 * B ** 4 + 2 * B * B + 0.5), 2 * math.sqrt(B * B + 1) * By)
+    else:
+        sens = (B * B, math.sqrt(2) * B * B, 2 * B * By)
+    z = res.noise_multiplier
+    inv_sq = 0.0
+    for s, D, zk, sigma in zip(split, sens, res.params["noise_multipliers"], res.params["sigmas"]):
+        if s == 0:
+            assert math.isinf(zk) and math.isinf(sigma)
+            continue
+        assert zk == pytest.approx(z / math.sqrt(s), rel=1e-12)
+        assert sigma == pytest.approx(zk * D, rel=1e-12)
+        inv_sq += 1 / zk ** 2
+    assert len(res.mechanisms) == int(np.count_nonzero(split))
+    v = gaussian_epsilon(1 / math.sqrt(inv_sq), 1, res.delta)
+    return v - 1e-8 * max(1, v), v + 1e-8 * max(1, v)
+
+
+# the three releases (eigenvalue, X^T X, X^T y) against their calibrated scales
+custom_noise_test("adassp")(test_released_noise_has_the_calibrated_scales)
+# sufficient_statistics(X, y, row_bound, target_bound, fit_intercept): rows and targets
+# unclipped, the noise still calibrated to row_bound and target_bound
+clip_off("adassp")(unclipping(A, sufficient_statistics=(2, 3, "row_bound", "target_bound")))

@@ -16,18 +16,15 @@ import numpy as np
 import pytest
 from scipy import stats
 
+import _declarations as D
 import dpopt
-from _broken_variants import (
-    CLIP_OFF,
-    NOISE_SCALE_UNDETECTABLE,
-    noise_scaled,
-    private_families,
-)
+from _broken_variants import noise_scaled, private_families
 from dpopt import audit as A
 from dpopt.cli import main
 from dpopt.privacy import gdp_delta, gdp_epsilon
 
 PRIVATE = dpopt.available_solvers(private_only=True)
+D.load()
 
 
 def run_audit(name, fit=None, **kwargs):
@@ -41,20 +38,26 @@ def run_audit(name, fit=None, **kwargs):
 
 def test_every_private_solver_has_audit_options():
     missing = [s for s in PRIVATE if s not in A.AUDIT_OPTIONS]
-    assert not missing, (f"registered private solvers without an audit entry: {missing}; add "
-                         f"their quick-audit options to dpopt.audit.AUDIT_OPTIONS")
+    assert not missing, (f"registered private solvers without quick-audit options: {missing}; "
+                         f"declare them with register_solver(..., audit={{...}})")
 
 
 def test_every_private_family_has_a_clipping_variant():
-    missing = [f for f in private_families() if f not in CLIP_OFF]
-    assert not missing, (f"families without a clipping-disabled variant (or None) in "
-                         f"tests/_broken_variants.py CLIP_OFF: {missing}")
+    missing = [f for f in private_families() if f not in D.CLIP_OFF]
+    assert not missing, (f"families without a clipping-disabled variant: {missing}; declare "
+                         f"one in the family's test module with _declarations.clip_off "
+                         f"(or no_clipping)")
 
 
-def test_audit_options_name_registered_solvers():
-    unknown = set(A.AUDIT_OPTIONS) - set(PRIVATE)
-    # entries for solvers merged later are allowed only if they are registered by then
-    assert not unknown or all(s in dpopt.available_solvers() for s in unknown), unknown
+def test_declarations_name_registered_private_solvers():
+    """A declaration under a misspelt name would leave its solver unchecked."""
+    tables = {"crosscheck": D.CROSSCHECKS, "noise_spec": D.NOISE_SPECS,
+              "custom_noise_test": D.CUSTOM_NOISE_TESTS,
+              "noise_scale_undetectable": D.NOISE_SCALE_UNDETECTABLE, "one_step": D.ONE_STEP}
+    unknown = {what: sorted(set(table) - set(PRIVATE)) for what, table in tables.items()}
+    unknown["clip_off"] = sorted(set(D.CLIP_OFF) - set(private_families()))
+    unknown["required_options"] = sorted(set(D.REQUIRED_OPTIONS) - set(dpopt.available_solvers()))
+    assert not any(unknown.values()), unknown
 
 
 # -- statistics -------------------------------------------------------------------
@@ -155,22 +158,22 @@ def test_quick_audit_is_consistent_with_the_claim(name):
 
 @pytest.mark.parametrize("name", PRIVATE)
 def test_quick_audit_catches_noise_divided_by_4(name):
-    if name in NOISE_SCALE_UNDETECTABLE:
-        pytest.skip(NOISE_SCALE_UNDETECTABLE[name])
+    if name in D.NOISE_SCALE_UNDETECTABLE:
+        pytest.skip(D.NOISE_SCALE_UNDETECTABLE[name])
     res = run_audit(name, noise_scaled(name, 0.25), random_state=0)
     assert res.epsilon_lb > res.epsilon, res.summary()
 
 
 def test_every_solver_has_a_variant_the_audit_catches():
     for name in PRIVATE:
-        if name in NOISE_SCALE_UNDETECTABLE:
-            assert CLIP_OFF.get(dpopt.get_solver(name).family) is not None, \
+        if name in D.NOISE_SCALE_UNDETECTABLE:
+            assert D.CLIP_OFF.get(dpopt.get_solver(name).family) is not None, \
                 f"{name}: neither noise / 4 nor a clipping variant can be audited"
 
 
 @pytest.mark.parametrize("name", PRIVATE)
 def test_quick_audit_catches_disabled_clipping(name):
-    variant = CLIP_OFF[dpopt.get_solver(name).family]
+    variant = D.CLIP_OFF[dpopt.get_solver(name).family]
     if variant is None:
         pytest.skip(f"{name} has no per-sample clipping")
     with variant():
@@ -181,7 +184,7 @@ def test_quick_audit_catches_disabled_clipping(name):
 
 def test_clipping_variant_restores_the_solver():
     name = PRIVATE[0]
-    variant = CLIP_OFF[dpopt.get_solver(name).family]
+    variant = D.CLIP_OFF[dpopt.get_solver(name).family]
     if variant is None:
         pytest.skip("no clipping variant")
     with variant():
@@ -209,7 +212,7 @@ def test_thorough_audit(name):
     for delta in (1e-5, A.DEFAULT_DELTA, 1e-2):
         res = run_audit(name, n_runs=5000, delta=delta, random_state=11)
         assert res.epsilon_lb <= res.epsilon, res.summary()
-    if name in NOISE_SCALE_UNDETECTABLE:
+    if name in D.NOISE_SCALE_UNDETECTABLE:
         return
     res = run_audit(name, noise_scaled(name, 0.5), n_runs=5000, delta=1e-2, random_state=12)
     assert res.epsilon_lb > res.epsilon, res.summary()

@@ -236,3 +236,23 @@ def test_objective_perturbation_calibrates_against_the_whole_composition():
     assert z > alone[1]  # less budget left for the run: more noise
     with pytest.raises(ValueError, match="prior_mu"):
         calibrate_objective_perturbation(eps, delta, prior_mu=mu, **kw)
+
+
+def test_absolute_loss_takes_the_subgradient_step_and_learns():
+    """The absolute loss has no curvature: its step is the subgradient method's D/(G sqrt(T)),
+    not 1/0 (which overflowed every default fit of the absolute loss)."""
+    T = auto.run_length(5000, 4, 0.5)
+    cd = auto.rules("dp-cd", loss="absolute", n=5000, dim=4, mu=0.5, row_bound=1.0)
+    np.testing.assert_allclose(cd["smoothness"], math.sqrt(T))
+    gd = auto.rules("dp-gd", loss="absolute", n=5000, dim=4, mu=0.5, row_bound=1.0)
+    assert gd["smoothness"] == pytest.approx(math.sqrt(T) * 2.0)
+    rng = np.random.default_rng(0)
+    X = rng.uniform(0, 10, size=(5000, 3))
+    y = X @ np.array([1.0, -2.0, 0.5]) + 3.0 + rng.laplace(size=5000)
+    fit = auto.fit_default(X, y, loss="absolute", penalty="none", penalty_kwargs={},
+                           fit_intercept=True, epsilon=1.0, delta=1e-8,
+                           rng=np.random.default_rng(1), regression=True)
+    coef, b = fit.scaling.unscale(np.asarray(fit.result.coef), float(fit.result.intercept))
+    pred = fit.target.center + fit.target.half_width * (
+        np.clip(X, fit.scaling.lower, fit.scaling.upper) @ coef + b)
+    assert np.mean(np.abs(pred - y)) < 0.5 * np.mean(np.abs(y - np.median(y)))

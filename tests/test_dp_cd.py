@@ -12,7 +12,12 @@ import pytest
 import scipy.sparse as sp
 
 import dpopt
+from _broken_variants import unclipping
+from _declarations import clip_off, crosscheck, noise_spec, one_step
+from _independent_accounting import eq18_epsilon_numeric, gaussian_epsilon
+from _noise_checks import M_PUBLIC, coordinate_noise
 from dpopt.privacy import Gaussian, Laplace, epsilon_of, gdp_epsilon
+from dpopt.solvers import dp_cd
 from dpopt.solvers.dp_cd import (
     clipped_smoothness_means,
     coordinate_clips,
@@ -366,3 +371,39 @@ def test_unknown_option_and_bad_epsilon():
         dpopt.solve(problem, "dp-cd", epsilon=-1.0)
     with pytest.raises(ValueError, match="delta"):
         dpopt.solve(problem, "dp-cd", epsilon=1.0, delta=1.5)
+
+
+# ---------------------------------------------------------------------------
+# declarations for the registry-wide contract tests (tests/_declarations.py)
+
+
+@crosscheck("dp-cd", [
+    (0.3, 1e-8, {"passes": 1}),
+    (1.0, 1e-5, {"passes": 7}),
+    (8.0, 1e-3, {"passes": 3}),
+    (1.0, 1e-6, {"passes": 5, "accountant": "rdp"}),
+    (5.0, 1e-3, {"passes": 2, "accountant": "rdp"}),
+    (0.5, 1e-5, {"passes": 4, "accountant": "paper"}),
+], smoothness=lambda pb: np.ones(pb.dim))
+def expected_epsilon(problem, o, res, eps_target):
+    """N = passes * p Gaussian coordinate steps: exact GDP, or eq. (18) at z ("rdp" and
+    "paper", whose z is the paper's closed form)."""
+    steps = o["passes"] * problem.dim
+    z, d = res.noise_multiplier, res.delta
+    acc = o.get("accountant", "exact")
+    if acc == "exact":
+        v = gaussian_epsilon(z, steps, d)
+        return v - 1e-8 * max(1, v), v + 1e-8 * max(1, v)
+    if acc == "paper":
+        assert z == pytest.approx(math.sqrt(3 * steps * math.log(1 / d)) / eps_target, rel=1e-12)
+    v = eq18_epsilon_numeric(z, steps, d)
+    return v * (1 - 1e-7), v * (1 + 1e-7)
+
+
+noise_spec("dp-cd", {"passes": 10, "step": 0.7, "clip": 2.0, "smoothness": M_PUBLIC})(
+    coordinate_noise)
+noise_spec("dp-cd", {"passes": 1, "step": 1.0, "clip": 1.0, "smoothness": M_PUBLIC[:1]})(
+    coordinate_noise)  # p = 1: a single noise draw
+# cd_steps(problem, z, w, coords, noise, step, clip, sigma[, acc, weights])
+clip_off("dp-cd")(unclipping(dp_cd, cd_steps=(6,), cd_steps_accumulate=(6,)))
+one_step("dp-cd", passes=1, smoothness=np.ones(1))  # p = 1: one coordinate step

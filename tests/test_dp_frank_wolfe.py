@@ -18,7 +18,13 @@ import scipy.sparse as sp
 from scipy import stats
 
 import dpopt
-from _independent_accounting import pure_and_gaussian_epsilon, zcdp_epsilon_continuous
+from _broken_variants import unclipping
+from _declarations import clip_off, crosscheck, custom_noise_test
+from _independent_accounting import (
+    dpa_pld_compose,
+    pure_and_gaussian_epsilon,
+    zcdp_epsilon_continuous,
+)
 from dpopt.solvers import dp_frank_wolfe as fw
 
 NAME = "dp-frank-wolfe"
@@ -388,3 +394,44 @@ def test_california_scaled_to_unit_box():
                                random_state=s) for s in range(3))]
     # measured: mean R^2 ~ 0.50 at epsilon = 1 against ~0.59 without privacy
     assert np.mean(private) > base - 0.2, (private, base)
+
+
+# ---------------------------------------------------------------------------
+# declarations for the registry-wide contract tests (tests/_declarations.py)
+
+
+@crosscheck(NAME, [
+    (1.0, 1e-5, {"passes": 5, "radius": 1.0, "coordinate_bound": 3.0, "target_bound": 5.0}),
+    (3.0, 1e-7, {"passes": 2, "radius": 2.0, "coordinate_bound": 1.0, "target_bound": 1.0,
+                 "clip": None, "accountant": "pld"}),
+    (0.5, 1e-6, {"passes": 40, "radius": 0.5, "coordinate_bound": 2.0, "target_bound": 3.0,
+                 "clip": 2.5, "accountant": "rdp"}),
+])
+def expected_epsilon(problem, o, res, eps_target):
+    """T exponential-mechanism selections (no intercept here), each eps_sel-DP with Gumbel
+    scale 2 Delta_s / eps_sel, Delta_s = 2 r c U / n, U = min(clip, c r + t); (eps_sel^2 / 8)-zCDP
+    as a bounded-range mechanism (rdp) or eps_sel-DP (pld, exact randomized-response
+    composition)."""
+    T, d, r = o["passes"], res.delta, o["radius"]
+    c, t, clip = o["coordinate_bound"], o["target_bound"], o.get("clip", 1.0)
+    eps_sel = res.params["epsilon_selection"]
+    assert res.noise_multiplier == pytest.approx(2 / eps_sel, rel=1e-12)
+    U = c * r + t if clip is None else min(clip, c * r + t)
+    sens = 2 * r * c * U / problem.n_samples
+    assert res.params["selection_scale"] == pytest.approx(2 * sens / eps_sel, rel=1e-12)
+    if res.accountant == "rdp":
+        v = zcdp_epsilon_continuous(T * eps_sel ** 2 / 8, d)
+        return v - 1e-9, v * (1 + 2e-3)
+    exact = pure_and_gaussian_epsilon(eps_sel, T, 0.0, d)
+    return exact - 1e-6, max(exact, dpa_pld_compose([("pure", eps_sel, T)], d)) + 2e-3
+
+
+@custom_noise_test(NAME)
+def selection_and_intercept_noise():
+    """The exponential-mechanism selections and the intercept's Gaussian steps."""
+    test_selection_follows_the_exponential_mechanism()
+    test_intercept_noise_matches_its_calibration("squared")
+
+
+# clip_data(problem, coordinate_bound, target_bound); loss_weights(loss, state, y, U, ...)
+clip_off(NAME)(unclipping(fw, clip_data=(1, 2), loss_weights=(3,)))

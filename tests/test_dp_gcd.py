@@ -16,6 +16,14 @@ import scipy.sparse as sp
 from scipy import optimize, stats
 
 import dpopt
+from _broken_variants import unclipping
+from _declarations import clip_off, crosscheck, noise_spec
+from _independent_accounting import (
+    dpa_pld_compose,
+    pure_and_gaussian_epsilon,
+    zcdp_epsilon_continuous,
+)
+from _noise_checks import M_PUBLIC, coordinate_noise
 from dpopt.kernels.gcd import GS_L, GS_Q, GS_R, GS_S, clipped_gradient, greedy_scores
 from dpopt.kernels.grad import coordclip_gradient
 from dpopt.privacy import ZCDP, Gaussian, PureDP, epsilon_of
@@ -26,6 +34,7 @@ from dpopt.privacy.mechanisms import (
     report_noisy_max_epsilon,
     report_noisy_max_scale,
 )
+from dpopt.solvers import dp_gcd
 from dpopt.solvers.dp_gcd import calibrate_gcd, setup_dp_gcd
 
 ALPHA = 1e-3  # false-alarm rate of every goodness-of-fit test below
@@ -468,3 +477,42 @@ def test_bad_loss_and_epsilon():
         dpopt.solve(problem, "dp-gcd", epsilon=1.0, smoothness=np.ones(3))
     with pytest.raises(ValueError, match="epsilon"):
         dpopt.solve(_lasso(), "dp-gcd", epsilon=0.0, smoothness=np.ones(15))
+
+
+# ---------------------------------------------------------------------------
+# declarations for the registry-wide contract tests (tests/_declarations.py)
+
+
+@crosscheck("dp-gcd", [
+    (1.0, 1e-5, {"passes": 5}),
+    (3.0, 1e-7, {"passes": 8, "accountant": "pld"}),
+    (0.5, 1e-6, {"passes": 4, "selection": "laplace", "accountant": "rdp",
+                 "selection_share": 0.3}),
+], smoothness=lambda pb: np.ones(pb.dim))
+def expected_epsilon(problem, o, res, eps_target):
+    """T selections and T Gaussian(z) updates; epsilon' = (2 / z) sqrt(s / (1 - s)) with s
+    the selection share; the exponential mechanism is (epsilon'^2 / 8)-zCDP (bounded
+    range), Laplace report-noisy-max epsilon'-DP ((epsilon'^2 / 2)-zCDP)."""
+    T, z, d = o["passes"], res.noise_multiplier, res.delta
+    share = o.get("selection_share", 0.5)
+    eps_sel = res.params["epsilon_selection"]
+    assert eps_sel == pytest.approx(2 / z * math.sqrt(share / (1 - share)), rel=1e-9)
+    if res.accountant == "rdp":
+        per = eps_sel ** 2 / 8 if o.get("selection", "exponential") == "exponential" \
+            else eps_sel ** 2 / 2
+        v = zcdp_epsilon_continuous(T * (per + 1 / (2 * z * z)), d)
+        return v - 1e-9, v * (1 + 2e-3)
+    exact = pure_and_gaussian_epsilon(eps_sel, T, math.sqrt(T) / z, d)
+    return exact - 1e-6, max(exact, dpa_pld_compose([("pure", eps_sel, T), ("gaussian", z, T)],
+                                                    d)) + 2e-3
+
+
+@noise_spec("dp-gcd", {"passes": 12, "step": 0.7, "clip": 2.0, "smoothness": M_PUBLIC})
+def zero_gradient_noise(problem, o, res):
+    """X = 0: every greedy score is 0, so the Gumbel noise picks a coordinate uniformly;
+    T = passes updates w_j -= (step / M_j) z (2 C_j / n) xi: DP-CD's structure with N = T."""
+    return coordinate_noise(problem, o, res, steps=o["passes"])
+
+
+# clipped_gradient_from_derivs(problem, d, clips)
+clip_off("dp-gcd")(unclipping(dp_gcd, clipped_gradient_from_derivs=(2,)))

@@ -10,8 +10,13 @@ import scipy.sparse as sp
 from scipy import stats
 
 import dpopt
+from _broken_variants import unclipping
+from _declarations import clip_off, crosscheck, noise_spec, one_step
+from _independent_accounting import eq18_epsilon_numeric, gaussian_epsilon
+from _noise_checks import M_PUBLIC, coordinate_noise, eso_noise
 from dpopt.exceptions import PrivacyLeakWarning
 from dpopt.privacy import calibrate_gaussian, epsilon_of
+from dpopt.solvers import dp_rbcd
 from dpopt.solvers.dp_rbcd import (
     BernoulliSampler,
     FullSampler,
@@ -451,3 +456,42 @@ def test_privacy_leak_warnings():
 def test_registered():
     assert "dp-rbcd" in dpopt.available_solvers()
     assert dpopt.get_solver("dp-rbcd").family == "dp-rbcd"
+
+
+# ---------------------------------------------------------------------------
+# declarations for the registry-wide contract tests (tests/_declarations.py)
+
+
+@crosscheck("dp-rbcd", [
+    (1.0, 1e-5, {"passes": 3}),
+    (3.0, 1e-7, {"passes": 4, "sampling": "nice", "block_size": 2, "accountant": "rdp"}),
+    (0.7, 1e-6, {"passes": 2, "sampling": "bernoulli", "block_size": 1.5,
+                 "accountant": "paper"}),
+    (2.0, 1e-3, {"passes": 5, "sampling": "full", "accountant": "pld"}),
+], smoothness=lambda pb: np.ones(pb.dim))
+def expected_epsilon(problem, o, res, eps_target):
+    """N = ceil(passes p / E|S|) Gaussian block steps: exact GDP, eq. (18) at z ("rdp",
+    "paper") or a pessimistic upper bound of the exact value ("pld")."""
+    p = problem.dim
+    sampling = o.get("sampling", "uniform")
+    expected_size = {"uniform": 1.0, "importance": 1.0, "importance-sqrt": 1.0,
+                     "full": float(p)}.get(sampling, o.get("block_size"))
+    steps = math.ceil(o["passes"] * p / expected_size - 1e-9)
+    z, d = res.noise_multiplier, res.delta
+    acc = o.get("accountant", "exact")
+    if acc in ("rdp", "paper"):
+        v = eq18_epsilon_numeric(z, steps, d)
+        return v * (1 - 1e-7), v * (1 + 1e-7)
+    v = gaussian_epsilon(z, steps, d)
+    return (v - 1e-8 * max(1, v), v + 1e-8 * max(1, v)) if acc == "exact" else \
+        (v - 1e-9, v + 2e-3)
+
+
+# uniform sampling is DP-CD's update; full sampling is DP-GD's eso step
+noise_spec("dp-rbcd", {"passes": 10, "step": 0.7, "clip": 2.0, "smoothness": M_PUBLIC})(
+    coordinate_noise)
+noise_spec("dp-rbcd", {"passes": 3, "step": 1.0, "clip": 1.0, "smoothness": M_PUBLIC,
+                       "sampling": "full"})(eso_noise)
+# _run_pass(problem, z, w, indptr, indices, noise, sigma, scale, incremental, step, M, clips)
+clip_off("dp-rbcd")(unclipping(dp_rbcd, _run_pass=(11,)))
+one_step("dp-rbcd", passes=1, smoothness=np.ones(1))  # p = 1: one coordinate step

@@ -11,7 +11,17 @@ import pytest
 import scipy.sparse as sp
 
 import dpopt
+from _broken_variants import unclipping
+from _declarations import clip_off, crosscheck, noise_spec, one_step
+from _independent_accounting import (
+    dpa_pld_poisson_epsilon,
+    dpa_rdp_poisson_epsilon,
+    gaussian_epsilon,
+    hand_pld_epsilon_bracket,
+)
+from _noise_checks import M_PUBLIC, NORMAL, eso_noise
 from dpopt.privacy import Gaussian, SubsampledGaussian, calibrate, epsilon_of
+from dpopt.solvers import dp_gd, dp_sgd
 from dpopt.solvers._common import poisson_batches
 
 
@@ -248,3 +258,75 @@ def test_gd_sparse_equals_dense():
 def test_gd_bad_input(opts, name):
     with pytest.raises(ValueError, match=name):
         _quiet(_problem(seed=14), "dp-gd", epsilon=1.0, random_state=0, **opts)
+
+
+# ---------------------------------------------------------------------------
+# declarations for the registry-wide contract tests (tests/_declarations.py)
+
+
+@crosscheck("dp-gd", [
+    (0.3, 1e-8, {"passes": 1}),
+    (1.0, 1e-5, {"passes": 25}),
+    (8.0, 1e-3, {"passes": 3, "clipping": "coordinate"}),
+], smoothness=lambda pb: 1.0)
+def expected_dp_gd_epsilon(problem, o, res, eps_target):
+    """One Gaussian mechanism per pass: exact GDP."""
+    v = gaussian_epsilon(res.noise_multiplier, o["passes"], res.delta)
+    return v - 1e-8 * max(1, v), v + 1e-8 * max(1, v)
+
+
+@crosscheck("dp-sgd", [
+    (1.0, 1e-5, {"passes": 2, "batch_size": 4}),             # q = 0.1, T = 20
+    pytest.param(1.5, 1e-3, {"passes": 1, "batch_size": 12},   # q = 0.3, T = 3
+                 marks=pytest.mark.slow),
+    (0.5, 1e-7, {"passes": 1, "batch_size": 40}),            # q = 1,   T = 1
+    (2.0, 1e-6, {"passes": 3, "batch_size": 8, "adjacency": "add-remove"}),
+    pytest.param(2.0, 1e-5, {"passes": 2, "batch_size": 8, "adjacency": "add-remove",
+                             "accountant": "rdp"}, marks=pytest.mark.slow),
+], smoothness=lambda pb: 1.0)
+def expected_dp_sgd_epsilon(problem, o, res, eps_target):
+    """T = passes * n / b Poisson-subsampled Gaussians at rate q = b / n: a bracket of the
+    PLD computed from scratch (and dp-accounting's PLD under add-remove)."""
+    n, b = problem.n_samples, o["batch_size"]
+    q, steps = b / n, o["passes"] * max(1, round(n / b))
+    z, d, adj = res.noise_multiplier, res.delta, o.get("adjacency", "replace-one")
+    if o.get("accountant", "pld") == "rdp":
+        # dpopt uses its own (denser) order grid: it may only be tighter than the default one,
+        # and never below the tight PLD value
+        lo = hand_pld_epsilon_bracket(z, q, steps, d, adj)[0]
+        return lo - 1e-6, dpa_rdp_poisson_epsilon(z, q, steps, d) + 1e-9
+    lo, hi = hand_pld_epsilon_bracket(z, q, steps, d, adj)
+    if adj == "add-remove":  # dp-accounting's PLDAccountant on events: a second path
+        hi = max(hi, dpa_pld_poisson_epsilon(z, q, steps, d, adj))
+    return lo - 1e-6, hi + 1e-3
+
+
+@noise_spec("dp-gd", {"passes": 1, "step": 0.5, "clip": 3.0, "smoothness": 2.0})
+def dp_gd_noise(problem, o, res):
+    """w = -(step / beta) sum_t sigma xi_t, sigma = z 2C / n (both clipping rules)."""
+    scale = o["step"] / o["smoothness"] * res.noise_multiplier * 2 * o["clip"] / problem.n_samples
+    return [(res.w / (scale * math.sqrt(o["passes"])), NORMAL)]
+
+
+noise_spec("dp-gd", {"passes": 4, "step": 1.0, "clip": 1.0, "smoothness": M_PUBLIC,
+                     "clipping": "coordinate", "step_rule": "eso"})(eso_noise)
+
+
+@noise_spec("dp-sgd", {"passes": 1, "step": 1.0, "clip": 1.5, "smoothness": 1.0,
+                       "batch_size": 20})  # q = 1: a single step
+def dp_sgd_noise(problem, o, res):
+    """w = -(step / beta) / b sum_t sigma xi_t, sigma = z 2C (replace-one) or z C."""
+    n, b = problem.n_samples, o["batch_size"]
+    steps = o["passes"] * max(1, round(n / b))
+    sens = 2 * o["clip"] if o.get("adjacency", "replace-one") == "replace-one" else o["clip"]
+    scale = o["step"] / o["smoothness"] / b * res.noise_multiplier * sens
+    return [(res.w / (scale * math.sqrt(steps)), NORMAL)]
+
+
+noise_spec("dp-sgd", {"passes": 2, "step": 0.3, "clip": 1.0, "smoothness": 2.0, "batch_size": 5,
+                      "adjacency": "add-remove"})(dp_sgd_noise)
+clip_off("dp-gd")(unclipping(dp_gd, full_gradient=("clip", "clips")))
+# sgd_steps(problem, w, rows, bounds, noise, gamma, clip, sigma, batch_size)
+clip_off("dp-sgd")(unclipping(dp_sgd, sgd_steps=(6,)))
+one_step("dp-gd", passes=1, smoothness=1.0)
+one_step("dp-sgd", passes=1, smoothness=1.0, batch_size=30)  # q = 1

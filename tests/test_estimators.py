@@ -138,6 +138,26 @@ def test_bad_parameters_name_the_argument(params, name):
         DPLasso(**params).fit(X, y)
 
 
+@pytest.mark.parametrize("params, match", [
+    ({"epsilon": 0.0}, "epsilon must be > 0"),
+    ({"delta": 1.0}, "delta must be < 1"),
+    ({"solver_options": {"passes": 0}}, "solver_options passes: passes must be a positive"),
+    ({"solver_options": {"accountant": "nope"}}, "solver_options accountant: accountant must"),
+    ({"solver_options": {"bogus": 1}}, r"solver_options: unknown option\(s\) \['bogus'\]"),
+])
+def test_target_and_options_are_checked_before_the_data(params, match):
+    """The checks of dpopt.solve, made before the data is read (the data is invalid here)."""
+    X, y = _regression()
+    X[0, 0] = np.nan
+    with pytest.raises(ValueError, match=match):
+        DPLasso(**{"solver": "dp-cd", **params}).fit(X, y)
+
+
+def test_default_delta_needs_two_samples():
+    with pytest.raises(ValueError, match="n_samples=1"):
+        DPLasso(solver="dp-cd").fit(np.ones((1, 2)), np.ones(1))
+
+
 def test_huber_threshold_and_logistic_penalty_checked():
     X, y = _regression()
     with pytest.raises(ValueError, match="threshold"):

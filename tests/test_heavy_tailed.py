@@ -4,14 +4,28 @@ Statistical tests use fixed seeds; each states its false-alarm rate, i.e. the
 probability that it fails for a correct implementation over a random seed.
 """
 
+import contextlib
 import math
 import warnings
 
+import dp_accounting as dpa
 import numpy as np
 import pytest
 from scipy import integrate, optimize, stats
 
 import dpopt
+from _broken_variants import unclipped
+from _declarations import (
+    clip_off,
+    crosscheck,
+    custom_noise_test,
+    noise_scale_undetectable,
+    noise_spec,
+    one_step,
+    required_options,
+)
+from _independent_accounting import zcdp_epsilon_continuous
+from _noise_checks import NORMAL, assert_distribution, zero_problem
 from dpopt import privacy
 from dpopt.privacy import (
     ZCDP,
@@ -19,6 +33,7 @@ from dpopt.privacy import (
     private_quantile,
 )
 from dpopt.solvers import heavy_tailed as ht
+from dpopt.solvers.heavy_tailed import subgradient as ht_subgradient
 from dpopt.solvers.heavy_tailed.oracles import (
     MeanOracle1,
     MeanOracle2,
@@ -626,3 +641,140 @@ def test_sparse_data_runs():
         res = dpopt.solve(pb, "ht-subgradient", epsilon=1.0, random_state=0, radius=2.0,
                           max_phase_iter=10)
         assert np.all(np.isfinite(res.w))
+
+
+# ---------------------------------------------------------------------------
+# declarations for the registry-wide contract tests (tests/_declarations.py)
+
+required_options("ht-subgradient", radius=10.0, max_phase_iter=20)  # no sensible defaults
+one_step("ht-proxsgd", n_iter=1, batch_size=30, smoothness=1.0, strong_convexity=1.0)  # step 1/4
+
+
+def expected_epsilon(problem, o, res, eps_target):
+    """One oracle call per record (disjoint batches: parallel composition), noise multiplier
+    z = 1 / sqrt(2 rho); ht-subgradient: T_i calls per record in its phase, each with
+    multiplier sqrt(T_i / (2 rho)). Checks the noise the solver reports against the
+    mechanism's sensitivity 2C/s, then converts rho independently."""
+    z, d, prm = res.noise_multiplier, res.delta, res.params
+    if "phase_iters" in prm:
+        rho = prm["phase_iters"][0] / (2 * z * z)
+        for T_i, C_i, n_i, s_i in zip(prm["phase_iters"], prm["clips"], prm["phase_sizes"],
+                                      prm["sigmas"]):
+            assert T_i * (2 * C_i / n_i) ** 2 / (2 * s_i ** 2) <= rho * (1 + 1e-9)
+    else:
+        rho = 1 / (2 * z * z)
+        assert prm["sigma"] == pytest.approx(2 * prm["clip"] / prm["batch_size"] * z, rel=1e-12)
+    assert prm["rho"] == pytest.approx(rho, rel=1e-9)
+    if res.accountant == "exact":  # rho-zCDP Gaussian = sqrt(2 rho)-GDP
+        v = float(dpa.get_epsilon_gaussian(1 / math.sqrt(2 * rho), d))
+        return v - 1e-8 * max(1, v), v + 1e-8 * max(1, v)
+    v = zcdp_epsilon_continuous(rho, d)  # dpopt's grid of orders may only give more
+    return v - 1e-9, v * (1 + 2e-3)
+
+
+def _public_beta(pb):
+    return 1.0
+
+
+crosscheck("ht-acsa", [
+    (1.0, 1e-5, {"clip": 1.0, "n_iter": 4}),
+    (3.0, 1e-8, {"clip": 2.0, "n_iter": 1, "accountant": "exact"}),
+], smoothness=_public_beta)(expected_epsilon)
+crosscheck("ht-sgd", [
+    (0.5, 1e-6, {"clip": 1.0, "n_iter": 3, "batch_size": 10, "strong_convexity": 1.0}),
+], smoothness=_public_beta)(expected_epsilon)
+crosscheck("ht-proxsgd", [
+    (2.0, 1e-3, {"clip": 0.5, "n_iter": 2, "strong_convexity": 1.0, "accountant": "exact"}),
+], smoothness=_public_beta)(expected_epsilon)
+crosscheck("ht-subgradient", [
+    (1.0, 1e-5, {"clip": 1.0, "radius": 10.0, "moment_bound": 1.0, "max_phase_iter": 5}),
+    (4.0, 1e-6, {"clip": 1.0, "radius": 10.0, "moment_bound": 1.0, "max_phase_iter": 3,
+                 "accountant": "exact"}),
+])(expected_epsilon)
+
+
+def one_pass_noise(kind):
+    """The one-pass solvers on X = 0: every oracle call returns N(0, sigma^2 I) with
+    sigma = z 2C / s (MeanOracle1); ``smoothness`` = beta = 1, ``strong_convexity`` = 1."""
+    def spec(problem, o, res):
+        sigma = 2 * o["clip"] / o["batch_size"] * res.noise_multiplier
+        step, beta, T = o.get("step", 1.0), o["smoothness"], o["n_iter"]
+        if kind == "acsa":  # T = 1: a_1 = 1, eta = 2 beta, w_ag = w_1 = -(step / (4 beta)) g
+            scale = step / (4 * beta) * sigma
+        elif kind == "sgd":  # T = 1 <= 2 beta / mu: eta_0 = 1 / beta, output w_1
+            scale = step / beta * sigma
+        else:  # proxsgd: w_T = -(step / (2 beta)) sum_t g_t
+            scale = step / (2 * beta) * sigma * math.sqrt(T)
+        return [(res.w / scale, NORMAL)]
+    return spec
+
+
+_ZERO_HT = {"clip": 1.5, "batch_size": 20, "smoothness": 1.0}
+noise_spec("ht-acsa", {**_ZERO_HT, "n_iter": 1, "step": 0.8})(one_pass_noise("acsa"))
+noise_spec("ht-sgd", {**_ZERO_HT, "n_iter": 1, "strong_convexity": 1.0})(one_pass_noise("sgd"))
+noise_spec("ht-proxsgd", {**_ZERO_HT, "n_iter": 1, "batch_size": 6, "strong_convexity": 1.0})(
+    one_pass_noise("proxsgd"))
+
+
+@custom_noise_test("ht-subgradient")
+def subgradient_noise_check():
+    """ht-subgradient's compiled kernel receives standard normal draws and sigma_i: check
+    the draws (KS + moment) and sigma_i = 2 C_i sqrt(T_i) / (n_i sqrt(2 rho)) per phase
+    (T_i calls of (rho / T_i)-zCDP, the docstring's noise), and that the kernel agrees with
+    the Python path built on MeanOracle1 (``implementation="python"``)."""
+    seen, orig = [], ht_subgradient.subgradient_steps
+
+    def spy(*args):
+        seen.append((args[12], np.array(args[13])))  # sigma, noise
+        return orig(*args)
+
+    problem = zero_problem(n=16, p=2)
+    opts = {"clip": 1.5, "radius": 10.0, "moment_bound": 1.0, "max_phase_iter": 6}
+    ht_subgradient.subgradient_steps = spy
+    try:
+        runs = [dpopt.solve(problem, "ht-subgradient", epsilon=1.0, delta=1e-5, random_state=s,
+                            **opts) for s in range(150)]
+    finally:
+        ht_subgradient.subgradient_steps = orig
+    assert_distribution(np.concatenate([nz.ravel() for _, nz in seen]), NORMAL,
+                        "ht-subgradient draws")
+    prm = runs[0].params
+    rho = prm["rho_optimization"]
+    expected = [2 * C * math.sqrt(T) / (n * math.sqrt(2 * rho)) for T, C, n in
+                zip(prm["phase_iters"], prm["clips"], prm["phase_sizes"])]
+    np.testing.assert_allclose(prm["sigmas"], expected, rtol=1e-12)
+    np.testing.assert_allclose([sg for sg, _ in seen[:len(expected)]], expected, rtol=1e-12)
+    py = dpopt.solve(problem, "ht-subgradient", epsilon=1.0, delta=1e-5, random_state=0,
+                     implementation="python", **opts)
+    np.testing.assert_allclose(py.w, runs[0].w, rtol=1e-9, atol=1e-12)
+
+
+@clip_off("heavy-tailed")
+@contextlib.contextmanager
+def unclipped_heavy_tailed():
+    """The oracles of the one-pass solvers read ``self.clip`` (the noise uses the mechanism's
+    own copy); ht-subgradient's compiled kernel takes the clip as argument 11."""
+    call = ht.GradientOracle.__call__
+
+    def unclipped_call(self, *args, **kwargs):
+        saved, self.clip = self.clip, np.inf
+        try:
+            return call(self, *args, **kwargs)
+        finally:
+            self.clip = saved
+
+    ht.GradientOracle.__call__ = unclipped_call
+    try:
+        # subgradient_steps(X, y, norms, code, param, w, center, radius, dball, eta, lam, clip,
+        #                   sigma, noise, l1, l2)
+        with unclipped(ht_subgradient, "subgradient_steps", 11)():
+            yield
+    finally:
+        ht.GradientOracle.__call__ = call
+
+
+noise_scale_undetectable(
+    "ht-subgradient", "each phase projects onto a localization ball of radius about the noise "
+    "scale, so the 1-D model mostly lands on the boundary and only its sign survives; the "
+    "first phase reads the canary with probability 1/2, so the likelihood ratio of any test "
+    "is at most 3 (epsilon_lb <= log 3)")

@@ -26,22 +26,20 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
+import _declarations as D
 import dpopt
 from _timeouts import time_limit
 from dpopt.privacy import epsilon_of
 
 SOLVERS = dpopt.available_solvers()
 PRIVATE = dpopt.available_solvers(private_only=True)
-
-
-#: Options some solvers cannot run without (no sensible default).
-REQUIRED_OPTIONS = {"ht-subgradient": {"radius": 10.0, "max_phase_iter": 20}}
+D.load()  # the options some solvers cannot run without (_declarations.required_options)
 
 
 def fast_options(name, **extra):
     """Options that keep any solver quick, restricted to those it accepts."""
     accepted = dpopt.get_solver(name).options()
-    opts = {"passes": 1, **REQUIRED_OPTIONS.get(name, {}), **extra}
+    opts = {"passes": 1, **D.REQUIRED_OPTIONS.get(name, {}), **extra}
     return {k: v for k, v in opts.items() if k in accepted}
 
 
@@ -389,7 +387,7 @@ def test_zero_columns_and_rows_need_no_division_by_zero(name, sparse):
                                    **fast_options(name, passes=2))
     if res is None:  # only for a documented restriction (penalty, intercept, loss)
         spec = dpopt.get_solver(name)
-        assert spec.penalties is not None or spec.losses is not None or name == "dp-accmd"
+        assert spec.penalties is not None or spec.losses is not None or not spec.fit_intercept
     else:
         check_result(res, pb, name, 1.0, 1e-5)
 

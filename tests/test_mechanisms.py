@@ -11,12 +11,14 @@ probability > 0.99); ``test_noise_test_catches_too_little_noise`` checks it.
 
 Solver noise. Each registered private solver is run on a *zero-gradient*
 problem (X = 0, public smoothness constants), so its iterates move only by its
-noise. ``NOISE_SPECS[name]`` states, from the solver's docstring, how the
-final iterate is built from the standard-normal draws and the noise
-multiplier z it reports (sigma = z * sensitivity); the test standardises the
-iterates with that formula and checks that the result is N(0, 1). Too little
-(or too much) noise, or a sensitivity that disagrees with the docstring, fails.
-A registered private solver without an entry fails ``test_every_private_solver_has_a_noise_spec``.
+noise. The solver's test module declares (``_declarations.noise_spec``), from the
+solver's docstring, how the final iterate is built from the standard-normal draws
+and the noise multiplier z it reports (sigma = z * sensitivity); the test
+standardises the iterates with that formula and checks that the result is N(0, 1).
+Too little (or too much) noise, or a sensitivity that disagrees with the docstring,
+fails. A solver whose noise does not reach the iterate that way declares its own
+check (``custom_noise_test``). A registered private solver without either fails
+``test_every_private_solver_has_a_noise_spec``.
 
 Selections (report-noisy-max) and mean oracles arrive with DP-GCD and the
 heavy-tailed solvers, Gaussian releases of statistics with dpopt.preprocessing:
@@ -34,35 +36,15 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 from scipy import stats
 
+import _declarations as D
 import dpopt
+from _noise_checks import ALPHA, LAPLACE, NORMAL, assert_distribution, zero_problem
 from dpopt.kernels.cd import cd_steps
 from dpopt.kernels.grad import coordclip_gradient, l2clip_gradient, l2clip_weights
 from dpopt.privacy.mechanisms import gaussian_noise, laplace_noise
 
-ALPHA = 1e-3
 PRIVATE = dpopt.available_solvers(private_only=True)
-
-
-class Dist:
-    """A null distribution: its cdf and its second and fourth moments (mean zero)."""
-
-    def __init__(self, cdf, m2, m4):
-        self.cdf, self.m2, self.m4 = cdf, m2, m4
-
-
-NORMAL = Dist(stats.norm.cdf, 1.0, 3.0)
-LAPLACE = Dist(stats.laplace.cdf, 2.0, 24.0)
-
-
-def assert_distribution(samples, dist, what):
-    """KS test of the shape and z-test of E[x^2] (the scale), each at level ALPHA."""
-    x = np.ravel(samples)
-    res = stats.kstest(x, dist.cdf)
-    assert res.pvalue > ALPHA, f"{what}: KS statistic {res.statistic:.4f}, p = {res.pvalue:.2e}"
-    z = (np.mean(x * x) - dist.m2) / math.sqrt((dist.m4 - dist.m2 ** 2) / x.size)
-    p = 2 * stats.norm.sf(abs(z))
-    assert p > ALPHA, f"{what}: second moment {np.mean(x * x):.4f} vs {dist.m2:.4f} (KS ok), " \
-                      f"z = {z:.2f}, p = {p:.2e}"
+D.load()
 
 
 def assert_frequencies(counts, probs, what):
@@ -104,211 +86,14 @@ def test_ks_helper_can_fail():
 # solver noise on a zero-gradient problem
 
 
-def zero_problem(n=20, p=3, sparse=False):
-    X = sp.csr_matrix((n, p)) if sparse else np.zeros((n, p))
-    return dpopt.Problem(X, np.zeros(n), "squared")
-
-
-M_PUBLIC = np.array([1.0, 4.0, 0.25])  # unequal, so per-coordinate scales are tested
-
-
-def _dp_cd_spec(problem, o, res, steps=None):
-    """w_j = -gamma_j sigma_j (sum of k_j standard normals), k_j ~ Bin(N, 1/p) visits,
-    gamma_j = step / M_j, sigma_j = z 2 C_j / n, C_j = C sqrt(M_j / sum M); N = passes p
-    coordinate steps (DP-CD) or ``steps``."""
-    M = o["smoothness"]
-    clips = o["clip"] * np.sqrt(M / M.sum())
-    scale = o["step"] / M * res.noise_multiplier * 2 * clips / problem.n_samples
-    p = problem.dim
-    steps = o["passes"] * p if steps is None else steps
-
-    k = np.arange(0, steps + 1)
-    wk = stats.binom.pmf(k, steps, 1 / p)
-
-    def cdf_j(x):  # mixture over the number k of visits of coordinate j (k = 0: atom at 0)
-        x = np.asarray(x)[..., None]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            parts = np.where(k > 0, stats.norm.cdf(x / np.sqrt(np.maximum(k, 1))), x >= 0)
-        return np.sum(wk * parts, axis=-1)
-    mixture = Dist(cdf_j, float(np.sum(wk * k)), float(np.sum(wk * 3 * k * k)))
-    # the sum over coordinates is exactly N(0, N)
-    return [(np.sum(res.w / scale) / math.sqrt(steps), NORMAL)] + \
-        [(res.w[j] / scale[j], mixture) for j in range(p)]
-
-
-def _dp_gd_spec(problem, o, res):
-    """w = -(step / beta) sum_t sigma xi_t, sigma = z 2C / n (both clipping rules)."""
-    scale = o["step"] / o["smoothness"] * res.noise_multiplier * 2 * o["clip"] / problem.n_samples
-    return [(res.w / (scale * math.sqrt(o["passes"])), NORMAL)]
-
-
-def _dp_sgd_spec(problem, o, res):
-    """w = -(step / beta) / b sum_t sigma xi_t, sigma = z 2C (replace-one) or z C."""
-    n, b = problem.n_samples, o["batch_size"]
-    steps = o["passes"] * max(1, round(n / b))
-    sens = 2 * o["clip"] if o.get("adjacency", "replace-one") == "replace-one" else o["clip"]
-    scale = o["step"] / o["smoothness"] / b * res.noise_multiplier * sens
-    return [(res.w / (scale * math.sqrt(steps)), NORMAL)]
-
-
-#: name -> list of (options, spec); spec(problem, options, result) -> [(statistic, cdf)]
-NOISE_SPECS = {
-    "dp-cd": [({"passes": 10, "step": 0.7, "clip": 2.0, "smoothness": M_PUBLIC}, _dp_cd_spec),
-              ({"passes": 1, "step": 1.0, "clip": 1.0, "smoothness": M_PUBLIC[:1]},
-               _dp_cd_spec)],  # p = 1: a single noise draw
-    "dp-gd": [({"passes": 1, "step": 0.5, "clip": 3.0, "smoothness": 2.0}, _dp_gd_spec),
-              ({"passes": 4, "step": 1.0, "clip": 1.0, "smoothness": M_PUBLIC,
-                "clipping": "coordinate", "step_rule": "eso"}, None)],
-    "dp-sgd": [({"passes": 1, "step": 1.0, "clip": 1.5, "smoothness": 1.0, "batch_size": 20},
-                _dp_sgd_spec),  # q = 1: a single step
-               ({"passes": 2, "step": 0.3, "clip": 1.0, "smoothness": 2.0, "batch_size": 5,
-                 "adjacency": "add-remove"}, _dp_sgd_spec)],
-}
-
-
-def _dp_gd_eso_spec(problem, o, res):
-    """step_rule="eso" (and DP-RBCD's full sampling): Gamma_j = step / (min(p, omega) M_j),
-    X = 0 has omega = p; one full step per pass, sigma = z 2C / n (||C_S|| = C)."""
-    gamma = o["step"] / (problem.dim * o["smoothness"])
-    scale = gamma * res.noise_multiplier * 2 * o["clip"] / problem.n_samples
-    return [(res.w / (scale * math.sqrt(o["passes"])), NORMAL)]
-
-
-NOISE_SPECS["dp-gd"][1] = (NOISE_SPECS["dp-gd"][1][0], _dp_gd_eso_spec)
-# DP-RBCD: uniform sampling is DP-CD's update; full sampling is DP-GD's eso step
-NOISE_SPECS["dp-rbcd"] = [
-    ({"passes": 10, "step": 0.7, "clip": 2.0, "smoothness": M_PUBLIC}, _dp_cd_spec),
-    ({"passes": 3, "step": 1.0, "clip": 1.0, "smoothness": M_PUBLIC, "sampling": "full"},
-     _dp_gd_eso_spec),
-]
-
-
-def _ht_spec(kind):
-    """Heavy-tailed one-pass solvers on X = 0: every oracle call returns N(0, sigma^2 I) with
-    sigma = z 2C / s (MeanOracle1); ``smoothness`` = beta = 1, ``strong_convexity`` = 1."""
-    def spec(problem, o, res):
-        sigma = 2 * o["clip"] / o["batch_size"] * res.noise_multiplier
-        step, beta, T = o.get("step", 1.0), o["smoothness"], o["n_iter"]
-        if kind == "acsa":  # T = 1: a_1 = 1, eta = 2 beta, w_ag = w_1 = -(step / (4 beta)) g
-            scale = step / (4 * beta) * sigma
-        elif kind == "sgd":  # T = 1 <= 2 beta / mu: eta_0 = 1 / beta, output w_1
-            scale = step / beta * sigma
-        else:  # proxsgd: w_T = -(step / (2 beta)) sum_t g_t
-            scale = step / (2 * beta) * sigma * math.sqrt(T)
-        return [(res.w / scale, NORMAL)]
-    return spec
-
-
-def _dp_gcd_spec(problem, o, res):
-    """X = 0: every greedy score is 0, so the Gumbel noise picks a coordinate uniformly;
-    T = passes updates w_j -= (step / M_j) z (2 C_j / n) xi: DP-CD's structure with N = T."""
-    return _dp_cd_spec(problem, o, res, steps=o["passes"])
-
-
-NOISE_SPECS["dp-gcd"] = [({"passes": 12, "step": 0.7, "clip": 2.0, "smoothness": M_PUBLIC},
-                          _dp_gcd_spec)]
-
-
-def _dp_svrg_spec(problem, o, res):
-    """X = 0: R_t = sigma xi_t with sigma = 4 C z; w_t = w_{t-1} - (step / L) R_t / b; one
-    epoch of m steps from 0 returns the average of w_1..w_m (dp-svrg++: m = 2 epoch_length)."""
-    m = o["epoch_length"] * (1 if res.solver == "dp-svrg" else 2)
-    c = o["step"] / o["smoothness"] * 4 * o["clip"] * res.noise_multiplier / o["batch_size"]
-    coef = (m - np.arange(m)) / m  # weight of xi_u in the average of the partial sums
-    return [(res.w / (c * math.sqrt(np.sum(coef ** 2))), NORMAL)]
-
-
-_SVRG = {"epochs": 1, "step": 0.5, "clip": 1.5, "smoothness": 2.0, "batch_size": 5}
-NOISE_SPECS["dp-svrg"] = [({**_SVRG, "epoch_length": 3, "strong_convexity": 1.0}, _dp_svrg_spec)]
-NOISE_SPECS["dp-svrg++"] = [({**_SVRG, "epoch_length": 2}, _dp_svrg_spec)]
-
-
-def _dp_accmd_spec(problem, o, res):
-    """One iteration (l2 ball, no projection): x = 0, g = sigma xi with sigma = z 2C / n,
-    y = x - g / L."""
-    return [(res.w / (res.noise_multiplier * 2 * o["clip"] / problem.n_samples
-                      / o["smoothness"]), NORMAL)]
-
-
-NOISE_SPECS["dp-accmd"] = [({"iterations": 1, "constraint": "l2", "radius": 1e9, "clip": 1.5,
-                             "smoothness": 2.0}, _dp_accmd_spec)]
-
-_HT = {"clip": 1.5, "batch_size": 20, "smoothness": 1.0}
-NOISE_SPECS["ht-acsa"] = [({**_HT, "n_iter": 1, "step": 0.8}, _ht_spec("acsa"))]
-NOISE_SPECS["ht-sgd"] = [({**_HT, "n_iter": 1, "strong_convexity": 1.0}, _ht_spec("sgd"))]
-NOISE_SPECS["ht-proxsgd"] = [({**_HT, "n_iter": 1, "batch_size": 6, "strong_convexity": 1.0},
-                              _ht_spec("proxsgd"))]
-
-
-def _ht_subgradient_noise():
-    """ht-subgradient's compiled kernel receives standard normal draws and sigma_i: check
-    the draws (KS + moment) and sigma_i = 2 C_i sqrt(T_i) / (n_i sqrt(2 rho)) per phase
-    (T_i calls of (rho / T_i)-zCDP, the docstring's noise), and that the kernel agrees with
-    the Python path built on MeanOracle1 (``implementation="python"``)."""
-    from dpopt.solvers.heavy_tailed import subgradient as ht  # the module that calls the kernel
-
-    seen, orig = [], ht.subgradient_steps
-
-    def spy(*args):
-        seen.append((args[12], np.array(args[13])))  # sigma, noise
-        return orig(*args)
-
-    problem = zero_problem(n=16, p=2)
-    opts = {"clip": 1.5, "radius": 10.0, "moment_bound": 1.0, "max_phase_iter": 6}
-    ht.subgradient_steps = spy
-    try:
-        runs = [dpopt.solve(problem, "ht-subgradient", epsilon=1.0, delta=1e-5, random_state=s,
-                            **opts) for s in range(150)]
-    finally:
-        ht.subgradient_steps = orig
-    assert_distribution(np.concatenate([nz.ravel() for _, nz in seen]), NORMAL,
-                        "ht-subgradient draws")
-    prm = runs[0].params
-    rho = prm["rho_optimization"]
-    expected = [2 * C * math.sqrt(T) / (n * math.sqrt(2 * rho)) for T, C, n in
-                zip(prm["phase_iters"], prm["clips"], prm["phase_sizes"])]
-    np.testing.assert_allclose(prm["sigmas"], expected, rtol=1e-12)
-    np.testing.assert_allclose([sg for sg, _ in seen[:len(expected)]], expected, rtol=1e-12)
-    py = dpopt.solve(problem, "ht-subgradient", epsilon=1.0, delta=1e-5, random_state=0,
-                     implementation="python", **opts)
-    np.testing.assert_allclose(py.w, runs[0].w, rtol=1e-9, atol=1e-12)
-
-
-def _own_noise_tests(module, *names):
-    """The noise checks a solver's own test file makes (released statistics, selections,
-    perturbation vectors that do not reach the iterate as a sum of standard normals)."""
-    def run():
-        import importlib
-
-        mod = importlib.import_module(module)
-        for name in names:
-            test, *args = name if isinstance(name, tuple) else (name,)
-            getattr(mod, test)(*args)
-    return run
-
-
-#: solvers whose noise is checked by a custom function instead of NOISE_SPECS
-CUSTOM_NOISE_TESTS = {
-    "ht-subgradient": _ht_subgradient_noise,
-    # the three releases (eigenvalue, X^T X, X^T y) against their calibrated scales
-    "adassp": _own_noise_tests("test_adassp", "test_released_noise_has_the_calibrated_scales"),
-    # the exponential-mechanism selections and the intercept's Gaussian steps
-    "dp-frank-wolfe": _own_noise_tests(
-        "test_dp_frank_wolfe", "test_selection_follows_the_exponential_mechanism",
-        ("test_intercept_noise_matches_its_calibration", "squared")),
-    # the perturbation b recovered from the exact minimiser of a saturated Huber problem
-    "objective-perturbation": _own_noise_tests("test_objective_perturbation",
-                                               "test_noise_matches_the_calibration"),
-}
-
-
 def test_every_private_solver_has_a_noise_spec():
-    missing = [s for s in PRIVATE if s not in NOISE_SPECS and s not in CUSTOM_NOISE_TESTS]
-    assert not missing, f"add a NOISE_SPECS entry (how the noise reaches the iterate) for {missing}"
+    missing = [s for s in PRIVATE if s not in D.NOISE_SPECS and s not in D.CUSTOM_NOISE_TESTS]
+    assert not missing, (f"declare how the noise reaches the iterate of {missing} with "
+                         f"_declarations.noise_spec (or custom_noise_test) in its test module")
 
 
-NOISE_CASES = [pytest.param(name, i, id=f"{name}-{i}") for name in NOISE_SPECS if name in PRIVATE
-               for i in range(len(NOISE_SPECS[name]))]
+NOISE_CASES = [pytest.param(name, i, id=f"{name}-{i}") for name in D.NOISE_SPECS if name in PRIVATE
+               for i in range(len(D.NOISE_SPECS[name]))]
 
 
 def _run_zero_gradient(name, opts, runs, sparse=False, scale_noise=1.0):
@@ -327,7 +112,7 @@ def _run_zero_gradient(name, opts, runs, sparse=False, scale_noise=1.0):
 
 
 def _statistics(name, i, results, problem):
-    opts, spec = NOISE_SPECS[name][i]
+    opts, spec = D.NOISE_SPECS[name][i]
     pieces = [spec(problem, opts, r) for r in results]
     return [(np.array([np.ravel(pc[k][0]) for pc in pieces]), pieces[0][k][1])
             for k in range(len(pieces[0]))]
@@ -335,30 +120,30 @@ def _statistics(name, i, results, problem):
 
 @pytest.mark.parametrize("name, i", NOISE_CASES)
 def test_solver_noise_has_the_claimed_scale(name, i):
-    opts = NOISE_SPECS[name][i][0]
+    opts = D.NOISE_SPECS[name][i][0]
     problem, results = _run_zero_gradient(name, opts, runs=700)
     for k, (values, cdf) in enumerate(_statistics(name, i, results, problem)):
         assert_distribution(values, cdf, f"{name} noise, statistic {k}")
 
 
-@pytest.mark.parametrize("name", [n for n in CUSTOM_NOISE_TESTS if n in PRIVATE])
+@pytest.mark.parametrize("name", [n for n in D.CUSTOM_NOISE_TESTS if n in PRIVATE])
 def test_solver_noise_custom(name):
-    CUSTOM_NOISE_TESTS[name]()
+    D.CUSTOM_NOISE_TESTS[name]()
 
 
-@pytest.mark.parametrize("name", [n for n in NOISE_SPECS if n in PRIVATE])
+@pytest.mark.parametrize("name", [n for n in D.NOISE_SPECS if n in PRIVATE])
 def test_noise_test_catches_too_little_noise(name):
     """The same test fails for the solver run with 80% of its noise (power check)."""
-    opts = NOISE_SPECS[name][0][0]
+    opts = D.NOISE_SPECS[name][0][0]
     problem, results = _run_zero_gradient(name, opts, runs=400, scale_noise=0.8)
     with pytest.raises(AssertionError, match="KS|second moment"):
         for values, cdf in _statistics(name, 0, results, problem):
             assert_distribution(values, cdf, f"{name} with 80% noise")
 
 
-@pytest.mark.parametrize("name", [n for n in NOISE_SPECS if n in PRIVATE])
+@pytest.mark.parametrize("name", [n for n in D.NOISE_SPECS if n in PRIVATE])
 def test_sparse_input_draws_the_same_noise(name):
-    opts = NOISE_SPECS[name][0][0]
+    opts = D.NOISE_SPECS[name][0][0]
     _, dense = _run_zero_gradient(name, opts, runs=3)
     _, sparse = _run_zero_gradient(name, opts, runs=3, sparse=True)
     for a, b in zip(dense, sparse):
@@ -607,24 +392,16 @@ def test_one_cd_step_moves_at_most_step_times_sensitivity(data, n, p, sparse, pe
     assert abs(out[0] - out[1]) <= steps[j] * 2 * clips[j] / n * (1 + 1e-9)
 
 
-def test_solvers_keep_clipping_with_extreme_records():
-    """One step of every core solver on D and D' (one record replaced by a record with a
-    gradient ~1e12), same seed so the noise cancels: the iterates differ by at most
-    step * 2C / n, the sensitivity the noise is calibrated to."""
+@pytest.mark.parametrize("name", [n for n in D.ONE_STEP if n in PRIVATE])
+def test_solvers_keep_clipping_with_extreme_records(name):
+    """One step of a solver (``_declarations.one_step``) on D and D' (one record replaced by
+    a record with a gradient ~1e12), same seed so the noise cancels: the iterates differ by
+    at most step * 2C / n, the sensitivity the noise is calibrated to."""
     rng = np.random.default_rng(2)
     X, y = rng.standard_normal((30, 1)), rng.standard_normal(30)
     X2, y2 = X.copy(), y.copy()
     X2[0], y2[0] = 1e6, -1e6
-    one_step = {"dp-cd": {"passes": 1, "smoothness": np.ones(1)},  # p = 1: one coordinate step
-                "dp-gd": {"passes": 1, "smoothness": 1.0},
-                "dp-sgd": {"passes": 1, "smoothness": 1.0, "batch_size": 30},  # q = 1
-                "dp-rbcd": {"passes": 1, "smoothness": np.ones(1)},
-                "ht-proxsgd": {"n_iter": 1, "batch_size": 30, "smoothness": 1.0,  # step 1/4
-                               "strong_convexity": 1.0}}
-    for name, o in one_step.items():
-        if name not in PRIVATE:
-            continue
-        a, b = (dpopt.solve(dpopt.Problem(A, v), name, epsilon=1.0, clip=1.0, step=0.5,
-                            random_state=3, **o) for A, v in ((X, y), (X2, y2)))
-        assert np.all(np.isfinite(b.w))
-        assert np.linalg.norm(a.w - b.w) <= 0.5 * 2 * 1.0 / 30 * (1 + 1e-9), name
+    a, b = (dpopt.solve(dpopt.Problem(A, v), name, epsilon=1.0, clip=1.0, step=0.5,
+                        random_state=3, **D.ONE_STEP[name]) for A, v in ((X, y), (X2, y2)))
+    assert np.all(np.isfinite(b.w))
+    assert np.linalg.norm(a.w - b.w) <= 0.5 * 2 * 1.0 / 30 * (1 + 1e-9), name

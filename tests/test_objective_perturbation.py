@@ -4,6 +4,7 @@ import math
 import os
 import warnings
 
+import dp_accounting as dpa
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -11,6 +12,8 @@ from scipy import stats
 from sklearn.linear_model import LogisticRegression
 
 import dpopt
+from _broken_variants import unclipping
+from _declarations import clip_off, crosscheck, custom_noise_test
 from _independent_accounting import op_delta_closed_form, op_delta_quad, op_epsilon_quad
 from dpopt.budget import Spend, convert_to_replace_one
 from dpopt.privacy import Gaussian, ObjectivePerturbation, epsilon_of, objective_perturbation_delta
@@ -292,3 +295,41 @@ def test_electricity_accuracy_at_epsilon_1():
             accs.append(np.mean(np.sign(Xte @ res.coef + res.intercept) == yte))
     assert ref > 0.74
     assert np.mean(accs) > 0.68, (accs, ref)
+
+
+# ---------------------------------------------------------------------------
+# declarations for the registry-wide contract tests (tests/_declarations.py)
+
+
+@crosscheck(NAME, [
+    (1.0, 1e-5, {"row_bound": 2.0}),
+    (0.5, 1e-8, {"row_bound": 3.0}),
+    (4.0, 1e-6, {"row_bound": 1.0, "regularization": 0.5, "tolerance": 1e-4}),
+])
+def expected_epsilon(problem, o, res, eps_target):
+    """[ObjectivePerturbation(z, shift, 2), Gaussian(z_out)]: shift = log(1 + kappa),
+    kappa = beta (B^2 / (lambda + alpha) + [intercept] / lambda) / n; sigma = 2 z L B_aug
+    (replace-one); z_out = 10 / mu(eps, delta), sigma_out = 2 tolerance z_out.
+    The epsilon is recomputed by quadrature of the dominating loss (+ the Gaussian)."""
+    prm, n, d = res.params, problem.n_samples, res.delta
+    replace_one, dof = True, 2  # the solver's guarantee is replace-one only
+    L, beta, B, lam = 1.0, 1.0, prm["row_bound"], prm["regularization"]  # Huber, t = 1
+    alpha = problem.penalty.alpha
+    kappa = beta * (B * B / (lam + alpha) + (1 / lam if problem.fit_intercept else 0)) / n
+    assert prm["shift"] == pytest.approx(math.log1p(kappa), rel=1e-12)
+    b_aug = math.sqrt(B * B + problem.fit_intercept)
+    z = res.noise_multiplier
+    assert prm["sigma"] == pytest.approx(z * L * b_aug * (2 if replace_one else 1), rel=1e-12)
+    mu = 1 / float(dpa.get_sigma_gaussian(eps_target, d))  # analytic Gaussian: sigma(eps, d)
+    assert prm["z_out"] == pytest.approx(10 / mu, rel=1e-6)
+    assert prm["sigma_out"] == pytest.approx(2 * prm["tolerance"] * prm["z_out"], rel=1e-12)
+    assert [type(m).__name__ for m in res.mechanisms] == ["ObjectivePerturbation", "Gaussian"]
+    assert res.mechanisms[0].dof == dof and res.mechanisms[0].shift == prm["shift"]
+    v = op_epsilon_quad(z, prm["shift"], dof, d, prm["z_out"])
+    return v - 1e-7, v * (1 + 1e-3) + 1e-7  # the certified Riemann sum is a slight overestimate
+
+
+# the perturbation b recovered from the exact minimiser of a saturated Huber problem
+custom_noise_test(NAME)(test_noise_matches_the_calibration)
+# clip_feature_rows(problem, bound)
+clip_off(NAME)(unclipping(opmod, clip_feature_rows=(1,)))

@@ -63,3 +63,20 @@ def test_lambda_conversion_and_missing_datasets(tmp_path, monkeypatch):
     monkeypatch.setenv("DPOPT_DATA", str(tmp_path))  # nothing there
     run_ds, missing = dp_gcd.available(["log1", "california", "mtp", "dorothea"], quick=True)
     assert run_ds == ["log1"] and missing == ["california", "mtp", "dorothea"]
+
+
+def test_plot_adapter_draws_the_best_configuration_of_every_budget(quick_run):
+    out, _ = quick_run
+    records = [json.loads(line) for line in (out / "runs.jsonl").open()]
+    with open(out / "best_by_passes.csv") as fh:
+        rows = {(r["dataset"], dp_gcd.LABELS[r["algo"]], int(r["passes"])): float(r["mean"])
+                for r in csv.DictReader(fh)}
+    curves = dp_gcd.plot_records(records)
+    assert {(r["config"]["dataset"], r["config"]["solver"]) for r in curves} == \
+        {k[:2] for k in rows}
+    for ds, solver in {k[:2] for k in rows}:
+        runs = [r["trajectory"] for r in curves if r["config"]["dataset"] == ds
+                and r["config"]["solver"] == solver]
+        for i, p in enumerate(runs[0]["passes"]):  # the figure's mean is the table's
+            assert sum(t["rel_error"][i] for t in runs) / len(runs) == \
+                pytest.approx(rows[(ds, solver, p)], rel=1e-12)

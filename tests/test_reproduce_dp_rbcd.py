@@ -67,3 +67,18 @@ def test_rerun_resumes_without_running_again(quick_run, monkeypatch):
     again = exp.run(out=out, quick=True, n_jobs=1, backend="loky", progress=False)
     assert (out / "runs.jsonl").read_text() == before
     assert again["runs"] == summary["runs"]
+
+
+def test_plot_adapter_draws_the_tuned_error_of_every_budget(quick_run):
+    out, _ = quick_run
+    records = [json.loads(line) for line in (out / "runs.jsonl").open()]
+    finals = {(r["config"]["dataset"], r["config"]["method"], r["config"]["passes"]): r["runs"]
+              for r in records if r["config"]["stage"] == "final"}
+    curves = exp.plot_records(records)
+    assert len(curves) == len(finals) // len(exp.QUICK["budgets"]) * exp.QUICK["final_reps"]
+    for rec in curves:
+        c = rec["config"]
+        assert rec["trajectory"]["passes"] == exp.QUICK["budgets"]
+        expected = [finals[(c["dataset"], c["solver"], b)][c["run"]] for b in exp.QUICK["budgets"]]
+        assert rec["trajectory"]["rel_error"] == [run["error"] for run in expected]
+        assert rec["trajectory"]["time"] == [run["time"] for run in expected]

@@ -56,3 +56,27 @@ def test_quick_reproduction_writes_tables_and_figures(tmp_path):
 @pytest.mark.slow
 def test_full_reproduction_is_registered():
     assert get_experiment("dp-svrg").description
+
+
+def _svrg_record(label, repeat, gap, acc, spent, dataset="electricity", penalty="l2"):
+    return {"config": {"dataset": dataset, "penalty": penalty, "epsilon": 0.5, "label": label,
+                       "repeat": repeat},
+            "final_gap": gap, "final_accuracy": acc, "epsilon_spent": spent,
+            "grad_evals": [0.0, 10.0 + repeat], "delta": exp.DELTA, "adjacency": "replace-one",
+            "accountant": "pld", "noise_multiplier": 2.0}
+
+
+def test_summary_rows_pool_the_repeats_of_a_configuration():
+    records = [_svrg_record("dp-gd", 0, 0.1, 0.7, 0.49), _svrg_record("dp-svrg", 0, 0.4, 0.6, 0.5),
+               _svrg_record("dp-gd", 1, 0.3, 0.8, 0.5), _svrg_record("dp-svrg", 1, 0.2, 0.6, 0.48),
+               _svrg_record("dp-gd", 0, 0.9, 0.5, 0.5, penalty="none")]
+    rows = exp.summary_rows(records)
+    # sorted by dataset, problem, epsilon, then the solvers' order in the paper's figures
+    assert [(r["problem"], r["solver"]) for r in rows] == [
+        ("L2 (lambda=0.01)", "dp-svrg"), ("L2 (lambda=0.01)", "dp-gd"), ("no penalty", "dp-gd")]
+    svrg, gd = rows[0], rows[1]
+    assert gd["runs"] == 2 and gd["gap_mean"] == pytest.approx(0.2)
+    assert gd["gap_sd"] == pytest.approx(0.1)  # population sd of the two runs
+    assert gd["accuracy_mean"] == pytest.approx(0.75) and gd["epsilon_spent"] == 0.5
+    assert gd["grad_evals"] == 10.0  # the first run's
+    assert svrg["epsilon_spent"] == 0.5 and svrg["gap_mean"] == pytest.approx(0.3)

@@ -3,6 +3,8 @@
 import json
 import math
 
+import pytest
+
 from dpopt.cli import main
 from dpopt.experiments import get_experiment
 from dpopt.experiments import heavy_tailed as exp
@@ -38,9 +40,10 @@ def test_train_and_test_share_the_population():
     bundle = exp.dataset_bundle("linear-t-a5", quick=True)
     pb = exp.train_problem("linear-t-a5", 3000, 0, quick=True)
     w, _ = dpopt.reference_optimum(pb)
-    zero = bundle["test"].objective(bundle["test"].zeros()) - bundle["f_test"]
-    assert bundle["test"].objective(w) - bundle["f_test"] < 0.05 * zero
-    assert set(bundle["moments"]) == {2, 4, 8} and bundle["beta"] > 0
+    zero = bundle.problem.objective(bundle.problem.zeros()) - bundle.f_star
+    assert bundle.problem.objective(w) - bundle.f_star < 0.05 * zero
+    assert set(exp.moment_bounds("linear-t-a5", quick=True)) == {2, 4, 8}
+    assert bundle.info["beta"] > 0
 
 
 def test_family_names_resolve():
@@ -52,3 +55,28 @@ def test_family_names_resolve():
     assert exp._family_of("ht-subgradient/theory,T_i=theorem") == \
         "ht-subgradient (theory, theorem T_i)"
     assert exp._family_of("ht-subgradient/theory") == "ht-subgradient (theory, T_i<=1000)"
+
+
+def _heavy_record(method, rep, excess, n=3000, eps=1.0):
+    return {"config": {"dataset": "linear-t-a3", "n": n, "epsilon": eps, "rep": rep, "k": 2,
+                       "method": method}, "excess": excess, "zero_excess": 5.0}
+
+
+def test_families_take_the_best_method_of_their_grid(tmp_path):
+    records = [_heavy_record("dp-gd/passes=5", 0, 1.0), _heavy_record("dp-gd/passes=5", 1, 3.0),
+               _heavy_record("dp-gd/passes=20", 0, 0.5), _heavy_record("dp-gd/passes=20", 1, 0.7),
+               _heavy_record("ht-acsa/theory", 0, 0.1), _heavy_record("ht-acsa/theory", 1, math.inf),
+               {"config": {"dataset": "linear-t-a3", "n": 3000, "epsilon": 1.0, "rep": 0, "k": 2,
+                           "method": "ht-acsa/quantile"}, "skipped": "moment not available"}]
+    fams = exp._aggregate(records)
+    mean, se, method = fams[("linear-t-a3", 3000, 1.0, "DP-GD (L_f clip, tuned)")]
+    assert method == "dp-gd/passes=20" and mean == pytest.approx(0.6)
+    assert se == pytest.approx(0.1)  # sample sd / sqrt(2) = 0.1414... / 1.414...
+    assert fams[("linear-t-a3", 3000, 1.0, "ht-acsa (theory r_k)")] == (math.inf, 0.0,
+                                                                         "ht-acsa/theory")
+    assert fams[("linear-t-a3", 3000, 1.0, exp.ZERO)] == (5.0, 0.0, "w = 0")
+    assert ("linear-t-a3", 3000, 1.0, "ht-acsa (private quantile)") not in fams
+    exp.write_tables(records, fams, tmp_path, quick=True)
+    row = next(line for line in (tmp_path / "results.md").read_text().splitlines()
+               if line.startswith("| linear-t-a3 (n=3000)"))
+    assert row.split(" | ")[1:3] == ["inf", "–"]  # diverged mean; family not run

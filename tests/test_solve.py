@@ -1,5 +1,6 @@
 """The solver registry and dispatch (dpopt.solve), and properties every private solver has."""
 
+import dataclasses
 import math
 import warnings
 
@@ -136,6 +137,44 @@ def test_run_length_is_one_name_across_solvers(solver, name):
     np.testing.assert_array_equal(a.w, b.w)
     with pytest.raises(ValueError, match="not both"):
         dpopt.solve(pb, solver, run_length=2, **{name: 2})
+
+
+def _choice_options():
+    for name in dpopt.available_solvers():
+        for opt in dpopt.get_solver(name).option_specs:
+            if getattr(opt.check, "choices", None):
+                yield pytest.param(name, opt.name, id=f"{name}-{opt.name}")
+
+
+@pytest.mark.parametrize("name, option", list(_choice_options()))
+def test_choice_options_are_checked_by_solve_before_the_solver_runs(name, option, monkeypatch):
+    """Every one_of(...) option is checked by solve itself (the solvers do not check it
+    again): a bad value never reaches the fit function."""
+    from dpopt.solvers import _base
+
+    def must_not_run(*args, **kwargs):
+        raise AssertionError("the solver ran with an invalid option")
+
+    spec = _base._REGISTRY[name]
+    monkeypatch.setitem(_base._REGISTRY, name, dataclasses.replace(spec, func=must_not_run))
+    with pytest.raises(ValueError, match=f"{option} must be one of"):
+        dpopt.solve(small_problem(), name, epsilon=1.0, delta=1e-5, **{option: "nope"})
+
+
+def test_option_errors_name_the_callers_argument():
+    spec = dpopt.get_solver("dp-cd")
+    with pytest.raises(ValueError, match=r"^--option: unknown option\(s\) \['bogus'\]"):
+        spec.check_options({"bogus": 1}, what="--option")
+    with pytest.raises(ValueError, match="^solver_options passes: passes must be a positive"):
+        spec.check_options({"passes": 0}, what="solver_options")
+    assert spec.check_options({"run_length": 3}, what="solver_options") == {"passes": 3}
+
+
+def test_default_delta_needs_two_samples():
+    one = dpopt.Problem(np.ones((1, 2)), np.ones(1))
+    with pytest.raises(ValueError, match="n_samples=1: the default delta 1/n"):
+        dpopt.solve(one, "dp-gd", epsilon=1.0, smoothness=1.0)
+    assert dpopt.solve(one, "dp-gd", epsilon=1.0, delta=1e-3, smoothness=1.0).delta == 1e-3
 
 
 def test_option_constraints_are_checked_before_the_fit():

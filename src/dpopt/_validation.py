@@ -96,12 +96,47 @@ def warn_if_delta_exceeds_one_over_n(delta, n_samples, name="delta"):
                       f"delta << 1/n (the default is 1/n^2)", WeakPrivacyWarning, stacklevel=3)
 
 
+def default_delta(n_samples: int) -> float:
+    """1 / n^2, the papers' choice (requires n >= 2)."""
+    if n_samples < 2:
+        raise ValueError(f"n_samples={n_samples}: the default delta 1/n^2 needs at least 2 "
+                         f"samples (pass delta explicitly)")
+    return 1.0 / n_samples ** 2
+
+
+def check_privacy_target(epsilon, delta, n_samples=None):
+    """The one check of a target (epsilon, delta): epsilon > 0 (``inf`` = no noise), delta in
+    (0, 1), default 1/n^2 with a warning when delta > 1/n. Returns ``(epsilon, delta)``.
+
+    ``n_samples=None`` (a caller that checks its arguments before reading the data: the
+    estimators, the private transformers) checks the values only and returns ``delta=None``
+    unchanged; the default is then :func:`default_delta` of the data's n.
+    """
+    epsilon = check_epsilon(epsilon)
+    delta = None if delta is None else check_delta(delta)
+    if n_samples is None:
+        return epsilon, delta
+    if delta is None:
+        delta = default_delta(n_samples)
+    warn_if_delta_exceeds_one_over_n(delta, n_samples)
+    return epsilon, delta
+
+
 def check_positive_int(value, name):
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise ValueError(f"{name} must be a positive integer, got {value!r}")
     if value < 1:
         raise ValueError(f"{name} must be a positive integer, got {value!r}")
     return int(value)
+
+
+def check_bool(value, name):
+    """A Python or NumPy bool (``fit_intercept``: a 0/1 or a string is refused), as ``bool``."""
+    import numpy as np  # here, so that the CLI's argument checks do not load numpy
+
+    if not isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"{name} must be a bool, got {value!r}")
+    return bool(value)
 
 
 def check_choice(value, name, choices):

@@ -274,17 +274,22 @@ def rules(solver, *, loss, n, dim, mu, row_bound, alpha=0.0, huber_threshold=1.0
     * step: 1 / beta with beta = loss'' (R^2 + 1) + alpha (global smoothness bound;
       dp-gd, dp-sgd), and DP-CD's gamma = 1 with the coordinate smoothness bound
       loss'' max|x_ij|^2 <= loss'' passed as public ``smoothness``;
+    * the non-smooth absolute loss has no curvature: its step is the subgradient
+      method's constant step D / (G sqrt(T)) (Nesterov, *Introductory Lectures on Convex
+      Optimization*, sec. 3.2.3) with D = 1, the norm of a model that spans the scaled
+      target range [-1, 1] on unit-range features, i.e. the rule above with
+      loss'' := sqrt(T) (``step = 1/beta``, beta = sqrt(T) (R^2 + 1) + alpha);
     * passes: :func:`run_length` (dp-gd steps, dp-cd passes, dp-sgd steps);
     * dp-sgd: the Poisson rate q = mu / sqrt(T) (the smallest rate whose noise
       multiplier sqrt(T) q / mu stays >= 1, where subsampling amplification is
       roughly linear), batch q n, T steps (so passes = q T).
     """
     lipschitz = {"logistic": 1.0, "huber": huber_threshold, "absolute": 1.0, "squared": 2.0}[loss]
-    curv = _CURVATURE[loss]
+    T = run_length(n, dim, mu)
+    curv = _CURVATURE[loss] if loss != "absolute" else math.sqrt(T)
     r_aug = math.sqrt(row_bound ** 2 + 1.0)
     clip = lipschitz * r_aug
     beta = max(curv * r_aug ** 2 + alpha, 1e-12)
-    T = run_length(n, dim, mu)
     if solver == "dp-gd":
         return {"passes": T, "step": 1.0, "clip": clip, "smoothness": beta}
     if solver == "dp-sgd":

@@ -4,12 +4,15 @@ Start-up: ``dpopt --help``, ``dpopt solvers`` and ``dpopt datasets`` load neithe
 dp-accounting, scikit-learn, matplotlib nor scipy's optimizers (``import dpopt`` is lazy, the
 solver names come from :func:`solver_catalog`, and every command imports what it needs when
 it runs). ``--epsilon`` and ``--delta`` are checked by the same functions as the library's
-(:func:`dpopt._validation.check_epsilon`, :func:`~dpopt._validation.check_delta`).
+(:func:`dpopt._validation.check_epsilon`, :func:`~dpopt._validation.check_delta`), and
+``--option`` by the solver's :meth:`~dpopt.solvers.SolverSpec.check_options` before the data
+is read.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import math
 import os
@@ -19,7 +22,7 @@ import time
 import warnings
 from pathlib import Path
 
-from dpopt._validation import check_delta, check_epsilon
+from dpopt._validation import check_delta, check_epsilon, default_delta
 
 
 class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -119,7 +122,7 @@ def cmd_demo(args):
     problem = dpopt.Problem(X, y, loss="logistic", penalty="l2", alpha=args.alpha,
                             fit_intercept=True)
     n, p = X.shape
-    delta = 1.0 / n ** 2
+    delta = default_delta(n)
     print(f"dpopt demo: breast_cancer (bundled with scikit-learn), n={n}, p={p}, features "
           f"standardized without privacy (public preprocessing assumption)")
     print(f"problem: L2-regularized logistic regression, lambda={args.alpha:g}, intercept")
@@ -276,8 +279,6 @@ def cmd_reproduce(args):
 def _dask_context(args):
     """With ``--backend dask``: one Dask client (``--scheduler`` or a LocalCluster) for
     the whole experiment; the experiment's ``run_grid`` calls use it."""
-    import contextlib
-
     if args.backend != "dask":
         return contextlib.nullcontext()
     from dpopt.experiments.runner import dask_cluster
@@ -366,11 +367,7 @@ def _check_fit_arguments(args, options):
     if options and args.solver is not None:
         import dpopt
 
-        accepted = dpopt.get_solver(args.solver).options()
-        unknown = sorted(set(options) - set(accepted))
-        if unknown:
-            raise ValueError(f"--option: unknown option(s) {unknown} for solver {args.solver!r}; "
-                             f"it accepts {accepted}")
+        dpopt.get_solver(args.solver).check_options(options, what="--option")
     if (args.loss, args.penalty) == ("squared", "l2") and not args.alpha:
         raise ValueError("--alpha: --penalty l2 with the squared loss needs --alpha > 0")
     if args.out is not None:
@@ -435,12 +432,8 @@ def _fit(args, options, X, y):
     accepted = estimator.get_params()
     params.update({k: v for k, v in given.items() if v is not None and k in accepted})
     estimator.set_params(**params)
-    try:
+    with _naming_the_option(options):
         estimator.fit(X, y)
-    except ValueError as exc:
-        msg = str(exc)
-        named = [k for k in options if msg.startswith(k) or f"option(s) ['{k}'" in msg]
-        raise ValueError(f"--option {named[0]}: {msg}" if named else msg) from None
     loss = estimator._loss()
     penalty, penalty_kwargs = estimator._penalty()
     auto = getattr(estimator, "auto_", None)
@@ -451,6 +444,17 @@ def _fit(args, options, X, y):
             "fit_intercept": estimator.fit_intercept, "solver": estimator.solver,
             "how": f"{kind}({_format_params(estimator.get_params(), params)})",
             "options": options}
+
+
+@contextlib.contextmanager
+def _naming_the_option(options):
+    """A ValueError about one of the ``--option`` values a solver checks itself (those
+    whose validity depends on another, e.g. clip with epsilon) names ``--option KEY``."""
+    try:
+        yield
+    except ValueError as exc:
+        named = [k for k in options if str(exc).startswith(k)]
+        raise ValueError(f"--option {named[0]}: {exc}" if named else str(exc)) from None
 
 
 def _format_params(all_params, given):
@@ -473,12 +477,9 @@ def _fit_with_solve(args, options, X, y):
     problem = dpopt.Problem(X, y, loss=loss, penalty=penalty, fit_intercept=not args.no_intercept,
                             **kwargs)
     solver = args.solver or "dp-cd"
-    try:
+    with _naming_the_option(options):
         result = dpopt.solve(problem, solver, epsilon=args.epsilon, delta=args.delta,
                              random_state=args.seed, **options)
-    except ValueError as exc:
-        named = [k for k in options if str(exc).startswith(k)]
-        raise ValueError(f"--option {named[0]}: {exc}" if named else str(exc)) from None
     return {"result": result, "loss": loss, "penalty": (penalty, kwargs),
             "fit_intercept": problem.fit_intercept, "solver": solver,
             "how": f"dpopt.solve(solver={solver!r}) (no estimator for loss={args.loss}, "

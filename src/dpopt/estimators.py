@@ -68,7 +68,13 @@ from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from dpopt._validation import check_delta, check_epsilon, check_random_state, sklearn_seed
+from dpopt._validation import (
+    check_bool,
+    check_privacy_target,
+    check_random_state,
+    default_delta,
+    sklearn_seed,
+)
 from dpopt.budget import resolve_budget
 from dpopt.distributed import is_chunked_input
 from dpopt.exceptions import PrivacyLeakWarning
@@ -118,11 +124,7 @@ class _DPLinearModel(BaseEstimator):
         X, y = validate_data(self, X, y, accept_sparse=("csr", "csc"), dtype=np.float64,
                              y_numeric=not self._classifier)
         target = self._encode_y(y)
-        n = X.shape[0]
-        if n < 2 and delta_given is None:
-            raise ValueError("n_samples=1: the default delta 1/n^2 needs at least 2 samples "
-                             "(pass delta explicitly)")
-        delta = 1.0 / n ** 2 if delta_given is None else delta_given
+        delta = default_delta(X.shape[0]) if delta_given is None else delta_given
         penalty, penalty_kwargs = self._penalty()
         if spec is None:
             return self._fit_auto(X, target, epsilon, delta, penalty, penalty_kwargs)
@@ -147,10 +149,7 @@ class _DPLinearModel(BaseEstimator):
         problem = ChunkedProblem(X, self._encode_chunked_y(y), loss=self._loss(),
                                  penalty=penalty, fit_intercept=self.fit_intercept,
                                  **penalty_kwargs)
-        if problem.n_samples < 2 and delta_given is None:
-            raise ValueError("n_samples=1: the default delta 1/n^2 needs at least 2 samples "
-                             "(pass delta explicitly)")
-        delta = 1.0 / problem.n_samples ** 2 if delta_given is None else delta_given
+        delta = default_delta(problem.n_samples) if delta_given is None else delta_given
         self.n_features_in_ = problem.n_features
         if spec is None:
             return self._fit_auto(problem, None, epsilon, delta, penalty, penalty_kwargs)
@@ -227,10 +226,10 @@ class _DPLinearModel(BaseEstimator):
         return self
 
     def _check_params(self):
-        epsilon = check_epsilon(self.epsilon)
-        delta = None if self.delta is None else check_delta(self.delta)
-        if not isinstance(self.fit_intercept, (bool, np.bool_)):
-            raise ValueError(f"fit_intercept must be a bool, got {self.fit_intercept!r}")
+        """Everything that can be checked before reading the data, by the checks
+        :func:`dpopt.solve` uses (the default delta needs n: resolved by ``_fit``)."""
+        epsilon, delta = check_privacy_target(self.epsilon, self.delta)
+        check_bool(self.fit_intercept, "fit_intercept")
         spec = None if self.solver == "auto" else get_solver(self.solver)
         options = {} if self.solver_options is None else self.solver_options
         if not isinstance(options, dict):
@@ -245,11 +244,7 @@ class _DPLinearModel(BaseEstimator):
                                  f"solver='auto' sets every knob itself (pass e.g. "
                                  f"solver='dp-cd' with your options)")
             return epsilon, delta, spec, {}
-        unknown = sorted(set(options) - set(spec.options()))
-        if unknown:
-            raise ValueError(f"solver_options has unknown option(s) {unknown} for solver "
-                             f"{spec.name!r}; it accepts {spec.options()}")
-        return epsilon, delta, spec, dict(options)
+        return epsilon, delta, spec, spec.check_options(options, what="solver_options")
 
     def _encode_y(self, y):
         return y

@@ -47,6 +47,7 @@ REPLICATE_KEYS = ("seed", "rep", "repeat", "run")
 PANEL_KEYS = ("dataset", "epsilon")
 FLOOR = 1e-16
 KINDS = ("passes", "time", "epsilon")
+MARKED = 12  # curves with at most this many points get a marker at each point
 
 
 def load_records(path) -> list[dict]:
@@ -165,7 +166,9 @@ def _figure(n_panels):
 
 def _band(ax, x, ys, label, color):
     ys = np.maximum(np.asarray(ys, dtype=np.float64), FLOOR)
-    ax.plot(x, ys.mean(axis=0), label=label, color=color, lw=1.6)
+    few = len(x) <= MARKED  # a few checkpoints (e.g. pass budgets): mark them, one is visible
+    ax.plot(x, ys.mean(axis=0), label=label, color=color, lw=1.6, marker="o" if few else None,
+            ms=3)
     if ys.shape[0] > 1:
         ax.fill_between(x, ys.min(axis=0), ys.max(axis=0), color=color, alpha=0.2, lw=0)
 

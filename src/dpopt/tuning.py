@@ -60,7 +60,7 @@ from sklearn.base import BaseEstimator, MetaEstimatorMixin, clone, is_classifier
 from sklearn.model_selection import ParameterGrid
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from dpopt._validation import check_choice, check_delta, check_scalar
+from dpopt._validation import check_choice, check_delta, check_scalar, default_delta
 from dpopt.budget import Spend, _unbudgeted, resolve_budget
 from dpopt.exceptions import PrivacyLeakWarning
 from dpopt.privacy import Laplace, SubsampledGaussian
@@ -228,7 +228,7 @@ class PrivateHyperparameterSearch(MetaEstimatorMixin, BaseEstimator):
         for c in candidates:
             if "accountant" in c or "random_state" in c:
                 raise ValueError("param_grid must not set accountant or random_state")
-        delta = 1.0 / n ** 2 if self.delta is None else check_delta(self.delta)
+        delta = default_delta(n) if self.delta is None else check_delta(self.delta)
         if not isinstance(self.random_state, (type(None), numbers.Integral)):
             raise ValueError(f"random_state must be None or an int, got {self.random_state!r}")
         return candidates, delta

@@ -24,13 +24,20 @@ import warnings
 import numpy as np
 
 import dpopt
-from dpopt.experiments.dp_cd import CLIPS, PASSES, PROBLEMS, STEPS, _load_real, data_available, get_problem
+from dpopt.experiments.dp_cd import CLIPS, PASSES, PROBLEMS, STEPS, data_available, get_problem, load_data
+
+
+def instance_of(bundle):
+    """(problem, F*, delta, epsilon, smoothness) of a reproduction problem bundle."""
+    info = bundle.info
+    return (bundle.problem, bundle.f_star, info["delta"], info["epsilon"],
+            {"M": info["M"], "beta": info["beta"]})
 
 
 def best(name, solver, passes, clips, runs, instance=None, **options):
     """(mean, min, max, passes, step, clip) of the best configuration by mean over runs;
     ``instance`` = (problem, F*, delta, epsilon, smoothness) replaces the named problem."""
-    problem, f_star, delta, epsilon, smooth = instance or get_problem(name)
+    problem, f_star, delta, epsilon, smooth = instance or instance_of(get_problem(name))
     smoothness = smooth["beta"] if solver == "dp-sgd" else smooth["M"]
     rows = []
     for P in passes:
@@ -47,7 +54,7 @@ def best(name, solver, passes, clips, runs, instance=None, **options):
 def with_alpha(name, alpha):
     """The standardized problem ``name`` with penalty strength ``alpha`` (same data, loss)."""
     spec = PROBLEMS[name]
-    X, y = _load_real(spec["data"], False)
+    X, y = load_data(spec["data"], False)
     X = (X - X.mean(axis=0)) / X.std(axis=0)
     problem = dpopt.Problem(X, y, loss=spec["loss"], penalty=spec["penalty"], alpha=alpha)
     w_star, f_star = dpopt.reference_optimum(problem)

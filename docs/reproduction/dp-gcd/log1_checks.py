@@ -33,11 +33,18 @@ from dpopt.experiments.dp_gcd import (
     PAPER_STEPS_GCD,
     PAPER_STEPS_SGD,
     PROBLEMS,
-    problem_info,
+    get_problem,
+    support_of,
 )
 
 CD_PASSES = [1, 2, 3, 5, 10, 20]  # the paper's whole passes (fractional ones never win here)
 RUNS = 5
+
+
+def problem_info(name):
+    """(problem, M, beta, F*, support of w*) of the reproduction's instance of ``name``."""
+    b = get_problem(name)
+    return b.problem, b.info["M"], b.info["beta"], b.f_star, support_of(b)
 
 
 def best(problem, M, f_star, solver, passes, clips=PAPER_CLIPS, steps=PAPER_STEPS_GCD,

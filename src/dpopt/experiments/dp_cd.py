@@ -62,10 +62,7 @@ all its runs; an interrupted run resumes), ``results.csv`` (one row per run),
 
 from __future__ import annotations
 
-import csv
-import json
 import math
-import os
 import time
 import warnings
 from pathlib import Path
@@ -73,7 +70,19 @@ from pathlib import Path
 import numpy as np
 
 from dpopt.experiments import register_experiment
-from dpopt.experiments.runner import ResultStore, plot_record, relative_error, run_grid
+from dpopt.experiments.protocol import (
+    best_rows,
+    bundle,
+    fmt,
+    fmt_value,
+    local_dataset,
+    markdown_table,
+    plot_record,
+    save_figure,
+    summarize,
+    write_csv,
+)
+from dpopt.experiments.runner import ResultStore, run_grid
 
 PASSES = (2, 5, 10, 20, 50)
 STEPS = {"dp-cd": tuple(np.logspace(-2, 1, 10)), "dp-cd-p": tuple(np.logspace(-2, 1, 10)),
@@ -132,62 +141,52 @@ PAPER_TABLE2 = {
 }
 
 # ---------------------------------------------------------------------------
-# problems (cached per process: the workers build their own)
-
-_CACHE: dict = {}
+# problems
 
 
-def _load_real(name, quick):
-    """The named real dataset from $DPOPT_DATA (no download here), or None if absent."""
-    from dpopt.datasets import DatasetNotAvailableError, load_dataset
+def load_data(data, quick=False):
+    """(X, y) of ``data`` ("sparse-lasso" or a named real dataset, never downloaded), or
+    None when absent. ``quick``: a fixed 4000-row subsample, Sparse LASSO 200 x 200."""
+    if data == "sparse-lasso":
+        from dpopt.datasets import make_sparse_lasso
 
-    if not os.environ.get("DPOPT_DATA"):
-        return None
-    try:
-        data = load_dataset(name, download=False)
-    except DatasetNotAvailableError:
-        return None
-    X, y = np.asarray(data.X, dtype=np.float64), np.asarray(data.y, dtype=np.float64)
-    if quick:  # a fixed subsample keeps --quick well under a minute
-        keep = np.sort(np.random.default_rng(0).choice(X.shape[0], size=4000, replace=False))
-        X, y = X[keep], y[keep]
-    return X, y
-
-
-def make_sparse_lasso(n=1000, p=1000, seed=0):
-    """The paper's Sparse LASSO design (10 active coefficients 100 U(0,1), noise N(0,1))."""
-    from dpopt.datasets import make_sparse_lasso as generate
-
-    return generate(n, p, 10, 1.0, random_state=seed)
+        return make_sparse_lasso(*((200, 200) if quick else (1000, 1000)), 10, 1.0,
+                                 random_state=0)
+    loaded = local_dataset(data)
+    if loaded is None or not quick:
+        return loaded
+    X, y = loaded  # a fixed subsample keeps --quick well under a minute
+    keep = np.sort(np.random.default_rng(0).choice(X.shape[0], size=4000, replace=False))
+    return X[keep], y[keep]
 
 
 def data_available(name, quick=False):
+    return load_data(PROBLEMS[name]["data"], quick) is not None
+
+
+def build_problem(name, quick):
+    """A paper problem with its (epsilon, delta = 1/n^2) and its exact (non-private)
+    smoothness constants ``M`` and ``beta``, as in the paper (computed once here because
+    beta costs an eigenvalue problem; the same values as smoothness="exact")."""
+    import dpopt
+
     spec = PROBLEMS[name]
-    return spec["data"] == "sparse-lasso" or _load_real(spec["data"], quick) is not None
+    data = load_data(spec["data"], quick)
+    if data is None:
+        return None
+    X, y = data
+    if spec["standardize"]:
+        X = (X - X.mean(axis=0)) / X.std(axis=0)
+    problem = dpopt.Problem(X, y, loss=spec["loss"], penalty=spec["penalty"],
+                            alpha=spec["alpha"])
+    return problem, {"delta": 1.0 / problem.n_samples ** 2, "epsilon": spec["epsilon"],
+                     "M": problem.coordinate_smoothness(), "beta": problem.global_smoothness()}
 
 
 def get_problem(name, quick=False):
-    """(problem, F*, delta, epsilon, exact smoothness constants) for a problem (cached)."""
-    import dpopt
-
-    key = (name, quick)
-    if key not in _CACHE:
-        spec = PROBLEMS[name]
-        if spec["data"] == "sparse-lasso":
-            X, y = make_sparse_lasso(*((200, 200) if quick else (1000, 1000)))
-        else:
-            X, y = _load_real(spec["data"], quick)
-        if spec["standardize"]:
-            X = (X - X.mean(axis=0)) / X.std(axis=0)
-        problem = dpopt.Problem(X, y, loss=spec["loss"], penalty=spec["penalty"],
-                                alpha=spec["alpha"])
-        _, f_star = dpopt.reference_optimum(problem)
-        n = problem.n_samples
-        # exact (non-private) smoothness constants, as in the paper; computed once here
-        # because beta costs an eigenvalue problem (the same values as smoothness="exact")
-        smooth = {"M": problem.coordinate_smoothness(), "beta": problem.global_smoothness()}
-        _CACHE[key] = (problem, f_star, 1.0 / n ** 2, spec["epsilon"], smooth)
-    return _CACHE[key]
+    """The :class:`~dpopt.experiments.protocol.ProblemBundle` of a problem (cached), or None
+    when its data are absent."""
+    return bundle(name, quick, build_problem)
 
 
 # ---------------------------------------------------------------------------
@@ -215,35 +214,29 @@ def run_config(config, seed_sequence):
     """All ``config["runs"]`` runs of one configuration (a top-level function for joblib)."""
     import dpopt
 
-    problem, f_star, delta, epsilon, smooth = get_problem(config["problem"],
-                                                          config.get("quick", False))
+    b = get_problem(config["problem"], config.get("quick", False))
     algo = config["algo"]
     solver = "dp-sgd" if algo in SGD_VARIANTS else "dp-cd"
-    opts = solver_options(algo, config, smooth)
+    opts = solver_options(algo, config, b.info)
     out = {"rel_error": [], "curves": [], "times": [], "wall": []}
     for child in seed_sequence.spawn(config["runs"]):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", dpopt.PrivacyLeakWarning)
             warnings.simplefilter("ignore", RuntimeWarning)
             t0 = time.perf_counter()
-            res = dpopt.solve(problem, solver, epsilon=epsilon, delta=delta,
+            res = dpopt.solve(b.problem, solver, epsilon=b.info["epsilon"], delta=b.info["delta"],
                               random_state=np.random.default_rng(child), **opts)
             wall = time.perf_counter() - t0
-        rel = _rel(problem, res.w, f_star)
-        out["rel_error"].append(rel)
+        out["rel_error"].append(b.relative_error(res.w))
         out["wall"].append(wall)
         if config.get("curves"):
-            out["curves"].append([_rel(problem, w, f_star) for w in res.checkpoints])
+            out["curves"].append([b.relative_error(w) for w in res.checkpoints])
             out["times"].append(res.checkpoint_times.tolist())
             out["checkpoint_passes"] = res.checkpoint_passes.tolist()
     out.update(epsilon=res.epsilon, delta=res.delta, adjacency=res.adjacency,
                accountant=res.accountant, noise_multiplier=res.noise_multiplier,
-               f_star=f_star)
+               f_star=b.f_star)
     return out
-
-
-def _rel(problem, w, f_star):
-    return relative_error(problem.objective(w), f_star)
 
 
 # ---------------------------------------------------------------------------
@@ -260,12 +253,14 @@ def _grids(quick):
                 fine_runs=5, final_runs=10, refine=True)
 
 
-def _mean(record):
-    return float(np.mean(record["rel_error"]))
+CELL = ("problem", "algo", "passes")  # a configuration is tuned per cell
 
 
-def _best(records):
-    return min(records, key=_mean)
+def best_records(records, cell=CELL):
+    """{values of ``cell``: the record of lowest mean relative error over its runs} (the
+    paper's selection rule; the first one on ties), in the order of the records."""
+    rows = summarize(records, by=(*cell, "key"), value="rel_error")
+    return {k: row["records"][0] for k, row in best_rows(rows, by=cell).items()}
 
 
 def _fine_configs(best, algo, runs):
@@ -282,18 +277,21 @@ def _fine_configs(best, algo, runs):
 
 def plot_records(records):
     """``runs.jsonl`` of this reproduction -> :mod:`dpopt.plotting` records: the final
-    configurations' runs with their curves (relative error at every pass). The records hold
-    the epsilon spent; the panels show it to 3 digits (the target)."""
+    configurations' runs with their curves (relative error and wall time at every pass).
+    The records hold the epsilon spent; the panels show it to 2 digits, the target (1 or
+    10; DP-SGD's accountant spends 0.997 of 1)."""
     out = []
     for rec in records:
         c = rec.get("config") or {}
         if c.get("stage") != "final" or "algo" not in c or not rec.get("curves"):
             continue
-        eps = float(f"{rec['epsilon']:.3g}")
-        for r, curve in enumerate(rec["curves"]):
-            out.append(plot_record(c["algo"], c["problem"], eps, r, rel_error=rec["rel_error"][r],
+        eps = float(f"{rec['epsilon']:.2g}")
+        times = rec.get("times") or [None] * len(rec["curves"])
+        for r, (curve, seconds) in enumerate(zip(rec["curves"], times)):
+            out.append(plot_record(NAMES.get(c["algo"], c["algo"]), c["problem"], eps, r,
+                                   rel_error=rec["rel_error"][r],
                                    passes=rec["checkpoint_passes"], trajectory=curve,
-                                   adjacency=rec["adjacency"]))
+                                   times=seconds, adjacency=rec["adjacency"]))
     return out
 
 
@@ -319,79 +317,59 @@ def run(out: Path, quick: bool = False, n_jobs: int = 1, backend: str = "loky",
               for b in base for k in g["passes"] for s in g["steps"](b["algo"])
               for c in g["clips"]]
     coarse_rec = run_grid(coarse, run_config, desc="dp-cd coarse", **kw)
-    groups = _group(coarse_rec)
+    selected = best_records(coarse_rec)
 
     # stage 2: around the best of stage 1 (same paper grid), 5 runs
+    fine_rec = []
     if g["refine"]:
-        fine = [c for key, recs in groups.items()
-                for c in _fine_configs(_best(recs)["config"], key[1], g["fine_runs"])]
-        groups = _group(run_grid(fine, run_config, desc="dp-cd fine", **kw))
-    selected = {key: _best(recs) for key, recs in groups.items()}
+        fine = [c for key, rec in selected.items()
+                for c in _fine_configs(rec["config"], key[1], g["fine_runs"])]
+        fine_rec = run_grid(fine, run_config, desc="dp-cd fine", **kw)
+        selected = best_records(fine_rec)
 
     # final: 10 fresh runs of each algorithm's best pass count, with curves
-    finals = []
-    for b in base:
-        key_best = min((k for k in selected if k[:2] == (b["problem"], b["algo"])),
-                       key=lambda k: _mean(selected[k]))
-        cfg = dict(selected[key_best]["config"], stage="final", runs=g["final_runs"],
-                   curves=True)
-        finals.append(cfg)
+    overall = best_records(selected.values(), cell=("problem", "algo"))
+    finals = [dict(overall[(b["problem"], b["algo"])]["config"], stage="final",
+                   runs=g["final_runs"], curves=True) for b in base]
     final_rec = run_grid(finals, run_config, desc="dp-cd final", **kw)
 
-    _write_csv(out / "results.csv", coarse_rec + [r for recs in groups.values() for r in recs]
-               + final_rec)
-    _write_curves(out / "curves.csv", final_rec)
+    write_csv(out / "results.csv", _run_rows(coarse_rec + fine_rec + final_rec))
+    write_csv(out / "curves.csv", _curve_rows(final_rec))
     verdict = _write_table(out / "table.md", selected, final_rec, problems, skipped, quick)
-    _figures(out, final_rec)
+    _figures(out, final_rec, quick)
     summary = {"problems": ", ".join(problems), "skipped (no data)": ", ".join(skipped) or "-",
                "table": str(out / "table.md")}
     summary.update(verdict)
     return summary
 
 
-def _group(records):
-    groups: dict = {}
-    for r in records:
-        c = r["config"]
-        groups.setdefault((c["problem"], c["algo"], c["passes"]), []).append(r)
-    return groups
-
-
 # ---------------------------------------------------------------------------
 # outputs
 
 
-def _write_csv(path, records):
-    with open(path, "w", newline="") as fh:
-        w = csv.writer(fh)
-        w.writerow(["stage", "problem", "algorithm", "passes", "step", "clip", "run",
-                    "rel_error", "seconds", "epsilon", "delta", "adjacency", "accountant",
-                    "noise_multiplier"])
-        for r in records:
-            c = r["config"]
-            for i, (e, t) in enumerate(zip(r["rel_error"], r["wall"])):
-                w.writerow([c["stage"], c["problem"], c["algo"], c["passes"], c["step"],
-                            c["clip"], i, e, t, r["epsilon"], r["delta"], r["adjacency"],
-                            r["accountant"], r["noise_multiplier"]])
+def _run_rows(records):
+    """One row per run (results.csv)."""
+    return [{"stage": c["stage"], "problem": c["problem"], "algorithm": c["algo"],
+             "passes": c["passes"], "step": c["step"], "clip": c["clip"], "run": i,
+             "rel_error": e, "seconds": t, "epsilon": r["epsilon"], "delta": r["delta"],
+             "adjacency": r["adjacency"], "accountant": r["accountant"],
+             "noise_multiplier": r["noise_multiplier"]}
+            for r in records for c in [r["config"]]
+            for i, (e, t) in enumerate(zip(r["rel_error"], r["wall"]))]
 
 
-def _write_curves(path, records):
-    with open(path, "w", newline="") as fh:
-        w = csv.writer(fh)
-        w.writerow(["problem", "algorithm", "run", "passes", "seconds", "rel_error"])
-        for r in records:
-            c = r["config"]
-            for i, (curve, times) in enumerate(zip(r["curves"], r["times"])):
-                for k, e, t in zip(r["checkpoint_passes"], curve, times):
-                    w.writerow([c["problem"], c["algo"], i, k, t, e])
-
-
-def _fmt(mean, std):
-    return f"{mean:.4f} ± {std:.0e}" if std > 0 else f"{mean:.4f} ± 0"
+def _curve_rows(records):
+    """One row per checkpoint of every final run (curves.csv)."""
+    return [{"problem": r["config"]["problem"], "algorithm": r["config"]["algo"], "run": i,
+             "passes": k, "seconds": t, "rel_error": e}
+            for r in records for i, (curve, times) in enumerate(zip(r["curves"], r["times"]))
+            for k, e, t in zip(r["checkpoint_passes"], curve, times)]
 
 
 def _write_table(path, selected, finals, problems, skipped, quick):
-    passes = sorted({k[2] for k in selected})
+    stats = {(r["problem"], r["algo"], r["passes"]): r
+             for r in summarize(selected.values(), by=CELL, value="rel_error")}
+    passes = sorted({k[2] for k in stats})
     lines = ["# DP-CD reproduction: relative error (F - F*)/F* after tuning (Table 2)", ""]
     if quick:
         lines += ["**QUICK RUN** (`--quick`: 3x3 grid, 5 passes only, subsampled data): "
@@ -399,38 +377,26 @@ def _write_table(path, selected, finals, problems, skipped, quick):
     lines += ["Mean ± std over the tuning runs of the configuration selected for each pass "
               "count (ours), with the paper's Table 2 value below it. `*` marks the best pass "
               "count of a row. Adjacency: replace-one for every algorithm.", ""]
-    head = "| problem | algorithm | " + " | ".join(str(k) for k in passes) + " |"
-    lines += [head, "|" + "---|" * (len(passes) + 2)]
-    verdict = {}
+    rows, verdict = [], {}
     for prob in problems:
         for algo in ALGORITHMS[prob]:
-            stats = [(np.mean(selected[(prob, algo, k)]["rel_error"]),
-                      np.std(selected[(prob, algo, k)]["rel_error"])) for k in passes]
-            best = int(np.argmin([m for m, _ in stats]))
-            cells = [_fmt(*s) + ("*" if i == best else "") for i, s in enumerate(stats)]
-            lines.append(f"| {LABELS[prob]} | {NAMES[algo]} (ours) | " + " | ".join(cells)
-                         + " |")
+            cells = [stats[(prob, algo, k)] for k in passes]
+            best = min(range(len(cells)), key=lambda i: cells[i]["mean"])
+            rows.append([LABELS[prob], f"{NAMES[algo]} (ours)"]
+                        + [fmt(c["mean"], c["std"], 4) + ("*" if i == best else "")
+                           for i, c in enumerate(cells)])
             paper = PAPER_TABLE2.get((prob, algo))
             if paper:
-                cells = [_fmt(*paper[PASSES.index(k)]) for k in passes]
                 name = "DP-SGD" if algo == "dp-sgd" else NAMES[algo]
-                lines.append(f"| | {name} (paper) | " + " | ".join(cells) + " |")
-        cd = min(np.mean(selected[(prob, "dp-cd", k)]["rel_error"]) for k in passes)
-        for algo in (a for a in SGD_VARIANTS if a in ALGORITHMS[prob]):
-            sgd = min(np.mean(selected[(prob, algo, k)]["rel_error"]) for k in passes)
-            verdict[f"{prob}: best {NAMES[algo]} / best DP-CD"] = f"{sgd / cd:.3g}" + (
-                " (DP-CD better)" if cd < sgd else " (DP-SGD better)" if sgd < cd else
-                " (equal)")
-    lines += ["", "## Final runs (figures): best configuration of each algorithm", "",
-              "| problem | algorithm | passes | step γ | clip C | runs | mean | min | max | "
-              "noise multiplier | ε spent | accountant |", "|" + "---|" * 12]
-    for r in finals:
-        c, e = r["config"], np.array(r["rel_error"])
-        lines.append(f"| {LABELS[c['problem']]} | {NAMES[c['algo']]} | {c['passes']} | "
-                     f"{c['step']:.3g} | {c['clip']:.3g} | {len(e)} | {e.mean():.4f} | "
-                     f"{e.min():.4f} | {e.max():.4f} | {r['noise_multiplier']:.4g} | "
-                     f"{r['epsilon']:.4f} | {r['accountant']} |")
-    lines += ["", "## DP-CD vs DP-SGD (best pass count of each, tuning runs)", ""]
+                rows.append(["", f"{name} (paper)"]
+                            + [fmt(*paper[PASSES.index(k)], 4) for k in passes])
+        verdict.update(_verdict(prob, stats, passes))
+    lines += [markdown_table(["problem", "algorithm", *passes], rows), "",
+              "## Final runs (figures): best configuration of each algorithm", "",
+              markdown_table(["problem", "algorithm", "passes", "step γ", "clip C", "runs",
+                              "mean", "min", "max", "noise multiplier", "ε spent",
+                              "accountant"], [_final_row(r) for r in finals]),
+              "", "## DP-CD vs DP-SGD (best pass count of each, tuning runs)", ""]
     lines += [f"- {k}: {v}" for k, v in verdict.items()]
     if skipped:
         lines += ["", f"Skipped (data not found in $DPOPT_DATA): {', '.join(skipped)}"]
@@ -438,50 +404,33 @@ def _write_table(path, selected, finals, problems, skipped, quick):
     return verdict
 
 
-_COLORS = {"dp-cd": "tab:blue", "dp-cd-p": "tab:green", "dp-sgd": "tab:orange",
-           "dp-sgd-b1": "tab:red"}
+def _verdict(prob, stats, passes):
+    """Best DP-SGD / best DP-CD (over the pass counts) of a problem."""
+    cd = min(stats[(prob, "dp-cd", k)]["mean"] for k in passes)
+    out = {}
+    for algo in (a for a in SGD_VARIANTS if a in ALGORITHMS[prob]):
+        sgd = min(stats[(prob, algo, k)]["mean"] for k in passes)
+        out[f"{prob}: best {NAMES[algo]} / best DP-CD"] = fmt_value(sgd / cd) + (
+            " (DP-CD better)" if cd < sgd else " (DP-SGD better)" if sgd < cd else " (equal)")
+    return out
 
 
-def _figures(out, finals):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    by_problem: dict = {}
-    for r in finals:
-        by_problem.setdefault(r["config"]["problem"], []).append(r)
-    sets = [("fig1_imbalanced.png", [p for p in by_problem if p.endswith("imbalanced")], False),
-            ("fig2_balanced.png", [p for p in by_problem if not p.endswith("imbalanced")], False),
-            ("fig3_time.png", list(by_problem), True)]
-    for fname, probs, timed in sets:
-        if not probs:
-            continue
-        cols = min(len(probs), 3)
-        rows = -(-len(probs) // cols)
-        fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.4 * rows), squeeze=False)
-        for ax in axes.ravel()[len(probs):]:
-            ax.set_visible(False)
-        for ax, prob in zip(axes.ravel(), probs):
-            for r in sorted(by_problem[prob], key=lambda r: r["config"]["algo"]):
-                curves = np.array(r["curves"])
-                x = (np.mean(np.array(r["times"]), axis=0) if timed
-                     else np.array(r["checkpoint_passes"]))
-                algo = r["config"]["algo"]
-                ax.plot(x, curves.mean(axis=0), color=_COLORS[algo], label=NAMES[algo])
-                ax.fill_between(x, curves.min(axis=0), curves.max(axis=0), color=_COLORS[algo],
-                                alpha=0.25, linewidth=0)
-            ax.set_yscale("log")
-            ax.set_title(f"{LABELS[prob]}, {by_problem[prob][0]['adjacency']}", fontsize=9)
-            ax.set_xlabel("wall time (s, after calibration)" if timed else "passes on data")
-            ax.set_ylabel("relative error (F - F*)/F*")
-            ax.legend(fontsize=8)
-        fig.tight_layout()
-        fig.savefig(out / fname, dpi=110)
-        plt.close(fig)
+def _final_row(rec):
+    c, e = rec["config"], np.array(rec["rel_error"])
+    return [LABELS[c["problem"]], NAMES[c["algo"]], c["passes"], c["step"], c["clip"], len(e),
+            *(fmt_value(v, 4) for v in (e.mean(), e.min(), e.max(), rec["noise_multiplier"],
+                                        rec["epsilon"])), rec["accountant"]]
 
 
-def read_jsonl(path):
-    """The records of a ``runs.jsonl`` (for ad-hoc analysis)."""
-    with open(path) as fh:
-        return [json.loads(line) for line in fh if line.strip()]
+def _figures(out, finals, quick):
+    """Figures 1-3 of the paper through :mod:`dpopt.plotting`: mean and min-max band over
+    the final runs of each algorithm's best configuration."""
+    records = plot_records(finals)
+    title = (f"DP-CD reproduction{' (quick)' if quick else ''}: best configuration of each "
+             "algorithm, mean and min-max over its final runs")
+    for fname, kind, keep in (("fig1_imbalanced.png", "passes", True),
+                              ("fig2_balanced.png", "passes", False),
+                              ("fig3_time.png", "time", None)):
+        chosen = [r for r in records
+                  if keep is None or r["config"]["dataset"].endswith("imbalanced") == keep]
+        save_figure(chosen, out / fname, kind, title=title)

@@ -18,10 +18,7 @@ alpha = 0.05. The paper's logistic loss and (lambda / 2) ||w||^2 are dpopt's
 
 from __future__ import annotations
 
-import functools
 import json
-import math
-import os
 import warnings
 from pathlib import Path
 
@@ -30,13 +27,18 @@ import numpy as np
 import dpopt
 from dpopt.datasets import make_quasi_sparse_logistic, make_square
 from dpopt.experiments import register_experiment
-from dpopt.experiments.runner import (
-    ResultStore,
-    config_key,
-    plot_record,
-    relative_error,
-    run_grid,
+from dpopt.experiments.protocol import (
+    best_rows,
+    budget_curves,
+    bundle,
+    fmt_value,
+    local_dataset,
+    markdown_table,
+    save_figure,
+    summarize,
+    write_csv,
 )
+from dpopt.experiments.runner import ResultStore, config_key, run_grid
 
 EPSILON = 1.0
 ROOT_SEED = 2023
@@ -111,18 +113,6 @@ CHOICES = [
 # --------------------------------------------------------------------------- data
 
 
-def _load_npz(name):
-    """(X, y) from $DPOPT_DATA/<name>.npz, or None (switch to dpopt.datasets at merge)."""
-    root = os.environ.get("DPOPT_DATA")
-    path = Path(root) / f"{name}.npz" if root else None
-    if path is None or not path.exists():
-        return None
-    with np.load(path) as f:
-        if "X" not in f:
-            return None
-        return np.asarray(f["X"], dtype=np.float64), np.asarray(f["y"], dtype=np.float64)
-
-
 def load_data(name, quick=False):
     """(X, y) for a paper problem, or None when it is not available offline."""
     if name.startswith("log"):
@@ -132,7 +122,7 @@ def load_data(name, quick=False):
                                           random_state=0)
     if name == "square":
         return make_square(*((300, 300) if quick else ()), random_state=0)
-    data = _load_npz(name.removesuffix("-l1"))
+    data = local_dataset(name.removesuffix("-l1"))
     if data is None:
         return None
     X, y = data
@@ -143,18 +133,26 @@ def load_data(name, quick=False):
     return X, y
 
 
-@functools.lru_cache(maxsize=16)
-def problem_info(name, quick=False):
-    """(problem, M, beta, F*, support of w*) or None (cached per process)."""
+def build_problem(name, quick):
+    """A paper problem with its (non-private) smoothness constants ``M`` and ``beta``, or
+    None when its data are not available offline."""
     data = load_data(name, quick)
     if data is None:
         return None
     loss, penalty, _, alpha, _ = PROBLEMS[name]
     problem = dpopt.Problem(*data, loss=loss, penalty=penalty, alpha=alpha)
-    w_star, f_star = dpopt.reference_optimum(problem)
-    support = np.abs(w_star) > 1e-10 * max(1.0, np.abs(w_star).max())
-    return (problem, problem.coordinate_smoothness(), problem.global_smoothness(), f_star,
-            support)
+    return problem, {"M": problem.coordinate_smoothness(), "beta": problem.global_smoothness()}
+
+
+def get_problem(name, quick=False):
+    """The :class:`~dpopt.experiments.protocol.ProblemBundle` of a paper problem (cached
+    per process), or None."""
+    return bundle(name, quick, build_problem)
+
+
+def support_of(b):
+    """The support of w* (coordinates above 1e-10 of its largest, at least 1e-10)."""
+    return np.abs(b.w_star) > 1e-10 * max(1.0, np.abs(b.w_star).max())
 
 
 # --------------------------------------------------------------------------- runs
@@ -177,22 +175,22 @@ L1_ONLY = ("dp-gcd-gs-s", "dp-gcd-gs-q")
 
 def run_one(config, seed):
     """Private fits of one (dataset, algorithm, passes, step) for every clip and run."""
-    problem, M, beta, f_star, support = problem_info(config["dataset"], config["quick"])
+    b = get_problem(config["dataset"], config["quick"])
+    support = support_of(b)
     solver, extra = ALGOS[config["algo"]]
     seeds = seed.spawn(len(config["clips"]) * config["runs"])
     out = []
     for k, clip in enumerate(config["clips"]):
         for r in range(config["runs"]):
             opts = dict(extra, passes=config["passes"], step=config["step"], clip=clip,
-                        smoothness=beta if solver == "dp-sgd" else M)
+                        smoothness=b.info["beta"] if solver == "dp-sgd" else b.info["M"])
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # paper-laplace's warning: see the report
-                res = dpopt.solve(problem, solver, epsilon=EPSILON,
+                res = dpopt.solve(b.problem, solver, epsilon=EPSILON,
                                   random_state=seeds[k * config["runs"] + r], **opts)
-            f = problem.objective(res.w)
             nz = res.w != 0
             out.append({"clip": clip, "run": r,
-                        "rel_error": relative_error(f, f_star),
+                        "rel_error": b.relative_error(res.w),
                         "correct_nnz": int(np.sum(nz & support)),
                         "wrong_nnz": int(np.sum(nz & ~support)), "epsilon": res.epsilon,
                         "delta": res.delta, "accountant": res.accountant,
@@ -264,38 +262,57 @@ def sgd_stage2(records, datasets, quick):
 
 
 COARSE = "dp-gcd-coarse"  # DP-GCD restricted to DP-CD's (step, clip) grid (a subset of its own)
+CELL = ("dataset", "algo", "passes")  # (step, clip) is tuned per cell
 
 
-def summarize(records, quick=False):
-    """Best (step, clip) per (dataset, algo, passes) by mean relative error
-    (DP-SGD: its stage-2 runs only). Also ``COARSE``: DP-GCD on DP-CD's grid."""
-    _, cd_steps, cd_clips = grids(quick)[0]["dp-cd"]
-    cd_steps, cd_clips = set(cd_steps), set(cd_clips)
-    groups = {}
+def _cd_grid(quick):
+    _, steps, clips = grids(quick)[0]["dp-cd"]
+    return set(steps), set(clips)
+
+
+def tuning_fits(records):
+    """The fits of the tuning stages as flat rows (the fit's fields with its dataset, algo,
+    passes and step); DP-GCD's fits on DP-CD's (step, clip) grid once more as ``COARSE``.
+    Stage 1 (DP-SGD screening) and 3 (fresh-seed evaluation) are left out."""
+    grids_cd = {quick: _cd_grid(quick) for quick in (False, True)}
+    out = []
     for rec in records:
-        c = rec["config"]
-        if c["stage"] not in (0, 2):  # stage 1: DP-SGD screening; 3: fresh-seed evaluation
+        c = rec.get("config") or {}
+        if "algo" not in c or "results" not in rec or c.get("stage", 0) not in (0, 2):
             continue
+        cd_steps, cd_clips = grids_cd[bool(c.get("quick", False))]
         for x in rec["results"]:
-            key = (c["dataset"], c["algo"], c["passes"], c["step"], x["clip"])
-            groups.setdefault(key, []).append(x)
+            fit = dict(x, dataset=c["dataset"], algo=c["algo"], passes=c["passes"],
+                       step=c["step"])
+            out.append(fit)
             if c["algo"] == "dp-gcd" and c["step"] in cd_steps and x["clip"] in cd_clips:
-                groups.setdefault((c["dataset"], COARSE) + key[2:], []).append(x)
-    best = {}
-    for (ds, algo, P, step, clip), rs in groups.items():
-        errs = np.array([x["rel_error"] for x in rs])
-        mean = float(np.mean(errs))
-        k = (ds, algo, P)
-        if k not in best or mean < best[k]["mean"]:
-            best[k] = {"dataset": ds, "algo": algo, "passes": P, "step": step, "clip": clip,
-                       "runs": len(rs), "mean": mean, "min": float(errs.min()),
-                       "max": float(errs.max()),
-                       "correct_nnz": float(np.mean([x["correct_nnz"] for x in rs])),
-                       "wrong_nnz": float(np.mean([x["wrong_nnz"] for x in rs])),
-                       "epsilon": float(max(x["epsilon"] for x in rs)),
-                       "delta": rs[0]["delta"], "adjacency": rs[0]["adjacency"],
-                       "accountant": rs[0]["accountant"]}
-    return sorted(best.values(), key=lambda b: (b["dataset"], b["algo"], b["passes"]))
+                out.append(dict(fit, algo=COARSE))
+    return out
+
+
+def best_configs(records):
+    """{(dataset, algo, passes): summary row of its best (step, clip)}: lowest mean relative
+    error over the runs (DP-SGD: its stage-2 runs only; also ``COARSE``)."""
+    rows = summarize(tuning_fits(records), by=(*CELL, "step", "clip"), value="rel_error")
+    return best_rows(rows, by=CELL)
+
+
+def best_by_passes(records):
+    """One row per (dataset, algo, passes): its best (step, clip) with the error's mean /
+    min / max, the non-zeros and the privacy spent, sorted."""
+    rows = [_table_row(r) for r in best_configs(records).values()]
+    return sorted(rows, key=lambda b: (b["dataset"], b["algo"], b["passes"]))
+
+
+def _table_row(row):
+    fits = row["records"]
+    return {**{k: row[k] for k in (*CELL, "step", "clip")}, "runs": row["count"],
+            **{k: row[k] for k in ("mean", "min", "max")},
+            "correct_nnz": float(np.mean([x["correct_nnz"] for x in fits])),
+            "wrong_nnz": float(np.mean([x["wrong_nnz"] for x in fits])),
+            "epsilon": float(max(x["epsilon"] for x in fits)),
+            "delta": fits[0]["delta"], "adjacency": fits[0]["adjacency"],
+            "accountant": fits[0]["accountant"]}
 
 
 def fresh_configs(rows, quick):
@@ -304,37 +321,18 @@ def fresh_configs(rows, quick):
     selection bias of picking the best mean among many noisy ones."""
     _, runs = grids(quick)
     out = {}
-    for (ds, algo), b in overall_best(rows).items():
+    for (ds, algo), b in best_rows(rows, by=("dataset", "algo")).items():
         real = "dp-gcd" if algo == COARSE else algo
         out[(ds, algo)] = _config(ds, real, b["passes"], b["step"], [b["clip"]], runs, quick, 3)
     return out
 
 
-def overall_best(rows):
-    out = {}
-    for b in rows:
-        k = (b["dataset"], b["algo"])
-        if k not in out or b["mean"] < out[k]["mean"]:
-            out[k] = b
-    return out
-
-
-def write_csv(rows, path):
-    cols = ["dataset", "algo", "passes", "step", "clip", "runs", "mean", "min", "max",
-            "correct_nnz", "wrong_nnz", "epsilon", "delta", "adjacency", "accountant"]
-    with open(path, "w") as fh:
-        fh.write(",".join(cols) + "\n")
-        for b in rows:
-            fh.write(",".join(f"{b[c]:.6g}" if isinstance(b[c], float) else str(b[c])
-                              for c in cols) + "\n")
-
-
-def _fmt(v):
-    return f"{v:.3g}" if math.isfinite(v) else "inf"
+CSV_COLUMNS = ["dataset", "algo", "passes", "step", "clip", "runs", "mean", "min", "max",
+               "correct_nnz", "wrong_nnz", "epsilon", "delta", "adjacency", "accountant"]
 
 
 def table_markdown(rows, datasets_run, missing, quick, fresh=None):
-    best = overall_best(rows)
+    best = best_rows(rows, by=("dataset", "algo"))
     fresh = fresh or {}
     title = "# DP-GCD reproduction" + (" (quick: small problems and grids, not paper numbers)"
                                        if quick else "")
@@ -348,82 +346,59 @@ def table_markdown(rows, datasets_run, missing, quick, fresh=None):
              "",
              f"Problems run: {', '.join(datasets_run)}. Not run (data not available offline): "
              f"{', '.join(missing) if missing else 'none'}.",
-             "",
-             "| problem | algorithm | rel. error: mean [min, max] | fresh seeds | passes | step | "
-             "clip | c / w | epsilon spent | paper Table 3 |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             ""]
+    table = []
     for ds in datasets_run:
         paper = PAPER_TABLE3.get(ds, {})
         l1 = PROBLEMS[ds][1] == "l1"
         for algo in ("dp-gcd", COARSE) + tuple(ALGOS)[1:]:
-            b = best.get((ds, algo))
-            if b is None:
-                continue
-            cw = f"{b['correct_nnz']:.1f} / {b['wrong_nnz']:.1f}" if l1 else ""
-            ref = ""
-            if algo in paper:
-                c, w, e = paper[algo]
-                ref = f"{c} / {w} ({e:g})"
-            elif algo in ("dp-gcd", "dp-cd", "dp-sgd") and not paper:
-                ref = "figure only"
-            name = f"{ds} (not in paper)" if ds in SENSITIVITY else ds
-            fr = fresh.get((ds, algo))
-            fr = f"{_fmt(np.mean(fr))} [{_fmt(np.min(fr))}, {_fmt(np.max(fr))}]" if fr else ""
-            lines.append(f"| {name} | {LABELS[algo]} | {_fmt(b['mean'])} [{_fmt(b['min'])}, "
-                         f"{_fmt(b['max'])}] | {fr} | {b['passes']} | {b['step']:.3g} | "
-                         f"{b['clip']:.3g} | {cw} | {b['epsilon']:.3g} | {ref} |")
+            if (ds, algo) in best:
+                table.append(_table_line(ds, algo, best[(ds, algo)], paper, l1,
+                                         fresh.get((ds, algo))))
         if l1:
-            lines.append(f"| {ds} | (||w*||_0 = {int(problem_support_size(ds, quick))}; paper "
-                         f"{paper.get('nnz_star', '?')}) | | | | | | | | |")
+            table.append([ds, f"(||w*||_0 = {problem_support_size(ds, quick)}; paper "
+                              f"{paper.get('nnz_star', '?')})"] + [None] * 8)
+    lines.append(markdown_table(["problem", "algorithm", "rel. error: mean [min, max]",
+                                 "fresh seeds", "passes", "step", "clip", "c / w",
+                                 "epsilon spent", "paper Table 3"], table))
     return "\n".join(lines) + "\n"
 
 
+def _spread(mean, lo, hi):
+    return f"{fmt_value(mean)} [{fmt_value(lo)}, {fmt_value(hi)}]"
+
+
+def _table_line(ds, algo, b, paper, l1, fresh):
+    ref = ""
+    if algo in paper:
+        c, w, e = paper[algo]
+        ref = f"{c} / {w} ({e:g})"
+    elif algo in ("dp-gcd", "dp-cd", "dp-sgd") and not paper:
+        ref = "figure only"
+    return [f"{ds} (not in paper)" if ds in SENSITIVITY else ds, LABELS[algo],
+            _spread(b["mean"], b["min"], b["max"]),
+            _spread(np.mean(fresh), np.min(fresh), np.max(fresh)) if fresh else "",
+            b["passes"], b["step"], b["clip"],
+            f"{b['correct_nnz']:.1f} / {b['wrong_nnz']:.1f}" if l1 else "",
+            b["epsilon"], ref]
+
+
 def problem_support_size(ds, quick):
-    info = problem_info(ds, quick)
-    return int(info[4].sum()) if info else 0
+    b = get_problem(ds, quick)
+    return int(support_of(b).sum()) if b else 0
 
 
 FIG1_ALGOS = ("dp-gcd", "dp-gcd-paper", "dp-cd", "dp-sgd")
 FIG3_ALGOS = (COARSE, "dp-gcd-gs-s", "dp-gcd-gs-q", "dp-cd", "dp-sgd")
-COLORS = {"dp-gcd": "C3", COARSE: "C3", "dp-gcd-paper": "C1", "dp-gcd-gs-s": "C4",
-          "dp-gcd-gs-q": "C5", "dp-cd": "C0", "dp-sgd": "C2"}
 
 
-def plot(rows, datasets, algos, path, title):
-    """Relative error vs passes, min / mean / max band (the paper's Figure 1 / 3 layout)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    k = len(datasets)
-    if k == 0:
-        return
-    fig, axes = plt.subplots(1, k, figsize=(3.4 * k + 0.4, 3.2), squeeze=False)
-    for ax, ds in zip(axes[0], datasets):
-        for algo in algos:
-            pts = [b for b in rows if b["dataset"] == ds and b["algo"] == algo]
-            if not pts:
-                continue
-            x = np.array([b["passes"] for b in pts], dtype=float)
-            label = "DP-GCD GS-r" if algo == COARSE else LABELS[algo]
-            ax.plot(x, [b["mean"] for b in pts], "o-", ms=3, color=COLORS[algo], label=label)
-            ax.fill_between(x, [b["min"] for b in pts], [b["max"] for b in pts],
-                            color=COLORS[algo], alpha=0.18)
-        loss, pen, lam, _, shape = PROBLEMS[ds]
-        ax.set_title(f"{ds} ({shape})\n{loss} + {pen.upper()}, paper λ = {lam:g}", fontsize=8)
-        ax.set_yscale("log")
-        budgets = sorted({b["passes"] for b in rows if b["dataset"] == ds})
-        ax.set_xticks(budgets, [f"{b:g}" for b in budgets])
-        ax.minorticks_off()
-        ax.set_xlabel("passes on data (budget)")
-        ax.grid(alpha=0.3)
-    axes[0][0].set_ylabel("relative error (F - F*) / F*")
-    axes[0][-1].legend(fontsize=7)
-    fig.suptitle(title, fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path, dpi=130)
-    plt.close(fig)
+def plot(records, datasets, algos, path, title):
+    """Relative error vs pass budget, mean and min-max band over the runs of the best
+    (step, clip) of each budget (the paper's Figure 1 / 3 layout), through dpopt.plotting."""
+    labels = {LABELS[a] for a in algos}
+    chosen = [r for r in plot_records(records)
+              if r["config"]["dataset"] in datasets and r["config"]["solver"] in labels]
+    save_figure(chosen, path, "passes", title=title)
 
 
 # --------------------------------------------------------------------------- entry point
@@ -438,31 +413,10 @@ def available(datasets, quick):
 
 def plot_records(records):
     """``runs.jsonl`` of this reproduction -> :mod:`dpopt.plotting` records: per problem and
-    algorithm, the error of every run of the best (step, clip) at each pass budget (the
-    paper's Figure 1 protocol), as a trajectory over the budgets."""
-    cells = {}
-    for rec in records:
-        c = rec.get("config") or {}
-        if "algo" not in c or "results" not in rec:
-            continue
-        for res in rec["results"]:
-            key = (c["dataset"], c["algo"], c["passes"], c["step"], res["clip"])
-            cells.setdefault(key, []).append(res)
-    best = {}
-    for (ds, algo, passes, _, _), runs in cells.items():
-        mean = float(np.mean([r["rel_error"] for r in runs]))
-        if (ds, algo, passes) not in best or mean < best[(ds, algo, passes)][0]:
-            best[(ds, algo, passes)] = (mean, runs)
-    out = []
-    for ds, algo in sorted({k[:2] for k in best}):
-        budgets = sorted(p for d, a, p in best if (d, a) == (ds, algo))
-        n_runs = min(len(best[(ds, algo, p)][1]) for p in budgets)
-        first = best[(ds, algo, budgets[0])][1][0]
-        for r in range(n_runs):
-            traj = [best[(ds, algo, p)][1][r]["rel_error"] for p in budgets]
-            out.append(plot_record(algo, ds, EPSILON, r, rel_error=traj[-1], passes=budgets,
-                                   trajectory=traj, adjacency=first["adjacency"]))
-    return out
+    algorithm, the error (and solver time) of every run of the best (step, clip) at each
+    pass budget (the paper's Figure 1 protocol), as a trajectory over the budgets."""
+    return budget_curves({(LABELS.get(algo, algo), ds, EPSILON, passes): row["records"]
+                          for (ds, algo, passes), row in best_configs(records).items()})
 
 
 @register_experiment("dp-gcd", plot_records=plot_records,
@@ -479,27 +433,15 @@ def run(out: Path, quick: bool = False, n_jobs: int = 1, backend: str = "loky",
           "progress": progress}
     records = run_grid(make_configs(run_ds, quick), run_one, desc="dp-gcd grid", **kw)
     records += run_grid(sgd_stage2(records, run_ds, quick), run_one, desc="dp-sgd stage 2", **kw)
-    rows = summarize(records, quick)
+    rows = best_by_passes(records)
     stage3 = fresh_configs(rows, quick)
     done = run_grid(list(stage3.values()), run_one, desc="fresh seeds", **kw)
     by_key = {config_key(r["config"]): r for r in done}
     fresh = {k: [x["rel_error"] for x in by_key[config_key(c)]["results"]]
              for k, c in stage3.items()}
-    write_csv(rows, out / "best_by_passes.csv")
-    table = table_markdown(rows, run_ds, missing, quick, fresh)
-    (out / "table.md").write_text(table)
-    q = " (quick)" if quick else ""
-    main = [ds for ds in run_ds if ds not in SENSITIVITY]
-    plot(rows, main, FIG1_ALGOS, out / "figure1.png",
-         f"DP-GCD vs DP-CD vs DP-SGD, ε = 1, δ = 1/n², replace-one, min/mean/max over runs{q}")
-    plot(rows, [ds for ds in run_ds if ds in SENSITIVITY], FIG1_ALGOS,
-         out / "figure_sensitivity.png",
-         f"Not in the paper: log1 / log2 with label noise std ||w_true|| (SNR 1), ε = 1, "
-         f"replace-one{q}")
-    l1 = [ds for ds in run_ds if PROBLEMS[ds][1] == "l1"]
-    plot(rows, l1, FIG3_ALGOS, out / "figure3.png",
-         f"Proximal DP-GCD rules GS-r / GS-s / GS-q (same step/clip grid), ε = 1, δ = 1/n², "
-         f"replace-one{q}")
+    write_csv(out / "best_by_passes.csv", rows, CSV_COLUMNS)
+    (out / "table.md").write_text(table_markdown(rows, run_ds, missing, quick, fresh))
+    _figures(out, records, run_ds, quick)
     grid, runs = grids(quick)
     meta = {"datasets_run": run_ds, "datasets_missing": missing, "runs_per_config": runs,
             "grids": {a: {"passes": g[0], "steps": g[1], "clips": g[2]} for a, g in grid.items()},
@@ -511,3 +453,18 @@ def run(out: Path, quick: bool = False, n_jobs: int = 1, backend: str = "loky",
     (out / "meta.json").write_text(json.dumps(meta, indent=1))
     return {"table": str(out / "table.md"), "figure": str(out / "figure1.png"),
             "fits": meta["n_fits"], "datasets_run": run_ds, "datasets_missing": missing}
+
+
+def _figures(out, records, run_ds, quick):
+    q = " (quick)" if quick else ""
+    main = [ds for ds in run_ds if ds not in SENSITIVITY]
+    plot(records, main, FIG1_ALGOS, out / "figure1.png",
+         f"DP-GCD vs DP-CD vs DP-SGD, ε = 1, δ = 1/n², replace-one, min/mean/max over runs{q}")
+    plot(records, [ds for ds in run_ds if ds in SENSITIVITY], FIG1_ALGOS,
+         out / "figure_sensitivity.png",
+         f"Not in the paper: log1 / log2 with label noise std ||w_true|| (SNR 1), ε = 1, "
+         f"replace-one{q}")
+    l1 = [ds for ds in run_ds if PROBLEMS[ds][1] == "l1"]
+    plot(records, l1, FIG3_ALGOS, out / "figure3.png",
+         f"Proximal DP-GCD rules GS-r / GS-s / GS-q (same step/clip grid), ε = 1, δ = 1/n², "
+         f"replace-one{q}")

@@ -39,7 +39,6 @@ logistic with alpha = 1e-3, synthetic LASSO with alpha = 0.1 (n = 10000, p = 20)
 
 from __future__ import annotations
 
-import functools
 import json
 import math
 import time
@@ -51,7 +50,18 @@ import numpy as np
 import dpopt
 from dpopt.exceptions import PrivacyLeakWarning
 from dpopt.experiments import register_experiment
-from dpopt.experiments.runner import ResultStore, plot_record, relative_error, run_grid
+from dpopt.experiments.protocol import (
+    best_rows,
+    budget_curves,
+    bundle,
+    fmt,
+    fmt_value,
+    markdown_table,
+    save_figure,
+    summarize,
+    write_csv,
+)
+from dpopt.experiments.runner import ResultStore, run_grid
 
 NAME = "dp-rbcd"
 ROOT_SEED = 20250005
@@ -110,12 +120,13 @@ def _synthetic(kind, n, p, ratio):
     return X, X @ c + noise
 
 
-@functools.cache
-def _problem(dataset, synthetic_key):
-    """(problem, F*, M, beta) for a dataset name; cached per process."""
+def build_problem(dataset, quick):
+    """A problem with its (non-private) smoothness constants ``M`` and ``beta``. A real
+    dataset comes from :func:`dpopt.datasets.load_dataset` (downloaded if need be; a
+    ``ValueError`` when it cannot be had)."""
     source, loss, penalty, alpha, standardize = PROBLEMS[dataset]
     if source.startswith("synthetic"):
-        X, y = _synthetic(source, **dict(synthetic_key))
+        X, y = _synthetic(source, **(QUICK if quick else FULL)["synthetic"])
     else:
         from dpopt.datasets import load_dataset
 
@@ -124,29 +135,38 @@ def _problem(dataset, synthetic_key):
     if standardize:
         X = (X - X.mean(axis=0)) / X.std(axis=0)
     pb = dpopt.Problem(X, y, loss, penalty, alpha=alpha, fit_intercept=True)
-    _, fstar = dpopt.reference_optimum(pb)
-    return pb, fstar, pb.coordinate_smoothness(), pb.global_smoothness()
+    return pb, {"M": pb.coordinate_smoothness(), "beta": pb.global_smoothness()}
+
+
+def get_problem(dataset, quick):
+    """The cached :class:`~dpopt.experiments.protocol.ProblemBundle` of a dataset."""
+    return bundle(dataset, quick, build_problem)
+
+
+def _quick(config):
+    """Whether a configuration belongs to the quick plan (its synthetic sizes say so)."""
+    for quick, plan in ((True, QUICK), (False, FULL)):
+        if config["synthetic"] == plan["synthetic"]:
+            return quick
+    raise ValueError(f"config['synthetic'] must be the quick or the full plan's, got "
+                     f"{config['synthetic']!r}")
 
 
 def _fit(config, step, clip, passes, seed, checkpoint_every=None):
-    pb, fstar, M, beta = _problem(config["dataset"], _synth_key(config))
+    b = get_problem(config["dataset"], _quick(config))
     solver, options = METHODS[config["method"]]
-    smoothness = beta if solver == "dp-gd" else M
+    smoothness = b.info["beta"] if solver == "dp-gd" else b.info["M"]
     t0 = time.perf_counter()
     with warnings.catch_warnings(), np.errstate(all="ignore"):
         warnings.simplefilter("ignore", PrivacyLeakWarning)
-        res = dpopt.solve(pb, solver, epsilon=config["epsilon"], delta=1.0 / pb.n_samples ** 2,
-                          random_state=seed, passes=passes, step=step, clip=clip,
-                          smoothness=smoothness, checkpoint_every=checkpoint_every or passes,
-                          **options)
+        res = dpopt.solve(b.problem, solver, epsilon=config["epsilon"],
+                          delta=1.0 / b.problem.n_samples ** 2, random_state=seed,
+                          passes=passes, step=step, clip=clip, smoothness=smoothness,
+                          checkpoint_every=checkpoint_every or passes, **options)
         wall = time.perf_counter() - t0
-        traj = [relative_error(pb.objective(w), fstar) for w in res.checkpoints]
+        traj = [b.relative_error(w) for w in res.checkpoints]
     assert res.epsilon <= config["epsilon"] and res.adjacency == "replace-one"
     return traj, wall, res
-
-
-def _synth_key(config):
-    return tuple(sorted(config["synthetic"].items()))
 
 
 def run_one(config, seed):
@@ -175,38 +195,29 @@ def run_one(config, seed):
 # driver
 
 
-def _available(datasets, plan, notes):
+def _available(datasets, quick, notes):
     keep = []
     for d in datasets:
         try:
-            _problem(d, tuple(sorted(plan["synthetic"].items())))
+            get_problem(d, quick)
             keep.append(d)
         except ValueError as exc:  # DatasetNotAvailableError is a ValueError
             notes.append(f"skipped {d}: {exc}")
     return keep
 
 
+CELL = ("dataset", "method", "epsilon")  # a curve: the tuned error at every pass budget
+
+
 def plot_records(records):
-    """``runs.jsonl`` of this reproduction -> :mod:`dpopt.plotting` records: the final runs
-    at the largest pass budget, one curve per method, error at every pass."""
-    finals = [r for r in records if (r.get("config") or {}).get("stage") == "final"
-              and "method" in r["config"]]
-    largest = {}
-    for rec in finals:
-        c = rec["config"]
-        cell = (c["dataset"], c["method"], c["epsilon"])
-        largest[cell] = max(largest.get(cell, 0), c["passes"])
-    out = []
-    for rec in finals:
-        c = rec["config"]
-        if c["passes"] != largest[(c["dataset"], c["method"], c["epsilon"])]:
-            continue
-        for r, run in enumerate(rec.get("runs") or []):
-            traj = run["trajectory"]
-            out.append(plot_record(c["method"], c["dataset"], c["epsilon"], r,
-                                   rel_error=run["error"], passes=range(len(traj)),
-                                   trajectory=traj))
-    return out
+    """``runs.jsonl`` of this reproduction -> :mod:`dpopt.plotting` records: per (dataset,
+    method, epsilon) and final run, the error (and wall time) at every pass budget, each
+    budget with its own tuned (step, clip)."""
+    return budget_curves({
+        (c["method"], c["dataset"], c["epsilon"], c["passes"]):
+            [{"rel_error": run["error"], "time": run.get("time")} for run in rec.get("runs") or []]
+        for rec in records for c in [rec.get("config") or {}]
+        if c.get("stage") == "final" and "method" in c})
 
 
 @register_experiment(NAME, plot_records=plot_records,
@@ -217,151 +228,137 @@ def run(out: Path, quick: bool, n_jobs: int = 1, backend: str = "loky", progress
     out.mkdir(parents=True, exist_ok=True)
     plan = QUICK if quick else FULL
     notes: list[str] = []
-    datasets = _available(plan["datasets"], plan, notes)
+    datasets = _available(plan["datasets"], quick, notes)
     store = ResultStore(out / "runs.jsonl")
+    kw = dict(store=store, root_seed=ROOT_SEED, n_jobs=n_jobs, backend=backend,
+              progress=progress)
     base = {"synthetic": plan["synthetic"]}
     cells = [dict(base, dataset=d, method=m, epsilon=e, passes=b)
              for d in datasets for m in plan["methods"] for e in plan["epsilons"]
              for b in plan["budgets"]]
     t0 = time.perf_counter()
     tuned = run_grid([dict(c, stage="tune", steps=plan["steps"], clips=plan["clips"],
-                           reps=plan["tune_reps"]) for c in cells], run_one, store=store,
-                     root_seed=ROOT_SEED, n_jobs=n_jobs, backend=backend, progress=progress,
-                     desc="dp-rbcd tuning")
+                           reps=plan["tune_reps"]) for c in cells], run_one,
+                     desc="dp-rbcd tuning", **kw)
     finals = []
     for rec in tuned:
         best = min(rec["grid"], key=lambda g: g["mean"])
+        cell = {k: rec["config"][k] for k in ("synthetic", "dataset", "method", "epsilon",
+                                             "passes")}
         if math.isfinite(best["mean"]):
-            cell = {k: rec["config"][k] for k in ("synthetic", "dataset", "method", "epsilon",
-                                                 "passes")}
             finals.append(dict(cell, stage="final", step=best["step"], clip=best["clip"],
                                reps=plan["final_reps"]))
         else:
-            notes.append(f"no finite configuration: {rec['config']['dataset']} "
-                         f"{rec['config']['method']} eps={rec['config']['epsilon']} "
-                         f"passes={rec['config']['passes']}")
-    final = run_grid(finals, run_one, store=store, root_seed=ROOT_SEED, n_jobs=n_jobs,
-                     backend=backend, progress=progress, desc="dp-rbcd final runs")
+            notes.append(f"no finite configuration: {cell['dataset']} {cell['method']} "
+                         f"eps={cell['epsilon']} passes={cell['passes']}")
+    final = run_grid(finals, run_one, desc="dp-rbcd final runs", **kw)
     rows = _rows(final, tuned, plan)
-    _write_tables(out, rows, plan, datasets, notes)
-    figures = _figures(out, rows, plan, datasets)
+    _write_tables(out, rows, plan, datasets, notes, quick)
+    figures = _figures(out, final, plan, quick)
+    (out / "plan.json").write_text(json.dumps(plan, indent=1))
     return {"runs": len(tuned) + len(final), "table": str(out / "table.md"),
             "figures": ", ".join(str(f) for f in figures), "notes": "; ".join(notes) or "none",
             "seconds": round(time.perf_counter() - t0, 1)}
 
 
+COLUMNS = ["dataset", "method", "epsilon", "passes", "step", "clip", "mean", "std", "min",
+           "max", "time", "tuning_mean", "grid_edge"]
+
+
 def _rows(final, tuned, plan):
-    edges = {(r["config"]["dataset"], r["config"]["method"], r["config"]["epsilon"],
-              r["config"]["passes"]): r for r in tuned}
-    rows = []
-    for rec in final:
-        c = rec["config"]
-        errs = np.array([r["error"] for r in rec["runs"]])
-        times = np.array([r["time"] for r in rec["runs"]])
-        grid = edges[(c["dataset"], c["method"], c["epsilon"], c["passes"])]["grid"]
-        at_edge = (c["step"] in (plan["steps"][0], plan["steps"][-1])
-                   or c["clip"] in (plan["clips"][0], plan["clips"][-1]))
-        rows.append({"dataset": c["dataset"], "method": c["method"], "epsilon": c["epsilon"],
-                     "passes": c["passes"], "step": c["step"], "clip": c["clip"],
-                     "mean": float(errs.mean()), "std": float(errs.std()),
-                     "min": float(errs.min()), "max": float(errs.max()),
-                     "time": float(np.median(times)),
-                     "tuning_mean": min(g["mean"] for g in grid),
-                     "grid_edge": at_edge})
+    """One row per final configuration: its error over the final runs, the median wall
+    time, the best tuning mean and whether (step, clip) sits at the edge of the grid."""
+    tuning = {tuple(r["config"][k] for k in (*CELL, "passes")): r["grid"] for r in tuned}
+    rows = summarize(final, by=(*CELL, "passes", "step", "clip"),
+                     value=lambda rec: [run["error"] for run in rec["runs"]])
+    for row in rows:
+        runs = row["records"][0]["runs"]
+        row["time"] = float(np.median([run["time"] for run in runs]))
+        row["tuning_mean"] = min(g["mean"] for g in tuning[tuple(row[k] for k in
+                                                                 (*CELL, "passes"))])
+        row["grid_edge"] = (row["step"] in (plan["steps"][0], plan["steps"][-1])
+                            or row["clip"] in (plan["clips"][0], plan["clips"][-1]))
     return rows
 
 
-def _fmt(x):
-    if not math.isfinite(x):
-        return "inf"
-    return f"{x:.3g}" if x >= 1e-3 else f"{x:.2e}"
-
-
-def _write_tables(out, rows, plan, datasets, notes):
-    import csv
-
-    with (out / "results.csv").open("w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=list(rows[0]) if rows else ["dataset"])
-        writer.writeheader()
-        writer.writerows(rows)
-    index = {(r["dataset"], r["method"], r["epsilon"], r["passes"]): r for r in rows}
+def _write_tables(out, rows, plan, datasets, notes, quick):
+    write_csv(out / "results.csv", rows, COLUMNS)
     lines = ["# DP-RBCD: relative error (F - F*) / F* after tuning (step, clip)", "",
              f"Mean ± std over {plan['final_reps']} runs of the configuration selected on "
              f"{plan['tune_reps']} other runs; (ε, 1/n²)-DP, replace-one adjacency. `*`: best "
              "pass budget of the row; **bold**: best method of the column. `†`: the selected "
              "step or clip is at the edge of the grid.", ""]
+    index = {tuple(r[k] for k in (*CELL, "passes")): r for r in rows}
     for d in datasets:
         for e in plan["epsilons"]:
             lines += [f"## {d}, ε = {e:g}", "",
-                      "| method | " + " | ".join(f"{b} passes" for b in plan["budgets"]) + " |",
-                      "|---|" + "---|" * len(plan["budgets"])]
-            col_best = {b: min((index[(d, m, e, b)]["mean"] for m in plan["methods"]
-                                if (d, m, e, b) in index), default=math.inf)
-                        for b in plan["budgets"]}
-            for m in plan["methods"]:
-                cells = [index.get((d, m, e, b)) for b in plan["budgets"]]
-                row_best = min((c["mean"] for c in cells if c), default=math.inf)
-                txt = []
-                for b, c in zip(plan["budgets"], cells):
-                    if c is None:
-                        txt.append("—")
-                        continue
-                    s = f"{_fmt(c['mean'])} ± {_fmt(c['std'])}"
-                    s = f"**{s}**" if c["mean"] == col_best[b] else s
-                    s += "*" if c["mean"] == row_best else ""
-                    s += "†" if c["grid_edge"] else ""
-                    txt.append(s)
-                lines.append(f"| {m} | " + " | ".join(txt) + " |")
-            lines.append("")
-    lines += _summary_lines(rows, plan, datasets)
+                      markdown_table(["method", *(f"{b} passes" for b in plan["budgets"])],
+                                     _method_rows(index, plan, d, e)), ""]
+    lines += _summary_lines(rows, plan, datasets, quick)
     if notes:
         lines += ["", "Notes: " + "; ".join(notes)]
     (out / "table.md").write_text("\n".join(lines) + "\n")
 
 
-def _summary_lines(rows, plan, datasets):
+def _method_rows(index, plan, d, e):
+    """The cells of one (dataset, epsilon) table: mean ± std, marked."""
+    col_best = {b: min((index[(d, m, e, b)]["mean"] for m in plan["methods"]
+                        if (d, m, e, b) in index), default=math.inf) for b in plan["budgets"]}
+    out = []
+    for m in plan["methods"]:
+        cells = [index.get((d, m, e, b)) for b in plan["budgets"]]
+        row_best = min((c["mean"] for c in cells if c), default=math.inf)
+        out.append([m] + [_cell(c, c is not None and c["mean"] == col_best[b], row_best)
+                          for b, c in zip(plan["budgets"], cells)])
+    return out
+
+
+def _cell(c, column_best, row_best):
+    if c is None:
+        return "—"
+    s = fmt(c["mean"], c["std"])
+    s = f"**{s}**" if column_best else s
+    return s + ("*" if c["mean"] == row_best else "") + ("†" if c["grid_edge"] else "")
+
+
+def _summary_lines(rows, plan, datasets, quick):
     """Best over pass budgets, as a ratio to uniform DP-CD (< 1: better than uniform)."""
-    best = {}
-    for r in rows:
-        key = (r["dataset"], r["method"], r["epsilon"])
-        best[key] = min(best.get(key, math.inf), r["mean"])
-    lines = ["## Problems", "",
-             "| problem | n | dim (with intercept) | max M_j / min M_j | F* |", "|---|---|---|---|---|"]
+    best = {k: r["mean"] for k, r in best_rows(rows, by=CELL).items()}
+    problems = []
     for d in datasets:
-        pb, fstar, M, _ = _problem(d, tuple(sorted(plan["synthetic"].items())))
-        lines.append(f"| {d} | {pb.n_samples} | {pb.dim} | {M.max() / M.min():.3g} | "
-                     f"{fstar:.6g} |")
-    lines += ["", "## Best over pass budgets, relative to uniform DP-CD", "",
+        b = get_problem(d, quick)
+        M = b.info["M"]
+        problems.append([d, b.problem.n_samples, b.problem.dim, M.max() / M.min(),
+                         fmt_value(b.f_star, 6)])
+    lines = ["## Problems", "",
+             markdown_table(["problem", "n", "dim (with intercept)", "max M_j / min M_j", "F*"],
+                            problems),
+             "", "## Best over pass budgets, relative to uniform DP-CD", "",
              "Ratio of the best mean relative error (over the pass budgets) to that of "
              "`CD uniform` (< 1: better). Column 'R² ratio': the theory's R² ratio for single "
              "coordinates, R²(p ∝ M) / R²(uniform) = (Σ M_j)(Σ w*_j²) / (p Σ M_j w*_j²) "
              "(< 1: importance sampling should help; computed non-privately from w*). "
              "κ = (Σ M_j)(Σ 1/M_j) / p²: the factor by which isotropic block noise inflates "
              "the noise term V² of the full set over single coordinates (τ-nice: "
-             "1/τ + (1 - 1/τ)(pκ - 1)/(p - 1)); κ = 1 for balanced M.", "",
-             "| dataset | ε | " + " | ".join(plan["methods"][1:]) + " | R² ratio | κ |",
-             "|---|---|" + "---|" * (len(plan["methods"]) + 1)]
+             "1/τ + (1 - 1/τ)(pκ - 1)/(p - 1)); κ = 1 for balanced M.", ""]
+    ratios = []
     for d in datasets:
-        ratio, kappa = _r2_ratio(d, plan)
+        ratio, kappa = _r2_ratio(get_problem(d, quick))
         for e in plan["epsilons"]:
             u = best.get((d, plan["methods"][0], e), math.nan)
-            cells = [_fmt(best.get((d, m, e), math.nan) / u) if u > 0 else "—"
-                     for m in plan["methods"][1:]]
-            lines.append(f"| {d} | {e:g} | " + " | ".join(cells)
-                         + f" | {ratio:.3g} | {kappa:.3g} |")
+            ratios.append([d, fmt_value(e), *(fmt_value(best.get((d, m, e), math.nan) / u)
+                                              if u > 0 else "—" for m in plan["methods"][1:]),
+                           ratio, kappa])
+    lines.append(markdown_table(["dataset", "ε", *plan["methods"][1:], "R² ratio", "κ"],
+                                ratios))
     return lines
 
 
-def _r2_ratio(dataset, plan):
+def _r2_ratio(b):
     """(R² ratio of importance vs uniform singletons, block-noise factor kappa)."""
-    pb, _, M, _ = _problem(dataset, tuple(sorted(plan["synthetic"].items())))
-    wstar, _ = dpopt.reference_optimum(pb)
-    ratio = float(M.sum() * np.sum(wstar ** 2) / (pb.dim * np.sum(M * wstar ** 2)))
-    return ratio, float(M.sum() * np.sum(1.0 / M) / pb.dim ** 2)
-
-
-MARKERS = "osD^v<>xP*"
-STYLES = ("-", "--", "-.", ":")
+    M, wstar, dim = b.info["M"], b.w_star, b.problem.dim
+    ratio = float(M.sum() * np.sum(wstar ** 2) / (dim * np.sum(M * wstar ** 2)))
+    return ratio, float(M.sum() * np.sum(1.0 / M) / dim ** 2)
 
 
 def _figure_epsilon(plan):
@@ -370,61 +367,13 @@ def _figure_epsilon(plan):
     return eps[len(eps) // 2]
 
 
-def _figures(out, rows, plan, datasets):
-    """error_vs_passes.png and error_vs_time.png: one panel per dataset at one epsilon
-    (:func:`_figure_epsilon`), a labelled line per method (mean of the final runs); the
-    min-max over runs is drawn only for a method whose band overlaps no other line."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from matplotlib.ticker import NullFormatter
-
+def _figures(out, final, plan, quick):
+    """error_vs_passes.png and error_vs_time.png through :mod:`dpopt.plotting`: one panel
+    per dataset at one epsilon (:func:`_figure_epsilon`), a line per method (mean and
+    min-max over the final runs, at every pass budget), log-log as the budgets span decades."""
     eps = _figure_epsilon(plan)
-    paths = []
-    for xkey, xlabel, fname in (("passes", "passes (budget; step and clip tuned per budget)",
-                                 "error_vs_passes.png"),
-                                ("time", "wall time of a run (s)", "error_vs_time.png")):
-        nc = min(3, len(datasets))
-        nr = math.ceil(len(datasets) / nc)
-        fig, axes = plt.subplots(nr, nc, figsize=(4.6 * nc, 3.4 * nr + 0.8), squeeze=False)
-        for i, d in enumerate(datasets):
-            ax = axes[i // nc][i % nc]
-            curves = {}
-            for m in plan["methods"]:
-                pts = sorted((r for r in rows if (r["dataset"], r["method"], r["epsilon"])
-                              == (d, m, eps)), key=lambda r: r["passes"])
-                if pts:
-                    curves[m] = pts
-            for k, (m, pts) in enumerate(curves.items()):
-                x = [r[xkey] for r in pts]
-                line, = ax.plot(x, [r["mean"] for r in pts], marker=MARKERS[k % len(MARKERS)],
-                                ls=STYLES[k % len(STYLES)], ms=4, lw=1.4, label=m)
-                others = [r["mean"] for n, o in curves.items() if n != m for r in o]
-                lo, hi = min(r["min"] for r in pts), max(r["max"] for r in pts)
-                if not any(lo <= v <= hi for v in others):
-                    ax.fill_between(x, [r["min"] for r in pts], [r["max"] for r in pts],
-                                    color=line.get_color(), alpha=0.15)
-            ax.set_xscale("log")
-            ax.set_yscale("log")
-            if xkey == "passes":
-                ax.set_xticks(plan["budgets"], [str(b) for b in plan["budgets"]])
-                ax.minorticks_off()
-            else:
-                ax.xaxis.set_minor_formatter(NullFormatter())
-            ax.set_title(f"{d}, ε = {eps:g}, replace-one", fontsize=10)
-            ax.set_xlabel(xlabel, fontsize=9)
-            ax.set_ylabel("relative error (F(w) − F*) / F*", fontsize=9)
-            ax.grid(True, which="major", alpha=0.3)
-        for j in range(len(datasets), nr * nc):
-            axes[j // nc][j % nc].set_visible(False)
-        handles, labels = axes[0][0].get_legend_handles_labels()
-        fig.legend(handles, labels, loc="upper center", ncol=min(len(labels), 4), fontsize=9,
-                   title="mean of the final runs; other ε in table.md", title_fontsize=9)
-        fig.tight_layout(rect=(0, 0, 1, 1 - 0.9 / (3.4 * nr + 0.8)))
-        path = out / fname
-        fig.savefig(path, dpi=100)
-        plt.close(fig)
-        paths.append(path)
-    (out / "plan.json").write_text(json.dumps(plan, indent=1))
-    return paths
+    records = [r for r in plot_records(final) if r["config"]["epsilon"] == eps]
+    title = (f"DP-RBCD{' (quick)' if quick else ''}: step and clip tuned per pass budget, "
+             f"mean and min-max over {plan['final_reps']} final runs; other ε in table.md")
+    return [save_figure(records, out / f"error_vs_{kind}.png", kind, title=title, xscale="log")
+            for kind in ("passes", "time")]

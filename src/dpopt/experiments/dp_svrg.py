@@ -42,6 +42,15 @@ from scipy.special import expit, ndtr
 import dpopt
 import dpopt.datasets
 from dpopt.experiments import ResultStore, register_experiment, run_grid
+from dpopt.experiments.protocol import (
+    bundle,
+    fmt,
+    fmt_value,
+    markdown_table,
+    save_figure,
+    summarize,
+    write_csv,
+)
 from dpopt.experiments.runner import plot_record
 from dpopt.privacy import calibrate_gaussian
 from dpopt.solvers.dp_svrg import TheoryConditionWarning, calibrate_svrg, paper_noise_variance
@@ -151,13 +160,18 @@ def available_datasets(quick):
     return names, missing
 
 
-@functools.lru_cache(maxsize=16)
-def problem_and_optimum(name, quick, penalty):
-    """(problem, F*, w*) of the training data (non-private reference)."""
-    Xtr, ytr, Xte, yte, _ = load_data(name, quick)
+def build_problem(name, quick):
+    """``dataset/penalty`` -> (training :class:`dpopt.Problem`, info: test split and the
+    public coordinate bound), for :func:`.protocol.bundle`."""
+    dataset, penalty = name.split("/")
+    Xtr, ytr, Xte, yte, coord_bound = load_data(dataset, quick)
     pb = dpopt.Problem(Xtr, ytr, "logistic", penalty, alpha=LAMBDA if penalty == "l2" else None)
-    w_star, f_star = dpopt.reference_optimum(pb)
-    return pb, f_star, w_star
+    return pb, {"X_test": Xte, "y_test": yte, "coord_bound": coord_bound}
+
+
+def problem_bundle(dataset, quick, penalty):
+    """The training problem with its non-private optimum (F*, w*) and the test split."""
+    return bundle(f"{dataset}/{penalty}", quick, build_problem)
 
 
 def _accuracy(X, y, w):
@@ -212,8 +226,8 @@ def _resolve(options, dim):
 
 def run_one(config, seed):
     """One fit: objective gap and test accuracy at every checkpoint."""
-    pb, f_star, _ = problem_and_optimum(config["dataset"], config["quick"], config["penalty"])
-    _, _, Xte, yte, _ = load_data(config["dataset"], config["quick"])
+    b = problem_bundle(config["dataset"], config["quick"], config["penalty"])
+    pb, f_star, Xte, yte = b.problem, b.f_star, b.info["X_test"], b.info["y_test"]
     t0 = time.process_time()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", TheoryConditionWarning)
@@ -256,30 +270,28 @@ def make_configs(datasets, quick):
 
 # ---------------------------------------------------------------------------- outputs
 
-def _groups(records):
-    out = {}
-    for r in records:
-        c = r["config"]
-        out.setdefault((c["dataset"], c["penalty"], c["epsilon"], c["label"]), []).append(r)
-    return out
+GROUP = ("dataset", "penalty", "epsilon", "label")
 
 
 def summary_rows(records):
+    """One row per (dataset, penalty, epsilon, solver label): mean and sd of the final gap,
+    mean test accuracy, the largest epsilon spent, and the privacy fields of the first run."""
+    gaps, accs, spent = (summarize(records, GROUP, value) for value in
+                         ("final_gap", "final_accuracy", "epsilon_spent"))
     rows = []
-    for (ds, pen, eps, label), rs in sorted(_groups(records).items(),
-                                            key=lambda kv: (kv[0][0], kv[0][1], kv[0][2],
-                                                            _order(kv[0][3]))):
-        gaps = np.array([r["final_gap"] for r in rs])
-        accs = np.array([r["final_accuracy"] for r in rs])
-        rows.append({"dataset": ds, "problem": "L2 (lambda=0.01)" if pen == "l2" else "no penalty",
-                     "epsilon": eps, "solver": label, "runs": len(rs),
-                     "gap_mean": float(gaps.mean()), "gap_sd": float(gaps.std()),
-                     "accuracy_mean": float(accs.mean()),
-                     "grad_evals": rs[0]["grad_evals"][-1], "epsilon_spent": max(
-                         r["epsilon_spent"] for r in rs), "delta": rs[0]["delta"],
-                     "adjacency": rs[0]["adjacency"], "accountant": rs[0]["accountant"],
-                     "noise_multiplier": rs[0]["noise_multiplier"]})
-    return rows
+    for gap, acc, eps_spent in zip(gaps, accs, spent):
+        r = gap["records"][0]
+        rows.append({"dataset": gap["dataset"], "problem": PROBLEM_NAMES[gap["penalty"]],
+                     "epsilon": gap["epsilon"], "solver": gap["label"], "runs": gap["count"],
+                     "gap_mean": gap["mean"], "gap_sd": gap["std"], "accuracy_mean": acc["mean"],
+                     "grad_evals": r["grad_evals"][-1], "epsilon_spent": eps_spent["max"],
+                     "delta": r["delta"], "adjacency": r["adjacency"],
+                     "accountant": r["accountant"], "noise_multiplier": r["noise_multiplier"]})
+    return sorted(rows, key=lambda row: (row["dataset"], row["problem"], row["epsilon"],
+                                         _order(row["solver"])))
+
+
+PROBLEM_NAMES = {"l2": "L2 (lambda=0.01)", "none": "no penalty"}
 
 
 def _order(label):
@@ -288,12 +300,7 @@ def _order(label):
 
 
 def write_tables(rows, out: Path, missing, quick):
-    import csv
-
-    with (out / "summary.csv").open("w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
+    write_csv(out / "summary.csv", rows)
     lines = ["# DP-SVRG reproduction: final objective gap and test accuracy", "",
              f"Mode: {'quick (reduced sizes and grid)' if quick else 'full'}. delta = {DELTA}, "
              "replace-one adjacency for every row; gap = F(w) - F* on the training data "
@@ -301,79 +308,44 @@ def write_tables(rows, out: Path, missing, quick):
              "gradients computed.", ""]
     for name, why in missing.items():
         lines += [f"* **{name}: not run** ({why}).", ""]
+    header = ("epsilon", "solver", "runs", "gap (mean ± sd)", "test acc.", "grad. evals",
+              "eps spent", "accountant", "noise mult.")
     for ds in dict.fromkeys(r["dataset"] for r in rows):
-        sub = [r for r in rows if r["dataset"] == ds]
         lines += [f"## Data: {ds} — {DATA_NOTES[ds]}", "",
-                  f"n_train = {_n_train(ds, quick)}", ""]
-        for prob in dict.fromkeys(r["problem"] for r in sub):
+                  f"n_train = {load_data(ds, quick)[0].shape[0]}", ""]
+        for pen, prob in PROBLEM_NAMES.items():
+            sub = [r for r in rows if r["dataset"] == ds and r["problem"] == prob]
+            if not sub:
+                continue
+            b = problem_bundle(ds, quick, pen)
+            optimum = ("-", "non-private optimum w*", "-", "0",
+                       fmt_value(_accuracy(b.info["X_test"], b.info["y_test"], b.w_star), 4),
+                       "-", "inf", "-", "-")
+            cells = [optimum] + [(fmt_value(r["epsilon"]), r["solver"], r["runs"],
+                                  fmt(r["gap_mean"], r["gap_sd"]),
+                                  fmt_value(r["accuracy_mean"], 4), fmt_value(r["grad_evals"]),
+                                  fmt_value(r["epsilon_spent"], 4), r["accountant"],
+                                  fmt_value(r["noise_multiplier"], 4)) for r in sub]
             lines += [f"### {ds}, logistic regression, {prob}", "",
-                      "| epsilon | solver | runs | gap (mean ± sd) | test acc. | grad. evals | "
-                      "eps spent | accountant | noise mult. |",
-                      "|---|---|---|---|---|---|---|---|---|"]
-            pen = "l2" if prob.startswith("L2") else "none"
-            _, _, Xte, yte, _ = load_data(ds, quick)
-            w_star = problem_and_optimum(ds, quick, pen)[2]
-            lines.append(f"| - | non-private optimum w* | - | 0 | {_accuracy(Xte, yte, w_star):.4f} "
-                         f"| - | inf | - | - |")
-            for r in (r for r in sub if r["problem"] == prob):
-                lines.append(f"| {r['epsilon']:g} | {r['solver']} | {r['runs']} | "
-                             f"{r['gap_mean']:.3g} ± {r['gap_sd']:.1g} | "
-                             f"{r['accuracy_mean']:.4f} | {r['grad_evals']:.3g} | "
-                             f"{r['epsilon_spent']:.4f} | {r['accountant']} | "
-                             f"{r['noise_multiplier']:.4g} |")
-            lines.append("")
+                      markdown_table(header, cells), ""]
     (out / "summary.md").write_text("\n".join(lines) + "\n")
 
 
-def _n_train(ds, quick):
-    try:
-        return load_data(ds, quick)[0].shape[0]
-    except (ValueError, OSError):
-        return "?"
-
-
 def write_figures(records, out: Path):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    groups = _groups(records)
+    """One figure per (dataset, penalty): relative error (F(w) - F*) / |F*| against passes
+    (per-sample gradient evaluations / n), one panel per epsilon, through
+    :mod:`dpopt.plotting` on log-log axes (the paper's DP-GD runs 1000 passes, the others
+    tens). Test accuracy barely moves on these problems: it is in summary.md."""
     written = []
-    for ds in dict.fromkeys(k[0] for k in groups):
-        for pen in ("l2", "none"):
-            eps_list = sorted({k[2] for k in groups if k[0] == ds and k[1] == pen})
-            if not eps_list:
-                continue
-            # one row: F(w) - F*. Test accuracy barely moves on these problems (the flat row
-            # said nothing): it is in summary.md.
-            fig, axes = plt.subplots(1, len(eps_list), figsize=(max(4.6 * len(eps_list), 6.0), 4.6),
-                                     squeeze=False)
-            for j, eps in enumerate(eps_list):
-                ax = axes[0, j]
-                labels = sorted({k[3] for k in groups if k[:3] == (ds, pen, eps)}, key=_order)
-                for k, label in enumerate(labels):
-                    rs = groups[(ds, pen, eps, label)]
-                    x = np.array(rs[0]["grad_evals"])
-                    gap = np.mean([r["gap"] for r in rs], axis=0)
-                    style = ":" if "paper" in label else ("-", "--", "-.")[k % 3]
-                    keep = x > 0  # log axis: the common start w = 0 is the dotted grey line
-                    ax.plot(x[keep], np.maximum(gap[keep], 1e-8), ls=style, lw=1.4,
-                            marker="osD^v<>x"[k % 8], ms=3, markevery=0.2, label=label)
-                ax.axhline(gap[0], color="grey", lw=0.8, ls=":", label="w = 0 (start)")
-                ax.set(xscale="log", yscale="log", xlabel="per-sample gradient evaluations",
-                       ylabel="F(w) - F* (mean of runs)",
-                       title=f"{ds}, ε = {eps:g}, replace-one")
-                ax.grid(True, alpha=0.3)
-                ax.legend(fontsize=7)
-            prob = "L2-regularized (lambda = 0.01)" if pen == "l2" else "unregularized"
-            fig.suptitle(f"DP logistic regression, {prob}, data: {ds}\n"
-                         f"δ = {DELTA:g}, replace-one adjacency", fontsize=10)
-            fig.tight_layout()
-            path = out / f"{ds}_{pen}.png"
-            fig.savefig(path, dpi=110)
-            plt.close(fig)
-            written.append(path.name)
+    for ds in dict.fromkeys(r["config"]["dataset"] for r in records):
+        for pen, prob in PROBLEM_NAMES.items():
+            recs = plot_records([r for r in records
+                                 if (r["config"]["dataset"], r["config"]["penalty"]) == (ds, pen)])
+            if recs:
+                path = out / f"{ds}_{pen}.png"
+                save_figure(recs, path, "passes", f"DP logistic regression, {prob}, δ = {DELTA:g}",
+                            xscale="log")
+                written.append(path.name)
     return written
 
 
@@ -418,11 +390,11 @@ def noise_comparison(n, out: Path, quick=False, records=()):
              "unspecified constant c = 1; 'ours' is the std per coordinate of the noise on the "
              "gradient estimate v_t (SVRG: sigma = 4 z C on a batch of one; DP-GD: 2 z C / n) "
              "that the accountant certifies. The paper's forms are never used to run.", "",
-             "| epsilon | algorithm | T | m | sigma paper (c=1) | sigma ours | ratio | accounting |",
-             "|---|---|---|---|---|---|---|---|"]
-    for eps, alg, T, m, paper, ours, ratio, detail in rows:
-        lines.append(f"| {eps:g} | {alg} | {T} | {m or '-'} | {paper:.3g} | {ours:.3g} | "
-                     f"{ratio:.3g} | {detail} |")
+             markdown_table(("epsilon", "algorithm", "T", "m", "sigma paper (c=1)", "sigma ours",
+                             "ratio", "accounting"),
+                            [(fmt_value(eps), alg, T, m or "-", fmt_value(paper), fmt_value(ours),
+                              fmt_value(ratio), detail)
+                             for eps, alg, T, m, paper, ours, ratio, detail in rows])]
     (out / "noise_comparison.md").write_text("\n".join(lines) + "\n")
     return rows
 

@@ -34,7 +34,6 @@ the Gaussian-DP / PLD accountants of DP-GD / DP-SGD).
 
 from __future__ import annotations
 
-import csv
 import functools
 import json
 import math
@@ -45,9 +44,18 @@ from pathlib import Path
 import numpy as np
 
 import dpopt
-from dpopt.datasets import load_dataset, make_heavy_tailed
+from dpopt.datasets import make_heavy_tailed
 from dpopt.experiments import register_experiment
-from dpopt.experiments.runner import ResultStore, plot_record, run_grid
+from dpopt.experiments.protocol import (
+    best_rows,
+    bundle,
+    fmt_value,
+    local_dataset,
+    markdown_table,
+    summarize,
+    write_csv,
+)
+from dpopt.experiments.runner import DIVERGED, ResultStore, plot_record, run_grid
 from dpopt.privacy import gdp_epsilon, gdp_mu, private_quantile
 
 DELTA = 1e-6
@@ -87,12 +95,12 @@ def _seed(*parts):
 @functools.cache
 def california_split():
     """(public, test, pool) arrays of the raw California data, robust-scaled with the
-    public split's median and IQR (so the public split pays for the scaling)."""
-    try:  # a local copy ($DPOPT_DATA or the cache); offline without one, skipped
-        data = load_dataset("california", download=False)
-    except ValueError:
+    public split's median and IQR (so the public split pays for the scaling); ``None``
+    without a local copy ($DPOPT_DATA or the cache)."""
+    data = local_dataset("california")
+    if data is None:
         return None
-    X, y = np.asarray(data.X, dtype=np.float64), np.asarray(data.y, dtype=np.float64)
+    X, y = data
     perm = np.random.default_rng(20240607).permutation(X.shape[0])
     pub, test, pool = perm[:2000], perm[2000:6000], perm[6000:]
     med = np.median(X[pub], axis=0)
@@ -109,36 +117,49 @@ def _problem(X, y, loss, dataset):
     return dpopt.Problem(X, y, loss, "l2", alpha=REG)
 
 
-@functools.lru_cache(maxsize=2)
-def dataset_bundle(dataset, quick=False):
-    """Test problem, its optimum, the public constants (beta, radius, r_k) and the pool
-    the training sets are drawn from. One draw of the generator is split into a public
-    sample, a test sample and a training pool, so that all share the true coefficients."""
+def _samples(dataset, quick):
+    """(public, test, pool) samples, each an (X, y) pair. A synthetic dataset is one draw
+    of the generator cut in three, so that all share the true coefficients; the pool is
+    copied out of the draw, so a bundle that keeps it does not keep the whole draw."""
     if dataset == "california":
-        (Xp, yp), (Xt, yt), (Xpool, ypool) = california_split()
-        loss = "squared"
-        pub = _problem(Xp, yp, loss, dataset)
-        w_pub, _ = dpopt.reference_optimum(pub)
-        radius = 2.0 * float(np.linalg.norm(w_pub))
-    else:
-        loss, opts, _ = synthetic_spec(dataset)
-        n_pub, n_test, n_pool = (N_PUBLIC, N_TEST, N_POOL) if not quick else (20_000, 10_000,
-                                                                              10_000)
-        if loss == "absolute":
-            n_test //= 5  # the LP reference optimum grows with the test size
-        X, y = make_heavy_tailed(n_pub + n_test + n_pool, DIM,
-                                 random_state=_seed(dataset, quick), **opts)
-        Xp, yp = X[:n_pub], y[:n_pub]
-        Xt, yt = X[n_pub:n_pub + n_test], y[n_pub:n_pub + n_test]
-        Xpool, ypool = X[n_pub + n_test:], y[n_pub + n_test:]
-        pub = _problem(Xp, yp, loss, dataset)
-        radius = RADIUS
-    test = _problem(Xt, yt, loss, dataset)
-    w_test, f_test = dpopt.reference_optimum(test)
+        return california_split()
+    loss, opts, _ = synthetic_spec(dataset)
+    n_pub, n_test, n_pool = (N_PUBLIC, N_TEST, N_POOL) if not quick else (20_000, 10_000, 10_000)
+    if loss == "absolute":
+        n_test //= 5  # the LP reference optimum grows with the test size
+    X, y = make_heavy_tailed(n_pub + n_test + n_pool, DIM, random_state=_seed(dataset, quick),
+                             **opts)
+    cut = n_pub + n_test
+    return (X[:n_pub], y[:n_pub]), (X[n_pub:cut], y[n_pub:cut]), (X[cut:].copy(), y[cut:].copy())
+
+
+def build_dataset(dataset, quick):
+    """The test problem (its optimum is the population-risk reference) and, in ``info``, the
+    public constants (smoothness beta, domain radius: twice the norm of the public optimum on
+    California), the loss and the pool the training sets are drawn from."""
+    (Xp, yp), (Xt, yt), pool = _samples(dataset, quick)
+    loss = "squared" if dataset == "california" else synthetic_spec(dataset)[0]
+    pub = _problem(Xp, yp, loss, dataset)
+    radius = RADIUS
+    if dataset == "california":
+        radius = 2.0 * float(np.linalg.norm(dpopt.reference_optimum(pub)[0]))
     beta = max(pub.global_smoothness(), 1e-12) if loss != "absolute" else 1.0
-    moments = public_moments(pub, radius, w_test)
-    return {"test": test, "f_test": f_test, "beta": beta, "radius": radius,
-            "moments": moments, "loss": loss, "pool": (Xpool, ypool)}
+    return _problem(Xt, yt, loss, dataset), {"beta": beta, "radius": radius, "loss": loss,
+                                             "pool": pool}
+
+
+def dataset_bundle(dataset, quick=False):
+    """The test problem, its optimum and ``info`` of :func:`build_dataset`, cached."""
+    return bundle(dataset, quick, build_dataset)
+
+
+@functools.lru_cache(maxsize=16)
+def moment_bounds(dataset, quick=False):
+    """The public moment bounds r_k of a dataset: :func:`public_moments` on the public
+    sample (drawn again: the bundle does not keep it) at the test optimum."""
+    b = dataset_bundle(dataset, quick)
+    (Xp, yp), _, _ = _samples(dataset, quick)
+    return public_moments(_problem(Xp, yp, b.info["loss"], dataset), b.info["radius"], b.w_star)
 
 
 def public_moments(pub, radius, w_star, orders=(2, 4, 8)):
@@ -163,10 +184,10 @@ def public_moments(pub, radius, w_star, orders=(2, 4, 8)):
 @functools.lru_cache(maxsize=8)
 def train_problem(dataset, n, rep, quick=False):
     """A training set: n records drawn without replacement from the dataset's pool."""
-    Xpool, ypool = dataset_bundle(dataset, quick)["pool"]
+    info = dataset_bundle(dataset, quick).info
+    Xpool, ypool = info["pool"]
     idx = np.random.default_rng(_seed(dataset, n, rep)).choice(Xpool.shape[0], n, replace=False)
-    loss = "squared" if dataset == "california" else synthetic_spec(dataset)[0]
-    return _problem(Xpool[idx], ypool[idx], loss, dataset)
+    return _problem(Xpool[idx], ypool[idx], info["loss"], dataset)
 
 
 def uniform_lipschitz(problem, radius):
@@ -236,15 +257,11 @@ FAMILIES = {  # figure/table line -> method-name prefixes (best of the prefix gr
 
 
 def _family_of(method):
-    best = None
-    for fam, prefixes in FAMILIES.items():
-        for p in prefixes:
-            if method == p or (p.endswith("/") and method.startswith(p)) or \
-                    (not p.endswith("/") and method.startswith(p) and
-                     method[len(p):len(p) + 1] in ("", ",")):
-                if best is None or len(p) > len(best[1]):
-                    best = (fam, p)
-    return best[0] if best else method
+    """The family of the longest prefix of ``method`` in :data:`FAMILIES` (a prefix ending
+    in '/' takes every method below it, another one the method alone or followed by ',')."""
+    matches = [(len(p), fam) for fam, prefixes in FAMILIES.items() for p in prefixes
+               if method.startswith(p) and (p.endswith("/") or method[len(p):len(p) + 1] in ("", ","))]
+    return max(matches)[1] if matches else method
 
 
 def run_one(config, seed):
@@ -252,10 +269,10 @@ def run_one(config, seed):
     ds, n, eps, rep, method = (config["dataset"], config["n"], config["epsilon"],
                                config["rep"], config["method"])
     quick = config.get("quick", False)
-    bundle = dataset_bundle(ds, quick)
+    b = dataset_bundle(ds, quick)
+    public = b.info  # beta, radius: public constants
     pb = train_problem(ds, n, rep, quick)
-    nonsmooth = bundle["loss"] == "absolute"
-    solver, opts = method_grid(nonsmooth, faithful=True)[method]
+    solver, opts = method_grid(public["loss"] == "absolute", faithful=True)[method]
     opts = dict(opts)
     k = config["k"]
     rng = np.random.default_rng(seed)
@@ -265,39 +282,39 @@ def run_one(config, seed):
         warnings.simplefilter("ignore")  # clamped-T warnings are recorded in params
         if solver.startswith("ht-"):
             # ht-subgradient needs the (2k)-th moment (Assumption 1 of order 2k)
-            moment = bundle["moments"].get(2 * k if solver == "ht-subgradient" else k)
+            moment = moment_bounds(ds, quick).get(2 * k if solver == "ht-subgradient" else k)
             if opts.get("clip") == "theory":
                 if moment is None:
                     return {"skipped": "moment not available"}
                 opts["moment_bound"] = moment
-            opts.update(moment_order=k, radius=bundle["radius"])
+            opts.update(moment_order=k, radius=public["radius"])
             if opts.get("model") != "shuffle-simulation":
                 opts["accountant"] = "exact"
             if solver != "ht-subgradient":
-                opts["smoothness"] = bundle["beta"]
+                opts["smoothness"] = public["beta"]
             res = dpopt.solve(pb, solver, epsilon=eps, delta=DELTA, random_state=rng, **opts)
             info = {"clip": res.params.get("clip"), "n_iter": res.params.get("n_iter"),
                     "batch_size": res.params.get("batch_size"), "rho": res.params.get("rho"),
                     "passes": res.passes, "steps": res.n_iter}
         elif solver == "dp-gd+quantile":
-            res, info = _dp_gd_quantile(pb, bundle, eps, rng, opts["passes"])
+            res, info = _dp_gd_quantile(pb, public["beta"], eps, rng, opts["passes"])
         else:
-            lf = uniform_lipschitz(pb, bundle["radius"])
+            lf = uniform_lipschitz(pb, public["radius"])
             res = dpopt.solve(pb, solver, epsilon=eps, delta=DELTA, random_state=rng,
-                              clip=lf, smoothness=bundle["beta"], **opts)
+                              clip=lf, smoothness=public["beta"], **opts)
             info = {"clip": lf, "passes": res.passes, "steps": res.n_iter}
     elapsed = time.perf_counter() - t0
     w = res.w
-    excess = bundle["test"].objective(w) - bundle["f_test"]
+    excess = b.problem.objective(w) - b.f_star
     if not np.all(np.isfinite(w)) or not np.isfinite(excess):
-        excess = float("inf")
-    zero = bundle["test"].objective(bundle["test"].zeros()) - bundle["f_test"]
+        excess = DIVERGED
+    zero = b.problem.objective(b.problem.zeros()) - b.f_star
     return {"excess": float(excess), "epsilon_spent": float(res.epsilon), "time": elapsed,
             "zero_excess": float(zero),
             **{key: (None if v is None else float(v)) for key, v in info.items()}}
 
 
-def _dp_gd_quantile(pb, bundle, eps, rng, passes):
+def _dp_gd_quantile(pb, beta, eps, rng, passes):
     """DP-GD whose clip is the private 0.9-quantile of the gradient norms at 0 (10% of the
     budget; both are Gaussian mechanisms, composed exactly in Gaussian DP)."""
     mu = math.inf if math.isinf(eps) else gdp_mu(eps, DELTA)
@@ -307,7 +324,7 @@ def _dp_gd_quantile(pb, bundle, eps, rng, passes):
     norms = np.abs(pb.loss.deriv(pb.margins(pb.zeros()), pb.y)) * pb.row_norms
     clip, _ = private_quantile(rng, norms, 0.9, rho_q)
     res = dpopt.solve(pb, "dp-gd", epsilon=eps_gd, delta=DELTA, random_state=rng, clip=clip,
-                      passes=passes, smoothness=bundle["beta"])
+                      passes=passes, smoothness=beta)
     total = math.inf if math.isinf(mu) else gdp_epsilon(
         math.sqrt(2 * rho_q + (1 - QUANTILE_SHARE) * mu * mu), DELTA)
     res.epsilon = total
@@ -328,9 +345,6 @@ def synthetic_datasets(quick):
 
 def configs(quick):
     reps = 1 if quick else 3
-    ns, n_eps, eps_list = ((1000, 3000), 3000, (1.0,)) if quick else \
-        ((2000, 8000, 32000), 8000, (0.25, 1.0, 4.0))
-    points = [(n, 1.0) for n in ns] + [(n_eps, e) for e in eps_list if e != 1.0]
     out = []
     datasets = synthetic_datasets(quick)
     if california_split() is not None:
@@ -341,11 +355,10 @@ def configs(quick):
                    "ht-proxsgd/quantile,T=16", "dp-gd/passes=20", "dp-gd+quantile/passes=20"]
     for ds in datasets:
         k = TAILS[synthetic_spec(ds)[2]] if ds != "california" else 2
-        pts = points
-        if ds == "california":
-            pts = ([(1000, 1.0), (3000, 1.0)] if quick else
-                   [(2000, 1.0), (6000, 1.0), (14000, 1.0), (14000, 0.25), (14000, 4.0)])
-        for (n, eps) in pts:
+        ns = (1000, 3000) if quick else (2000, 6000, 14000) if ds == "california" else \
+            (2000, 8000, 32000)  # at epsilon = 1; other epsilons at the reference n
+        eps_list = () if quick else (0.25, 4.0)
+        for (n, eps) in [(n, 1.0) for n in ns] + [(_reference_n(ds, quick), e) for e in eps_list]:
             for rep in range(reps):
                 for m in methods:
                     out.append({"dataset": ds, "n": n, "epsilon": eps, "rep": rep, "k": k,
@@ -370,30 +383,36 @@ def configs(quick):
 # summaries
 
 
+POINT = ("dataset", "n", "epsilon")
+
+
 def _aggregate(records):
-    """(dataset, n, eps, family) -> (mean excess, se, best method) with tuned families
-    taking the best method (by mean over reps) of their grid."""
-    by_method = {}
-    for r in records:
-        if "excess" not in r:
-            continue
-        c = r["config"]
-        by_method.setdefault((c["dataset"], c["n"], c["epsilon"], c["method"]), []).append(
-            r["excess"])
-    fams = {}
-    for r in records:  # the trivial predictor w = 0, as a reference line
-        if "zero_excess" in r:
-            c = r["config"]
-            fams[(c["dataset"], c["n"], c["epsilon"], ZERO)] = (r["zero_excess"], 0.0, "w = 0")
-    for (ds, n, eps, m), vals in by_method.items():
-        vals = np.array(vals, dtype=float)
-        mean = float(np.mean(vals)) if np.all(np.isfinite(vals)) else float("inf")
-        se = float(np.std(vals, ddof=1) / math.sqrt(len(vals))) if len(vals) > 1 and \
-            np.isfinite(mean) else 0.0
-        key = (ds, n, eps, _family_of(m))
-        if key not in fams or mean < fams[key][0]:
-            fams[key] = (mean, se, m)
+    """(dataset, n, eps, family) -> (mean excess, standard error, best method): a tuned
+    family takes the method of its grid with the lowest mean over the repetitions; the
+    trivial predictor w = 0 is the reference family :data:`ZERO`."""
+    ran = [r for r in records if "excess" in r]
+    fams = {(*(r["config"][k] for k in POINT), ZERO): (r["zero_excess"], 0.0, "w = 0")
+            for r in ran}
+    rows = summarize(ran, (*POINT, "method"), "excess")
+    for row in rows:
+        row["family"] = _family_of(row["method"])
+    for key, row in best_rows(rows, (*POINT, "family")).items():
+        se = _standard_error(row["values"]) if math.isfinite(row["mean"]) else 0.0
+        fams[key] = (row["mean"], se, row["method"])
     return fams
+
+
+def _standard_error(values):
+    return float(np.std(values, ddof=1) / math.sqrt(len(values))) if len(values) > 1 else 0.0
+
+
+def _reference_n(dataset, quick):
+    """The n of a dataset's vs-epsilon panel and of its row in the main table."""
+    if dataset.startswith("absolute"):
+        return 1024 if quick else 4096
+    if dataset == "california":
+        return 3000 if quick else 14000
+    return 3000 if quick else 8000
 
 
 ZERO = "w = 0 (reference)"
@@ -410,7 +429,11 @@ def _plot_panels(fams, panels, families, path, title, clip_factor=None):
     """One log-log panel per (dataset, x key, fixed value); lines = families. With
     ``clip_factor`` the y axis stops at that multiple of the trivial predictor's risk
     (w = 0): a curve above it is drawn at the edge with upward markers and named in a note
-    in the panel, so one diverging baseline does not squash the others."""
+    in the panel, so one diverging baseline does not squash the others.
+
+    Bespoke: :mod:`dpopt.plotting` has no x axis n, no best-of-grid lines with standard
+    errors, no excess-risk axis clipped at the w = 0 reference (``dpopt plot`` draws the raw
+    runs through :func:`plot_records`)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -474,74 +497,86 @@ def _plot_panels(fams, panels, families, path, title, clip_factor=None):
     plt.close(fig)
 
 
-def _fmt(v):
-    if v is None:
-        return "–"
-    if not np.isfinite(v):
-        return "diverged"
-    return f"{v:.3g}"
-
-
 def write_tables(records, fams, out, quick):
+    write_csv(out / "summary.csv", (
+        {"dataset": ds, "n": n, "epsilon": eps, "family": fam, "mean_excess": mean, "se": se,
+         "best_method": method}
+        for (ds, n, eps, fam), (mean, se, method) in sorted(fams.items(), key=lambda kv: str(kv[0]))))
+
+    def mean_of(*key):
+        return fmt_value(fams.get(key, (None,))[0])
+
     datasets = sorted({k[0] for k in fams})
-    n_ref = 3000 if quick else 8000
-    lines = ["| dataset | " + " | ".join(FIG_FAMILIES) + " |",
-             "|---|" + "---|" * len(FIG_FAMILIES)]
-    with (out / "summary.csv").open("w", newline="") as fh:
-        writer = csv.writer(fh)
-        writer.writerow(["dataset", "n", "epsilon", "family", "mean_excess", "se",
-                         "best_method"])
-        for (ds, n, eps, fam), (m, se, meth) in sorted(fams.items(), key=lambda kv: str(kv[0])):
-            writer.writerow([ds, n, eps, fam, m, se, meth])
-    for ds in datasets:
-        n = n_ref if ds not in ("california",) and not ds.startswith("absolute") else None
-        if ds == "california":
-            n = 3000 if quick else 14000
-        if n is None:
-            continue
-        cells = [_fmt(fams.get((ds, n, 1.0, f), (None,))[0]) for f in FIG_FAMILIES]
-        lines.append(f"| {ds} (n={n}) | " + " | ".join(cells) + " |")
-    ns_lines = ["| dataset | n | epsilon | " + " | ".join(NS_FAMILIES) + " |",
-                "|---|---|---|" + "---|" * len(NS_FAMILIES)]
-    for ds in [d for d in datasets if d.startswith("absolute")]:
-        for (n, eps) in sorted({(k[1], k[2]) for k in fams if k[0] == ds}):
-            cells = [_fmt(fams.get((ds, n, eps, f), (None,))[0]) for f in NS_FAMILIES]
-            ns_lines.append(f"| {ds} | {n} | {eps:g} | " + " | ".join(cells) + " |")
-    shuffle = ["| dataset | n | epsilon | ht-acsa (theory r_k), central | ht-acsa (theory r_k), "
-               "shuffle simulation | ratio |", "|---|---|---|---|---|---|"]
-    for (ds, n, eps, fam), (m, _, _) in sorted(fams.items()):
-        if fam != "ht-acsa (theory r_k, shuffle simulation)":
-            continue
-        c = fams.get((ds, n, eps, "ht-acsa (theory r_k)"), (None,))[0]
-        ratio = m / c if c and np.isfinite(m) and c > 0 else None
-        shuffle.append(f"| {ds} | {n} | {eps:g} | {_fmt(c)} | {_fmt(m)} | {_fmt(ratio)} |")
-    params = _parameter_table(records, n_ref)
+    nonsmooth = [ds for ds in datasets if ds.startswith("absolute")]
+    main = [[f"{ds} (n={_reference_n(ds, quick)})",
+             *(mean_of(ds, _reference_n(ds, quick), 1.0, f) for f in FIG_FAMILIES)]
+            for ds in datasets if ds not in nonsmooth]
+    ns = [[ds, n, eps, *(mean_of(ds, n, eps, f) for f in NS_FAMILIES)] for ds in nonsmooth
+          for (n, eps) in sorted({(k[1], k[2]) for k in fams if k[0] == ds})]
+    shuffle = []
+    for (ds, n, eps, fam), (mean, _, _) in sorted(fams.items()):
+        if fam == "ht-acsa (theory r_k, shuffle simulation)":
+            central = fams.get((ds, n, eps, "ht-acsa (theory r_k)"), (None,))[0]
+            ratio = mean / central if central and np.isfinite(mean) and central > 0 else None
+            shuffle.append([ds, n, eps, fmt_value(central), fmt_value(mean), fmt_value(ratio)])
     text = ["# heavy-tailed: excess test risk (mean over repetitions)", "",
             f"epsilon = 1, delta = {DELTA:g}, replace-one adjacency; tuned = best grid point "
-            "on the test risk.", "", *lines, "", "## Non-smooth (absolute loss)", "",
-            *ns_lines, "", "## Central vs shuffle model (simulated protocol; (epsilon, delta)-DP "
-            "in the shuffle model by advanced composition over coordinates)", "", *shuffle, "",
-            "## Parameters chosen by the rules (epsilon = 1, first repetition)",
-            "", *params, ""]
+            "on the test risk.", "", markdown_table(["dataset", *FIG_FAMILIES], main), "",
+            "## Non-smooth (absolute loss)", "",
+            markdown_table(["dataset", "n", "epsilon", *NS_FAMILIES], ns), "",
+            "## Central vs shuffle model (simulated protocol; (epsilon, delta)-DP "
+            "in the shuffle model by advanced composition over coordinates)", "",
+            markdown_table(["dataset", "n", "epsilon", "ht-acsa (theory r_k), central",
+                            "ht-acsa (theory r_k), shuffle simulation", "ratio"], shuffle), "",
+            "## Parameters chosen by the rules (epsilon = 1, first repetition)", "",
+            markdown_table(["dataset", "method", "n", "T", "batch s", "clip C", "passes"],
+                           _parameter_rows(records, quick)), ""]
     (out / "results.md").write_text("\n".join(text))
-    return "\n".join(lines)
 
 
-def _parameter_table(records, n_ref):
-    rows = ["| dataset | method | n | T | batch s | clip C | passes |",
-            "|---|---|---|---|---|---|---|"]
+def _parameter_rows(records, quick):
+    rows = []
     for r in sorted(records, key=lambda r: (r["config"]["dataset"], r["config"]["method"])):
         c = r["config"]
         if c["rep"] != 0 or c["epsilon"] != 1.0 or "excess" not in r:
             continue
         if not c["method"].startswith("ht-") or "T=" in c["method"]:
             continue
-        if c["n"] != n_ref and not c["dataset"].startswith(("absolute", "california")):
+        if not c["dataset"].startswith(("absolute", "california")) and \
+                c["n"] != _reference_n(c["dataset"], quick):
             continue
-        rows.append(f"| {c['dataset']} | {c['method']} | {c['n']} | {_fmt(r.get('n_iter'))} | "
-                    f"{_fmt(r.get('batch_size'))} | {_fmt(r.get('clip'))} | "
-                    f"{_fmt(r.get('passes'))} |")
+        rows.append([c["dataset"], c["method"], c["n"],
+                     *(fmt_value(r.get(k)) for k in ("n_iter", "batch_size", "clip", "passes"))])
     return rows
+
+
+def write_figures(fams, out, quick):
+    """Excess test risk vs n (epsilon = 1) and vs epsilon (at the dataset's reference n) for
+    the linear and logistic tasks, California (axis clipped at 100 x the risk of w = 0) and
+    the non-smooth task; returns the file names."""
+    datasets = sorted({k[0] for k in fams})
+    figures = []  # (file, panels, families, title, clip factor)
+    for task in ("linear", "logistic"):
+        dsets = [d for d in datasets if d.startswith(task)]
+        for xkey, short in (("n", "n"), ("epsilon", "eps")) if dsets else ():
+            panels = [(d, xkey, 1.0 if xkey == "n" else _reference_n(d, quick)) for d in dsets]
+            figures.append((f"fig_{task}_vs_{short}.png", panels, FIG_FAMILIES,
+                            f"{task}: excess test risk vs {xkey} (delta = 1e-6, replace-one)", None))
+    if "california" in datasets:
+        figures.append(("fig_california.png", [("california", "n", 1.0), (
+            "california", "epsilon", _reference_n("california", quick))], FIG_FAMILIES,
+            "California housing, raw features (robust-scaled on a public split): excess test "
+            "risk (delta = 1e-6, replace-one)", 100.0))
+    nonsmooth = [d for d in datasets if d.startswith("absolute")]
+    if nonsmooth:
+        panels = [(d, "n", 1.0) for d in nonsmooth]
+        if not quick:
+            panels += [(d, "epsilon", _reference_n(d, quick)) for d in nonsmooth]
+        figures.append(("fig_absolute.png", panels, NS_FAMILIES, "absolute loss (non-smooth), "
+                        "heavy-tailed features: excess test risk", None))
+    for name, panels, families, title, clip in figures:
+        _plot_panels(fams, panels, families, out / name, title, clip_factor=clip)
+    return [f[0] for f in figures]
 
 
 def plot_records(records):
@@ -571,35 +606,6 @@ def run(out: Path, quick: bool, n_jobs: int, backend: str, progress: bool) -> di
                        n_jobs=n_jobs, backend=backend, progress=progress, desc="heavy-tailed")
     fams = _aggregate(records)
     write_tables(records, fams, out, quick)
-    smooth = sorted({k[0] for k in fams if not k[0].startswith(("absolute", "california"))})
-    eps_n = 3000 if quick else 8000
-    figs = []
-    for task in ("linear", "logistic"):
-        dsets = [d for d in smooth if d.startswith(task)]
-        if not dsets:
-            continue
-        for xkey, fixed in (("n", 1.0), ("epsilon", eps_n)):
-            path = out / f"fig_{task}_vs_{'n' if xkey == 'n' else 'eps'}.png"
-            _plot_panels(fams, [(d, xkey, fixed) for d in dsets], FIG_FAMILIES, path,
-                         f"{task}: excess test risk vs {xkey} (delta = 1e-6, replace-one)")
-            figs.append(path.name)
-    if any(k[0] == "california" for k in fams):
-        path = out / "fig_california.png"
-        n_cal = 3000 if quick else 14000
-        _plot_panels(fams, [("california", "n", 1.0), ("california", "epsilon", n_cal)],
-                     FIG_FAMILIES, path, "California housing, raw features (robust-scaled on "
-                     "a public split): excess test risk (delta = 1e-6, replace-one)",
-                     clip_factor=100.0)
-        figs.append(path.name)
-    ns = sorted({k[0] for k in fams if k[0].startswith("absolute")})
-    if ns:
-        path = out / "fig_absolute.png"
-        n_abs = 1024 if quick else 4096
-        panels = [(d, "n", 1.0) for d in ns]
-        if not quick:
-            panels += [(d, "epsilon", n_abs) for d in ns]
-        _plot_panels(fams, panels, NS_FAMILIES, path,
-                     "absolute loss (non-smooth), heavy-tailed features: excess test risk")
-        figs.append(path.name)
+    figs = write_figures(fams, out, quick)
     n_runs = sum(1 for r in records if "excess" in r)
     return {"runs": n_runs, "tables": "results.md, summary.csv", "figures": ", ".join(figs)}

@@ -248,10 +248,11 @@ def _json_default(obj):
 
 
 def plot_record(solver, dataset, epsilon, run, *, rel_error=None, passes=None, trajectory=None,
-                adjacency="replace-one", **extra) -> dict:
+                times=None, adjacency="replace-one", **extra) -> dict:
     """One record in the fields :mod:`dpopt.plotting` reads (the reproductions' adapters
     build their ``plot_records`` from this): a curve per (solver, extra config) and panel
-    per (dataset, epsilon); ``trajectory`` the relative errors at ``passes``."""
+    per (dataset, epsilon); ``trajectory`` the relative errors at ``passes``, ``times`` the
+    wall times there (for the error-vs-time figure)."""
     rec = {"config": {"solver": solver, "dataset": dataset, "epsilon": epsilon, "run": run,
                       **extra},
            "adjacency": adjacency}
@@ -259,4 +260,6 @@ def plot_record(solver, dataset, epsilon, run, *, rel_error=None, passes=None, t
         rec["rel_error"] = rel_error
     if trajectory is not None:
         rec["trajectory"] = {"passes": list(passes), "rel_error": list(trajectory)}
+        if times is not None:
+            rec["trajectory"]["time"] = list(times)
     return rec

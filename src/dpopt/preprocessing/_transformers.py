@@ -32,10 +32,11 @@ from sklearn.base import BaseEstimator, OneToOneFeatureMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from dpopt._validation import (
-    check_delta,
     check_epsilon,
+    check_privacy_target,
     check_random_state,
     check_scalar,
+    default_delta,
     sklearn_seed,
 )
 from dpopt.budget import Spend, resolve_budget
@@ -86,17 +87,13 @@ class _PrivateTransformer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator)
             raise
 
     def _fit(self, X):
-        epsilon = check_epsilon(self.epsilon)
-        delta_given = None if self.delta is None else check_delta(self.delta)
+        epsilon, delta_given = check_privacy_target(self.epsilon, self.delta)
         quantiles = check_quantiles(self.quantiles)
         check_scalar(self.confidence, "confidence", low=0.0)
         self._check_extra_params()
         X = validate_data(self, X, accept_sparse=("csr", "csc"), dtype=np.float64)
         n, p = X.shape
-        if n < 2 and delta_given is None:
-            raise ValueError("the default delta 1/n^2 needs at least 2 samples, got 1 sample "
-                             "(pass delta explicitly)")
-        delta = 1.0 / n ** 2 if delta_given is None else delta_given
+        delta = default_delta(n) if delta_given is None else delta_given
         public = check_public_bounds(self.bounds, p)
         rng = check_random_state(sklearn_seed(self.random_state))
         budget = resolve_budget(self.accountant)

@@ -7,6 +7,7 @@ import functools
 import numpy as np
 import scipy.sparse as sp
 
+from dpopt._validation import check_bool
 from dpopt.problem.losses import Loss, get_loss
 from dpopt.problem.penalties import Penalty, get_penalty
 
@@ -47,9 +48,7 @@ class Problem:
         X = _check_X(X)
         y = _check_y(y, X.shape[0])
         self.loss.check_labels(y)
-        if not isinstance(fit_intercept, (bool, np.bool_)):
-            raise ValueError(f"fit_intercept must be a bool, got {fit_intercept!r}")
-        self.fit_intercept = bool(fit_intercept)
+        self.fit_intercept = check_bool(fit_intercept, "fit_intercept")
         self.n_samples, self.n_features = X.shape
         self.is_sparse = sp.issparse(X)
         if self.is_sparse:

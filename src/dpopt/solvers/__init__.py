@@ -7,12 +7,12 @@ adding a module that calls :func:`register_solver`.
 import importlib
 import pkgutil
 
+from dpopt._validation import default_delta
 from dpopt.solvers._base import (
     Checkpoints,
     FitResult,
     SolverSpec,
     available_solvers,
-    default_delta,
     get_solver,
     make_result,
     register_solver,

@@ -12,12 +12,10 @@ import numpy as np
 
 from dpopt._validation import (
     check_choice,
-    check_delta,
-    check_epsilon,
     check_positive_int,
+    check_privacy_target,
     check_random_state,
     check_scalar,
-    warn_if_delta_exceeds_one_over_n,
 )
 from dpopt.problem import Problem
 
@@ -203,21 +201,33 @@ class SolverSpec:
     def defaults(self) -> dict:
         return {o.name: o.default for o in self.option_specs}
 
-    def check_options(self, options, what="option(s)") -> dict:
+    def check_options(self, options, what=None) -> dict:
         """Map the ``run_length`` alias, refuse unknown names (``ValueError`` listing the
-        accepted ones) and check every given value against its constraint."""
+        accepted ones) and check every given value against its constraint.
+
+        The one check of a solver's options, for :func:`solve` and for its callers that
+        check before reading any data; ``what`` names the caller's argument in the errors
+        (``"solver_options"``, ``"--option"``): ``"<what>: unknown option(s) ..."`` and
+        ``"<what> <option>: <the constraint's message>"``.
+        """
+        prefix = "" if what is None else f"{what}: "
         options = dict(options)
         if "run_length" in options and self.run_length is not None:
             if self.run_length in options:
-                raise ValueError(f"give run_length or {self.run_length}, not both")
+                raise ValueError(f"{prefix}give run_length or {self.run_length}, not both")
             options[self.run_length] = options.pop("run_length")
         unknown = sorted(set(options) - set(self.options()))
         if unknown:
-            raise ValueError(f"unknown {what} {unknown} for solver {self.name!r}; "
+            raise ValueError(f"{prefix}unknown option(s) {unknown} for solver {self.name!r}; "
                              f"it accepts {self.options()}")
         for opt in self.option_specs:
             if opt.name in options:
-                opt.validate(options[opt.name])
+                try:
+                    opt.validate(options[opt.name])
+                except ValueError as exc:
+                    if what is None:
+                        raise
+                    raise ValueError(f"{what} {opt.name}: {exc}") from None
         return options
 
     def check_problem(self, problem):
@@ -265,22 +275,6 @@ def register_solver(name, *, description, options, losses=None, penalties=None, 
         return func
 
     return decorator
-
-
-def default_delta(n_samples: int) -> float:
-    """1 / n^2, the papers' choice (requires n >= 2)."""
-    if n_samples < 2:
-        raise ValueError("delta must be given when there is a single sample (default 1/n^2 >= 1)")
-    return 1.0 / n_samples ** 2
-
-
-def check_privacy_target(epsilon, delta, n_samples):
-    """The one check of a target (epsilon, delta): epsilon > 0 (``inf`` = no noise), delta in
-    (0, 1), default 1/n^2. Returns ``(epsilon, delta)``."""
-    epsilon = check_epsilon(epsilon)
-    delta = default_delta(n_samples) if delta is None else check_delta(delta)
-    warn_if_delta_exceeds_one_over_n(delta, n_samples)
-    return epsilon, delta
 
 
 def available_solvers(private_only=False) -> list[str]:

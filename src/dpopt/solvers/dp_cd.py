@@ -69,7 +69,7 @@ import warnings
 
 import numpy as np
 
-from dpopt._validation import check_choice, check_positive_int, check_scalar
+from dpopt._validation import check_positive_int, check_scalar
 from dpopt.exceptions import PrivacyLeakWarning
 from dpopt.kernels.cd import CDWork, cd_steps, cd_steps_accumulate
 from dpopt.privacy import Calibration, Gaussian, Laplace, calibrate, calibrate_gaussian
@@ -245,8 +245,6 @@ def fit_dp_cd(problem, *, epsilon, delta, rng, passes=10, step=1.0, clip=1.0,
     passes = check_positive_int(passes, "passes")
     step = check_scalar(step, "step", low=0.0, low_open=True)
     clip = check_clip(epsilon, clip)
-    check_choice(accountant, "accountant", GAUSSIAN_ACCOUNTANTS)
-    check_choice(averaging, "averaging", ("last", "epoch"))
     checkpoint_every = check_positive_int(checkpoint_every, "checkpoint_every")
     private_m = isinstance(smoothness, str) and smoothness == "private"
     if smoothness_bounds is not None and not private_m:

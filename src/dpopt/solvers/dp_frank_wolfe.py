@@ -107,11 +107,11 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from dpopt._validation import check_choice, check_positive_int, check_scalar
+from dpopt._validation import check_positive_int, check_scalar
 from dpopt.exceptions import PrivacyLeakWarning
 from dpopt.privacy import ZCDP, Gaussian, PureDP, calibrate, dp_to_zcdp
 from dpopt.privacy.mechanisms import exponential_mechanism_zcdp, report_noisy_max
-from dpopt.solvers._base import Checkpoints, Option, make_result, register_solver
+from dpopt.solvers._base import Checkpoints, Option, make_result, one_of, register_solver
 
 FW_ACCOUNTANTS = ("auto", "pld", "rdp")
 MAX_AUTO_PASSES = 1000
@@ -346,7 +346,7 @@ OPTIONS = (
     Option("clip", 1.0, None, "bound on each per-sample derivative, or None for the worst case"),
     Option("intercept_share", DEFAULT_INTERCEPT_SHARE, None, "share of each iteration's zCDP "
            "spent on the intercept's noisy step"),
-    Option("accountant", "auto", None, "'auto', 'pld' or 'rdp'"),
+    Option("accountant", "auto", one_of(*FW_ACCOUNTANTS), "how the selections are composed"),
     Option("checkpoint_every", None, None, "iterations between recorded iterates (None: T / 20)"),
 )
 
@@ -396,7 +396,6 @@ def fit_dp_frank_wolfe(problem, *, epsilon, delta, rng, radius=1.0, passes="auto
     radius = check_scalar(radius, "radius", low=0.0, low_open=True)
     if not (isinstance(passes, str) and passes == "auto"):
         passes = check_positive_int(passes, "passes")
-    check_choice(accountant, "accountant", FW_ACCOUNTANTS)
     loss_name = problem.loss.name
     share = check_scalar(intercept_share, "intercept_share", low=0.0, high=1.0, low_open=True,
                          high_open=True)

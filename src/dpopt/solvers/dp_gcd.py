@@ -126,7 +126,6 @@ from dpopt.solvers._common import (
 
 RULES = {"gs-l": GS_L, "gs-s": GS_S, "gs-r": GS_R, "gs-q": GS_Q}
 SELECTIONS = ("exponential", "laplace", "paper-laplace")
-GCD_ACCOUNTANTS = SELECTION_ACCOUNTANTS
 
 
 # ---------------------------------------------------------------------------
@@ -331,8 +330,6 @@ def fit_dp_gcd(problem, *, epsilon, delta, rng, passes=10, step=1.0, clip=1.0, r
     step = check_scalar(step, "step", low=0.0, low_open=True)
     clip = check_clip(epsilon, clip)
     rule = _check_rule(problem, rule)
-    check_choice(selection, "selection", SELECTIONS)
-    check_choice(accountant, "accountant", GCD_ACCOUNTANTS)
     selection_share = check_scalar(selection_share, "selection_share", low=0.0, high=1.0,
                                    low_open=True, high_open=True)
     checkpoint_every = check_positive_int(checkpoint_every, "checkpoint_every")

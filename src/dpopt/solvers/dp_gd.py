@@ -30,7 +30,7 @@ import math
 
 import numpy as np
 
-from dpopt._validation import check_choice, check_positive_int, check_scalar
+from dpopt._validation import check_positive_int, check_scalar
 from dpopt.kernels.grad import full_gradient
 from dpopt.privacy import Gaussian, calibrate_gaussian
 from dpopt.solvers._base import Checkpoints, Option, make_result, one_of, register_solver
@@ -93,9 +93,6 @@ def fit_dp_gd(problem, *, epsilon, delta, rng, passes=10, step=1.0, clip=1.0, cl
     passes = check_positive_int(passes, "passes")
     step = check_scalar(step, "step", low=0.0, low_open=True)
     clip = check_clip(epsilon, clip)
-    check_choice(clipping, "clipping", ("l2", "coordinate"))
-    check_choice(step_rule, "step_rule", ("global", "eso"))
-    check_choice(output, "output", ("last", "random"))
     checkpoint_every = check_positive_int(checkpoint_every, "checkpoint_every")
     gamma = gd_steps(problem, step, step_rule, smoothness)
     if clipping == "coordinate":

@@ -563,8 +563,6 @@ def fit_dp_rbcd(problem, *, epsilon, delta, rng, sampling="uniform", block_size=
     passes = check_positive_int(passes, "passes")
     step = check_scalar(step, "step", low=0.0, low_open=True)
     clip = check_clip(epsilon, clip)
-    check_choice(block_smoothness, "block_smoothness", ("size", "max"))
-    check_choice(accountant, "accountant", GAUSSIAN_ACCOUNTANTS)
     checkpoint_every = check_positive_int(checkpoint_every, "checkpoint_every")
     p, n = problem.dim, problem.n_samples
     if isinstance(sampling, str):

@@ -47,7 +47,7 @@ import math
 
 import numpy as np
 
-from dpopt._validation import check_choice, check_positive_int, check_scalar
+from dpopt._validation import check_positive_int, check_scalar
 from dpopt.distributed import sampling_entropy
 from dpopt.kernels.sgd import sgd_steps
 from dpopt.privacy import ADJACENCIES, SubsampledGaussian, calibrate
@@ -121,8 +121,6 @@ def fit_dp_sgd(problem, *, epsilon, delta, rng, passes=10, step=1.0, clip=1.0, b
     n = problem.n_samples
     passes = check_positive_int(passes, "passes")
     clip = check_clip(epsilon, clip)
-    check_choice(adjacency, "adjacency", ADJACENCIES)
-    check_choice(accountant, "accountant", SUBSAMPLED_ACCOUNTANTS)
     checkpoint_every = check_positive_int(checkpoint_every, "checkpoint_every")
     batch_size = max(1, round(math.sqrt(n))) if batch_size is None else \
         check_positive_int(batch_size, "batch_size")

@@ -55,8 +55,6 @@ def _epsilon_of_rho(rho, delta, accountant):
 
 def resolve_budget(epsilon, delta, rho, accountant, model):
     """The total zCDP budget rho (None in the shuffle model); see the module docstring."""
-    check_choice(model, "model", MODELS)
-    check_choice(accountant, "accountant", HT_ACCOUNTANTS)
     if model == "shuffle-simulation":
         if rho is not None:
             raise ValueError("rho is a central-model (zCDP) budget; model='shuffle-simulation' "
