@@ -398,9 +398,36 @@ def test_dp_rbcd_exact_smoothness_on_chunks_warns_and_matches(client):
                                      {"sampling": "nice", "block_size": 1}])
 def test_dp_rbcd_refuses_single_coordinates_on_chunks(options):
     X, y = data("squared")
-    problem = ChunkedProblem(X, y, chunk_rows=500, validate=False)
+    never_read = da.from_array(X, chunks=(500, P)).map_blocks(_fail_if_read, dtype=float)
+    problem = ChunkedProblem(never_read, y, validate=False)
     with pytest.raises(ValueError, match="one coordinate per step.*large blocks"):
+        dpopt.solve(problem, "dp-rbcd", epsilon=1.0, **options)  # "exact" M_j: not computed
+    with pytest.raises(ValueError, match="one coordinate per step"):
         dpopt.solve(problem, "dp-rbcd", epsilon=1.0, smoothness=np.ones(P), **options)
+
+
+class _OneCoordinate:
+    """A user sampler of single coordinates."""
+
+    max_size = 1
+
+    def marginals(self):
+        return np.full(P, 1.0 / P)
+
+    def draw(self, rng):
+        return rng.integers(0, P, size=1)
+
+
+def test_dp_rbcd_refuses_a_user_sampler_of_single_coordinates_on_chunks():
+    X, y = data("squared")
+    never_read = da.from_array(X, chunks=(500, P)).map_blocks(_fail_if_read, dtype=float)
+    with pytest.raises(ValueError, match="one coordinate per step"):
+        dpopt.solve(ChunkedProblem(never_read, y, validate=False), "dp-rbcd", epsilon=1.0,
+                    sampling=_OneCoordinate(), smoothness=np.ones(P))
+
+
+def _fail_if_read(block):
+    raise AssertionError("the data was read")
 
 
 # ---------------------------------------------------------------------------

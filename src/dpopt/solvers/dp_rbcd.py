@@ -473,13 +473,17 @@ def block_clip_norms(indptr, indices, clips, clip):
     return norms
 
 
-def check_chunked_blocks(problem, sampling, sampler=None):
+def check_chunked_blocks(problem, sampling, block_size, sampler=None):
     """ValueError for a sampling of single coordinates on chunked data (module docstring:
     one read of the data per block step); a named sampling is checked before any pass."""
     if not problem.is_chunked:
         return
-    single = sampler.max_size == 1 if sampler is not None else \
-        isinstance(sampling, str) and sampling in ("uniform", "importance", "importance-sqrt")
+    if sampler is not None:
+        single = sampler.max_size == 1
+    else:
+        single = isinstance(sampling, str) and (
+            sampling in ("uniform", "importance", "importance-sqrt")
+            or (sampling == "nice" and block_size == 1))
     if single:
         raise ValueError(f"sampling={sampling!r} updates one coordinate per step; on chunked data "
                          f"every step is one pass over the data (p passes per pass of DP-RBCD): "
@@ -567,11 +571,11 @@ def fit_dp_rbcd(problem, *, epsilon, delta, rng, sampling="uniform", block_size=
     p, n = problem.dim, problem.n_samples
     if isinstance(sampling, str):
         check_choice(sampling, "sampling", SAMPLINGS)
-    check_chunked_blocks(problem, sampling)
+    check_chunked_blocks(problem, sampling, block_size)
     M = coordinate_smoothness(problem, smoothness)
     sampler = make_sampler(sampling, p, smoothness=M, block_size=block_size,
                            probabilities=probabilities)
-    check_chunked_blocks(problem, sampling, sampler)
+    check_chunked_blocks(problem, sampling, block_size, sampler)
     clips = coordinate_clips(M, clip)
     omega = _resolve_omega(problem, omega, sampler)
     ends = pass_ends(sampler, p, passes)
