@@ -342,6 +342,20 @@ def test_sparse_chunks_with_duplicates_and_explicit_zeros_are_canonicalised(clie
     np.testing.assert_allclose(got.w, ref.w, rtol=0, atol=TOL)
 
 
+def test_sparse_chunk_design_and_row_norms_with_empty_rows():
+    from dpopt.distributed import _csr_design, _row_sq_norms
+
+    X, _ = sparse_data("squared", seed=3, density=0.15)
+    X = sp.csr_matrix(X[:60].multiply(np.arange(60)[:, None] % 7 != 0))  # rows 0, 7, ... empty
+    X = sp.vstack([X, sp.csr_matrix((2, P))], format="csr")  # and the last two
+    assert np.diff(X.indptr)[[0, -1]].tolist() == [0, 0]
+    design = _csr_design(X.tocoo(), True)
+    np.testing.assert_array_equal(design.toarray(), np.hstack([X.toarray(), np.ones((62, 1))]))
+    assert design.has_canonical_format
+    for Z in (X, design):
+        np.testing.assert_allclose(_row_sq_norms(Z), (Z.toarray() ** 2).sum(axis=1), rtol=1e-15)
+
+
 def test_estimator_takes_a_dask_array_of_sparse_chunks(client):
     X, y = sparse_data("logistic", seed=6)
     opts = {"passes": 3, "smoothness": 0.5, "clip": 0.7}

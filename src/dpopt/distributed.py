@@ -262,12 +262,13 @@ def _with_ones_column(Xc):
     """Canonical CSR ``[Xc, 1]``: each row gets one last entry, 1 in column p (a few vector
     operations; ``scipy.sparse.hstack`` takes ~4x longer than the whole gradient)."""
     m, p = Xc.shape
-    indptr = Xc.indptr.astype(np.int64) + np.arange(m + 1)
+    index = Xc.indptr.dtype if Xc.nnz + m < np.iinfo(np.int32).max else np.int64  # scipy's
+    indptr = Xc.indptr.astype(index) + np.arange(m + 1, dtype=index)
     last = indptr[1:] - 1
     kept = np.ones(indptr[-1], dtype=bool)
     kept[last] = False
     data = np.empty(indptr[-1])
-    indices = np.empty(indptr[-1], dtype=np.int64)
+    indices = np.empty(indptr[-1], dtype=index)
     data[kept], indices[kept] = Xc.data, Xc.indices
     data[last], indices[last] = 1.0, p
     return sp.csr_matrix((data, indices, indptr), shape=(m, p + 1))
