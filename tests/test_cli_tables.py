@@ -229,3 +229,25 @@ def test_light_commands_import_no_heavy_module(argv):
         assert "'numpy'" not in subprocess.run(
             [sys.executable, "-c", code.replace(repr(HEAVY), repr(("numpy",)))],
             capture_output=True, text=True, timeout=120).stdout
+
+
+def test_absolute_loss_takes_the_default_path_and_train_metrics_use_the_released_model(
+        tmp_path, capsys):
+    """A loss without an estimator gets the same private default path (it used to run dp-cd
+    on the raw columns, whose iterates overflowed); --train-metrics evaluates the released
+    model (raw units, features through its feature map), not the solver's scaled vector."""
+    rng = np.random.default_rng(2)
+    X = rng.uniform(0, 100, size=(3000, 2))
+    y = 0.5 * X[:, 0] - 0.2 * X[:, 1] + 10 + rng.laplace(size=3000)
+    path = _write(tmp_path / "lad.csv", "a,b,y", np.column_stack([X, y]).round(4).tolist())
+    code, out, err = run(["fit", path, "--loss", "absolute", "--epsilon", "1", "--seed", "0",
+                          "--train-metrics", "--out", tmp_path / "m.json"], capsys)
+    assert code == 0, err
+    assert "default path (solver='auto' -> dp-cd)" in out and "end to end" in out
+    model = json.loads((tmp_path / "m.json").read_text())
+    assert model["feature_map"] is not None
+    objective = float(out.split("training objective F(w) = ")[1].split()[0])
+    baseline = np.mean(np.abs(y - np.median(y)))
+    assert objective < 0.5 * baseline
+    code, out, err = run(["fit", path, "--loss", "absolute", "--epsilon", "inf"], capsys)
+    assert code == 2 and "--epsilon inf" in err

@@ -208,6 +208,28 @@ class AutoFit:
     target: TargetScaling | None
     plan: dict = field(default_factory=dict)
 
+    def raw_model(self) -> tuple[np.ndarray, float]:
+        """``(coef, intercept)`` in the raw units of X and y (post-processing)."""
+        coef, intercept = self.scaling.unscale(np.asarray(self.result.coef, float),
+                                               float(self.result.intercept))
+        if self.target is not None:  # y = center + half_width * (scaled model)
+            coef = self.target.half_width * coef
+            intercept = self.target.center + self.target.half_width * intercept
+        return coef, intercept
+
+    def report(self, name) -> str:
+        """One line: the mechanism chosen, the privacy of the whole pipeline and its mu split."""
+        from dpopt.solvers._base import chunked_note
+
+        plan, r = self.plan, self.result
+        if plan.get("unlearnable"):
+            return f"{name} (solver='auto'): nothing released. {plan['reason']}"
+        shares = ", ".join(f"{k} mu={v:.3g}" for k, v in plan["mu_shares"].items())
+        return (f"{name} (solver='auto' -> {plan['solver']}): ({r.epsilon:.4g}, {r.delta:.3g})-DP "
+                f"under {r.adjacency} adjacency, end to end (scaling included), accountant "
+                f"{r.accountant}; Gaussian-DP mu={plan['mu']:.4g} split as "
+                f"{shares}{chunked_note(r.params)}")
+
 
 # --------------------------------------------------------------------------- the table
 

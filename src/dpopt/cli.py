@@ -329,7 +329,8 @@ def cmd_fit(args):
     The fit goes through the scikit-learn estimator of ``--loss`` / ``--penalty``
     (``_ESTIMATORS``) with its default settings; only the options given on the command line
     are passed (``--solver``, ``--option``, ``--alpha``, ...). Combinations without an
-    estimator (the absolute loss, Huber with l1 / elastic net) use :func:`dpopt.solve`.
+    estimator (the absolute loss, Huber with l1 / elastic net) take the same default path
+    (:func:`dpopt.auto.fit_default`), or :func:`dpopt.solve` with ``--solver``.
     """
     options = dict(args.option or [])
     _check_fit_arguments(args, options)
@@ -441,6 +442,7 @@ def _fit(args, options, X, y):
              auto.scaling.to_dict() if auto is not None else None)
     return {"result": estimator.fit_result_, "loss": loss, "penalty": (penalty, penalty_kwargs),
             "model": model, "report": estimator.privacy_report(),
+            "prepare": auto.scaling.prepare if auto is not None else None,
             "fit_intercept": estimator.fit_intercept, "solver": estimator.solver,
             "how": f"{kind}({_format_params(estimator.get_params(), params)})",
             "options": options}
@@ -474,9 +476,11 @@ def _fit_with_solve(args, options, X, y):
         kwargs["alpha"] = args.alpha if args.alpha is not None else 0.0
     if penalty == "elastic_net":
         kwargs["l1_ratio"] = 0.5 if args.l1_ratio is None else args.l1_ratio
+    if args.solver is None:
+        return _fit_default(args, X, y, loss, penalty, kwargs)
     problem = dpopt.Problem(X, y, loss=loss, penalty=penalty, fit_intercept=not args.no_intercept,
                             **kwargs)
-    solver = args.solver or "dp-cd"
+    solver = args.solver
     with _naming_the_option(options):
         result = dpopt.solve(problem, solver, epsilon=args.epsilon, delta=args.delta,
                              random_state=args.seed, **options)
@@ -484,6 +488,30 @@ def _fit_with_solve(args, options, X, y):
             "fit_intercept": problem.fit_intercept, "solver": solver,
             "how": f"dpopt.solve(solver={solver!r}) (no estimator for loss={args.loss}, "
                    f"penalty={penalty})", "options": options}
+
+
+def _fit_default(args, X, y, loss, penalty, kwargs):
+    """The estimators' default path (:func:`dpopt.auto.fit_default`) for a loss and penalty
+    without an estimator: private scaling, then the mechanism of ``auto.choose_solver``."""
+    import math
+
+    from dpopt._validation import check_random_state, default_delta
+    from dpopt.auto import fit_default
+
+    if math.isinf(args.epsilon):
+        raise ValueError("--epsilon inf: the default path's scaling is private; pass --solver "
+                         "for a non-private fit")
+    delta = default_delta(X.shape[0]) if args.delta is None else args.delta
+    auto = fit_default(X, y, loss=loss, penalty=penalty, penalty_kwargs=kwargs,
+                       fit_intercept=not args.no_intercept, epsilon=args.epsilon, delta=delta,
+                       rng=check_random_state(args.seed), regression=True)
+    coef, intercept = auto.raw_model()
+    return {"result": auto.result, "loss": loss, "penalty": (penalty, kwargs),
+            "model": (coef, float(intercept), auto.scaling.to_dict()),
+            "prepare": auto.scaling.prepare, "report":
+            auto.report("default path"), "fit_intercept": not args.no_intercept,
+            "solver": "auto", "options": {},
+            "how": f"dpopt.auto.fit_default (no estimator for loss={args.loss}, penalty={penalty})"}
 
 
 def _report(args, data, fitted, classes, caught):
@@ -543,9 +571,14 @@ def _report(args, data, fitted, classes, caught):
     for msg in leaks:
         print(f"PrivacyLeakWarning: {msg}")
     if args.train_metrics:
-        problem = dpopt.Problem(data["X"], _train_target(data, classes, args), loss=info.loss,
-                                penalty=info.penalty, fit_intercept=info.fit_intercept)
-        print(f"training objective F(w) = {problem.objective(result.w):.6g} "
+        # the released model in raw units, on the features as predict sees them (the default
+        # path's feature map clips them to the private bounds)
+        prepare = fitted.get("prepare") or (lambda X: X)
+        problem = dpopt.Problem(prepare(data["X"]), _train_target(data, classes, args),
+                                loss=info.loss, penalty=info.penalty,
+                                fit_intercept=info.fit_intercept)
+        w = np.append(coef, model["intercept"]) if info.fit_intercept else np.asarray(coef)
+        print(f"training objective F(w) = {problem.objective(w):.6g} "
               f"(computed on the private data: NOT private)")
     if args.out:
         print(f"model written to {args.out}")

@@ -80,7 +80,6 @@ from dpopt.distributed import is_chunked_input
 from dpopt.exceptions import PrivacyLeakWarning
 from dpopt.problem import Problem
 from dpopt.solvers import get_solver, solve
-from dpopt.solvers._base import chunked_note
 
 __all__ = ["DPLogisticRegression", "DPLinearRegression", "DPLasso", "DPElasticNet",
            "DPHuberRegressor"]
@@ -213,11 +212,7 @@ class _DPLinearModel(BaseEstimator):
         self._surface(caught, stacklevel=5)
         self.auto_ = auto
         self._set_fitted(auto.result)
-        coef, intercept = auto.scaling.unscale(np.asarray(auto.result.coef, float),
-                                               float(auto.result.intercept))
-        if auto.target is not None:  # y = center + half_width * (scaled model)
-            coef, intercept = auto.target.half_width * coef, \
-                auto.target.center + auto.target.half_width * intercept
+        coef, intercept = auto.raw_model()
         self.coef_ = coef.reshape(self.coef_.shape)
         self.intercept_ = (np.array([intercept]) if np.ndim(self.intercept_) else
                            float(intercept))
@@ -271,18 +266,10 @@ class _DPLinearModel(BaseEstimator):
     def privacy_report(self) -> str:
         """The privacy of the fitted model: one line, plus what leaked, if anything."""
         check_is_fitted(self, "coef_")
-        r = self.fit_result_
         if getattr(self, "auto_", None) is not None:
-            plan = self.auto_.plan
-            if plan.get("unlearnable"):
-                return f"{type(self).__name__} (solver='auto'): nothing released. {plan['reason']}"
-            shares = ", ".join(f"{k} mu={v:.3g}" for k, v in plan["mu_shares"].items())
-            line = (f"{type(self).__name__} (solver='auto' -> {plan['solver']}): "
-                    f"({r.epsilon:.4g}, {r.delta:.3g})-DP under {r.adjacency} adjacency, "
-                    f"end to end (scaling included), accountant {r.accountant}; "
-                    f"Gaussian-DP mu={plan['mu']:.4g} split as {shares}{chunked_note(r.params)}")
+            line = self.auto_.report(type(self).__name__)
         else:
-            line = r.privacy_report()
+            line = self.fit_result_.privacy_report()
         if self.privacy_leaks_:
             line = "NOT end-to-end private: " + " | ".join(self.privacy_leaks_) + "\n" + line
         return line
