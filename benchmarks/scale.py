@@ -20,6 +20,11 @@ per worker, far below the largest data) runs the chunk tasks. For every size it 
 * ``peak MB``: the largest resident set of any worker process during the out-of-core
   measurements (workers restarted before them), next to the size of one chunk.
 
+With ``--sparse-density D`` it measures sparse data instead, in memory only: a CSR matrix with
+round(D p) non-zeros per row (N(0, 1) values, uniform columns), the in-memory DP-GD step
+(``full_gradient`` on a sparse Problem) against the Dask step on the same rows persisted on the
+workers as CSR chunks (:mod:`dpopt.distributed`'s sparse path), with and without intercept.
+
 The machine is shared and has 2 cores: timings are noisy; the best of ``--repeats`` is kept.
 """
 
@@ -173,6 +178,61 @@ def in_memory(client, row, px, py, w, args):
     row["dask_over_numpy_adassp"] = row["dask_adassp_s"] / row["numpy_adassp_s"]
 
 
+def sparse_rows(n, p, density, seed=0):
+    """CSR n x p with round(density p) N(0, 1) values per row in uniform columns (built
+    directly: scipy.sparse.random draws from all n p positions)."""
+    import scipy.sparse as sp
+
+    rng = np.random.default_rng(seed)
+    k = max(1, round(density * p))
+    indptr = np.arange(n + 1, dtype=np.int64) * k
+    X = sp.csr_matrix((rng.standard_normal(n * k), rng.integers(0, p, n * k), indptr),
+                      shape=(n, p))
+    X.sum_duplicates()
+    return X, np.asarray(X @ rng.standard_normal(p)).ravel() + 0.1 * rng.standard_normal(n)
+
+
+def measure_sparse(client, n, args):
+    """In-memory DP-GD step vs the Dask step on persisted CSR chunks (module docstring)."""
+    import dask.array as da
+
+    X, y = sparse_rows(n, args.features, args.sparse_density)
+    row = {"n": n, "p": args.features, "nnz": X.nnz, "chunk_rows": args.chunk_rows}
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Sending large graph")
+        Xd = da.from_array(X, chunks=(args.chunk_rows, -1), asarray=False).persist()
+        yd = da.from_array(y, chunks=args.chunk_rows).persist()
+    for intercept in (False, True):
+        key = "intercept" if intercept else "plain"
+        row[f"numpy_{key}_s"], row[f"dask_{key}_s"] = sparse_steps(X, y, Xd, yd, intercept,
+                                                                   args.repeats)
+    row["n_chunks"] = len(Xd.chunks[0])
+    return row
+
+
+def sparse_steps(X, y, Xd, yd, intercept, repeats):
+    """(in-memory step, Dask step) in seconds, best of ``repeats``."""
+    from dpopt.kernels.grad import full_gradient
+
+    problem = Problem(X, y, fit_intercept=intercept)
+    chunked = ChunkedProblem(Xd, yd, fit_intercept=intercept, validate=False)
+    w = np.random.default_rng(1).standard_normal(problem.dim) * 0.1
+    data = (problem.X_rows, problem.y, problem.loss.code, problem.loss.param, w)  # the row copy
+    full_gradient(*data, clip=1.0, row_norms=problem.row_norms)  # compilation, once
+    chunked.gradient_sum(w, clip=1.0)
+    return (best_of(repeats, lambda: full_gradient(*data, clip=1.0, row_norms=problem.row_norms)),
+            best_of(repeats, lambda: chunked.gradient_sum(w, clip=1.0)))
+
+
+def show_sparse(row):
+    print(f"n={row['n']:.3g} x {row['p']} sparse ({row['nnz']:.3g} non-zeros, {row['n_chunks']} "
+          f"CSR chunks of {row['chunk_rows']} rows, persisted)", flush=True)
+    for key in ("plain", "intercept"):
+        numpy_s, dask_s = row[f"numpy_{key}_s"], row[f"dask_{key}_s"]
+        print(f"  {key:9s}: NumPy step {numpy_s:.4f} s, Dask step {dask_s:.4f} s "
+              f"(ratio {dask_s / numpy_s:.2f})", flush=True)
+
+
 def show(row):
     out = [f"n={row['n']:.3g} x {row['p']}  ({row['gb_on_disk']:.2f} GB float32, "
            f"{row['n_chunks']} chunks of {row['chunk_rows']} rows; generated in "
@@ -208,6 +268,8 @@ def main(argv=None):
     ap.add_argument("--warm", action="store_true", help="keep the page cache between steps")
     ap.add_argument("--dir", default=None, help="where the data files go (default: a temp dir)")
     ap.add_argument("--json", default=None, help="also write the rows to this file")
+    ap.add_argument("--sparse-density", type=float, default=None,
+                    help="measure sparse CSR data of this density instead, in memory only")
     args = ap.parse_args(argv)
     sizes = [int(float(s)) for s in args.sizes.split(",")]
 
@@ -222,6 +284,10 @@ def main(argv=None):
             print(f"LocalCluster: {args.workers} worker processes x {args.threads} thread(s), memory limit "
                   f"{args.memory_limit} each; files in {workdir}", flush=True)
             for n in sizes:
+                if args.sparse_density is not None:
+                    rows.append(measure_sparse(client, n, args))
+                    show_sparse(rows[-1])
+                    continue
                 row = measure_size(client, n, args, workdir)
                 rows.append(row)
                 show(row)

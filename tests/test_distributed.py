@@ -38,21 +38,38 @@ def chunked(X, y, rows, **kw):
     return ChunkedProblem(da.from_array(X, chunks=(rows, 3)), da.from_array(y), **kw)
 
 
+def sparse_data(loss, seed=0, density=0.4):
+    rng = np.random.default_rng(seed)
+    X = sp.csr_matrix(sp.random(N, P, density=density, format="csr", random_state=seed,
+                                 data_rvs=rng.standard_normal).multiply(np.linspace(0.5, 2.0, P)))
+    y = X @ rng.standard_normal(P) + 0.3 * rng.standard_normal(N)
+    return X, (np.where(y > 0, 1.0, -1.0) if loss == "logistic" else y)
+
+
+def sparse_chunked(X, y, rows, **kw):
+    """A Dask array whose chunks are CSR matrices (columns chunked too, merged on entry)."""
+    Xd = da.from_array(X, chunks=(rows, 3), asarray=False)
+    assert sp.issparse(Xd._meta)
+    return ChunkedProblem(Xd, da.from_array(y), **kw)
+
+
 GD_OPTIONS = [{"smoothness": 2.0, "clip": 0.7},
               {"smoothness": np.full(P + 1, 0.8), "clipping": "coordinate", "step_rule": "eso",
                "clip": 0.7, "output": "random"}]
 
 
+@pytest.mark.parametrize("sparse", [False, True], ids=["dense", "sparse"])
 @pytest.mark.parametrize("loss", ["squared", "logistic"])
 @pytest.mark.parametrize("options", GD_OPTIONS)
-def test_dp_gd_chunked_equals_in_memory(client, loss, options):
-    X, y = data(loss)
+def test_dp_gd_chunked_equals_in_memory(client, loss, options, sparse):
+    X, y = (sparse_data if sparse else data)(loss)
     kw = dict(loss=loss, penalty="l1", alpha=0.01, fit_intercept=True)
     ref = dpopt.solve(dpopt.Problem(X, y, **kw), "dp-gd", epsilon=1.0, random_state=7, passes=6,
                       **options)
-    for rows in CHUNKINGS:
-        got = dpopt.solve(chunked(X, y, rows, **kw), "dp-gd", epsilon=1.0, random_state=7,
-                          passes=6, **options)
+    for rows in CHUNKINGS[1:3] if sparse else CHUNKINGS:  # (the sparse path is chunk-blind too)
+        problem = (sparse_chunked if sparse else chunked)(X, y, rows, **kw)
+        assert problem.is_sparse == sparse == problem.describe()["sparse"]
+        got = dpopt.solve(problem, "dp-gd", epsilon=1.0, random_state=7, passes=6, **options)
         np.testing.assert_allclose(got.w, ref.w, rtol=0, atol=TOL)
         np.testing.assert_allclose(got.checkpoints, ref.checkpoints, rtol=0, atol=TOL)
         assert (got.epsilon, got.delta, got.mechanisms) == (ref.epsilon, ref.delta, ref.mechanisms)
@@ -235,15 +252,19 @@ def test_solvers_that_do_not_take_chunked_data_say_which_do(client):
     problem = chunked(X, y, 500)
     with pytest.raises(ValueError, match=r"dp-cd.*one cluster-wide reduction per coordinate"):
         dpopt.solve(problem, "dp-cd", epsilon=1.0)
-    with pytest.raises(ValueError, match=r"\['adassp', 'dp-gd', 'dp-sgd', 'objective-perturbation'\]"):
+    with pytest.raises(ValueError, match=r"\['adassp', 'dp-gd', 'dp-rbcd', 'dp-sgd', "
+                                         r"'objective-perturbation'\]"):
         dpopt.solve(problem, "dp-svrg", epsilon=1.0)
-    assert distributed.distributed_solvers() == ["adassp", "dp-gd", "dp-sgd",
+    assert distributed.distributed_solvers() == ["adassp", "dp-gd", "dp-rbcd", "dp-sgd",
                                                  "objective-perturbation"]
 
 
 @pytest.mark.parametrize("bad, match", [
     (lambda X, y: (np.where(np.arange(N)[:, None] == 1200, np.nan, X), y), "NaN"),
-    (lambda X, y: (da.from_array(X, chunks=400).map_blocks(sp.csr_matrix), y), "sparse chunks"),
+    (lambda X, y: (da.from_array(X, chunks=400).map_blocks(np.ma.masked_array), y),
+     "NumPy or scipy.sparse chunks"),
+    (lambda X, y: (da.from_array(sp.csr_matrix(np.where(np.arange(N)[:, None] == 900, np.inf, X)),
+                                 chunks=(400, P), asarray=False), y), "NaN or infinity"),
     (lambda X, y: (X, y[:-1]), "inconsistent numbers of samples"),
     (lambda X, y: (X[:, 0], y), "2-dimensional"),
     (lambda X, y: (X, np.where(y > 0, 1.0, 0.0)), r"\{-1, \+1\}"),
@@ -257,7 +278,7 @@ def test_bad_chunked_input_is_refused(bad, match):
 
 
 def test_zarr_array_on_disk_equals_in_memory(tmp_path):
-    zarr = pytest.importorskip("zarr")  # optional: not part of the dask extra
+    zarr = pytest.importorskip("zarr")  # the dask extra: installed by .ci/run
     X, y = data("squared", seed=9)
     store = zarr.create_array(str(tmp_path / "X.zarr"), shape=X.shape, chunks=(400, P),
                               dtype="f8")
@@ -267,4 +288,192 @@ def test_zarr_array_on_disk_equals_in_memory(tmp_path):
     problem = ChunkedProblem(tmp_path / "X.zarr", y)
     assert problem.n_chunks == 4
     got = dpopt.solve(problem, "dp-gd", epsilon=1.0, random_state=0, passes=3, smoothness=2.0)
+    np.testing.assert_allclose(got.w, ref.w, rtol=0, atol=TOL)
+
+
+# ---------------------------------------------------------------------------
+# sparse chunks
+
+
+def test_sparse_chunks_adassp_dp_sgd_and_data_dependent_constants(client):
+    X, y = sparse_data("squared", seed=2)
+    kw = dict(penalty="l2", alpha=0.05, fit_intercept=True)
+    opts = dict(row_bound=1.5, target_bound=2.0)  # some rows and targets are clipped
+    ref = dpopt.solve(dpopt.Problem(X, y, **kw), "adassp", epsilon=0.5, random_state=2, **opts)
+    for rows in (400, 1100):
+        got = dpopt.solve(ChunkedProblem(X, y, chunk_rows=rows, **kw), "adassp", epsilon=0.5,
+                          random_state=2, **opts)
+        np.testing.assert_allclose(got.w, ref.w, rtol=0, atol=TOL)
+    # dp-sgd's batches depend on the seed and the row index only: sparse chunks = dense chunks
+    sgd = dict(passes=2, batch_size=300, clip=0.5, smoothness=0.5)
+    dense = dpopt.solve(chunked(X.toarray(), y, 500, **kw), "dp-sgd", epsilon=1.0,
+                        random_state=4, **sgd)
+    sparse = dpopt.solve(sparse_chunked(X, y, 377, **kw), "dp-sgd", epsilon=1.0, random_state=4,
+                         **sgd)
+    np.testing.assert_allclose(sparse.w, dense.w, rtol=0, atol=TOL)
+    assert not np.allclose(dense.w, 0.0)
+    # the non-private constants, computed chunk by chunk, are the in-memory Problem's
+    problem, memory = sparse_chunked(X, y, 500, **kw), dpopt.Problem(X, y, **kw)
+    np.testing.assert_allclose(problem.coordinate_smoothness(), memory.coordinate_smoothness(),
+                               rtol=1e-12)
+    assert problem.global_smoothness() == pytest.approx(memory.global_smoothness(), rel=1e-12)
+    assert problem.max_row_nnz() == int(np.diff(memory.X_csr.indptr).max())
+    assert problem.objective(ref.w) == pytest.approx(memory.objective(ref.w), rel=1e-12)
+
+
+def test_sparse_chunks_with_duplicates_and_explicit_zeros_are_canonicalised(client):
+    X, y = sparse_data("squared", seed=4, density=0.3)
+    coo = X.tocoo()  # each entry split in two halves, plus stored zeros
+    messy = sp.coo_matrix((np.concatenate([coo.data / 2, coo.data / 2, np.zeros(5)]),
+                           (np.concatenate([coo.row, coo.row, np.arange(5)]),
+                            np.concatenate([coo.col, coo.col, np.zeros(5, int)]))),
+                          shape=X.shape).tocsr()
+    assert messy.nnz > X.nnz
+    Xd = da.from_array(messy, chunks=(400, P), asarray=False)
+    with pytest.warns(dpopt.PrivacyLeakWarning):  # omega is read from the (sparse) data
+        ref = dpopt.solve(dpopt.Problem(X, y), "dp-rbcd", epsilon=1.0, random_state=1,
+                          sampling="nice", block_size=3, passes=3, clip=0.5,
+                          smoothness=np.full(P, 0.8))
+    with pytest.warns(dpopt.PrivacyLeakWarning):
+        got = dpopt.solve(ChunkedProblem(Xd, y), "dp-rbcd", epsilon=1.0, random_state=1,
+                          sampling="nice", block_size=3, passes=3, clip=0.5,
+                          smoothness=np.full(P, 0.8))
+    assert got.params["omega"] == ref.params["omega"]
+    np.testing.assert_allclose(got.w, ref.w, rtol=0, atol=TOL)
+
+
+def test_sparse_chunk_design_and_row_norms_with_empty_rows():
+    from dpopt.distributed import _csr_design, _row_sq_norms
+
+    X, _ = sparse_data("squared", seed=3, density=0.15)
+    X = sp.csr_matrix(X[:60].multiply(np.arange(60)[:, None] % 7 != 0))  # rows 0, 7, ... empty
+    X = sp.vstack([X, sp.csr_matrix((2, P))], format="csr")  # and the last two
+    assert np.diff(X.indptr)[[0, -1]].tolist() == [0, 0]
+    design = _csr_design(X.tocoo(), True)
+    np.testing.assert_array_equal(design.toarray(), np.hstack([X.toarray(), np.ones((62, 1))]))
+    assert design.has_canonical_format
+    for Z in (X, design):
+        np.testing.assert_allclose(_row_sq_norms(Z), (Z.toarray() ** 2).sum(axis=1), rtol=1e-15)
+
+
+def test_estimator_takes_a_dask_array_of_sparse_chunks(client):
+    X, y = sparse_data("logistic", seed=6)
+    opts = {"passes": 3, "smoothness": 0.5, "clip": 0.7}
+    ref = dpopt.DPLogisticRegression(epsilon=1.0, alpha=0.01, solver="dp-gd", solver_options=opts,
+                                     random_state=0).fit(X, y)
+    got = dpopt.DPLogisticRegression(epsilon=1.0, alpha=0.01, solver="dp-gd", solver_options=opts,
+                                     random_state=0).fit(da.from_array(X, chunks=(400, P),
+                                                                       asarray=False),
+                                                         da.from_array(y, chunks=400))
+    np.testing.assert_allclose(got.coef_, ref.coef_, rtol=0, atol=TOL)
+    np.testing.assert_array_equal(got.predict(X), ref.predict(X))
+    assert got.epsilon_spent_ == ref.epsilon_spent_
+
+
+# ---------------------------------------------------------------------------
+# dp-rbcd
+
+
+RBCD_OPTIONS = [{"sampling": "nice", "block_size": 3},
+                {"sampling": "bernoulli", "block_size": 2.5, "block_smoothness": "max"},
+                {"sampling": "full"}]
+
+
+@pytest.mark.parametrize("sparse", [False, True], ids=["dense", "sparse"])
+@pytest.mark.parametrize("options", RBCD_OPTIONS)
+def test_dp_rbcd_chunked_equals_in_memory(client, options, sparse):
+    X, y = (sparse_data if sparse else data)("logistic", seed=1)
+    kw = dict(loss="logistic", penalty="l1", alpha=0.01, fit_intercept=True)
+    opts = dict(options, passes=3, clip=0.7, smoothness=np.full(P + 1, 0.4), omega=P + 1)
+    ref = dpopt.solve(dpopt.Problem(X, y, **kw), "dp-rbcd", epsilon=1.0, random_state=3, **opts)
+    for rows in CHUNKINGS[1:3]:
+        problem = (sparse_chunked if sparse else chunked)(X, y, rows, **kw)
+        got = dpopt.solve(problem, "dp-rbcd", epsilon=1.0, random_state=3, **opts)
+        np.testing.assert_allclose(got.w, ref.w, rtol=0, atol=TOL)
+        np.testing.assert_allclose(got.checkpoints, ref.checkpoints, rtol=0, atol=TOL)
+        assert (got.epsilon, got.mechanisms, got.n_iter) == (ref.epsilon, ref.mechanisms,
+                                                             ref.n_iter)
+        assert got.params["coordinate_updates"] == ref.params["coordinate_updates"]
+    assert not np.allclose(ref.w, 0.0)
+
+
+def test_dp_rbcd_exact_smoothness_on_chunks_warns_and_matches(client):
+    X, y = data("squared", seed=2)
+    with pytest.warns(dpopt.PrivacyLeakWarning):
+        ref = dpopt.solve(dpopt.Problem(X, y), "dp-rbcd", epsilon=1.0, random_state=5,
+                          sampling="nice", block_size=4, passes=4)
+    with pytest.warns(dpopt.PrivacyLeakWarning):
+        got = dpopt.solve(chunked(X, y, 400), "dp-rbcd", epsilon=1.0, random_state=5,
+                          sampling="nice", block_size=4, passes=4)
+    np.testing.assert_allclose(got.w, ref.w, rtol=0, atol=TOL)
+
+
+@pytest.mark.parametrize("options", [{}, {"sampling": "importance"},
+                                     {"sampling": "nice", "block_size": 1}])
+def test_dp_rbcd_refuses_single_coordinates_on_chunks(options):
+    X, y = data("squared")
+    never_read = da.from_array(X, chunks=(500, P)).map_blocks(_fail_if_read, dtype=float)
+    problem = ChunkedProblem(never_read, y, validate=False)
+    with pytest.raises(ValueError, match="one coordinate per step.*large blocks"):
+        dpopt.solve(problem, "dp-rbcd", epsilon=1.0, **options)  # "exact" M_j: not computed
+    with pytest.raises(ValueError, match="one coordinate per step"):
+        dpopt.solve(problem, "dp-rbcd", epsilon=1.0, smoothness=np.ones(P), **options)
+
+
+class _OneCoordinate:
+    """A user sampler of single coordinates."""
+
+    max_size = 1
+
+    def marginals(self):
+        return np.full(P, 1.0 / P)
+
+    def draw(self, rng):
+        return rng.integers(0, P, size=1)
+
+
+def test_dp_rbcd_refuses_a_user_sampler_of_single_coordinates_on_chunks():
+    X, y = data("squared")
+    never_read = da.from_array(X, chunks=(500, P)).map_blocks(_fail_if_read, dtype=float)
+    with pytest.raises(ValueError, match="one coordinate per step"):
+        dpopt.solve(ChunkedProblem(never_read, y, validate=False), "dp-rbcd", epsilon=1.0,
+                    sampling=_OneCoordinate(), smoothness=np.ones(P))
+
+
+def _fail_if_read(block):
+    raise AssertionError("the data was read")
+
+
+# ---------------------------------------------------------------------------
+# a worker process killed mid-fit
+
+
+def test_a_worker_process_killed_mid_fit_changes_nothing(tmp_path, monkeypatch):
+    """Two worker processes under nannies; a chunk task of the second step SIGKILLs its own
+    worker process. The scheduler reruns the lost work (on the survivor, or on the process
+    the nanny starts meanwhile) and the fit is bit for bit the undisturbed one."""
+    import functools
+    import os
+
+    import dask
+
+    from _worker_kill import gradient_killing_its_worker_once
+
+    X, y = data("squared", seed=12)
+    opts = dict(passes=4, smoothness=2.0, clip=0.7)
+    ref = dpopt.solve(dpopt.Problem(X, y), "dp-gd", epsilon=1.0, random_state=6, **opts)
+    problem = chunked(X, y, 250)
+    with dask.config.set(scheduler="sync"):  # the same graph, hence the same order of additions
+        undisturbed = dpopt.solve(problem, "dp-gd", epsilon=1.0, random_state=6, **opts)
+    flag = tmp_path / "killed"
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                      dashboard_address=":0") as cluster, Client(cluster) as c:
+        pids = set(c.run(os.getpid).values())
+        monkeypatch.setattr(distributed, "_chunk_gradient",
+                            functools.partial(gradient_killing_its_worker_once, flag=str(flag)))
+        got = dpopt.solve(problem, "dp-gd", epsilon=1.0, random_state=6, **opts)
+        # the flag is written just before the SIGKILL: a worker process died during the fit
+        assert int(flag.read_text()) in pids
+    np.testing.assert_array_equal(got.w, undisturbed.w)
+    np.testing.assert_array_equal(got.checkpoints, undisturbed.checkpoints)
     np.testing.assert_allclose(got.w, ref.w, rtol=0, atol=TOL)

@@ -172,6 +172,46 @@ def test_objective_perturbation_chunked_row_bound_from_data_warns():
     np.testing.assert_allclose(got.w, ref.w, rtol=0, atol=2 * ref.params["tolerance"])
 
 
+def sparse_raw_data(seed=7):
+    """Sparse features of different scales (no offsets: sparse data is not centred)."""
+    import scipy.sparse as sp
+
+    rng = np.random.default_rng(seed)
+    X = sp.random(N, P, density=0.5, format="csr", random_state=seed,
+                  data_rvs=rng.standard_normal).multiply(np.array([0.5, 3.0, 20.0, 1.0]))
+    X = sp.csr_matrix(X)
+    y = 3.0 + X @ np.array([1.0, -0.5, 0.05, 2.0]) + 0.5 * rng.standard_normal(N)
+    return X, y
+
+
+@on_cluster
+@pytest.mark.parametrize("estimator, classify, atol", [
+    (dpopt.DPLinearRegression, False, TOL), (dpopt.DPLogisticRegression, True, OP_TOL)])
+def test_auto_on_sparse_chunks_equals_in_memory_sparse(estimator, classify, atol):
+    X, y = sparse_raw_data()
+    target = np.where(y > np.median(y), 1, 0) if classify else y
+    ref = estimator(epsilon=1.0, random_state=4).fit(X, target)
+    got = estimator(epsilon=1.0, random_state=4).fit(
+        da.from_array(X, chunks=(400, P), asarray=False), da.from_array(target, chunks=400))
+    assert_same_release(ref, got, atol)
+    assert "feature_means" not in got.auto_.plan["mu_shares"]  # sparse: no centring, as in memory
+    assert got.fit_result_.params["data"]["sparse"]
+    assert not np.allclose(ref.coef_, 0.0)
+
+
+@on_cluster
+def test_objective_perturbation_on_sparse_chunks_equals_in_memory_sparse():
+    X, y = sparse_raw_data(seed=8)
+    labels = np.where(y > np.median(y), 1.0, -1.0)
+    kw = dict(loss="logistic", penalty="l2", alpha=0.01, fit_intercept=True)
+    opts = dict(epsilon=1.0, delta=1e-6, random_state=3, row_bound=5.0)  # some rows clipped
+    ref = dpopt.solve(dpopt.Problem(X, labels, **kw), "objective-perturbation", **opts)
+    got = dpopt.solve(ChunkedProblem(da.from_array(X, chunks=(377, P), asarray=False), labels,
+                                     **kw), "objective-perturbation", **opts)
+    np.testing.assert_allclose(got.w, ref.w, rtol=0, atol=2 * ref.params["tolerance"])
+    assert got.mechanisms == ref.mechanisms
+
+
 # ---------------------------------------------------------------------------- the routing
 
 

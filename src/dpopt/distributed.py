@@ -22,16 +22,28 @@ draws the noise from the fit's own Generator and updates the model:
   reduction per step, each task touching only its sampled rows.
 * adassp: the clipped sufficient statistics (X^T X, X^T y, n) of the chunk
   (:func:`dpopt.solvers.adassp.sufficient_statistics`); one pass, one reduction.
+* dp-rbcd: per block step S, the |S| entries on S of the coordinate-clipped gradient sum at
+  w (``coordinates=S``); one pass and one reduction of an |S|-vector per block step, so it
+  suits large blocks only (singleton samplings are refused: that is DP-CD, p passes per pass).
 
 Why the result equals the in-memory fit. The released quantities are the same functions of
 the data: the sum of the per-chunk sums is the sum over all rows (up to the rounding of a
 different order of additions, ~1e-16 relative), and the noise is drawn on the client, once,
 in the in-memory solver's order, from the same Generator. So at a fixed seed a chunked dp-gd
-or adassp fit equals the in-memory one to rounding, whatever the chunking, the number of
-workers or the retries of failed tasks (tasks are pure functions of their chunk).
+adassp or dp-rbcd fit equals the in-memory one to rounding, whatever the chunking, the number
+of workers or the retries of failed tasks (tasks are pure functions of their chunk).
 
-Sparse chunks are not supported yet (a clear ValueError); the dense kernels take float32 and
-float64 chunks as they are.
+Chunk types. Dense chunks (float32 or float64) go to the fused kernel as they are, no copy.
+Chunks that are ``scipy.sparse`` matrices (any format; a Dask array whose ``_meta`` is sparse,
+e.g. ``da.from_array(X_csr, chunks=(rows, -1), asarray=False)``, or an in-memory sparse
+matrix given to :class:`ChunkedProblem`) are made canonical float64 CSR in the task (a copy,
+with the intercept's column, unless the chunk is already canonical float64 CSR without
+intercept) and go to the CSR row kernel of the in-memory solvers
+(:func:`dpopt.kernels.grad._rows_gradient_csr`), with the same row norms as the in-memory
+sparse :class:`~dpopt.Problem`: the chunked sparse fit equals the in-memory sparse fit. The
+work of a sparse task is proportional to the chunk's non-zeros. ``is_sparse`` is True for
+them, and omega (the most non-zeros in a row, for ESO steps) is read chunk by chunk with the
+in-memory solvers' warning. Other chunk types raise a ValueError.
 
 The dp-sgd sampler. The in-memory dp-sgd draws the batches of a pass from the fit's
 Generator as one Bernoulli process over (record, step) slots, which needs the row count
@@ -69,8 +81,9 @@ import math
 import os
 
 import numpy as np
+import scipy.sparse as sp
 
-from dpopt.kernels.grad import chunk_gradient_sum
+from dpopt.kernels.grad import _rows_gradient_csr, chunk_gradient_sum
 from dpopt.problem.losses import get_loss
 from dpopt.problem.penalties import get_penalty
 from dpopt.problem.problem import _NUMERIC_KINDS, Problem, _check_magnitude
@@ -115,7 +128,7 @@ def _read_npy_block(path, block_info=None):
 def _rows_per_chunk(p, chunk_rows):
     if chunk_rows is not None:
         return chunk_rows
-    return max(1, DEFAULT_CHUNK_BYTES // (8 * max(p, 1)))
+    return max(1, int(DEFAULT_CHUNK_BYTES // (8 * max(p, 1))))
 
 
 def _npy_array(path, chunk_rows):
@@ -179,6 +192,10 @@ def _as_dask(X, y, chunk_rows):
             X = _npy_array(X.filename, chunk_rows)  # each task maps its own rows
         else:
             X = da.from_array(np.asarray(X), chunks=(_rows_per_chunk(X.shape[-1], chunk_rows), -1))
+    elif sp.issparse(X):
+        per_row = -(-X.nnz // max(X.shape[0], 1)) * 12 / 8  # CSR: 12 bytes per stored value
+        X = da.from_array(sp.csr_matrix(X), chunks=(_rows_per_chunk(per_row, chunk_rows), -1),
+                          asarray=False)
     if _is_frame(X):
         X, y = _frame_features(X, y)
     if isinstance(y, (str, os.PathLike)):
@@ -212,18 +229,94 @@ def _is_series(obj):
 
 
 def _design(xb, fit_intercept):
-    """The chunk as a C-ordered float64 array, with the intercept's column of ones."""
+    """The chunk as a C-ordered float64 array, with the intercept's column of ones (a sparse
+    chunk densified: :func:`_native_design` keeps it sparse)."""
     m, p = xb.shape
     out = np.empty((m, p + int(fit_intercept)))
-    out[:, :p] = xb
+    out[:, :p] = xb.toarray() if sp.issparse(xb) else xb
     if fit_intercept:
         out[:, p] = 1.0
     return out
 
 
-def _chunk_gradient(xb, yb, *, w, loss, fit_intercept, clip, clips):
-    return chunk_gradient_sum(xb, yb[:, 0], w, loss.code, loss.param, clip=clip, clips=clips,
-                              fit_intercept=fit_intercept)[None, :]
+def _native_design(xb, fit_intercept):
+    """The chunk's design rows in the chunk's kind: :func:`_csr_design` for a sparse chunk,
+    else :func:`_design`."""
+    return _csr_design(xb, fit_intercept) if sp.issparse(xb) else _design(xb, fit_intercept)
+
+
+def _csr_design(xb, fit_intercept):
+    """A sparse chunk as canonical float64 CSR (duplicates summed, indices sorted), with the
+    intercept's column of ones: these rows of the in-memory sparse Problem's design. Read
+    only: a chunk already in that form without intercept is returned as it is, else the copy
+    is the task's own (tasks are pure functions of their chunk and never modify it)."""
+    if (sp.isspmatrix_csr(xb) and xb.dtype == np.float64 and xb.has_canonical_format
+            and not fit_intercept):
+        return xb
+    Xc = sp.csr_matrix(xb, dtype=np.float64, copy=True)
+    Xc.sum_duplicates()
+    return _with_ones_column(Xc) if fit_intercept else Xc
+
+
+def _with_ones_column(Xc):
+    """Canonical CSR ``[Xc, 1]``: each row gets one last entry, 1 in column p (a few vector
+    operations; ``scipy.sparse.hstack`` takes ~4x longer than the whole gradient)."""
+    m, p = Xc.shape
+    index = Xc.indptr.dtype if Xc.nnz + m < np.iinfo(np.int32).max else np.int64  # scipy's
+    indptr = Xc.indptr.astype(index) + np.arange(m + 1, dtype=index)
+    last = indptr[1:] - 1
+    kept = np.ones(indptr[-1], dtype=bool)
+    kept[last] = False
+    data = np.empty(indptr[-1])
+    indices = np.empty(indptr[-1], dtype=index)
+    data[kept], indices[kept] = Xc.data, Xc.indices
+    data[last], indices[last] = 1.0, p
+    return sp.csr_matrix((data, indices, indptr), shape=(m, p + 1))
+
+
+def _features(xb):
+    """The chunk's features in float64 (canonical CSR for a sparse chunk), no intercept."""
+    return _csr_design(xb, False) if sp.issparse(xb) else np.asarray(xb, dtype=np.float64)
+
+
+def _gradient_sum(xb, y, w, loss, rows, *, clip, clips, fit_intercept):
+    """Sum over ``rows`` (default all) of the chunk's clipped per-sample gradients at ``w``.
+    Dense chunks: :func:`~dpopt.kernels.grad.chunk_gradient_sum` on the chunk as stored. Sparse
+    chunks: the CSR row kernel of the in-memory solvers on the chunk's design rows, with the
+    same row norms (intercept included) as :attr:`dpopt.Problem.row_norms`."""
+    if not sp.issparse(xb):
+        return chunk_gradient_sum(xb, y, w, loss.code, loss.param, rows, clip=clip, clips=clips,
+                                  fit_intercept=fit_intercept)
+    if rows is not None:  # a sampled batch: only its rows are copied and normed
+        xb, y = sp.csr_matrix(xb)[rows], np.asarray(y)[rows]
+    Xc = _csr_design(xb, fit_intercept)
+    rows = np.arange(Xc.shape[0], dtype=np.int64)
+    l2mode = clip is not None
+    norms = np.sqrt(_row_sq_norms(Xc)) if l2mode else np.zeros(0)
+    g = np.zeros(Xc.shape[1])
+    _rows_gradient_csr(Xc.data, Xc.indices, Xc.indptr, np.ascontiguousarray(y, dtype=np.float64),
+                       w, loss.code, loss.param, rows, l2mode, float(clip) if l2mode else 0.0,
+                       np.zeros(0) if l2mode else clips, norms, g)
+    return g
+
+
+def _row_sq_norms(X):
+    """||x_i||^2 of every row (dense: adassp's; CSR: sums of the squared stored values between
+    the row pointers, no product matrix)."""
+    if sp.issparse(X):
+        starts = X.indptr[:-1]
+        out = np.add.reduceat(np.append(X.data * X.data, 0.0), starts)
+        out[starts == X.indptr[1:]] = 0.0  # empty rows (reduceat gives the next row's first value)
+        return out
+    from dpopt.solvers.adassp import _row_sq_norms
+
+    return _row_sq_norms(X)
+
+
+def _chunk_gradient(xb, yb, *, w, loss, fit_intercept, clip, clips, coordinates=None):
+    g = _gradient_sum(xb, yb[:, 0], w, loss, None, clip=clip, clips=clips,
+                      fit_intercept=fit_intercept)
+    return (g if coordinates is None else g[coordinates])[None, :]
 
 
 def poisson_rows(entropy, step, rate, start, stop, n):
@@ -248,39 +341,57 @@ def _chunk_sampled_gradient(xb, yb, *, w, loss, fit_intercept, clip, entropy, st
                             block_info=None):
     start, stop = block_info[0]["array-location"][0]
     local = poisson_rows(entropy, step, rate, start, stop, n) - start
-    return chunk_gradient_sum(xb, yb[:, 0], w, loss.code, loss.param, local, clip=clip,
-                              fit_intercept=fit_intercept)[None, :]
+    return _gradient_sum(xb, yb[:, 0], w, loss, local, clip=clip, clips=None,
+                         fit_intercept=fit_intercept)[None, :]
 
 
 def _chunk_statistics(xb, yb, *, row_bound, target_bound, fit_intercept):
     from dpopt.solvers.adassp import sufficient_statistics
 
-    xtx, xty, m = sufficient_statistics(np.asarray(xb, dtype=np.float64), yb[:, 0], row_bound,
-                                        target_bound, fit_intercept)
+    xtx, xty, m = sufficient_statistics(_features(xb), yb[:, 0], row_bound, target_bound,
+                                        fit_intercept)
     return np.concatenate([xtx.ravel(), xty, [m]])[None, :]
 
 
 def _chunk_gram(xb, yb, *, fit_intercept):
     """Gram matrix of the chunk's rows, intercept column included (flattened)."""
-    Xd = _design(xb, fit_intercept)
-    return (Xd.T @ Xd).ravel()[None, :]
+    Xd = _native_design(xb, fit_intercept)
+    gram = Xd.T @ Xd
+    return (gram.toarray() if sp.issparse(gram) else gram).ravel()[None, :]
+
+
+def _chunk_column_sq_norms(xb, yb, *, fit_intercept):
+    """||X[:, j]||^2 over the chunk's rows, intercept column included."""
+    Xd = _native_design(xb, fit_intercept)
+    if sp.issparse(Xd):
+        return np.asarray(Xd.multiply(Xd).sum(axis=0), dtype=np.float64).reshape(1, -1)
+    return np.einsum("ij,ij->j", Xd, Xd)[None, :]
 
 
 def _chunk_maxima(xb, yb):
     """(max squared row norm of the features, max |y|) of the chunk."""
-    X = np.asarray(xb, dtype=np.float64)
-    sq = np.einsum("ij,ij->i", X, X)
+    sq = _row_sq_norms(_features(xb))
     return np.array([[sq.max(initial=0.0), np.abs(yb).max(initial=0.0)]])
 
 
+def _chunk_max_row_nnz(xb, yb, *, fit_intercept):
+    """The largest number of non-zeros in a design row of the (sparse) chunk."""
+    Xc = _csr_design(xb, fit_intercept)
+    m = Xc.shape[0]
+    stored_zeros = np.repeat(np.arange(m), np.diff(Xc.indptr))[Xc.data == 0.0]
+    counts = np.diff(Xc.indptr) - np.bincount(stored_zeros, minlength=m)
+    return np.array([[counts.max(initial=0)]], dtype=np.float64)
+
+
 def _chunk_loss(xb, yb, *, w, loss, fit_intercept):
-    z = _design(xb, fit_intercept) @ w
+    z = np.asarray(_native_design(xb, fit_intercept) @ w).ravel()
     return np.array([[float(np.sum(loss.value(z, yb[:, 0])))]])
 
 
 def _chunk_check(xb, yb, *, loss):
-    """Problem's checks on one chunk (raises ValueError in the task, re-raised by compute)."""
-    x = np.asarray(xb, dtype=np.float64)
+    """Problem's checks on one chunk (raises ValueError in the task, re-raised by compute);
+    a sparse chunk's stored values are checked."""
+    x = _features(xb).data if sp.issparse(xb) else np.asarray(xb, dtype=np.float64)
     y = np.asarray(yb[:, 0], dtype=np.float64)
     if not np.all(np.isfinite(x)):
         raise ValueError("X contains NaN or infinity")
@@ -334,6 +445,7 @@ class ChunkedProblem:
         self.fit_intercept = bool(fit_intercept)
         self.X, self.y = self._align(*_as_dask(X, y, chunk_rows), chunk_rows)
         self.n_samples, self.n_features = (int(s) for s in self.X.shape)
+        self.is_sparse = sp.issparse(self.X._meta)
         self.dim = self.n_features + int(self.fit_intercept)
         self.penalty = get_penalty(penalty, alpha, **penalty_kwargs).for_dimension(
             self.dim, unpenalized_last=self.fit_intercept)
@@ -349,10 +461,11 @@ class ChunkedProblem:
                              "(e.g. DataFrame.to_dask_array(lengths=True))")
         if X.dtype.kind not in _NUMERIC_KINDS:
             raise ValueError(f"X must have a numeric dtype (bool, int, float), got {X.dtype}")
-        if type(getattr(X, "_meta", np.empty(0))) is not np.ndarray:
-            raise ValueError(f"X must have dense NumPy chunks, got {type(X._meta).__name__} "
-                             f"chunks (sparse chunks are not supported yet: densify them, e.g. "
-                             f"X.map_blocks(lambda b: b.toarray()))")
+        meta = getattr(X, "_meta", np.empty(0))
+        if type(meta) is not np.ndarray and not sp.issparse(meta):
+            raise ValueError(f"X must have NumPy or scipy.sparse chunks, got "
+                             f"{type(meta).__name__} chunks (convert them, e.g. "
+                             f"X.map_blocks(scipy.sparse.csr_matrix))")
         if X.shape[0] < 1 or X.shape[1] < 1:
             raise ValueError(f"X must have at least one sample and one feature, got shape "
                              f"{X.shape}")
@@ -394,14 +507,16 @@ class ChunkedProblem:
         return np.asarray(parts.max(axis=0, split_every=SPLIT_EVERY).compute(retries=self.retries))
 
     # -- what the solvers use --------------------------------------------------------
-    def gradient_sum(self, w, *, clip=None, clips=None):
-        """Sum over all rows of the clipped per-sample gradients at ``w`` (one pass)."""
+    def gradient_sum(self, w, *, clip=None, clips=None, coordinates=None):
+        """Sum over all rows of the clipped per-sample gradients at ``w`` (one pass); only
+        its entries ``coordinates`` (int64 indices) when given, the size of the reduction."""
         if (clip is None) == (clips is None):
             raise ValueError("give exactly one of clip (L2) or clips (coordinate-wise)")
         clips = None if clips is None else np.ascontiguousarray(clips, dtype=np.float64)
-        return self._reduce(_chunk_gradient, self.dim, w=np.ascontiguousarray(w, dtype=np.float64),
+        width = self.dim if coordinates is None else len(coordinates)
+        return self._reduce(_chunk_gradient, width, w=np.ascontiguousarray(w, dtype=np.float64),
                             loss=self.loss, fit_intercept=self.fit_intercept, clip=clip,
-                            clips=clips)
+                            clips=clips, coordinates=coordinates)
 
     def sampled_gradient_sum(self, w, *, clip, entropy, step, rate):
         """Sum of the L2-clipped per-sample gradients over the Poisson batch of ``step``
@@ -437,10 +552,18 @@ class ChunkedProblem:
 
     def coordinate_smoothness(self) -> np.ndarray:
         """M_j = c ||X[:, j]||^2 / n (non-private; one pass)."""
-        return self.loss.curvature * np.diag(self._gram).copy() / self.n_samples
+        norms = self._reduce(_chunk_column_sq_norms, self.dim, fit_intercept=self.fit_intercept)
+        return self.loss.curvature * norms / self.n_samples
+
+    def max_row_nnz(self) -> int:
+        """omega: the most non-zeros in a design row (non-private; one pass when sparse)."""
+        if not self.is_sparse:
+            return self.dim
+        return int(self._max(_chunk_max_row_nnz, 1, fit_intercept=self.fit_intercept)[0])
 
     def global_smoothness(self) -> float:
-        """beta = c ||X||_2^2 / n (non-private; one pass, from the Gram matrix)."""
+        """beta = c ||X||_2^2 / n (non-private; one pass, from the d x d Gram matrix, which
+        every chunk task forms: for a large d give ``smoothness`` instead)."""
         top = max(float(np.linalg.eigvalsh(self._gram)[-1]), 0.0)
         return self.loss.curvature * top / self.n_samples
 
@@ -460,7 +583,7 @@ class ChunkedProblem:
 
     def describe(self) -> dict:
         """What a FitResult records about the data layout (public: shapes and chunking)."""
-        return {"layout": "chunked", "n_chunks": self.n_chunks,
+        return {"layout": "chunked", "n_chunks": self.n_chunks, "sparse": self.is_sparse,
                 "chunk_rows": [int(c) for c in sorted(set(self.X.chunks[0]))][:8],
                 "accounting": "single-machine, unchanged: the same noisy quantities are "
                               "released as by the in-memory solver"}
@@ -493,7 +616,7 @@ def check_distributed(spec):
     if spec.family in ("dp-cd", "dp-gcd"):
         msg += (f". {spec.name} updates one coordinate per step, which on chunked data costs one "
                 f"cluster-wide reduction per coordinate: use dp-gd (one reduction of the full "
-                f"gradient per step), or a block method such as dp-rbcd with large blocks "
-                f"(not yet declared distributed)")
+                f"gradient per step), or dp-rbcd with large blocks (sampling='nice' or "
+                f"'bernoulli' with a large block_size: one reduction per block)")
     raise ValueError(msg)
 

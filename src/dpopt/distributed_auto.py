@@ -47,8 +47,10 @@ partial sums to the client, which releases only noised quantities.
 from __future__ import annotations
 
 import numpy as np
+import scipy.sparse as sp
 
 from dpopt.auto import _row_norms, noisy_means, row_bound_from_counts, row_norm_edges
+from dpopt.distributed import _features
 from dpopt.preprocessing._bounds import (
     DEFAULT_GRID,
     feature_histograms,
@@ -63,7 +65,8 @@ from dpopt.privacy import quantile_counts
 
 def _chunk_feature_counts(xb, yb, *, grid):
     """Exact counts of every feature of the chunk on the public grid, flattened."""
-    X = np.asarray(xb, dtype=np.float64)
+    X = _features(xb)
+    X = X.tocsc() if sp.issparse(X) else X  # sparse: the implicit zeros counted, not stored
     return feature_histograms(X, range(X.shape[1]), grid).ravel()[None, :]
 
 
@@ -74,17 +77,18 @@ def _chunk_target_counts(xb, yb, *, grid):
 
 def _chunk_scaled_sums(xb, yb, *, scaling):
     """Column sums of the chunk after the (public) scaling."""
-    return scaling.transform(np.asarray(xb, dtype=np.float64)).sum(axis=0)[None, :]
+    return np.asarray(scaling.transform(_features(xb)).sum(axis=0)).reshape(1, -1)
 
 
 def _chunk_row_norm_counts(xb, yb, *, scaling, edges):
     """Counts of the scaled rows' norms of the chunk on the public edges."""
-    norms = _row_norms(scaling.transform(np.asarray(xb, dtype=np.float64)))
+    norms = _row_norms(scaling.transform(_features(xb)))
     return quantile_counts(norms, edges).astype(np.float64)[None, :]
 
 
 def _scale_block(xb, scaling):
-    return scaling.transform(np.asarray(xb, dtype=np.float64))
+    """The scaled chunk (a sparse chunk stays sparse: its scaling has no offset)."""
+    return scaling.transform(_features(xb))
 
 
 # ---------------------------------------------------------------------------
@@ -97,10 +101,9 @@ class ChunkedData:
     :class:`dpopt.auto.InMemoryData`."""
 
     chunked = True
-    sparse = False  # ChunkedProblem takes dense chunks only
-
     def __init__(self, problem):
         self.raw = problem
+        self.sparse = problem.is_sparse  # scipy.sparse chunks: no centring, as in memory
         self.shape = (problem.n_samples, problem.n_features)
 
     @classmethod
@@ -141,7 +144,8 @@ class ChunkedData:
         validated: no second pass)."""
         from dpopt.distributed import ChunkedProblem
 
-        X = self.raw.X.map_blocks(_scale_block, scaling, dtype=np.float64)
+        meta = sp.csr_matrix((0, 0)) if self.sparse else np.empty((0, 0))
+        X = self.raw.X.map_blocks(_scale_block, scaling, dtype=np.float64, meta=meta)
         y = self.raw.y if target is None else \
             self.raw.y.map_blocks(target.transform, dtype=np.float64)
         return ChunkedProblem(X, y, validate=False, retries=self.raw.retries, **kwargs)

@@ -92,6 +92,19 @@ fused gradient and prox (margins X w recomputed after each full step): it
 reproduces ``dpopt.solve(pb, "dp-gd", clipping="coordinate", step_rule="eso", ...)``
 bit for bit.
 
+Chunked data
+------------
+On a :class:`dpopt.distributed.ChunkedProblem` (row-chunked Dask or on-disk data) each
+non-empty block step is one pass over the chunks: every chunk task computes the margins of
+its rows at w and returns the sums of its clipped per-sample gradient entries on S, Dask
+adds them in a tree (one reduction of an |S|-vector), and the client adds the noise and
+takes the prox step of :func:`~dpopt.kernels.block.block_steps` (:func:`chunked_block_steps`).
+The sampler's draws, the noise and the accounting are the in-memory ones, in the same
+order, so at a fixed seed the chunked fit equals the in-memory fit up to rounding (the
+in-memory solver updates its margins incrementally, the chunks recompute them). The cost is
+one read of the data per block step, so it pays only with large blocks: a pass is p / E|S|
+reads. Samplings of single coordinates (DP-CD's p reads per pass) are refused on chunked data.
+
 Not from the paper: the prox (post-processing, not covered by its rates), the
 clipping (the paper assumes Lipschitz losses), the last iterate as output (the
 paper averages inner iterates with restarts; DP-CD in this library returns the
@@ -109,6 +122,7 @@ from dpopt._validation import check_choice, check_positive_int, check_scalar
 from dpopt.kernels.block import block_steps
 from dpopt.kernels.cd import cd_steps
 from dpopt.kernels.grad import full_gradient
+from dpopt.kernels.prox import prox_vector
 from dpopt.privacy import Gaussian, calibrate_gaussian
 from dpopt.solvers._base import Checkpoints, Option, make_result, one_of, register_solver
 from dpopt.solvers._common import (
@@ -460,6 +474,41 @@ def block_clip_norms(indptr, indices, clips, clip):
     return norms
 
 
+def check_chunked_blocks(problem, sampling, block_size, sampler=None):
+    """ValueError for a sampling of single coordinates on chunked data (module docstring:
+    one read of the data per block step); a named sampling is checked before any pass."""
+    if not problem.is_chunked:
+        return
+    if sampler is not None:
+        single = sampler.max_size == 1
+    else:
+        single = isinstance(sampling, str) and (
+            sampling in ("uniform", "importance", "importance-sqrt")
+            or (sampling == "nice" and block_size == 1))
+    if single:
+        raise ValueError(f"sampling={sampling!r} updates one coordinate per step; on chunked data "
+                         f"every step is one pass over the data (p passes per pass of DP-RBCD): "
+                         f"use large blocks (sampling='nice' or 'bernoulli' with a large "
+                         f"block_size, or 'full'), or dp-gd")
+
+
+def chunked_block_steps(problem, w, indptr, indices, noise, sigma, scale, step, M, clips):
+    """The block steps of one pass on a ChunkedProblem, in place on ``w`` (arguments as for
+    :func:`~dpopt.kernels.block.block_steps`): per non-empty block S, one reduction of the
+    |S| clipped gradient sums at w, then the same noise, steps and prox on the client."""
+    pen = problem.penalty
+    for k in range(indptr.shape[0] - 1):
+        block = indices[indptr[k]:indptr[k + 1]]
+        if block.size == 0:
+            continue
+        g = problem.gradient_sum(w, clips=clips, coordinates=block) / problem.n_samples \
+            + sigma[k] * noise[indptr[k]:indptr[k + 1]]
+        gam = np.zeros(block.size)
+        np.divide(step, scale[k] * M[block], out=gam, where=M[block] > 0)
+        w[block] = prox_vector(w[block] - gam * g, gam, pen.l1[block], pen.l2[block],
+                               pen.lo[block], pen.up[block])
+
+
 def _resolve_omega(problem, omega, sampler):
     if omega is not None:
         return check_positive_int(omega, "omega")
@@ -485,7 +534,8 @@ OPTIONS = (
 
 @register_solver("dp-rbcd", description="DP random block coordinate descent with arbitrary "
                  "sampling (DP-SkGD, Maranjyan et al.), coordinate-wise clipping", family="dp-rbcd",
-                 options=OPTIONS, run_length="passes", audit={"passes": 10})
+                 options=OPTIONS, run_length="passes", audit={"passes": 10},
+                 distributed=True)
 def fit_dp_rbcd(problem, *, epsilon, delta, rng, sampling="uniform", block_size=None,
                 probabilities=None, passes=10, step=1.0, clip=1.0, smoothness="exact",
                 block_smoothness="size", omega=None, accountant="exact", checkpoint_every=1):
@@ -522,9 +572,11 @@ def fit_dp_rbcd(problem, *, epsilon, delta, rng, sampling="uniform", block_size=
     p, n = problem.dim, problem.n_samples
     if isinstance(sampling, str):
         check_choice(sampling, "sampling", SAMPLINGS)
+    check_chunked_blocks(problem, sampling, block_size)
     M = coordinate_smoothness(problem, smoothness)
     sampler = make_sampler(sampling, p, smoothness=M, block_size=block_size,
                            probabilities=probabilities)
+    check_chunked_blocks(problem, sampling, block_size, sampler)
     clips = coordinate_clips(M, clip)
     omega = _resolve_omega(problem, omega, sampler)
     ends = pass_ends(sampler, p, passes)
@@ -534,7 +586,7 @@ def fit_dp_rbcd(problem, *, epsilon, delta, rng, sampling="uniform", block_size=
     fixed_scale = float(min(sampler.max_size, omega))
 
     w = problem.zeros()
-    z, work = problem.margins(w), None
+    z, work = (None, None) if problem.is_chunked else (problem.margins(w), None)
     ck = Checkpoints()
     ck.record(w, 0)
     n_empty = n_updates = 0
@@ -553,9 +605,12 @@ def fit_dp_rbcd(problem, *, epsilon, delta, rng, sampling="uniform", block_size=
             scale = np.minimum(sizes, omega).astype(np.float64)
         else:
             scale = np.full(k, fixed_scale)
-        full = sizes == p
-        z, work = _run_pass(problem, z, w, indptr, indices, noise, sigma, scale, ~full, step,
-                            M, clips, work)
+        if problem.is_chunked:
+            chunked_block_steps(problem, w, indptr, indices, noise, sigma, scale, step, M, clips)
+        else:
+            full = sizes == p
+            z, work = _run_pass(problem, z, w, indptr, indices, noise, sigma, scale, ~full,
+                                step, M, clips, work)
         n_empty += int(np.count_nonzero(sizes == 0))
         n_updates += int(indptr[-1])
         if t % checkpoint_every == 0 or t == passes:
