@@ -1,9 +1,10 @@
 """Numba kernels: the loops every solver shares.
 
-All kernels are ``nogil`` and ``cache=True``. Dense matrices are Fortran
-ordered (a column is contiguous); sparse ones are given as the three CSC (or
-CSR) arrays ``data, indices, indptr``. Losses are selected by an integer code
-(see :mod:`dpopt.kernels.losses`) so a single compiled kernel serves them all.
+All kernels are ``nogil`` and ``cache=True``. Dense matrices are Fortran ordered for the
+column kernels (a column is contiguous) and C ordered for the row kernels; sparse ones reach
+the compiled loops as the three CSC (or CSR) arrays ``data, indices, indptr``. Losses are
+selected by an integer code (see :mod:`dpopt.kernels.losses`) so a single compiled kernel
+serves them all.
 
 Raw arrays only. Nothing here knows :class:`dpopt.Problem`, its loss and penalty objects
 or its caches; nothing here imports from the rest of dpopt. Every entry point takes the
