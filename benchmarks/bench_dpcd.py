@@ -39,7 +39,6 @@ from threadpoolctl import threadpool_limits
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 import dpopt  # noqa: E402
-from dpopt.kernels.grad import row_layout  # noqa: E402
 
 
 def cpu_min(func, repeats):
@@ -126,7 +125,7 @@ def dense_rows(n, p, repeats):
                        smoothness=sq.global_smoothness())
     # DP-GD reads a row-major copy of X: time X.T @ v on that copy too (same memory, same
     # cache state) and keep the faster of the two references
-    Xr = row_layout(sq)
+    Xr = sq.X_rows
     t_xtv = min(t_xtv, cpu_min(lambda: Xr.T @ v, repeats), cpu_min(lambda: X.T @ v, repeats))
     name = f"dense {n}x{p}"
     print(f"\n{name}: X.T@v {t_xtv * 1e3:.2f} ms (fastest layout), np.exp over n*p "

@@ -160,8 +160,10 @@ def in_memory(client, row, px, py, w, args):
     X = np.load(px).astype(np.float64)
     y = np.load(py)
     problem = Problem(X, y)
-    full_gradient(problem, w, clip=1.0)  # the row-major copy and compilation, once
-    row["numpy_step_s"] = best_of(args.repeats, lambda: full_gradient(problem, w, clip=1.0))
+    data = (problem.X_rows, problem.y, problem.loss.code, problem.loss.param, w)  # the row copy
+    full_gradient(*data, clip=1.0, row_norms=problem.row_norms)  # compilation, once
+    row["numpy_step_s"] = best_of(args.repeats, lambda: full_gradient(
+        *data, clip=1.0, row_norms=problem.row_norms))
     row["numpy_adassp_s"] = best_of(args.repeats,
                                     lambda: sufficient_statistics(X, y, 2.0, 5.0, False))
     with warnings.catch_warnings():  # the data goes to the workers once, in the graph
@@ -215,9 +217,10 @@ def sparse_steps(X, y, Xd, yd, intercept, repeats):
     problem = Problem(X, y, fit_intercept=intercept)
     chunked = ChunkedProblem(Xd, yd, fit_intercept=intercept, validate=False)
     w = np.random.default_rng(1).standard_normal(problem.dim) * 0.1
-    full_gradient(problem, w, clip=1.0)  # the row-major copy and compilation, once
+    data = (problem.X_rows, problem.y, problem.loss.code, problem.loss.param, w)  # the row copy
+    full_gradient(*data, clip=1.0, row_norms=problem.row_norms)  # compilation, once
     chunked.gradient_sum(w, clip=1.0)
-    return (best_of(repeats, lambda: full_gradient(problem, w, clip=1.0)),
+    return (best_of(repeats, lambda: full_gradient(*data, clip=1.0, row_norms=problem.row_norms)),
             best_of(repeats, lambda: chunked.gradient_sum(w, clip=1.0)))
 
 

@@ -404,6 +404,6 @@ noise_spec("dp-cd", {"passes": 10, "step": 0.7, "clip": 2.0, "smoothness": M_PUB
     coordinate_noise)
 noise_spec("dp-cd", {"passes": 1, "step": 1.0, "clip": 1.0, "smoothness": M_PUBLIC[:1]})(
     coordinate_noise)  # p = 1: a single noise draw
-# cd_steps(problem, z, w, coords, noise, step, clip, sigma[, acc, weights])
-clip_off("dp-cd")(unclipping(dp_cd, cd_steps=(6,), cd_steps_accumulate=(6,)))
+# cd_steps(work, w, coords, noise, step, clip, sigma[, acc, weights])
+clip_off("dp-cd")(unclipping(dp_cd, cd_steps=(5,), cd_steps_accumulate=(5,)))
 one_step("dp-cd", passes=1, smoothness=np.ones(1))  # p = 1: one coordinate step

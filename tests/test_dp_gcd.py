@@ -243,8 +243,9 @@ def test_fused_gradient_matches_reference_kernel(loss, sparse):
     z = rng.standard_normal(300) * 3
     clips = rng.uniform(0.01, 1.0, 43)
     clips[:3] = np.inf
-    np.testing.assert_allclose(clipped_gradient(problem, z, clips),
-                               coordclip_gradient(problem, z, clips), rtol=1e-12, atol=1e-15)
+    data = (problem.X, problem.y, problem.loss.code, problem.loss.param)
+    np.testing.assert_allclose(clipped_gradient(*data, z, clips),
+                               coordclip_gradient(*data, z, clips), rtol=1e-12, atol=1e-15)
 
 
 def test_threaded_dense_kernel_gives_the_same_bits():
@@ -288,8 +289,9 @@ def _selection_freq(problem, selection, accountant, epsilon, delta, draws, seed)
     M = np.ones(2)  # public smoothness constants (equal on D and D')
     st = setup_dp_gcd(problem, epsilon, delta, 1, 1.0, 1.0, "gs-l", selection, accountant, 0.5, M)
     w = problem.zeros()
-    scores = st.scores(clipped_gradient(problem, problem.margins(w), st.clips), w,
-                       problem.penalty)
+    g = clipped_gradient(problem.X, problem.y, problem.loss.code, problem.loss.param,
+                         problem.margins(w), st.clips)
+    scores = st.scores(g, w, problem.penalty)
     rng = np.random.default_rng(seed)
     hits = sum(st.select(scores, rng) == 0 for _ in range(draws))
     return hits / draws, scores, st
@@ -514,5 +516,5 @@ def zero_gradient_noise(problem, o, res):
     return coordinate_noise(problem, o, res, steps=o["passes"])
 
 
-# clipped_gradient_from_derivs(problem, d, clips)
+# clipped_gradient_from_derivs(X, d, clips)
 clip_off("dp-gcd")(unclipping(dp_gcd, clipped_gradient_from_derivs=(2,)))

@@ -326,7 +326,8 @@ def dp_sgd_noise(problem, o, res):
 noise_spec("dp-sgd", {"passes": 2, "step": 0.3, "clip": 1.0, "smoothness": 2.0, "batch_size": 5,
                       "adjacency": "add-remove"})(dp_sgd_noise)
 clip_off("dp-gd")(unclipping(dp_gd, full_gradient=("clip", "clips")))
-# sgd_steps(problem, w, rows, bounds, noise, gamma, clip, sigma, batch_size)
-clip_off("dp-sgd")(unclipping(dp_sgd, sgd_steps=(6,)))
+# sgd_steps(X_rows, y, row_norms, loss_code, loss_param, prox, w, rows, bounds, noise, gamma,
+#           clip, sigma, batch_size)
+clip_off("dp-sgd")(unclipping(dp_sgd, sgd_steps=(11,)))
 one_step("dp-gd", passes=1, smoothness=1.0)
 one_step("dp-sgd", passes=1, smoothness=1.0, batch_size=30)  # q = 1

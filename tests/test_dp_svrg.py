@@ -467,10 +467,12 @@ def accmd_zero_gradient_noise(problem, o, res):
                       / o["smoothness"]), NORMAL)]
 
 
-# svrg_steps(problem, Xrows, w, snap_weights, snap_grad, starts, idx, noise, inv_b, scale,
-#            eta, clip, wsum); the snapshot gradient: l2clip_weights(problem, z, clip)
-clip_off("dp-svrg")(unclipping(dp_svrg, svrg_steps=(11,), l2clip_weights=(2,)))
-clip_off("dp-accmd")(unclipping(dp_accmd, l2clip_gradient=(2,)))
+# svrg_steps(X_rows, y, row_norms, loss_code, loss_param, prox, w, snap_weights, snap_grad,
+#            starts, idx, noise, inv_b, scale, eta, clip, wsum);
+# l2clip_weights(y, row_norms, loss_code, loss_param, z, clip);
+# l2clip_gradient(X, y, row_norms, loss_code, loss_param, z, clip)
+clip_off("dp-svrg")(unclipping(dp_svrg, svrg_steps=(15,), l2clip_weights=(5,)))
+clip_off("dp-accmd")(unclipping(dp_accmd, l2clip_gradient=(6,)))
 _SVRG_CANCELS = (
     "the canary's clipped gradient is the same at the iterate and at the snapshot, so it "
     "cancels in the variance-reduced sampled term and only enters through the full-gradient "

@@ -1,24 +1,22 @@
 """Kernels behind DP-CD, DP-GD and DP-SGD: vectorized exp, dense == sparse, fused == plain."""
 
+import warnings
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
 
 import dpopt
-from dpopt.kernels.cd import (
-    CDWork,
-    cd_steps,
-    cd_steps_accumulate,
-    cd_steps_dense,
-    cd_steps_sparse,
-)
+from dpopt.kernels.cd import CDWork, cd_steps, cd_steps_accumulate, cd_steps_once
 from dpopt.kernels.grad import (
     coordclip_gradient,
     full_gradient,
     l2clip_gradient,
-    row_layout,
+    l2clip_weights,
     rows_gradient,
 )
+from dpopt.kernels.losses import LOGISTIC, SQUARED
+from dpopt.kernels.prox import ProxArrays
 from dpopt.kernels.sgd import sgd_steps
 from dpopt.kernels.vecmath import vexp_array
 
@@ -38,6 +36,20 @@ def _pair(loss, penalty, n=80, p=7, seed=0, density=0.4):
     dense = dpopt.Problem(X, y, loss=loss, penalty=penalty, **kw)
     sparse = dpopt.Problem(sp.csc_matrix(X), y, loss=loss, penalty=penalty, **kw)
     return dense, sparse
+
+
+def _columns(prob):
+    """The column kernels' data arguments: X (Fortran / CSC), y, loss code and parameter."""
+    return prob.X, prob.y, prob.loss.code, prob.loss.param
+
+
+def _rows(prob):
+    """The row kernels' data arguments: X (C order / CSR), y, loss code and parameter."""
+    return prob.X_rows, prob.y, prob.loss.code, prob.loss.param
+
+
+def _work(prob, z):
+    return CDWork(*_columns(prob), prob.penalty.arrays, z)
 
 
 def test_vexp_accuracy():
@@ -62,8 +74,10 @@ def test_dense_and_sparse_cd_agree(loss, penalty):
     zd, zs = dense.margins(wd), sparse.margins(ws)
     for _ in range(20):
         coords, noise = rng.integers(0, p, p), rng.standard_normal(p)
-        cd_steps(dense, zd, wd, coords, noise, step, clip, sigma)
-        cd_steps(sparse, zs, ws, coords, noise, step, clip, sigma)
+        cd_steps_once(*_columns(dense), dense.penalty.arrays, zd, wd, coords, noise, step, clip,
+                      sigma)
+        cd_steps_once(*_columns(sparse), sparse.penalty.arrays, zs, ws, coords, noise, step,
+                      clip, sigma)
     scale = max(1.0, np.abs(wd).max())
     assert np.abs(wd - ws).max() <= 1e-12 * scale
     assert np.abs(zd - zs).max() <= 1e-12 * max(1.0, np.abs(zd).max())
@@ -83,16 +97,17 @@ def test_work_carried_across_calls_is_one_long_call(loss, penalty, kind):
     M = prob.coordinate_smoothness()
     args = (0.9 / M, np.sqrt(M), np.full(p, 0.01))
     w1 = prob.zeros()
-    cd_steps(prob, prob.margins(w1), w1, coords, noise, *args)
+    cd_steps_once(*_columns(prob), prob.penalty.arrays, prob.margins(w1), w1, coords, noise,
+                  *args)
     w2, z2 = prob.zeros(), prob.margins(prob.zeros())
-    work = CDWork(prob, z2)
+    work = _work(prob, z2)
     for k in range(3):
-        cd_steps(prob, z2, w2, coords[k * p:(k + 1) * p], noise[k * p:(k + 1) * p], *args, work)
+        cd_steps(work, w2, coords[k * p:(k + 1) * p], noise[k * p:(k + 1) * p], *args)
     assert np.array_equal(w1, w2)
     assert work.finish() is z2
     np.testing.assert_allclose(z2, prob.margins(w2), rtol=1e-12, atol=1e-12)
     with pytest.raises(RuntimeError, match="finished"):
-        cd_steps(prob, z2, w2, coords, noise, *args, work)
+        cd_steps(work, w2, coords, noise, *args)
 
 
 @pytest.mark.parametrize("loss,penalty", LOSSES[:2])
@@ -106,13 +121,15 @@ def test_dense_and_sparse_accumulate_agree(loss, penalty):
     out = []
     for prob in (dense, sparse):
         w, acc = prob.zeros(), np.zeros(p)
-        cd_steps_accumulate(prob, prob.margins(w), w, coords, noise, 1 / M, np.full(p, 1.0),
-                            np.full(p, 0.01), acc, weights)
+        work = _work(prob, prob.margins(w))
+        cd_steps_accumulate(work, w, coords, noise, 1 / M, np.full(p, 1.0), np.full(p, 0.01), acc,
+                            weights)
+        work.finish()
         out.append((w, acc))
     np.testing.assert_allclose(out[0][0], out[1][0], rtol=1e-12, atol=1e-14)
     np.testing.assert_allclose(out[0][1], out[1][1], rtol=1e-12, atol=1e-13)
     with pytest.raises(ValueError, match="weights"):
-        cd_steps_accumulate(dense, dense.margins(w), w, coords, noise, 1 / M, np.ones(p),
+        cd_steps_accumulate(_work(dense, dense.margins(w)), w, coords, noise, 1 / M, np.ones(p),
                             np.zeros(p), np.zeros(p), weights[:-1])
 
 
@@ -127,7 +144,8 @@ def test_large_dense_path_with_prefetch_matches_plain_loop():
     noise = rng.standard_normal(40)
     M = prob.coordinate_smoothness()
     w, z = prob.zeros(), prob.margins(prob.zeros())
-    cd_steps(prob, z, w, coords, noise, 1 / M, np.full(p, 0.05), np.full(p, 1e-3))
+    cd_steps_once(*_columns(prob), prob.penalty.arrays, z, w, coords, noise, 1 / M,
+                  np.full(p, 0.05), np.full(p, 1e-3))
     w2 = prob.zeros()
     for k, j in enumerate(coords):
         d = np.clip(prob.loss.deriv(X @ w2, y) * X[:, j], -0.05, 0.05).mean() + 1e-3 * noise[k]
@@ -136,19 +154,43 @@ def test_large_dense_path_with_prefetch_matches_plain_loop():
     np.testing.assert_allclose(w, w2, rtol=1e-10, atol=1e-14)
 
 
-def test_legacy_kernel_entry_points_still_work():
-    dense, sparse = _pair("squared", "l1", seed=5)
-    p = dense.dim
-    pen = dense.penalty
-    args = (np.arange(p, dtype=np.int64), np.zeros(p), np.full(p, 0.01), np.full(p, np.inf),
-            np.zeros(p), pen.l1, pen.l2, pen.lo, pen.up)
-    wd, ws = dense.zeros(), sparse.zeros()
-    cd_steps_dense(dense.X, dense.y, dense.margins(wd), wd, 0, 0.0, *args)
-    X = sparse.X
-    cd_steps_sparse(X.data, X.indices, X.indptr, sparse.n_samples, sparse.y, sparse.margins(ws),
-                    ws, 0, 0.0, *args)
+def test_kernels_take_raw_arrays_without_a_problem():
+    """The entry points run on plain arrays (no Problem): a non-private cyclic pass from raw
+    dense and CSC data, and the prox arrays as a plain tuple."""
+    rng = np.random.default_rng(5)
+    X = rng.standard_normal((40, 5))
+    X[rng.random(X.shape) > 0.5] = 0.0
+    y = rng.standard_normal(40)
+    p = X.shape[1]
+    prox = ProxArrays(np.full(p, 0.001), np.zeros(p), np.full(p, -np.inf), np.full(p, np.inf))
+    args = (np.arange(p), np.zeros(p), np.full(p, 0.5), np.full(p, np.inf), np.zeros(p))
+    wd, ws = np.zeros(p), np.zeros(p)
+    zd, zs = np.zeros(40), np.zeros(40)
+    cd_steps_once(np.asfortranarray(X), y, SQUARED, 0.0, prox, zd, wd, *args)
+    cd_steps_once(sp.csc_matrix(X), y, SQUARED, 0.0, tuple(prox), zs, ws, *args)
     np.testing.assert_allclose(wd, ws, rtol=1e-12)
+    np.testing.assert_allclose(zd, X @ wd, rtol=1e-12, atol=1e-14)
     assert np.any(wd != 0)
+
+
+def test_l2_weights_of_tiny_gradients_are_unclipped_without_warnings():
+    """A per-sample gradient of norm 1e-310 is left as is, with no overflow warning from the
+    unused clip / scale (it failed the fresh-entropy tests of dp-svrg++ now and then)."""
+    y, norms = np.array([0.0, 0.0, 1.0]), np.array([1e-300, 0.0, 2.0])
+    z = np.array([1e-10, 0.5, 5.0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        weights = l2clip_weights(y, norms, SQUARED, 0.0, z, 1.0)
+    np.testing.assert_array_equal(weights, [1e-10, 0.5, 0.5])  # the last one 4 clipped to 1 / 2
+
+
+def test_a_sparse_matrix_in_the_wrong_format_is_refused():
+    dense, sparse = _pair("logistic", "l2", seed=5)
+    z, clips = np.zeros(80), np.ones(dense.dim)
+    with pytest.raises(ValueError, match="CSC"):
+        coordclip_gradient(sparse.X_rows, sparse.y, LOGISTIC, 0.0, z, clips)
+    with pytest.raises(ValueError, match="CSR"):
+        full_gradient(sparse.X, sparse.y, LOGISTIC, 0.0, np.zeros(dense.dim), clips=clips)
 
 
 @pytest.mark.parametrize("loss,penalty", LOSSES[:4])
@@ -160,11 +202,13 @@ def test_fused_gradient_matches_two_pass_gradient(loss, penalty, kind):
     w = rng.standard_normal(prob.dim) * 0.1
     z = prob.margins(w)
     for clip in (0.5, 5.0, np.inf):
-        np.testing.assert_allclose(full_gradient(prob, w, clip=clip),
-                                   l2clip_gradient(prob, z, clip), rtol=1e-12, atol=1e-14)
+        fused = full_gradient(*_rows(prob), w, clip=clip, row_norms=prob.row_norms)
+        two_pass = l2clip_gradient(prob.X, prob.y, prob.row_norms, prob.loss.code,
+                                   prob.loss.param, z, clip)
+        np.testing.assert_allclose(fused, two_pass, rtol=1e-12, atol=1e-14)
     clips = rng.uniform(0.01, 2.0, prob.dim)
-    np.testing.assert_allclose(full_gradient(prob, w, clips=clips),
-                               coordclip_gradient(prob, z, clips), rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(full_gradient(*_rows(prob), w, clips=clips),
+                               coordclip_gradient(*_columns(prob), z, clips), rtol=1e-12, atol=1e-14)
     # subsets of rows (DP-SGD batches), in any order and with repeats
     rows = np.array([5, 0, 3, 3, 79, 40, 41])
     Xd = np.asarray(dense.X)
@@ -172,18 +216,25 @@ def test_fused_gradient_matches_two_pass_gradient(loss, penalty, kind):
     per = d[:, None] * Xd[rows]
     norms = np.linalg.norm(per, axis=1)
     clipped = per * np.minimum(1.0, 0.5 / np.maximum(norms, 1e-300))[:, None]
-    np.testing.assert_allclose(rows_gradient(prob, w, rows, clip=0.5), clipped.sum(axis=0),
+    np.testing.assert_allclose(rows_gradient(*_rows(prob), w, rows, clip=0.5,
+                                             row_norms=prob.row_norms), clipped.sum(axis=0),
                                rtol=1e-12, atol=1e-14)
     with pytest.raises(ValueError, match="clip"):
-        rows_gradient(prob, w, rows)
+        rows_gradient(*_rows(prob), w, rows)
+    with pytest.raises(ValueError, match="row_norms"):
+        rows_gradient(*_rows(prob), w, rows, clip=0.5)
 
 
-def test_row_layout_is_cached_and_row_major():
+def test_problem_keeps_one_row_major_copy():
     dense, sparse = _pair("squared", "l1", seed=8)
-    a = row_layout(dense)
-    assert a is row_layout(dense) and a.flags.c_contiguous
+    a = dense.X_rows
+    assert a is dense.X_rows and a.flags.c_contiguous
     np.testing.assert_array_equal(a, dense.X)
-    assert row_layout(sparse).format == "csr"
+    assert sparse.X_rows.format == "csr"
+
+
+def _sgd_data(prob):
+    return prob.X_rows, prob.y, prob.row_norms, prob.loss.code, prob.loss.param, prob.penalty.arrays
 
 
 @pytest.mark.parametrize("loss,penalty", LOSSES[:3])
@@ -197,12 +248,12 @@ def test_sgd_kernel_dense_and_sparse_agree(loss, penalty):
     out = []
     for prob in (dense, sparse):
         w = prob.zeros()
-        sgd_steps(prob, w, rows, bounds, noise, gamma, 1.0, 0.1, 8)
+        sgd_steps(*_sgd_data(prob), w, rows, bounds, noise, gamma, 1.0, 0.1, 8)
         out.append(w)
     np.testing.assert_allclose(out[0], out[1], rtol=1e-12, atol=1e-14)
     # one step by hand
     w = dense.zeros()
-    sgd_steps(dense, w, rows[:10], bounds[:2], noise[:1], gamma, 1.0, 0.1, 8)
-    g = rows_gradient(dense, dense.zeros(), rows[:10], clip=1.0)
+    sgd_steps(*_sgd_data(dense), w, rows[:10], bounds[:2], noise[:1], gamma, 1.0, 0.1, 8)
+    g = rows_gradient(*_rows(dense), dense.zeros(), rows[:10], clip=1.0, row_norms=dense.row_norms)
     v = -0.05 * (g + 0.1 * noise[0]) / 8
     np.testing.assert_allclose(w, dense.penalty.prox(v, 0.05), rtol=1e-12, atol=1e-15)

@@ -5,7 +5,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import dpopt
-from dpopt.problem import box, elastic_net, get_loss, l1, l2, non_negative
+from dpopt.problem import Penalty, box, elastic_net, get_loss, l1, l2, non_negative
 
 
 @pytest.mark.parametrize("loss", ["squared", "logistic", "huber", "absolute"])
@@ -118,6 +118,16 @@ def test_prox_is_the_minimizer(v, step, alpha, ratio, lo, up):
     for cand in (lo, up, 0.0, u + 1e-3 * (1 + abs(u)), u - 1e-3 * (1 + abs(u))):
         if lo <= cand <= up:
             assert h(u) <= h(cand) + 1e-9 * (1 + abs(h(cand)))
+
+
+def test_penalty_hands_its_arrays_to_the_kernels_without_copies():
+    pen = Penalty("test", 0.5, 0.3, -1.0, 2.0).for_dimension(3, unpenalized_last=True)
+    arrays = pen.arrays
+    assert arrays.l1 is pen.l1 and arrays.l2 is pen.l2
+    assert arrays.lo is pen.lo and arrays.up is pen.up
+    assert arrays.l1[-1] == 0.0 and np.isinf(arrays.up[-1])
+    with pytest.raises(ValueError, match="no dimension"):
+        _ = elastic_net(0.5, 0.3).arrays
 
 
 @settings(max_examples=100, deadline=None)

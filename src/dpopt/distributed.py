@@ -285,7 +285,7 @@ def _gradient_sum(xb, y, w, loss, rows, *, clip, clips, fit_intercept):
     chunks: the CSR row kernel of the in-memory solvers on the chunk's design rows, with the
     same row norms (intercept included) as :attr:`dpopt.Problem.row_norms`."""
     if not sp.issparse(xb):
-        return chunk_gradient_sum(xb, y, w, loss, rows, clip=clip, clips=clips,
+        return chunk_gradient_sum(xb, y, w, loss.code, loss.param, rows, clip=clip, clips=clips,
                                   fit_intercept=fit_intercept)
     if rows is not None:  # a sampled batch: only its rows are copied and normed
         xb, y = sp.csr_matrix(xb)[rows], np.asarray(y)[rows]

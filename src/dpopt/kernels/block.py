@@ -30,6 +30,7 @@ once per sample when the block's columns hold more than n non-zeros).
 import numpy as np
 from numba import njit
 
+from dpopt.kernels.grad import csc_arrays, is_sparse
 from dpopt.kernels.losses import loss_deriv
 from dpopt.kernels.prox import prox_scalar
 
@@ -123,24 +124,25 @@ def block_steps_sparse(data, rows, colptr, n, y, z, w, code, param, indptr, indi
                         z[rows[s]] += dt * data[s]
 
 
-def block_steps(problem, z, w, indptr, indices, noise, sigma, scale, incremental, step, M, clip):
+def block_steps(X, y, loss_code, loss_param, prox, z, w, indptr, indices, noise, sigma, scale,
+                incremental, step, M, clip):
     """Run the block steps in place (updates ``w`` and, where ``incremental``, the margins ``z``).
 
-    ``indptr`` (k + 1,), ``indices`` and ``noise`` (indptr[-1],) describe the k
-    blocks; ``sigma``, ``scale`` (float) and ``incremental`` (bool) have one entry
-    per step; ``step`` is the scalar gamma; ``M`` and ``clip`` have length p.
+    ``X`` is dense (Fortran-ordered) or CSC, ``prox`` the penalty's
+    :class:`~dpopt.kernels.prox.ProxArrays`. ``indptr`` (k + 1,), ``indices`` and ``noise``
+    (indptr[-1],) describe the k blocks; ``sigma``, ``scale`` (float) and ``incremental``
+    (bool) have one entry per step; ``step`` is the scalar gamma; ``M`` and ``clip`` have
+    length p.
     """
-    pen = problem.penalty
     indptr = np.ascontiguousarray(indptr, dtype=np.int64)
     indices = np.ascontiguousarray(indices, dtype=np.int64)
     noise = np.ascontiguousarray(noise, dtype=np.float64)
     sigma = np.ascontiguousarray(sigma, dtype=np.float64)
     scale = np.ascontiguousarray(scale, dtype=np.float64)
     incremental = np.ascontiguousarray(incremental, dtype=np.bool_)
-    args = (problem.loss.code, problem.loss.param, indptr, indices, noise, sigma, scale,
-            incremental, float(step), M, clip, pen.l1, pen.l2, pen.lo, pen.up)
-    if problem.is_sparse:
-        X = problem.X
-        block_steps_sparse(X.data, X.indices, X.indptr, problem.n_samples, problem.y, z, w, *args)
+    args = (loss_code, loss_param, indptr, indices, noise, sigma, scale, incremental, float(step),
+            M, clip, *prox)
+    if is_sparse(X):
+        block_steps_sparse(*csc_arrays(X), X.shape[0], y, z, w, *args)
     else:
-        block_steps_dense(problem.X, problem.y, z, w, *args)
+        block_steps_dense(X, y, z, w, *args)

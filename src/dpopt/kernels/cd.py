@@ -41,6 +41,7 @@ Last such change: vexp (kernels/vecmath.py) uses degree 12 and add-and-subtract 
 import numpy as np
 from numba import njit
 
+from dpopt.kernels.grad import csc_arrays, is_sparse
 from dpopt.kernels.losses import LOGISTIC, SQUARED, loss_deriv
 from dpopt.kernels.prox import prox_scalar
 from dpopt.kernels.vecmath import FASTMATH, logistic_deriv, prefetch1d, prefetch2d
@@ -226,101 +227,73 @@ def _leave(code, y, z, zy):
 
 
 class CDWork:
-    """The working form of the margins for DP-CD steps, carried from call to call.
+    """The data of DP-CD steps and the working form of their margins, carried from call to call.
 
-    The kernels do not work on the margins z = X w themselves: least squares keeps the
-    residuals z - y (one array less per step), sparse logistic keeps interleaved (margin,
-    label) pairs (one random cache line per non-zero), and the dense kernel defers each
-    margin update into the next step's sweep. Setting up and undoing this costs one to three
-    sweeps over n per call, which is a large part of a pass when p is small (3 of 11 sweeps
-    for a least-squares pass with p = 8). A ``CDWork`` keeps the working form between the
-    calls of :func:`cd_steps`; ``finish()`` brings ``z`` (the caller's array, modified in
-    place) back to the exact margins X w. Until then ``z`` must not be read.
+    ``X`` (dense Fortran-ordered or CSC), ``y``, the loss (``loss_code``, ``loss_param``) and
+    the penalty (``prox``, a :class:`~dpopt.kernels.prox.ProxArrays`) are those of the
+    problem; ``z`` = X w, the margins, is the caller's array, modified in place.
+
+    The kernels do not work on the margins themselves: least squares keeps the residuals
+    z - y (one array less per step), sparse logistic keeps interleaved (margin, label) pairs
+    (one random cache line per non-zero), and the dense kernel defers each margin update into
+    the next step's sweep. Setting up and undoing this costs one to three sweeps over n per
+    call, which is a large part of a pass when p is small (3 of 11 sweeps for a least-squares
+    pass with p = 8). A ``CDWork`` keeps the working form between the calls of
+    :func:`cd_steps`; ``finish()`` brings ``z`` back to the exact margins X w. Until then
+    ``z`` must not be read.
     """
 
-    def __init__(self, problem, z):
-        self.problem, self.z = problem, z
-        self.code = problem.loss.code
+    def __init__(self, X, y, loss_code, loss_param, prox, z):
+        self.sparse = is_sparse(X)
+        self.X = csc_arrays(X) if self.sparse else X
+        self.n = X.shape[0]
+        self.y, self.code, self.param, self.prox, self.z = y, loss_code, loss_param, prox, z
         self.pending = np.zeros(2)  # dense: deferred update z += pending[1] * X[:, pending[0]]
-        self.zy, self.zbuf, self.ybuf = _enter(self.code, problem.y, z,
-                                               problem.X.indptr if problem.is_sparse else None)
+        self.zy, self.zbuf, self.ybuf = _enter(loss_code, y, z, self.X[2] if self.sparse else None)
         self.open = True
 
     def run(self, w, coords, noise, step, clip, sigma, acc=_EMPTY, weights=_EMPTY):
         if not self.open:
             raise RuntimeError("this CDWork has been finished; make a new one")
-        problem, pen = self.problem, self.problem.penalty
         coords = np.ascontiguousarray(coords, dtype=np.int64)
         noise = np.ascontiguousarray(noise, dtype=np.float64)
-        if problem.is_sparse:
-            X = problem.X
-            _cd_sparse(X.data, X.indices, X.indptr, problem.n_samples, problem.y, self.z,
-                       self.zy, self.zbuf, self.ybuf, w, self.code, problem.loss.param,
-                       coords, noise, step, clip, sigma, pen.l1, pen.l2, pen.lo, pen.up, acc,
+        if self.sparse:
+            _cd_sparse(*self.X, self.n, self.y, self.z, self.zy, self.zbuf, self.ybuf, w,
+                       self.code, self.param, coords, noise, step, clip, sigma, *self.prox, acc,
                        weights)
         else:
-            _cd_dense(problem.X, problem.y, self.z, w, self.code, problem.loss.param, coords,
-                      noise, step, clip, sigma, pen.l1, pen.l2, pen.lo, pen.up, acc, weights,
-                      self.pending)
+            _cd_dense(self.X, self.y, self.z, w, self.code, self.param, coords, noise, step,
+                      clip, sigma, *self.prox, acc, weights, self.pending)
 
     def finish(self):
         """Apply what is pending and restore the margins in ``z``; returns ``z``."""
         if self.open:
-            problem = self.problem
-            if not problem.is_sparse:
-                _flush_dense(problem.X, self.z, self.pending)
-            _leave(self.code, problem.y, self.z, self.zy)
+            if not self.sparse:
+                _flush_dense(self.X, self.z, self.pending)
+            _leave(self.code, self.y, self.z, self.zy)
             self.open = False
         return self.z
 
 
-def cd_steps_dense(X, y, z, w, code, param, coords, noise, step, clip, sigma, l1, l2, lo, up):
-    """Dense (Fortran-ordered X) steps on raw arrays, in place on ``w`` and ``z`` (kept
-    for callers of the first kernel API; :func:`cd_steps` is the entry point)."""
-    pending = np.zeros(2)
-    _enter(code, y, z)
-    _cd_dense(X, y, z, w, code, param, np.ascontiguousarray(coords, dtype=np.int64),
-              np.ascontiguousarray(noise, dtype=np.float64), step, clip, sigma, l1, l2, lo,
-              up, _EMPTY, _EMPTY, pending)
-    _flush_dense(X, z, pending)
-    _leave(code, y, z, _NO_PAIRS)
+def cd_steps(work, w, coords, noise, step, clip, sigma):
+    """Run the steps ``coords`` in place on ``w`` and on the margins held by ``work`` (a
+    :class:`CDWork`), which stay in the kernels' working form: consecutive calls cost no
+    set-up; call ``work.finish()`` before reading the margins."""
+    work.run(w, coords, noise, step, clip, sigma)
 
 
-def cd_steps_sparse(data, indices, indptr, n, y, z, w, code, param, coords, noise, step, clip,
-                    sigma, l1, l2, lo, up):
-    """CSC steps on raw arrays, in place on ``w`` and ``z`` (first kernel API, as above)."""
-    zy, zbuf, ybuf = _enter(code, y, z, indptr)
-    _cd_sparse(data, indices, indptr, n, y, z, zy, zbuf, ybuf, w, code, param,
-               np.ascontiguousarray(coords, dtype=np.int64),
-               np.ascontiguousarray(noise, dtype=np.float64), step, clip, sigma, l1, l2, lo, up,
-               _EMPTY, _EMPTY)
-    _leave(code, y, z, zy)
-
-
-def _run_once_or_carry(problem, z, work, *args):
-    """Run on ``work``, or on a one-call work finished at once when ``work`` is None."""
-    if work is not None:
-        work.run(*args)
-        return
-    work = CDWork(problem, z)
-    work.run(*args)
-    work.finish()
-
-
-def cd_steps(problem, z, w, coords, noise, step, clip, sigma, work=None):
-    """Run the steps ``coords`` on ``problem`` in place (updates ``w`` and margins ``z``).
-
-    With ``work`` (a :class:`CDWork` made from ``problem`` and ``z``) the margins stay in
-    the kernels' working form after the call, so that consecutive calls cost no set-up;
-    call ``work.finish()`` before reading ``z``."""
-    _run_once_or_carry(problem, z, work, w, coords, noise, step, clip, sigma)
-
-
-def cd_steps_accumulate(problem, z, w, coords, noise, step, clip, sigma, acc, weights,
-                        work=None):
+def cd_steps_accumulate(work, w, coords, noise, step, clip, sigma, acc, weights):
     """:func:`cd_steps`, also adding ``weights[k] * (change of w at step k)`` to ``acc``
     (the lazy running sum behind Algorithm 1's iterate averaging; module docstring)."""
     weights = np.ascontiguousarray(weights, dtype=np.float64)
     if weights.shape != (len(coords),) or acc.shape != w.shape:
         raise ValueError("weights must have one entry per step and acc the shape of w")
-    _run_once_or_carry(problem, z, work, w, coords, noise, step, clip, sigma, acc, weights)
+    work.run(w, coords, noise, step, clip, sigma, acc, weights)
+
+
+def cd_steps_once(X, y, loss_code, loss_param, prox, z, w, coords, noise, step, clip, sigma):
+    """:func:`cd_steps` on a :class:`CDWork` of its own, finished at once: ``w`` and the
+    margins ``z`` (exact again on return) are updated in place."""
+    work = CDWork(X, y, loss_code, loss_param, prox, z)
+    work.run(w, coords, noise, step, clip, sigma)
+    work.finish()

@@ -25,7 +25,7 @@ import numba
 import numpy as np
 from numba import njit, prange
 
-from dpopt.kernels.grad import _coordclip_csc
+from dpopt.kernels.grad import _coordclip_csc, csc_arrays, is_sparse
 from dpopt.kernels.losses import LOGISTIC, loss_deriv, loss_derivs
 from dpopt.kernels.prox import prox_scalar
 
@@ -49,14 +49,13 @@ def _logistic_finish(t, e, y):
     return d
 
 
-def fast_loss_derivs(problem, z):
+def fast_loss_derivs(y, loss_code, loss_param, z):
     """l'(z_i; y_i) for every sample; the logistic case uses NumPy's SIMD ``exp``
     (same formula as :func:`dpopt.kernels.losses.loss_deriv`, equal up to rounding)."""
-    loss = problem.loss
-    if loss.code == LOGISTIC:
-        t = problem.y * z
-        return _logistic_finish(t, np.exp(-np.abs(t)), problem.y)
-    return loss_derivs(loss.code, z, problem.y, loss.param)
+    if loss_code == LOGISTIC:
+        t = y * z
+        return _logistic_finish(t, np.exp(-np.abs(t)), y)
+    return loss_derivs(loss_code, z, y, loss_param)
 
 
 @njit(cache=True, nogil=True, fastmath=_FM, inline="always")
@@ -105,24 +104,22 @@ def _clipgrad_dense_parallel(X, d, clip, n_div):
 PARALLEL_MIN_SIZE = 1 << 21  # n * p from which the dense kernel uses Numba's threads
 
 
-def clipped_gradient(problem, z, clip):
-    """g_j = (1/n) sum_i clip(l'(z_i; y_i) x_ij, clip_j) for every j.
+def clipped_gradient(X, y, loss_code, loss_param, z, clip):
+    """g_j = (1/n) sum_i clip(l'(z_i; y_i) x_ij, clip_j) for every j (X dense or CSC).
 
     One pass over the non-zeros: column-major for dense (Fortran) and CSC data,
     so every column is summed in registers (a gather of the derivatives for
     sparse data; measured faster than a row-major CSR scatter).
     """
-    return clipped_gradient_from_derivs(problem, fast_loss_derivs(problem, z), clip)
+    return clipped_gradient_from_derivs(X, fast_loss_derivs(y, loss_code, loss_param, z), clip)
 
 
-def clipped_gradient_from_derivs(problem, d, clip):
+def clipped_gradient_from_derivs(X, d, clip):
     """:func:`clipped_gradient` from the derivatives d_i = l'(z_i; y_i), kept up to
     date by :func:`add_column` (an update of w_j changes d only on column j's rows)."""
-    n = float(problem.n_samples)
-    if problem.is_sparse:
-        X = problem.X
-        return _coordclip_csc(X.data, X.indices, X.indptr, d, clip, n)
-    X = problem.X
+    n = float(X.shape[0])
+    if is_sparse(X):
+        return _coordclip_csc(*csc_arrays(X), d, clip, n)
     if X.shape[0] * X.shape[1] >= PARALLEL_MIN_SIZE and numba.get_num_threads() > 1:
         return _clipgrad_dense_parallel(X, d, clip, n)
     return _clipgrad_dense(X, d, clip, n)
@@ -211,15 +208,14 @@ def add_column_csc(data, indices, indptr, z, j, delta, d, y, code, param):
 _NO_DERIVS = np.empty(0)
 
 
-def add_column(problem, z, j, delta, d=None):
-    """Margins update after w_j moved by ``delta``: O(n) dense, O(nnz of column) sparse.
+def add_column(X, y, loss_code, loss_param, z, j, delta, d=None):
+    """Margins update after w_j moved by ``delta``: O(n) dense, O(nnz of column) sparse
+    (X dense or CSC).
 
     With ``d`` (the derivatives l'(z_i; y_i)) the changed entries are refreshed too.
     """
     d = _NO_DERIVS if d is None else d
-    code, param, y = problem.loss.code, problem.loss.param, problem.y
-    if problem.is_sparse:
-        X = problem.X
-        add_column_csc(X.data, X.indices, X.indptr, z, j, delta, d, y, code, param)
+    if is_sparse(X):
+        add_column_csc(*csc_arrays(X), z, j, delta, d, y, loss_code, loss_param)
     else:
-        add_column_dense(problem.X, z, j, delta, d, y, code, param)
+        add_column_dense(X, z, j, delta, d, y, loss_code, loss_param)

@@ -9,8 +9,20 @@ penalties of :mod:`dpopt.problem.penalties`, which hands these arrays down):
 which is exact because the unconstrained prox is monotone in v and psi_j is separable).
 """
 
+from typing import NamedTuple
+
 import numpy as np
 from numba import njit
+
+
+class ProxArrays(NamedTuple):
+    """psi as the kernels take it: the per-coordinate arrays (length p, float64) l1_j, l2_j,
+    lower_j, upper_j of the module docstring (``Penalty.arrays`` builds one)."""
+
+    l1: np.ndarray
+    l2: np.ndarray
+    lo: np.ndarray
+    up: np.ndarray
 
 
 @njit(cache=True, nogil=True, inline="always")

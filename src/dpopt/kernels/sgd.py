@@ -12,10 +12,15 @@ or C (add-remove) whatever the vectorization does to the rounding of sums.
 """
 
 import numpy as np
-import scipy.sparse as sp
 from numba import njit
 
-from dpopt.kernels.grad import _OPTS, _rows_gradient_csr, _rows_gradient_dense, row_layout
+from dpopt.kernels.grad import (
+    _OPTS,
+    _rows_gradient_csr,
+    _rows_gradient_dense,
+    csr_arrays,
+    is_sparse,
+)
 from dpopt.kernels.prox import prox_scalar
 
 
@@ -50,23 +55,22 @@ def _sgd_csr(data, indices, indptr, y, w, code, param, norms, rows, bounds, nois
         _prox_update(w, g, noise[s], sigma, gamma, inv_b, l1, l2, lo, up)
 
 
-def sgd_steps(problem, w, rows, bounds, noise, gamma, clip, sigma, batch_size):
+def sgd_steps(X_rows, y, row_norms, loss_code, loss_param, prox, w, rows, bounds, noise, gamma,
+              clip, sigma, batch_size):
     """Run ``len(bounds) - 1`` proximal DP-SGD steps in place on ``w`` (module docstring).
 
-    ``gamma``: per-coordinate step sizes (array of length dim); ``noise``: shape
-    (steps, dim); ``clip``: L2 threshold C (inf = no clipping); ``sigma``: noise std
-    on the SUM of clipped gradients.
+    ``X_rows``: the features, C-ordered dense or CSR; ``row_norms``: ||x_i||; ``prox``: the
+    penalty's :class:`~dpopt.kernels.prox.ProxArrays`; ``gamma``: per-coordinate step sizes
+    (array of length dim); ``noise``: shape (steps, dim); ``clip``: L2 threshold C (inf = no
+    clipping); ``sigma``: noise std on the SUM of clipped gradients.
     """
-    pen = problem.penalty
-    Xr = row_layout(problem)
     rows = np.ascontiguousarray(rows, dtype=np.int64)
     bounds = np.ascontiguousarray(bounds, dtype=np.int64)
     noise = np.ascontiguousarray(noise, dtype=np.float64)
     gamma = np.ascontiguousarray(gamma, dtype=np.float64)
-    args = (problem.y, w, problem.loss.code, problem.loss.param, problem.row_norms, rows, bounds,
-            noise, float(clip), float(sigma), gamma, 1.0 / batch_size, pen.l1, pen.l2, pen.lo,
-            pen.up)
-    if sp.issparse(Xr):
-        _sgd_csr(Xr.data, Xr.indices, Xr.indptr, *args)
+    args = (y, w, loss_code, loss_param, row_norms, rows, bounds, noise, float(clip),
+            float(sigma), gamma, 1.0 / batch_size, *prox)
+    if is_sparse(X_rows):
+        _sgd_csr(*csr_arrays(X_rows), *args)
     else:
-        _sgd_dense(Xr, *args)
+        _sgd_dense(X_rows, *args)

@@ -20,6 +20,7 @@ import math
 import numpy as np
 from numba import njit
 
+from dpopt.kernels.grad import csr_arrays, is_sparse
 from dpopt.kernels.losses import loss_deriv
 from dpopt.kernels.prox import prox_scalar
 
@@ -79,17 +80,17 @@ def svrg_steps_csr(data, indices, indptr, y, norms, code, param, w, snap_weights
         _prox_update(w, v, noise[t], snap_grad, inv_b, scale, eta, l1, l2, lo, up, wsum)
 
 
-def svrg_steps(problem, Xrows, w, snap_weights, snap_grad, starts, idx, noise, inv_b, scale, eta,
-               clip, wsum):
+def svrg_steps(X_rows, y, row_norms, loss_code, loss_param, prox, w, snap_weights, snap_grad,
+               starts, idx, noise, inv_b, scale, eta, clip, wsum):
     """Run ``len(starts) - 1`` inner steps in place on ``w`` and ``wsum`` (module docstring).
 
-    ``Xrows`` is a C-ordered dense copy of ``problem.X`` or ``problem.X_csr``.
+    ``X_rows``: the features, C-ordered dense or CSR; ``row_norms``: ||x_i||; ``prox``: the
+    penalty's :class:`~dpopt.kernels.prox.ProxArrays`.
     """
-    pen = problem.penalty
-    args = (problem.y, problem.row_norms, problem.loss.code, problem.loss.param, w, snap_weights,
-            snap_grad, starts, idx, noise, float(inv_b), float(scale), float(eta),
-            float(clip) if math.isfinite(clip) else np.inf, pen.l1, pen.l2, pen.lo, pen.up, wsum)
-    if problem.is_sparse:
-        svrg_steps_csr(Xrows.data, Xrows.indices, Xrows.indptr, *args)
+    args = (y, row_norms, loss_code, loss_param, w, snap_weights, snap_grad, starts, idx, noise,
+            float(inv_b), float(scale), float(eta),
+            float(clip) if math.isfinite(clip) else np.inf, *prox, wsum)
+    if is_sparse(X_rows):
+        svrg_steps_csr(*csr_arrays(X_rows), *args)
     else:
-        svrg_steps_dense(Xrows, *args)
+        svrg_steps_dense(X_rows, *args)

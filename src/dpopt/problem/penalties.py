@@ -13,12 +13,13 @@ alpha * l1_ratio * ||w||_1 + alpha * (1 - l1_ratio) / 2 * ||w||^2.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, replace
 
 import numpy as np
 
 from dpopt._validation import check_scalar
-from dpopt.kernels.prox import prox_scalar, prox_vector  # noqa: F401  (prox_scalar re-exported)
+from dpopt.kernels.prox import ProxArrays, prox_scalar, prox_vector  # noqa: F401  (prox_scalar re-exported)
 
 
 @dataclass(frozen=True, eq=False)
@@ -50,6 +51,12 @@ class Penalty:
             l1[-1] = l2[-1] = 0.0
             lo[-1], up[-1] = -np.inf, np.inf
         return replace(self, l1=l1, l2=l2, lo=lo, up=up)
+
+    @functools.cached_property
+    def arrays(self) -> ProxArrays:
+        """The per-coordinate arrays as the kernels take them (no copy; built once)."""
+        self._check_ready()
+        return ProxArrays(self.l1, self.l2, self.lo, self.up)
 
     @property
     def smooth(self) -> bool:

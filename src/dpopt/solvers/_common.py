@@ -2,9 +2,9 @@
 
 Nothing here is an algorithm: constants read from the data (and the
 :class:`~dpopt.PrivacyLeakWarning` that goes with reading them), clipping thresholds and
-their check, the sensitivity of a clipped mean under an adjacency, Poisson batches, and
-the accountant names each family accepts. No solver module imports a sibling: what two
-of them need lives here.
+their check, the sensitivity of a clipped mean under an adjacency, a kernel's set-up from a
+problem, Poisson batches, and the accountant names each family accepts. No solver module
+imports a sibling: what two of them need lives here.
 
 Privacy conventions used by every helper:
 
@@ -28,6 +28,7 @@ import numpy as np
 
 from dpopt._validation import check_choice, check_scalar
 from dpopt.exceptions import PrivacyLeakWarning
+from dpopt.kernels.cd import CDWork
 from dpopt.kernels.sampling import gap_positions, split_slots
 from dpopt.privacy import ADJACENCIES
 from dpopt.solvers._base import Option, positive, positive_int
@@ -180,6 +181,17 @@ def max_row_nnz(problem, *, warn_option=None) -> int:
     if problem.is_chunked:
         return problem.max_row_nnz()
     return int(np.diff(problem.X_csr.indptr).max())
+
+
+# ---------------------------------------------------------------------------
+# kernel set-up
+
+
+def cd_work(problem, z):
+    """A :class:`~dpopt.kernels.cd.CDWork` on the problem's columns and penalty, holding the
+    margins ``z`` = X w (DP-CD's passes and DP-RBCD's passes of singletons run on one)."""
+    return CDWork(problem.X, problem.y, problem.loss.code, problem.loss.param,
+                  problem.penalty.arrays, z)
 
 
 # ---------------------------------------------------------------------------

@@ -160,7 +160,8 @@ def fit_dp_accmd(problem, *, epsilon, delta, rng, iterations=50, constraint="l1"
     p = problem.dim
 
     def noisy_gradient(w):
-        g = l2clip_gradient(problem, problem.margins(w), clip)
+        g = l2clip_gradient(problem.X, problem.y, problem.row_norms, problem.loss.code,
+                            problem.loss.param, problem.margins(w), clip)
         return g + sigma * rng.standard_normal(p) if sigma > 0 else g
 
     ck = Checkpoints()

@@ -71,7 +71,7 @@ import numpy as np
 
 from dpopt._validation import check_positive_int, check_scalar
 from dpopt.exceptions import PrivacyLeakWarning
-from dpopt.kernels.cd import CDWork, cd_steps, cd_steps_accumulate
+from dpopt.kernels.cd import cd_steps, cd_steps_accumulate
 from dpopt.privacy import Calibration, Gaussian, Laplace, calibrate, calibrate_gaussian
 from dpopt.solvers._base import Checkpoints, Option, make_result, one_of, register_solver
 from dpopt.solvers._common import (
@@ -81,6 +81,7 @@ from dpopt.solvers._common import (
     PASSES,
     SMOOTHNESS,
     STEP,
+    cd_work,
     check_clip,
     check_vector,
     coordinate_clips,
@@ -175,8 +176,8 @@ class _Averager:
             seg = min(len(coords) - k0, self.K - self.m)
             # a change at the loop's s-th step (1-based) is in theta^s .. theta^K
             weights = (self.K - self.m - np.arange(seg)).astype(np.float64)
-            cd_steps_accumulate(self.problem, work.z, w, coords[k0:k0 + seg],
-                                noise[k0:k0 + seg], steps, clips, sigma, self.acc, weights, work)
+            cd_steps_accumulate(work, w, coords[k0:k0 + seg], noise[k0:k0 + seg], steps, clips,
+                                sigma, self.acc, weights)
             self.m += seg
             k0 += seg
             if self.m == self.K:
@@ -187,7 +188,7 @@ class _Averager:
         self.start = avg.copy()
         self.acc[:] = 0.0
         self.m = 0
-        return CDWork(self.problem, self.problem.margins(avg)), avg
+        return cd_work(self.problem, self.problem.margins(avg)), avg
 
     def final(self, w):
         """Output: the last average (a partial last loop is averaged over its m steps)."""
@@ -282,7 +283,7 @@ def fit_dp_cd(problem, *, epsilon, delta, rng, passes=10, step=1.0, clip=1.0,
         sigma = mean_noise_std(cal.noise_multiplier, clips, problem.n_samples)
 
     w = problem.zeros()
-    work = CDWork(problem, problem.margins(w))  # margins, kept in the kernels' working form
+    work = cd_work(problem, problem.margins(w))  # margins, kept in the kernels' working form
     avg = _Averager(problem, w, inner_steps or p) if averaging == "epoch" else None
     ck = Checkpoints()
     ck.record(w, 0)
@@ -290,7 +291,7 @@ def fit_dp_cd(problem, *, epsilon, delta, rng, passes=10, step=1.0, clip=1.0,
         coords = rng.integers(0, p, size=p)
         noise = rng.standard_normal(p)
         if avg is None:
-            cd_steps(problem, work.z, w, coords, noise, steps, clips, sigma, work)
+            cd_steps(work, w, coords, noise, steps, clips, sigma)
         else:
             work, w = avg.run(work, w, coords, noise, steps, clips, sigma)
         if avg is not None and t == passes:

@@ -347,11 +347,12 @@ def fit_dp_gcd(problem, *, epsilon, delta, rng, passes=10, step=1.0, clip=1.0, r
 
     w = problem.zeros()
     z = np.zeros(problem.n_samples)  # margins X w at w = 0
-    d = fast_loss_derivs(problem, z)  # l'(z_i; y_i), refreshed where z changes
+    X, y, code, param = problem.X, problem.y, problem.loss.code, problem.loss.param
+    d = fast_loss_derivs(y, code, param, z)  # l'(z_i; y_i), refreshed where z changes
     ck = Checkpoints()
     ck.record(w, 0)
     for t in range(1, T + 1):
-        g = clipped_gradient_from_derivs(problem, d, st.clips)
+        g = clipped_gradient_from_derivs(X, d, st.clips)
         j = st.select(st.scores(g, w, pen), rng)
         noisy = g[j]  # a fresh draw, independent of the selection noise
         if st.update_scale[j] > 0:
@@ -365,7 +366,7 @@ def fit_dp_gcd(problem, *, epsilon, delta, rng, passes=10, step=1.0, clip=1.0, r
                               pen.lo[j], pen.up[j])
         if new != old:
             w[j] = new
-            add_column(problem, z, j, new - old, d)
+            add_column(X, y, code, param, z, j, new - old, d)
         if t % checkpoint_every == 0 or t == T:
             ck.record(w, t)
     return make_result(problem, w, solver="dp-gcd",

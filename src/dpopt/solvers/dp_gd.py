@@ -65,7 +65,9 @@ def clipped_gradient(problem, w, **clipping):
     a :class:`dpopt.distributed.ChunkedProblem` (the same quantity up to rounding)."""
     if problem.is_chunked:
         return problem.gradient_sum(w, **clipping) / problem.n_samples
-    return full_gradient(problem, w, **clipping)
+    norms = problem.row_norms if clipping.get("clip") is not None else None  # L2 only
+    return full_gradient(problem.X_rows, problem.y, problem.loss.code, problem.loss.param, w,
+                         row_norms=norms, **clipping)
 
 
 OPTIONS = (

@@ -120,7 +120,7 @@ import numpy as np
 
 from dpopt._validation import check_choice, check_positive_int, check_scalar
 from dpopt.kernels.block import block_steps
-from dpopt.kernels.cd import CDWork, cd_steps
+from dpopt.kernels.cd import cd_steps
 from dpopt.kernels.grad import full_gradient
 from dpopt.kernels.prox import prox_vector
 from dpopt.privacy import Gaussian, calibrate_gaussian
@@ -132,6 +132,7 @@ from dpopt.solvers._common import (
     PASSES,
     SMOOTHNESS,
     STEP,
+    cd_work,
     check_clip,
     coordinate_clips,
     coordinate_smoothness,
@@ -642,8 +643,8 @@ def _run_pass(problem, z, w, indptr, indices, noise, sigma, scale, incremental, 
     if len(sizes) and np.all(sizes == 1) and np.all(scale == 1.0):
         sig = np.zeros(p)
         sig[indices] = sigma  # sigma of a singleton {j} depends on j only
-        work = work or CDWork(problem, z)
-        cd_steps(problem, z, w, indices, noise, coordinate_steps(M, step), clips, sig, work)
+        work = work or cd_work(problem, z)
+        cd_steps(work, w, indices, noise, coordinate_steps(M, step), clips, sig)
         return z, work
     if work is not None:
         z = work.finish()
@@ -652,18 +653,20 @@ def _run_pass(problem, z, w, indptr, indices, noise, sigma, scale, incremental, 
         for k in range(len(sizes)):
             gam = np.zeros(p)
             np.divide(step, scale[k] * M, out=gam, where=M > 0)
-            g = full_gradient(problem, w, clips=clips)
+            g = full_gradient(problem.X_rows, problem.y, problem.loss.code, problem.loss.param,
+                              w, clips=clips)
             w[:] = pen.prox(w - gam * (g + sigma[k] * noise[indptr[k]:indptr[k + 1]]), gam)
         return problem.margins(w), None
+    data = (problem.X, problem.y, problem.loss.code, problem.loss.param, problem.penalty.arrays)
     if incremental.all():
-        block_steps(problem, z, w, indptr, indices, noise, sigma, scale, incremental, step, M,
+        block_steps(*data, z, w, indptr, indices, noise, sigma, scale, incremental, step, M,
                     clips)
         return z, None
     refresh = np.flatnonzero(~incremental)
     start = 0
     for stop in list(refresh + 1) + [indptr.shape[0] - 1]:
         if stop > start:
-            block_steps(problem, z, w, indptr[start:stop + 1], indices, noise, sigma[start:stop],
+            block_steps(*data, z, w, indptr[start:stop + 1], indices, noise, sigma[start:stop],
                         scale[start:stop], incremental[start:stop], step, M, clips)
             if not incremental[stop - 1]:
                 z = problem.margins(w)

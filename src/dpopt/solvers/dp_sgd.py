@@ -147,7 +147,9 @@ def fit_dp_sgd(problem, *, epsilon, delta, rng, passes=10, step=1.0, clip=1.0, b
         else:
             rows, bounds = poisson_batches(rng, n, rate, steps_per_pass)
             noise = rng.standard_normal((steps_per_pass, problem.dim))
-            sgd_steps(problem, w, rows, bounds, noise, gammas, clip, sigma, batch_size)
+            sgd_steps(problem.X_rows, problem.y, problem.row_norms, problem.loss.code,
+                      problem.loss.param, problem.penalty.arrays, w, rows, bounds, noise, gammas,
+                      clip, sigma, batch_size)
         if t % checkpoint_every == 0 or t == passes:
             ck.record(w, t)
     return make_result(problem, w, solver="dp-sgd", calibration_or_spent=cal,

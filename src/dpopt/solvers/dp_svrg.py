@@ -271,7 +271,8 @@ def _inner_loop(problem, Xrows, w, snap_weights, snap_grad, n_steps, rate, batch
         c = min(chunk, n_steps - done)
         idx, starts = poisson_batches(rng, problem.n_samples, rate, c, draw="sizes")
         noise = rng.standard_normal((c, p)) if scale > 0 else np.zeros((c, p))
-        svrg_steps(problem, Xrows, w, snap_weights, snap_grad, starts, idx, noise,
+        svrg_steps(Xrows, problem.y, problem.row_norms, problem.loss.code, problem.loss.param,
+                   problem.penalty.arrays, w, snap_weights, snap_grad, starts, idx, noise,
                    1.0 / batch_size, scale, eta, clip, wsum)
         evals += 2 * idx.size
         done += c
@@ -365,7 +366,8 @@ def _fit(problem, variant, *, epsilon, delta, rng, epochs, epoch_length, batch_s
     ck.record(snap, 0)
     evals = 0
     for s, m_s in enumerate(lengths, start=1):
-        snap_weights = l2clip_weights(problem, problem.margins(snap), clip)
+        snap_weights = l2clip_weights(problem.y, problem.row_norms, problem.loss.code,
+                                      problem.loss.param, problem.margins(snap), clip)
         snap_grad = np.asarray(problem.X.T @ snap_weights).ravel() / n
         evals += n
         if variant == "dp-svrg":

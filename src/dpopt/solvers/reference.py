@@ -24,7 +24,7 @@ import scipy.sparse as sp
 from scipy import optimize
 
 from dpopt._validation import check_scalar
-from dpopt.kernels.cd import cd_steps
+from dpopt.kernels.cd import cd_steps_once
 from dpopt.problem import Problem
 from dpopt.solvers._base import Checkpoints, Option, make_result, register_solver
 
@@ -126,7 +126,8 @@ def _polish(problem: Problem, w, tol, max_epochs):
         if res <= target:
             break
         for _ in range(check_every):
-            cd_steps(problem, z, w, coords, noise, step, clip, sigma)
+            cd_steps_once(problem.X, problem.y, problem.loss.code, problem.loss.param,
+                          problem.penalty.arrays, z, w, coords, noise, step, clip, sigma)
         epochs += check_every
         z = problem.margins(w)  # refresh margins against round-off drift
         res = prox_grad_residual(problem, w, Mfull)
