@@ -29,42 +29,6 @@ from dpopt import audit as A  # noqa: E402
 
 D.load()  # the clipping-off variants, declared in the solvers' test modules
 
-#: What the solver releases and its sensitivity (from the solver docstrings).
-MECHANISMS = {
-    "dp-cd": ("Gaussian noise on one clipped coordinate gradient per step, N = passes * p steps",
-              "2 C_j / n for coordinate j, sigma_j = z 2 C_j / n (coordinate-wise clipping, "
-              "sum_j C_j^2 = C^2)"),
-    "dp-gd": ("Gaussian noise on the full clipped gradient, one mechanism per pass",
-              "2 C / n (L2 or coordinate-wise clipping)"),
-    "dp-sgd": ("Poisson-subsampled Gaussian on the sum of clipped per-sample gradients, "
-               "T = passes * n / b steps",
-               "2 C (replace-one) or C (add-remove) for the sum"),
-    "dp-rbcd": ("Gaussian noise on the clipped gradient of a random block S per step (sampled "
-                "independently of the data), N = ceil(passes p / E[#S]) steps",
-                "2 ‖C_S‖₂ / n, sigma_S = z 2 ‖C_S‖₂ / n"),
-}
-_HT = ("Gaussian noise on a clipped mean of a disjoint batch (MeanOracle1); each record in "
-       "one call (parallel composition)", "2 C / s for a batch of s, sigma = (2C/s) / "
-       "sqrt(2 rho)")
-MECHANISMS.update({
-    "dp-gcd": ("per iteration: report-noisy-max (Gumbel: exponential mechanism) over the greedy "
-               "scores, then Gaussian noise on the chosen clipped coordinate gradient",
-               "scores: max_j 2 C_j / (n sqrt(curv_j)); update: 2 C_j / n"),
-    "dp-svrg": ("Poisson-sampled variance-reduced sum plus the full clipped gradient, one "
-                "Gaussian per inner step (split in the analysis)",
-                "4C for the sampled sum, 2Cq for the full-gradient term"),
-    "dp-svrg++": ("as dp-svrg, epochs of doubling length", "4C and 2Cq"),
-    "dp-accmd": ("Gaussian noise on the full clipped gradient, one per iteration",
-                 "2C / n"),"ht-acsa": _HT, "ht-sgd": _HT, "ht-proxsgd": _HT,
-                   "ht-subgradient": ("Gaussian noise on clipped full-batch means, T_i steps "
-                                      "per phase on a disjoint phase batch of n_i records",
-                                      "2 C_i / n_i per step, each (rho / T_i)-zCDP"),
-                   "objective-perturbation": (
-                       "Gaussian linear term b^T w / n in the objective (privacy loss dominated by "
-                       "shift + m^2/2 + m chi_dof), then Gaussian output noise on the approximate "
-                       "minimiser", "2 L B_aug for b (replace-one), log(1 + kappa) Jacobian "
-                       "shift; 2 tolerance for the output noise")})
-
 START, END = "<!-- audit-table:start -->", "<!-- audit-table:end -->"
 
 
@@ -112,7 +76,8 @@ def table(thorough=False):
             "|---|---|---|---|---|---|---|---|"]
     for name in dpopt.available_solvers(private_only=True):
         ok, deep, caught, res, secs = run(name, thorough)
-        mech, sens = MECHANISMS.get(name, ("see the solver docstring", "see the solver docstring"))
+        spec = dpopt.get_solver(name)  # what it releases, as the solver declares it
+        mech, sens = spec.mechanism, spec.sensitivity
         broken = "; ".join(f"{label}: {r.epsilon_lb:.2f} ({verdict(name, label, r)})"
                            for label, r in caught)
         rows.append(f"| `{name}` | {mech} | {sens} | {res.adjacency} | {res.accountant} | "

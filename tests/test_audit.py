@@ -42,6 +42,13 @@ def test_every_private_solver_has_audit_options():
                          f"declare them with register_solver(..., audit={{...}})")
 
 
+def test_every_private_solver_states_its_mechanism_and_sensitivity():
+    missing = [s for s in PRIVATE if not (dpopt.get_solver(s).mechanism.strip()
+                                          and dpopt.get_solver(s).sensitivity.strip())]
+    assert not missing, (f"private solvers that do not state what they release: {missing}; "
+                         f"declare register_solver(..., mechanism=..., sensitivity=...)")
+
+
 def test_every_private_family_has_a_clipping_variant():
     missing = [f for f in private_families() if f not in D.CLIP_OFF]
     assert not missing, (f"families without a clipping-disabled variant: {missing}; declare "

@@ -177,7 +177,10 @@ class SolverSpec:
     = all); ``fit_intercept`` whether it handles an intercept coordinate; ``run_length``
     the option that sets how long it runs (``solve(..., run_length=k)`` sets it whatever
     its own name: passes, epochs, iterations or n_iter); ``audit`` / ``audit_canary`` the
-    quick empirical audit's options and canary arguments (:mod:`dpopt.audit`).
+    quick empirical audit's options and canary arguments (:mod:`dpopt.audit`);
+    ``mechanism`` / ``sensitivity`` one line each on what a private solver releases and the
+    sensitivity of each release under the adjacency it reports (the docstring proves them;
+    ``dpopt solvers`` and the audit table print them).
     """
 
     name: str
@@ -193,6 +196,8 @@ class SolverSpec:
     audit: Mapping = field(default_factory=dict)
     audit_canary: Mapping = field(default_factory=dict)
     distributed: bool = False  # accepts a dpopt.distributed.ChunkedProblem (Dask / out-of-core)
+    mechanism: str = ""  # what a private solver releases (one line; the docstring proves it)
+    sensitivity: str = ""  # of each release, under the adjacency it reports
 
     def options(self) -> list[str]:
         """Names of the options, in declaration order."""
@@ -252,13 +257,14 @@ _REGISTRY: dict[str, SolverSpec] = {}
 
 def register_solver(name, *, description, options, losses=None, penalties=None, private=True,
                     family="", run_length=None, fit_intercept=True, audit=None,
-                    audit_canary=None, distributed=False):
+                    audit_canary=None, distributed=False, mechanism="", sensitivity=""):
     """Decorator registering ``func`` under ``name`` (see :class:`SolverSpec`).
 
     ``options`` is the tuple of :class:`Option` the function accepts as keywords after
     ``problem, *, epsilon, delta, rng``. A private solver gives ``audit`` (the options of
     its quick audit, small problem and few steps); ``tests/test_audit.py`` checks that
-    every private solver has one. ``distributed=True`` declares that ``func`` also fits a
+    every private solver has one, and its ``mechanism`` and ``sensitivity``.
+    ``distributed=True`` declares that ``func`` also fits a
     :class:`dpopt.distributed.ChunkedProblem` (row-chunked Dask or on-disk data).
     """
 
@@ -271,7 +277,8 @@ def register_solver(name, *, description, options, losses=None, penalties=None, 
         _REGISTRY[name] = SolverSpec(name, func, description, losses and tuple(losses),
                                      penalties and tuple(penalties), private, family or name,
                                      specs, run_length, fit_intercept,
-                                     _frozen(audit), _frozen(audit_canary), bool(distributed))
+                                     _frozen(audit), _frozen(audit_canary), bool(distributed),
+                                     mechanism, sensitivity)
         return func
 
     return decorator

@@ -337,7 +337,11 @@ OPTIONS = (
                  "ridge, closed form (Wang, UAI 2018)", losses=("squared",),
                  penalties=("none", "l2"), family="adassp", options=OPTIONS,
                  audit={"row_bound": 1.0, "target_bound": 1.0, "budget_split": (0.05, 0.15, 0.8)},
-                 distributed=True)
+                 distributed=True,
+                 mechanism="three Gaussian releases: the smallest eigenvalue of X^T X, X^T X and X^T y "
+                           "(clipped rows and targets)",
+                 sensitivity="B_a^2 for lambda_min; sqrt(2) B^2, or sqrt(2 B^4 + 2 B^2 + 1/2) with an "
+                             "intercept, for X^T X; 2 B_a B_y for X^T y (B_a^2 = B^2 + [intercept])")
 def fit_adassp(problem, *, epsilon, delta, rng, row_bound=None, target_bound=None, rho=0.05,
                budget_split=DEFAULT_SPLIT):
     """Fit squared-loss regression (no penalty or L2) with AdaSSP (module docstring).

@@ -125,7 +125,9 @@ def _unlift(u, radius):
                      SMOOTHNESS.but(doc='L of the average loss; "exact" reads it (warns)'),
                      CHECKPOINT_EVERY.but(doc="record y every this many iterations"),
                  ), run_length="iterations",
-                 audit={"iterations": 10, "constraint": "l2", "radius": 1e6})
+                 audit={"iterations": 10, "constraint": "l2", "radius": 1e6},
+                 mechanism="Gaussian noise on the full clipped gradient, one release per iteration",
+                 sensitivity="2 C / n")
 def fit_dp_accmd(problem, *, epsilon, delta, rng, iterations=50, constraint="l1", radius=1.0,
                  clip=1.0, smoothness="exact", checkpoint_every=1):
     """Fit with DP-AccMD (module docstring); returns y_T.

@@ -214,7 +214,9 @@ OPTIONS = (
 
 @register_solver("dp-cd", description="DP proximal coordinate descent with coordinate-wise "
                  "clipping (Mangold et al. 2022)", family="dp-cd", options=OPTIONS,
-                 run_length="passes", audit={"passes": 10})
+                 run_length="passes", audit={"passes": 10},
+                 mechanism="Gaussian noise on one clipped coordinate gradient per step, passes * p steps",
+                 sensitivity="2 C_j / n for coordinate j (coordinate-wise clipping, sum_j C_j^2 = C^2)")
 def fit_dp_cd(problem, *, epsilon, delta, rng, passes=10, step=1.0, clip=1.0,
               smoothness="exact", smoothness_bounds=None, smoothness_share=0.1,
               averaging="last", inner_steps=None, accountant="exact", checkpoint_every=1):

@@ -359,7 +359,10 @@ OPTIONS = (
                  losses=("squared", "logistic"), penalties=("none", "l2"),
                  family="dp-frank-wolfe", options=OPTIONS, run_length="passes",
                  audit={"passes": 3, "radius": 1.0, "coordinate_bound": 1.0,
-                        "target_bound": 100.0})
+                        "target_bound": 100.0},
+                 mechanism="per iteration: exponential mechanism (Gumbel) over the 2p vertices of the L1 "
+                           "ball, plus Gaussian noise on the intercept gradient",
+                 sensitivity="scores: 2 r c U / n; intercept: 2 U / n")
 def fit_dp_frank_wolfe(problem, *, epsilon, delta, rng, radius=1.0, passes="auto",
                        coordinate_bound=None, target_bound=None, clip=1.0,
                        intercept_share=DEFAULT_INTERCEPT_SHARE,

@@ -297,7 +297,10 @@ OPTIONS = (
                  losses=("squared", "logistic", "huber"), family="dp-gcd", options=OPTIONS,
                  run_length="passes",
                  # with one feature the greedy selection is trivial: give it 10% of each iteration
-                 audit={"passes": 10, "selection_share": 0.1})
+                 audit={"passes": 10, "selection_share": 0.1},
+                 mechanism="per iteration: report-noisy-max (Gumbel) over the greedy scores, then Gaussian "
+                           "noise on the chosen clipped coordinate gradient",
+                 sensitivity="scores: max_j 2 C_j / (n sqrt(M_j)); update: 2 C_j / n")
 def fit_dp_gcd(problem, *, epsilon, delta, rng, passes=10, step=1.0, clip=1.0, rule="auto",
                selection="exponential", accountant="auto", selection_share=0.5,
                smoothness="exact", checkpoint_every=1):

@@ -84,7 +84,9 @@ OPTIONS = (
 
 @register_solver("dp-gd", description="DP proximal gradient descent, full batch (baseline)",
                  family="dp-gd", options=OPTIONS, run_length="passes", audit={"passes": 10},
-                 distributed=True)
+                 distributed=True,
+                 mechanism="Gaussian noise on the full clipped gradient, one release per pass",
+                 sensitivity="2 C / n (L2 or coordinate-wise clipping)")
 def fit_dp_gd(problem, *, epsilon, delta, rng, passes=10, step=1.0, clip=1.0, clipping="l2",
               step_rule="global", smoothness="exact", output="last", checkpoint_every=1):
     """Fit with DP-GD; one pass = one full-gradient step (see module docstring).

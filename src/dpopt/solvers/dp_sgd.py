@@ -99,7 +99,10 @@ def chunked_sgd_pass(problem, w, entropy, first_step, noise, gammas, clip, sigma
 
 @register_solver("dp-sgd", description="DP proximal SGD, Poisson sampling, L2 clipping (baseline)",
                  family="dp-sgd", options=OPTIONS, run_length="passes",
-                 audit={"passes": 2, "batch_size": 25}, distributed=True)
+                 audit={"passes": 2, "batch_size": 25}, distributed=True,
+                 mechanism="Poisson-subsampled Gaussian on the sum of clipped per-sample gradients, passes *"
+                           " n / b steps",
+                 sensitivity="2 C (replace-one) or C (add-remove) for the sum")
 def fit_dp_sgd(problem, *, epsilon, delta, rng, passes=10, step=1.0, clip=1.0, batch_size=None,
                smoothness="exact", adjacency="replace-one", accountant="pld", checkpoint_every=1):
     """Fit with DP-SGD (module docstring). One pass = n / batch_size steps.

@@ -446,11 +446,18 @@ _SVRGPP_OPTIONS = tuple(o.but(default=8) if o.name == "epochs" else o for o in _
                         if o.name != "strong_convexity")
 
 
+#: What one inner step releases (module docstring, "Privacy").
+_SVRG_RELEASE = {"mechanism": "Poisson-sampled variance-reduced sum plus the full clipped "
+                              "gradient, one Gaussian per inner step",
+                 "sensitivity": "4 C for the sampled sum, 2 C q for the full-gradient term"}
+
+
 @register_solver("dp-svrg", description="DP proximal SVRG, Poisson-sampled clipped inner steps "
                  "(Wang, Ye, Xu 2017, Alg. 1)", losses=SMOOTH_LOSSES, family="dp-svrg",
                  options=_SVRG_OPTIONS, run_length="epochs",
                  audit={"epochs": 1, "epoch_length": 1, "batch_size": 25,
-                        "strong_convexity": 1.0})
+                        "strong_convexity": 1.0},
+                 **_SVRG_RELEASE)
 def fit_dp_svrg(problem, *, epsilon, delta, rng, epochs=15, epoch_length=None, batch_size=None,
                 step=0.5, clip=1.0, smoothness="exact", strong_convexity=None,
                 noise_split="auto", condition="warn", checkpoint_every=1):
@@ -469,7 +476,9 @@ def fit_dp_svrg(problem, *, epsilon, delta, rng, epochs=15, epoch_length=None, b
 @register_solver("dp-svrg++", description="DP proximal SVRG++ with doubling epochs, for "
                  "non-strongly convex objectives (Wang, Ye, Xu 2017, Alg. 2)",
                  losses=SMOOTH_LOSSES, family="dp-svrg", options=_SVRGPP_OPTIONS,
-                 run_length="epochs", audit={"epochs": 1, "epoch_length": 1, "batch_size": 25})
+                 run_length="epochs", audit={"epochs": 1, "epoch_length": 1, "batch_size": 25},
+                 mechanism="as dp-svrg, with epochs of doubling length",
+                 sensitivity=_SVRG_RELEASE["sensitivity"])
 def fit_dp_svrg_pp(problem, *, epsilon, delta, rng, epochs=8, epoch_length=None,
                    batch_size=None, step=0.5, clip=1.0, smoothness="exact", noise_split="auto",
                    condition="warn", checkpoint_every=1):

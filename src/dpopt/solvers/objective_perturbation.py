@@ -473,7 +473,11 @@ OPTIONS = (
                  losses=("logistic", "huber"), penalties=("none", "l2"),
                  family="objective-perturbation", options=OPTIONS,
                  audit={"row_bound": 1.0},
-                 audit_canary={"loss": "huber", "scale": 10.0}, distributed=True)
+                 audit_canary={"loss": "huber", "scale": 10.0}, distributed=True,
+                 mechanism="Gaussian linear term b^T w / n in the objective, then Gaussian output noise on "
+                           "the approximate minimiser",
+                 sensitivity="2 L B_aug for b (privacy loss shift + m^2/2 + m chi_dof, shift = log(1 + "
+                             "kappa)); 2 tolerance for the output")
 def fit_objective_perturbation(problem, *, epsilon, delta, rng, row_bound=None,
                                regularization="auto", tolerance=1e-6, prior_mu=0.0):
     """Fit by objective perturbation (see module docstring).

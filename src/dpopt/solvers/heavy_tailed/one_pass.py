@@ -78,11 +78,18 @@ def _with_common_doc(func):
     return func
 
 
+#: What every one-pass method releases (the oracle's Gaussian on a clipped batch mean).
+_ONE_PASS_RELEASE = {"mechanism": "Gaussian noise on the clipped mean of a disjoint batch per "
+                                  "step (each record used once: parallel composition)",
+                     "sensitivity": "2 C / s for a batch of s"}
+
+
 @_with_common_doc
 @register_solver("ht-acsa", description="noisy clipped accelerated SGD (AC-SA), one pass, "
                  "heavy-tailed gradients (Lowy & Razaviyayn, Alg. 2)", family="heavy-tailed",
                  options=(*_ONE_PASS_OPTIONS, *_TAIL_OPTIONS), run_length="n_iter",
-                 audit=_ONE_PASS_AUDIT)
+                 audit=_ONE_PASS_AUDIT,
+                 **_ONE_PASS_RELEASE)
 def fit_ht_acsa(problem, *, epsilon, delta, rng, rho=None, accountant="zcdp", model="central",
                 oracle="l2", clip=None, moment_bound=None, moment_order=2, radius=math.inf,
                 n_iter=None, batch_size=None, step=1.0, smoothness="exact", clip_quantile=None,
@@ -182,7 +189,8 @@ def _finish(problem, solver, c, w, orc, T, s, ck, params, oracle_records=None,
                  "strongly convex, heavy-tailed gradients (Lowy & Razaviyayn, Alg. 6)",
                  family="heavy-tailed", run_length="n_iter",
                  options=(*_ONE_PASS_OPTIONS, _STRONG_CONVEXITY, *_TAIL_OPTIONS),
-                 audit={**_ONE_PASS_AUDIT, "strong_convexity": 1.0})
+                 audit={**_ONE_PASS_AUDIT, "strong_convexity": 1.0},
+                 **_ONE_PASS_RELEASE)
 def fit_ht_sgd(problem, *, epsilon, delta, rng, rho=None, accountant="zcdp", model="central",
                oracle="l2", clip=None, moment_bound=None, moment_order=2, radius=math.inf,
                n_iter=None, batch_size=None, step=1.0, smoothness="exact",
@@ -237,7 +245,8 @@ def fit_ht_sgd(problem, *, epsilon, delta, rng, rho=None, accountant="zcdp", mod
                  options=(*_ONE_PASS_OPTIONS, _STRONG_CONVEXITY,
                           Option("gap_bound", None, None, "Delta >= F(0) - F* (sets T)"),
                           *_TAIL_OPTIONS),
-                 audit={**_ONE_PASS_AUDIT, "strong_convexity": 1.0})
+                 audit={**_ONE_PASS_AUDIT, "strong_convexity": 1.0},
+                 **_ONE_PASS_RELEASE)
 def fit_ht_proxsgd(problem, *, epsilon, delta, rng, rho=None, accountant="zcdp",
                    model="central", oracle="l2", clip=None, moment_bound=None, moment_order=2,
                    radius=math.inf, n_iter=None, batch_size=None, step=1.0, smoothness="exact",

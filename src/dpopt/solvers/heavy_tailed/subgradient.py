@@ -76,7 +76,10 @@ def _penalty_subgradient(pen, w):
                  # n' / 2 records in the first phase (n' = 2^floor(log2 n)), larger noise
                  # later: with n = 2 there is one phase and the canary is read half the time
                  audit={"clip": 1.0, "radius": 1e3, "moment_bound": 100.0, "max_phase_iter": 1},
-                 audit_canary={"n_samples": 2})
+                 audit_canary={"n_samples": 2},
+                 mechanism="Gaussian noise on clipped full-batch means, T_i steps per phase on a disjoint "
+                           "phase batch of n_i records",
+                 sensitivity="2 C_i / n_i per step")
 def fit_ht_subgradient(problem, *, epsilon, delta, rng, rho=None, accountant="zcdp", clip=None,
                        moment_bound=None, moment_order=2, radius=None, step=1.0,
                        max_phase_iter=1000, clip_quantile=None, quantile_share=0.1,
