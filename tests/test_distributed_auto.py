@@ -285,3 +285,26 @@ def test_quantile_from_counts_equals_private_quantile():
     with pytest.raises(ValueError, match="counts must have shape"):
         private_quantile_from_counts(np.random.default_rng(0), counts[1:], 0.9, 0.05, lower=1e-3,
                                      upper=1e3)
+
+
+@on_cluster
+def test_predict_on_chunked_data_is_lazy_and_equals_in_memory(tmp_path):
+    """predict / predict_proba / decision_function take what fit takes (Dask arrays, .npy
+    paths): one task per chunk applying the feature map and the model, same numbers."""
+    X, y = raw_data()
+    labels = np.where(y > np.median(y), "high", "low")
+    reg = dpopt.DPLinearRegression(epsilon=1.0, random_state=0).fit(*as_dask(X, y, 500))
+    clf = dpopt.DPLogisticRegression(epsilon=1.0, random_state=0).fit(X, labels)
+    Xd = da.from_array(X, chunks=(377, P))
+    np.save(tmp_path / "X.npy", X)
+    for source in (Xd, tmp_path / "X.npy"):
+        lazy = reg.predict(source)
+        assert isinstance(lazy, da.Array) and lazy.shape == (N,)
+        np.testing.assert_allclose(lazy.compute(), reg.predict(X), rtol=0, atol=1e-12)
+        assert list(clf.predict(source).compute()) == list(clf.predict(X))
+        np.testing.assert_allclose(clf.predict_proba(source).compute(), clf.predict_proba(X),
+                                   rtol=0, atol=1e-12)
+        np.testing.assert_allclose(clf.predict_log_proba(source).compute(),
+                                   clf.predict_log_proba(X), rtol=0, atol=1e-12)
+    with pytest.raises(ValueError, match="fitted on 4 features"):
+        reg.predict(da.from_array(X[:, :3], chunks=(500, 3)))

@@ -257,11 +257,31 @@ class _DPLinearModel(BaseEstimator):
     # -- predict ----------------------------------------------------------------------
     def _decision(self, X):
         check_is_fitted(self, "coef_")
+        if is_chunked_input(X):
+            return self._chunked_decision(X)
         X = validate_data(self, X, accept_sparse=("csr", "csc"), dtype=np.float64, reset=False)
+        return self._margins(X)
+
+    def _margins(self, X):
         if getattr(self, "auto_", None) is not None:  # the default path's feature map
             X = self.auto_.scaling.prepare(X)
         coef = np.ravel(self.coef_)
         return np.asarray(X @ coef).ravel() + float(np.ravel(self.intercept_)[0])
+
+    def _chunked_decision(self, X):
+        """Margins of chunked data (Dask array, data frame or path, as ``fit`` takes them):
+        a lazy Dask array, one task per row chunk, each applying the feature map and the
+        model to its chunk (nothing is computed here)."""
+        from dpopt.distributed import as_dask_arrays
+
+        X, _ = as_dask_arrays(X, None)
+        if X.ndim != 2 or X.shape[1] != self.n_features_in_:
+            raise ValueError(f"X has shape {X.shape}; the model was fitted on "
+                             f"{self.n_features_in_} features")
+        return X.map_blocks(self._margins_of_chunk, drop_axis=1, dtype=np.float64)
+
+    def _margins_of_chunk(self, chunk):
+        return self._margins(chunk.astype(np.float64, copy=False))
 
     def privacy_report(self) -> str:
         """The privacy of the fitted model: one line, plus what leaked, if anything."""
@@ -292,6 +312,15 @@ class _Regressor(RegressorMixin, _DPLinearModel):
 
 
 # ---------------------------------------------------------------------------------
+
+
+def _probabilities(margins):
+    p1 = np.exp(-np.logaddexp(0.0, -margins))
+    return np.column_stack([1.0 - p1, p1])
+
+
+def _log_probabilities(margins):
+    return np.column_stack([-np.logaddexp(0.0, margins), -np.logaddexp(0.0, -margins)])
 
 
 class DPLogisticRegression(ClassifierMixin, _DPLinearModel):
@@ -385,17 +414,25 @@ class DPLogisticRegression(ClassifierMixin, _DPLinearModel):
 
     def predict_proba(self, X):
         """Columns: P(classes_[0]), P(classes_[1]) under the logistic model."""
-        d = self._decision(X)
-        p1 = np.exp(-np.logaddexp(0.0, -d))
-        return np.column_stack([1.0 - p1, p1])
+        return self._per_chunk(self._decision(X), _probabilities, 2)
 
     def predict_log_proba(self, X):
-        d = self._decision(X)
-        return np.column_stack([-np.logaddexp(0.0, d), -np.logaddexp(0.0, -d)])
+        return self._per_chunk(self._decision(X), _log_probabilities, 2)
 
     def predict(self, X):
-        positive = self._decision(X) > 0
-        return self.classes_[positive.astype(int)]
+        return self._per_chunk(self._decision(X), self._labels)
+
+    def _labels(self, margins):
+        return self.classes_[(margins > 0).astype(int)]
+
+    def _per_chunk(self, margins, func, columns=None):
+        """``func(margins)``, chunk by chunk when the margins are a (lazy) Dask array."""
+        if isinstance(margins, np.ndarray):
+            return func(margins)
+        if columns is None:
+            return margins.map_blocks(func, dtype=self.classes_.dtype)
+        return margins.map_blocks(func, new_axis=1, chunks=(margins.chunks[0], (columns,)),
+                                  dtype=np.float64)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
