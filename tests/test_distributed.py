@@ -76,6 +76,29 @@ def test_dp_gd_chunked_equals_in_memory(client, loss, options, sparse):
     assert not np.allclose(ref.w, 0.0)
 
 
+def test_persisted_chunks_are_reduced_task_by_task_with_the_same_results(client):
+    """persist() holds X and y on the workers; reductions then skip the Dask graph (one
+    submitted task per chunk and a tree of sums) and give the same fits."""
+    X, y = data("logistic", seed=2)
+    kw = dict(loss="logistic", penalty="l2", alpha=0.01, fit_intercept=True)
+    problem = chunked(X, y, 377, **kw)
+    assert problem._held_chunks() is None  # a graph over in-memory arrays: not held
+    assert problem.persist() is problem and problem._held_chunks() is not None
+    for name, opts in [("dp-gd", {"passes": 5, "clip": 0.7, "smoothness": 0.5}),
+                       ("dp-sgd", {"passes": 2, "batch_size": 100, "clip": 0.7,
+                                   "smoothness": 0.5}),
+                       ("objective-perturbation", {"row_bound": 3.0})]:
+        graph = dpopt.solve(chunked(X, y, 377, **kw), name, epsilon=1.0, random_state=4, **opts)
+        held = dpopt.solve(problem, name, epsilon=1.0, random_state=4, **opts)
+        np.testing.assert_allclose(held.w, graph.w, rtol=0, atol=TOL)
+    Xs, ys = data("squared", seed=2)
+    sq = chunked(Xs, ys, 500).persist()
+    ref = dpopt.solve(dpopt.Problem(Xs, ys), "adassp", epsilon=1.0, random_state=1, row_bound=4.0,
+                      target_bound=4.0)
+    got = dpopt.solve(sq, "adassp", epsilon=1.0, random_state=1, row_bound=4.0, target_bound=4.0)
+    np.testing.assert_allclose(got.w, ref.w, rtol=0, atol=TOL)
+
+
 def test_dp_gd_exact_smoothness_warns_and_matches(client):
     X, y = data("squared")
     with pytest.warns(dpopt.PrivacyLeakWarning):
@@ -173,7 +196,8 @@ def test_a_failed_task_is_retried_and_changes_nothing(client, instrumented):
                     epsilon=1.0, random_state=9, **opts)
 
 
-def test_a_worker_lost_mid_fit_changes_nothing(instrumented):
+@pytest.mark.parametrize("held", [False, True], ids=["graph", "held"])
+def test_a_worker_lost_mid_fit_changes_nothing(instrumented, held):
     X, y = data("logistic", seed=8)
     kw = dict(loss="logistic", penalty="l2", alpha=0.01, fit_intercept=True)
     opts = dict(passes=6, smoothness=0.5, clip=0.7)
@@ -182,6 +206,9 @@ def test_a_worker_lost_mid_fit_changes_nothing(instrumented):
                       dashboard_address=":0") as cluster, Client(cluster) as c:
         Xd = da.from_array(X, chunks=(250, P)).persist()  # chunks held by both workers
         problem = ChunkedProblem(Xd, y, **kw)
+        if held:  # y held too: reductions submitted on the held chunks (ChunkedProblem.persist)
+            problem.persist()
+            assert problem._held_chunks() is not None
         victim = max(cluster.workers.values(), key=lambda w: len(w.data))
         instrumented["signal_at"] = 13  # during the third step
 

@@ -407,6 +407,14 @@ def _chunk_check(xb, yb, *, loss):
 # the problem
 
 
+def _row_of_chunk(func, xb, yb, kwargs):
+    return func(xb, yb[:, None], **kwargs)
+
+
+def _add_rows(*rows):
+    return np.sum(np.concatenate(rows, axis=0), axis=0, keepdims=True)
+
+
 class ChunkedProblem:
     """A linear ERM problem over row-chunked data (module docstring).
 
@@ -489,15 +497,68 @@ class ChunkedProblem:
     def n_chunks(self) -> int:
         return len(self.X.chunks[0])
 
+    def persist(self) -> ChunkedProblem:
+        """Hold the chunks in the workers' memory (``dask.persist`` on the active
+        ``distributed.Client``), for data that fit there: later passes reuse them, and each
+        reduction is then submitted chunk by chunk on the held chunks (a few ms per pass)
+        instead of through a new Dask graph (~20-30 ms of graph handling per pass, which
+        dominates the steps of small data). Same sums, same results. Returns ``self``."""
+        dask, _ = _dask()
+        self.X, self.y = dask.persist(self.X, self.y)
+        return self
+
+    def _held_chunks(self):
+        """``(client, [(x_future, y_future), ...])`` in row order when every chunk of X and y
+        is held by the active distributed client (:meth:`persist`), else ``None``."""
+        try:
+            from distributed import default_client, futures_of
+
+            client = default_client()
+        except (ImportError, ValueError):  # no distributed, or no client: the graph path
+            return None
+        held = {f.key: f for f in futures_of(self.X) + futures_of(self.y)}
+        x_keys = [row[0] for row in self.X.__dask_keys__()]
+        y_keys = list(self.y.__dask_keys__())
+        if not held or any(k not in held for k in x_keys + y_keys):
+            return None
+        return client, [(held[a], held[b]) for a, b in zip(x_keys, y_keys)]
+
     def _reduce(self, func, width, **kwargs):
         """Sum over chunks of ``func(x_chunk, y_chunk[:, None], **kwargs)`` (a (1, width)
         row per chunk), as a tree, computed on the active scheduler."""
+        held = self._held_chunks()
+        if held is not None:
+            return self._reduce_held(*held, func, kwargs)
         _, da = _dask()
         parts = da.map_blocks(func, self.X, self.y[:, None], dtype=np.float64,
                               meta=np.empty((0, 0)), chunks=((1,) * self.n_chunks, (width,)),
                               **kwargs)
         total = parts.sum(axis=0, split_every=SPLIT_EVERY)
         return np.asarray(total.compute(retries=self.retries), dtype=np.float64)
+
+    def _reduce_held(self, client, chunks, func, kwargs):
+        """:meth:`_reduce` on held chunks: one task per chunk, then sums of ``SPLIT_EVERY``
+        partial rows at a time up to the root, submitted directly to the scheduler. A
+        function that takes ``block_info`` gets its chunk's rows as ``map_blocks`` gives them."""
+        from dask.utils import has_keyword
+
+        def submit(*args):
+            return client.submit(*args, pure=False, retries=self.retries)
+
+        def arguments(start, stop):
+            if not has_keyword(func, "block_info"):
+                return kwargs
+            return {**kwargs, "block_info": {0: {"array-location": [(start, stop),
+                                                                    (0, self.n_features)]}}}
+
+        stops = np.cumsum(self.X.chunks[0]).tolist()
+        starts = [0, *stops[:-1]]
+        parts = [submit(_row_of_chunk, func, xf, yf, arguments(start, stop))
+                 for (xf, yf), start, stop in zip(chunks, starts, stops)]
+        while len(parts) > 1:
+            parts = [submit(_add_rows, *parts[i:i + SPLIT_EVERY])
+                     for i in range(0, len(parts), SPLIT_EVERY)]
+        return np.asarray(parts[0].result(), dtype=np.float64)[0]
 
     def _max(self, func, width, **kwargs):
         _, da = _dask()
