@@ -538,7 +538,7 @@ OPTIONS = (
                  distributed=True,
                  mechanism="Gaussian noise on the clipped gradient of a random block S per step (sampled "
                            "independently of the data)",
-                 sensitivity="2 ||C_S||_2 / n for block S")
+                 sensitivity="2 ‖C_S‖₂ / n for block S")
 def fit_dp_rbcd(problem, *, epsilon, delta, rng, sampling="uniform", block_size=None,
                 probabilities=None, passes=10, step=1.0, clip=1.0, smoothness="exact",
                 block_smoothness="size", omega=None, accountant="exact", checkpoint_every=1):
