@@ -111,3 +111,9 @@ def test_duplicates_run_once_and_arguments_checked(tmp_path):
         run_grid(CONFIGS, _noisy(), store=store, backend="spark")
     with pytest.raises(ValueError, match="scheduler"):
         run_grid(CONFIGS, _noisy(), store=store, backend="loky", scheduler="tcp://x:1")
+
+
+def test_strip_timings_drops_every_wall_time_field_and_keeps_the_rest():
+    record = {"rel_error": [0.5], "wall": [1.2], "time": 3.0, "fit_time": 0.1, "times": [1],
+              "elapsed": 2.0, "results": [{"wall_time": 1.0, "clip": 0.5}], "passes": 4}
+    assert strip_timings(record) == {"rel_error": [0.5], "results": [{"clip": 0.5}], "passes": 4}

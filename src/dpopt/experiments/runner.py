@@ -181,12 +181,12 @@ def dask_cluster(scheduler: str | None = None, n_workers: int = 1):
         yield client
 
 
-_TIMING_NAMES = ("time", "elapsed", "wall_time")
+_TIMING_NAMES = ("time", "elapsed", "wall", "wall_time")
 
 
 def strip_timings(obj):
     """``obj`` without the fields that measure wall time (names ``time``,
-    ``elapsed``, ``wall_time``, ``*_time``, ``times``), recursively: what
+    ``elapsed``, ``wall``, ``wall_time``, ``*_time``, ``times``), recursively: what
     must be bit-identical across backends."""
     if isinstance(obj, dict):
         return {k: strip_timings(v) for k, v in obj.items()
