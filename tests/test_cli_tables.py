@@ -244,6 +244,7 @@ def test_absolute_loss_takes_the_default_path_and_train_metrics_use_the_released
                           "--train-metrics", "--out", tmp_path / "m.json"], capsys)
     assert code == 0, err
     assert "default path (solver='auto' -> dp-cd)" in out and "end to end" in out
+    assert "PrivacyLeakWarning" not in out + err  # the default path reads nothing unpaid
     model = json.loads((tmp_path / "m.json").read_text())
     assert model["feature_map"] is not None
     objective = float(out.split("training objective F(w) = ")[1].split()[0])

@@ -2,6 +2,8 @@
 at the same seed, whatever the chunking (dpopt.distributed_auto, objective perturbation's
 chunked Newton)."""
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -308,3 +310,20 @@ def test_predict_on_chunked_data_is_lazy_and_equals_in_memory(tmp_path):
                                    clf.predict_log_proba(X), rtol=0, atol=1e-12)
     with pytest.raises(ValueError, match="fitted on 4 features"):
         reg.predict(da.from_array(X[:, :3], chunks=(500, 3)))
+
+
+@on_cluster
+@pytest.mark.parametrize("estimator, labels", [(dpopt.DPLinearRegression, False),
+                                               (dpopt.DPLogisticRegression, True),
+                                               (dpopt.DPLasso, False)])
+def test_default_chunked_fit_on_raw_data_reads_nothing_unpaid(estimator, labels):
+    """The default path on chunked raw data pays for every constant it reads: no
+    PrivacyLeakWarning, and the whole pipeline spends exactly the target."""
+    X, y = raw_data()
+    target = np.where(y > np.median(y), 1.0, -1.0) if labels else y
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", dpopt.PrivacyLeakWarning)  # a leak fails the test
+        model = estimator(epsilon=1.0, random_state=3).fit(*as_dask(X, target, 377))
+    assert model.privacy_leaks_ == []
+    assert model.epsilon_spent_ == pytest.approx(1.0, rel=1e-6)
+    assert not model.privacy_report().startswith("NOT end-to-end private")
