@@ -545,8 +545,10 @@ class ChunkedProblem:
         def submit(*args):
             return client.submit(*args, pure=False, retries=self.retries)
 
+        located = has_keyword(func, "block_info")
+
         def arguments(start, stop):
-            if not has_keyword(func, "block_info"):
+            if not located:
                 return kwargs
             return {**kwargs, "block_info": {0: {"array-location": [(start, stop),
                                                                     (0, self.n_features)]}}}

@@ -312,7 +312,37 @@ def release_clipped_moments(X, lower, upper, mu, rng):
     return t1, t2, [Gaussian(1.0 / mu, 2)]
 
 
-class PrivateStandardScaler(_PrivateTransformer):
+class _ClipCenterScale(_PrivateTransformer):
+    """Clip to the private bounds, subtract a private centre (when the flag named
+    ``_centering`` is set; never on sparse data) and divide by a private scale."""
+
+    _centering = ""  # the constructor flag that turns centring on
+    _center_attr = ""  # the fitted centre
+
+    def _center(self):
+        return getattr(self, self._center_attr) if getattr(self, self._centering) else 0.0
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = not getattr(self, self._centering)
+        return tags
+
+    def _output_bounds(self):
+        center = self._center()
+        return (self.lower_ - center) / self.scale_, (self.upper_ - center) / self.scale_
+
+    def transform(self, X):
+        X = self._check_transform_input(X)
+        clipped = _clip_columns(X, self.lower_, self.upper_)
+        if sp.issparse(clipped):
+            if getattr(self, self._centering):
+                raise ValueError(f"X: cannot center sparse data; fit with "
+                                 f"{self._centering}=False")
+            return sp.csc_matrix(clipped @ sp.diags(1.0 / self.scale_))
+        return (clipped - self._center()) / self.scale_
+
+
+class PrivateStandardScaler(_ClipCenterScale):
     """Clip to private bounds, then standardise with a private mean and variance.
 
     Releases (replace-one, n public), with w_j = upper_j - lower_j and c_j the
@@ -330,6 +360,8 @@ class PrivateStandardScaler(_PrivateTransformer):
     var_ = w^2 (T2 / n - (T1 / n)^2), scale_ = sqrt(var_) floored at w / 1000
     (1 for collapsed features, whose output is 0 - mean_ = 0).
     """
+
+    _centering, _center_attr = "with_mean", "mean_"
 
     def __init__(self, *, epsilon=1.0, delta=None, bounds=None, quantiles=DEFAULT_QUANTILES,
                  confidence=DEFAULT_CONFIDENCE, bounds_share=0.5, with_mean=True,
@@ -376,30 +408,11 @@ class PrivateStandardScaler(_PrivateTransformer):
         fitted.update(mean_=mean, var_=var, scale_=scale)
         return fitted, mechanisms
 
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.input_tags.sparse = not self.with_mean
-        return tags
-
-    def _output_bounds(self):
-        center = self.mean_ if self.with_mean else 0.0
-        return (self.lower_ - center) / self.scale_, (self.upper_ - center) / self.scale_
-
-    def transform(self, X):
-        X = self._check_transform_input(X)
-        clipped = _clip_columns(X, self.lower_, self.upper_)
-        if sp.issparse(clipped):
-            if self.with_mean:
-                raise ValueError("X: cannot center sparse data; fit with with_mean=False")
-            return sp.csc_matrix(clipped @ sp.diags(1.0 / self.scale_))
-        center = self.mean_ if self.with_mean else 0.0
-        return (clipped - center) / self.scale_
-
 
 PrivateStandardScaler.__doc__ += _COMMON_DOC
 
 
-class PrivateRobustScaler(_PrivateTransformer):
+class PrivateRobustScaler(_ClipCenterScale):
     """Clip to private bounds, then centre by a private median and scale by a private IQR.
 
     One release: the noisy histograms of every feature (sensitivity sqrt(2 p),
@@ -409,6 +422,8 @@ class PrivateRobustScaler(_PrivateTransformer):
     scale_ = q75 - q25 (1 when it is not positive). Public ``bounds`` fix the
     clipping bounds but the quartiles are still released.
     """
+
+    _centering, _center_attr = "with_centering", "center_"
 
     def __init__(self, *, epsilon=1.0, delta=None, bounds=None, quantiles=DEFAULT_QUANTILES,
                  confidence=DEFAULT_CONFIDENCE, with_centering=True, random_state=None,
@@ -446,25 +461,6 @@ class PrivateRobustScaler(_PrivateTransformer):
         fitted = {"lower_": lower, "upper_": upper, "center_": q50,
                   "scale_": np.where(iqr > 0, iqr, 1.0), "quartiles_": np.vstack([q25, q50, q75])}
         return fitted, [record]
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.input_tags.sparse = not self.with_centering
-        return tags
-
-    def _output_bounds(self):
-        center = self.center_ if self.with_centering else 0.0
-        return (self.lower_ - center) / self.scale_, (self.upper_ - center) / self.scale_
-
-    def transform(self, X):
-        X = self._check_transform_input(X)
-        clipped = _clip_columns(X, self.lower_, self.upper_)
-        if sp.issparse(clipped):
-            if self.with_centering:
-                raise ValueError("X: cannot center sparse data; fit with with_centering=False")
-            return sp.csc_matrix(clipped @ sp.diags(1.0 / self.scale_))
-        center = self.center_ if self.with_centering else 0.0
-        return (clipped - center) / self.scale_
 
 
 PrivateRobustScaler.__doc__ += _COMMON_DOC
