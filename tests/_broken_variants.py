@@ -6,7 +6,7 @@ ships these. Two kinds:
 * ``noise_scaled(name, factor)``: any registered solver run with a
   :class:`ScaledNoiseGenerator`, a ``numpy.random.Generator`` whose noise
   draws (normal, Laplace, Gumbel, exponential) are multiplied by ``factor``.
-  Every solver draws its noise from the Generator it is given (DESIGN.md,
+  Every solver draws its noise from the Generator it is given (docs/design.md,
   invariant 6), so this weakens any solver without touching its code; a new
   solver that draws noise some other way makes the power test fail, which is
   the point.
@@ -52,7 +52,7 @@ class ScaledNoiseGenerator(np.random.Generator):
 
 
 def noise_scaled(name, factor=0.25):
-    """``fit`` for :func:`dpopt.audit.audit`: solver ``name`` with noise times ``factor``."""
+    """``fit`` for :func:`dpopt.api.audit.audit`: solver ``name`` with noise times ``factor``."""
 
     def fit(problem, *, random_state, **kw):
         return dpopt.solve(problem, name, random_state=ScaledNoiseGenerator(random_state, factor),

@@ -13,21 +13,21 @@ loads scikit-learn), so that ``import dpopt`` and the light CLI commands (``dpop
 __version__ = "0.1.0"
 
 _LAZY = {
-    "BudgetAccountant": "dpopt.budget",
-    "BudgetExceededError": "dpopt.exceptions",
-    "PrivacyLeakWarning": "dpopt.exceptions",
-    "WeakPrivacyWarning": "dpopt.exceptions",
-    "Problem": "dpopt.problem",
+    "BudgetAccountant": "dpopt.privacy.budget",
+    "BudgetExceededError": "dpopt._core.exceptions",
+    "PrivacyLeakWarning": "dpopt._core.exceptions",
+    "WeakPrivacyWarning": "dpopt._core.exceptions",
+    "Problem": "dpopt.data",
     "FitResult": "dpopt.solvers",
     "available_solvers": "dpopt.solvers",
     "get_solver": "dpopt.solvers",
     "register_solver": "dpopt.solvers",
     "solve": "dpopt.solvers",
     "reference_optimum": "dpopt.solvers.reference",
-    "PrivateHyperparameterSearch": "dpopt.tuning",
-    "ChunkedProblem": "dpopt.distributed",
+    "PrivateHyperparameterSearch": "dpopt.api.tuning",
+    "ChunkedProblem": "dpopt.data.chunked",
 }
-_LAZY.update({name: "dpopt.estimators" for name in (
+_LAZY.update({name: "dpopt.api.estimators" for name in (
     "DPLogisticRegression", "DPLinearRegression", "DPLasso", "DPElasticNet", "DPHuberRegressor")})
 _LAZY.update({name: "dpopt.preprocessing" for name in (
     "PrivateClipper", "PrivateMinMaxScaler", "PrivateStandardScaler", "PrivateRobustScaler",
@@ -35,9 +35,19 @@ _LAZY.update({name: "dpopt.preprocessing" for name in (
     "public_one_hot_encoder")})
 
 
+#: Submodules that lived at the top level before the layered layout (docs/design.md),
+#: still reachable as attributes: ``dpopt.audit.run_audit`` keeps working.
+_MOVED = {"audit": "dpopt.api.audit", "budget": "dpopt.privacy.budget",
+          "estimators": "dpopt.api.estimators", "tuning": "dpopt.api.tuning",
+          "modelio": "dpopt.api.modelio", "plotting": "dpopt.experiments.plotting",
+          "distributed": "dpopt.data.chunked", "exceptions": "dpopt._core.exceptions"}
+
+
 def __getattr__(name):
     import importlib
 
+    if name in _MOVED:
+        return importlib.import_module(_MOVED[name])
     if name in _LAZY:
         value = getattr(importlib.import_module(_LAZY[name]), name)
         globals()[name] = value

@@ -112,7 +112,7 @@ def load_adult(*, data_home=None, download=True, verify=True) -> AdultSplits:
     ``verify`` checks the shapes (32561 and 16281 rows) and, for the shared copy,
     the sha256 of ``MANIFEST.md``.
     """
-    from dpopt.datasets.registry import (
+    from dpopt.datasets._store import (
         DatasetChecksumError,
         DatasetNotAvailableError,
         _env_data_dir,

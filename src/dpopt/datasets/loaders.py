@@ -7,7 +7,7 @@ None. Labels are returned as stored; :func:`to_signed_labels` maps a two-class
 vector to {-1.0, +1.0} when the caller says which class is positive.
 
 A missing file, an unreadable file, a malformed table, NaN or inf values all
-raise ``ValueError`` naming the path (DESIGN.md, invariant 7).
+raise ``ValueError`` naming the path (docs/design.md invariant 7).
 
 The ``.npz`` layout is the one of the shared data directory (see
 ``MANIFEST.md``): keys ``X`` (2-D), ``y`` (1-D) and optionally
@@ -30,7 +30,7 @@ import numpy as np
 if TYPE_CHECKING:
     import scipy.sparse as sp
 
-from dpopt._validation import check_positive_int
+from dpopt._core.validation import check_positive_int
 
 __all__ = [
     "LoadedData",

@@ -56,7 +56,6 @@ import os
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -64,6 +63,15 @@ import numpy as np
 if TYPE_CHECKING:
     import scipy.sparse as sp
 
+from dpopt.datasets._store import (  # noqa: F401 (re-exported: public names of this module)
+    ENV_CACHE,
+    ENV_DATA,
+    DatasetChecksumError,
+    DatasetNotAvailableError,
+    _env_data_dir,
+    _file_sha256,
+    get_data_home,
+)
 from dpopt.datasets.loaders import load_npz, save_npz, to_signed_labels
 
 __all__ = [
@@ -77,18 +85,6 @@ __all__ = [
     "get_data_home",
     "content_sha256",
 ]
-
-ENV_DATA = "DPOPT_DATA"
-ENV_CACHE = "DPOPT_CACHE"
-
-
-class DatasetNotAvailableError(ValueError):
-    """A named dataset is neither found locally nor downloadable right now."""
-
-
-class DatasetChecksumError(ValueError):
-    """A dataset file does not hold the registered data (checksum or shape mismatch)."""
-
 
 @dataclass(frozen=True, eq=False)
 class Dataset:
@@ -276,24 +272,6 @@ def _download(spec, raw_dir):
 # --------------------------------------------------------------------------- locations
 
 
-def get_data_home(data_home=None) -> Path:
-    """The cache directory: ``data_home``, else ``$DPOPT_CACHE``, else ``~/.cache/dpopt``.
-
-    The directory is not created here (only when a download is saved).
-    """
-    if data_home is not None:
-        if not isinstance(data_home, (str, os.PathLike)):
-            raise ValueError(f"data_home must be a str, os.PathLike or None, got {data_home!r}")
-        return Path(data_home).expanduser()
-    env = os.environ.get(ENV_CACHE, "").strip()
-    return Path(env).expanduser() if env else Path.home() / ".cache" / "dpopt"
-
-
-def _env_data_dir():
-    value = os.environ.get(ENV_DATA, "").strip()
-    return Path(value).expanduser() if value else None
-
-
 def _find_local(name, env_dir, cache):
     """(path, where) of the first local copy of ``name``, or (None, None)."""
     if env_dir is not None and (env_dir / f"{name}.npz").is_file():
@@ -344,14 +322,6 @@ def content_sha256(X, y) -> str:
         h.update(b"dense" + np.asarray(X.shape, dtype=np.int64).tobytes())
         h.update(np.ascontiguousarray(X, dtype=np.float64).tobytes())
     h.update(np.ascontiguousarray(y, dtype=np.float64).tobytes())
-    return h.hexdigest()
-
-
-def _file_sha256(path):
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
     return h.hexdigest()
 
 

@@ -10,7 +10,7 @@ reassociation allowed
 (``fastmath={"reassoc"}``, so the inner loops vectorize; no other fast-math
 flag, so infinite thresholds keep their meaning), and the logistic
 derivatives use NumPy's vectorized ``exp``. No per-sample gradient matrix is
-formed (DESIGN.md invariant 5). Large dense problems (n p >= 2^21) use
+formed (docs/design.md invariant 5). Large dense problems (n p >= 2^21) use
 Numba's threads (``numba.set_num_threads`` / ``NUMBA_NUM_THREADS``; the
 result does not depend on their number), as BLAS does for ``X.T @ v``.
 

@@ -1,6 +1,6 @@
 """Privacy accounting on top of dp-accounting, with the adjacency explicit.
 
-Conventions (DESIGN.md, invariant 1)
+Conventions (docs/design.md invariant 1)
 ------------------------------------
 *Adjacency* is ``"replace-one"`` (the default and the papers' convention:
 neighbouring datasets differ in the value of one record) or ``"add-remove"``.
@@ -51,7 +51,7 @@ from dp_accounting.pld import privacy_loss_distribution as pldlib
 from dp_accounting.rdp import rdp_privacy_accountant as rdp_mod
 from scipy import optimize, special
 
-from dpopt._validation import check_choice, check_delta, check_epsilon, check_scalar
+from dpopt._core.validation import check_choice, check_delta, check_epsilon, check_scalar
 
 ADJACENCIES = ("replace-one", "add-remove")
 ACCOUNTANTS = ("auto", "exact", "pld", "rdp")

@@ -7,12 +7,14 @@ adding a module that calls :func:`register_solver`.
 import importlib
 import pkgutil
 
-from dpopt._validation import default_delta
+from dpopt._core.validation import default_delta
 from dpopt.solvers._base import (
     Checkpoints,
     FitResult,
     SolverSpec,
     available_solvers,
+    check_distributed,
+    distributed_solvers,
     get_solver,
     make_result,
     register_solver,
@@ -23,5 +25,6 @@ for _mod in pkgutil.iter_modules(__path__):
     if not _mod.name.startswith("_"):
         importlib.import_module(f"{__name__}.{_mod.name}")
 
-__all__ = ["Checkpoints", "FitResult", "SolverSpec", "available_solvers", "default_delta",
+__all__ = ["Checkpoints", "FitResult", "SolverSpec", "available_solvers", "check_distributed",
+           "default_delta", "distributed_solvers",
            "get_solver", "make_result", "register_solver", "solve"]

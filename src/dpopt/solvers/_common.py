@@ -26,10 +26,10 @@ import warnings
 
 import numpy as np
 
-from dpopt._validation import check_choice, check_scalar
-from dpopt.exceptions import PrivacyLeakWarning
+from dpopt._core.exceptions import PrivacyLeakWarning
+from dpopt._core.validation import check_choice, check_scalar
 from dpopt.kernels.cd import CDWork
-from dpopt.kernels.sampling import gap_positions, split_slots
+from dpopt.kernels.sampling import poisson_batches  # noqa: F401 (the solvers import it from here)
 from dpopt.privacy import ADJACENCIES
 from dpopt.solvers._base import Option, positive, positive_int
 
@@ -196,51 +196,6 @@ def cd_work(problem, z):
 
 # ---------------------------------------------------------------------------
 # Poisson batches
-
-
-def poisson_batches(rng, n, rate, steps, *, draw="gaps"):
-    """Poisson batches of range(n) for ``steps`` steps: ``(rows, bounds)``, the rows of
-    step s in ``rows[bounds[s]:bounds[s + 1]]``.
-
-    Every (record, step) pair is in independently with probability ``rate`` (the
-    sampling the subsampled-Gaussian accountant analyses). Two documented draw orders:
-
-    * ``"gaps"`` (dp-sgd): the slots s n + i form a Bernoulli process whose gaps are
-      Geometric(rate), drawn by inversion ceil(E / -log(1 - rate)), E ~ Exp(1); the rows
-      of a step come out sorted.
-    * ``"sizes"`` (dp-svrg): |B_s| ~ Binomial(n, rate), then a uniform subset of that
-      size, drawn with replacement and redrawn without replacement if it repeats an index
-      (both give a uniform subset, so the mixture is uniform).
-    """
-    check_choice(draw, "draw", ("gaps", "sizes"))
-    if draw == "gaps":
-        return _poisson_by_gaps(rng, n, rate, steps)
-    sizes = rng.binomial(n, rate, size=steps)
-    bounds = np.zeros(steps + 1, dtype=np.int64)
-    np.cumsum(sizes, out=bounds[1:])
-    rows = rng.integers(0, n, size=int(bounds[-1]), dtype=np.int64)
-    if rows.size > 1:
-        key = np.sort(np.repeat(np.arange(steps, dtype=np.int64), sizes) * n + rows)
-        for t in np.unique(key[1:][key[1:] == key[:-1]] // n):
-            rows[bounds[t]:bounds[t + 1]] = rng.choice(n, size=sizes[t], replace=False)
-    return rows, bounds
-
-
-def _poisson_by_gaps(rng, n, rate, steps):
-    total = n * steps
-    if rate >= 1.0:
-        rows = np.tile(np.arange(n, dtype=np.int64), steps)
-        return rows, np.arange(steps + 1, dtype=np.int64) * n
-    mean = total * rate
-    chunk = int(mean + 6.0 * math.sqrt(mean) + 16)
-    scale = -1.0 / math.log1p(-rate)
-    parts, last = [], -1
-    while last < total:
-        pos = gap_positions(rng.standard_exponential(chunk), scale, last)
-        parts.append(pos)
-        last = int(pos[-1])
-    pos = parts[0] if len(parts) == 1 else np.concatenate(parts)
-    return split_slots(pos, n, steps)
 
 
 # ---------------------------------------------------------------------------

@@ -24,7 +24,7 @@ fields read are (everything else is ignored):
     ``checkpoint_times``), for the passes and wall-time figures.
 ``adjacency`` (str, optional)
     Shown in the panel titles; panels mixing adjacencies say so
-    (DESIGN.md invariant 1).
+    (docs/design.md invariant 1).
 
 The same fields may instead sit in a ``result`` sub-object of the record.
 Errors are plotted on a log scale, floored at 1e-16 (a run at the optimum).
@@ -100,7 +100,7 @@ def _final_error(rec):
 def _usable(records):
     out = [r for r in records if isinstance(r.get("config"), dict) and "solver" in r["config"]]
     if not out:
-        raise ValueError("no record has config.solver (see dpopt.plotting for the fields read)")
+        raise ValueError("no record has config.solver (see dpopt.experiments.plotting for the fields read)")
     return out
 
 

@@ -1,4 +1,4 @@
-"""Losses on the margin x^T w (scikit-learn's scaling, DESIGN.md conventions)."""
+"""Losses on the margin x^T w (scikit-learn's scaling, docs/design.md conventions)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dpopt import kernels
-from dpopt._validation import check_scalar
+from dpopt._core.validation import check_scalar
 
 
 @dataclass(frozen=True)

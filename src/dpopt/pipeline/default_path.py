@@ -51,11 +51,11 @@ When a mechanism of the table is not registered in the running installation,
 the next rule applies (``dp-gd`` with :func:`rules`), and ``fit_result_.params``
 says so.
 
-Chunked data (a :class:`~dpopt.distributed.ChunkedProblem`, Dask collections, files read
+Chunked data (a :class:`~dpopt.data.chunked.ChunkedProblem`, Dask collections, files read
 out of core): the same plan and the same releases, the data-dependent parts (histogram
 counts, column sums, row-norm counts) computed per chunk and summed by Dask's tree, the
 noise added once on the client by the functions used in memory (:class:`InMemoryData` and
-:class:`dpopt.distributed_auto.ChunkedData` share them: :func:`noisy_means`,
+:class:`dpopt.pipeline.chunked.ChunkedData` share them: :func:`noisy_means`,
 :func:`row_bound_from_counts`, :func:`dpopt.preprocessing.private_bounds_from_counts`), so the
 sensitivities and records are those above. Only distributed mechanisms are chosen: the rows
 of the table leading to ``dp-cd`` lead to ``dp-gd`` with :func:`rules` (:data:`CHUNKED_REASON`:
@@ -70,14 +70,12 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import scipy.sparse as sp
 
+from dpopt.preprocessing._norms import private_means, private_row_bound
 from dpopt.privacy import (
     Gaussian,
     epsilon_of,
     gdp_epsilon,
     gdp_mu,
-    private_quantile_from_counts,
-    quantile_counts,
-    quantile_edges,
 )
 
 #: Shares of mu^2 (Gaussian-DP) spent on the steps that fix the scale.
@@ -85,10 +83,6 @@ SHARES = {"feature_bounds": 0.10, "feature_means": 0.04, "row_norm": 0.03,
           "target_bounds": 0.05}
 #: The largest share a scaling step may take when its default share cannot resolve it.
 MAX_SHARE = 0.30
-#: Level of the private quantile of the scaled rows' norms (the row bound R).
-ROW_NORM_QUANTILE = 0.95
-#: Geometric bins of the row-norm histogram (between min(1e-3, sqrt(p) / 2) and sqrt(p)).
-ROW_NORM_BINS = 60
 
 # Curvature bound of loss''(z) and bound of |loss'(z)| on targets in [-1, 1] (for the rules).
 _CURVATURE = {"squared": 1.0, "logistic": 0.25, "huber": 1.0, "absolute": 0.0}
@@ -241,7 +235,7 @@ CHUNKED_REASON = "chunked data: dp-cd takes one cluster-wide reduction per coord
 def choose_solver(loss, penalty, n, p, available, *, chunked=False) -> tuple[str, str]:
     """The mechanism for (loss, penalty, n, p) and why (see the module table).
 
-    ``chunked``: the data is a :class:`~dpopt.distributed.ChunkedProblem`; only the
+    ``chunked``: the data is a :class:`~dpopt.data.chunked.ChunkedProblem`; only the
     solvers declared distributed are candidates, and the rows of the table that lead to
     dp-cd (one reduction per coordinate) lead to dp-gd, a block method (one reduction of
     the full gradient per step; its prox handles L1)."""
@@ -262,10 +256,10 @@ def choose_solver(loss, penalty, n, p, available, *, chunked=False) -> tuple[str
         if chunked:
             return "dp-gd", (f"{CHUNKED_REASON}: DP gradient descent instead (a block method, "
                              f"one reduction of the full gradient per step; its prox handles "
-                             f"L1) with the rules of dpopt.auto.rules")
+                             f"L1) with the rules of dpopt.pipeline.default_path.rules")
         return "dp-cd", ("non-smooth penalty or loss: DP coordinate descent (its prox handles "
-                         "L1) with the rules of dpopt.auto.rules")
-    return "dp-gd", "fallback: DP gradient descent with the rules of dpopt.auto.rules"
+                         "L1) with the rules of dpopt.pipeline.default_path.rules")
+    return "dp-gd", "fallback: DP gradient descent with the rules of dpopt.pipeline.default_path.rules"
 
 
 def run_length(n, dim, mu):
@@ -382,64 +376,9 @@ def split_mu(epsilon, delta, shares):
     return mu, out
 
 
-def private_means(Xs, mu, rng):
-    """Noisy column means of features scaled into [0, 1] (:func:`noisy_means` of the
-    column sums)."""
-    return noisy_means(np.asarray(Xs.sum(axis=0)).ravel(), Xs.shape[0], mu, rng)
-
-
-def noisy_means(sums, n, mu, rng):
-    """Noisy column means from the exact column sums of n rows scaled into [0, 1] (summed
-    in memory or over chunks): each column sum moves by at most 1 when one record is
-    replaced, so the p sums have L2 sensitivity sqrt(p); N(0, p / mu^2) noise on each makes
-    one Gaussian mechanism of multiplier 1/mu."""
-    p = len(sums)
-    noisy = sums + rng.standard_normal(p) * (math.sqrt(p) / mu)
-    return np.clip(noisy / n, 0.0, 1.0), [Gaussian(1.0 / mu, 1)]
-
-
-def _row_norms(X):
-    if sp.issparse(X):
-        return np.sqrt(np.asarray(X.multiply(X).sum(axis=1)).ravel())
-    return np.sqrt(np.einsum("ij,ij->i", X, X))
-
-
-def private_row_bound(X_scaled, mu, rng):
-    """R: private ROW_NORM_QUANTILE-quantile of the scaled rows' norms, capped at the
-    domain bound sqrt(p) (every scaled feature is in [-1, 1]), and equal to it when the
-    noisy scan finds no quantile (too few rows for the budget). One noisy histogram of
-    sensitivity sqrt(2) (replace-one): a Gaussian mechanism of multiplier 1/mu."""
-    p = X_scaled.shape[1]
-    return row_bound_from_counts(quantile_counts(_row_norms(X_scaled), row_norm_edges(p)), p,
-                                 mu, rng)
-
-
-def _row_norm_range(p):
-    """(lower, upper) of the row-norm histogram: public, from p only; the upper end is the
-    domain bound sqrt(p) of p scaled features."""
-    cap = math.sqrt(p)
-    return min(1e-3, cap / 2), cap
-
-
-def row_norm_edges(p):
-    """The public edges of the row-norm histogram (:data:`ROW_NORM_BINS` geometric bins)."""
-    return quantile_edges(*_row_norm_range(p), ROW_NORM_BINS)
-
-
-def row_bound_from_counts(counts, p, mu, rng):
-    """:func:`private_row_bound` from the exact counts of the scaled rows' norms on
-    :func:`row_norm_edges` (counted in memory or summed over chunks)."""
-    lower, cap = _row_norm_range(p)
-    rho = 0.5 * mu ** 2  # private_quantile's rho-zCDP histogram is sqrt(2 rho)-GDP
-    r, info = private_quantile_from_counts(rng, counts, ROW_NORM_QUANTILE, rho, lower=lower,
-                                           upper=cap, bins=ROW_NORM_BINS)
-    # a scan that never stopped (too few rows for this budget) says nothing: use the domain
-    return (cap if r <= lower else r), list(info["gaussian_records"])
-
-
 class InMemoryData:
     """The data-dependent steps of :func:`fit_default` on arrays in memory (dense or
-    sparse). :class:`dpopt.distributed_auto.ChunkedData` does the same steps on chunked
+    sparse). :class:`dpopt.pipeline.chunked.ChunkedData` does the same steps on chunked
     data, with the same releases: the two share every privacy-relevant function."""
 
     chunked = False
@@ -473,7 +412,7 @@ class InMemoryData:
         return private_target_bounds(self.y, mu, rng)
 
     def problem(self, scaling, target, **kwargs):
-        from dpopt.problem import Problem
+        from dpopt.data import Problem
 
         y = self.y if target is None else target.transform(self.y)
         return Problem(self.scaled(scaling), y, **kwargs)
@@ -481,11 +420,11 @@ class InMemoryData:
 
 def _data_of(X, y, loss, fit_intercept):
     """The data adapter of :func:`fit_default`: in memory, or chunked (a
-    :class:`~dpopt.distributed.ChunkedProblem`, or a Dask collection / path with ``y``)."""
-    from dpopt.distributed import is_chunked_input
+    :class:`~dpopt.data.chunked.ChunkedProblem`, or a Dask collection / path with ``y``)."""
+    from dpopt.data.chunked import is_chunked_input
 
     if getattr(X, "is_chunked", False) is True or is_chunked_input(X):
-        from dpopt.distributed_auto import ChunkedData
+        from dpopt.pipeline.chunked import ChunkedData
 
         return ChunkedData.of(X, y, loss=loss, fit_intercept=fit_intercept)
     return InMemoryData(X, y)
@@ -496,13 +435,13 @@ def fit_default(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, 
     """Run the default path (module docstring) and return an :class:`AutoFit`.
 
     ``y`` is already encoded for the loss ({-1, +1} labels for logistic). ``X`` may also
-    be chunked: a :class:`~dpopt.distributed.ChunkedProblem` (``y`` None: its own target)
+    be chunked: a :class:`~dpopt.data.chunked.ChunkedProblem` (``y`` None: its own target)
     or a Dask collection / path (with ``y``); the same releases are then computed chunk by
-    chunk and the mechanism is a distributed one (:mod:`dpopt.distributed_auto`). The
+    chunk and the mechanism is a distributed one (:mod:`dpopt.pipeline.chunked`). The
     returned ``result`` is the model's FitResult with ``epsilon``, ``mechanisms`` and
     ``accountant`` replaced by those of the whole composition.
     """
-    from dpopt.budget import _unbudgeted
+    from dpopt.privacy.budget import _unbudgeted
     from dpopt.solvers import available_solvers, solve
 
     data = _data_of(X, y, loss, fit_intercept)
@@ -566,7 +505,7 @@ def _no_model(p, loss, penalty, penalty_kwargs, fit_intercept, delta, n, epsilon
     epsilon: the zero model, computed without reading the data, so nothing is spent."""
     import warnings
 
-    from dpopt.problem import Problem
+    from dpopt.data import Problem
     from dpopt.solvers import Checkpoints, make_result
 
     reason = (f"n_samples={n} is too few to locate the range of the target privately at "

@@ -5,7 +5,7 @@ this process's memory: a row-chunked ``dask.array.Array``, a ``dask.dataframe.Da
 a NumPy ``.npy`` file read through a memory map, a Zarr array or a Parquet dataset (the last
 two need ``zarr`` / ``pyarrow``). ``dpopt.solve`` takes it like a Problem, for the solvers
 declared distributed (``register_solver(..., distributed=True)``, stored on
-``SolverSpec.distributed``; :func:`distributed_solvers` lists them). The computation runs on
+``SolverSpec.distributed``; :func:`dpopt.solvers.distributed_solvers` lists them). The computation runs on
 whatever Dask scheduler is active: a ``distributed.Client``'s cluster, or Dask's threads on
 one machine, where a file larger than memory is read chunk by chunk (out-of-core).
 
@@ -21,7 +21,7 @@ draws the noise from the fit's own Generator and updates the model:
 * dp-sgd: the same sum over the chunk's Poisson-sampled rows (:func:`poisson_rows`); one
   reduction per step, each task touching only its sampled rows.
 * adassp: the clipped sufficient statistics (X^T X, X^T y, n) of the chunk
-  (:func:`dpopt.solvers.adassp.sufficient_statistics`); one pass, one reduction.
+  (:func:`dpopt.data.statistics.sufficient_statistics`); one pass, one reduction.
 * dp-rbcd: per block step S, the |S| entries on S of the coordinate-clipped gradient sum at
   w (``coordinates=S``); one pass and one reduction of an |S|-vector per block step, so it
   suits large blocks only (singleton samplings are refused: that is DP-CD, p passes per pass).
@@ -83,10 +83,12 @@ import os
 import numpy as np
 import scipy.sparse as sp
 
+from dpopt.data.losses import get_loss
+from dpopt.data.penalties import get_penalty
+from dpopt.data.problem import _NUMERIC_KINDS, Problem, _check_magnitude
+from dpopt.data.statistics import row_sq_norms, sufficient_statistics
 from dpopt.kernels.grad import _rows_gradient_csr, chunk_gradient_sum
-from dpopt.problem.losses import get_loss
-from dpopt.problem.penalties import get_penalty
-from dpopt.problem.problem import _NUMERIC_KINDS, Problem, _check_magnitude
+from dpopt.kernels.sampling import poisson_batches
 
 SAMPLING_BLOCK = 4096  # rows per dp-sgd sampling stream (fixed: the batches never depend on chunks)
 DEFAULT_CHUNK_BYTES = 64 * 2 ** 20  # target size of a float64 chunk when the rows are chunked here
@@ -292,25 +294,12 @@ def _gradient_sum(xb, y, w, loss, rows, *, clip, clips, fit_intercept):
     Xc = _csr_design(xb, fit_intercept)
     rows = np.arange(Xc.shape[0], dtype=np.int64)
     l2mode = clip is not None
-    norms = np.sqrt(_row_sq_norms(Xc)) if l2mode else np.zeros(0)
+    norms = np.sqrt(row_sq_norms(Xc)) if l2mode else np.zeros(0)
     g = np.zeros(Xc.shape[1])
     _rows_gradient_csr(Xc.data, Xc.indices, Xc.indptr, np.ascontiguousarray(y, dtype=np.float64),
                        w, loss.code, loss.param, rows, l2mode, float(clip) if l2mode else 0.0,
                        np.zeros(0) if l2mode else clips, norms, g)
     return g
-
-
-def _row_sq_norms(X):
-    """||x_i||^2 of every row (dense: adassp's; CSR: sums of the squared stored values between
-    the row pointers, no product matrix)."""
-    if sp.issparse(X):
-        starts = X.indptr[:-1]
-        out = np.add.reduceat(np.append(X.data * X.data, 0.0), starts)
-        out[starts == X.indptr[1:]] = 0.0  # empty rows (reduceat gives the next row's first value)
-        return out
-    from dpopt.solvers.adassp import _row_sq_norms
-
-    return _row_sq_norms(X)
 
 
 def _chunk_gradient(xb, yb, *, w, loss, fit_intercept, clip, clips, coordinates=None):
@@ -324,7 +313,6 @@ def poisson_rows(entropy, step, rate, start, stop, n):
     k (rows k B .. (k+1) B - 1, B = :data:`SAMPLING_BLOCK`, the last one cut at n) draws its
     members from ``SeedSequence(entropy, spawn_key=(step, k))``, each row independently
     with probability ``rate`` (module docstring)."""
-    from dpopt.solvers._common import poisson_batches
 
     out = []
     for k in range(start // SAMPLING_BLOCK, -(-stop // SAMPLING_BLOCK)):
@@ -346,7 +334,6 @@ def _chunk_sampled_gradient(xb, yb, *, w, loss, fit_intercept, clip, entropy, st
 
 
 def _chunk_statistics(xb, yb, *, row_bound, target_bound, fit_intercept):
-    from dpopt.solvers.adassp import sufficient_statistics
 
     xtx, xty, m = sufficient_statistics(_features(xb), yb[:, 0], row_bound, target_bound,
                                         fit_intercept)
@@ -370,7 +357,7 @@ def _chunk_column_sq_norms(xb, yb, *, fit_intercept):
 
 def _chunk_maxima(xb, yb):
     """(max squared row norm of the features, max |y|) of the chunk."""
-    sq = _row_sq_norms(_features(xb))
+    sq = row_sq_norms(_features(xb))
     return np.array([[sq.max(initial=0.0), np.abs(yb).max(initial=0.0)]])
 
 
@@ -662,24 +649,4 @@ def sampling_entropy(rng) -> tuple[int, int]:
     a, b = rng.integers(0, 2 ** 63, size=2)
     return int(a), int(b)
 
-
-def distributed_solvers() -> list[str]:
-    """Names of the solvers declared to accept a :class:`ChunkedProblem`."""
-    from dpopt.solvers import available_solvers, get_solver
-
-    return [name for name in available_solvers() if get_solver(name).distributed]
-
-
-def check_distributed(spec):
-    """ValueError naming the distributed solvers when ``spec`` is not one of them."""
-    if spec.distributed:
-        return
-    msg = (f"solver {spec.name!r} does not accept chunked (Dask or out-of-core) data; the solvers "
-           f"that do: {distributed_solvers()}")
-    if spec.family in ("dp-cd", "dp-gcd"):
-        msg += (f". {spec.name} updates one coordinate per step, which on chunked data costs one "
-                f"cluster-wide reduction per coordinate: use dp-gd (one reduction of the full "
-                f"gradient per step), or dp-rbcd with large blocks (sampling='nice' or "
-                f"'bernoulli' with a large block_size: one reduction per block)")
-    raise ValueError(msg)
 

@@ -1,0 +1,1 @@
+"""The lowest layer: argument checks and the exceptions every layer raises."""
