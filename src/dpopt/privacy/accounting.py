@@ -41,9 +41,8 @@ by :func:`epsilon_of`:
 
 from __future__ import annotations
 
-import functools
 import math
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import dp_accounting as dpa
 import numpy as np
@@ -52,8 +51,25 @@ from dp_accounting.rdp import rdp_privacy_accountant as rdp_mod
 from scipy import optimize, special
 
 from dpopt._core.validation import check_choice, check_delta, check_epsilon, check_scalar
+from dpopt.privacy.events import (  # noqa: F401 (the records are importable from here too)
+    ADJACENCIES,
+    MECHANISMS,
+    ZCDP,
+    Calibration,
+    Gaussian,
+    Laplace,
+    ObjectivePerturbation,
+    PureDP,
+    SubsampledGaussian,
+)
+from dpopt.privacy.op_profile import (  # noqa: F401 (objective_perturbation_delta is public here)
+    _OP_PLD_RMAX,
+    _op_exact_epsilon,
+    _op_pld,
+    _op_rdp,
+    objective_perturbation_delta,
+)
 
-ADJACENCIES = ("replace-one", "add-remove")
 ACCOUNTANTS = ("auto", "exact", "pld", "rdp")
 SAMPLINGS = ("poisson", "without-replacement")
 PLD_DISCRETIZATION = 1e-4  # final certification
@@ -66,114 +82,6 @@ REFINE_SLACK = 0.02  # refine on the final grid when the coarse search left more
 # epsilon is in the thousands) the PLD is replaced by a dominating bound (_dominating_epsilon).
 PLD_MAX_POINTS = 2e5
 PLD_SEARCH_MAX_POINTS = 2e4
-
-# ---------------------------------------------------------------------------
-# mechanism records
-
-
-@dataclass(frozen=True)
-class Gaussian:
-    """``count`` Gaussian mechanisms with noise multiplier sigma / Delta."""
-
-    noise_multiplier: float
-    count: int = 1
-
-
-@dataclass(frozen=True)
-class SubsampledGaussian:
-    """``count`` steps of a noisy sum over a random batch.
-
-    ``sampling="poisson"`` includes each record independently with probability
-    ``sampling_rate``; ``"without-replacement"`` draws a batch of fixed size
-    ``sampling_rate * n`` (replace-one only; give ``dataset_size``).
-    """
-
-    noise_multiplier: float
-    sampling_rate: float
-    count: int = 1
-    sampling: str = "poisson"
-    dataset_size: int | None = None
-
-
-@dataclass(frozen=True)
-class Laplace:
-    """``count`` Laplace mechanisms with scale / L1-sensitivity = noise_multiplier."""
-
-    noise_multiplier: float
-    count: int = 1
-
-
-@dataclass(frozen=True)
-class PureDP:
-    """``count`` mechanisms that are each ``epsilon``-DP (delta = 0)."""
-
-    epsilon: float
-    count: int = 1
-
-
-@dataclass(frozen=True)
-class ZCDP:
-    """``count`` mechanisms that are each ``rho``-zCDP."""
-
-    rho: float
-    count: int = 1
-
-
-@dataclass(frozen=True)
-class ObjectivePerturbation:
-    """``count`` runs of objective perturbation, through their privacy-loss bound.
-
-    With m = 1 / noise_multiplier, every ordering (D, D') of neighbours has a
-    privacy loss log(p_D / p_D')(theta), theta ~ M(D), that is stochastically
-    dominated (first order) by
-
-        Y = shift + m^2 / 2 + m R,     R ~ chi_dof   (dof = 1: |N(0, 1)|, dof = 2: Rayleigh)
-
-    (:mod:`dpopt.solvers.objective_perturbation` derives it: ``shift`` bounds the
-    log-determinant of the Jacobian, m R + m^2 / 2 the Gaussian part; dof = 1
-    under add-remove, as in Redberg, Koskela & Wang, NeurIPS 2023, dof = 2 under
-    replace-one).
-
-    Why this composes. Y >= 0, so E[e^{-Y}] <= 1 and there is a pair (P*, Q*)
-    whose privacy loss under P* is exactly Y: P* the law of Y, Q* with density
-    e^{-y} dP* plus an atom of mass 1 - E[e^{-Y}] where P* has none. Since
-    v -> (1 - alpha e^{-v})_+ is non-decreasing for every alpha >= 0, first-order
-    dominance of the loss gives H_alpha(M(D) || M(D')) <= H_alpha(P* || Q*) for
-    all alpha >= 0 and both orderings: (P*, Q*) is a dominating pair (Zhu, Dong,
-    Wang, AISTATS 2022, Def. 7), and dominating pairs compose adaptively by
-    taking products (their Thm. 10). So the composition with Gaussian records of
-    total mu is dominated by the loss Y + G, G ~ N(mu^2/2, mu^2) independent:
-
-        delta(eps) = E_R[ delta_mu(eps - shift - m^2/2 - m R) ],
-        delta_mu(x) = Phi(-x/mu + mu/2) - e^x Phi(-x/mu - mu/2)   (any real x; mu = 0: (1 - e^x)_+).
-
-    ``shift`` is a deterministic constant of the dominating pair, so it may be
-    moved out only here (eps(delta) = shift + ... would be wrong in general: with
-    the Gaussian part it is not, because the folded term is not Gaussian). The
-    PLD accountant discretises Y (rounded up), the RDP accountant uses
-    eps(a) = shift + m^2/2 + log E[e^{(a-1) m R}] / (a - 1) (first-order
-    dominance bounds every E[e^{(a-1) loss}]).
-    """
-
-    noise_multiplier: float
-    shift: float = 0.0
-    dof: int = 1
-    count: int = 1
-
-
-MECHANISMS = (Gaussian, SubsampledGaussian, Laplace, PureDP, ZCDP, ObjectivePerturbation)
-
-
-@dataclass(frozen=True)
-class Calibration:
-    """Result of a calibration: the noise and the privacy it actually gives."""
-
-    noise_multiplier: float
-    epsilon: float
-    delta: float
-    accountant: str
-    adjacency: str
-
 
 # ---------------------------------------------------------------------------
 # Gaussian differential privacy (exact)
@@ -675,110 +583,3 @@ def dp_to_zcdp(epsilon, delta) -> float:
         else:
             hi = mid
     return lo
-
-
-# ---------------------------------------------------------------------------
-# objective perturbation: Y = shift + m^2/2 + m R, R ~ chi_dof (ObjectivePerturbation)
-
-_OP_RMAX = 45.0  # P(R > 45) < 1e-439: below every representable delta
-_OP_GRID = 45001  # Riemann step 1e-3: relative error ~ 1e-3 * r* of delta (r* ~ 6 at 1e-9)
-_OP_PLD_RMAX = 12.0  # PLD support; the mass beyond (< 1e-31) goes to infinity (pessimistic)
-
-
-def _chi_sf(r, dof):
-    """P(R > r) for R ~ chi_1 (|N(0, 1)|) or chi_2 (Rayleigh), r >= 0."""
-    r = np.asarray(r, dtype=np.float64)
-    return 2.0 * special.ndtr(-r) if dof == 1 else np.exp(-0.5 * r * r)
-
-
-def _gdp_delta_any(x, mu):
-    """E[(1 - e^(x - G))_+], G ~ N(mu^2/2, mu^2), for every real x (vectorised);
-    mu = 0 gives (1 - e^x)_+."""
-    x = np.asarray(x, dtype=np.float64)
-    if mu == 0:
-        return -np.expm1(np.minimum(x, 0.0))
-    log_a = special.log_ndtr(-x / mu + mu / 2)
-    log_b = np.minimum(x + special.log_ndtr(-x / mu - mu / 2), log_a)  # b <= a exactly
-    return np.maximum(np.exp(log_a) - np.exp(log_b), 0.0)
-
-
-@functools.lru_cache(maxsize=2)
-def _op_grid(dof):
-    """The Riemann grid on [0, RMAX], P(R > r) on it and the mass of each cell."""
-    r = np.linspace(0.0, _OP_RMAX, _OP_GRID)
-    sf = _chi_sf(r, dof)
-    return r, sf, sf[:-1] - sf[1:]
-
-
-def _op_delta_bounds(epsilon, op, mu):
-    """Lower and upper Riemann sums of delta(eps) = E_R[g(R)] for ``op`` (count 1)
-    composed with mu-GDP: g(r) = delta_mu(eps - shift - m^2/2 - m r) is non-decreasing
-    in r, so the sums over [0, RMAX] bracket the integral (the mass beyond RMAX is
-    added to the upper sum with g <= 1)."""
-    m = 0.0 if math.isinf(op.noise_multiplier) else 1.0 / op.noise_multiplier
-    r, sf, mass = _op_grid(op.dof)
-    g = _gdp_delta_any(epsilon - op.shift - 0.5 * m * m - m * r, mu)
-    upper = float(np.dot(mass, g[1:]) + sf[-1]) * (1.0 + 1e-9)  # + round-off of the sum
-    lower = float(np.dot(mass, g[:-1]))
-    return lower, min(upper, 1.0)
-
-
-def objective_perturbation_delta(epsilon, op, gaussian_mu=0.0) -> float:
-    """Certified upper bound on delta(epsilon) of one :class:`ObjectivePerturbation`
-    (count 1) composed with a ``gaussian_mu``-GDP composition of Gaussians."""
-    return _op_delta_bounds(float(epsilon), op, float(gaussian_mu))[1]
-
-
-def _op_exact_epsilon(op, mu, delta) -> float:
-    """Smallest epsilon >= 0 whose certified delta bound is <= delta (count 1)."""
-    if op.count != 1:
-        raise ValueError("the exact accountant handles one objective perturbation (count 1)")
-
-    def excess(e):
-        return objective_perturbation_delta(e, op, mu) - delta
-
-    if excess(0.0) <= 0:
-        return 0.0
-    hi = 1.0
-    while excess(hi) > 0:
-        if hi > 1e307:
-            return math.inf
-        hi *= 2.0
-    eps = optimize.brentq(excess, 0.0, hi, xtol=1e-13, rtol=1e-13)
-    step = max(eps * 1e-13, 1e-300)
-    while excess(eps) > 0:  # brentq brackets the root: step up until certified
-        eps, step = eps + step, 2.0 * step
-    return float(eps)
-
-
-def _op_pld(op, step):
-    """PLD of the dominating pair: Y rounded up to the grid (pessimistic), the tail
-    beyond R = _OP_PLD_RMAX as infinite loss; symmetric (Y bounds both orderings)."""
-    m = 0.0 if math.isinf(op.noise_multiplier) else 1.0 / op.noise_multiplier
-    c = op.shift + 0.5 * m * m
-    k_lo = math.ceil(c / step)
-    if m == 0:
-        probs, inf_mass = {k_lo: 1.0}, 0.0
-    else:
-        k_hi = math.ceil((c + m * _OP_PLD_RMAX) / step)
-        ks = np.arange(k_lo, k_hi + 1)
-        sf = _chi_sf(np.maximum((ks * step - c) / m, 0.0), op.dof)
-        mass = np.concatenate([[1.0 - sf[0]], sf[:-1] - sf[1:]])  # Y in ((k-1)h, kh]
-        probs = {int(k): float(p) for k, p in zip(ks, mass) if p > 0}
-        inf_mass = float(sf[-1])
-    pld = pldlib.PrivacyLossDistribution.create_from_rounded_probability(
-        probs, inf_mass, step, pessimistic_estimate=True)
-    return pld.self_compose(op.count) if op.count > 1 else pld
-
-
-def _op_rdp(op, orders):
-    """RDP curve count * (shift + m^2/2 + log E[e^{(a-1) m R}] / (a - 1)) at ``orders``."""
-    m = 0.0 if math.isinf(op.noise_multiplier) else 1.0 / op.noise_multiplier
-    t = (orders - 1.0) * m
-    if op.dof == 1:  # E e^{t|Z|} = 2 e^{t^2/2} Phi(t)
-        log_mgf = 0.5 * t * t + math.log(2.0) + special.log_ndtr(t)
-    else:  # Rayleigh: E e^{tR} = 1 + t sqrt(2 pi) e^{t^2/2} Phi(t)
-        with np.errstate(divide="ignore"):
-            log_term = np.log(t) + 0.5 * math.log(2 * math.pi) + 0.5 * t * t + special.log_ndtr(t)
-        log_mgf = np.logaddexp(0.0, log_term)
-    return op.count * (op.shift + 0.5 * m * m + log_mgf / (orders - 1.0))
