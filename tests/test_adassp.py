@@ -451,6 +451,7 @@ def expected_epsilon(problem, o, res, eps_target):
 
 # the three releases (eigenvalue, X^T X, X^T y) against their calibrated scales
 custom_noise_test("adassp")(test_released_noise_has_the_calibrated_scales)
-# sufficient_statistics(X, y, row_bound, target_bound, fit_intercept): rows and targets
-# unclipped, the noise still calibrated to row_bound and target_bound
-clip_off("adassp")(unclipping(A, sufficient_statistics=(2, 3, "row_bound", "target_bound")))
+# sufficient_statistics(X, y, row_bound, target_bound, fit_intercept), as Problem calls it:
+# rows and targets unclipped, the noise still calibrated to row_bound and target_bound
+clip_off("adassp")(unclipping(dpopt.data.problem,
+                              sufficient_statistics=(2, 3, "row_bound", "target_bound")))

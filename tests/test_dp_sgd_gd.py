@@ -21,7 +21,7 @@ from _independent_accounting import (
 )
 from _noise_checks import M_PUBLIC, NORMAL, eso_noise
 from dpopt.privacy import Gaussian, SubsampledGaussian, calibrate, epsilon_of
-from dpopt.solvers import dp_gd, dp_sgd
+from dpopt.solvers import dp_sgd
 from dpopt.solvers._common import poisson_batches
 
 
@@ -325,7 +325,7 @@ def dp_sgd_noise(problem, o, res):
 
 noise_spec("dp-sgd", {"passes": 2, "step": 0.3, "clip": 1.0, "smoothness": 2.0, "batch_size": 5,
                       "adjacency": "add-remove"})(dp_sgd_noise)
-clip_off("dp-gd")(unclipping(dp_gd, full_gradient=("clip", "clips")))
+clip_off("dp-gd")(unclipping(dpopt.data.problem, full_gradient=("clip", "clips")))  # as Problem calls it
 # sgd_steps(X_rows, y, row_norms, loss_code, loss_param, prox, w, rows, bounds, noise, gamma,
 #           clip, sigma, batch_size)
 clip_off("dp-sgd")(unclipping(dp_sgd, sgd_steps=(11,)))

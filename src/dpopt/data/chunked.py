@@ -449,6 +449,11 @@ class ChunkedProblem:
                             fit_intercept=self.fit_intercept, clip=float(clip), entropy=entropy,
                             step=int(step), rate=float(rate), n=self.n_samples)
 
+    def clipped_gradient(self, w, *, clip=None, clips=None):
+        """(1/n) :meth:`gradient_sum`: the in-memory :meth:`dpopt.Problem.clipped_gradient`
+        (to rounding)."""
+        return self.gradient_sum(w, clip=clip, clips=clips) / self.n_samples
+
     def sufficient_statistics(self, row_bound, target_bound):
         """AdaSSP's clipped (X^T X, X^T y, n), summed over chunks (one pass)."""
         d = self.dim

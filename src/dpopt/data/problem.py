@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import math
 
 import numpy as np
 import scipy.sparse as sp
@@ -10,6 +11,8 @@ import scipy.sparse as sp
 from dpopt._core.validation import check_bool
 from dpopt.data.losses import Loss, get_loss
 from dpopt.data.penalties import Penalty, get_penalty
+from dpopt.data.statistics import row_sq_norms, sufficient_statistics
+from dpopt.kernels.grad import full_gradient
 
 
 class Problem:
@@ -125,6 +128,37 @@ class Problem:
         z = self.margins(w) if margins is None else margins
         d = self.loss.deriv(z, self.y)
         return np.asarray(self.X.T @ d).ravel() / self.n_samples
+
+    # -- the statistics a solver reads (the protocol ChunkedProblem shares) --
+    @property
+    def features(self):
+        """The feature block of X (the intercept column removed)."""
+        return self.X[:, :-1] if self.fit_intercept else self.X
+
+    def clipped_gradient(self, w, *, clip=None, clips=None):
+        """(1/n) sum_i of the per-sample gradients at ``w``, each clipped to L2 norm ``clip``
+        or coordinate-wise to ``clips`` (one pass; non-private)."""
+        norms = self.row_norms if clip is not None else None  # L2 clipping only
+        return full_gradient(self.X_rows, self.y, self.loss.code, self.loss.param, w,
+                             row_norms=norms, clip=clip, clips=clips)
+
+    def sufficient_statistics(self, row_bound, target_bound):
+        """AdaSSP's clipped (X_c^T X_c, X_c^T y_c, n) (:func:`dpopt.data.statistics.
+        sufficient_statistics`; non-private)."""
+        return sufficient_statistics(self.features, self.y, row_bound, target_bound,
+                                     self.fit_intercept)
+
+    def max_row_norm(self) -> float:
+        """max_i ||x_i|| of the features (non-private)."""
+        return math.sqrt(float(np.max(row_sq_norms(self.features))))
+
+    def max_abs_target(self) -> float:
+        """max_i |y_i| (non-private)."""
+        return np.max(np.abs(self.y))
+
+    def max_row_nnz(self) -> int:
+        """omega: the most non-zeros in a row of X (p for dense data, public)."""
+        return int(np.diff(self.X_csr.indptr).max()) if self.is_sparse else self.dim
 
     # -- smoothness --------------------------------------------------------
     def coordinate_smoothness(self) -> np.ndarray:

@@ -178,9 +178,7 @@ def max_row_nnz(problem, *, warn_option=None) -> int:
         return problem.dim
     if warn_option is not None:
         _leak(f"{warn_option} (the largest number of non-zeros in a row) is read", warn_option, 3)
-    if problem.is_chunked:
-        return problem.max_row_nnz()
-    return int(np.diff(problem.X_csr.indptr).max())
+    return problem.max_row_nnz()
 
 
 # ---------------------------------------------------------------------------

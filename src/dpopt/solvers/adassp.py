@@ -106,7 +106,7 @@ from scipy import special
 
 from dpopt._core.exceptions import PrivacyLeakWarning
 from dpopt._core.validation import check_scalar
-from dpopt.data.statistics import row_scales, row_sq_norms, sufficient_statistics  # noqa: F401 (used here and by tests)
+from dpopt.data.statistics import row_scales, sufficient_statistics  # noqa: F401 (tests read them here)
 from dpopt.privacy import Calibration, Gaussian, calibrate
 from dpopt.solvers._base import Checkpoints, Option, make_result, register_solver
 
@@ -257,11 +257,6 @@ def resolve_bound(value, name, from_data):
     return check_scalar(value, name, low=0.0, low_open=True)
 
 
-def features_of(problem):
-    """The feature block of ``problem.X`` (the intercept column removed)."""
-    return problem.X[:, :-1] if problem.fit_intercept else problem.X
-
-
 OPTIONS = (
     Option("row_bound", None, None, "public bound B on the L2 norm of each row's features "
            "(longer rows are rescaled to B); None reads it from the data, with a "
@@ -300,20 +295,12 @@ def fit_adassp(problem, *, epsilon, delta, rng, row_bound=None, target_bound=Non
     """
     check_scalar(rho, "rho", low=0.0, high=1.0, low_open=True, high_open=True)
     check_budget_split(budget_split)
-    if problem.is_chunked:  # the same statistics, summed over chunks (dpopt.data.chunked)
-        B = resolve_bound(row_bound, "row_bound", problem.max_row_norm)
-        By = resolve_bound(target_bound, "target_bound", problem.max_abs_target)
-    else:
-        X = features_of(problem)
-        B = resolve_bound(row_bound, "row_bound",
-                          lambda: math.sqrt(float(np.max(row_sq_norms(X)))))
-        By = resolve_bound(target_bound, "target_bound", lambda: np.max(np.abs(problem.y)))
+    # in memory or summed over chunks: the same statistics (Problem / ChunkedProblem)
+    B = resolve_bound(row_bound, "row_bound", problem.max_row_norm)
+    By = resolve_bound(target_bound, "target_bound", problem.max_abs_target)
     ck = Checkpoints()
     ck.record(problem.zeros(), 0)
-    if problem.is_chunked:
-        xtx, xty, n = problem.sufficient_statistics(B, By)
-    else:
-        xtx, xty, n = sufficient_statistics(X, problem.y, B, By, problem.fit_intercept)
+    xtx, xty, n = problem.sufficient_statistics(B, By)
     w, cal, records, params = adassp_from_statistics(
         xtx, xty, n, epsilon=epsilon, delta=delta, rng=rng, row_bound=B, target_bound=By,
         fit_intercept=problem.fit_intercept, l2=problem.penalty.l2, rho=rho,

@@ -31,7 +31,6 @@ import math
 import numpy as np
 
 from dpopt._core.validation import check_positive_int, check_scalar
-from dpopt.kernels.grad import full_gradient
 from dpopt.privacy import Gaussian, calibrate_gaussian
 from dpopt.solvers._base import Checkpoints, Option, make_result, one_of, register_solver
 from dpopt.solvers._common import (
@@ -58,16 +57,6 @@ def gd_steps(problem, step, step_rule, smoothness):
     scale = min(problem.dim, max_row_nnz(problem))
     np.divide(step, scale * M, out=out, where=M > 0)
     return out
-
-
-def clipped_gradient(problem, w, **clipping):
-    """(1/n) sum_i of clipped per-sample gradients: in memory, or summed over the chunks of
-    a :class:`dpopt.data.chunked.ChunkedProblem` (the same quantity up to rounding)."""
-    if problem.is_chunked:
-        return problem.gradient_sum(w, **clipping) / problem.n_samples
-    norms = problem.row_norms if clipping.get("clip") is not None else None  # L2 only
-    return full_gradient(problem.X_rows, problem.y, problem.loss.code, problem.loss.param, w,
-                         row_norms=norms, **clipping)
 
 
 OPTIONS = (
@@ -113,8 +102,8 @@ def fit_dp_gd(problem, *, epsilon, delta, rng, passes=10, step=1.0, clip=1.0, cl
     tau = int(rng.integers(0, passes)) if output == "random" else passes
     out = w.copy()
     for t in range(1, passes + 1):
-        g = clipped_gradient(problem, w, clips=clips) if clipping == "coordinate" else \
-            clipped_gradient(problem, w, clip=clip)
+        g = problem.clipped_gradient(w, clips=clips) if clipping == "coordinate" else \
+            problem.clipped_gradient(w, clip=clip)
         noise = rng.standard_normal(problem.dim)
         w = pen.prox(w - gamma * (g + sigma * noise), gamma)
         if t == tau:
