@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import math
 import numbers
+import warnings
 from typing import TYPE_CHECKING
+
+from dpopt._core.exceptions import WeakPrivacyWarning
 
 if TYPE_CHECKING:
     import numpy as np
@@ -87,10 +90,6 @@ def warn_if_delta_exceeds_one_over_n(delta, n_samples, name="delta"):
     delta > 1/n the guarantee allows releasing a record in full.
     """
     if n_samples >= 1 and delta > 1.0 / n_samples:
-        import warnings
-
-        from dpopt._core.exceptions import WeakPrivacyWarning
-
         warnings.warn(f"{name}={delta:g} is larger than 1/n = {1.0 / n_samples:.3g} (n={n_samples}): "
                       f"such a guarantee allows publishing a random record in full; use "
                       f"delta << 1/n (the default is 1/n^2)", WeakPrivacyWarning, stacklevel=3)

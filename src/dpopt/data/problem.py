@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 import scipy.sparse as sp
+from scipy.sparse.linalg import svds
 
 from dpopt._core.validation import check_bool
 from dpopt.data.losses import Loss, get_loss
@@ -190,7 +191,7 @@ def _spectral_norm_sq(X) -> float:
         return max(float(np.linalg.eigvalsh(gram)[-1]), 0.0)
     if sp.issparse(X) and X.nnz == 0:
         return 0.0
-    from scipy.sparse.linalg import svds
+
     s = svds(sp.csc_matrix(X), k=1, return_singular_vectors=False, random_state=0, tol=1e-10)
     return float(s[0] ** 2)
 

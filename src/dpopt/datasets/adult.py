@@ -26,6 +26,14 @@ from pathlib import Path
 
 import numpy as np
 
+from dpopt.datasets._store import (
+    DatasetChecksumError,
+    DatasetNotAvailableError,
+    _env_data_dir,
+    _file_sha256,
+    get_data_home,
+)
+
 ADULT_SHA256 = "a4fd6e222ca744b83dd74829853eba5d86fac3473efe9ef436c9e9dd5643e041"
 ADULT_URL = "https://archive.ics.uci.edu/ml/machine-learning-databases/adult/"
 NUM_NAMES = ("age", "fnlwgt", "education-num", "capital-gain", "capital-loss", "hours-per-week")
@@ -112,14 +120,6 @@ def load_adult(*, data_home=None, download=True, verify=True) -> AdultSplits:
     ``verify`` checks the shapes (32561 and 16281 rows) and, for the shared copy,
     the sha256 of ``MANIFEST.md``.
     """
-    from dpopt.datasets._store import (
-        DatasetChecksumError,
-        DatasetNotAvailableError,
-        _env_data_dir,
-        _file_sha256,
-        get_data_home,
-    )
-
     cache = get_data_home(data_home)
     env_dir = _env_data_dir()
     candidates = [(env_dir / "adult.npz", "DPOPT_DATA")] if env_dir is not None else []

@@ -72,6 +72,7 @@ from dpopt.datasets._store import (  # noqa: F401 (re-exported: public names of 
     _file_sha256,
     get_data_home,
 )
+from dpopt.datasets.adult import load_adult
 from dpopt.datasets.loaders import load_npz, save_npz, to_signed_labels
 
 __all__ = [
@@ -492,8 +493,6 @@ def list_datasets(data_home=None) -> list[dict]:
 
 
 def _adult_train(data_home, download, verify) -> Dataset:
-    from dpopt.datasets.adult import load_adult
-
     a = load_adult(data_home=data_home, download=download, verify=verify)
     X, _, names = a.one_hot()
     return Dataset(X=X, y=a.y, name="adult", feature_names=names, task="classification",

@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from scipy.optimize import brentq
 
 from dpopt._core.validation import (
     check_choice,
@@ -329,8 +330,6 @@ def advanced_composition_epsilon0(epsilon, delta, count) -> float:
     Solved numerically (the DP-GCD paper's eq. (2) with count = 2T, Remark 4.3);
     the result never overshoots: ``advanced_composition_epsilon(result) <= epsilon``.
     """
-    from scipy.optimize import brentq
-
     epsilon = check_epsilon(epsilon)
     count = int(check_scalar(count, "count", low=1, integer=True))
     if math.isinf(epsilon):
