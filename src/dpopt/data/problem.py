@@ -96,9 +96,7 @@ class Problem:
     @functools.cached_property
     def row_norms(self) -> np.ndarray:
         """||x_i|| for every row (non-private)."""
-        if self.is_sparse:
-            return np.sqrt(np.asarray(self.X.multiply(self.X).sum(axis=1)).ravel())
-        return np.sqrt(np.einsum("ij,ij->i", self.X, self.X))
+        return np.sqrt(row_sq_norms(self.X))
 
     def unpack(self, w):
         """Split a solver vector into ``(coef, intercept)``."""

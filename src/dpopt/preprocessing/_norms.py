@@ -8,8 +8,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import scipy.sparse as sp
 
+from dpopt.data.statistics import row_sq_norms
 from dpopt.privacy import Gaussian, private_quantile_from_counts, quantile_counts, quantile_edges
 
 #: Level of the private quantile of the scaled rows' norms (the row bound R).
@@ -36,9 +36,7 @@ def noisy_means(sums, n, mu, rng):
 
 
 def row_norms(X):
-    if sp.issparse(X):
-        return np.sqrt(np.asarray(X.multiply(X).sum(axis=1)).ravel())
-    return np.sqrt(np.einsum("ij,ij->i", X, X))
+    return np.sqrt(row_sq_norms(X))
 
 
 def private_row_bound(X_scaled, mu, rng):
