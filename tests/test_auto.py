@@ -176,8 +176,10 @@ def test_rules_read_no_data_and_follow_their_formulas():
     cd = auto.rules("dp-cd", loss="huber", n=100, dim=4, mu=1.0, row_bound=1.0,
                     huber_threshold=0.5)
     assert cd["clip"] == pytest.approx(0.5 * 2) and cd["smoothness"].shape == (4,)
+    assert auto.rules("adassp", loss="squared", n=10, dim=2, mu=1.0, row_bound=3.0) == {
+        "row_bound": 3.0, "target_bound": 1.0}  # its declared DefaultUse.settings
     with pytest.raises(ValueError, match="no rule"):
-        auto.rules("adassp", loss="squared", n=10, dim=2, mu=1.0, row_bound=1.0)
+        auto.rules("dp-svrg", loss="squared", n=10, dim=2, mu=1.0, row_bound=1.0)
 
 
 def test_choose_solver_table():
@@ -188,7 +190,28 @@ def test_choose_solver_table():
     assert auto.choose_solver("huber", "l2", 100, 3, every)[0] == "objective-perturbation"
     assert auto.choose_solver("absolute", "l2", 100, 3, every)[0] == "dp-cd"
     assert auto.choose_solver("huber", "l1", 100, 3, every)[0] == "dp-cd"
-    assert auto.choose_solver("logistic", "l2", 100, 3, ())[0] == "dp-gd"
+    assert auto.choose_solver("logistic", "l2", 100, 3, ("dp-gd", "dp-svrg"))[0] == "dp-gd"
+    with pytest.raises(ValueError, match="no solver of the default path"):
+        auto.choose_solver("logistic", "l2", 100, 3, ("dp-svrg",))
+
+
+def test_a_declared_default_mechanism_is_chosen_without_editing_the_pipeline(monkeypatch):
+    """Adding a default mechanism is its module and its DefaultUse: nothing in the pipeline."""
+    from dataclasses import replace
+
+    from dpopt.solvers import DefaultUse, _base
+
+    spec = _base.get_solver("dp-gd")
+    declared = replace(spec, name="dp-mirror", default_path=DefaultUse(
+        lambda **public: {"passes": 3}, why="a {loss} test mechanism", rank=25,
+        losses=("logistic",), penalties=("l2",)))
+    monkeypatch.setitem(_base._REGISTRY, "dp-mirror", declared)
+    every = dpopt.available_solvers()
+    assert auto.choose_solver("logistic", "l2", 100, 3, every) == (
+        "dp-mirror", "a logistic test mechanism")  # rank 25 beats objective perturbation's 20
+    assert auto.choose_solver("squared", "none", 100, 3, every)[0] == "adassp"
+    assert auto.rules("dp-mirror", loss="logistic", n=1, dim=1, mu=1.0, row_bound=1.0) == {
+        "passes": 3}
 
 
 def test_too_few_rows_for_the_target_gives_the_zero_model_and_spends_nothing():

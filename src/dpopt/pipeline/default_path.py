@@ -77,6 +77,8 @@ from dpopt.privacy import (
     gdp_epsilon,
     gdp_mu,
 )
+from dpopt.solvers import get_solver
+from dpopt.solvers._common import run_length  # noqa: F401 (the rules' run length, public here)
 
 #: Shares of mu^2 (Gaussian-DP) spent on the steps that fix the scale.
 SHARES = {"feature_bounds": 0.10, "feature_means": 0.04, "row_norm": 0.03,
@@ -84,8 +86,6 @@ SHARES = {"feature_bounds": 0.10, "feature_means": 0.04, "row_norm": 0.03,
 #: The largest share a scaling step may take when its default share cannot resolve it.
 MAX_SHARE = 0.30
 
-# Curvature bound of loss''(z) and bound of |loss'(z)| on targets in [-1, 1] (for the rules).
-_CURVATURE = {"squared": 1.0, "logistic": 0.25, "huber": 1.0, "absolute": 0.0}
 
 
 @dataclass(frozen=True)
@@ -233,91 +233,44 @@ CHUNKED_REASON = "chunked data: dp-cd takes one cluster-wide reduction per coord
 
 
 def choose_solver(loss, penalty, n, p, available, *, chunked=False) -> tuple[str, str]:
-    """The mechanism for (loss, penalty, n, p) and why (see the module table).
-
-    ``chunked``: the data is a :class:`~dpopt.data.chunked.ChunkedProblem`; only the
-    solvers declared distributed are candidates, and the rows of the table that lead to
-    dp-cd (one reduction per coordinate) lead to dp-gd, a block method (one reduction of
-    the full gradient per step; its prox handles L1)."""
-    if chunked:
-        from dpopt.solvers import get_solver
-
-        available = [name for name in available if get_solver(name).distributed]
-    smooth_l2 = penalty in ("none", "l2")
-    if loss == "squared" and smooth_l2 and "adassp" in available:
-        return "adassp", ("squared loss with an L2 or no penalty: sufficient-statistics "
-                          "perturbation with adaptive ridge (AdaSSP) needs one pass and no tuning")
-    if loss in ("logistic", "huber") and smooth_l2 and "objective-perturbation" in available:
-        return "objective-perturbation", (
-            f"{loss} loss (bounded derivative, bounded curvature) with an L2 or no penalty: "
-            f"objective perturbation releases a perturbed exact minimizer and needs no step, "
-            f"clip or pass count")
-    if penalty in ("l1", "elastic_net") or loss in ("huber", "absolute"):
-        if chunked:
-            return "dp-gd", (f"{CHUNKED_REASON}: DP gradient descent instead (a block method, "
-                             f"one reduction of the full gradient per step; its prox handles "
-                             f"L1) with the rules of dpopt.pipeline.default_path.rules")
-        return "dp-cd", ("non-smooth penalty or loss: DP coordinate descent (its prox handles "
-                         "L1) with the rules of dpopt.pipeline.default_path.rules")
-    return "dp-gd", "fallback: DP gradient descent with the rules of dpopt.pipeline.default_path.rules"
+    """The mechanism for (loss, penalty) and why, read from the solvers' declarations
+    (``register_solver(..., default_path=DefaultUse(...))``): among the ``available``
+    solvers whose declaration applies, the highest rank. ``chunked``: the data is a
+    :class:`~dpopt.data.chunked.ChunkedProblem`, so only solvers declared ``distributed``
+    run; when the best one is not (dp-cd: one reduction per coordinate), the best
+    distributed one is chosen and the reason says so. (n, p) are for rules that need them;
+    the declared ranks do not."""
+    uses = sorted((get_solver(name) for name in available), key=lambda s: -_rank(s))
+    fits = [s for s in uses if s.default_path is not None and s.default_path.applies(loss, penalty)]
+    if not fits:
+        raise ValueError(f"no solver of the default path fits loss={loss!r}, penalty={penalty!r}")
+    best = fits[0]
+    chosen = next((s for s in fits if s.distributed), None) if chunked else best
+    if chosen is None:
+        raise ValueError(f"no distributed solver of the default path fits loss={loss!r}, "
+                         f"penalty={penalty!r}")
+    why = chosen.default_path.why.format(loss=loss, penalty=penalty)
+    return chosen.name, why if chosen is best else f"{CHUNKED_REASON}: {why}"
 
 
-def run_length(n, dim, mu):
-    """T = (n mu / sqrt(dim))^(2/3), clamped to [5, 200].
-
-    For a convex, L-Lipschitz, beta-smooth objective on a domain of radius D,
-    noisy gradient descent with T steps of 1/beta has excess risk of order
-    beta D^2 / T + L D sqrt(T dim) / (n mu) (optimisation plus the noise of T
-    Gaussian steps of sensitivity 2L/n each at multiplier sqrt(T)/mu); equating
-    the two gives T ~ (beta D n mu / (L sqrt(dim)))^(2/3). On the scaled domain
-    beta D / L is of order one, so it is set to one. The clamp keeps a minimum
-    of progress and a bounded cost.
-    """
-    return int(min(200, max(5, round((n * mu / math.sqrt(dim)) ** (2.0 / 3.0)))))
+def _rank(spec):
+    return spec.default_path.rank if spec.default_path is not None else -math.inf
 
 
 def rules(solver, *, loss, n, dim, mu, row_bound, alpha=0.0, huber_threshold=1.0):
-    """Public settings of ``dp-gd`` / ``dp-sgd`` / ``dp-cd`` on data scaled by the default path.
+    """Public settings of ``solver`` on data scaled by the default path: its declared
+    ``DefaultUse.settings`` (dp-gd, dp-sgd, dp-cd, adassp, objective perturbation; each
+    solver module's ``default_settings`` says how they follow from the scaled domain).
 
-    ``row_bound`` is R (features of every row have norm <= R after scaling; each
-    feature is in [0, 1] or [-1, 1]); ``dim`` counts the intercept column.
-    Nothing here reads the data.
-
-    * clip: the largest per-sample gradient norm on the scaled domain,
-      |loss'| sqrt(R^2 + 1) (logistic |loss'| <= 1; huber t; absolute 1; squared
-      2, the residual bound for targets in [-1, 1] and predictions in [-1, 1]),
-      so clipping binds only on rows the mechanism rescales;
-    * step: 1 / beta with beta = loss'' (R^2 + 1) + alpha (global smoothness bound;
-      dp-gd, dp-sgd), and DP-CD's gamma = 1 with the coordinate smoothness bound
-      loss'' max|x_ij|^2 <= loss'' passed as public ``smoothness``;
-    * the non-smooth absolute loss has no curvature: its step is the subgradient
-      method's constant step D / (G sqrt(T)) (Nesterov, *Introductory Lectures on Convex
-      Optimization*, sec. 3.2.3) with D = 1, the norm of a model that spans the scaled
-      target range [-1, 1] on unit-range features, i.e. the rule above with
-      loss'' := sqrt(T) (``step = 1/beta``, beta = sqrt(T) (R^2 + 1) + alpha);
-    * passes: :func:`run_length` (dp-gd steps, dp-cd passes, dp-sgd steps);
-    * dp-sgd: the Poisson rate q = mu / sqrt(T) (the smallest rate whose noise
-      multiplier sqrt(T) q / mu stays >= 1, where subsampling amplification is
-      roughly linear), batch q n, T steps (so passes = q T).
+    ``row_bound`` is R (features of every row have norm <= R after scaling; each feature
+    is in [0, 1] or [-1, 1]); ``dim`` counts the intercept column. Nothing here reads the
+    data.
     """
-    lipschitz = {"logistic": 1.0, "huber": huber_threshold, "absolute": 1.0, "squared": 2.0}[loss]
-    T = run_length(n, dim, mu)
-    curv = _CURVATURE[loss] if loss != "absolute" else math.sqrt(T)
-    r_aug = math.sqrt(row_bound ** 2 + 1.0)
-    clip = lipschitz * r_aug
-    beta = max(curv * r_aug ** 2 + alpha, 1e-12)
-    if solver == "dp-gd":
-        return {"passes": T, "step": 1.0, "clip": clip, "smoothness": beta}
-    if solver == "dp-sgd":
-        q = min(1.0, mu / math.sqrt(T))
-        batch = max(1, int(round(q * n)))
-        return {"passes": max(1, int(math.ceil(T * batch / n))), "step": 1.0, "clip": clip,
-                "batch_size": batch, "smoothness": beta}
-    if solver == "dp-cd":
-        M = np.full(dim, max(curv, 1e-12))
-        M[-1] = max(curv, 1e-12)
-        return {"passes": T, "step": 1.0, "clip": lipschitz * math.sqrt(dim), "smoothness": M}
-    raise ValueError(f"no rule for solver {solver!r}")
+    use = get_solver(solver).default_path
+    if use is None:
+        raise ValueError(f"no rule for solver {solver!r}")
+    return use.settings(loss=loss, n=n, dim=dim, mu=mu, row_bound=row_bound, alpha=alpha,
+                        huber_threshold=huber_threshold)
 
 
 # --------------------------------------------------------------------------- the pipeline
@@ -525,10 +478,6 @@ def _no_model(p, loss, penalty, penalty_kwargs, fit_intercept, delta, n, epsilon
 
 def _model_options(solver, problem, mu, R, penalty_kwargs):
     alpha = float(penalty_kwargs.get("alpha", 0.0) or 0.0)
-    if solver == "adassp":
-        return {"row_bound": R, "target_bound": 1.0}
-    if solver == "objective-perturbation":
-        return {"row_bound": R}
     threshold = problem.loss.param if problem.loss.name == "huber" else 1.0
     return rules(solver, loss=problem.loss.name, n=problem.n_samples, dim=problem.dim, mu=mu,
                  row_bound=R, alpha=alpha, huber_threshold=threshold)

@@ -10,6 +10,7 @@ import pkgutil
 from dpopt._core.validation import default_delta
 from dpopt.solvers._base import (
     Checkpoints,
+    DefaultUse,
     FitResult,
     SolverSpec,
     available_solvers,
@@ -25,6 +26,6 @@ for _mod in pkgutil.iter_modules(__path__):
     if not _mod.name.startswith("_"):
         importlib.import_module(f"{__name__}.{_mod.name}")
 
-__all__ = ["Checkpoints", "FitResult", "SolverSpec", "available_solvers", "check_distributed",
+__all__ = ["Checkpoints", "DefaultUse", "FitResult", "SolverSpec", "available_solvers", "check_distributed",
            "default_delta", "distributed_solvers",
            "get_solver", "make_result", "register_solver", "solve"]

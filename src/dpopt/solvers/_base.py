@@ -168,6 +168,30 @@ def _frozen(mapping):
     return MappingProxyType(dict(mapping or {}))
 
 
+@dataclass(frozen=True)
+class DefaultUse:
+    """When the estimators' default path (:mod:`dpopt.pipeline.default_path`) may choose a
+    solver, and how it sets it up.
+
+    ``losses`` / ``penalties``: the (loss, penalty) pairs it may be chosen for (empty: never
+    chosen, its ``settings`` only serve :func:`dpopt.pipeline.default_path.rules`);
+    ``rank``: among the solvers that apply, the highest rank is chosen (on chunked data, the
+    highest that is ``distributed``); ``why``: the reason the fit's plan and report give;
+    ``settings(*, loss, n, dim, mu, row_bound, alpha, huber_threshold)``: its options on the
+    default path's scaled domain (features in [0, 1] or [-1, 1], rows of norm <= row_bound,
+    targets in [-1, 1]), from these public numbers only, never from the data.
+    """
+
+    settings: Callable
+    why: str = ""
+    losses: tuple = ()
+    penalties: tuple = ()
+    rank: int = 0
+
+    def applies(self, loss, penalty) -> bool:
+        return loss in self.losses and penalty in self.penalties
+
+
 @dataclass(frozen=True, eq=False)
 class SolverSpec:
     """A registered solver, declared as data.
@@ -180,7 +204,8 @@ class SolverSpec:
     quick empirical audit's options and canary arguments (:mod:`dpopt.api.audit`);
     ``mechanism`` / ``sensitivity`` one line each on what a private solver releases and the
     sensitivity of each release under the adjacency it reports (the docstring proves them;
-    ``dpopt solvers`` and the audit table print them).
+    ``dpopt solvers`` and the audit table print them); ``default_path`` a :class:`DefaultUse`
+    when the estimators' default path may choose it.
     """
 
     name: str
@@ -198,6 +223,7 @@ class SolverSpec:
     distributed: bool = False  # accepts a dpopt.data.chunked.ChunkedProblem (Dask / out-of-core)
     mechanism: str = ""  # what a private solver releases (one line; the docstring proves it)
     sensitivity: str = ""  # of each release, under the adjacency it reports
+    default_path: DefaultUse | None = None  # when the default path may choose it
 
     def options(self) -> list[str]:
         """Names of the options, in declaration order."""
@@ -257,7 +283,8 @@ _REGISTRY: dict[str, SolverSpec] = {}
 
 def register_solver(name, *, description, options, losses=None, penalties=None, private=True,
                     family="", run_length=None, fit_intercept=True, audit=None,
-                    audit_canary=None, distributed=False, mechanism="", sensitivity=""):
+                    audit_canary=None, distributed=False, mechanism="", sensitivity="",
+                    default_path=None):
     """Decorator registering ``func`` under ``name`` (see :class:`SolverSpec`).
 
     ``options`` is the tuple of :class:`Option` the function accepts as keywords after
@@ -266,6 +293,8 @@ def register_solver(name, *, description, options, losses=None, penalties=None, 
     every private solver has one, and its ``mechanism`` and ``sensitivity``.
     ``distributed=True`` declares that ``func`` also fits a
     :class:`dpopt.data.chunked.ChunkedProblem` (row-chunked Dask or on-disk data).
+    ``default_path`` (a :class:`DefaultUse`) declares when the estimators' default path may
+    choose it and with which settings: adding a default mechanism is its module and this.
     """
 
     def decorator(func):
@@ -278,7 +307,7 @@ def register_solver(name, *, description, options, losses=None, penalties=None, 
                                      penalties and tuple(penalties), private, family or name,
                                      specs, run_length, fit_intercept,
                                      _frozen(audit), _frozen(audit_canary), bool(distributed),
-                                     mechanism, sensitivity)
+                                     mechanism, sensitivity, default_path)
         return func
 
     return decorator

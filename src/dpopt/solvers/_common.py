@@ -28,6 +28,7 @@ import numpy as np
 
 from dpopt._core.exceptions import PrivacyLeakWarning
 from dpopt._core.validation import check_choice, check_scalar
+from dpopt.data.losses import get_loss
 from dpopt.kernels.cd import CDWork
 from dpopt.kernels.sampling import poisson_batches  # noqa: F401 (the solvers import it from here)
 from dpopt.privacy import ADJACENCIES
@@ -210,3 +211,38 @@ CHECKPOINT_EVERY = Option("checkpoint_every", 1, positive_int,
 PASSES = Option("passes", 10, positive_int, "run length in passes over the data")
 BATCH_SIZE = Option("batch_size", None, None, "expected (Poisson) or fixed batch size; "
                     "default from n")
+
+
+# ---------------------------------------------------------------------------
+# settings on the default path's scaled domain (the solvers' DefaultUse.settings)
+
+def run_length(n, dim, mu):
+    """T = (n mu / sqrt(dim))^(2/3), clamped to [5, 200].
+
+    For a convex, L-Lipschitz, beta-smooth objective on a domain of radius D,
+    noisy gradient descent with T steps of 1/beta has excess risk of order
+    beta D^2 / T + L D sqrt(T dim) / (n mu) (optimisation plus the noise of T
+    Gaussian steps of sensitivity 2L/n each at multiplier sqrt(T)/mu); equating
+    the two gives T ~ (beta D n mu / (L sqrt(dim)))^(2/3). On the scaled domain
+    beta D / L is of order one, so it is set to one. The clamp keeps a minimum
+    of progress and a bounded cost.
+    """
+    return int(min(200, max(5, round((n * mu / math.sqrt(dim)) ** (2.0 / 3.0)))))
+
+
+#: |loss'(z; y)| on the scaled domain (targets and predictions in [-1, 1]: the squared
+#: loss's residual is at most 2); Huber's is its threshold t.
+_DERIVATIVE_BOUND = {"logistic": 1.0, "absolute": 1.0, "squared": 2.0}
+
+
+def scaled_domain(loss, row_bound, T, huber_threshold=1.0):
+    """``(G, c, r)`` on the default path's scaled domain (features in [0, 1] or [-1, 1],
+    rows of norm <= R = ``row_bound``, targets in [-1, 1]): G bounds |loss'|, c bounds
+    loss'' (the loss's curvature; the non-smooth absolute loss has none, and takes
+    c = sqrt(T): then a step 1 / beta is the subgradient method's constant step
+    D / (G sqrt(T)) with D = 1, Nesterov, *Introductory Lectures on Convex Optimization*,
+    sec. 3.2.3), and r = sqrt(R^2 + 1) bounds a row with its intercept coordinate.
+    Public numbers only."""
+    G = huber_threshold if loss == "huber" else _DERIVATIVE_BOUND[loss]
+    c = math.sqrt(T) if loss == "absolute" else get_loss(loss).curvature
+    return G, c, math.sqrt(row_bound ** 2 + 1.0)

@@ -108,7 +108,7 @@ from dpopt._core.exceptions import PrivacyLeakWarning
 from dpopt._core.validation import check_scalar
 from dpopt.data.statistics import row_scales, sufficient_statistics  # noqa: F401 (tests read them here)
 from dpopt.privacy import Calibration, Gaussian, calibrate
-from dpopt.solvers._base import Checkpoints, Option, make_result, register_solver
+from dpopt.solvers._base import Checkpoints, DefaultUse, Option, make_result, register_solver
 
 DEFAULT_SPLIT = (0.1, 0.45, 0.45)
 
@@ -274,6 +274,11 @@ OPTIONS = (
 # +-a e_1 leaves X^T X unchanged and moves only X^T y, so most of mu^2 goes to that release
 # (with the default split noise / 4 gives bounds 1.9-2.9 over seeds 0-5, here 2.7-3.7); the
 # X^T X and eigenvalue releases are checked in tests/test_adassp.py.
+def default_settings(*, row_bound, **public):
+    """AdaSSP on the default path's scaled domain: rows of norm <= R, targets in [-1, 1]."""
+    return {"row_bound": row_bound, "target_bound": 1.0}
+
+
 @register_solver("adassp", description="AdaSSP: sufficient-statistics perturbation with an adaptive "
                  "ridge, closed form (Wang, UAI 2018)", losses=("squared",),
                  penalties=("none", "l2"), family="adassp", options=OPTIONS,
@@ -282,7 +287,11 @@ OPTIONS = (
                  mechanism="three Gaussian releases: the smallest eigenvalue of X^T X, X^T X and X^T y "
                            "(clipped rows and targets)",
                  sensitivity="B_a^2 for lambda_min; sqrt(2) B^2, or sqrt(2 B^4 + 2 B^2 + 1/2) with an "
-                             "intercept, for X^T X; 2 B_a B_y for X^T y (B_a^2 = B^2 + [intercept])")
+                             "intercept, for X^T X; 2 B_a B_y for X^T y (B_a^2 = B^2 + [intercept])",
+                 default_path=DefaultUse(
+                     default_settings, rank=30, losses=("squared",), penalties=("none", "l2"),
+                     why="squared loss with an L2 or no penalty: sufficient-statistics "
+                         "perturbation with adaptive ridge (AdaSSP) needs one pass and no tuning"))
 def fit_adassp(problem, *, epsilon, delta, rng, row_bound=None, target_bound=None, rho=0.05,
                budget_split=DEFAULT_SPLIT):
     """Fit squared-loss regression (no penalty or L2) with AdaSSP (module docstring).

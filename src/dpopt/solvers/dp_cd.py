@@ -73,7 +73,7 @@ from dpopt._core.exceptions import PrivacyLeakWarning
 from dpopt._core.validation import check_positive_int, check_scalar
 from dpopt.kernels.cd import cd_steps, cd_steps_accumulate
 from dpopt.privacy import Calibration, Gaussian, Laplace, calibrate, calibrate_gaussian
-from dpopt.solvers._base import Checkpoints, Option, make_result, one_of, register_solver
+from dpopt.solvers._base import Checkpoints, DefaultUse, Option, make_result, one_of, register_solver
 from dpopt.solvers._common import (
     CHECKPOINT_EVERY,
     CLIP,
@@ -88,6 +88,8 @@ from dpopt.solvers._common import (
     coordinate_smoothness,
     coordinate_steps,
     mean_noise_std,
+    run_length,
+    scaled_domain,
 )
 
 # ---------------------------------------------------------------------------
@@ -212,11 +214,28 @@ OPTIONS = (
 )
 
 
+def default_settings(*, loss, n, dim, mu, row_bound, alpha=0.0, huber_threshold=1.0):
+    """DP-CD on the default path's scaled domain: T = :func:`~dpopt.solvers._common.run_length`
+    passes with gamma = 1 and the coordinate smoothness bound loss'' max|x_ij|^2 <= c (every
+    scaled feature is in [-1, 1]) passed as public ``smoothness``; clip G sqrt(dim), the
+    largest coordinate-gradient vector norm on the domain. Public numbers only."""
+    T = run_length(n, dim, mu)
+    G, c, _ = scaled_domain(loss, row_bound, T, huber_threshold)
+    return {"passes": T, "step": 1.0, "clip": G * math.sqrt(dim),
+            "smoothness": np.full(dim, max(c, 1e-12))}
+
+
 @register_solver("dp-cd", description="DP proximal coordinate descent with coordinate-wise "
                  "clipping (Mangold et al. 2022)", family="dp-cd", options=OPTIONS,
                  run_length="passes", audit={"passes": 10},
                  mechanism="Gaussian noise on one clipped coordinate gradient per step, passes * p steps",
-                 sensitivity="2 C_j / n for coordinate j (coordinate-wise clipping, sum_j C_j^2 = C^2)")
+                 sensitivity="2 C_j / n for coordinate j (coordinate-wise clipping, sum_j C_j^2 = C^2)",
+                 default_path=DefaultUse(
+                     default_settings, rank=10,
+                     why="non-smooth penalty or loss: DP coordinate descent (its prox handles "
+                         "L1) with the rules of dpopt.pipeline.default_path.rules",
+                     losses=("squared", "logistic", "huber", "absolute"),
+                     penalties=("none", "l1", "l2", "elastic_net")))
 def fit_dp_cd(problem, *, epsilon, delta, rng, passes=10, step=1.0, clip=1.0,
               smoothness="exact", smoothness_bounds=None, smoothness_share=0.1,
               averaging="last", inner_steps=None, accountant="exact", checkpoint_every=1):

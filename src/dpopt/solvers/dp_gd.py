@@ -32,7 +32,7 @@ import numpy as np
 
 from dpopt._core.validation import check_positive_int, check_scalar
 from dpopt.privacy import Gaussian, calibrate_gaussian
-from dpopt.solvers._base import Checkpoints, Option, make_result, one_of, register_solver
+from dpopt.solvers._base import Checkpoints, DefaultUse, Option, make_result, one_of, register_solver
 from dpopt.solvers._common import (
     CHECKPOINT_EVERY,
     CLIP,
@@ -45,6 +45,8 @@ from dpopt.solvers._common import (
     global_smoothness,
     max_row_nnz,
     mean_noise_std,
+    run_length,
+    scaled_domain,
 )
 
 
@@ -71,11 +73,27 @@ OPTIONS = (
 )
 
 
+def default_settings(*, loss, n, dim, mu, row_bound, alpha=0.0, huber_threshold=1.0):
+    """DP-GD on the default path's scaled domain (:func:`~dpopt.solvers._common.scaled_domain`):
+    T = :func:`~dpopt.solvers._common.run_length` steps of 1 / beta with beta = c r^2 + alpha
+    (a global smoothness bound), clip = G r, the largest per-sample gradient norm on the
+    domain (clipping binds only on rows the scaling rescaled). Public numbers only."""
+    T = run_length(n, dim, mu)
+    G, c, r = scaled_domain(loss, row_bound, T, huber_threshold)
+    return {"passes": T, "step": 1.0, "clip": G * r, "smoothness": max(c * r ** 2 + alpha, 1e-12)}
+
+
 @register_solver("dp-gd", description="DP proximal gradient descent, full batch (baseline)",
                  family="dp-gd", options=OPTIONS, run_length="passes", audit={"passes": 10},
                  distributed=True,
                  mechanism="Gaussian noise on the full clipped gradient, one release per pass",
-                 sensitivity="2 C / n (L2 or coordinate-wise clipping)")
+                 sensitivity="2 C / n (L2 or coordinate-wise clipping)",
+                 default_path=DefaultUse(
+                     default_settings, rank=0,
+                     why="fallback: DP gradient descent with the rules of "
+                         "dpopt.pipeline.default_path.rules",
+                     losses=("squared", "logistic", "huber", "absolute"),
+                     penalties=("none", "l1", "l2", "elastic_net", "box", "non_negative")))
 def fit_dp_gd(problem, *, epsilon, delta, rng, passes=10, step=1.0, clip=1.0, clipping="l2",
               step_rule="global", smoothness="exact", output="last", checkpoint_every=1):
     """Fit with DP-GD; one pass = one full-gradient step (see module docstring).

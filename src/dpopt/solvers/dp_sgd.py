@@ -51,7 +51,7 @@ from dpopt._core.validation import check_positive_int, check_scalar
 from dpopt.data.chunked import sampling_entropy
 from dpopt.kernels.sgd import sgd_steps
 from dpopt.privacy import ADJACENCIES, SubsampledGaussian, calibrate
-from dpopt.solvers._base import Checkpoints, Option, make_result, one_of, register_solver
+from dpopt.solvers._base import Checkpoints, DefaultUse, Option, make_result, one_of, register_solver
 from dpopt.solvers._common import (
     BATCH_SIZE,
     CHECKPOINT_EVERY,
@@ -64,6 +64,8 @@ from dpopt.solvers._common import (
     check_clip,
     global_smoothness,
     poisson_batches,
+    run_length,
+    scaled_domain,
 )
 
 
@@ -97,12 +99,28 @@ def chunked_sgd_pass(problem, w, entropy, first_step, noise, gammas, clip, sigma
     return w
 
 
+def default_settings(*, loss, n, dim, mu, row_bound, alpha=0.0, huber_threshold=1.0):
+    """DP-SGD on the default path's scaled domain: the clip and step of
+    :func:`dpopt.solvers.dp_gd.default_settings`, T = :func:`~dpopt.solvers._common.run_length`
+    steps at the Poisson rate q = mu / sqrt(T) (the smallest rate whose noise multiplier
+    sqrt(T) q / mu stays >= 1, where subsampling amplification is roughly linear), batch
+    q n, so passes = q T. Public numbers only; the default path never chooses dp-sgd
+    (:func:`dpopt.pipeline.default_path.rules` gives these settings)."""
+    T = run_length(n, dim, mu)
+    G, c, r = scaled_domain(loss, row_bound, T, huber_threshold)
+    q = min(1.0, mu / math.sqrt(T))
+    batch = max(1, int(round(q * n)))
+    return {"passes": max(1, int(math.ceil(T * batch / n))), "step": 1.0, "clip": G * r,
+            "batch_size": batch, "smoothness": max(c * r ** 2 + alpha, 1e-12)}
+
+
 @register_solver("dp-sgd", description="DP proximal SGD, Poisson sampling, L2 clipping (baseline)",
                  family="dp-sgd", options=OPTIONS, run_length="passes",
                  audit={"passes": 2, "batch_size": 25}, distributed=True,
                  mechanism="Poisson-subsampled Gaussian on the sum of clipped per-sample gradients, passes *"
                            " n / b steps",
-                 sensitivity="2 C (replace-one) or C (add-remove) for the sum")
+                 sensitivity="2 C (replace-one) or C (add-remove) for the sum",
+                 default_path=DefaultUse(default_settings))  # settings only: never chosen
 def fit_dp_sgd(problem, *, epsilon, delta, rng, passes=10, step=1.0, clip=1.0, batch_size=None,
                smoothness="exact", adjacency="replace-one", accountant="pld", checkpoint_every=1):
     """Fit with DP-SGD (module docstring). One pass = n / batch_size steps.

@@ -133,7 +133,7 @@ from dpopt.privacy import (
     gdp_mu,
     objective_perturbation_delta,
 )
-from dpopt.solvers._base import Checkpoints, Option, make_result, register_solver
+from dpopt.solvers._base import Checkpoints, DefaultUse, Option, make_result, register_solver
 
 NOISE_FACTOR = 1.3  # Redberg et al.'s f: OP noise <= 1.3 x the plain Gaussian mechanism's
 OUTPUT_SHARE = 0.1  # mu_out / mu: the output perturbation's share of the budget (GDP units)
@@ -467,6 +467,11 @@ OPTIONS = (
 
 # the Huber canary's derivative is saturated at +-t, so its whole (clipped) gradient
 # sensitivity enters the minimiser; the row bound is public (rows of norm 10 are clipped)
+def default_settings(*, row_bound, **public):
+    """Objective perturbation on the default path's scaled domain: rows of norm <= R."""
+    return {"row_bound": row_bound}
+
+
 @register_solver("objective-perturbation",
                  description="objective perturbation + approximate minima perturbation, "
                              "tight privacy profile (Redberg, Koskela, Wang 2023)",
@@ -477,7 +482,13 @@ OPTIONS = (
                  mechanism="Gaussian linear term b^T w / n in the objective, then Gaussian output noise on "
                            "the approximate minimiser",
                  sensitivity="2 L B_aug for b (privacy loss shift + m^2/2 + m chi_dof, shift = log(1 + "
-                             "kappa)); 2 tolerance for the output")
+                             "kappa)); 2 tolerance for the output",
+                 default_path=DefaultUse(
+                     default_settings, rank=20, losses=("logistic", "huber"),
+                     penalties=("none", "l2"),
+                     why="{loss} loss (bounded derivative, bounded curvature) with an L2 or no "
+                         "penalty: objective perturbation releases a perturbed exact minimizer "
+                         "and needs no step, clip or pass count"))
 def fit_objective_perturbation(problem, *, epsilon, delta, rng, row_bound=None,
                                regularization="auto", tolerance=1e-6, prior_mu=0.0):
     """Fit by objective perturbation (see module docstring).
