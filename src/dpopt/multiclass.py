@@ -137,7 +137,8 @@ def _split_and_run(problems, run, epsilon, delta, k):
         results = [run(p, epsilon, delta) for p in problems]
         return combine(results, epsilon=math.inf, delta=delta, accountant="none",
                        mechanisms=[m for r in results for m in r.mechanisms], split="none")
-    eps_gauss = gdp_epsilon(gdp_mu(epsilon, delta) / math.sqrt(k), delta)
+    # 1e-9: margin for the rounding of k calibrations (their sum of mu^2 stays below mu^2)
+    eps_gauss = gdp_epsilon(gdp_mu(epsilon, delta) / math.sqrt(k) * (1 - 1e-9), delta)
     first = run(problems[0], eps_gauss, delta)
     if _all_gaussian(first.mechanisms):
         results = [first] + [run(p, eps_gauss, delta) for p in problems[1:]]
@@ -199,11 +200,12 @@ def _op_records(eps_class, delta, k, *, alpha, b2, n, intercept):
     return [ObjectivePerturbation(z, shift, 2, count=k), Gaussian(z_out, count=k)]
 
 
-def op_class_epsilon(epsilon, delta, k, prior, **public):
-    """The largest per-class target (to about 0.2% relative) at which k
+def op_class_epsilon(epsilon, delta, k, prior, guess, **public):
+    """The largest per-class target (to about 1% relative) at which k
     objective-perturbation fits and the ``prior`` records compose to at most
     (epsilon, delta) (PLD accountant; Brent's method on a coarse pessimistic grid, the
-    answer certified at full resolution). Public inputs only."""
+    answer certified at full resolution). ``guess``, a per-class epsilon near the answer
+    (e.g. the Gaussian split's), starts the bracket. Public inputs only."""
     from scipy import optimize
 
     def total(e, step=SEARCH_PLD_STEP):
@@ -213,14 +215,19 @@ def op_class_epsilon(epsilon, delta, k, prior, **public):
     def excess(log_e):
         return total(math.exp(log_e)) - epsilon
 
-    lo, hi = math.log(epsilon / k), math.log(epsilon)
-    while excess(lo) > 0:
-        lo -= math.log(2.0)
+    lo = hi = math.log(min(guess, epsilon))
     if excess(hi) <= 0:
-        return epsilon
-    e = math.exp(optimize.brentq(excess, lo, hi, xtol=2e-3))
+        while hi < math.log(epsilon) and excess(hi + math.log(1.5)) <= 0:
+            hi += math.log(1.5)
+        if hi >= math.log(epsilon):
+            return epsilon
+        lo, hi = hi, hi + math.log(1.5)
+    else:
+        while excess(lo) > 0:
+            lo -= math.log(1.5)
+    e = math.exp(optimize.brentq(excess, lo, hi, xtol=1e-2))
     while total(e) > epsilon:  # brentq brackets the root: step below it
-        e *= 0.998
+        e *= 0.99
     while total(e, 1e-4) > epsilon:  # rarely: the fine grid is not below the coarse one
         e *= 0.999
     return e
@@ -267,11 +274,12 @@ def fit_default_one_vs_rest(X, labels, n_classes, *, penalty, penalty_kwargs, fi
                                 chunked=data.chunked)
     if solver == "objective-perturbation":
         alpha = float(first.penalty.alpha) if first.penalty.name == "l2" else 0.0
-        eps_class = op_class_epsilon(epsilon, delta, n_classes, records, alpha=alpha,
+        guess = gdp_epsilon(mus["model"] / math.sqrt(n_classes), delta)
+        eps_class = op_class_epsilon(epsilon, delta, n_classes, records, guess, alpha=alpha,
                                      b2=R * R, n=n, intercept=fit_intercept)
         options = {"row_bound": R}
     else:
-        mu_class = mus["model"] / math.sqrt(n_classes)
+        mu_class = mus["model"] / math.sqrt(n_classes) * (1 - 1e-9)  # margin for rounding
         eps_class = gdp_epsilon(mu_class, delta)
         options = _model_options(solver, first, mu_class, R, penalty_kwargs)
     results = []
