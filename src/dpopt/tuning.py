@@ -255,23 +255,28 @@ def _pessimistic(records):
 
 
 def _dominated(real, accounted):
-    """Every real record is at least as private as the accounted one in its place (same
-    types, counts and structure; privacy loss monotone in each compared field)."""
-    if len(real) != len(accounted):
+    """The real records are at least as private as the accounted ones: they match, in
+    order, a subsequence of them (a step may release less on some data, e.g. a private
+    scaler that skips its moments when the bounds collapse; composing fewer mechanisms
+    loses less privacy), each with the same type and structure and a privacy loss
+    monotone in each compared field."""
+    it = iter(accounted)
+    return all(any(_record_dominated(x, y) for y in it) for x in real)
+
+
+def _record_dominated(x, y):
+    if type(x) is not type(y):
         return False
-    for x, y in zip(real, accounted):
-        if type(x) is not type(y):
+    for f in fields(x):
+        u, v = getattr(x, f.name), getattr(y, f.name)
+        if f.name in _MORE_PRIVATE_WHEN_LARGER:
+            ok = u >= v
+        elif f.name in _MORE_PRIVATE_WHEN_SMALLER:
+            ok = u <= v
+        else:
+            ok = u == v
+        if not ok:
             return False
-        for f in fields(x):
-            u, v = getattr(x, f.name), getattr(y, f.name)
-            if f.name in _MORE_PRIVATE_WHEN_LARGER:
-                ok = u >= v
-            elif f.name in _MORE_PRIVATE_WHEN_SMALLER:
-                ok = u <= v
-            else:
-                ok = u == v
-            if not ok:
-                return False
     return True
 
 
