@@ -42,6 +42,14 @@ enclosing ``with BudgetAccountant(...)``, if any). A fit that would exceed
 it raises :class:`dpopt.BudgetExceededError` before touching the data and
 leaves the estimator as it was.
 
+Model selection: scikit-learn's ``cross_val_score`` and ``GridSearchCV`` spend epsilon on
+every fit (each fold of each candidate is a private fit of the same records: their privacy
+composes, and the choice of the best leaks too; nothing in scikit-learn reports it). Use
+:class:`dpopt.PrivateHyperparameterSearch`: the whole search is one accounted release.
+
+Multiclass: ``DPLogisticRegression`` with k >= 3 classes fits k one-vs-rest models as one
+release (:mod:`dpopt.multiclass`).
+
 Data-dependent quantities (explicit solvers). The solvers' defaults compute smoothness
 constants from the training data without privacy (e.g. DP-CD's step sizes
 and clipping thresholds, ``smoothness="exact"``); they raise
@@ -397,12 +405,8 @@ class DPLogisticRegression(ClassifierMixin, _DPLinearModel):
     perturbation); ``coef_`` is then (k, n_features), ``predict_proba`` (n, k)
     (each class's sigmoid, normalized), ``privacy_report()`` one (epsilon, delta).
 
-    Model selection: scikit-learn's ``cross_val_score`` / ``GridSearchCV`` fit
-    the estimator once per fold and candidate, and each fit spends its own
-    epsilon on the same records: the total is their composition, far above
-    ``epsilon``, and nothing reports it. Use
-    :class:`dpopt.tuning.PrivateHyperparameterSearch`, whose whole search is one
-    accounted release.
+    Model selection: ``cross_val_score`` / ``GridSearchCV`` spend ``epsilon`` on
+    every fit (module docstring); use :class:`dpopt.PrivateHyperparameterSearch`.
 
     Parameters
     ----------
@@ -533,6 +537,8 @@ class DPLinearRegression(_Regressor):
     Minimizes (1/n) sum_i (x_i^T w + b - y_i)^2 / 2 + alpha/2 ||w||^2
     (no penalty when ``alpha=0``, the default). Parameters as
     :class:`DPLogisticRegression` (without ``penalty``, ``l1_ratio``).
+    Model selection: ``cross_val_score`` / ``GridSearchCV`` spend epsilon per fit: use
+    :class:`dpopt.PrivateHyperparameterSearch`.
     Note: the squared loss has no bounded gradient; the solvers' clipping
     bounds each record's influence, which biases the fit when residuals
     exceed the clipping threshold (scale X and y).
@@ -561,7 +567,8 @@ class DPLinearRegression(_Regressor):
 class DPLasso(_Regressor):
     """Differentially private Lasso: (1/n) sum_i (x_i^T w + b - y_i)^2 / 2 + alpha ||w||_1
     (scikit-learn's Lasso objective). Parameters as :class:`DPLinearRegression`;
-    ``alpha`` defaults to 1.0 as in scikit-learn."""
+    ``alpha`` defaults to 1.0 as in scikit-learn. Model selection: ``cross_val_score`` /
+    ``GridSearchCV`` spend epsilon per fit: use :class:`dpopt.PrivateHyperparameterSearch`."""
 
     def __init__(self, *, epsilon=1.0, delta=None, alpha=1.0, fit_intercept=True,
                  solver="auto", solver_options=None, random_state=None, accountant=None):
@@ -583,7 +590,9 @@ class DPLasso(_Regressor):
 
 class DPElasticNet(_Regressor):
     """Differentially private elastic net: squared loss + alpha l1_ratio ||w||_1
-    + alpha (1 - l1_ratio)/2 ||w||^2 (scikit-learn's ElasticNet objective)."""
+    + alpha (1 - l1_ratio)/2 ||w||^2 (scikit-learn's ElasticNet objective). Model selection:
+    ``cross_val_score`` / ``GridSearchCV`` spend epsilon per fit: use
+    :class:`dpopt.PrivateHyperparameterSearch`."""
 
     def __init__(self, *, epsilon=1.0, delta=None, alpha=1.0, l1_ratio=0.5, fit_intercept=True,
                  solver="auto", solver_options=None, random_state=None, accountant=None):
@@ -611,7 +620,9 @@ class DPHuberRegressor(_Regressor):
     H_t(r) = r^2/2 for |r| <= t and t|r| - t^2/2 beyond (``threshold`` t,
     on the raw residual: unlike scikit-learn's HuberRegressor there is no
     jointly estimated scale, so standardize y or pick t in y's units).
-    The loss is t-Lipschitz, so clipping rarely binds for small t.
+    The loss is t-Lipschitz, so clipping rarely binds for small t. Model selection:
+    ``cross_val_score`` / ``GridSearchCV`` spend epsilon per fit: use
+    :class:`dpopt.PrivateHyperparameterSearch`.
     """
 
     def __init__(self, *, epsilon=1.0, delta=None, threshold=1.35, alpha=1e-4,

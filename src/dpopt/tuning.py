@@ -193,7 +193,7 @@ def _spent(est, params):
     """(records, adjacency, epsilon) of a fitted candidate: the final estimator's
     ``fit_result_`` composed with the records of every private transformer before it."""
     records, adjacency, eps = [], "replace-one", 0.0
-    for name, step in _steps(est):
+    for _, step in _steps(est):
         if hasattr(step, "fit_result_"):
             res = step.fit_result_
             records += list(res.mechanisms)
@@ -293,7 +293,7 @@ def _surrogate(X, n, rng):
         import pandas as pd
 
         cols = {}
-        for j, (name, dtype) in enumerate(X.dtypes.items()):
+        for name, dtype in X.dtypes.items():
             if isinstance(dtype, pd.CategoricalDtype):
                 cats = list(dtype.categories) or ["level0"]
                 values = pd.Categorical([cats[i % len(cats)] for i in range(n)],
