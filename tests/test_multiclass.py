@@ -182,3 +182,11 @@ def test_tuna_beats_the_majority_rate():
     clf = dpopt.DPLogisticRegression(epsilon=1.0, random_state=0).fit(Xtr, ytr)
     assert len(clf.classes_) == 5 and clf.epsilon_spent_ <= 1.0
     assert clf.score(Xte, yte) > majority + 0.05
+
+
+def test_non_private_solver_is_reported_as_such():
+    X, y = _blobs(n=300, k=3, seed=5)
+    with pytest.warns(dpopt.PrivacyLeakWarning, match="not private"):
+        clf = dpopt.DPLogisticRegression(solver="reference").fit(X, y)
+    assert math.isinf(clf.epsilon_spent_) and clf.coef_.shape == (3, 3)
+    assert clf.score(X, y) > 0.9  # the non-private one-vs-rest fit of separated blobs

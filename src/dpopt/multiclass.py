@@ -77,7 +77,8 @@ def combine(results, *, epsilon, delta, accountant, mechanisms, split, params=No
     summary = {"classes": len(results), "split": split,
                "per_class_epsilon": [float(r.epsilon) for r in results],
                "per_class_delta": [float(r.delta) for r in results]}
-    return replace(first, coef=np.stack([np.asarray(r.coef, float) for r in results]),
+    return replace(first, solver=f"{first.solver} (one-vs-rest, {len(results)} classes)",
+                   coef=np.stack([np.asarray(r.coef, float) for r in results]),
                    intercept=np.array([float(r.intercept) for r in results]),
                    w=np.stack([np.asarray(r.w, float) for r in results]),
                    epsilon=float(epsilon), delta=float(delta), accountant=accountant,
@@ -126,7 +127,9 @@ def solve_one_vs_rest(problems, solver, *, epsilon, delta, random_state=None, bu
                 return solve(problem, solver, epsilon=eps, delta=dlt, random_state=rng,
                              **options)
 
-            result = _split_and_run(problems, run, epsilon, delta, k)
+            # a non-private solver ignores its target: the fits are reported as epsilon = inf
+            result = _split_and_run(problems, run, epsilon if spec.private else math.inf,
+                                    delta, k)
         if slot is not None:
             slot.record(result, label=solver)
     return result
