@@ -203,34 +203,43 @@ def _op_records(eps_class, delta, k, *, alpha, b2, n, intercept):
     return [ObjectivePerturbation(z, shift, 2, count=k), Gaussian(z_out, count=k)]
 
 
+@functools.lru_cache(maxsize=128)
 def op_class_epsilon(epsilon, delta, k, prior, guess, **public):
     """The largest per-class target (to about 1% relative) at which k
-    objective-perturbation fits and the ``prior`` records compose to at most
+    objective-perturbation fits and the ``prior`` records (a tuple) compose to at most
     (epsilon, delta) (PLD accountant; Brent's method on a coarse pessimistic grid, the
-    answer certified at full resolution). ``guess``, a per-class epsilon near the answer
-    (e.g. the Gaussian split's), starts the bracket. Public inputs only."""
+    answer the largest feasible point it evaluated, certified at full resolution).
+    ``guess``, a per-class epsilon near the answer (e.g. the Gaussian split's), starts the
+    bracket. Public inputs only; cached (a calibration costs about half a second)."""
     from scipy import optimize
+
+    prior = list(prior)
+    feasible = []
 
     def total(e, step=SEARCH_PLD_STEP):
         return epsilon_of(prior + _op_records(e, delta, k, **public), delta, accountant="pld",
                           _pld_step=step)
 
     def excess(log_e):
-        return total(math.exp(log_e)) - epsilon
+        value = total(math.exp(log_e)) - epsilon
+        if value <= 0:
+            feasible.append(math.exp(log_e))
+        return value
 
+    top, step = math.log(epsilon), math.log(1.5)
     lo = hi = math.log(min(guess, epsilon))
     if excess(hi) <= 0:
-        while hi < math.log(epsilon) and excess(hi + math.log(1.5)) <= 0:
-            hi += math.log(1.5)
-        if hi >= math.log(epsilon):
+        while hi < top and excess(min(hi + step, top)) <= 0:
+            hi = min(hi + step, top)
+        if hi >= top:
             return epsilon
-        lo, hi = hi, hi + math.log(1.5)
+        lo, hi = hi, min(hi + step, top)
     else:
+        lo -= step
         while excess(lo) > 0:
-            lo -= math.log(1.5)
-    e = math.exp(optimize.brentq(excess, lo, hi, xtol=1e-2))
-    while total(e) > epsilon:  # brentq brackets the root: step below it
-        e *= 0.99
+            lo -= step
+    optimize.brentq(excess, lo, hi, xtol=1e-2)
+    e = max(feasible)
     while total(e, 1e-4) > epsilon:  # rarely: the fine grid is not below the coarse one
         e *= 0.999
     return e
@@ -278,8 +287,8 @@ def fit_default_one_vs_rest(X, labels, n_classes, *, penalty, penalty_kwargs, fi
     if solver == "objective-perturbation":
         alpha = float(first.penalty.alpha) if first.penalty.name == "l2" else 0.0
         guess = gdp_epsilon(mus["model"] / math.sqrt(n_classes), delta)
-        eps_class = op_class_epsilon(epsilon, delta, n_classes, records, guess, alpha=alpha,
-                                     b2=R * R, n=n, intercept=fit_intercept)
+        eps_class = op_class_epsilon(epsilon, delta, n_classes, tuple(records), guess,
+                                     alpha=alpha, b2=R * R, n=n, intercept=fit_intercept)
         options = {"row_bound": R}
     else:
         mu_class = mus["model"] / math.sqrt(n_classes) * (1 - 1e-9)  # margin for rounding
