@@ -368,7 +368,12 @@ def _classes_of(y):
 
     The one place an estimator reads its classes from ``y``: private label selection
     (declared classes, or classes chosen by noisy counts) replaces this function; until
-    then the label set is released as it is, like scikit-learn does."""
+    then the label set is released as it is, like scikit-learn does. ``y`` may be a Dask
+    array (chunked fits: one pass)."""
+    if hasattr(y, "dask") and hasattr(y, "compute"):
+        import dask.array as da
+
+        y = da.unique(y).compute()
     check_classification_targets(y)
     return np.unique(y)
 
@@ -464,20 +469,22 @@ class DPLogisticRegression(ClassifierMixin, _DPLinearModel):
 
     def _encode_y(self, y):
         """Binary: +-1 labels. Multiclass: class indices 0..k-1 (as floats)."""
-        classes = _classes_of(y)
+        self._set_classes(_classes_of(y))
+        if self._n_classes() > 2:
+            return _class_index(y, self.classes_)
+        return np.where(y == self.classes_[1], 1.0, -1.0)
+
+    def _set_classes(self, classes):
         if classes.size < 2:
             raise ValueError("DPLogisticRegression needs at least 2 classes in y, got 1 class")
         self.classes_ = classes
-        if classes.size > 2:
-            return np.searchsorted(classes, y).astype(np.float64)
-        return np.where(y == classes[1], 1.0, -1.0)
 
     def _encode_chunked_y(self, y):
         """The same encoding of a Dask array of labels (one pass for the label set)."""
         import dask.array as da
 
         y = y if isinstance(y, da.Array) else da.from_array(np.asarray(y))
-        self._encode_y(_classes_of(da.unique(y).compute()))  # checks, sets classes_
+        self._set_classes(_classes_of(y))  # one pass for the label set
         if self._n_classes() > 2:
             return da.map_blocks(_class_index, y, self.classes_, dtype=np.float64)
         return da.where(y == self.classes_[1], 1.0, -1.0)
