@@ -71,6 +71,23 @@ def test_default_fit_is_one_composition_and_one_charge(default_fit):
     assert "one-vs-rest, 3 classes" in report and f"{clf.epsilon_spent_:.4g}" in report
 
 
+def test_default_fit_epsilon_matches_an_independent_composition(default_fit):
+    # the k objective perturbations' dominating losses summed (their Rayleigh parts
+    # convolved numerically) and every Gaussian record folded into one GDP part: the
+    # reported epsilon must not be optimistic, nor loose by more than the PLD grid
+    from _independent_accounting import op_sum_delta
+
+    clf, _, _, _ = default_fit
+    mechs = clf.fit_result_.mechanisms
+    ops = [m for m in mechs if isinstance(m, ObjectivePerturbation)]
+    assert len({(m.noise_multiplier, m.shift) for m in ops}) == 1  # one per-class target
+    nu = math.sqrt(sum(m.count / m.noise_multiplier ** 2 for m in mechs
+                       if isinstance(m, Gaussian)))
+    m, shift, eps = 1 / ops[0].noise_multiplier, ops[0].shift, clf.epsilon_spent_
+    assert op_sum_delta(eps, m, shift, len(ops), nu) <= DELTA * (1 + 1e-3)
+    assert op_sum_delta(0.995 * eps, m, shift, len(ops), nu) > DELTA
+
+
 def test_one_vs_rest_targets():
     y = np.array([0.0, 2.0, 1.0, 2.0])
     np.testing.assert_array_equal(one_vs_rest(y, 2.0), [-1, 1, -1, 1])
