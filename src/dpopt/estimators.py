@@ -137,12 +137,14 @@ class _DPLinearModel(BaseEstimator):
             return self._fit_auto(X, target, epsilon, delta, penalty, penalty_kwargs)
         self.auto_ = None
         if self._n_classes() > 2:  # one-vs-rest (dpopt.multiclass): k problems, one release
-            from dpopt.multiclass import relabelings
+            from dpopt.multiclass import OneVsRestProblems
 
-            problem = [Problem(X, relabel(target), loss=self._loss(), penalty=penalty,
+            def binary(relabel):
+                return Problem(X, relabel(target), loss=self._loss(), penalty=penalty,
                                fit_intercept=self.fit_intercept, **penalty_kwargs)
-                       for relabel in relabelings(self._n_classes())]
-            return self._solve(problem, spec, epsilon, delta, options)
+
+            return self._solve(OneVsRestProblems(binary, self._n_classes()), spec, epsilon,
+                               delta, options)
         problem = Problem(X, target, loss=self._loss(), penalty=penalty,
                           fit_intercept=self.fit_intercept, **penalty_kwargs)
         return self._solve(problem, spec, epsilon, delta, options)
@@ -171,13 +173,15 @@ class _DPLinearModel(BaseEstimator):
             return self._fit_auto(problem, None, epsilon, delta, penalty, penalty_kwargs)
         self.auto_ = None
         if multiclass:  # one-vs-rest (dpopt.multiclass): validated once above
-            from dpopt.multiclass import relabelings
+            from dpopt.multiclass import OneVsRestProblems
 
-            problem = [ChunkedProblem(X, target.map_blocks(relabel, dtype=np.float64),
+            def binary(relabel):
+                return ChunkedProblem(X, target.map_blocks(relabel, dtype=np.float64),
                                       loss=self._loss(), penalty=penalty,
                                       fit_intercept=self.fit_intercept, validate=False,
                                       **penalty_kwargs)
-                       for relabel in relabelings(self._n_classes())]
+
+            problem = OneVsRestProblems(binary, self._n_classes())
         return self._solve(problem, spec, epsilon, delta, options)
 
     def _n_classes(self):
@@ -189,10 +193,9 @@ class _DPLinearModel(BaseEstimator):
 
     def _solve(self, problem, spec, epsilon, delta, options):
         budget = resolve_budget(self.accountant)
-        if isinstance(problem, list):  # one binary problem per class (one-vs-rest)
-            from dpopt.multiclass import solve_one_vs_rest as run
-        else:
-            run = solve
+        from dpopt.multiclass import OneVsRestProblems, solve_one_vs_rest
+
+        run = solve_one_vs_rest if isinstance(problem, OneVsRestProblems) else solve
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             result = run(problem, spec.name, epsilon=epsilon, delta=delta,

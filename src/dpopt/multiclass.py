@@ -66,6 +66,20 @@ def relabelings(n_classes):
     return [functools.partial(one_vs_rest, cls=float(c)) for c in range(n_classes)]
 
 
+class OneVsRestProblems:
+    """The k binary problems of a one-vs-rest fit, built one at a time by ``make(relabel)``
+    (each :class:`dpopt.Problem` holds its own copy of X: never k of them at once)."""
+
+    def __init__(self, make, n_classes):
+        self.make, self.maps = make, relabelings(n_classes)
+
+    def __len__(self):
+        return len(self.maps)
+
+    def __getitem__(self, c):
+        return self.make(self.maps[c])
+
+
 def _all_gaussian(mechanisms):
     return all(type(m) is Gaussian for m in mechanisms)
 
@@ -111,10 +125,10 @@ def solve_one_vs_rest(problems, solver, *, epsilon, delta, random_state=None, bu
     from dpopt.budget import _unbudgeted, resolve_budget
     from dpopt.solvers import get_solver, solve
 
-    problems = list(problems)
     spec = get_solver(solver)
     k = len(problems)
-    epsilon, delta = check_privacy_target(epsilon, delta, problems[0].n_samples)
+    first = problems[0]
+    epsilon, delta = check_privacy_target(epsilon, delta, first.n_samples)
     options = spec.check_options(options)
     rng = check_random_state(random_state)
     acc = resolve_budget(budget)
@@ -128,30 +142,35 @@ def solve_one_vs_rest(problems, solver, *, epsilon, delta, random_state=None, bu
                              **options)
 
             # a non-private solver ignores its target: the fits are reported as epsilon = inf
-            result = _split_and_run(problems, run, epsilon if spec.private else math.inf,
-                                    delta, k)
+            result = _split_and_run(problems, first, run,
+                                    epsilon if spec.private else math.inf, delta, k)
         if slot is not None:
             slot.record(result, label=solver)
     return result
 
 
-def _split_and_run(problems, run, epsilon, delta, k):
+def _split_and_run(problems, first_problem, run, epsilon, delta, k):
+    """The k fits (``problems[c]`` built when its turn comes; ``first_problem`` is
+    ``problems[0]``, already built) and their composition (module docstring)."""
+    def rest():
+        return (problems[c] for c in range(1, k))
+
     if math.isinf(epsilon):
-        results = [run(p, epsilon, delta) for p in problems]
+        results = [run(p, epsilon, delta) for p in [first_problem, *rest()]]
         return combine(results, epsilon=math.inf, delta=delta, accountant="none",
                        mechanisms=[m for r in results for m in r.mechanisms], split="none")
     # 1e-9: margin for the rounding of k calibrations (their sum of mu^2 stays below mu^2)
     eps_gauss = gdp_epsilon(gdp_mu(epsilon, delta) / math.sqrt(k) * (1 - 1e-9), delta)
-    first = run(problems[0], eps_gauss, delta)
+    first = run(first_problem, eps_gauss, delta)
     if _all_gaussian(first.mechanisms):
-        results = [first] + [run(p, eps_gauss, delta) for p in problems[1:]]
+        results = [first] + [run(p, eps_gauss, delta) for p in rest()]
         mechanisms = [m for r in results for m in r.mechanisms]
         total = epsilon_of(mechanisms, delta, adjacency=first.adjacency, accountant="exact")
         _check_total(total, epsilon)
         return combine(results, epsilon=total, delta=delta, accountant="exact",
                        mechanisms=mechanisms, split="gaussian: mu / sqrt(k) per class")
     # not Gaussian (a property of the solver and its options): basic composition
-    results = [run(p, epsilon / k, delta / k) for p in problems]
+    results = [run(p, epsilon / k, delta / k) for p in [first_problem, *rest()]]
     mechanisms = [m for r in results for m in r.mechanisms]
     total, accountant = float(sum(r.epsilon for r in results)), "basic composition"
     with contextlib.suppress(ValueError):  # an accountant that cannot hold these records
