@@ -123,15 +123,35 @@ def test_explicit_gaussian_solver_splits_mu():
 
 
 def test_explicit_non_gaussian_solver_uses_basic_composition():
+    # objective perturbation whose row bound is read from the data (a leak, warned): its
+    # records are not known beforehand, so each class gets (epsilon / k, delta / k)
     X, y = _blobs(n=600, k=3, seed=3)
     clf = dpopt.DPLogisticRegression(epsilon=1.0, delta=DELTA, solver="objective-perturbation",
-                                     solver_options={"row_bound": 2.0}, random_state=0)
-    clf.fit(X / 5, y)
+                                     random_state=0)
+    with pytest.warns(dpopt.PrivacyLeakWarning, match="row-norm bound"):
+        clf.fit(X / 5, y)
     info = clf.fit_result_.params["one_vs_rest"]
     assert info["split"].startswith("basic")
     np.testing.assert_allclose(info["per_class_delta"], DELTA / 3)
     assert all(e <= 1.0 / 3 for e in info["per_class_epsilon"])
-    assert clf.epsilon_spent_ <= 1.0
+    assert clf.epsilon_spent_ <= 1.0 and len(clf.privacy_leaks_) == 1
+
+
+def test_explicit_objective_perturbation_gets_the_pld_split():
+    X, y = _blobs(n=600, k=3, seed=3)
+    acc = dpopt.BudgetAccountant(epsilon=5.0, delta=1e-4)
+    clf = dpopt.DPLogisticRegression(epsilon=1.0, delta=DELTA, solver="objective-perturbation",
+                                     solver_options={"row_bound": 2.0}, random_state=0,
+                                     accountant=acc)
+    clf.fit(X / 5, y)
+    info = clf.fit_result_.params["one_vs_rest"]
+    assert info["split"].startswith("objective perturbation")
+    assert all(e > 1.0 / 3 for e in info["per_class_epsilon"])  # more than basic composition
+    assert 0.97 < clf.epsilon_spent_ <= 1.0 and clf.fit_result_.accountant == "pld"
+    assert epsilon_of(clf.fit_result_.mechanisms, DELTA, accountant="pld") == \
+        pytest.approx(clf.epsilon_spent_, rel=1e-12)
+    (entry,) = acc.ledger
+    assert entry.epsilon == clf.epsilon_spent_ and clf.privacy_leaks_ == []
 
 
 def test_failed_fit_charges_nothing_and_changes_nothing():

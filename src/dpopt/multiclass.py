@@ -25,6 +25,8 @@ their records (plus, on the default path, the private scaling that the k fits sh
   releases to at most the target (bisection on public quantities only: n, p, k, the
   released row bound R, epsilon, delta); the records actually spent are then certified
   again at the final PLD resolution.
+  The explicit ``solver="objective-perturbation"`` with a public ``row_bound`` gets the
+  same split (without scaling).
 * Any other explicit solver (e.g. subsampled DP-SGD): basic composition, each fit at
   (epsilon / k, delta / k); the reported epsilon is the smaller of the sum of what each fit
   certified and the PLD / RDP composition of all records, at delta.
@@ -141,12 +143,44 @@ def solve_one_vs_rest(problems, solver, *, epsilon, delta, random_state=None, bu
                 return solve(problem, solver, epsilon=eps, delta=dlt, random_state=rng,
                              **options)
 
-            # a non-private solver ignores its target: the fits are reported as epsilon = inf
-            result = _split_and_run(problems, first, run,
-                                    epsilon if spec.private else math.inf, delta, k)
+            if _tight_op_split_applies(solver, options, epsilon):
+                result = _op_split_and_run(problems, first, run, epsilon, delta, k, options)
+            else:  # a non-private solver ignores its target: reported as epsilon = inf
+                result = _split_and_run(problems, first, run,
+                                        epsilon if spec.private else math.inf, delta, k)
         if slot is not None:
             slot.record(result, label=solver)
     return result
+
+
+def _tight_op_split_applies(solver, options, epsilon):
+    """Objective perturbation with a public row bound and nothing composed before it:
+    its records follow from public quantities, so the PLD split applies."""
+    return (solver == "objective-perturbation" and math.isfinite(epsilon)
+            and options.get("row_bound") is not None and not options.get("prior_mu"))
+
+
+def _op_split_and_run(problems, first_problem, run, epsilon, delta, k, options):
+    """k objective-perturbation fits at the per-class target of :func:`op_class_epsilon`
+    (the solver's own calibration, from its public options), composed by PLD."""
+    from dpopt._validation import check_scalar
+    from dpopt.solvers.objective_perturbation import loss_constants
+
+    bound = check_scalar(options["row_bound"], "row_bound", low=0.0, low_open=True)
+    penalty = first_problem.penalty
+    eps_class = op_class_epsilon(
+        epsilon, delta, k, (), gdp_epsilon(gdp_mu(epsilon, delta) / math.sqrt(k), delta),
+        alpha=float(penalty.alpha) if penalty.name == "l2" else 0.0, b2=bound * bound,
+        n=first_problem.n_samples, intercept=first_problem.fit_intercept,
+        beta=loss_constants(first_problem.loss)[1],
+        regularization=options.get("regularization", "auto"))
+    results = [run(p, eps_class, delta)
+               for p in [first_problem, *(problems[c] for c in range(1, k))]]
+    mechanisms = [m for r in results for m in r.mechanisms]
+    total = epsilon_of(mechanisms, delta, adjacency=results[0].adjacency, accountant="pld")
+    _check_total(total, epsilon)
+    return combine(results, epsilon=total, delta=delta, accountant="pld",
+                   mechanisms=mechanisms, split="objective perturbation: PLD split")
 
 
 def _split_and_run(problems, first_problem, run, epsilon, delta, k):
@@ -211,14 +245,16 @@ class MulticlassFit:
                 f"each class's fit at epsilon={plan['per_class_epsilon']:.4g}")
 
 
-def _op_records(eps_class, delta, k, *, alpha, b2, n, intercept):
+def _op_records(eps_class, delta, k, *, alpha, b2, n, intercept, beta=0.25,
+                regularization="auto"):
     """The records of k objective-perturbation fits each calibrated at (eps_class, delta)
-    (the calibration of :mod:`dpopt.solvers.objective_perturbation`, public inputs only)."""
+    (the calibration of :mod:`dpopt.solvers.objective_perturbation`, public inputs only;
+    ``beta`` 1/4 is the logistic loss's curvature bound)."""
     from dpopt.solvers.objective_perturbation import calibrate_objective_perturbation
 
     _, z, shift, z_out, _ = calibrate_objective_perturbation(
-        eps_class, delta, dof=2, regularization="auto", alpha=alpha, beta=0.25, b2=b2, n=n,
-        intercept=intercept)
+        eps_class, delta, dof=2, regularization=regularization, alpha=alpha, beta=beta, b2=b2,
+        n=n, intercept=intercept)
     return [ObjectivePerturbation(z, shift, 2, count=k), Gaussian(z_out, count=k)]
 
 
