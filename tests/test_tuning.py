@@ -231,3 +231,35 @@ def test_search_multiclass_probe_has_the_classes():
     assert len(search.candidate_mechanisms_[0]) == 3
     if search.n_repetitions_ > 0:
         assert search.predict_proba(X[:4]).shape == (4, 3)
+
+
+def test_search_with_a_column_transformer_on_a_string_frame():
+    # a string column one-hot encoded with public categories, a private scaler on the
+    # numbers: the scaler's records are accounted, no leak; scikit-learn's StandardScaler
+    # in its place (fitted on the private data) is reported as a leak
+    pd = pytest.importorskip("pandas")
+    from sklearn.compose import make_column_transformer
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    from dpopt.preprocessing import PrivateStandardScaler, public_one_hot_encoder
+
+    X, y = _data(n=4000)
+    frame = pd.DataFrame(X[:, :3], columns=["a", "b", "c"])
+    frame["s"] = np.where(X[:, 3] > 0, "up", "down")
+
+    def pipe(scaler):
+        columns = make_column_transformer((public_one_hot_encoder([["down", "up"]]), ["s"]),
+                                          (scaler, ["a", "b", "c"]))
+        return make_pipeline(columns, dpopt.DPLogisticRegression(
+            epsilon=0.5, solver="dp-cd", solver_options={"smoothness": np.full(6, 0.25)}))
+
+    grid = {"dplogisticregression__alpha": [1e-3]}
+    search = PrivateHyperparameterSearch(pipe(PrivateStandardScaler(epsilon=1.0)), grid,
+                                         mean_repetitions=2, random_state=0).fit(frame, y)
+    assert search.n_repetitions_ >= 1 and search.privacy_leaks_ == []
+    scaler = PrivateStandardScaler(epsilon=1.0).fit(X[:3000, :3]).mechanisms_
+    assert len(search.candidate_mechanisms_[0]) == len(scaler) + 1  # scaler + the model
+    with pytest.warns(dpopt.PrivacyLeakWarning, match="standardscaler"):
+        PrivateHyperparameterSearch(pipe(StandardScaler()), grid, mean_repetitions=2,
+                                    random_state=0).fit(frame, y)

@@ -179,32 +179,53 @@ def sample_repetitions(rng, distribution, mean_repetitions, eta=1.0) -> int:
 # candidates: estimators and Pipelines
 
 
-def _steps(est):
-    """(name, fitted step) of a Pipeline, or the estimator alone."""
-    from sklearn.pipeline import Pipeline
+def _steps(est, prefix=""):
+    """(name, fitted part) of every leaf of a candidate: the steps of a Pipeline, the
+    fitted transformers of a ColumnTransformer or FeatureUnion (recursively), or the
+    estimator alone."""
+    from sklearn.compose import ColumnTransformer
+    from sklearn.pipeline import FeatureUnion, Pipeline
 
     if isinstance(est, Pipeline):
-        return [(name, step) for name, step in est.steps
-                if step is not None and step != "passthrough"]
-    return [("estimator", est)]
+        parts = list(est.steps)
+    elif isinstance(est, ColumnTransformer):
+        parts = [(name, t) for name, t, _ in est.transformers_]
+    elif isinstance(est, FeatureUnion):
+        parts = list(est.transformer_list)
+    else:
+        return [(prefix or "estimator", est)]
+    out = []
+    for name, part in parts:
+        if part is None or isinstance(part, str):  # "passthrough", "drop"
+            continue
+        out += _steps(part, f"{prefix}{name}__" if not _is_leaf(part) else f"{prefix}{name}")
+    return out
+
+
+def _is_leaf(part):
+    from sklearn.compose import ColumnTransformer
+    from sklearn.pipeline import FeatureUnion, Pipeline
+
+    return not isinstance(part, (Pipeline, ColumnTransformer, FeatureUnion))
 
 
 def _spent(est, params):
-    """(records, adjacency, epsilon) of a fitted candidate: the final estimator's
-    ``fit_result_`` composed with the records of every private transformer before it."""
-    records, adjacency, eps = [], "replace-one", 0.0
+    """(records, adjacency, epsilon) of a fitted candidate: every dpopt estimator's
+    ``fit_result_`` and private transformer's ``mechanisms_`` in it, composed (they all read
+    the same records), in the order of its steps."""
+    records, adjacency, eps, estimators = [], "replace-one", 0.0, 0
     for _, step in _steps(est):
         if hasattr(step, "fit_result_"):
             res = step.fit_result_
             records += list(res.mechanisms)
             adjacency = res.adjacency if res.adjacency != "replace-one" else adjacency
-            eps = eps + res.epsilon
+            eps, estimators = eps + res.epsilon, estimators + 1
         elif hasattr(step, "mechanisms_"):
             records += list(step.mechanisms_)
             eps = eps + getattr(step, "epsilon_spent_", 0.0)
             step_adjacency = getattr(step, "adjacency_", "replace-one")
             adjacency = step_adjacency if step_adjacency != "replace-one" else adjacency
-    if not any(hasattr(step, "fit_result_") for _, step in _steps(est)):
+    if not estimators:
         raise ValueError(f"candidate {params}: {type(est).__name__} has no dpopt estimator "
                          f"(no fit_result_); the search needs one to account its fits")
     return records, adjacency, eps
@@ -212,12 +233,12 @@ def _spent(est, params):
 
 def _leaks(est):
     """PrivacyLeakWarning messages of a fitted candidate: its estimators' own, and every
-    Pipeline step fitted on the data outside dpopt's accounting."""
+    step fitted on the data outside dpopt's accounting."""
     leaks = []
     for name, step in _steps(est):
         leaks += list(getattr(step, "privacy_leaks_", []))
         if not (hasattr(step, "fit_result_") or hasattr(step, "mechanisms_")
-                or _is_stateless(step)):
+                or _is_public(step)):
             leaks.append(f"Pipeline step {name!r} ({type(step).__name__}) is fitted on the "
                          f"private data without privacy: its statistics are outside the "
                          f"search's accounting (use dpopt.preprocessing's private transformers "
@@ -225,10 +246,16 @@ def _leaks(est):
     return leaks
 
 
-def _is_stateless(step):
-    from sklearn.preprocessing import FunctionTransformer
+def _is_public(step):
+    """A step that learns nothing from the data: a FunctionTransformer, or an encoder
+    whose categories are given (public schema, e.g.
+    :func:`dpopt.preprocessing.public_one_hot_encoder`)."""
+    from sklearn.preprocessing import FunctionTransformer, OneHotEncoder, OrdinalEncoder
 
-    return isinstance(step, FunctionTransformer)
+    if isinstance(step, FunctionTransformer):
+        return True
+    return isinstance(step, (OneHotEncoder, OrdinalEncoder)) and \
+        not (isinstance(step.categories, str) and step.categories == "auto")
 
 
 #: Relative margin by which the accounted records are made less private than the probe's
@@ -530,7 +557,10 @@ class PrivateHyperparameterSearch(MetaEstimatorMixin, BaseEstimator):
             if not _dominated(spent, mechanisms[i]):
                 raise RuntimeError(f"candidate {candidates[i]} spent mechanisms that differ from "
                                    f"its data-independent probe; the selection's accounting would "
-                                   f"not hold")
+                                   f"not hold (a step whose output columns depend on the data, "
+                                   f"e.g. categories read from it, cannot be accounted in "
+                                   f"advance: declare them, e.g. with "
+                                   f"dpopt.preprocessing.public_one_hot_encoder)")
             leaks = _leaks(est)
             self.privacy_leaks_ += [m for m in leaks if m not in self.privacy_leaks_]
             score = self._noisy_score(est, X_val, y_val, rng)
