@@ -22,7 +22,7 @@ their records (plus, on the default path, the private scaling that the k fits sh
   (Zhu, Dong & Wang 2022, Thm. 10), which the PLD accountant evaluates (pessimistic
   discretisation: an upper bound). The per-fit target is the largest epsilon_c whose k fits,
   calibrated by the solver at (epsilon_c, delta), compose with the scaling's Gaussian
-  releases to at most the target (bisection on public quantities only: n, p, k, the
+  releases to at most the target (Brent's method on public quantities only: n, p, k, the
   released row bound R, epsilon, delta); the records actually spent are then certified
   again at the final PLD resolution.
   The explicit ``solver="objective-perturbation"`` with a public ``row_bound`` gets the
