@@ -36,7 +36,7 @@ fit (their types depend on the solver and its options only, never on the data); 
 are not Gaussian that fit is discarded unreleased and every class is refitted at the basic
 split. One (epsilon, delta) and one budget charge cover the whole fit.
 
-The classes themselves come from :func:`dpopt.estimators._classes_of` (the one place the
+The classes themselves come from :func:`dpopt.api.estimators._classes_of` (the one place the
 label set is read); the fits receive class indices 0..k-1.
 """
 
@@ -123,8 +123,8 @@ def solve_one_vs_rest(problems, solver, *, epsilon, delta, random_state=None, bu
     Same contract as :func:`dpopt.solve`: the target is checked first, ``budget`` (or the
     enclosing one) is charged once for the whole composition, a failed fit charges nothing.
     """
-    from dpopt._validation import check_privacy_target, check_random_state
-    from dpopt.budget import _unbudgeted, resolve_budget
+    from dpopt._core.validation import check_privacy_target, check_random_state
+    from dpopt.privacy.budget import _unbudgeted, resolve_budget
     from dpopt.solvers import get_solver, solve
 
     spec = get_solver(solver)
@@ -163,7 +163,7 @@ def _tight_op_split_applies(solver, options, epsilon):
 def _op_split_and_run(problems, first_problem, run, epsilon, delta, k, options):
     """k objective-perturbation fits at the per-class target of :func:`op_class_epsilon`
     (the solver's own calibration, from its public options), composed by PLD."""
-    from dpopt._validation import check_scalar
+    from dpopt._core.validation import check_scalar
     from dpopt.solvers.objective_perturbation import loss_constants
 
     bound = check_scalar(options["row_bound"], "row_bound", low=0.0, low_open=True)
@@ -222,7 +222,7 @@ def _split_and_run(problems, first_problem, run, epsilon, delta, k):
 @dataclass
 class MulticlassFit:
     """The default path's one-vs-rest fit: the combined result (the whole composition),
-    the shared scaling and the plan (the interface of :class:`dpopt.auto.AutoFit`)."""
+    the shared scaling and the plan (the interface of :class:`dpopt.pipeline.default_path.AutoFit`)."""
 
     result: object
     scaling: object
@@ -302,15 +302,15 @@ def op_class_epsilon(epsilon, delta, k, prior, guess, **public):
 
 def fit_default_one_vs_rest(X, labels, n_classes, *, penalty, penalty_kwargs, fit_intercept,
                             epsilon, delta, rng):
-    """The default path (:func:`dpopt.auto.fit_default`) for k >= 3 classes by one-vs-rest.
+    """The default path (:func:`dpopt.pipeline.default_path.fit_default`) for k >= 3 classes by one-vs-rest.
 
     ``labels`` are class indices 0..k-1 (in memory, or a Dask array with a chunked ``X``).
     The private scaling is computed once (the plan and releases of the binary default path)
     and shared by the k fits; the mechanism is the binary one of
-    :func:`dpopt.auto.choose_solver`, each class at its share (module docstring).
+    :func:`dpopt.pipeline.default_path.choose_solver`, each class at its share (module docstring).
     Returns a :class:`MulticlassFit` whose ``result`` is the whole composition.
     """
-    from dpopt.auto import (
+    from dpopt.pipeline.default_path import (
         _data_of,
         _model_options,
         _public,
@@ -319,7 +319,7 @@ def fit_default_one_vs_rest(X, labels, n_classes, *, penalty, penalty_kwargs, fi
         private_scaling,
         split_mu,
     )
-    from dpopt.budget import _unbudgeted
+    from dpopt.privacy.budget import _unbudgeted
     from dpopt.solvers import available_solvers, solve
 
     # the labels are class indices: "squared" only asks them to be finite

@@ -62,9 +62,8 @@ from sklearn.model_selection import ParameterGrid
 from sklearn.utils import _safe_indexing
 from sklearn.utils.validation import _num_samples, check_is_fitted, validate_data
 
-from dpopt._validation import check_choice, check_delta, check_scalar, default_delta
-from dpopt.budget import Spend, _unbudgeted, resolve_budget
-from dpopt.exceptions import PrivacyLeakWarning
+from dpopt._core.exceptions import PrivacyLeakWarning
+from dpopt._core.validation import check_choice, check_delta, check_scalar, default_delta
 from dpopt.privacy import Laplace, ObjectivePerturbation, SubsampledGaussian
 from dpopt.privacy.accounting import (
     _RDP_ORDERS,
@@ -73,6 +72,7 @@ from dpopt.privacy.accounting import (
     _pld_of,
     rdp_accountant,
 )
+from dpopt.privacy.budget import Spend, _unbudgeted, resolve_budget
 
 __all__ = ["PrivateHyperparameterSearch", "selection_epsilon", "rdp_curve",
            "truncated_negative_binomial_gamma", "sample_repetitions"]
@@ -486,11 +486,11 @@ class PrivateHyperparameterSearch(MetaEstimatorMixin, BaseEstimator):
     def _probe(self, candidates, n_train, X, y):
         """Each candidate's mechanisms, from a fit on public surrogate data of the same
         shape and schema (column dtypes, declared categories) and, for a classifier, the
-        same classes (:func:`dpopt.estimators._classes_of`, the estimators' own label set)."""
+        same classes (:func:`dpopt.api.estimators._classes_of`, the estimators' own label set)."""
         prng = np.random.default_rng(12345)
         Xs = _surrogate(X, n_train, prng)
         if is_classifier(self.estimator):
-            from dpopt.estimators import _classes_of
+            from dpopt.api.estimators import _classes_of
 
             classes = _classes_of(y)
             ys = classes[np.arange(n_train) % len(classes)]
