@@ -304,3 +304,27 @@ def op_epsilon_quad(z, shift, dof, delta, z_gauss=math.inf):
     (multiplier z_gauss), by root-finding on :func:`op_delta_quad`."""
     m, nu = 1 / z, (0.0 if math.isinf(z_gauss) else 1 / z_gauss)
     return _epsilon_at(lambda e: op_delta_quad(e, m, shift, dof, nu), delta, xtol=1e-12)
+
+
+def op_sum_delta(eps, m, shift, k, nu=0.0, h=1e-3, r_max=40.0):
+    """delta(eps) of k objective perturbations with the same (m, shift) and dof 2, composed
+    with nu-GDP: E[g(eps - k (shift + m^2/2) - m S)], S = R_1 + ... + R_k, R_i iid with
+    density r e^(-r^2/2), g(x) = E[(1 - e^(x - G))_+], G ~ N(nu^2/2, nu^2). The density of
+    S is the k-fold numerical convolution of the Rayleigh density on a grid of step h
+    (FFT), the expectation a Riemann sum (accurate to ~1e-3 relative at h = 1e-3)."""
+    from scipy import signal, special
+
+    r = np.arange(0.0, r_max, h)
+    dens = r * np.exp(-r * r / 2)
+    total = dens.copy()
+    for _ in range(k - 1):
+        total = signal.fftconvolve(total, dens)[: k * len(r)] * h
+    s = np.arange(len(total)) * h
+    x = eps - k * (shift + m * m / 2) - m * s
+    if nu == 0:
+        g = -np.expm1(np.minimum(x, 0.0))
+    else:
+        log_a = special.log_ndtr(-x / nu + nu / 2)
+        log_b = np.minimum(x + special.log_ndtr(-x / nu - nu / 2), log_a)
+        g = np.maximum(np.exp(log_a) - np.exp(log_b), 0.0)
+    return float(np.sum(np.clip(total, 0.0, None) * g) * h)

@@ -140,3 +140,126 @@ def test_search_argument_errors():
         PrivateHyperparameterSearch(
             dpopt.DPLogisticRegression(solver="dp-sgd", solver_options={"smoothness": 1.0}),
             {"alpha": [1.0]}).fit(X, y)
+
+
+# ---------------------------------------------------------------------------
+# every default estimator, Pipelines, DataFrames (issue 22, item 6)
+
+
+def test_rdp_curve_holds_objective_perturbation_records():
+    from dp_accounting.rdp.rdp_privacy_accountant import compute_epsilon
+
+    from dpopt.privacy import ObjectivePerturbation
+
+    records = [Gaussian(20.0), ObjectivePerturbation(3.0, 0.05, 2), Gaussian(30.0)]
+    curve = rdp_curve(records)
+    assert np.all(np.isfinite(curve)) and np.all(curve > rdp_curve([Gaussian(20.0),
+                                                                     Gaussian(30.0)]))
+    by_curve = compute_epsilon(list(ORDERS), list(curve), 1e-6)[0]
+    assert by_curve == pytest.approx(epsilon_of(records, 1e-6, accountant="rdp"), rel=1e-9)
+
+
+@pytest.mark.parametrize("make", [dpopt.DPLogisticRegression, dpopt.DPLinearRegression,
+                                  dpopt.DPLasso, dpopt.DPElasticNet, dpopt.DPHuberRegressor])
+def test_search_works_with_every_default_estimator(make):
+    X, y = _data(n=1500)
+    est = make(epsilon=1.0)
+    kw = {} if make is dpopt.DPLogisticRegression else {"score_clip": 2.0}
+    target = y if make is dpopt.DPLogisticRegression else X[:, 0] + 0.5 * X[:, 1]
+    search = PrivateHyperparameterSearch(est, {"alpha": [1e-3, 1e-1]}, mean_repetitions=2,
+                                         random_state=0, **kw).fit(X, target)
+    assert math.isfinite(search.epsilon_spent_) and search.epsilon_spent_ > 1.0
+    assert search.privacy_leaks_ == []
+    if search.n_repetitions_ > 0:
+        assert search.best_estimator_.auto_ is not None  # the default path ran
+
+
+def test_search_with_a_pipeline_and_a_dataframe():
+    pd = pytest.importorskip("pandas")
+    from sklearn.pipeline import make_pipeline
+
+    from dpopt.preprocessing import PrivateStandardScaler
+
+    X, y = _data(n=4000)
+    frame = pd.DataFrame(X, columns=["a", "b", "c", "d"])
+    clf = dpopt.DPLogisticRegression(epsilon=0.5, solver="dp-cd", solver_options=PUBLIC)
+    pipe = make_pipeline(PrivateStandardScaler(epsilon=1.0), clf)
+    grid = {"dplogisticregression__alpha": [1e-3, 1e-1]}
+    search = PrivateHyperparameterSearch(pipe, grid, mean_repetitions=3,
+                                         random_state=0).fit(frame, y)
+    assert search.privacy_leaks_ == []
+    # the scaler's releases are part of each trial's composition
+    alone = PrivateHyperparameterSearch(clf, {"alpha": [1e-3, 1e-1]}, mean_repetitions=3,
+                                        random_state=0).fit(X, y)
+    assert len(search.candidate_mechanisms_[0]) > len(alone.candidate_mechanisms_[0])
+    assert search.epsilon_spent_ > alone.epsilon_spent_
+    if search.n_repetitions_ > 0:
+        best = search.best_estimator_
+        assert list(best.feature_names_in_) == ["a", "b", "c", "d"]  # X reached it unchanged
+        seeds = [best[0].random_state, best[-1].random_state]
+        assert seeds[0] != seeds[1]  # no two steps share noise
+        assert search.score(frame, y) > 0.6
+
+
+def test_search_reports_a_non_private_pipeline_step():
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    X, y = _data()
+    pipe = make_pipeline(StandardScaler(), dpopt.DPLogisticRegression(
+        epsilon=0.5, solver="dp-cd", solver_options=PUBLIC))
+    search = PrivateHyperparameterSearch(pipe, {"dplogisticregression__alpha": [1e-3]},
+                                         mean_repetitions=2, random_state=1)
+    with pytest.warns(dpopt.PrivacyLeakWarning, match="standardscaler"):
+        search.fit(X, y)
+
+
+def test_search_refuses_seeds_and_accountants_in_the_grid():
+    X, y = _data()
+    with pytest.raises(ValueError, match="random_state"):
+        PrivateHyperparameterSearch(dpopt.DPLogisticRegression(),
+                                    {"clf__random_state": [1]}).fit(X, y)
+
+
+def test_search_multiclass_probe_has_the_classes():
+    X, y = _data(n=1500)
+    y3 = np.digitize(X[:, 0] + 0.5 * X[:, 1], [-0.5, 0.5])
+    est = dpopt.DPLogisticRegression(epsilon=1.0, solver="dp-cd", solver_options=PUBLIC)
+    search = PrivateHyperparameterSearch(est, {"alpha": [1e-3]}, mean_repetitions=2,
+                                         random_state=0).fit(X, y3)
+    # three one-vs-rest fits per trial (dp-cd: one Gaussian record each)
+    assert len(search.candidate_mechanisms_[0]) == 3
+    if search.n_repetitions_ > 0:
+        assert search.predict_proba(X[:4]).shape == (4, 3)
+
+
+def test_search_with_a_column_transformer_on_a_string_frame():
+    # a string column one-hot encoded with public categories, a private scaler on the
+    # numbers: the scaler's records are accounted, no leak; scikit-learn's StandardScaler
+    # in its place (fitted on the private data) is reported as a leak
+    pd = pytest.importorskip("pandas")
+    from sklearn.compose import make_column_transformer
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    from dpopt.preprocessing import PrivateStandardScaler, public_one_hot_encoder
+
+    X, y = _data(n=4000)
+    frame = pd.DataFrame(X[:, :3], columns=["a", "b", "c"])
+    frame["s"] = np.where(X[:, 3] > 0, "up", "down")
+
+    def pipe(scaler):
+        columns = make_column_transformer((public_one_hot_encoder([["down", "up"]]), ["s"]),
+                                          (scaler, ["a", "b", "c"]))
+        return make_pipeline(columns, dpopt.DPLogisticRegression(
+            epsilon=0.5, solver="dp-cd", solver_options={"smoothness": np.full(6, 0.25)}))
+
+    grid = {"dplogisticregression__alpha": [1e-3]}
+    search = PrivateHyperparameterSearch(pipe(PrivateStandardScaler(epsilon=1.0)), grid,
+                                         mean_repetitions=2, random_state=0).fit(frame, y)
+    assert search.n_repetitions_ >= 1 and search.privacy_leaks_ == []
+    scaler = PrivateStandardScaler(epsilon=1.0).fit(X[:3000, :3]).mechanisms_
+    assert len(search.candidate_mechanisms_[0]) == len(scaler) + 1  # scaler + the model
+    with pytest.warns(dpopt.PrivacyLeakWarning, match="standardscaler"):
+        PrivateHyperparameterSearch(pipe(StandardScaler()), grid, mean_repetitions=2,
+                                    random_state=0).fit(frame, y)

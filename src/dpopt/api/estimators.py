@@ -42,6 +42,14 @@ enclosing ``with BudgetAccountant(...)``, if any). A fit that would exceed
 it raises :class:`dpopt.BudgetExceededError` before touching the data and
 leaves the estimator as it was.
 
+Model selection: scikit-learn's ``cross_val_score`` and ``GridSearchCV`` spend epsilon on
+every fit (each fold of each candidate is a private fit of the same records: their privacy
+composes, and the choice of the best leaks too; nothing in scikit-learn reports it). Use
+:class:`dpopt.PrivateHyperparameterSearch`: the whole search is one accounted release.
+
+Multiclass: ``DPLogisticRegression`` with k >= 3 classes fits k one-vs-rest models as one
+release (:mod:`dpopt.pipeline.multiclass`).
+
 Data-dependent quantities (explicit solvers). The solvers' defaults compute smoothness
 constants from the training data without privacy (e.g. DP-CD's step sizes
 and clipping thresholds, ``smoothness="exact"``); they raise
@@ -128,6 +136,15 @@ class _DPLinearModel(BaseEstimator):
         if spec is None:
             return self._fit_auto(X, target, epsilon, delta, penalty, penalty_kwargs)
         self.auto_ = None
+        if self._n_classes() > 2:  # one-vs-rest (dpopt.pipeline.multiclass): k problems, one release
+            from dpopt.pipeline.multiclass import OneVsRestProblems
+
+            def binary(relabel):
+                return Problem(X, relabel(target), loss=self._loss(), penalty=penalty,
+                               fit_intercept=self.fit_intercept, **penalty_kwargs)
+
+            return self._solve(OneVsRestProblems(binary, self._n_classes()), spec, epsilon,
+                               delta, options)
         problem = Problem(X, target, loss=self._loss(), penalty=penalty,
                           fit_intercept=self.fit_intercept, **penalty_kwargs)
         return self._solve(problem, spec, epsilon, delta, options)
@@ -145,7 +162,9 @@ class _DPLinearModel(BaseEstimator):
             check_distributed(spec)
         X, y = as_dask_arrays(X, y)
         penalty, penalty_kwargs = self._penalty()
-        problem = ChunkedProblem(X, self._encode_chunked_y(y), loss=self._loss(),
+        target = self._encode_chunked_y(y)
+        multiclass = self._n_classes() > 2  # target: class indices ("squared": no label check)
+        problem = ChunkedProblem(X, target, loss="squared" if multiclass else self._loss(),
                                  penalty=penalty, fit_intercept=self.fit_intercept,
                                  **penalty_kwargs)
         delta = default_delta(problem.n_samples) if delta_given is None else delta_given
@@ -153,17 +172,34 @@ class _DPLinearModel(BaseEstimator):
         if spec is None:
             return self._fit_auto(problem, None, epsilon, delta, penalty, penalty_kwargs)
         self.auto_ = None
+        if multiclass:  # one-vs-rest (dpopt.pipeline.multiclass): validated once above
+            from dpopt.pipeline.multiclass import OneVsRestProblems
+
+            def binary(relabel):
+                return ChunkedProblem(X, target.map_blocks(relabel, dtype=np.float64),
+                                      loss=self._loss(), penalty=penalty,
+                                      fit_intercept=self.fit_intercept, validate=False,
+                                      **penalty_kwargs)
+
+            problem = OneVsRestProblems(binary, self._n_classes())
         return self._solve(problem, spec, epsilon, delta, options)
+
+    def _n_classes(self):
+        """k > 2: a one-vs-rest fit of the classes found by ``_encode_y`` (0 for regressors)."""
+        return len(getattr(self, "classes_", ())) if self._classifier else 0
 
     def _encode_chunked_y(self, y):
         return y
 
     def _solve(self, problem, spec, epsilon, delta, options):
         budget = resolve_budget(self.accountant)
+        from dpopt.pipeline.multiclass import OneVsRestProblems, solve_one_vs_rest
+
+        run = solve_one_vs_rest if isinstance(problem, OneVsRestProblems) else solve
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            result = solve(problem, spec.name, epsilon=epsilon, delta=delta,
-                           random_state=sklearn_seed(self.random_state), budget=budget, **options)
+            result = run(problem, spec.name, epsilon=epsilon, delta=delta,
+                         random_state=sklearn_seed(self.random_state), budget=budget, **options)
         self.privacy_leaks_ = []
         if not spec.private or math.isinf(result.epsilon):
             msg = (f"{type(self).__name__}: solver {spec.name!r} with epsilon={epsilon:g} is not "
@@ -180,6 +216,8 @@ class _DPLinearModel(BaseEstimator):
         for w in caught:
             if issubclass(w.category, PrivacyLeakWarning):
                 msg = f"{type(self).__name__}: {w.message}"
+                if msg in self.privacy_leaks_:  # e.g. the same leak in each one-vs-rest fit
+                    continue
                 self.privacy_leaks_.append(msg)
                 warnings.warn(msg, PrivacyLeakWarning, stacklevel=stacklevel)
             else:
@@ -198,10 +236,18 @@ class _DPLinearModel(BaseEstimator):
             with contextlib.ExitStack() as stack:
                 slot = (stack.enter_context(budget.spend(epsilon, delta, label=name))
                         if budget is not None else None)
-                auto = fit_default(X, target, loss=self._loss(), penalty=penalty,
-                                   penalty_kwargs=penalty_kwargs,
-                                   fit_intercept=self.fit_intercept, epsilon=epsilon,
-                                   delta=delta, rng=rng, regression=not self._classifier)
+                if self._n_classes() > 2:  # one-vs-rest, one composition (dpopt.pipeline.multiclass)
+                    from dpopt.pipeline.multiclass import fit_default_one_vs_rest
+
+                    auto = fit_default_one_vs_rest(
+                        X, target, self._n_classes(), penalty=penalty,
+                        penalty_kwargs=penalty_kwargs, fit_intercept=self.fit_intercept,
+                        epsilon=epsilon, delta=delta, rng=rng)
+                else:
+                    auto = fit_default(X, target, loss=self._loss(), penalty=penalty,
+                                       penalty_kwargs=penalty_kwargs,
+                                       fit_intercept=self.fit_intercept, epsilon=epsilon,
+                                       delta=delta, rng=rng, regression=not self._classifier)
                 if auto.result.epsilon > epsilon * (1 + 1e-9):  # never expected: exact split
                     raise RuntimeError(f"internal error: the default path would spend "
                                        f"{auto.result.epsilon} > epsilon={epsilon}; nothing "
@@ -214,8 +260,8 @@ class _DPLinearModel(BaseEstimator):
         self._set_fitted(auto.result)
         coef, intercept = auto.raw_model()
         self.coef_ = coef.reshape(self.coef_.shape)
-        self.intercept_ = (np.array([intercept]) if np.ndim(self.intercept_) else
-                           float(intercept))
+        self.intercept_ = (np.atleast_1d(np.asarray(intercept, dtype=np.float64))
+                           if np.ndim(self.intercept_) else float(intercept))
         self.feature_bounds_ = (None if auto.scaling.lower is None else
                                 (auto.scaling.lower, auto.scaling.upper))
         return self
@@ -247,7 +293,8 @@ class _DPLinearModel(BaseEstimator):
     def _set_fitted(self, result):
         coef = np.asarray(result.coef, dtype=np.float64)
         self.coef_ = coef
-        self.intercept_ = float(result.intercept)
+        self.intercept_ = (np.asarray(result.intercept, dtype=np.float64)  # one-vs-rest: (k,)
+                           if np.ndim(result.intercept) else float(result.intercept))
         self.n_iter_ = int(result.n_iter)
         self.epsilon_spent_ = float(result.epsilon)
         self.delta_spent_ = float(result.delta)
@@ -265,6 +312,8 @@ class _DPLinearModel(BaseEstimator):
     def _margins(self, X):
         if getattr(self, "auto_", None) is not None:  # the default path's feature map
             X = self.auto_.scaling.prepare(X)
+        if np.ndim(self.coef_) == 2 and self.coef_.shape[0] > 1:  # one-vs-rest: (n, k)
+            return np.asarray(X @ self.coef_.T) + self.intercept_
         coef = np.ravel(self.coef_)
         return np.asarray(X @ coef).ravel() + float(np.ravel(self.intercept_)[0])
 
@@ -278,6 +327,9 @@ class _DPLinearModel(BaseEstimator):
         if X.ndim != 2 or X.shape[1] != self.n_features_in_:
             raise ValueError(f"X has shape {X.shape}; the model was fitted on "
                              f"{self.n_features_in_} features")
+        if self._n_classes() > 2:  # one column per class
+            return X.map_blocks(self._margins_of_chunk, chunks=(X.chunks[0], (self._n_classes(),)),
+                                dtype=np.float64)
         return X.map_blocks(self._margins_of_chunk, drop_axis=1, dtype=np.float64)
 
     def _margins_of_chunk(self, chunk):
@@ -314,21 +366,55 @@ class _Regressor(RegressorMixin, _DPLinearModel):
 # ---------------------------------------------------------------------------------
 
 
+def _classes_of(y):
+    """The label set ``classes_`` of a classifier's target (sorted).
+
+    The one place an estimator reads its classes from ``y``: private label selection
+    (declared classes, or classes chosen by noisy counts) replaces this function; until
+    then the label set is released as it is, like scikit-learn does. ``y`` may be a Dask
+    array (chunked fits: one pass)."""
+    if hasattr(y, "dask") and hasattr(y, "compute"):
+        import dask.array as da
+
+        y = da.unique(y).compute()
+    check_classification_targets(y)
+    return np.unique(y)
+
+
 def _probabilities(margins):
+    if margins.ndim == 2:  # one-vs-rest: each class's sigmoid, normalized over the classes
+        p = np.exp(-np.logaddexp(0.0, -margins))
+        return p / p.sum(axis=1, keepdims=True)
     p1 = np.exp(-np.logaddexp(0.0, -margins))
     return np.column_stack([1.0 - p1, p1])
 
 
 def _log_probabilities(margins):
+    if margins.ndim == 2:
+        with np.errstate(divide="ignore"):
+            return np.log(_probabilities(margins))
     return np.column_stack([-np.logaddexp(0.0, margins), -np.logaddexp(0.0, -margins)])
 
 
+def _class_index(y, classes):
+    """Class indices 0..k-1 of a chunk of labels (k = len(classes))."""
+    return np.searchsorted(classes, y).astype(np.float64)
+
+
 class DPLogisticRegression(ClassifierMixin, _DPLinearModel):
-    """Differentially private binary logistic regression.
+    """Differentially private logistic regression, binary or multiclass (one-vs-rest).
 
     Minimizes (1/n) sum_i log(1 + exp(-y_i (x_i^T w + b))) + psi(w) with a
     solver from the registry. Any two labels are accepted: ``classes_[1]``
-    is mapped to +1 and ``classes_[0]`` to -1 (more than two classes raise).
+    is mapped to +1 and ``classes_[0]`` to -1. With k >= 3 classes, k binary
+    models (class c against the rest) are fitted on the same features and
+    composed as one release (:mod:`dpopt.pipeline.multiclass`: the Gaussian-DP budget
+    split mu / sqrt(k) per class, or the PLD composition for objective
+    perturbation); ``coef_`` is then (k, n_features), ``predict_proba`` (n, k)
+    (each class's sigmoid, normalized), ``privacy_report()`` one (epsilon, delta).
+
+    Model selection: ``cross_val_score`` / ``GridSearchCV`` spend ``epsilon`` on
+    every fit (module docstring); use :class:`dpopt.PrivateHyperparameterSearch`.
 
     Parameters
     ----------
@@ -350,7 +436,7 @@ class DPLogisticRegression(ClassifierMixin, _DPLinearModel):
 
     Attributes
     ----------
-    classes_, coef_ (1, n_features), intercept_ (1,), n_iter_, epsilon_spent_,
+    classes_, coef_ (1 or k, n_features), intercept_ (1 or k,), n_iter_, epsilon_spent_,
     delta_spent_, adjacency_, fit_result_, privacy_leaks_, n_features_in_.
     """
 
@@ -385,50 +471,62 @@ class DPLogisticRegression(ClassifierMixin, _DPLinearModel):
         return self.penalty, kwargs
 
     def _encode_y(self, y):
-        check_classification_targets(y)
-        classes = np.unique(y)
-        if classes.size > 2:
-            raise ValueError(f"Only binary classification is supported. DPLogisticRegression "
-                             f"got {classes.size} classes in y")
+        """Binary: +-1 labels. Multiclass: class indices 0..k-1 (as floats)."""
+        self._set_classes(_classes_of(y))
+        if self._n_classes() > 2:
+            return _class_index(y, self.classes_)
+        return np.where(y == self.classes_[1], 1.0, -1.0)
+
+    def _set_classes(self, classes):
         if classes.size < 2:
-            raise ValueError("DPLogisticRegression needs 2 classes in y, got 1 class")
+            raise ValueError("DPLogisticRegression needs at least 2 classes in y, got 1 class")
         self.classes_ = classes
-        return np.where(y == classes[1], 1.0, -1.0)
 
     def _encode_chunked_y(self, y):
         """The same encoding of a Dask array of labels (one pass for the label set)."""
         import dask.array as da
 
         y = y if isinstance(y, da.Array) else da.from_array(np.asarray(y))
-        self._encode_y(da.unique(y).compute())  # checks the label set, sets classes_
+        self._set_classes(_classes_of(y))  # one pass for the label set
+        if self._n_classes() > 2:
+            return da.map_blocks(_class_index, y, self.classes_, dtype=np.float64)
         return da.where(y == self.classes_[1], 1.0, -1.0)
 
     def _set_fitted(self, result):
         super()._set_fitted(result)
-        self.coef_ = self.coef_.reshape(1, -1)
-        self.intercept_ = np.array([self.intercept_])
+        self.coef_ = self.coef_.reshape(-1, self.coef_.shape[-1])
+        self.intercept_ = np.atleast_1d(self.intercept_)
 
     def decision_function(self, X):
-        """Margin x^T coef + intercept; positive means ``classes_[1]``."""
+        """Binary: margin x^T coef + intercept, positive means ``classes_[1]``.
+        Multiclass: (n, k), each class's margin against the rest."""
         return self._decision(X)
 
     def predict_proba(self, X):
-        """Columns: P(classes_[0]), P(classes_[1]) under the logistic model."""
-        return self._per_chunk(self._decision(X), _probabilities, 2)
+        """Columns: P(classes_[j]) under the logistic model (multiclass: each class's
+        one-vs-rest sigmoid, normalized to sum to one)."""
+        return self._per_chunk(self._decision(X), _probabilities, len(self.classes_))
 
     def predict_log_proba(self, X):
-        return self._per_chunk(self._decision(X), _log_probabilities, 2)
+        return self._per_chunk(self._decision(X), _log_probabilities, len(self.classes_))
 
     def predict(self, X):
         return self._per_chunk(self._decision(X), self._labels)
 
     def _labels(self, margins):
+        if margins.ndim == 2:
+            return self.classes_[np.argmax(margins, axis=1)]
         return self.classes_[(margins > 0).astype(int)]
 
     def _per_chunk(self, margins, func, columns=None):
         """``func(margins)``, chunk by chunk when the margins are a (lazy) Dask array."""
         if isinstance(margins, np.ndarray):
             return func(margins)
+        if margins.ndim == 2:  # one-vs-rest: (n, k) margins
+            if columns is None:
+                return margins.map_blocks(func, drop_axis=1, dtype=self.classes_.dtype)
+            return margins.map_blocks(func, chunks=(margins.chunks[0], (columns,)),
+                                      dtype=np.float64)
         if columns is None:
             return margins.map_blocks(func, dtype=self.classes_.dtype)
         return margins.map_blocks(func, new_axis=1, chunks=(margins.chunks[0], (columns,)),
@@ -436,7 +534,7 @@ class DPLogisticRegression(ClassifierMixin, _DPLinearModel):
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
-        tags.classifier_tags.multi_class = False
+        tags.classifier_tags.multi_class = True
         # A private fit at the default epsilon on scikit-learn's check data (tens of samples)
         # is noisy by design: its training score is not a correctness check.
         tags.classifier_tags.poor_score = True
@@ -449,6 +547,8 @@ class DPLinearRegression(_Regressor):
     Minimizes (1/n) sum_i (x_i^T w + b - y_i)^2 / 2 + alpha/2 ||w||^2
     (no penalty when ``alpha=0``, the default). Parameters as
     :class:`DPLogisticRegression` (without ``penalty``, ``l1_ratio``).
+    Model selection: ``cross_val_score`` / ``GridSearchCV`` spend epsilon per fit: use
+    :class:`dpopt.PrivateHyperparameterSearch`.
     Note: the squared loss has no bounded gradient; the solvers' clipping
     bounds each record's influence, which biases the fit when residuals
     exceed the clipping threshold (scale X and y).
@@ -477,7 +577,8 @@ class DPLinearRegression(_Regressor):
 class DPLasso(_Regressor):
     """Differentially private Lasso: (1/n) sum_i (x_i^T w + b - y_i)^2 / 2 + alpha ||w||_1
     (scikit-learn's Lasso objective). Parameters as :class:`DPLinearRegression`;
-    ``alpha`` defaults to 1.0 as in scikit-learn."""
+    ``alpha`` defaults to 1.0 as in scikit-learn. Model selection: ``cross_val_score`` /
+    ``GridSearchCV`` spend epsilon per fit: use :class:`dpopt.PrivateHyperparameterSearch`."""
 
     def __init__(self, *, epsilon=1.0, delta=None, alpha=1.0, fit_intercept=True,
                  solver="auto", solver_options=None, random_state=None, accountant=None):
@@ -499,7 +600,9 @@ class DPLasso(_Regressor):
 
 class DPElasticNet(_Regressor):
     """Differentially private elastic net: squared loss + alpha l1_ratio ||w||_1
-    + alpha (1 - l1_ratio)/2 ||w||^2 (scikit-learn's ElasticNet objective)."""
+    + alpha (1 - l1_ratio)/2 ||w||^2 (scikit-learn's ElasticNet objective). Model selection:
+    ``cross_val_score`` / ``GridSearchCV`` spend epsilon per fit: use
+    :class:`dpopt.PrivateHyperparameterSearch`."""
 
     def __init__(self, *, epsilon=1.0, delta=None, alpha=1.0, l1_ratio=0.5, fit_intercept=True,
                  solver="auto", solver_options=None, random_state=None, accountant=None):
@@ -527,7 +630,9 @@ class DPHuberRegressor(_Regressor):
     H_t(r) = r^2/2 for |r| <= t and t|r| - t^2/2 beyond (``threshold`` t,
     on the raw residual: unlike scikit-learn's HuberRegressor there is no
     jointly estimated scale, so standardize y or pick t in y's units).
-    The loss is t-Lipschitz, so clipping rarely binds for small t.
+    The loss is t-Lipschitz, so clipping rarely binds for small t. Model selection:
+    ``cross_val_score`` / ``GridSearchCV`` spend epsilon per fit: use
+    :class:`dpopt.PrivateHyperparameterSearch`.
     """
 
     def __init__(self, *, epsilon=1.0, delta=None, threshold=1.35, alpha=1e-4,

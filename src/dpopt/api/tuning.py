@@ -51,6 +51,7 @@ from __future__ import annotations
 import math
 import numbers
 import warnings
+from dataclasses import fields, replace
 
 import numpy as np
 import scipy.sparse as sp
@@ -58,12 +59,19 @@ from dp_accounting.rdp.rdp_privacy_accountant import compute_epsilon
 from scipy import optimize
 from sklearn.base import BaseEstimator, MetaEstimatorMixin, clone, is_classifier
 from sklearn.model_selection import ParameterGrid
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils import _safe_indexing
+from sklearn.utils.validation import _num_samples, check_is_fitted, validate_data
 
 from dpopt._core.exceptions import PrivacyLeakWarning
 from dpopt._core.validation import check_choice, check_delta, check_scalar, default_delta
-from dpopt.privacy import Laplace, SubsampledGaussian
-from dpopt.privacy.accounting import _RDP_ORDERS, PLD_DISCRETIZATION, _pld_of, rdp_accountant
+from dpopt.privacy import Laplace, ObjectivePerturbation, SubsampledGaussian
+from dpopt.privacy.accounting import (
+    _RDP_ORDERS,
+    PLD_DISCRETIZATION,
+    _op_rdp,
+    _pld_of,
+    rdp_accountant,
+)
 from dpopt.privacy.budget import Spend, _unbudgeted, resolve_budget
 
 __all__ = ["PrivateHyperparameterSearch", "selection_epsilon", "rdp_curve",
@@ -79,11 +87,22 @@ ORDERS = np.asarray(_RDP_ORDERS, dtype=np.float64)
 
 def rdp_curve(mechanisms, orders=ORDERS) -> np.ndarray:
     """Renyi DP of the composition of ``mechanisms`` (replace-one, unsampled or
-    sampled without replacement) at every order."""
+    sampled without replacement) at every order.
+
+    Objective-perturbation records (the default path of the logistic and Huber
+    estimators) enter by their dominating privacy loss Y = shift + m^2/2 + m R,
+    R ~ chi_dof (:class:`dpopt.privacy.ObjectivePerturbation`): first-order dominance
+    bounds every E[e^{(a-1) loss}], so the Renyi divergence of order a is at most
+    shift + m^2/2 + log E[e^{(a-1) m R}] / (a - 1), added to the curve of the others
+    (RDP composes by addition, Mironov 2017)."""
     if any(isinstance(m, SubsampledGaussian) and m.sampling == "poisson" for m in mechanisms):
         raise ValueError("the RDP accountant has no replace-one analysis of Poisson "
                          "subsampling: private selection does not support this solver")
-    return np.asarray(rdp_accountant(mechanisms, "replace-one", orders).rdp, dtype=np.float64)
+    ops = [m for m in mechanisms if isinstance(m, ObjectivePerturbation)]
+    others = [m for m in mechanisms if not isinstance(m, ObjectivePerturbation)]
+    curve = np.asarray(rdp_accountant(others, "replace-one", orders).rdp, dtype=np.float64)
+    orders = np.asarray(orders, dtype=np.float64)
+    return curve + sum((_op_rdp(m, orders) for m in ops), np.zeros_like(curve))
 
 
 def _delta_curve(mechanisms, epsilons) -> np.ndarray:
@@ -157,6 +176,175 @@ def sample_repetitions(rng, distribution, mean_repetitions, eta=1.0) -> int:
 
 
 # ---------------------------------------------------------------------------
+# candidates: estimators and Pipelines
+
+
+def _steps(est, prefix=""):
+    """(name, fitted part) of every leaf of a candidate: the steps of a Pipeline, the
+    fitted transformers of a ColumnTransformer or FeatureUnion (recursively), or the
+    estimator alone."""
+    from sklearn.compose import ColumnTransformer
+    from sklearn.pipeline import FeatureUnion, Pipeline
+
+    if isinstance(est, Pipeline):
+        parts = list(est.steps)
+    elif isinstance(est, ColumnTransformer):
+        parts = [(name, t) for name, t, _ in est.transformers_]
+    elif isinstance(est, FeatureUnion):
+        parts = list(est.transformer_list)
+    else:
+        return [(prefix or "estimator", est)]
+    out = []
+    for name, part in parts:
+        if part is None or isinstance(part, str):  # "passthrough", "drop"
+            continue
+        out += _steps(part, f"{prefix}{name}__" if not _is_leaf(part) else f"{prefix}{name}")
+    return out
+
+
+def _is_leaf(part):
+    from sklearn.compose import ColumnTransformer
+    from sklearn.pipeline import FeatureUnion, Pipeline
+
+    return not isinstance(part, (Pipeline, ColumnTransformer, FeatureUnion))
+
+
+def _spent(est, params):
+    """(records, adjacency, epsilon) of a fitted candidate: every dpopt estimator's
+    ``fit_result_`` and private transformer's ``mechanisms_`` in it, composed (they all read
+    the same records), in the order of its steps."""
+    records, adjacency, eps, estimators = [], "replace-one", 0.0, 0
+    for _, step in _steps(est):
+        if hasattr(step, "fit_result_"):
+            res = step.fit_result_
+            records += list(res.mechanisms)
+            adjacency = res.adjacency if res.adjacency != "replace-one" else adjacency
+            eps, estimators = eps + res.epsilon, estimators + 1
+        elif hasattr(step, "mechanisms_"):
+            records += list(step.mechanisms_)
+            eps = eps + getattr(step, "epsilon_spent_", 0.0)
+            step_adjacency = getattr(step, "adjacency_", "replace-one")
+            adjacency = step_adjacency if step_adjacency != "replace-one" else adjacency
+    if not estimators:
+        raise ValueError(f"candidate {params}: {type(est).__name__} has no dpopt estimator "
+                         f"(no fit_result_); the search needs one to account its fits")
+    return records, adjacency, eps
+
+
+def _leaks(est):
+    """PrivacyLeakWarning messages of a fitted candidate: its estimators' own, and every
+    step fitted on the data outside dpopt's accounting."""
+    leaks = []
+    for name, step in _steps(est):
+        leaks += list(getattr(step, "privacy_leaks_", []))
+        if not (hasattr(step, "fit_result_") or hasattr(step, "mechanisms_")
+                or _is_public(step)):
+            leaks.append(f"Pipeline step {name!r} ({type(step).__name__}) is fitted on the "
+                         f"private data without privacy: its statistics are outside the "
+                         f"search's accounting (use dpopt.preprocessing's private transformers "
+                         f"or public constants)")
+    return leaks
+
+
+def _is_public(step):
+    """A step that learns nothing from the data: a FunctionTransformer, or an encoder
+    whose categories are given (public schema, e.g.
+    :func:`dpopt.preprocessing.public_one_hot_encoder`)."""
+    from sklearn.preprocessing import FunctionTransformer, OneHotEncoder, OrdinalEncoder
+
+    if isinstance(step, FunctionTransformer):
+        return True
+    return isinstance(step, (OneHotEncoder, OrdinalEncoder)) and \
+        not (isinstance(step.categories, str) and step.categories == "auto")
+
+
+#: Relative margin by which the accounted records are made less private than the probe's
+#: (noise multipliers shrunk, shifts and epsilons grown): a real fit whose calibration
+#: depends on a released value (the default path's objective perturbation is calibrated at
+#: the released row bound, and its (shift, multiplier) pair is the same up to root finding)
+#: must be dominated by them.
+RECORD_SLACK = 1e-8
+_MORE_PRIVATE_WHEN_LARGER = ("noise_multiplier",)
+_MORE_PRIVATE_WHEN_SMALLER = ("shift", "epsilon", "rho", "sampling_rate")
+
+
+def _pessimistic(records):
+    """The records the search accounts: each probe record made slightly less private."""
+    out = []
+    for m in records:
+        changes = {f: getattr(m, f) * (1 - RECORD_SLACK) for f in _MORE_PRIVATE_WHEN_LARGER
+                   if hasattr(m, f)}
+        changes.update({f: getattr(m, f) * (1 + RECORD_SLACK) + 1e-12
+                        for f in _MORE_PRIVATE_WHEN_SMALLER
+                        if hasattr(m, f) and f != "sampling_rate"})
+        out.append(replace(m, **changes))
+    return out
+
+
+def _dominated(real, accounted):
+    """The real records are at least as private as the accounted ones: they match, in
+    order, a subsequence of them (a step may release less on some data, e.g. a private
+    scaler that skips its moments when the bounds collapse; composing fewer mechanisms
+    loses less privacy), each with the same type and structure and a privacy loss
+    monotone in each compared field."""
+    it = iter(accounted)
+    return all(any(_record_dominated(x, y) for y in it) for x in real)
+
+
+def _record_dominated(x, y):
+    if type(x) is not type(y):
+        return False
+    for f in fields(x):
+        u, v = getattr(x, f.name), getattr(y, f.name)
+        if f.name in _MORE_PRIVATE_WHEN_LARGER:
+            ok = u >= v
+        elif f.name in _MORE_PRIVATE_WHEN_SMALLER:
+            ok = u <= v
+        else:
+            ok = u == v
+        if not ok:
+            return False
+    return True
+
+
+def _is_frame(X):
+    return hasattr(X, "columns") and hasattr(X, "iloc") and getattr(X, "ndim", 2) == 2
+
+
+def _surrogate(X, n, rng):
+    """Public stand-in data of X's shape and schema: standard normal numbers (sparse:
+    about 10 non-zeros a row, every column touched), and for a DataFrame each column of
+    its dtype (numbers, booleans alternating, a categorical column cycling through its
+    declared categories, a string column through placeholder values)."""
+    if _is_frame(X):
+        import pandas as pd
+
+        cols = {}
+        for name, dtype in X.dtypes.items():
+            if isinstance(dtype, pd.CategoricalDtype):
+                cats = list(dtype.categories) or ["level0"]
+                values = pd.Categorical([cats[i % len(cats)] for i in range(n)],
+                                        categories=dtype.categories, ordered=dtype.ordered)
+            elif pd.api.types.is_bool_dtype(dtype):
+                values = pd.array(np.arange(n) % 2 == 0, dtype=dtype)
+            elif pd.api.types.is_numeric_dtype(dtype):
+                draws = rng.standard_normal(n)
+                values = (pd.array(np.rint(draws * 3).astype(np.int64), dtype=dtype)
+                          if pd.api.types.is_integer_dtype(dtype) else
+                          pd.array(draws, dtype=dtype))
+            else:
+                values = pd.array([f"level{i % 3}" for i in range(n)], dtype=dtype)
+            cols[name] = values
+        return pd.DataFrame(cols, columns=X.columns)
+    p = X.shape[1]
+    if sp.issparse(X) and n * p > 2_000_000:
+        Xs = sp.random(n, p, density=min(1.0, 10.0 / p), format="csr", random_state=rng,
+                       data_rvs=rng.standard_normal)
+        return Xs + sp.csr_matrix((np.ones(p), (np.arange(p) % n, np.arange(p))), shape=(n, p))
+    return rng.standard_normal((n, p))
+
+
+# ---------------------------------------------------------------------------
 # the search
 
 
@@ -226,8 +414,10 @@ class PrivateHyperparameterSearch(MetaEstimatorMixin, BaseEstimator):
         if not candidates:
             raise ValueError("param_grid must contain at least one candidate")
         for c in candidates:
-            if "accountant" in c or "random_state" in c:
-                raise ValueError("param_grid must not set accountant or random_state")
+            bad = [k for k in c if k.rsplit("__", 1)[-1] in ("accountant", "random_state")]
+            if bad:
+                raise ValueError(f"param_grid must not set accountant or random_state (got "
+                                 f"{bad}): the search sets them")
         delta = default_delta(n) if self.delta is None else check_delta(self.delta)
         if not isinstance(self.random_state, (type(None), numbers.Integral)):
             raise ValueError(f"random_state must be None or an int, got {self.random_state!r}")
@@ -251,9 +441,8 @@ class PrivateHyperparameterSearch(MetaEstimatorMixin, BaseEstimator):
             raise
 
     def _fit(self, X, y):
-        X, y = validate_data(self, X, y, accept_sparse=("csr", "csc"), dtype=np.float64,
-                             y_numeric=not is_classifier(self.estimator))
-        n = X.shape[0]
+        X, y = self._validate(X, y)
+        n = _num_samples(X)
         candidates, delta = self._check_params(n)
         rng = np.random.default_rng(self.random_state)
         perm = rng.permutation(n)
@@ -262,7 +451,7 @@ class PrivateHyperparameterSearch(MetaEstimatorMixin, BaseEstimator):
             raise ValueError(f"n_samples={n} is too small for validation_fraction="
                              f"{self.validation_fraction}")
         val, train = perm[:m], perm[m:]
-        mechanisms = self._probe(candidates, len(train), X.shape[1], X)
+        mechanisms = self._probe(candidates, len(train), X, y)
         score_mech = Laplace(1.0 / float(self.score_epsilon))
         total = self._total_epsilon([mechs + [score_mech] for mechs in mechanisms], delta)
         budget = resolve_budget(self.accountant)
@@ -280,36 +469,64 @@ class PrivateHyperparameterSearch(MetaEstimatorMixin, BaseEstimator):
             warnings.warn(msg, PrivacyLeakWarning, stacklevel=3)
         return self
 
-    def _probe(self, candidates, n_train, p, X):
-        """Each candidate's mechanisms, from a fit on public surrogate data."""
+    def _validate(self, X, y):
+        """Arrays are validated as numbers; a DataFrame is passed through unchanged (the
+        estimator, or the pipeline, encodes its columns)."""
+        if not _is_frame(X):
+            return validate_data(self, X, y, accept_sparse=("csr", "csc"), dtype=np.float64,
+                                 y_numeric=not is_classifier(self.estimator))
+        self.n_features_in_ = X.shape[1]
+        self.feature_names_in_ = np.asarray(X.columns, dtype=object)
+        y = np.asarray(y)
+        if y.ndim != 1 or y.shape[0] != X.shape[0]:
+            raise ValueError(f"y must be 1-dimensional with one entry per row of X "
+                             f"({X.shape[0]}), got shape {y.shape}")
+        return X, y
+
+    def _probe(self, candidates, n_train, X, y):
+        """Each candidate's mechanisms, from a fit on public surrogate data of the same
+        shape and schema (column dtypes, declared categories) and, for a classifier, the
+        same classes (:func:`dpopt.api.estimators._classes_of`, the estimators' own label set)."""
         prng = np.random.default_rng(12345)
-        if sp.issparse(X) and n_train * p > 2_000_000:
-            Xs = sp.random(n_train, p, density=min(1.0, 10.0 / p), format="csr", random_state=prng,
-                           data_rvs=prng.standard_normal)
-            Xs = Xs + sp.csr_matrix((np.ones(p), (np.arange(p) % n_train, np.arange(p))),
-                                    shape=(n_train, p))
+        Xs = _surrogate(X, n_train, prng)
+        if is_classifier(self.estimator):
+            from dpopt.api.estimators import _classes_of
+
+            classes = _classes_of(y)
+            ys = classes[np.arange(n_train) % len(classes)]
         else:
-            Xs = prng.standard_normal((n_train, p))
-        ys = (np.arange(n_train) % 2 if is_classifier(self.estimator)
-              else prng.standard_normal(n_train))
+            ys = prng.standard_normal(n_train)
         out = []
         for c in candidates:
             est = self._candidate(c, seed=0)
             with _unbudgeted(), warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 est.fit(Xs, ys)
-            res = est.fit_result_
-            if math.isinf(res.epsilon):
+            mechanisms, adjacency, eps = _spent(est, c)
+            if math.isinf(eps):
                 raise ValueError(f"candidate {c} is not private (epsilon=inf)")
-            if res.adjacency != "replace-one":
-                raise ValueError(f"candidate {c} is certified under {res.adjacency} adjacency; "
+            if adjacency != "replace-one":
+                raise ValueError(f"candidate {c} is certified under {adjacency} adjacency; "
                                  f"the search supports replace-one only")
-            out.append(list(res.mechanisms))
+            out.append(_pessimistic(mechanisms))
         return out
 
     def _candidate(self, params, seed):
+        """A clone with ``params``; every ``random_state`` (an estimator's, or each step's of
+        a Pipeline: distinct seeds, so that no two mechanisms share noise) drawn from
+        ``seed``, every ``accountant`` None (the search is charged as a whole)."""
         est = clone(self.estimator)
-        est.set_params(**params, random_state=seed, accountant=None)
+        est.set_params(**params)
+        names = sorted(est.get_params(deep=True))
+        seeds = np.random.SeedSequence(seed).generate_state(len(names))
+        updates = {}
+        for name, s in zip(names, seeds):
+            last = name.rsplit("__", 1)[-1]
+            if last == "random_state":
+                updates[name] = int(s) % (2 ** 31 - 1)
+            elif last == "accountant":
+                updates[name] = None
+        est.set_params(**updates)
         return est
 
     def _total_epsilon(self, q_mechanisms, delta):
@@ -328,18 +545,25 @@ class PrivateHyperparameterSearch(MetaEstimatorMixin, BaseEstimator):
         self.n_repetitions_ = k
         self.privacy_leaks_ = []
         best = (-math.inf, None, None)
+        X_train, y_train = _safe_indexing(X, train), y[train]
+        X_val, y_val = _safe_indexing(X, val), y[val]
         for _ in range(k):
             i = int(rng.integers(len(candidates)))
             est = self._candidate(candidates[i], seed=int(rng.integers(2 ** 31 - 1)))
             with _unbudgeted(), warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                est.fit(X[train], y[train])
-            if list(est.fit_result_.mechanisms) != mechanisms[i]:
+                est.fit(X_train, y_train)
+            spent, _, _ = _spent(est, candidates[i])
+            if not _dominated(spent, mechanisms[i]):
                 raise RuntimeError(f"candidate {candidates[i]} spent mechanisms that differ from "
                                    f"its data-independent probe; the selection's accounting would "
-                                   f"not hold")
-            self.privacy_leaks_ += [m for m in est.privacy_leaks_ if m not in self.privacy_leaks_]
-            score = self._noisy_score(est, X[val], y[val], rng)
+                                   f"not hold (a step whose output columns depend on the data, "
+                                   f"e.g. categories read from it, cannot be accounted in "
+                                   f"advance: declare them, e.g. with "
+                                   f"dpopt.preprocessing.public_one_hot_encoder)")
+            leaks = _leaks(est)
+            self.privacy_leaks_ += [m for m in leaks if m not in self.privacy_leaks_]
+            score = self._noisy_score(est, X_val, y_val, rng)
             if score > best[0]:
                 best = (score, est, candidates[i])
         self.best_score_, self.best_estimator_, self.best_params_ = best

@@ -140,13 +140,15 @@ class ChunkedData:
         counts = self.raw._reduce(_chunk_target_counts, DEFAULT_GRID.n_bins, grid=DEFAULT_GRID)
         return private_bounds_from_counts(counts[None, :], self.shape[0], mu, rng)
 
-    def problem(self, scaling, target, **kwargs):
+    def problem(self, scaling, target, relabel=None, **kwargs):
         """The scaled ChunkedProblem: the scalings applied lazily to every chunk (already
-        validated: no second pass)."""
+        validated: no second pass); ``relabel`` maps the target chunk by chunk."""
         from dpopt.data.chunked import ChunkedProblem
 
         meta = sp.csr_matrix((0, 0)) if self.sparse else np.empty((0, 0))
         X = self.raw.X.map_blocks(_scale_block, scaling, dtype=np.float64, meta=meta)
         y = self.raw.y if target is None else \
             self.raw.y.map_blocks(target.transform, dtype=np.float64)
+        if relabel is not None:
+            y = y.map_blocks(relabel, dtype=np.float64)
         return ChunkedProblem(X, y, validate=False, retries=self.raw.retries, **kwargs)

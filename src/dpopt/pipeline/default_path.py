@@ -364,10 +364,13 @@ class InMemoryData:
 
         return private_target_bounds(self.y, mu, rng)
 
-    def problem(self, scaling, target, **kwargs):
+    def problem(self, scaling, target, relabel=None, **kwargs):
+        """The scaled Problem; ``relabel`` (a per-record map of y, e.g. one class against
+        the rest) is applied to the target."""
         from dpopt.data import Problem
 
         y = self.y if target is None else target.transform(self.y)
+        y = y if relabel is None else relabel(y)
         return Problem(self.scaled(scaling), y, **kwargs)
 
 
@@ -406,26 +409,8 @@ def fit_default(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, 
         return _no_model(p, loss, penalty, penalty_kwargs, fit_intercept, delta, n, epsilon)
     mu_total, mus = split_mu(epsilon, delta, shares)
     row_mode = "feature_bounds" not in shares
-    records = []
-    if row_mode:
-        scaling, R = RowNormalization(), 1.0
-    else:
-        fb = data.feature_bounds(mus["feature_bounds"], rng)
-        records += list(fb.mechanisms)
-        scaling = Scaling.from_bounds(fb.lower, fb.upper, shift=fit_intercept, sparse=data.sparse)
-        if center:
-            means, rec = data.means(scaling, mus["feature_means"], rng)
-            records += rec
-            scaling = scaling.centered(means)
-        R, rec = data.row_bound(scaling, mus["row_norm"], rng)
-        records += rec
-
-    target = None
-    if regression:
-        tb = data.target_bounds(mus["target_bounds"], rng)
-        records += list(tb.mechanisms)
-        target = TargetScaling.from_bounds(tb.lower[0], tb.upper[0], shift=fit_intercept)
-
+    scaling, target, R, records = private_scaling(data, mus, fit_intercept=fit_intercept,
+                                                  center=center, regression=regression, rng=rng)
     problem = data.problem(scaling, target, loss=loss, penalty=penalty,
                            fit_intercept=fit_intercept, **penalty_kwargs)
     solver, why = choose_solver(loss_name, problem.penalty.name, n, p, available_solvers(),
@@ -451,6 +436,31 @@ def fit_default(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, 
                      else result.accountant,
                      params={**result.params, "auto": plan})
     return AutoFit(result, scaling, target, plan)
+
+
+def private_scaling(data, mus, *, fit_intercept, center, regression, rng):
+    """The scaling steps of :func:`fit_default` (the releases of the module table with the
+    mu of ``mus``; rows normalized, for free, when ``mus`` has no ``feature_bounds``).
+    Returns ``(scaling, target_scaling or None, R, records)``."""
+    records = []
+    if "feature_bounds" not in mus:
+        scaling, R = RowNormalization(), 1.0
+    else:
+        fb = data.feature_bounds(mus["feature_bounds"], rng)
+        records += list(fb.mechanisms)
+        scaling = Scaling.from_bounds(fb.lower, fb.upper, shift=fit_intercept, sparse=data.sparse)
+        if center:
+            means, rec = data.means(scaling, mus["feature_means"], rng)
+            records += rec
+            scaling = scaling.centered(means)
+        R, rec = data.row_bound(scaling, mus["row_norm"], rng)
+        records += rec
+    target = None
+    if regression:
+        tb = data.target_bounds(mus["target_bounds"], rng)
+        records += list(tb.mechanisms)
+        target = TargetScaling.from_bounds(tb.lower[0], tb.upper[0], shift=fit_intercept)
+    return scaling, target, R, records
 
 
 def _no_model(p, loss, penalty, penalty_kwargs, fit_intercept, delta, n, epsilon):

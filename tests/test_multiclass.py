@@ -1,0 +1,229 @@
+"""Multiclass DPLogisticRegression: one-vs-rest composed as one release (dpopt.pipeline.multiclass)."""
+
+import math
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import dpopt
+from dpopt.pipeline.multiclass import one_vs_rest
+from dpopt.privacy import Gaussian, ObjectivePerturbation, epsilon_of, gdp_mu
+
+EPS, DELTA = 2.0, 1e-6
+
+
+def _blobs(n=1500, k=3, p=3, seed=0, sep=2.5):
+    rng = np.random.default_rng(seed)
+    centres = sep * rng.standard_normal((k, p))
+    y = rng.integers(k, size=n)
+    return centres[y] + rng.standard_normal((n, p)), y
+
+
+@pytest.fixture(scope="module")
+def default_fit():
+    X, y = _blobs()
+    labels = np.array(["ant", "bee", "cat"])[y]  # any labels, not only integers
+    acc = dpopt.BudgetAccountant(epsilon=10.0, delta=1e-4)
+    clf = dpopt.DPLogisticRegression(epsilon=EPS, delta=DELTA, random_state=0,
+                                     accountant=acc).fit(X, labels)
+    return clf, X, labels, acc
+
+
+def test_default_fit_shapes_and_predictions(default_fit):
+    clf, X, labels, _ = default_fit
+    assert list(clf.classes_) == ["ant", "bee", "cat"]
+    assert clf.coef_.shape == (3, 3) and clf.intercept_.shape == (3,)
+    proba = clf.predict_proba(X[:50])
+    assert proba.shape == (50, 3)
+    np.testing.assert_allclose(proba.sum(axis=1), 1.0, rtol=1e-12)
+    np.testing.assert_allclose(np.exp(clf.predict_log_proba(X[:50])), proba, rtol=1e-12)
+    pred = clf.predict(X[:50])
+    assert set(pred) <= set(clf.classes_)
+    assert np.array_equal(pred, clf.classes_[np.argmax(proba, axis=1)])
+    assert clf.decision_function(X[:50]).shape == (50, 3)
+
+
+def test_default_fit_learns(default_fit):
+    # well separated blobs: the private model must beat the majority rate by a wide margin
+    clf, X, labels, _ = default_fit
+    majority = max(np.mean(labels == c) for c in clf.classes_)
+    assert clf.score(X, labels) > majority + 0.3
+
+
+def test_default_fit_is_one_composition_and_one_charge(default_fit):
+    clf, _, _, acc = default_fit
+    assert clf.privacy_leaks_ == []
+    assert clf.epsilon_spent_ <= EPS and clf.delta_spent_ == DELTA
+    (entry,) = acc.ledger
+    assert entry.epsilon == clf.epsilon_spent_
+    mechs = clf.fit_result_.mechanisms
+    # the shared scaling once, then each class's objective perturbation and output noise
+    ops = [m for m in mechs if isinstance(m, ObjectivePerturbation)]
+    assert len(ops) == 3 and all(m.dof == 2 for m in ops)
+    assert sum(isinstance(m, Gaussian) for m in mechs) >= 3 + 3  # scaling steps + outputs
+    # the reported epsilon is the PLD composition of every record, recomputed here
+    assert epsilon_of(mechs, DELTA, accountant="pld") == pytest.approx(clf.epsilon_spent_,
+                                                                       rel=1e-12)
+    assert clf.epsilon_spent_ > 0.97 * EPS  # the split leaves little unused
+    report = clf.privacy_report()
+    assert "one-vs-rest, 3 classes" in report and f"{clf.epsilon_spent_:.4g}" in report
+
+
+def test_default_fit_epsilon_matches_an_independent_composition(default_fit):
+    # the k objective perturbations' dominating losses summed (their Rayleigh parts
+    # convolved numerically) and every Gaussian record folded into one GDP part: the
+    # reported epsilon must not be optimistic, nor loose by more than the PLD grid
+    from _independent_accounting import op_sum_delta
+
+    clf, _, _, _ = default_fit
+    mechs = clf.fit_result_.mechanisms
+    ops = [m for m in mechs if isinstance(m, ObjectivePerturbation)]
+    assert len({(m.noise_multiplier, m.shift) for m in ops}) == 1  # one per-class target
+    nu = math.sqrt(sum(m.count / m.noise_multiplier ** 2 for m in mechs
+                       if isinstance(m, Gaussian)))
+    m, shift, eps = 1 / ops[0].noise_multiplier, ops[0].shift, clf.epsilon_spent_
+    assert op_sum_delta(eps, m, shift, len(ops), nu) <= DELTA * (1 + 1e-3)
+    assert op_sum_delta(0.995 * eps, m, shift, len(ops), nu) > DELTA
+
+
+def test_one_vs_rest_targets():
+    y = np.array([0.0, 2.0, 1.0, 2.0])
+    np.testing.assert_array_equal(one_vs_rest(y, 2.0), [-1, 1, -1, 1])
+
+
+def test_l1_default_is_gaussian_and_exact():
+    X, y = _blobs(n=4000, k=4, seed=1)
+    clf = dpopt.DPLogisticRegression(epsilon=1.0, delta=DELTA, penalty="l1", random_state=0)
+    clf.fit(X, y)
+    assert clf.auto_.plan["solver"] == "dp-cd" and clf.fit_result_.accountant == "exact"
+    mechs = clf.fit_result_.mechanisms
+    assert all(isinstance(m, Gaussian) for m in mechs)
+    # four classes at mu_model / 2 each: the composition is the target's mu, exactly
+    mu = math.sqrt(sum(m.count / m.noise_multiplier ** 2 for m in mechs))
+    assert mu <= gdp_mu(1.0, DELTA) and mu == pytest.approx(gdp_mu(1.0, DELTA), rel=1e-6)
+    assert clf.epsilon_spent_ <= 1.0
+    assert clf.coef_.shape == (4, 3) and clf.score(X, y) > 0.5  # majority rate ~0.25
+
+
+def test_explicit_gaussian_solver_splits_mu():
+    X, y = _blobs(n=600, k=3, seed=2)
+    acc = dpopt.BudgetAccountant(epsilon=5.0, delta=1e-4)
+    opts = {"smoothness": 1.0, "clip": 1.0, "passes": 5, "step": 0.5}
+    clf = dpopt.DPLogisticRegression(epsilon=1.0, delta=DELTA, solver="dp-gd",
+                                     solver_options=opts, random_state=0, accountant=acc)
+    clf.fit(X / 5, y)
+    info = clf.fit_result_.params["one_vs_rest"]
+    assert info["classes"] == 3 and info["split"].startswith("gaussian")
+    assert len(set(info["per_class_epsilon"])) == 1 and info["per_class_epsilon"][0] < 1.0
+    assert clf.epsilon_spent_ <= 1.0 and clf.epsilon_spent_ == pytest.approx(1.0, rel=1e-6)
+    assert len(acc.ledger) == 1 and clf.privacy_leaks_ == []
+    assert clf.predict_proba(X[:5]).shape == (5, 3)
+
+
+def test_explicit_non_gaussian_solver_uses_basic_composition():
+    # objective perturbation whose row bound is read from the data (a leak, warned): its
+    # records are not known beforehand, so each class gets (epsilon / k, delta / k)
+    X, y = _blobs(n=600, k=3, seed=3)
+    clf = dpopt.DPLogisticRegression(epsilon=1.0, delta=DELTA, solver="objective-perturbation",
+                                     random_state=0)
+    with pytest.warns(dpopt.PrivacyLeakWarning, match="row-norm bound"):
+        clf.fit(X / 5, y)
+    info = clf.fit_result_.params["one_vs_rest"]
+    assert info["split"].startswith("basic")
+    np.testing.assert_allclose(info["per_class_delta"], DELTA / 3)
+    assert all(e <= 1.0 / 3 for e in info["per_class_epsilon"])
+    assert clf.epsilon_spent_ <= 1.0 and len(clf.privacy_leaks_) == 1
+
+
+def test_explicit_objective_perturbation_gets_the_pld_split():
+    X, y = _blobs(n=600, k=3, seed=3)
+    acc = dpopt.BudgetAccountant(epsilon=5.0, delta=1e-4)
+    clf = dpopt.DPLogisticRegression(epsilon=1.0, delta=DELTA, solver="objective-perturbation",
+                                     solver_options={"row_bound": 2.0}, random_state=0,
+                                     accountant=acc)
+    clf.fit(X / 5, y)
+    info = clf.fit_result_.params["one_vs_rest"]
+    assert info["split"].startswith("objective perturbation")
+    assert all(e > 1.0 / 3 for e in info["per_class_epsilon"])  # more than basic composition
+    assert 0.97 < clf.epsilon_spent_ <= 1.0 and clf.fit_result_.accountant == "pld"
+    assert epsilon_of(clf.fit_result_.mechanisms, DELTA, accountant="pld") == \
+        pytest.approx(clf.epsilon_spent_, rel=1e-12)
+    (entry,) = acc.ledger
+    assert entry.epsilon == clf.epsilon_spent_ and clf.privacy_leaks_ == []
+
+
+def test_failed_fit_charges_nothing_and_changes_nothing():
+    X, y = _blobs(n=300, k=3)
+    acc = dpopt.BudgetAccountant(epsilon=0.5, delta=1e-4)
+    clf = dpopt.DPLogisticRegression(epsilon=1.0, delta=DELTA, accountant=acc)
+    with pytest.raises(dpopt.BudgetExceededError):
+        clf.fit(X, y)
+    assert acc.ledger == [] and not hasattr(clf, "coef_") and not hasattr(clf, "classes_")
+
+
+def test_binary_fit_unchanged_and_one_class_refused():
+    X, y = _blobs(n=2000, k=2)
+    clf = dpopt.DPLogisticRegression(epsilon=1.0, random_state=0).fit(X, y)
+    assert clf.coef_.shape == (1, 3) and clf.predict_proba(X[:4]).shape == (4, 2)
+    with pytest.raises(ValueError, match="at least 2 classes"):
+        dpopt.DPLogisticRegression().fit(X, np.zeros(len(X)))
+
+
+def test_chunked_default_fit_equals_in_memory(default_fit):
+    da = pytest.importorskip("dask.array")
+    clf, X, labels, _ = default_fit
+    chunked = dpopt.DPLogisticRegression(epsilon=EPS, delta=DELTA, random_state=0)
+    chunked.fit(da.from_array(X, chunks=(400, -1)), da.from_array(labels, chunks=400))
+    assert list(chunked.classes_) == list(clf.classes_)
+    # same plan, same releases, Newton to the same tolerance
+    np.testing.assert_allclose(chunked.coef_, clf.coef_, rtol=1e-5, atol=1e-5)
+    assert chunked.epsilon_spent_ == pytest.approx(clf.epsilon_spent_, rel=1e-12)
+    proba = chunked.predict_proba(da.from_array(X, chunks=(400, -1)))
+    assert proba.shape == (len(X), 3)
+    np.testing.assert_allclose(proba.compute(), clf.predict_proba(X), rtol=1e-4, atol=1e-6)
+    assert np.array_equal(chunked.predict(da.from_array(X, chunks=(400, -1))).compute(),
+                          chunked.predict(X))
+
+
+def test_chunked_explicit_solver():
+    da = pytest.importorskip("dask.array")
+    X, y = _blobs(n=600, k=3, seed=4)
+    opts = {"smoothness": 1.0, "clip": 1.0, "passes": 3, "step": 0.5}
+    kw = dict(epsilon=1.0, delta=DELTA, solver="dp-gd", solver_options=opts, random_state=0)
+    mem = dpopt.DPLogisticRegression(**kw).fit(X / 5, y)
+    chunked = dpopt.DPLogisticRegression(**kw).fit(da.from_array(X / 5, chunks=(200, -1)),
+                                                   da.from_array(y, chunks=200))
+    np.testing.assert_allclose(chunked.coef_, mem.coef_, rtol=1e-9, atol=1e-12)
+    assert chunked.epsilon_spent_ == mem.epsilon_spent_
+
+
+TUNA = Path(os.environ.get("DPOPT_DATA", "/nonexistent")) / "tables" / "tuna.csv.gz"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not TUNA.exists(), reason="needs $DPOPT_DATA/tables/tuna.csv.gz")
+def test_tuna_beats_the_majority_rate():
+    # five brands from five shelf prices (Ecdat's Tuna): at epsilon = 1 the private model
+    # must beat always answering the most frequent brand (0.44 on the test split)
+    pd = pytest.importorskip("pandas")
+    from sklearn.model_selection import train_test_split
+
+    frame = pd.read_csv(TUNA)
+    X = frame.drop(columns="Tuna.choice").to_numpy(np.float64)
+    y = frame["Tuna.choice"].to_numpy()
+    Xtr, Xte, ytr, yte = train_test_split(X, y, test_size=0.25, random_state=0, stratify=y)
+    values, counts = np.unique(ytr, return_counts=True)
+    majority = np.mean(yte == values[np.argmax(counts)])
+    clf = dpopt.DPLogisticRegression(epsilon=1.0, random_state=0).fit(Xtr, ytr)
+    assert len(clf.classes_) == 5 and clf.epsilon_spent_ <= 1.0
+    assert clf.score(Xte, yte) > majority + 0.05
+
+
+def test_non_private_solver_is_reported_as_such():
+    X, y = _blobs(n=300, k=3, seed=5)
+    with pytest.warns(dpopt.PrivacyLeakWarning, match="not private"):
+        clf = dpopt.DPLogisticRegression(solver="reference").fit(X, y)
+    assert math.isinf(clf.epsilon_spent_) and clf.coef_.shape == (3, 3)
+    assert clf.score(X, y) > 0.9  # the non-private one-vs-rest fit of separated blobs
