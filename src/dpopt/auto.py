@@ -374,11 +374,14 @@ def plan_budget(n, p, mu, *, regression, center):
     return shares
 
 
-def split_mu(epsilon, delta, shares):
-    """(mu, {step: mu_step}): ``model`` gets what the shares leave (sum of mu^2 = mu^2)."""
+def split_mu(epsilon, delta, shares, *, spent_mu=0.0):
+    """(mu, {step: mu_step}): ``model`` gets what the shares leave (sum of mu^2 = mu^2).
+    ``spent_mu``: Gaussian-DP mu already spent by an earlier release of the same fit; the
+    shares then split sqrt(mu^2 - spent_mu^2) and ``mu`` is still the whole target's."""
     mu = gdp_mu(epsilon, delta)
-    out = {k: mu * math.sqrt(v) for k, v in shares.items()}
-    out["model"] = mu * math.sqrt(1.0 - sum(shares.values()))
+    avail = math.sqrt(max(mu ** 2 - spent_mu ** 2, 0.0))
+    out = {k: avail * math.sqrt(v) for k, v in shares.items()}
+    out["model"] = avail * math.sqrt(1.0 - sum(shares.values()))
     return mu, out
 
 
@@ -492,7 +495,7 @@ def _data_of(X, y, loss, fit_intercept):
 
 
 def fit_default(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, delta, rng,
-                regression):
+                regression, spent_mu=0.0):
     """Run the default path (module docstring) and return an :class:`AutoFit`.
 
     ``y`` is already encoded for the loss ({-1, +1} labels for logistic). ``X`` may also
@@ -501,18 +504,32 @@ def fit_default(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, 
     chunk and the mechanism is a distributed one (:mod:`dpopt.distributed_auto`). The
     returned ``result`` is the model's FitResult with ``epsilon``, ``mechanisms`` and
     ``accountant`` replaced by those of the whole composition.
+
+    A classification problem with more features than a private full-dimensional fit can
+    use (:func:`dpopt.feature_selection.high_dimensional`, from public n, p, mu) takes the
+    screening route :func:`dpopt.feature_selection.fit_selected`, which calls back here on
+    the kept columns with ``spent_mu``: the Gaussian-DP mu its own release spent, which
+    the plan leaves out (the steps here share sqrt(mu^2 - spent_mu^2)) and objective
+    perturbation counts in its ``prior_mu``.
     """
     from dpopt.budget import _unbudgeted
+    from dpopt.feature_selection import fit_selected, high_dimensional
     from dpopt.solvers import available_solvers, solve
 
     data = _data_of(X, y, loss, fit_intercept)
     n, p = data.shape
     loss_name = loss if isinstance(loss, str) else loss.name
     center = fit_intercept and not data.sparse
-    shares = plan_budget(n, p, gdp_mu(epsilon, delta), regression=regression, center=center)
+    if not (regression or data.chunked or spent_mu) and high_dimensional(n, p, gdp_mu(epsilon,
+                                                                                     delta)):
+        return fit_selected(X, y, loss=loss, penalty=penalty, penalty_kwargs=penalty_kwargs,
+                            fit_intercept=fit_intercept, epsilon=epsilon, delta=delta, rng=rng,
+                            fit_default=fit_default)
+    mu_avail = math.sqrt(max(gdp_mu(epsilon, delta) ** 2 - spent_mu ** 2, 0.0))
+    shares = plan_budget(n, p, mu_avail, regression=regression, center=center)
     if shares is None:
         return _no_model(p, loss, penalty, penalty_kwargs, fit_intercept, delta, n, epsilon)
-    mu_total, mus = split_mu(epsilon, delta, shares)
+    mu_total, mus = split_mu(epsilon, delta, shares, spent_mu=spent_mu)
     row_mode = "feature_bounds" not in shares
     records = []
     if row_mode:
