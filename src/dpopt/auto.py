@@ -228,7 +228,47 @@ class AutoFit:
         return (f"{name} (solver='auto' -> {plan['solver']}): ({r.epsilon:.4g}, {r.delta:.3g})-DP "
                 f"under {r.adjacency} adjacency, end to end (scaling included), accountant "
                 f"{r.accountant}; Gaussian-DP mu={plan['mu']:.4g} split as "
-                f"{shares}{chunked_note(r.params)}")
+                f"{shares}{chunked_note(r.params)}" + "".join(
+                    f"\n{text}" for text in _column_lines(plan)))
+
+
+def note_columns(fb, scaling):
+    """The plan's record of the features the private bounds could not place, and one
+    warning per kind (post-processing of the release; nothing is spent):
+    ``fallback_features`` took the public range ``ZERO_INFLATED_FALLBACK`` (bounds
+    collapsed onto the zero bin, or unresolved); ``dropped_features`` are constant after
+    scaling (equal bounds), so the model cannot use them."""
+    import warnings
+
+
+    fell = (np.flatnonzero(fb.fallback) if fb.fallback is not None
+            else np.zeros(0, dtype=int))
+    dropped = np.flatnonzero(scaling.scale == 0)
+    note = {"fallback_features": fell.tolist(), "dropped_features": dropped.tolist()}
+    for text in _column_lines(note):
+        warnings.warn(text, UserWarning, stacklevel=4)
+    return note
+
+
+def _column_lines(plan):
+    """The warning / report lines naming the features the scaling fell back on or dropped."""
+    from dpopt.preprocessing._bounds import ZERO_INFLATED_FALLBACK
+
+    lines = []
+    fell, dropped = plan.get("fallback_features", []), plan.get("dropped_features", [])
+    if fell:
+        lo, hi = ZERO_INFLATED_FALLBACK
+        m = max(abs(lo), abs(hi))
+        lines.append(f"features {fell} ({len(fell)}): the private bounds could not place their "
+                     f"values at this budget; they are clipped to a public range instead of "
+                     f"being dropped: [{lo:g}, {hi:g}] where the bulk is exactly 0 "
+                     f"(zero-inflated: exact for 0/1 indicators, counts become 'nonzero'), "
+                     f"[{-m:g}, {m:g}] where nothing could be located. Give public bounds "
+                     f"to keep their scale")
+    if dropped:
+        lines.append(f"features {dropped} ({len(dropped)}) are dropped: their bounds are equal, "
+                     f"so they are constant after scaling and the model cannot use them")
+    return lines
 
 
 # --------------------------------------------------------------------------- the table
@@ -461,8 +501,9 @@ class InMemoryData:
 
     def feature_bounds(self, mu, rng):
         from dpopt.preprocessing import private_feature_bounds
+        from dpopt.preprocessing._bounds import ZERO_INFLATED_FALLBACK
 
-        return private_feature_bounds(self.X, mu, rng)
+        return private_feature_bounds(self.X, mu, rng, fallback=ZERO_INFLATED_FALLBACK)
 
     def means(self, scaling, mu, rng):
         return private_means(self.scaled(scaling), mu, rng)
@@ -531,13 +572,14 @@ def fit_default(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, 
         return _no_model(p, loss, penalty, penalty_kwargs, fit_intercept, delta, n, epsilon)
     mu_total, mus = split_mu(epsilon, delta, shares, spent_mu=spent_mu)
     row_mode = "feature_bounds" not in shares
-    records = []
+    records, columns_note = [], {}
     if row_mode:
         scaling, R = RowNormalization(), 1.0
     else:
         fb = data.feature_bounds(mus["feature_bounds"], rng)
         records += list(fb.mechanisms)
         scaling = Scaling.from_bounds(fb.lower, fb.upper, shift=fit_intercept, sparse=data.sparse)
+        columns_note = note_columns(fb, scaling)
         if center:
             means, rec = data.means(scaling, mus["feature_means"], rng)
             records += rec
@@ -570,7 +612,7 @@ def fit_default(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, 
     total = epsilon_of(mechanisms, delta, adjacency=result.adjacency)
     plan = {"solver": solver, "reason": why, "mu": mu_total, "mu_shares": mus,
             "scaling": "row-normalized" if row_mode else "private feature bounds",
-            "row_bound": R, "model_options": _public(options)}
+            "row_bound": R, "model_options": _public(options), **columns_note}
     result = replace(result, epsilon=total, mechanisms=mechanisms,
                      accountant="exact" if all(isinstance(m, Gaussian) for m in mechanisms)
                      else result.accountant,
