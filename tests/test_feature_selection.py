@@ -11,13 +11,13 @@ import warnings
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from tests._independent_accounting import gaussian_epsilon
+from tests._noise_checks import NORMAL, assert_distribution
 
 import dpopt
 from dpopt import feature_selection as fs
 from dpopt.datasets.high_dim import make_dense_high_dim, make_sparse_text
 from dpopt.privacy import Gaussian, epsilon_of, gdp_epsilon, gdp_mu
-from tests._independent_accounting import gaussian_epsilon
-from tests._noise_checks import NORMAL, assert_distribution
 
 
 def _neighbours(rng, n, p, sparse_rows):
@@ -156,3 +156,43 @@ def test_regression_and_low_dimensional_fits_do_not_take_the_route():
     assert "selection" not in reg.fit_result_.params["auto"]
     Xl, yl = make_dense_high_dim(2000, 5, random_state=0)
     assert "selection" not in _fit(Xl, yl, 1.0).fit_result_.params["auto"]
+
+
+@pytest.mark.parametrize("n_train", [2000, 300])  # kept columns (clip map) / none (constant)
+def test_model_file_predicts_like_the_routed_estimator(n_train):
+    from dpopt.modelio import predict
+
+    X, y = _strong_text()
+    model = _fit(X[:n_train], y[:n_train], 8.0)
+    saved = {"feature_map": model.auto_.scaling.to_dict(), "coef": np.ravel(model.coef_),
+             "intercept": float(np.ravel(model.intercept_)[0]), "loss": "logistic"}
+    Xte = X[2000:]
+    assert np.array_equal(predict(saved, Xte), model.predict(Xte))
+    assert np.array_equal(predict(saved, Xte.toarray()), model.predict(Xte))
+
+
+def _screen_scores(X, y, mu, runs, seed):
+    """The released S_+ entry of the canary's coordinate over independent runs of
+    :func:`dpopt.feature_selection.release_class_sums`."""
+    rng = np.random.default_rng(seed)
+    return np.array([fs.release_class_sums(X, y, mu, rng)[0][0] for _ in range(runs)])
+
+
+def test_audit_of_the_screen_release_on_the_worst_case_canary():
+    from dpopt.audit import empirical_epsilon
+
+    # replace-one canary: x = e_1 in D1, its mirror -e_1 in D0, same (positive) class:
+    # S_+ moves by exactly 2 along e_1, the sensitivity
+    X1 = np.zeros((20, 3))
+    X1[1:, 1] = 1.0
+    y = np.where(np.arange(20) < 10, 1.0, -1.0)
+    X1[0, 0] = 1.0
+    X0 = X1.copy()
+    X0[0, 0] = -1.0
+    mu, delta = 1.0, 1e-3
+    claimed = gdp_epsilon(mu, delta)
+    s0, s1 = _screen_scores(X0, y, mu, 3000, 1), _screen_scores(X1, y, mu, 3000, 2)
+    assert empirical_epsilon(s0, s1, delta)[0] <= claimed
+    # a release with a quarter of the noise (as if the sensitivity were 0.5) is caught
+    b0, b1 = _screen_scores(X0, y, 4 * mu, 3000, 3), _screen_scores(X1, y, 4 * mu, 3000, 4)
+    assert empirical_epsilon(b0, b1, delta)[0] > claimed

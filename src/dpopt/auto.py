@@ -255,6 +255,11 @@ def _column_lines(plan):
     from dpopt.preprocessing._bounds import ZERO_INFLATED_FALLBACK
 
     lines = []
+    sel = plan.get("selection")
+    if sel:
+        lines.append(f"high-dimensional route ({sel['rule']}): a private screen kept "
+                     f"{sel['n_selected']} features (noisy |score| > {sel['threshold']:.3g}); "
+                     f"every other coefficient is 0")
     fell, dropped = plan.get("fallback_features", []), plan.get("dropped_features", [])
     if fell:
         lo, hi = ZERO_INFLATED_FALLBACK

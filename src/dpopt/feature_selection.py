@@ -139,18 +139,12 @@ class SelectedScaling:
 
     @property
     def lower(self):
-        return self._embed_bounds(self.inner.lower, -np.inf)
+        """Bounds of the kept columns; [0, 0] for the others (the model does not use them)."""
+        return None if self.inner.lower is None else self.embed(self.inner.lower)
 
     @property
     def upper(self):
-        return self._embed_bounds(self.inner.upper, np.inf)
-
-    def _embed_bounds(self, values, fill):
-        if values is None:
-            return None
-        out = np.full(self.n_features, fill)
-        out[self.columns] = values
-        return out
+        return None if self.inner.upper is None else self.embed(self.inner.upper)
 
     def _embedding(self):
         k = self.columns.size
