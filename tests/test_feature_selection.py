@@ -196,3 +196,22 @@ def test_audit_of_the_screen_release_on_the_worst_case_canary():
     # a release with a quarter of the noise (as if the sensitivity were 0.5) is caught
     b0, b1 = _screen_scores(X0, y, 4 * mu, 3000, 3), _screen_scores(X1, y, 4 * mu, 3000, 4)
     assert empirical_epsilon(b0, b1, delta)[0] > claimed
+
+
+def test_column_warnings_of_a_routed_fit_name_the_original_columns():
+    from dpopt.auto import ColumnWarning
+
+    X, y = _strong_text()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model = dpopt.DPLogisticRegression(epsilon=8.0, random_state=0).fit(X, y)
+    plan = model.fit_result_.params["auto"]
+    kept = plan["selection"]["columns"]
+    fell = plan.get("fallback_features", [])
+    assert set(fell) <= set(kept)
+    texts = [str(w.message) for w in caught if issubclass(w.category, ColumnWarning)]
+    if fell:  # the kept words are rare 0/1 columns: their bounds fall back to [0, 1]
+        assert len(texts) == 1 and str(fell) in texts[0]
+        assert str(fell) in model.privacy_report()
+    else:
+        assert texts == []

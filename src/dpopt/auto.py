@@ -232,22 +232,31 @@ class AutoFit:
                     f"\n{text}" for text in _column_lines(plan)))
 
 
+class ColumnWarning(UserWarning):
+    """Features the default path's scaling fell back on or dropped (:func:`note_columns`)."""
+
+
 def note_columns(fb, scaling):
     """The plan's record of the features the private bounds could not place, and one
-    warning per kind (post-processing of the release; nothing is spent):
+    :class:`ColumnWarning` per kind (post-processing of the release; nothing is spent):
     ``fallback_features`` took the public range ``ZERO_INFLATED_FALLBACK`` (bounds
     collapsed onto the zero bin, or unresolved); ``dropped_features`` are constant after
     scaling (equal bounds), so the model cannot use them."""
-    import warnings
-
-
     fell = (np.flatnonzero(fb.fallback) if fb.fallback is not None
             else np.zeros(0, dtype=int))
     dropped = np.flatnonzero(scaling.scale == 0)
     note = {"fallback_features": fell.tolist(), "dropped_features": dropped.tolist()}
-    for text in _column_lines(note):
-        warnings.warn(text, UserWarning, stacklevel=4)
+    warn_columns(note, stacklevel=5)
     return note
+
+
+def warn_columns(plan, stacklevel=2):
+    """One :class:`ColumnWarning` per line of :func:`_column_lines` about columns."""
+    import warnings
+
+    for text in _column_lines({k: plan.get(k) for k in ("fallback_features",
+                                                         "dropped_features")}):
+        warnings.warn(text, ColumnWarning, stacklevel=stacklevel)
 
 
 def _column_lines(plan):
@@ -260,7 +269,7 @@ def _column_lines(plan):
         lines.append(f"high-dimensional route ({sel['rule']}): a private screen kept "
                      f"{sel['n_selected']} features (noisy |score| > {sel['threshold']:.3g}); "
                      f"every other coefficient is 0")
-    fell, dropped = plan.get("fallback_features", []), plan.get("dropped_features", [])
+    fell, dropped = plan.get("fallback_features") or [], plan.get("dropped_features") or []
     if fell:
         lo, hi = ZERO_INFLATED_FALLBACK
         m = max(abs(lo), abs(hi))

@@ -53,6 +53,7 @@ top-k exponential mechanism with per-score sensitivity pays sqrt(k) log p instea
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -216,6 +217,8 @@ def fit_selected(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon,
     ``fit_default`` on the kept columns with the rest (``spent_mu`` tells it what was
     spent), or the constant model when none is kept. Returns an :class:`dpopt.auto.AutoFit`
     whose result holds the whole composition."""
+    from dpopt.auto import ColumnWarning, warn_columns
+
     n, p = X.shape
     mu = gdp_mu(epsilon, delta)
     mu_sel = mu * math.sqrt(SELECTION_SHARE)
@@ -238,9 +241,18 @@ def fit_selected(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon,
         return _constant_fit(p, rate, loss, penalty, penalty_kwargs, fit_intercept, [record],
                              delta, plan)
     Xs = X[:, columns] if not sp.issparse(X) else sp.csc_matrix(X)[:, columns]
-    inner = fit_default(Xs, y, loss=loss, penalty=penalty, penalty_kwargs=penalty_kwargs,
-                        fit_intercept=fit_intercept, epsilon=epsilon, delta=delta, rng=rng,
-                        regression=False, spent_mu=mu_sel)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        inner = fit_default(Xs, y, loss=loss, penalty=penalty, penalty_kwargs=penalty_kwargs,
+                            fit_intercept=fit_intercept, epsilon=epsilon, delta=delta, rng=rng,
+                            regression=False, spent_mu=mu_sel)
+    for w in caught:  # column warnings are re-issued below, in the original indices
+        if not issubclass(w.category, ColumnWarning):
+            warnings.warn(w.message, w.category, stacklevel=3)
+    for key in ("fallback_features", "dropped_features"):
+        if key in inner.plan:
+            inner.plan[key] = columns[inner.plan[key]].tolist()
+    warn_columns(inner.plan, stacklevel=4)
     scaling = SelectedScaling(inner.scaling, columns, p)
     mechanisms = [record] + list(inner.result.mechanisms)
     total = epsilon_of(mechanisms, delta, adjacency=inner.result.adjacency)
