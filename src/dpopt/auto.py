@@ -47,6 +47,13 @@ any                          l1, elastic_net; or the        ``dp-cd`` with :func
                              absolute loss                  (prox handles L1; clipping never binds)
 ===========================  =============================  ====================================
 
+Columns the feature bounds cannot place (bounds collapsed onto the exact zero bin:
+zero-inflated indicators and counts; or unresolved) get a public range instead of being
+dropped ([0, 1], resp. [-1, 1]: ``fallback`` of :func:`dpopt.preprocessing.private_feature_bounds`);
+a :class:`ColumnWarning` and a line of the report name them, and any feature still
+dropped. A classification problem with more features than a private full-dimensional fit
+can use takes the screening route of :mod:`dpopt.feature_selection` first.
+
 When a mechanism of the table is not registered in the running installation,
 the next rule applies (``dp-gd`` with :func:`rules`), and ``fit_result_.params``
 says so.
