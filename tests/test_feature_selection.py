@@ -160,7 +160,7 @@ def test_regression_and_low_dimensional_fits_do_not_take_the_route():
 
 @pytest.mark.parametrize("n_train", [2000, 300])  # kept columns (clip map) / none (constant)
 def test_model_file_predicts_like_the_routed_estimator(n_train):
-    from dpopt.modelio import predict
+    from dpopt.api.modelio import predict
 
     X, y = _strong_text()
     model = _fit(X[:n_train], y[:n_train], 8.0)
@@ -179,7 +179,7 @@ def _screen_scores(X, y, mu, runs, seed):
 
 
 def test_audit_of_the_screen_release_on_the_worst_case_canary():
-    from dpopt.audit import empirical_epsilon
+    from dpopt.api.audit import empirical_epsilon
 
     # replace-one canary: x = e_1 in D1, its mirror -e_1 in D0, same (positive) class:
     # S_+ moves by exactly 2 along e_1, the sensitivity
@@ -199,7 +199,7 @@ def test_audit_of_the_screen_release_on_the_worst_case_canary():
 
 
 def test_column_warnings_of_a_routed_fit_name_the_original_columns():
-    from dpopt.auto import ColumnWarning
+    from dpopt.pipeline.default_path import ColumnWarning
 
     # three rare (2%) words that only the minority class uses, among 3,000 noise words:
     # the screen keeps them, and the kept fit's bounds fall back to [0, 1] for some

@@ -1,7 +1,7 @@
 """The default path's high-dimensional route: private feature screening, then a small model.
 
 When a classification problem has more features than a private full-dimensional fit can
-use, :func:`dpopt.auto.fit_default` enters :func:`fit_selected`: one Gaussian release of
+use, :func:`dpopt.pipeline.default_path.fit_default` enters :func:`fit_selected`: one Gaussian release of
 per-class sums of the row-normalized features gives noisy marginal scores of every
 feature; the features whose score clears the noise's universal threshold (at most
 :func:`dimension_limit` of them, the largest scores) are kept, and the default path runs
@@ -131,7 +131,7 @@ def select_features(scores, noise_std, k_max):
 @dataclass(frozen=True)
 class SelectedScaling:
     """The feature map of a model fitted on ``columns`` of p features: the inner map
-    (:class:`dpopt.auto.Scaling` or :class:`dpopt.auto.RowNormalization`) applied to those
+    (:class:`dpopt.pipeline.default_path.Scaling` or :class:`dpopt.pipeline.default_path.RowNormalization`) applied to those
     columns; coefficients are 0 on every other feature."""
 
     inner: object
@@ -194,8 +194,8 @@ class SelectedScaling:
 def _constant_fit(p, rate, loss, penalty, penalty_kwargs, fit_intercept, records, delta, plan):
     """The majority-class model from the released positive share (post-processing): the
     logit of the share as intercept (0 without an intercept), every coefficient 0."""
-    from dpopt.auto import AutoFit, RowNormalization
-    from dpopt.problem import Problem
+    from dpopt.data import Problem
+    from dpopt.pipeline.default_path import AutoFit, RowNormalization
     from dpopt.solvers import Checkpoints, make_result
 
     problem = Problem(sp.csc_matrix((1, p)), np.ones(1), loss=loss, penalty=penalty,
@@ -215,9 +215,9 @@ def fit_selected(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon,
                  fit_default):
     """The route (module docstring): screen with ``SELECTION_SHARE`` of mu^2, then
     ``fit_default`` on the kept columns with the rest (``spent_mu`` tells it what was
-    spent), or the constant model when none is kept. Returns an :class:`dpopt.auto.AutoFit`
+    spent), or the constant model when none is kept. Returns an :class:`dpopt.pipeline.default_path.AutoFit`
     whose result holds the whole composition."""
-    from dpopt.auto import ColumnWarning, warn_columns
+    from dpopt.pipeline.default_path import ColumnWarning, warn_columns
 
     n, p = X.shape
     mu = gdp_mu(epsilon, delta)

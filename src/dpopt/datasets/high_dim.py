@@ -19,7 +19,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.special import expit
 
-from dpopt._validation import check_positive_int, check_random_state, check_scalar
+from dpopt._core.validation import check_positive_int, check_random_state, check_scalar
 
 __all__ = ["make_sparse_text", "make_dense_high_dim"]
 
