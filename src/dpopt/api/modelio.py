@@ -81,7 +81,8 @@ def model_dict(problem, result, *, solver, options, seed, classes=None, data=Non
 
     ``model``: optional ``(coef, intercept, feature_map)`` of an estimator whose
     coefficients apply to mapped features (the default path: ``feature_map`` is
-    ``{"type": "clip", "lower": [...], "upper": [...]}`` or ``{"type": "row-normalize"}``);
+    ``{"type": "clip", "lower": [...], "upper": [...]}`` or ``{"type": "row-normalize"}``, with
+    ``"columns"`` when only those columns were selected and normalized);
     by default the result's own coefficients, on the raw features.
     """
     from dpopt import __version__
@@ -138,6 +139,24 @@ def load_model(path) -> dict:
     return model
 
 
+def _clip_sparse(X, lower, upper):
+    """The stored entries of a sparse X clipped column-wise (zeros stay zeros: the default
+    path's sparse bounds always hold 0). ``csr.minimum(array)`` would densify."""
+    X = sp.csc_matrix(X, dtype=np.float64, copy=True)
+    cols = np.repeat(np.arange(X.shape[1]), np.diff(X.indptr))
+    X.data = np.clip(X.data, lower[cols], upper[cols])
+    return X
+
+
+def _normalize_columns(X, columns, normalize):
+    """Rows of X restricted to ``columns`` normalized, every other column 0 (the feature map
+    of a model fitted on selected columns, :class:`dpopt.pipeline.feature_selection.SelectedScaling`)."""
+    out = sp.lil_matrix(X.shape) if sp.issparse(X) else np.zeros(X.shape)
+    if columns.size:
+        out[:, columns] = normalize(X[:, columns])
+    return sp.csr_matrix(out) if sp.issparse(X) else out
+
+
 def predict(model: dict, X):
     """Predictions of a loaded model: the margin for regression, the class for logistic."""
     X = sp.csr_matrix(X) if sp.issparse(X) else np.asarray(X, dtype=np.float64)
@@ -145,11 +164,13 @@ def predict(model: dict, X):
     if fmap is not None:  # the default path's map: features clipped to bounds, or rows normalized
         from sklearn.preprocessing import normalize
 
-        if fmap["type"] == "row-normalize":
+        if fmap["type"] == "row-normalize" and fmap.get("columns") is not None:
+            X = _normalize_columns(X, np.asarray(fmap["columns"], dtype=int), normalize)
+        elif fmap["type"] == "row-normalize":
             X = normalize(X)
         else:
             lower, upper = np.asarray(fmap["lower"]), np.asarray(fmap["upper"])
-            X = X.minimum(upper).maximum(lower) if sp.issparse(X) else np.clip(X, lower, upper)
+            X = _clip_sparse(X, lower, upper) if sp.issparse(X) else np.clip(X, lower, upper)
     margin = np.asarray(X @ model["coef"]).ravel() + model["intercept"]
     if model["loss"] == "logistic":
         classes = model.get("classes") or [-1.0, 1.0]

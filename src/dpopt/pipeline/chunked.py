@@ -53,6 +53,7 @@ import scipy.sparse as sp
 from dpopt.data.chunked import _features
 from dpopt.preprocessing._bounds import (
     DEFAULT_GRID,
+    ZERO_INFLATED_FALLBACK,
     feature_histograms,
     private_bounds_from_counts,
 )
@@ -123,7 +124,7 @@ class ChunkedData:
         counts = self.raw._reduce(_chunk_feature_counts, p * DEFAULT_GRID.n_bins,
                                   grid=DEFAULT_GRID)
         return private_bounds_from_counts(counts.reshape(p, DEFAULT_GRID.n_bins), self.shape[0],
-                                          mu, rng)
+                                          mu, rng, fallback=ZERO_INFLATED_FALLBACK)
 
     def means(self, scaling, mu, rng):
         sums = self.raw._reduce(_chunk_scaled_sums, self.shape[1], scaling=scaling)

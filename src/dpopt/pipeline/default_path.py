@@ -47,6 +47,13 @@ any                          l1, elastic_net; or the        ``dp-cd`` with :func
                              absolute loss                  (prox handles L1; clipping never binds)
 ===========================  =============================  ====================================
 
+Columns the feature bounds cannot place (bounds collapsed onto the exact zero bin:
+zero-inflated indicators and counts; or unresolved) get a public range instead of being
+dropped ([0, 1], resp. [-1, 1]: ``fallback`` of :func:`dpopt.preprocessing.private_feature_bounds`);
+a :class:`ColumnWarning` and a line of the report name them, and any feature still
+dropped. A classification problem with more features than a private full-dimensional fit
+can use takes the screening route of :mod:`dpopt.pipeline.feature_selection` first.
+
 When a mechanism of the table is not registered in the running installation,
 the next rule applies (``dp-gd`` with :func:`rules`), and ``fit_result_.params``
 says so.
@@ -222,7 +229,61 @@ class AutoFit:
         return (f"{name} (solver='auto' -> {plan['solver']}): ({r.epsilon:.4g}, {r.delta:.3g})-DP "
                 f"under {r.adjacency} adjacency, end to end (scaling included), accountant "
                 f"{r.accountant}; Gaussian-DP mu={plan['mu']:.4g} split as "
-                f"{shares}{chunked_note(r.params)}")
+                f"{shares}{chunked_note(r.params)}" + "".join(
+                    f"\n{text}" for text in _column_lines(plan)))
+
+
+class ColumnWarning(UserWarning):
+    """Features the default path's scaling fell back on or dropped (:func:`note_columns`)."""
+
+
+def note_columns(fb, scaling):
+    """The plan's record of the features the private bounds could not place, and one
+    :class:`ColumnWarning` per kind (post-processing of the release; nothing is spent):
+    ``fallback_features`` took the public range ``ZERO_INFLATED_FALLBACK`` (bounds
+    collapsed onto the zero bin, or unresolved); ``dropped_features`` are constant after
+    scaling (equal bounds), so the model cannot use them."""
+    fell = (np.flatnonzero(fb.fallback) if fb.fallback is not None
+            else np.zeros(0, dtype=int))
+    dropped = np.flatnonzero(scaling.scale == 0)
+    note = {"fallback_features": fell.tolist(), "dropped_features": dropped.tolist()}
+    warn_columns(note, stacklevel=5)
+    return note
+
+
+def warn_columns(plan, stacklevel=2):
+    """One :class:`ColumnWarning` per line of :func:`_column_lines` about columns."""
+    import warnings
+
+    for text in _column_lines({k: plan.get(k) for k in ("fallback_features",
+                                                         "dropped_features")}):
+        warnings.warn(text, ColumnWarning, stacklevel=stacklevel)
+
+
+def _column_lines(plan):
+    """The warning / report lines naming the features the scaling fell back on or dropped."""
+    from dpopt.preprocessing._bounds import ZERO_INFLATED_FALLBACK
+
+    lines = []
+    sel = plan.get("selection")
+    if sel:
+        lines.append(f"high-dimensional route ({sel['rule']}): a private screen kept "
+                     f"{sel['n_selected']} features (noisy |score| > {sel['threshold']:.3g}); "
+                     f"every other coefficient is 0")
+    fell, dropped = plan.get("fallback_features") or [], plan.get("dropped_features") or []
+    if fell:
+        lo, hi = ZERO_INFLATED_FALLBACK
+        m = max(abs(lo), abs(hi))
+        lines.append(f"features {fell} ({len(fell)}): the private bounds could not place their "
+                     f"values at this budget; they are clipped to a public range instead of "
+                     f"being dropped: [{lo:g}, {hi:g}] where the bulk is exactly 0 "
+                     f"(zero-inflated: exact for 0/1 indicators, counts become 'nonzero'), "
+                     f"[{-m:g}, {m:g}] where nothing could be located. Give public bounds "
+                     f"to keep their scale")
+    if dropped:
+        lines.append(f"features {dropped} ({len(dropped)}) are dropped: their bounds are equal, "
+                     f"so they are constant after scaling and the model cannot use them")
+    return lines
 
 
 # --------------------------------------------------------------------------- the table
@@ -321,11 +382,14 @@ def plan_budget(n, p, mu, *, regression, center):
     return shares
 
 
-def split_mu(epsilon, delta, shares):
-    """(mu, {step: mu_step}): ``model`` gets what the shares leave (sum of mu^2 = mu^2)."""
+def split_mu(epsilon, delta, shares, *, spent_mu=0.0):
+    """(mu, {step: mu_step}): ``model`` gets what the shares leave (sum of mu^2 = mu^2).
+    ``spent_mu``: Gaussian-DP mu already spent by an earlier release of the same fit; the
+    shares then split sqrt(mu^2 - spent_mu^2) and ``mu`` is still the whole target's."""
     mu = gdp_mu(epsilon, delta)
-    out = {k: mu * math.sqrt(v) for k, v in shares.items()}
-    out["model"] = mu * math.sqrt(1.0 - sum(shares.values()))
+    avail = math.sqrt(max(mu ** 2 - spent_mu ** 2, 0.0))
+    out = {k: avail * math.sqrt(v) for k, v in shares.items()}
+    out["model"] = avail * math.sqrt(1.0 - sum(shares.values()))
     return mu, out
 
 
@@ -350,8 +414,9 @@ class InMemoryData:
 
     def feature_bounds(self, mu, rng):
         from dpopt.preprocessing import private_feature_bounds
+        from dpopt.preprocessing._bounds import ZERO_INFLATED_FALLBACK
 
-        return private_feature_bounds(self.X, mu, rng)
+        return private_feature_bounds(self.X, mu, rng, fallback=ZERO_INFLATED_FALLBACK)
 
     def means(self, scaling, mu, rng):
         return private_means(self.scaled(scaling), mu, rng)
@@ -387,7 +452,7 @@ def _data_of(X, y, loss, fit_intercept):
 
 
 def fit_default(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, delta, rng,
-                regression):
+                regression, spent_mu=0.0):
     """Run the default path (module docstring) and return an :class:`AutoFit`.
 
     ``y`` is already encoded for the loss ({-1, +1} labels for logistic). ``X`` may also
@@ -396,7 +461,15 @@ def fit_default(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, 
     chunk and the mechanism is a distributed one (:mod:`dpopt.pipeline.chunked`). The
     returned ``result`` is the model's FitResult with ``epsilon``, ``mechanisms`` and
     ``accountant`` replaced by those of the whole composition.
+
+    A classification problem with more features than a private full-dimensional fit can
+    use (:func:`dpopt.pipeline.feature_selection.high_dimensional`, from public n, p, mu) takes the
+    screening route :func:`dpopt.pipeline.feature_selection.fit_selected`, which calls back here on
+    the kept columns with ``spent_mu``: the Gaussian-DP mu its own release spent, which
+    the plan leaves out (the steps here share sqrt(mu^2 - spent_mu^2)) and objective
+    perturbation counts in its ``prior_mu``.
     """
+    from dpopt.pipeline.feature_selection import fit_selected, high_dimensional
     from dpopt.privacy.budget import _unbudgeted
     from dpopt.solvers import available_solvers, solve
 
@@ -404,13 +477,19 @@ def fit_default(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, 
     n, p = data.shape
     loss_name = loss if isinstance(loss, str) else loss.name
     center = fit_intercept and not data.sparse
-    shares = plan_budget(n, p, gdp_mu(epsilon, delta), regression=regression, center=center)
+    if not (regression or data.chunked or spent_mu) and high_dimensional(n, p, gdp_mu(epsilon,
+                                                                                     delta)):
+        return fit_selected(X, y, loss=loss, penalty=penalty, penalty_kwargs=penalty_kwargs,
+                            fit_intercept=fit_intercept, epsilon=epsilon, delta=delta, rng=rng,
+                            fit_default=fit_default)
+    mu_avail = math.sqrt(max(gdp_mu(epsilon, delta) ** 2 - spent_mu ** 2, 0.0))
+    shares = plan_budget(n, p, mu_avail, regression=regression, center=center)
     if shares is None:
         return _no_model(p, loss, penalty, penalty_kwargs, fit_intercept, delta, n, epsilon)
-    mu_total, mus = split_mu(epsilon, delta, shares)
+    mu_total, mus = split_mu(epsilon, delta, shares, spent_mu=spent_mu)
     row_mode = "feature_bounds" not in shares
-    scaling, target, R, records = private_scaling(data, mus, fit_intercept=fit_intercept,
-                                                  center=center, regression=regression, rng=rng)
+    scaling, target, R, records, columns_note = private_scaling(
+        data, mus, fit_intercept=fit_intercept, center=center, regression=regression, rng=rng)
     problem = data.problem(scaling, target, loss=loss, penalty=penalty,
                            fit_intercept=fit_intercept, **penalty_kwargs)
     solver, why = choose_solver(loss_name, problem.penalty.name, n, p, available_solvers(),
@@ -430,7 +509,7 @@ def fit_default(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, 
     total = epsilon_of(mechanisms, delta, adjacency=result.adjacency)
     plan = {"solver": solver, "reason": why, "mu": mu_total, "mu_shares": mus,
             "scaling": "row-normalized" if row_mode else "private feature bounds",
-            "row_bound": R, "model_options": _public(options)}
+            "row_bound": R, "model_options": _public(options), **columns_note}
     result = replace(result, epsilon=total, mechanisms=mechanisms,
                      accountant="exact" if all(isinstance(m, Gaussian) for m in mechanisms)
                      else result.accountant,
@@ -441,14 +520,16 @@ def fit_default(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, 
 def private_scaling(data, mus, *, fit_intercept, center, regression, rng):
     """The scaling steps of :func:`fit_default` (the releases of the module table with the
     mu of ``mus``; rows normalized, for free, when ``mus`` has no ``feature_bounds``).
-    Returns ``(scaling, target_scaling or None, R, records)``."""
-    records = []
+    Returns ``(scaling, target_scaling or None, R, records, columns_note)``, the note naming
+    the columns whose bounds fell back or collapsed (:func:`note_columns`)."""
+    records, columns_note = [], {}
     if "feature_bounds" not in mus:
         scaling, R = RowNormalization(), 1.0
     else:
         fb = data.feature_bounds(mus["feature_bounds"], rng)
         records += list(fb.mechanisms)
         scaling = Scaling.from_bounds(fb.lower, fb.upper, shift=fit_intercept, sparse=data.sparse)
+        columns_note = note_columns(fb, scaling)
         if center:
             means, rec = data.means(scaling, mus["feature_means"], rng)
             records += rec
@@ -460,7 +541,7 @@ def private_scaling(data, mus, *, fit_intercept, center, regression, rng):
         tb = data.target_bounds(mus["target_bounds"], rng)
         records += list(tb.mechanisms)
         target = TargetScaling.from_bounds(tb.lower[0], tb.upper[0], shift=fit_intercept)
-    return scaling, target, R, records
+    return scaling, target, R, records, columns_note
 
 
 def _no_model(p, loss, penalty, penalty_kwargs, fit_intercept, delta, n, epsilon):

@@ -319,7 +319,7 @@ def fit_default_one_vs_rest(X, labels, n_classes, *, penalty, penalty_kwargs, fi
     center = fit_intercept and not data.sparse
     shares = plan_budget(n, p, gdp_mu(epsilon, delta), regression=False, center=center)
     mu_total, mus = split_mu(epsilon, delta, shares)
-    scaling, _, R, records = private_scaling(data, mus, fit_intercept=fit_intercept,
+    scaling, _, R, records, _ = private_scaling(data, mus, fit_intercept=fit_intercept,
                                              center=center, regression=False, rng=rng)
 
     def problem(relabel):

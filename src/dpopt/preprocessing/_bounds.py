@@ -34,6 +34,27 @@ a few well-populated bins (false stop at most 3.7e-4 per scan). Both ends are ro
 outwards to bin edges. A feature whose scans never stop or cross, or whose
 bounds hold less than half of the records (noisy count), is *unresolved*: it
 gets [0, 0] and a warning.
+
+Zero-inflated columns (``fallback``). A column of counts or indicators that is zero in
+most rows has its 1% and 99% quantiles at 0 whenever fewer than 1% of its values are
+nonzero, and its nonzero values are invisible to the scan whenever their counts stay
+below the noise margin (about 4.5 sigma per bin): both bounds then land on the exact zero
+bin and the column collapses to [0, 0], a constant, i.e. it is dropped. No post-processing
+of this release can locate values whose counts are below its noise, so the default path
+passes a public ``fallback`` range instead (:data:`ZERO_INFLATED_FALLBACK`, [0, 1]), chosen
+by the shape of the release:
+
+* bounds collapsed onto the zero bin (both scans stopped there: the bulk of the column is
+  exactly 0, the nonzero values are too few to be placed): ``fallback`` = [0, 1]. It is
+  exact for indicators (0/1) and keeps "nonzero or not" for counts (clip at 1): the
+  zero-inflated columns of tables are counts and indicators, so the nonnegative side is
+  the public default;
+* unresolved (the scans found nothing: the values are spread over more bins than the
+  noise lets through, and not even their sign is known): the symmetric hull
+  [-m, m], m = max(|fallback|) = 1, which keeps values of either sign near the unit scale.
+
+Both are public, so they cost nothing; the features that took one are listed in
+``FeatureBounds.fallback`` (the default path warns and reports them by index).
 """
 
 from __future__ import annotations
@@ -50,7 +71,7 @@ from dpopt.privacy.accounting import Gaussian
 from dpopt.privacy.mechanisms import gaussian_noise, noisy_scan
 
 __all__ = ["SignedLogGrid", "FeatureBounds", "DEFAULT_QUANTILES", "DEFAULT_CONFIDENCE",
-           "DEFAULT_BIN_CONFIDENCE",
+           "DEFAULT_BIN_CONFIDENCE", "ZERO_INFLATED_FALLBACK", "collapsed_to_zero",
            "private_feature_bounds", "private_target_bounds", "release_histograms",
            "release_counts", "feature_histograms", "private_bounds_from_counts",
            "histogram_bounds", "histogram_quantiles"]
@@ -61,6 +82,9 @@ DEFAULT_QUANTILES = (0.01, 0.99)
 DEFAULT_CONFIDENCE = 4.0
 #: Default per-bin threshold of the scan's second rule (in noise standard deviations).
 DEFAULT_BIN_CONFIDENCE = 4.5
+#: Public range of a feature whose bounds collapse onto the zero bin or are unresolved
+#: (module docstring, "Zero-inflated columns"): exact for indicators, "nonzero" for counts.
+ZERO_INFLATED_FALLBACK = (0.0, 1.0)
 
 
 @dataclass(frozen=True)
@@ -135,7 +159,9 @@ class FeatureBounds:
     of every count, ``noisy_counts`` the released histograms of the features
     ``private_index`` (shape (len(private_index), grid.n_bins); a released,
     hence reusable, quantity), ``n_samples`` the public n, ``unresolved`` the
-    features the budget could not locate (bounds [0, 0]).
+    features the budget could not locate (bounds [0, 0]), ``fallback`` the features that
+    got the public ``fallback`` range instead of collapsed or unresolved bounds (all False
+    without a ``fallback``).
     """
 
     lower: np.ndarray
@@ -149,6 +175,7 @@ class FeatureBounds:
     n_samples: int = 0
     grid: SignedLogGrid = DEFAULT_GRID
     unresolved: np.ndarray | None = None
+    fallback: np.ndarray | None = None
 
     @property
     def collapsed(self) -> np.ndarray:
@@ -313,7 +340,8 @@ def histogram_quantiles(noisy, n, level, grid=DEFAULT_GRID):
 
 def private_feature_bounds(X, mu, rng, *, quantiles=DEFAULT_QUANTILES, bounds=None,
                            confidence=DEFAULT_CONFIDENCE, grid=DEFAULT_GRID,
-                           bin_confidence=DEFAULT_BIN_CONFIDENCE) -> FeatureBounds:
+                           bin_confidence=DEFAULT_BIN_CONFIDENCE,
+                           fallback=None) -> FeatureBounds:
     """Per-feature private (lower, upper) bounds of X, mu-GDP (module docstring).
 
     Parameters
@@ -332,6 +360,10 @@ def private_feature_bounds(X, mu, rng, *, quantiles=DEFAULT_QUANTILES, bounds=No
     grid : SignedLogGrid, the public histogram grid.
     bin_confidence : float > 0 or None, the per-bin threshold of the scan's second
         rule (None: the margin rule only).
+    fallback : None or (lower, upper), public
+        The range given to a feature whose bounds collapse onto the zero bin; unresolved
+        features get [-m, m], m = max(|lower|, |upper|) (module docstring, "Zero-inflated
+        columns"). None: such features get [0, 0] (dropped) and unresolved ones a warning.
 
     Returns
     -------
@@ -341,12 +373,13 @@ def private_feature_bounds(X, mu, rng, *, quantiles=DEFAULT_QUANTILES, bounds=No
     X = check_matrix(X)
     return _bounds_release(lambda columns: feature_histograms(X, columns, grid), X.shape, mu,
                            rng, quantiles=quantiles, bounds=bounds, confidence=confidence,
-                           grid=grid, bin_confidence=bin_confidence)
+                           grid=grid, bin_confidence=bin_confidence, fallback=fallback)
 
 
 def private_bounds_from_counts(counts, n, mu, rng, *, quantiles=DEFAULT_QUANTILES, bounds=None,
                                confidence=DEFAULT_CONFIDENCE, grid=DEFAULT_GRID,
-                               bin_confidence=DEFAULT_BIN_CONFIDENCE) -> FeatureBounds:
+                               bin_confidence=DEFAULT_BIN_CONFIDENCE,
+                               fallback=None) -> FeatureBounds:
     """:func:`private_feature_bounds` from exact histograms already counted on ``grid``.
 
     ``counts``: shape (p, grid.n_bins), the exact (non-private) counts of the n values of
@@ -365,11 +398,11 @@ def private_bounds_from_counts(counts, n, mu, rng, *, quantiles=DEFAULT_QUANTILE
     n = check_positive_int(n, "n")
     return _bounds_release(lambda columns: counts[columns], (n, counts.shape[0]), mu, rng,
                            quantiles=quantiles, bounds=bounds, confidence=confidence, grid=grid,
-                           bin_confidence=bin_confidence)
+                           bin_confidence=bin_confidence, fallback=fallback)
 
 
 def _bounds_release(counts_of, shape, mu, rng, *, quantiles, bounds, confidence, grid,
-                    bin_confidence) -> FeatureBounds:
+                    bin_confidence, fallback=None) -> FeatureBounds:
     """The release and scan shared by the two entry points; ``counts_of(columns)`` gives
     the exact histograms of the released columns."""
     mu = check_mu(mu)
@@ -389,7 +422,16 @@ def _bounds_release(counts_of, shape, mu, rng, *, quantiles, bounds, confidence,
     noisy, sigma, record = release_counts(counts_of(columns), mu, rng)
     est_lo, est_hi, unresolved = histogram_bounds(noisy, sigma, n, quantiles, confidence, grid,
                                                   bin_confidence)
-    warn_unresolved(columns[unresolved], sigma, n, stacklevel=4)  # the entry point's caller
+    fell = np.zeros(p, dtype=bool)
+    if fallback is None:
+        warn_unresolved(columns[unresolved], sigma, n, stacklevel=4)  # the entry point's caller
+    else:
+        fb_lo, fb_hi = _check_fallback(fallback)
+        m = max(abs(fb_lo), abs(fb_hi))
+        zero = collapsed_to_zero(est_lo, est_hi) & ~unresolved
+        est_lo = np.where(unresolved, -m, np.where(zero, fb_lo, est_lo))
+        est_hi = np.where(unresolved, m, np.where(zero, fb_hi, est_hi))
+        fell[columns] = unresolved | zero
     lower[columns] = np.where(np.isnan(pub_lo[columns]), est_lo, pub_lo[columns])
     upper[columns] = np.where(np.isnan(pub_hi[columns]), est_hi, pub_hi[columns])
     # a public side wins over an estimate that crosses it
@@ -398,7 +440,24 @@ def _bounds_release(counts_of, shape, mu, rng, *, quantiles, bounds, confidence,
     flags = np.zeros(p, dtype=bool)
     flags[columns] = unresolved
     return FeatureBounds(lower, upper, [record], public, 1.0 / mu, sigma, columns, noisy, n, grid,
-                         flags)
+                         flags, fell)
+
+
+def collapsed_to_zero(lower, upper):
+    """Features whose estimated bounds are both the exact zero bin (a zero-inflated or
+    all-zero column at this budget): ``lower == upper == 0``."""
+    return (np.asarray(lower) == 0.0) & (np.asarray(upper) == 0.0)
+
+
+def _check_fallback(fallback):
+    try:
+        lo, hi = (float(v) for v in fallback)
+    except (TypeError, ValueError):
+        raise ValueError(f"fallback must be None or a pair (lower, upper) of floats, got "
+                         f"{fallback!r}") from None
+    if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
+        raise ValueError(f"fallback must be finite with lower < upper, got {fallback!r}")
+    return lo, hi
 
 
 def private_target_bounds(y, mu, rng, *, quantiles=DEFAULT_QUANTILES, bounds=None,
