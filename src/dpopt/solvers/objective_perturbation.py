@@ -134,12 +134,13 @@ from dpopt.privacy import (
     objective_perturbation_delta,
 )
 from dpopt.solvers._base import Checkpoints, Option, make_result, register_solver
+from dpopt.solvers._op_minimize import minimize_to_tolerance, newton
 
 NOISE_FACTOR = 1.3  # Redberg et al.'s f: OP noise <= 1.3 x the plain Gaussian mechanism's
 OUTPUT_SHARE = 0.1  # mu_out / mu: the output perturbation's share of the budget (GDP units)
-MAX_NEWTON = 200
 MAX_AUTO_SHIFT = 10.0
 DENSE_NEWTON_MAX_DIM = 500  # above: Newton-CG with Hessian-vector products
+HESSIAN_ROWS = 1 << 16  # above: Newton directions from a sub-sampled Hessian (_op_minimize)
 
 
 def loss_constants(loss) -> tuple[float, float]:
@@ -150,6 +151,13 @@ def loss_constants(loss) -> tuple[float, float]:
         return float(loss.param), 1.0
     raise ValueError(f"objective perturbation supports the logistic and huber losses, "
                      f"got {loss.name!r}")
+
+
+def smoothness_bound(beta, row_sq_bound, reg) -> float:
+    """beta_F = beta B_aug^2 + max_j reg_j >= ||Hessian of F_b|| for every dataset whose
+    (augmented) rows have ||x||^2 <= ``row_sq_bound`` (public: the data Hessian
+    (1/n) sum_i l'' x_i x_i^T has norm <= beta max_i ||x_i||^2)."""
+    return beta * row_sq_bound + float(np.max(reg))
 
 
 def loss_curvature(loss, z, y):
@@ -197,7 +205,12 @@ def clip_feature_rows(problem, bound):
         if problem.fit_intercept:
             F = sp.hstack([F, np.ones((problem.n_samples, 1))])
         return sp.csr_matrix(F)
-    X = np.array(problem.X, order="C", dtype=np.float64)
+    if problem.n_samples > HESSIAN_ROWS:  # large: keep the problem's (Fortran) layout
+        if np.all(scale == 1.0):  # nothing to clip: no copy (the arithmetic is the same)
+            return problem.X
+        X = np.array(problem.X, order="F", dtype=np.float64)
+    else:
+        X = np.array(problem.X, order="C", dtype=np.float64)
     X[:, :problem.n_features] *= scale[:, None]
     return X
 
@@ -322,11 +335,18 @@ def calibrate_objective_perturbation(epsilon, delta, *, dof, regularization, alp
 
 
 class PerturbedObjective:
-    """F_b(w) = mean_i l(x_i^T w; y_i) + (1/2) sum_j reg_j w_j^2 + lin^T w."""
+    """F_b(w) = mean_i l(x_i^T w; y_i) + (1/2) sum_j reg_j w_j^2 + lin^T w.
+
+    Newton directions: the exact dense Hessian up to ``HESSIAN_ROWS`` rows (and
+    ``DENSE_NEWTON_MAX_DIM`` columns); on more rows, the Hessian of every ``stride``-th row
+    scaled by n / m (m rows used; public positions), halving ``stride`` on
+    :meth:`refine_hessian`; above ``DENSE_NEWTON_MAX_DIM`` columns, conjugate gradients on
+    Hessian-vector products X^T (D (X v))."""
 
     def __init__(self, X, y, loss, reg, lin):
         self.X, self.y, self.loss, self.reg, self.lin = X, y, loss, reg, lin
         self.n = X.shape[0]
+        self.stride = -(-self.n // HESSIAN_ROWS)  # ceil: 1 (exact) up to HESSIAN_ROWS rows
 
     def margins(self, w):
         return np.asarray(self.X @ w).ravel()
@@ -343,17 +363,34 @@ class PerturbedObjective:
 
     evaluate = margins  # what newton() computes once per point: here the margins X w
 
+    def refine_hessian(self):
+        self.stride = max(1, self.stride // 2)
+
     def newton_direction(self, w, g, z):
-        h = loss_curvature(self.loss, z, self.y) / self.n
         dim = w.shape[0]
-        if dim <= DENSE_NEWTON_MAX_DIM:
+        if dim > DENSE_NEWTON_MAX_DIM:
+            h = loss_curvature(self.loss, z, self.y) / self.n
+            op = LinearOperator((dim, dim), dtype=np.float64, matvec=lambda v: np.asarray(
+                self.X.T @ (h * np.asarray(self.X @ v).ravel())).ravel() + self.reg * v)
+            return cg(op, g, rtol=1e-10, maxiter=10 * dim)[0]
+        if self.n <= HESSIAN_ROWS:
+            h = loss_curvature(self.loss, z, self.y) / self.n
             H = self.X.T @ (sp.diags(h) @ self.X) if sp.issparse(self.X) else \
                 self.X.T @ (h[:, None] * self.X)
             return solve_newton_system(np.asarray(H.toarray() if sp.issparse(H) else H),
                                        self.reg, g)
-        op = LinearOperator((dim, dim), dtype=np.float64, matvec=lambda v: np.asarray(
-            self.X.T @ (h * np.asarray(self.X @ v).ravel())).ravel() + self.reg * v)
-        return cg(op, g, rtol=1e-10, maxiter=10 * dim)[0]
+        return solve_newton_system(self.sampled_hessian(z), self.reg, g)
+
+    def sampled_hessian(self, z):
+        """(1/m) sum over the rows i = 0, stride, 2 stride, ... of l''(z_i) x_i x_i^T (m rows),
+        as one symmetric rank-m product (BLAS syrk); the exact data Hessian at stride 1."""
+        rows = np.arange(0, self.n, self.stride)
+        root = np.sqrt(loss_curvature(self.loss, z[rows], self.y[rows]) / len(rows))
+        if sp.issparse(self.X):
+            A = sp.diags(root) @ self.X[rows]
+            return np.asarray((A.T @ A).toarray())
+        A = np.asfortranarray(self.X[rows] * root[:, None])
+        return A.T @ A
 
 
 def solve_newton_system(hessian_loss, reg, g):
@@ -385,6 +422,17 @@ def chunk_newton_terms(xb, yb, *, w, loss, fit_intercept, bound):
                            hess.ravel()])[None, :]
 
 
+def chunk_gradient_terms(xb, yb, *, w, loss, fit_intercept, bound):
+    """:func:`chunk_newton_terms` without the Hessian: [sum_i l(z_i), sum_i l'(z_i) x_i], a
+    (1, 1 + d) row (the first-order points of the fallback, _op_minimize)."""
+    from dpopt.distributed import _design
+
+    X = clip_design_rows(_design(xb, fit_intercept), xb.shape[1], bound)
+    y = np.asarray(yb[:, 0], dtype=np.float64)
+    z = X @ w
+    return np.concatenate([[np.sum(loss.value(z, y))], X.T @ loss.deriv(z, y)])[None, :]
+
+
 class ChunkedPoint:
     """F_b's data term at one w, summed over the chunks: (1/n) sum of losses, gradient and
     Hessian (what :func:`newton` needs at a point)."""
@@ -392,7 +440,7 @@ class ChunkedPoint:
     def __init__(self, totals, dim, n):
         self.loss = float(totals[0]) / n
         self.gradient = totals[1:1 + dim] / n
-        self.hessian = totals[1 + dim:].reshape(dim, dim) / n
+        self.hessian = totals[1 + dim:].reshape(dim, dim) / n if len(totals) > 1 + dim else None
 
 
 class ChunkedPerturbedObjective:
@@ -404,13 +452,17 @@ class ChunkedPerturbedObjective:
     def __init__(self, problem, bound, reg, lin):
         self.problem, self.bound, self.reg, self.lin = problem, bound, reg, lin
 
-    def evaluate(self, w):
+    def evaluate(self, w, terms=chunk_newton_terms):
         d = self.problem.dim
-        totals = self.problem._reduce(chunk_newton_terms, 1 + d + d * d,
-                                      w=np.ascontiguousarray(w, dtype=np.float64),
+        width = 1 + d + (d * d if terms is chunk_newton_terms else 0)
+        totals = self.problem._reduce(terms, width, w=np.ascontiguousarray(w, dtype=np.float64),
                                       loss=self.problem.loss,
                                       fit_intercept=self.problem.fit_intercept, bound=self.bound)
         return ChunkedPoint(totals, d, self.problem.n_samples)
+
+    def evaluate_first_order(self, w):
+        """Loss and gradient only: a (1 + d)-vector reduction (the fallback's points)."""
+        return self.evaluate(w, chunk_gradient_terms)
 
     def value(self, w, point):
         return float(point.loss + 0.5 * np.dot(self.reg * w, w) + np.dot(self.lin, w))
@@ -420,35 +472,6 @@ class ChunkedPerturbedObjective:
 
     def newton_direction(self, w, g, point):
         return solve_newton_system(point.hessian, self.reg, g)
-
-
-def newton(objective, w0, tau, max_iter=MAX_NEWTON):
-    """Damped Newton until ||grad|| <= tau; returns (w, gradient norm, iterations).
-
-    ``objective.evaluate(w)`` is computed once per point tried and passed to ``value``,
-    ``gradient`` and ``newton_direction`` (the margins in memory; on chunked data the
-    reduced loss, gradient and Hessian: one reduction per point, so one per Newton step
-    when the full step is accepted)."""
-    w = w0.copy()
-    z = objective.evaluate(w)
-    g = objective.gradient(w, z)
-    gnorm = float(np.linalg.norm(g))
-    for it in range(1, max_iter + 1):
-        if gnorm <= tau or not np.isfinite(gnorm):
-            return w, gnorm, it - 1
-        step = objective.newton_direction(w, g, z)
-        f0, slope, t = objective.value(w, z), float(np.dot(g, step)), 1.0
-        for _ in range(60):  # Armijo, or a smaller gradient where F is flat to round-off
-            w_new = w - t * step
-            z_new = objective.evaluate(w_new)
-            g_new = objective.gradient(w_new, z_new)
-            if objective.value(w_new, z_new) <= f0 - 1e-4 * t * slope or \
-                    np.linalg.norm(g_new) < 0.5 * gnorm:
-                break
-            t *= 0.5
-        w, z, g = w_new, z_new, g_new
-        gnorm = float(np.linalg.norm(g))
-    return w, gnorm, max_iter
 
 
 # ---------------------------------------------------------------------------
@@ -531,11 +554,15 @@ def fit_objective_perturbation(problem, *, epsilon, delta, rng, row_bound=None,
         obj = PerturbedObjective(clip_feature_rows(problem, bound), problem.y, problem.loss, reg,
                                  lin)
     tau = tolerance * convexity if private else tolerance * max(convexity, 1e-3)
+    target = 0.5 * tau  # half: room for round-off in the computed gradient
     with np.errstate(over="ignore", invalid="ignore"):
-        w, gnorm, iters = newton(obj, problem.zeros(), 0.5 * tau)
-    if private and not gnorm <= 0.5 * tau:
-        raise ValueError(f"Newton's method did not reach the gradient tolerance {0.5 * tau:.3g} "
-                         f"(got {gnorm:.3g}): rescale the data or increase tolerance")
+        if convexity > 0:  # always when private: the release rule of _op_minimize
+            w, gnorm, iters, _ = minimize_to_tolerance(
+                obj, problem.zeros(), target, convexity=convexity,
+                smoothness=smoothness_bound(beta, b2 + intercept, reg),
+                g0_bound=L * math.sqrt(b2 + intercept) + float(np.linalg.norm(lin)))
+        else:  # epsilon = inf without any regularization: no bound needed, nothing private
+            w, gnorm, iters = newton(obj, problem.zeros(), target)
     w = w + sigma_out * rng.standard_normal(problem.dim)
     ck = Checkpoints()
     ck.record(w, 1)
@@ -546,4 +573,5 @@ def fit_objective_perturbation(problem, *, epsilon, delta, rng, row_bound=None,
                        params={"row_bound": bound, "regularization": lam, "tolerance": tolerance,
                                "L": L, "beta": beta, "shift": shift,
                                "sigma": sigma, "sigma_out": sigma_out, "z_out": z_out,
-                               "gradient_norm": gnorm})
+                               "gradient_bound": target,
+                               **({} if private else {"gradient_norm": gnorm})})
