@@ -373,24 +373,41 @@ class PerturbedObjective:
             op = LinearOperator((dim, dim), dtype=np.float64, matvec=lambda v: np.asarray(
                 self.X.T @ (h * np.asarray(self.X @ v).ravel())).ravel() + self.reg * v)
             return cg(op, g, rtol=1e-10, maxiter=10 * dim)[0]
-        if self.n <= HESSIAN_ROWS:
-            h = loss_curvature(self.loss, z, self.y) / self.n
-            H = self.X.T @ (sp.diags(h) @ self.X) if sp.issparse(self.X) else \
-                self.X.T @ (h[:, None] * self.X)
-            return solve_newton_system(np.asarray(H.toarray() if sp.issparse(H) else H),
-                                       self.reg, g)
-        return solve_newton_system(self.sampled_hessian(z), self.reg, g)
+        with single_threaded_blas():
+            if self.n <= HESSIAN_ROWS:
+                h = loss_curvature(self.loss, z, self.y) / self.n
+                H = self.X.T @ (sp.diags(h) @ self.X) if sp.issparse(self.X) else \
+                    self.X.T @ (h[:, None] * self.X)
+                H = np.asarray(H.toarray() if sp.issparse(H) else H)
+            else:
+                H = self.sampled_hessian(z)
+        return solve_newton_system(H, self.reg, g)
 
     def sampled_hessian(self, z):
         """(1/m) sum over the rows i = 0, stride, 2 stride, ... of l''(z_i) x_i x_i^T (m rows),
         as one symmetric rank-m product (BLAS syrk); the exact data Hessian at stride 1."""
-        rows = np.arange(0, self.n, self.stride)
-        root = np.sqrt(loss_curvature(self.loss, z[rows], self.y[rows]) / len(rows))
+        step = self.stride
+        root = np.sqrt(loss_curvature(self.loss, z[::step], self.y[::step]) / len(z[::step]))
         if sp.issparse(self.X):
-            A = sp.diags(root) @ self.X[rows]
+            A = sp.diags(root) @ self.X[::step]
             return np.asarray((A.T @ A).toarray())
-        A = np.asfortranarray(self.X[rows] * root[:, None])
+        A = self.X[::step] * root[:, None]  # a strided view times a column: one pass
         return A.T @ A
+
+
+@functools.cache
+def _blas_controller():
+    from threadpoolctl import ThreadpoolController
+
+    return ThreadpoolController()
+
+
+def single_threaded_blas():
+    """A context with BLAS on one thread: the d x d Hessian products are small (at most
+    HESSIAN_ROWS d^2 flops), and threaded level-3 BLAS busy-waits when the cores are shared
+    (measured 8x slower on a loaded 2-core machine); one thread also makes the product
+    independent of the machine's thread count (bit for bit)."""
+    return _blas_controller().limit(limits=1, user_api="blas")
 
 
 def solve_newton_system(hessian_loss, reg, g):
