@@ -164,3 +164,24 @@ def test_sampled_hessian_is_the_exact_one_at_stride_one():
     rows = np.arange(0, 500, 5)
     np.testing.assert_allclose(obj.sampled_hessian(z),
                                X[rows].T @ (h[rows, None] * X[rows]) / 100, rtol=1e-12)
+
+
+@pytest.mark.parametrize("intercept", [True, False])
+def test_clipped_rows_view_equals_the_clipped_copy(monkeypatch, intercept):
+    """Above HESSIAN_ROWS the rows are clipped without copying X: products, rows and the
+    whole fit agree with the clipped copy of the small-problem path."""
+    pb = logistic_problem(n=600, p=4, seed=4, fit_intercept=intercept)
+    copy = opmod.clip_feature_rows(pb, 1.2)
+    monkeypatch.setattr(opmod, "HESSIAN_ROWS", 100)
+    view = opmod.clip_feature_rows(pb, 1.2)
+    assert isinstance(view, opmod.ClippedRows)
+    w, d = np.linspace(-1, 2, pb.dim), np.linspace(-1, 3, 600)
+    np.testing.assert_allclose(view @ w, copy @ w, rtol=1e-13)
+    np.testing.assert_allclose(view.T @ d, copy.T @ d, rtol=1e-13)
+    np.testing.assert_allclose(view[::7], copy[::7], rtol=1e-15)
+    opts = dict(epsilon=1.0, delta=1e-6, row_bound=1.2, random_state=1)
+    monkeypatch.setattr(opmod, "HESSIAN_ROWS", 1 << 16)
+    small = dpopt.solve(pb, NAME, **opts)
+    monkeypatch.setattr(opmod, "HESSIAN_ROWS", 100)
+    large = dpopt.solve(pb, NAME, **opts)
+    np.testing.assert_allclose(large.w, small.w, rtol=0, atol=2 * small.params["tolerance"])

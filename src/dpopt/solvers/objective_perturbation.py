@@ -196,7 +196,8 @@ def feature_row_norms(problem):
 
 def clip_feature_rows(problem, bound):
     """The design with every feature part rescaled to norm <= ``bound`` (the intercept
-    column untouched): dense C-ordered or CSR."""
+    column untouched): dense C-ordered or CSR; above ``HESSIAN_ROWS`` dense rows, X itself
+    or a :class:`ClippedRows` view (no copy)."""
     norms = feature_row_norms(problem)
     with np.errstate(divide="ignore", invalid="ignore"):
         scale = np.where(norms > bound, bound / norms, 1.0)
@@ -205,14 +206,49 @@ def clip_feature_rows(problem, bound):
         if problem.fit_intercept:
             F = sp.hstack([F, np.ones((problem.n_samples, 1))])
         return sp.csr_matrix(F)
-    if problem.n_samples > HESSIAN_ROWS:  # large: keep the problem's (Fortran) layout
-        if np.all(scale == 1.0):  # nothing to clip: no copy (the arithmetic is the same)
-            return problem.X
-        X = np.array(problem.X, order="F", dtype=np.float64)
-    else:
-        X = np.array(problem.X, order="C", dtype=np.float64)
+    if problem.n_samples > HESSIAN_ROWS:  # large: no copy of X (the problem's own layout)
+        return problem.X if np.all(scale == 1.0) else \
+            ClippedRows(problem.X, problem.n_features, scale)
+    X = np.array(problem.X, order="C", dtype=np.float64)
     X[:, :problem.n_features] *= scale[:, None]
     return X
+
+
+class ClippedRows:
+    """The dense design X with every row's feature part multiplied by ``scale`` (the
+    intercept column, if any, untouched), without a copy of X: what
+    :class:`PerturbedObjective` needs of it, X_c @ w = scale * (F @ w_f) [+ w_b],
+    X_c.T @ d = [F.T @ (scale * d) [, sum(d)]], and rows X_c[rows]."""
+
+    def __init__(self, X, n_features, scale):
+        self.X, self.p, self.scale = X, n_features, scale
+        self.shape = X.shape
+        self.T = _TransposedClippedRows(self)
+
+    def __matmul__(self, w):
+        z = self.X[:, :self.p] @ w[:self.p]
+        z *= self.scale
+        if self.shape[1] > self.p:
+            z += w[self.p]
+        return z
+
+    def __getitem__(self, rows):
+        A = np.array(self.X[rows], dtype=np.float64)
+        A[:, :self.p] *= self.scale[rows][:, None]
+        return A
+
+
+class _TransposedClippedRows:
+    def __init__(self, design):
+        self.design = design
+
+    def __matmul__(self, d):
+        design = self.design
+        out = np.empty(design.shape[1])
+        out[:design.p] = design.X[:, :design.p].T @ (design.scale * d)
+        if design.shape[1] > design.p:
+            out[design.p] = np.sum(d)
+        return out
 
 
 def clip_design_rows(X, n_features, bound):
