@@ -383,6 +383,7 @@ class PerturbedObjective:
         self.X, self.y, self.loss, self.reg, self.lin = X, y, loss, reg, lin
         self.n = X.shape[0]
         self.stride = -(-self.n // HESSIAN_ROWS)  # ceil: 1 (exact) up to HESSIAN_ROWS rows
+        self._rows = None  # (stride, the rows X[::stride]) of the last sampled Hessian
 
     def margins(self, w):
         return np.asarray(self.X @ w).ravel()
@@ -427,7 +428,9 @@ class PerturbedObjective:
         if sp.issparse(self.X):
             A = sp.diags(root) @ self.X[::step]
             return np.asarray((A.T @ A).toarray())
-        A = self.X[::step] * root[:, None]  # a strided view times a column: one pass
+        if self._rows is None or self._rows[0] != step:  # gathered once per stride
+            self._rows = (step, np.asfortranarray(self.X[::step]))
+        A = self._rows[1] * root[:, None]
         return A.T @ A
 
 
