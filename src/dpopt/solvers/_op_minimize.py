@@ -138,9 +138,9 @@ def minimize_to_tolerance(objective, w0, target, *, convexity, smoothness, g0_bo
 
     ``convexity`` s > 0, ``smoothness`` beta_F and ``g0_bound`` >= ||grad F(w0)|| must be
     public bounds valid for every dataset of the domain. ``first_stage(objective, w0,
-    target)`` (default :func:`newton`) returns (w, gradient norm, iterations). Returns (w, gradient norm, iterations,
-    stage), ``stage`` 1 or 2 (which stage produced w: a diagnostic for tests, never to be
-    released since it depends on the data)."""
+    target)`` (default :func:`newton`) returns (w, gradient norm, iterations). Returns
+    (w, gradient norm, iterations, stage), ``stage`` 1 or 2 (which stage produced w: a
+    diagnostic for tests, never to be released since it depends on the data)."""
     w, gnorm, iters = (first_stage or newton)(objective, w0, target)
     if gnorm <= target:
         return w, gnorm, iters, 1

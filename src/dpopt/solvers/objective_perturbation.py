@@ -15,8 +15,9 @@ With b ~ N(0, sigma^2 I_dim) drawn once, the solver minimises (scikit-learn scal
     F_b(w) = (1/n) sum_i l(x_i^T w; y_i) + (alpha/2) ||w_feat||^2 + (lambda/2) ||w||^2 + b^T w / n
 
 (``alpha`` the user's L2 penalty on the features, ``lambda`` the regularization OP adds on
-every coordinate, the intercept included) to ||grad F_b(w_hat)|| <= tau / 2 with Newton's
-method, then releases w_out = w_hat + N(0, sigma_out^2 I). Rows are first clipped:
+every coordinate, the intercept included) to ||grad F_b(w_hat)|| <= tau / 2 (Newton's method,
+then if needed an accelerated gradient method for a public number of steps:
+:mod:`dpopt.solvers._op_minimize`), then releases w_out = w_hat + N(0, sigma_out^2 I). Rows are first clipped:
 feature parts longer than ``row_bound`` B are rescaled to norm B, so every augmented row
 has ||x|| <= B_aug = sqrt(B^2 + [intercept]).
 
@@ -86,6 +87,20 @@ ValueError if the Jacobian term alone exceeds the budget). Accountant: the exact
 :func:`dpopt.privacy.epsilon_of` (certified Riemann sum); the achieved epsilon is checked
 <= target. The calibration depends only on public quantities and is cached.
 
+Release rule (never a refusal)
+------------------------------
+The AMP argument needs only ||grad F_b(w_hat)|| <= tau at the released w_hat; how w_hat was
+found is not released. :func:`dpopt.solvers._op_minimize.minimize_to_tolerance` runs damped
+Newton, and if Newton did not certify the target (tau / 2 on the computed gradient), Nesterov's
+accelerated gradient method with step 1 / beta_F for at most
+ceil(2 sqrt(kappa) log(G0 sqrt(kappa (kappa + 1)) / target)) steps, kappa = beta_F / s,
+beta_F = beta B_aug^2 + max reg (:func:`smoothness_bound`), G0 = L B_aug + ||b|| / n >=
+||grad F_b(0)||: public quantities after which the target holds in exact arithmetic for every
+dataset of the domain (proof in that module). So a fit always releases, on every pair of
+neighbours; before, a Newton failure raised a ValueError, an event that depended on the data.
+A private result reports ``gradient_bound`` (the target, public) and not the gradient norm
+reached, which depends on the data.
+
 Chunked data
 ------------
 The solver is declared ``distributed=True``: it fits a
@@ -96,7 +111,11 @@ clips its own rows to B (the same per-row map as in memory) and returns its shar
 Dask's tree sum adds (:func:`chunk_newton_terms`); the client adds the regularization and
 b^T w / n and solves the dim x dim Newton system (dense at every dim: dim^2 floats per
 chunk, like AdaSSP's statistics). One reduction per Newton step when the full step is
-accepted, one more per halving of the line search. b and the output noise are drawn on the
+accepted, one more per halving of the line search. The Hessian is reduced rather than
+multiplied by vectors because on a cluster a round trip costs far more than the chunk's
+d^2 flops per row: Newton-CG would need one reduction per conjugate-gradient iteration
+(tens per Newton step) against one here. The fallback's points need the loss and gradient
+only (:func:`chunk_gradient_terms`, 1 + dim floats per chunk). b and the output noise are drawn on the
 client from the fit's Generator, in the in-memory order. Privacy is unchanged: the OP
 argument is about the exact minimiser w* of F_b, a function of the data and b only, and
 the AMP argument needs only ||grad F_b(w_hat)|| <= tau / 2 at the released w_hat (checked on
@@ -105,11 +124,15 @@ reached it; so the records and the accounting are the single-machine ones, and a
 fit is within ``tolerance`` of the in-memory one at the same seed (both within tolerance/2
 of the same w*; in practice to rounding, as Newton takes the same steps).
 
-``epsilon = inf``: no noise, lambda = 0 with ``"auto"`` (the user's problem itself).
-Newton's method stops at ||grad|| <= tau / 2 (margin for round-off in the gradient); if it
-does not get there (numerical trouble only: the problem is strongly convex and smooth) a
-ValueError is raised, an event that depends on the data. Random draws: ``standard_normal(dim)``
-for b, then ``standard_normal(dim)`` for the output noise.
+``epsilon = inf``: no noise, lambda = 0 with ``"auto"`` (the user's problem itself; without
+any regularization there is no strong convexity and Newton's result is released as is).
+The target is tau / 2 on the computed gradient (margin for round-off). Random draws:
+``standard_normal(dim)`` for b, then ``standard_normal(dim)`` for the output noise.
+
+Large problems: above ``HESSIAN_ROWS`` rows (dense), the rows are clipped by a row-scaled
+view of X (:class:`ClippedRows`, no copy) and Newton's directions use the Hessian of every
+stride-th row (refined on slow contraction; :mod:`dpopt.solvers._op_minimize`). Hessian
+products run on one BLAS thread (:func:`single_threaded_blas`).
 """
 
 from __future__ import annotations
