@@ -147,7 +147,17 @@ def test_sampled_hessian_path_matches_the_exact_one(monkeypatch):
     opts = dict(epsilon=2.0, delta=1e-7, row_bound=2.0, random_state=9)
     exact = dpopt.solve(pb, NAME, **opts)
     monkeypatch.setattr(opmod, "HESSIAN_ROWS", 128)
+    monkeypatch.setattr(opmod, "hessian_sample_rows", lambda dim: 64)  # stride 46
+    strides = []
+    refine = opmod.PerturbedObjective.refine_hessian
+
+    def spy(self):
+        strides.append(self.stride)
+        refine(self)
+
+    monkeypatch.setattr(opmod.PerturbedObjective, "refine_hessian", spy)
     sampled = dpopt.solve(pb, NAME, **opts)
+    assert strides and strides[0] == 3000 // 64  # sampled at first, refined on the way
     np.testing.assert_allclose(sampled.w, exact.w, rtol=0, atol=2 * exact.params["tolerance"])
     assert released_gradient(pb, sampled, 9)[0] <= sampled.params["gradient_bound"]
 

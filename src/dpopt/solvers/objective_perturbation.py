@@ -393,19 +393,28 @@ def calibrate_objective_perturbation(epsilon, delta, *, dof, regularization, alp
 # the perturbed problem
 
 
+def hessian_sample_rows(dim) -> int:
+    """The first sub-sampled Hessian's rows, m = max(4096, 32 d ln d): a sample of
+    O(d log d / eps^2) rows gives a (1 +- eps) spectral approximation of a sum of
+    bounded-leverage rank-one terms (matrix Chernoff; Tropp, Found. Comput. Math. 2012), here
+    eps ~ 1/2; refined by doubling when Newton's local contraction says it is too coarse."""
+    return max(4096, math.ceil(32 * dim * math.log(max(dim, 2))))
+
+
 class PerturbedObjective:
     """F_b(w) = mean_i l(x_i^T w; y_i) + (1/2) sum_j reg_j w_j^2 + lin^T w.
 
     Newton directions: the exact dense Hessian up to ``HESSIAN_ROWS`` rows (and
     ``DENSE_NEWTON_MAX_DIM`` columns); on more rows, the Hessian of every ``stride``-th row
-    scaled by n / m (m rows used; public positions), halving ``stride`` on
+    (about :func:`hessian_sample_rows` rows at first; public positions), halving ``stride`` on
     :meth:`refine_hessian`; above ``DENSE_NEWTON_MAX_DIM`` columns, conjugate gradients on
     Hessian-vector products X^T (D (X v))."""
 
     def __init__(self, X, y, loss, reg, lin):
         self.X, self.y, self.loss, self.reg, self.lin = X, y, loss, reg, lin
         self.n = X.shape[0]
-        self.stride = -(-self.n // HESSIAN_ROWS)  # ceil: 1 (exact) up to HESSIAN_ROWS rows
+        self.stride = 1 if self.n <= HESSIAN_ROWS else max(1, self.n // hessian_sample_rows(
+            X.shape[1]))
         self._rows = None  # (stride, the rows X[::stride]) of the last sampled Hessian
 
     def margins(self, w):
