@@ -43,7 +43,8 @@ stage 2's last point is the exact-arithmetic theorem above.
 Stage 1 on large dense data uses a sub-sampled Hessian (Byrd, Chin, Neveitt, Nocedal, SIAM J.
 Optim. 2011; Roosta-Khorasani, Mahoney, Math. Program. 2019): the Hessian of a fixed, evenly
 spaced subset of the rows (public positions), refined (twice the rows) whenever a full
-Newton step contracts the gradient by less than a factor 4. Its cost is m d^2 instead of
+Newton step contracts the gradient by less than a factor 4, and kept for the next step
+(not recomputed) when it contracted by more (a chord step). Its cost is m d^2 instead of
 n d^2 per step; like every stage-1 choice it only changes the path, never the release rule.
 """
 
@@ -55,7 +56,6 @@ import numpy as np
 
 MAX_NEWTON = 200
 LINE_SEARCH_HALVINGS = 60
-LOCAL_CONTRACTION = 0.25  # a full Newton step that contracts ||grad|| less refines the Hessian
 
 
 def newton(objective, w0, target, max_iter=None):
@@ -65,9 +65,10 @@ def newton(objective, w0, target, max_iter=None):
     ``gradient`` and ``newton_direction`` (the margins in memory; on chunked data the
     reduced loss, gradient and Hessian: one reduction per point, so one per Newton step
     when the full step is accepted), at most ``max_iter`` (default ``MAX_NEWTON``) steps.
-    After a full step that contracted the gradient by less
-    than ``LOCAL_CONTRACTION``, ``objective.refine_hessian()`` (when it has one) makes the
-    next Hessian more exact."""
+    A trial point is accepted when its gradient norm halves (then F's values are not
+    needed) or on Armijo's condition. After each full step, ``objective.contraction(ratio)``
+    (when it has one) learns how much the gradient norm contracted, so that an approximate
+    Hessian can be refined or kept."""
     max_iter = MAX_NEWTON if max_iter is None else max_iter
     w = w0.copy()
     z = objective.evaluate(w)
@@ -77,20 +78,21 @@ def newton(objective, w0, target, max_iter=None):
         if gnorm <= target or not np.isfinite(gnorm):
             return w, gnorm, it - 1
         step = objective.newton_direction(w, g, z)
-        f0, slope, t = objective.value(w, z), float(np.dot(g, step)), 1.0
-        for _ in range(LINE_SEARCH_HALVINGS):  # Armijo, or a smaller gradient where F is flat
+        f0, slope, t = None, float(np.dot(g, step)), 1.0
+        for _ in range(LINE_SEARCH_HALVINGS):  # a smaller gradient (where F is flat), or Armijo
             w_new = w - t * step
             z_new = objective.evaluate(w_new)
             g_new = objective.gradient(w_new, z_new)
-            if objective.value(w_new, z_new) <= f0 - 1e-4 * t * slope or \
-                    np.linalg.norm(g_new) < 0.5 * gnorm:
+            if np.linalg.norm(g_new) < 0.5 * gnorm:
+                break
+            f0 = objective.value(w, z) if f0 is None else f0
+            if objective.value(w_new, z_new) <= f0 - 1e-4 * t * slope:
                 break
             t *= 0.5
         w, z, g = w_new, z_new, g_new
         gnorm_new = float(np.linalg.norm(g))
-        if t == 1.0 and gnorm_new > LOCAL_CONTRACTION * gnorm and \
-                hasattr(objective, "refine_hessian"):
-            objective.refine_hessian()
+        if t == 1.0 and hasattr(objective, "contraction"):
+            objective.contraction(gnorm_new / gnorm)
         gnorm = gnorm_new
     return w, gnorm, max_iter
 

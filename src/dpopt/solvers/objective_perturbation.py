@@ -164,6 +164,7 @@ OUTPUT_SHARE = 0.1  # mu_out / mu: the output perturbation's share of the budget
 MAX_AUTO_SHIFT = 10.0
 DENSE_NEWTON_MAX_DIM = 500  # above: Newton-CG with Hessian-vector products
 HESSIAN_ROWS = 1 << 16  # above: Newton directions from a sub-sampled Hessian (_op_minimize)
+LOCAL_CONTRACTION = 0.25  # a full Newton step contracting ||grad|| less refines that Hessian
 
 
 def loss_constants(loss) -> tuple[float, float]:
@@ -416,6 +417,7 @@ class PerturbedObjective:
         self.stride = 1 if self.n <= HESSIAN_ROWS else max(1, self.n // hessian_sample_rows(
             X.shape[1]))
         self._rows = None  # (stride, the rows X[::stride]) of the last sampled Hessian
+        self._hessian, self._keep = None, False  # the last sampled Hessian; reuse it next?
 
     def margins(self, w):
         return np.asarray(self.X @ w).ravel()
@@ -431,6 +433,16 @@ class PerturbedObjective:
         return np.asarray(self.X.T @ d).ravel() / self.n + self.reg * w + self.lin
 
     evaluate = margins  # what newton() computes once per point: here the margins X w
+
+    def contraction(self, ratio):
+        """After a full Newton step that multiplied ||grad|| by ``ratio`` (sampled Hessians
+        only): below LOCAL_CONTRACTION keep the Hessian for the next step (a chord step: near
+        the minimiser it hardly changes), else refine it (twice the rows)."""
+        if self.stride == 1 and self.n <= HESSIAN_ROWS:
+            return
+        self._keep = ratio <= LOCAL_CONTRACTION
+        if not self._keep:
+            self.refine_hessian()
 
     def refine_hessian(self):
         self.stride = max(1, self.stride // 2)
@@ -448,8 +460,10 @@ class PerturbedObjective:
                 H = self.X.T @ (sp.diags(h) @ self.X) if sp.issparse(self.X) else \
                     self.X.T @ (h[:, None] * self.X)
                 H = np.asarray(H.toarray() if sp.issparse(H) else H)
+            elif self._keep and self._hessian is not None:
+                H = self._hessian
             else:
-                H = self.sampled_hessian(z)
+                H = self._hessian = self.sampled_hessian(z)
         return solve_newton_system(H, self.reg, g)
 
     def sampled_hessian(self, z):
