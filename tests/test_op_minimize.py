@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 
 import dpopt
 from dpopt.solvers import _op_minimize as opmin
@@ -139,11 +140,17 @@ def test_initial_gradient_bound_holds_at_zero():
             assert np.linalg.norm(g) == pytest.approx(math.sqrt(2.0), rel=1e-12)
 
 
-def test_sampled_hessian_path_matches_the_exact_one(monkeypatch):
+@pytest.mark.parametrize("sparse", [False, True])
+def test_sampled_hessian_path_matches_the_exact_one(monkeypatch, sparse):
     """More rows than HESSIAN_ROWS: Newton directions from every stride-th row's Hessian
     (refined on slow contraction) reach the same tolerance; the release is within
-    2 x tolerance of the exact-Hessian fit."""
+    2 x tolerance of the exact-Hessian fit (dense and CSR)."""
     pb = logistic_problem(n=3000, p=6, seed=1, penalty="l2", alpha=1e-3, fit_intercept=True)
+    if sparse:
+        X = np.asarray(pb.X[:, :-1])
+        X[X < 0.3] = 0.0
+        pb = dpopt.Problem(sp.csr_matrix(X), pb.y, "logistic", "l2", alpha=1e-3,
+                           fit_intercept=True)
     opts = dict(epsilon=2.0, delta=1e-7, row_bound=2.0, random_state=9)
     exact = dpopt.solve(pb, NAME, **opts)
     monkeypatch.setattr(opmod, "HESSIAN_ROWS", 128)
