@@ -90,6 +90,19 @@ def test_hard_instance_releases_within_the_gradient_bound(monkeypatch):
     assert math.isfinite(res.epsilon) and res.epsilon <= 100.0
 
 
+def test_near_separable_ill_conditioned_logistic_releases_within_the_bound():
+    """Separable labels, column scales from 1e-5 to 1, two columns equal to 1e-6, epsilon =
+    100 (lambda ~ 4e-7, so kappa ~ 1e7): a release, its gradient within the bound."""
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((300, 8)) * np.logspace(-5, 0, 8)
+    X[:, 1] = X[:, 0] * (1 + 1e-6 * rng.standard_normal(300))
+    y = np.where(X @ np.ones(8) > 0, 1.0, -1.0)
+    pb = dpopt.Problem(X, y, "logistic", fit_intercept=True)
+    res = dpopt.solve(pb, NAME, epsilon=100.0, delta=1e-6, row_bound=3.0, random_state=0)
+    assert res.params["regularization"] < 1e-6
+    assert released_gradient(pb, res, 0)[0] <= res.params["gradient_bound"]
+
+
 @pytest.mark.parametrize("loss", ["logistic", "huber"])
 def test_crippled_first_stage_falls_back_to_the_same_release(monkeypatch, loss):
     """MAX_NEWTON = 1: Newton stops far from the target; the fallback reaches it, and the
