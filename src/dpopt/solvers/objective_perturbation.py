@@ -438,7 +438,7 @@ class PerturbedObjective:
         """After a full Newton step that multiplied ||grad|| by ``ratio`` (sampled Hessians
         only): below LOCAL_CONTRACTION keep the Hessian for the next step (a chord step: near
         the minimiser it hardly changes), else refine it (twice the rows)."""
-        if self.stride == 1 and self.n <= HESSIAN_ROWS:
+        if self.n <= HESSIAN_ROWS:  # the exact Hessian: nothing to refine or keep
             return
         self._keep = ratio <= LOCAL_CONTRACTION
         if not self._keep:
