@@ -15,8 +15,9 @@ With b ~ N(0, sigma^2 I_dim) drawn once, the solver minimises (scikit-learn scal
     F_b(w) = (1/n) sum_i l(x_i^T w; y_i) + (alpha/2) ||w_feat||^2 + (lambda/2) ||w||^2 + b^T w / n
 
 (``alpha`` the user's L2 penalty on the features, ``lambda`` the regularization OP adds on
-every coordinate, the intercept included) to ||grad F_b(w_hat)|| <= tau / 2 with Newton's
-method, then releases w_out = w_hat + N(0, sigma_out^2 I). Rows are first clipped:
+every coordinate, the intercept included) to ||grad F_b(w_hat)|| <= tau / 2 (Newton's method,
+then if needed an accelerated gradient method for a public number of steps:
+:mod:`dpopt.solvers._op_minimize`), then releases w_out = w_hat + N(0, sigma_out^2 I). Rows are first clipped:
 feature parts longer than ``row_bound`` B are rescaled to norm B, so every augmented row
 has ||x|| <= B_aug = sqrt(B^2 + [intercept]).
 
@@ -86,6 +87,21 @@ ValueError if the Jacobian term alone exceeds the budget). Accountant: the exact
 :func:`dpopt.privacy.epsilon_of` (certified Riemann sum); the achieved epsilon is checked
 <= target. The calibration depends only on public quantities and is cached.
 
+Release rule (never a refusal)
+------------------------------
+The AMP argument needs only ||grad F_b(w_hat)|| <= tau at the released w_hat; how w_hat was
+found is not released. :func:`dpopt.solvers._op_minimize.minimize_to_tolerance` runs damped
+Newton, and if Newton did not certify the target (tau / 2 on the computed gradient), Nesterov's
+accelerated gradient method with step 1 / beta_F for at most
+ceil(2 sqrt(kappa) log(G0 sqrt(kappa (kappa + 1)) / target)) steps, kappa = beta_F / s,
+beta_F = beta B_aug^2 + max reg (:func:`smoothness_bound`), G0 = L B_aug + ||b|| / n >=
+||grad F_b(0)||: public quantities after which the target holds in exact arithmetic for every
+dataset of the domain (proof in that module). So a fit always releases, on every pair of
+neighbours; before, a Newton failure raised a ValueError, an event that depended on the data.
+A private result reports ``gradient_bound`` (the target, public) and not the gradient norm
+reached, nor the number of steps taken (``n_iter`` is 1: one release), which depend on the
+data.
+
 Chunked data
 ------------
 The solver is declared ``distributed=True``: it fits a
@@ -96,7 +112,11 @@ clips its own rows to B (the same per-row map as in memory) and returns its shar
 Dask's tree sum adds (:func:`chunk_newton_terms`); the client adds the regularization and
 b^T w / n and solves the dim x dim Newton system (dense at every dim: dim^2 floats per
 chunk, like AdaSSP's statistics). One reduction per Newton step when the full step is
-accepted, one more per halving of the line search. b and the output noise are drawn on the
+accepted, one more per halving of the line search. The Hessian is reduced rather than
+multiplied by vectors because on a cluster a round trip costs far more than the chunk's
+d^2 flops per row: Newton-CG would need one reduction per conjugate-gradient iteration
+(tens per Newton step) against one here. The fallback's points need the loss and gradient
+only (:func:`chunk_gradient_terms`, 1 + dim floats per chunk). b and the output noise are drawn on the
 client from the fit's Generator, in the in-memory order. Privacy is unchanged: the OP
 argument is about the exact minimiser w* of F_b, a function of the data and b only, and
 the AMP argument needs only ||grad F_b(w_hat)|| <= tau / 2 at the released w_hat (checked on
@@ -105,11 +125,15 @@ reached it; so the records and the accounting are the single-machine ones, and a
 fit is within ``tolerance`` of the in-memory one at the same seed (both within tolerance/2
 of the same w*; in practice to rounding, as Newton takes the same steps).
 
-``epsilon = inf``: no noise, lambda = 0 with ``"auto"`` (the user's problem itself).
-Newton's method stops at ||grad|| <= tau / 2 (margin for round-off in the gradient); if it
-does not get there (numerical trouble only: the problem is strongly convex and smooth) a
-ValueError is raised, an event that depends on the data. Random draws: ``standard_normal(dim)``
-for b, then ``standard_normal(dim)`` for the output noise.
+``epsilon = inf``: no noise, lambda = 0 with ``"auto"`` (the user's problem itself; without
+any regularization there is no strong convexity and Newton's result is released as is).
+The target is tau / 2 on the computed gradient (margin for round-off). Random draws:
+``standard_normal(dim)`` for b, then ``standard_normal(dim)`` for the output noise.
+
+Large problems: above ``HESSIAN_ROWS`` rows (dense), the rows are clipped by a row-scaled
+view of X (:class:`ClippedRows`, no copy) and Newton's directions use the Hessian of every
+stride-th row (refined on slow contraction; :mod:`dpopt.solvers._op_minimize`). Hessian
+products run on one BLAS thread (:func:`single_threaded_blas`).
 """
 
 from __future__ import annotations
@@ -126,6 +150,7 @@ from scipy.sparse.linalg import LinearOperator, cg
 
 from dpopt._core.exceptions import PrivacyLeakWarning
 from dpopt._core.validation import check_scalar
+from dpopt.data.chunked import _design
 from dpopt.privacy import (
     Gaussian,
     ObjectivePerturbation,
@@ -134,12 +159,14 @@ from dpopt.privacy import (
     objective_perturbation_delta,
 )
 from dpopt.solvers._base import Checkpoints, DefaultUse, Option, make_result, register_solver
+from dpopt.solvers._op_minimize import minimize_to_tolerance, newton
 
 NOISE_FACTOR = 1.3  # Redberg et al.'s f: OP noise <= 1.3 x the plain Gaussian mechanism's
 OUTPUT_SHARE = 0.1  # mu_out / mu: the output perturbation's share of the budget (GDP units)
-MAX_NEWTON = 200
 MAX_AUTO_SHIFT = 10.0
 DENSE_NEWTON_MAX_DIM = 500  # above: Newton-CG with Hessian-vector products
+HESSIAN_ROWS = 1 << 16  # above: Newton directions from a sub-sampled Hessian (_op_minimize)
+LOCAL_CONTRACTION = 0.25  # a full Newton step contracting ||grad|| less refines that Hessian
 
 
 def loss_constants(loss) -> tuple[float, float]:
@@ -150,6 +177,13 @@ def loss_constants(loss) -> tuple[float, float]:
         return float(loss.param), 1.0
     raise ValueError(f"objective perturbation supports the logistic and huber losses, "
                      f"got {loss.name!r}")
+
+
+def smoothness_bound(beta, row_sq_bound, reg) -> float:
+    """beta_F = beta B_aug^2 + max_j reg_j >= ||Hessian of F_b|| for every dataset whose
+    (augmented) rows have ||x||^2 <= ``row_sq_bound`` (public: the data Hessian
+    (1/n) sum_i l'' x_i x_i^T has norm <= beta max_i ||x_i||^2)."""
+    return beta * row_sq_bound + float(np.max(reg))
 
 
 def loss_curvature(loss, z, y):
@@ -188,7 +222,8 @@ def feature_row_norms(problem):
 
 def clip_feature_rows(problem, bound):
     """The design with every feature part rescaled to norm <= ``bound`` (the intercept
-    column untouched): dense C-ordered or CSR."""
+    column untouched): dense C-ordered or CSR; above ``HESSIAN_ROWS`` dense rows, X itself
+    or a :class:`ClippedRows` view (no copy)."""
     norms = feature_row_norms(problem)
     with np.errstate(divide="ignore", invalid="ignore"):
         scale = np.where(norms > bound, bound / norms, 1.0)
@@ -197,9 +232,49 @@ def clip_feature_rows(problem, bound):
         if problem.fit_intercept:
             F = sp.hstack([F, np.ones((problem.n_samples, 1))])
         return sp.csr_matrix(F)
+    if problem.n_samples > HESSIAN_ROWS:  # large: no copy of X (the problem's own layout)
+        return problem.X if np.all(scale == 1.0) else \
+            ClippedRows(problem.X, problem.n_features, scale)
     X = np.array(problem.X, order="C", dtype=np.float64)
     X[:, :problem.n_features] *= scale[:, None]
     return X
+
+
+class ClippedRows:
+    """The dense design X with every row's feature part multiplied by ``scale`` (the
+    intercept column, if any, untouched), without a copy of X: what
+    :class:`PerturbedObjective` needs of it, X_c @ w = scale * (F @ w_f) [+ w_b],
+    X_c.T @ d = [F.T @ (scale * d) [, sum(d)]], and rows X_c[rows]."""
+
+    def __init__(self, X, n_features, scale):
+        self.X, self.p, self.scale = X, n_features, scale
+        self.shape = X.shape
+        self.T = _TransposedClippedRows(self)
+
+    def __matmul__(self, w):
+        z = self.X[:, :self.p] @ w[:self.p]
+        z *= self.scale
+        if self.shape[1] > self.p:
+            z += w[self.p]
+        return z
+
+    def __getitem__(self, rows):
+        A = np.array(self.X[rows], dtype=np.float64)
+        A[:, :self.p] *= self.scale[rows][:, None]
+        return A
+
+
+class _TransposedClippedRows:
+    def __init__(self, design):
+        self.design = design
+
+    def __matmul__(self, d):
+        design = self.design
+        out = np.empty(design.shape[1])
+        out[:design.p] = design.X[:, :design.p].T @ (design.scale * d)
+        if design.shape[1] > design.p:
+            out[design.p] = np.sum(d)
+        return out
 
 
 def clip_design_rows(X, n_features, bound):
@@ -321,12 +396,30 @@ def calibrate_objective_perturbation(epsilon, delta, *, dof, regularization, alp
 # the perturbed problem
 
 
+def hessian_sample_rows(dim) -> int:
+    """The first sub-sampled Hessian's rows, m = max(4096, 32 d ln d): a sample of
+    O(d log d / eps^2) rows gives a (1 +- eps) spectral approximation of a sum of
+    bounded-leverage rank-one terms (matrix Chernoff; Tropp, Found. Comput. Math. 2012), here
+    eps ~ 1/2; refined by doubling when Newton's local contraction says it is too coarse."""
+    return max(4096, math.ceil(32 * dim * math.log(max(dim, 2))))
+
+
 class PerturbedObjective:
-    """F_b(w) = mean_i l(x_i^T w; y_i) + (1/2) sum_j reg_j w_j^2 + lin^T w."""
+    """F_b(w) = mean_i l(x_i^T w; y_i) + (1/2) sum_j reg_j w_j^2 + lin^T w.
+
+    Newton directions: the exact dense Hessian up to ``HESSIAN_ROWS`` rows (and
+    ``DENSE_NEWTON_MAX_DIM`` columns); on more rows, the Hessian of every ``stride``-th row
+    (about :func:`hessian_sample_rows` rows at first; public positions), halving ``stride`` on
+    :meth:`refine_hessian`; above ``DENSE_NEWTON_MAX_DIM`` columns, conjugate gradients on
+    Hessian-vector products X^T (D (X v))."""
 
     def __init__(self, X, y, loss, reg, lin):
         self.X, self.y, self.loss, self.reg, self.lin = X, y, loss, reg, lin
         self.n = X.shape[0]
+        self.stride = 1 if self.n <= HESSIAN_ROWS else max(1, self.n // hessian_sample_rows(
+            X.shape[1]))
+        self._rows = None  # (stride, the rows X[::stride]) of the last sampled Hessian
+        self._hessian, self._keep = None, False  # the last sampled Hessian; reuse it next?
 
     def margins(self, w):
         return np.asarray(self.X @ w).ravel()
@@ -343,17 +436,65 @@ class PerturbedObjective:
 
     evaluate = margins  # what newton() computes once per point: here the margins X w
 
+    def contraction(self, ratio):
+        """After a full Newton step that multiplied ||grad|| by ``ratio`` (sampled Hessians
+        only): below LOCAL_CONTRACTION keep the Hessian for the next step (a chord step: near
+        the minimiser it hardly changes), else refine it (twice the rows)."""
+        if self.n <= HESSIAN_ROWS:  # the exact Hessian: nothing to refine or keep
+            return
+        self._keep = ratio <= LOCAL_CONTRACTION
+        if not self._keep:
+            self.refine_hessian()
+
+    def refine_hessian(self):
+        self.stride = max(1, self.stride // 2)
+
     def newton_direction(self, w, g, z):
-        h = loss_curvature(self.loss, z, self.y) / self.n
         dim = w.shape[0]
-        if dim <= DENSE_NEWTON_MAX_DIM:
-            H = self.X.T @ (sp.diags(h) @ self.X) if sp.issparse(self.X) else \
-                self.X.T @ (h[:, None] * self.X)
-            return solve_newton_system(np.asarray(H.toarray() if sp.issparse(H) else H),
-                                       self.reg, g)
-        op = LinearOperator((dim, dim), dtype=np.float64, matvec=lambda v: np.asarray(
-            self.X.T @ (h * np.asarray(self.X @ v).ravel())).ravel() + self.reg * v)
-        return cg(op, g, rtol=1e-10, maxiter=10 * dim)[0]
+        if dim > DENSE_NEWTON_MAX_DIM:
+            h = loss_curvature(self.loss, z, self.y) / self.n
+            op = LinearOperator((dim, dim), dtype=np.float64, matvec=lambda v: np.asarray(
+                self.X.T @ (h * np.asarray(self.X @ v).ravel())).ravel() + self.reg * v)
+            return cg(op, g, rtol=1e-10, maxiter=10 * dim)[0]
+        with single_threaded_blas():
+            if self.n <= HESSIAN_ROWS:
+                h = loss_curvature(self.loss, z, self.y) / self.n
+                H = self.X.T @ (sp.diags(h) @ self.X) if sp.issparse(self.X) else \
+                    self.X.T @ (h[:, None] * self.X)
+                H = np.asarray(H.toarray() if sp.issparse(H) else H)
+            elif self._keep and self._hessian is not None:
+                H = self._hessian
+            else:
+                H = self._hessian = self.sampled_hessian(z)
+        return solve_newton_system(H, self.reg, g)
+
+    def sampled_hessian(self, z):
+        """(1/m) sum over the rows i = 0, stride, 2 stride, ... of l''(z_i) x_i x_i^T (m rows),
+        as one symmetric rank-m product (BLAS syrk); the exact data Hessian at stride 1."""
+        step = self.stride
+        root = np.sqrt(loss_curvature(self.loss, z[::step], self.y[::step]) / len(z[::step]))
+        if sp.issparse(self.X):
+            A = sp.diags(root) @ self.X[::step]
+            return np.asarray((A.T @ A).toarray())
+        if self._rows is None or self._rows[0] != step:  # gathered once per stride
+            self._rows = (step, np.asfortranarray(self.X[::step]))
+        A = self._rows[1] * root[:, None]
+        return A.T @ A
+
+
+@functools.cache
+def _blas_controller():
+    from threadpoolctl import ThreadpoolController
+
+    return ThreadpoolController()
+
+
+def single_threaded_blas():
+    """A context with BLAS on one thread: the d x d Hessian products are small (at most
+    HESSIAN_ROWS d^2 flops), and threaded level-3 BLAS busy-waits when the cores are shared
+    (measured 8x slower on a loaded 2-core machine); one thread also makes the product
+    independent of the machine's thread count (bit for bit)."""
+    return _blas_controller().limit(limits=1, user_api="blas")
 
 
 def solve_newton_system(hessian_loss, reg, g):
@@ -375,14 +516,21 @@ def chunk_newton_terms(xb, yb, *, w, loss, fit_intercept, bound):
     """One chunk's share of F_b's data term at w (a task on a worker): its rows clipped
     as in memory (feature part to norm <= ``bound``), then [sum_i l(z_i), sum_i l'(z_i) x_i,
     sum_i l''(z_i) x_i x_i^T (flattened)] with z = X w; a (1, 1 + d + d^2) row."""
-    from dpopt.data.chunked import _design
-
     X = clip_design_rows(_design(xb, fit_intercept), xb.shape[1], bound)
     y = np.asarray(yb[:, 0], dtype=np.float64)
     z = X @ w
     hess = X.T @ (loss_curvature(loss, z, y)[:, None] * X)
     return np.concatenate([[np.sum(loss.value(z, y))], X.T @ loss.deriv(z, y),
                            hess.ravel()])[None, :]
+
+
+def chunk_gradient_terms(xb, yb, *, w, loss, fit_intercept, bound):
+    """:func:`chunk_newton_terms` without the Hessian: [sum_i l(z_i), sum_i l'(z_i) x_i], a
+    (1, 1 + d) row (the first-order points of the fallback, _op_minimize)."""
+    X = clip_design_rows(_design(xb, fit_intercept), xb.shape[1], bound)
+    y = np.asarray(yb[:, 0], dtype=np.float64)
+    z = X @ w
+    return np.concatenate([[np.sum(loss.value(z, y))], X.T @ loss.deriv(z, y)])[None, :]
 
 
 class ChunkedPoint:
@@ -392,7 +540,7 @@ class ChunkedPoint:
     def __init__(self, totals, dim, n):
         self.loss = float(totals[0]) / n
         self.gradient = totals[1:1 + dim] / n
-        self.hessian = totals[1 + dim:].reshape(dim, dim) / n
+        self.hessian = totals[1 + dim:].reshape(dim, dim) / n if len(totals) > 1 + dim else None
 
 
 class ChunkedPerturbedObjective:
@@ -404,13 +552,17 @@ class ChunkedPerturbedObjective:
     def __init__(self, problem, bound, reg, lin):
         self.problem, self.bound, self.reg, self.lin = problem, bound, reg, lin
 
-    def evaluate(self, w):
+    def evaluate(self, w, terms=chunk_newton_terms):
         d = self.problem.dim
-        totals = self.problem._reduce(chunk_newton_terms, 1 + d + d * d,
-                                      w=np.ascontiguousarray(w, dtype=np.float64),
+        width = 1 + d + (d * d if terms is chunk_newton_terms else 0)
+        totals = self.problem._reduce(terms, width, w=np.ascontiguousarray(w, dtype=np.float64),
                                       loss=self.problem.loss,
                                       fit_intercept=self.problem.fit_intercept, bound=self.bound)
         return ChunkedPoint(totals, d, self.problem.n_samples)
+
+    def evaluate_first_order(self, w):
+        """Loss and gradient only: a (1 + d)-vector reduction (the fallback's points)."""
+        return self.evaluate(w, chunk_gradient_terms)
 
     def value(self, w, point):
         return float(point.loss + 0.5 * np.dot(self.reg * w, w) + np.dot(self.lin, w))
@@ -420,35 +572,6 @@ class ChunkedPerturbedObjective:
 
     def newton_direction(self, w, g, point):
         return solve_newton_system(point.hessian, self.reg, g)
-
-
-def newton(objective, w0, tau, max_iter=MAX_NEWTON):
-    """Damped Newton until ||grad|| <= tau; returns (w, gradient norm, iterations).
-
-    ``objective.evaluate(w)`` is computed once per point tried and passed to ``value``,
-    ``gradient`` and ``newton_direction`` (the margins in memory; on chunked data the
-    reduced loss, gradient and Hessian: one reduction per point, so one per Newton step
-    when the full step is accepted)."""
-    w = w0.copy()
-    z = objective.evaluate(w)
-    g = objective.gradient(w, z)
-    gnorm = float(np.linalg.norm(g))
-    for it in range(1, max_iter + 1):
-        if gnorm <= tau or not np.isfinite(gnorm):
-            return w, gnorm, it - 1
-        step = objective.newton_direction(w, g, z)
-        f0, slope, t = objective.value(w, z), float(np.dot(g, step)), 1.0
-        for _ in range(60):  # Armijo, or a smaller gradient where F is flat to round-off
-            w_new = w - t * step
-            z_new = objective.evaluate(w_new)
-            g_new = objective.gradient(w_new, z_new)
-            if objective.value(w_new, z_new) <= f0 - 1e-4 * t * slope or \
-                    np.linalg.norm(g_new) < 0.5 * gnorm:
-                break
-            t *= 0.5
-        w, z, g = w_new, z_new, g_new
-        gnorm = float(np.linalg.norm(g))
-    return w, gnorm, max_iter
 
 
 # ---------------------------------------------------------------------------
@@ -542,19 +665,25 @@ def fit_objective_perturbation(problem, *, epsilon, delta, rng, row_bound=None,
         obj = PerturbedObjective(clip_feature_rows(problem, bound), problem.y, problem.loss, reg,
                                  lin)
     tau = tolerance * convexity if private else tolerance * max(convexity, 1e-3)
+    target = 0.5 * tau  # half: room for round-off in the computed gradient
     with np.errstate(over="ignore", invalid="ignore"):
-        w, gnorm, iters = newton(obj, problem.zeros(), 0.5 * tau)
-    if private and not gnorm <= 0.5 * tau:
-        raise ValueError(f"Newton's method did not reach the gradient tolerance {0.5 * tau:.3g} "
-                         f"(got {gnorm:.3g}): rescale the data or increase tolerance")
+        if convexity > 0:  # always when private: the release rule of _op_minimize
+            w, gnorm, iters, _ = minimize_to_tolerance(
+                obj, problem.zeros(), target, convexity=convexity,
+                smoothness=smoothness_bound(beta, b2 + intercept, reg),
+                g0_bound=L * math.sqrt(b2 + intercept) + float(np.linalg.norm(lin)))
+        else:  # epsilon = inf without any regularization: no bound needed, nothing private
+            w, gnorm, iters = newton(obj, problem.zeros(), target)
     w = w + sigma_out * rng.standard_normal(problem.dim)
     ck = Checkpoints()
     ck.record(w, 1)
     mechs = [ObjectivePerturbation(z, shift, dof), Gaussian(z_out)]
+    iters = iters if not private else 1  # how many steps were needed depends on the data
     return make_result(problem, w, solver="objective-perturbation", calibration_or_spent=spent,
                        mechanisms=mechs, n_iter=iters, passes=iters, checkpoints=ck,
                        adjacency=adjacency,
                        params={"row_bound": bound, "regularization": lam, "tolerance": tolerance,
                                "L": L, "beta": beta, "shift": shift,
                                "sigma": sigma, "sigma_out": sigma_out, "z_out": z_out,
-                               "gradient_norm": gnorm})
+                               "gradient_bound": target,
+                               **({} if private else {"gradient_norm": gnorm})})
