@@ -228,7 +228,13 @@ class AutoFit:
         return (f"{name} (solver='auto' -> {plan['solver']}): ({r.epsilon:.4g}, {r.delta:.3g})-DP "
                 f"under {r.adjacency} adjacency, end to end (scaling included), accountant "
                 f"{r.accountant}; Gaussian-DP mu={plan['mu']:.4g} split as "
-                f"{shares}{chunked_note(r.params)}")
+                f"{shares}{chunked_note(r.params)}{_selection_note(plan)}")
+
+
+def _selection_note(plan):
+    """The report's sentence on the held-out choice (:mod:`dpopt.selection`), if any."""
+    sel = plan.get("selection")
+    return "" if not sel else f"; {sel['reason']} (covered by the same guarantee)"
 
 
 # --------------------------------------------------------------------------- the table

@@ -93,6 +93,17 @@ def _check_auto_epsilon(epsilon):
                          "pass an explicit solver for a non-private fit")
 
 
+def _resolve_alpha(penalty_kwargs, loss, n):
+    """``alpha="auto"``: scikit-learn's default model on n rows
+    (:func:`dpopt.selection.default_alpha`: 1/n for the logistic loss, its C=1)."""
+    if penalty_kwargs.get("alpha") != "auto":
+        return penalty_kwargs
+    from dpopt.selection import default_alpha
+
+    alpha = default_alpha(loss if isinstance(loss, str) else loss.name, n)
+    return {**penalty_kwargs, "alpha": 0.0 if alpha is None else alpha}
+
+
 class _DPLinearModel(BaseEstimator):
     """Shared fit logic; subclasses define ``_loss()`` and ``_penalty()``."""
 
@@ -125,8 +136,9 @@ class _DPLinearModel(BaseEstimator):
         target = self._encode_y(y)
         delta = default_delta(X.shape[0]) if delta_given is None else delta_given
         penalty, penalty_kwargs = self._penalty()
-        if spec is None:
+        if spec is None:  # an alpha of "auto" is resolved on the rows the model is fitted on
             return self._fit_auto(X, target, epsilon, delta, penalty, penalty_kwargs)
+        penalty_kwargs = _resolve_alpha(penalty_kwargs, self._loss(), X.shape[0])
         self.auto_ = None
         problem = Problem(X, target, loss=self._loss(), penalty=penalty,
                           fit_intercept=self.fit_intercept, **penalty_kwargs)
@@ -145,6 +157,7 @@ class _DPLinearModel(BaseEstimator):
             check_distributed(spec)
         X, y = as_dask_arrays(X, y)
         penalty, penalty_kwargs = self._penalty()
+        penalty_kwargs = _resolve_alpha(penalty_kwargs, self._loss(), X.shape[0])
         problem = ChunkedProblem(X, self._encode_chunked_y(y), loss=self._loss(),
                                  penalty=penalty, fit_intercept=self.fit_intercept,
                                  **penalty_kwargs)
@@ -186,8 +199,9 @@ class _DPLinearModel(BaseEstimator):
                 warnings.warn(w.message, w.category, stacklevel=stacklevel)
 
     def _fit_auto(self, X, target, epsilon, delta, penalty, penalty_kwargs):
-        """The default path (:mod:`dpopt.auto`): private bounds, scaling, mechanism."""
-        from dpopt.auto import fit_default
+        """The default path (:mod:`dpopt.auto`): private bounds, scaling, mechanism, and the
+        private choice between the model and the constant (:mod:`dpopt.selection`)."""
+        from dpopt.selection import fit_selected
 
         _check_auto_epsilon(epsilon)
         rng = check_random_state(sklearn_seed(self.random_state))
@@ -198,10 +212,10 @@ class _DPLinearModel(BaseEstimator):
             with contextlib.ExitStack() as stack:
                 slot = (stack.enter_context(budget.spend(epsilon, delta, label=name))
                         if budget is not None else None)
-                auto = fit_default(X, target, loss=self._loss(), penalty=penalty,
-                                   penalty_kwargs=penalty_kwargs,
-                                   fit_intercept=self.fit_intercept, epsilon=epsilon,
-                                   delta=delta, rng=rng, regression=not self._classifier)
+                auto = fit_selected(X, target, loss=self._loss(), penalty=penalty,
+                                    penalty_kwargs=penalty_kwargs,
+                                    fit_intercept=self.fit_intercept, epsilon=epsilon,
+                                    delta=delta, rng=rng, regression=not self._classifier)
                 if auto.result.epsilon > epsilon * (1 + 1e-9):  # never expected: exact split
                     raise RuntimeError(f"internal error: the default path would spend "
                                        f"{auto.result.epsilon} > epsilon={epsilon}; nothing "
@@ -336,8 +350,10 @@ class DPLogisticRegression(ClassifierMixin, _DPLinearModel):
         Target epsilon of the fit (``inf``: no privacy, refused under a budget).
     delta : float or None, default None (1/n^2, see the module docstring)
     penalty : {"l2", "l1", "elastic_net", "none"}, default "l2"
-    alpha : float, default 1e-3
-        Penalty strength (l2: alpha/2 ||w||^2).
+    alpha : float or "auto", default "auto"
+        Penalty strength (l2: alpha/2 ||w||^2; l1: alpha ||w||_1). ``"auto"`` is 1/n
+        (n the rows the model is fitted on), scikit-learn's ``LogisticRegression(C=1)`` in
+        this scaling; on the default path it applies to the privately scaled features.
     l1_ratio : float, default 0.5 (elastic_net only)
     fit_intercept : bool, default True
     solver : str, default "auto"
@@ -356,7 +372,7 @@ class DPLogisticRegression(ClassifierMixin, _DPLinearModel):
 
     _classifier = True
 
-    def __init__(self, *, epsilon=1.0, delta=None, penalty="l2", alpha=1e-3, l1_ratio=0.5,
+    def __init__(self, *, epsilon=1.0, delta=None, penalty="l2", alpha="auto", l1_ratio=0.5,
                  fit_intercept=True, solver="auto", solver_options=None, random_state=None,
                  accountant=None):
         self.epsilon = epsilon
@@ -379,6 +395,11 @@ class DPLogisticRegression(ClassifierMixin, _DPLinearModel):
                              f"got {self.penalty!r}")
         if self.penalty == "none":
             return "none", {}
+        if not (self.alpha == "auto" if isinstance(self.alpha, str) else
+                isinstance(self.alpha, numbers.Real) and not isinstance(self.alpha, bool)
+                and self.alpha >= 0 and math.isfinite(self.alpha)):
+            raise ValueError(f"alpha must be 'auto' or a non-negative finite number, got "
+                             f"{self.alpha!r}")
         kwargs = {"alpha": self.alpha}
         if self.penalty == "elastic_net":
             kwargs["l1_ratio"] = self.l1_ratio
