@@ -139,6 +139,7 @@ class _DPLinearModel(BaseEstimator):
         if spec is None:  # an alpha of "auto" is resolved on the rows the model is fitted on
             return self._fit_auto(X, target, epsilon, delta, penalty, penalty_kwargs)
         penalty_kwargs = _resolve_alpha(penalty_kwargs, self._loss(), X.shape[0])
+        self.alpha_ = penalty_kwargs.get("alpha")
         self.auto_ = None
         problem = Problem(X, target, loss=self._loss(), penalty=penalty,
                           fit_intercept=self.fit_intercept, **penalty_kwargs)
@@ -158,6 +159,7 @@ class _DPLinearModel(BaseEstimator):
         X, y = as_dask_arrays(X, y)
         penalty, penalty_kwargs = self._penalty()
         penalty_kwargs = _resolve_alpha(penalty_kwargs, self._loss(), X.shape[0])
+        self.alpha_ = penalty_kwargs.get("alpha")
         problem = ChunkedProblem(X, self._encode_chunked_y(y), loss=self._loss(),
                                  penalty=penalty, fit_intercept=self.fit_intercept,
                                  **penalty_kwargs)
@@ -225,6 +227,7 @@ class _DPLinearModel(BaseEstimator):
         self.privacy_leaks_ = []
         self._surface(caught, stacklevel=5)
         self.auto_ = auto
+        self.alpha_ = auto.plan.get("alpha", penalty_kwargs.get("alpha"))
         self._set_fitted(auto.result)
         coef, intercept = auto.raw_model()
         self.coef_ = coef.reshape(self.coef_.shape)
@@ -367,7 +370,8 @@ class DPLogisticRegression(ClassifierMixin, _DPLinearModel):
     Attributes
     ----------
     classes_, coef_ (1, n_features), intercept_ (1,), n_iter_, epsilon_spent_,
-    delta_spent_, adjacency_, fit_result_, privacy_leaks_, n_features_in_.
+    delta_spent_, adjacency_, fit_result_, privacy_leaks_, n_features_in_, alpha_ (the
+    penalty strength used: ``alpha`` resolved, None without a penalty).
     """
 
     _classifier = True

@@ -69,7 +69,9 @@ it was not tuned on any benchmark.
 
 from __future__ import annotations
 
+import contextlib
 import math
+import warnings
 from dataclasses import replace
 
 import numpy as np
@@ -202,7 +204,8 @@ def fit_selected(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon,
     """The default path with the private choice between its model and the constant
     (module docstring). Same arguments and result as :func:`dpopt.auto.fit_default`
     (``fit``, default that function, runs the training branch); ``plan["selection"]``
-    records the candidates' noisy scores, sigma, mu_v and what was released.
+    records the candidates' noisy scores, sigma, mu_v and what was released; ``plan["alpha"]``
+    the penalty strength used.
 
     A ``penalty_kwargs["alpha"]`` of ``"auto"`` is resolved to :func:`default_alpha` of the
     training rows. Chunked data, and data too small for :data:`MIN_VALIDATION` held-out
@@ -218,18 +221,24 @@ def fit_selected(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon,
     if chunked or m < MIN_VALIDATION:
         why = ("chunked data: the held-out selection is not implemented out of core"
                if chunked else f"n_samples={n} leaves fewer than {MIN_VALIDATION} held-out rows")
-        auto = fit(X, y, loss=loss, penalty=penalty,
-                   penalty_kwargs=_resolve_alpha(penalty_kwargs, loss_name, n),
+        kwargs = _resolve_alpha(penalty_kwargs, loss_name, n)
+        auto = fit(X, y, loss=loss, penalty=penalty, penalty_kwargs=kwargs,
                    fit_intercept=fit_intercept, epsilon=epsilon, delta=delta, rng=rng,
                    regression=regression)
+        auto.plan["alpha"] = kwargs.get("alpha")
         auto.plan["selection"] = {"released": "model", "reason": f"no selection: {why}"}
         return auto
+    from dpopt._validation import warn_if_delta_exceeds_one_over_n
+
+    warn_if_delta_exceeds_one_over_n(delta, n)  # the guarantee is about all n records
     perm = rng.permutation(n)
     val, train = np.sort(perm[:m]), np.sort(perm[m:])
-    auto = fit(_rows(X, train), y[train], loss=loss, penalty=penalty,
-               penalty_kwargs=_resolve_alpha(penalty_kwargs, loss_name, n - m),
-               fit_intercept=fit_intercept, epsilon=epsilon, delta=delta, rng=rng,
-               regression=regression)
+    kwargs = _resolve_alpha(penalty_kwargs, loss_name, n - m)
+    with _delta_judged_on(n):
+        auto = fit(_rows(X, train), y[train], loss=loss, penalty=penalty,
+                   penalty_kwargs=kwargs, fit_intercept=fit_intercept, epsilon=epsilon,
+                   delta=delta, rng=rng, regression=regression)
+    auto.plan["alpha"] = kwargs.get("alpha")
     if auto.plan.get("unlearnable"):
         auto.plan["selection"] = {"released": "model", "reason": "no selection: nothing was "
                                   "learned on the training rows"}
@@ -240,6 +249,21 @@ def fit_selected(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon,
                                   "branch has no record that dominates a Gaussian score release"}
         return auto
     return _select(auto, _rows(X, val), y[val], regression, fit_intercept, mu_v, rng)
+
+
+@contextlib.contextmanager
+def _delta_judged_on(n):
+    """Re-raise the training branch's warnings, except a "delta > 1/n" warning about its
+    own rows: the guarantee is about the n records of the whole data, so the caller's
+    check on n is the one that applies."""
+    from dpopt.exceptions import WeakPrivacyWarning
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        yield
+    for w in caught:
+        if not (issubclass(w.category, WeakPrivacyWarning) and "1/n" in str(w.message)):
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
 
 
 def _resolve_alpha(penalty_kwargs, loss_name, n):
