@@ -12,6 +12,7 @@ from dpopt.selection import (
     MARGIN,
     VALIDATION_FRACTION,
     choose,
+    constant_resolved,
     default_alpha,
     noisy_scores,
     validation_mu,
@@ -77,6 +78,23 @@ def test_choose_keeps_the_constant_unless_the_model_is_clearly_better():
     assert choose(0.80, np.array([0.79, 0.21]), sigma) == (0, False)
     assert choose(0.79 + edge * 1.01, np.array([0.79, 0.21]), sigma) == (0, True)
     assert choose(0.5, np.array([0.3, 0.7]), sigma) == (1, False)
+
+
+def test_a_classifiers_constant_is_released_only_when_the_majority_is_resolved():
+    sigma = 0.05
+    edge = MARGIN * 2 * sigma  # the noise of 2 s - 1 is twice that of s
+    assert constant_resolved(np.array([0.5 + edge / 2 * 1.01, 0.5 - edge / 2 * 1.01]), sigma)
+    assert not constant_resolved(np.array([0.5 + edge / 2 * 0.99, 0.5 - edge / 2 * 0.99]),
+                                 sigma)
+    assert constant_resolved(np.array([-3.0]), sigma)  # one constant: its score measures it
+
+
+def test_an_unresolved_majority_releases_the_model_and_says_why():
+    X, y = noise_labels(n=400, rate=0.55)
+    clf = fit_quiet(dpopt.DPLogisticRegression(epsilon=0.3, random_state=0), X, y)
+    sel = clf.auto_.plan["selection"]
+    assert not sel["constant_resolved"] and sel["released"] == "model"
+    assert "not resolved" in sel["reason"]
 
 
 def test_default_alpha_is_scikit_learns_default_model():

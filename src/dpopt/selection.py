@@ -50,14 +50,17 @@ branch is all Gaussian (AdaSSP, DP-CD, DP-GD), mu_v is its whole mu; an objectiv
 perturbation record of multiplier z counts as a Gaussian of multiplier z, which it
 dominates (:func:`validation_mu`).
 
-Decision. The best constant c is the one with the largest noisy score; the model is
-released when its noisy score beats c's by more than two standard deviations s of the noisy
-difference (:data:`MARGIN`: a one-sided test at level Phi(-2) = 2.3%). With a true
-difference d the model is released with probability Phi(d/s - 2), so when the model is
-worse (d < 0) the expected loss against the constant, |d| Phi(-2 - |d|/s), is at most
-0.0033 s (0.033 s with one standard deviation, 0.17 s for a plain argmax, the minimax-regret
-rule), at the price of keeping the constant when the model is better by less than about
-2 s. As epsilon grows, s -> 0 and the rule is the non-private held-out comparison.
+Decision. A classifier's constant is released only if the release resolves which class
+is the majority (:func:`constant_resolved`, by the same two-sigma test); otherwise that is
+a coin flip at this budget, and the model is released as without the selection. The
+best constant c is the one with the largest noisy score; the model is released when its
+noisy score beats c's by more than two standard deviations s of the noisy difference
+(:data:`MARGIN`: a one-sided test at level Phi(-2) = 2.3%). With a true difference d the
+model is released with probability Phi(d/s - 2), so when the model is worse (d < 0) the
+expected loss against the constant, |d| Phi(-2 - |d|/s), is at most 0.0033 s (0.033 s with
+one standard deviation, 0.17 s for a plain argmax, the minimax-regret rule), at the price
+of keeping the constant when the model is better by less than about 2 s. As epsilon grows,
+s -> 0 and the rule is the non-private held-out comparison.
 
 What it costs: the model is trained on (1 - f) n rows, so at a fixed epsilon its noise is
 that of a fit on (1 - f) n rows (the noise of a Gaussian mechanism on a mean scales as
@@ -80,7 +83,7 @@ import scipy.sparse as sp
 from dpopt.privacy import Gaussian, ObjectivePerturbation
 
 __all__ = ["VALIDATION_FRACTION", "MARGIN", "fit_selected", "validation_mu", "default_alpha",
-           "noisy_scores", "noisy_mean", "choose"]
+           "noisy_scores", "noisy_mean", "choose", "constant_resolved"]
 
 #: Share of the records held out to choose between the model and the constant.
 VALIDATION_FRACTION = 0.2
@@ -144,6 +147,19 @@ def choose(noisy_model, noisy_constants, sigma):
     difference (sigma sqrt(2): two independent noises; post-processing only)."""
     best = int(np.argmax(noisy_constants))
     return best, bool(noisy_model - noisy_constants[best] > MARGIN * sigma * math.sqrt(2.0))
+
+
+def constant_resolved(noisy_constants, sigma):
+    """Whether the noisy release identifies the constant well enough to release it
+    (post-processing only). A classifier's two constants score s and 1 - s: the better one
+    is resolved when it beats the other by MARGIN standard deviations of their noisy
+    difference (2 sigma: 2 s - 1 carries twice the noise of s), the same one-sided test as
+    for the model; otherwise which class is the majority is a coin flip at this budget and
+    the model is released instead. A single constant (a regressor's noisy mean, or the zero
+    model without an intercept) is resolved: its noisy score measures that very constant."""
+    if len(noisy_constants) == 2:
+        return abs(noisy_constants[0] - noisy_constants[1]) > MARGIN * 2.0 * sigma
+    return True
 
 
 # --------------------------------------------------------------------------- candidates
@@ -285,6 +301,9 @@ def _select(auto, X_val, y_val, regression, fit_intercept, mu_v, rng):
     if scores.shape[1] < len(cands):  # classifier: constant -1 scores 1 - (constant +1)
         noisy = np.append(noisy, 1.0 - noisy[1])
     best, use_model = choose(noisy[0], noisy[1:], sigma)
+    sigma_mean = None if constant is None else 2.0 / (len(y_val) * mu_scores)
+    resolved = constant_resolved(noisy[1:], sigma)
+    use_model = use_model or not resolved
     name, coef, intercept = cands[0] if use_model else cands[1 + best]
     if not use_model and not regression and fit_intercept:
         # the constant's probability: the noisy rate of its class (post-processing)
@@ -294,11 +313,13 @@ def _select(auto, X_val, y_val, regression, fit_intercept, mu_v, rng):
               "candidates": [c[0] for c in cands],
               "noisy_scores": [float(s) for s in noisy], "sigma": sigma, "mu": mu_v,
               "mu_scores": mu_scores, "noisy_mean": constant,
-              "sigma_mean": None if constant is None else 2.0 / (len(y_val) * mu_scores),
+              "sigma_mean": sigma_mean, "constant_resolved": resolved,
               "validation_rows": int(len(y_val)), "released_columns": released_columns,
               "margin": MARGIN,
               "reason": (f"held-out selection on {len(y_val)} rows (Gaussian, mu={mu_v:.3g}, "
-                         f"sigma={sigma:.3g}): released {'the model' if use_model else name}")}
+                         f"sigma={sigma:.3g}): released {'the model' if use_model else name}"
+                         + ("" if resolved else " (the constant is not resolved at this "
+                                                "budget)"))}
     plan = {**auto.plan, "selection": record}
     result = auto.result
     if not use_model:
