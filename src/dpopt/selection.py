@@ -50,17 +50,22 @@ branch is all Gaussian (AdaSSP, DP-CD, DP-GD), mu_v is its whole mu; an objectiv
 perturbation record of multiplier z counts as a Gaussian of multiplier z, which it
 dominates (:func:`validation_mu`).
 
-Decision. A classifier's constant is released only if the release resolves which class
-is the majority (:func:`constant_resolved`, by the same two-sigma test); otherwise that is
-a coin flip at this budget, and the model is released as without the selection. The
-best constant c is the one with the largest noisy score; the model is released when its
-noisy score beats c's by more than two standard deviations s of the noisy difference
-(:data:`MARGIN`: a one-sided test at level Phi(-2) = 2.3%). With a true difference d the
-model is released with probability Phi(d/s - 2), so when the model is worse (d < 0) the
-expected loss against the constant, |d| Phi(-2 - |d|/s), is at most 0.0033 s (0.033 s with
-one standard deviation, 0.17 s for a plain argmax, the minimax-regret rule), at the price
-of keeping the constant when the model is better by less than about 2 s. As epsilon grows,
-s -> 0 and the rule is the non-private held-out comparison.
+Decision. The best constant c is the one with the largest noisy score; the model is
+released when its noisy score beats c's by more than two standard deviations s of the noisy
+difference (:data:`MARGIN`: a one-sided test at level Phi(-2) = 2.3%). With a true
+difference d the model is released with probability Phi(d/s - 2), so when the model is
+worse (d < 0) the expected loss against the constant, |d| Phi(-2 - |d|/s), is at most
+0.0033 s (0.033 s with one standard deviation, 0.17 s for a plain argmax, the minimax-regret
+rule), at the price of keeping the constant when the model is better by less than about
+2 s. As epsilon grows, s -> 0 and the rule is the non-private held-out comparison.
+
+When the noise is large (few held-out rows, small epsilon) a classifier's best constant can
+be the minority class. That costs at most (2p - 1) Phi(-(2p - 1) / (2 s)) <= 0.34 s against
+the majority rate p, still of the order of the noise. The alternative, releasing the model
+whenever the release does not resolve the majority (:func:`constant_resolved`, reported in
+the plan), was measured and rejected: its loss against the constant is bounded only by the
+unresolved gap 2p - 1 <~ 4 s (a model without signal, released where the classes are
+nearly balanced, falls below the majority rate; docs/practitioner.md).
 
 What it costs: the model is trained on (1 - f) n rows, so at a fixed epsilon its noise is
 that of a fit on (1 - f) n rows (the noise of a Gaussian mechanism on a mean scales as
@@ -150,13 +155,12 @@ def choose(noisy_model, noisy_constants, sigma):
 
 
 def constant_resolved(noisy_constants, sigma):
-    """Whether the noisy release identifies the constant well enough to release it
-    (post-processing only). A classifier's two constants score s and 1 - s: the better one
-    is resolved when it beats the other by MARGIN standard deviations of their noisy
-    difference (2 sigma: 2 s - 1 carries twice the noise of s), the same one-sided test as
-    for the model; otherwise which class is the majority is a coin flip at this budget and
-    the model is released instead. A single constant (a regressor's noisy mean, or the zero
-    model without an intercept) is resolved: its noisy score measures that very constant."""
+    """Whether the noisy release resolves the constant (reported in the plan; not used by
+    the decision, see the module docstring). A classifier's two constants score s and 1 - s:
+    the better one is resolved when it beats the other by MARGIN standard deviations of their
+    noisy difference (2 sigma: 2 s - 1 carries twice the noise of s). A single constant (a
+    regressor's noisy mean, or the zero model without an intercept) is resolved: its noisy
+    score measures that very constant."""
     if len(noisy_constants) == 2:
         return abs(noisy_constants[0] - noisy_constants[1]) > MARGIN * 2.0 * sigma
     return True
@@ -302,8 +306,7 @@ def _select(auto, X_val, y_val, regression, fit_intercept, mu_v, rng):
         noisy = np.append(noisy, 1.0 - noisy[1])
     best, use_model = choose(noisy[0], noisy[1:], sigma)
     sigma_mean = None if constant is None else 2.0 / (len(y_val) * mu_scores)
-    resolved = constant_resolved(noisy[1:], sigma)
-    use_model = use_model or not resolved
+    resolved = constant_resolved(noisy[1:], sigma)  # reported; the decision does not use it
     name, coef, intercept = cands[0] if use_model else cands[1 + best]
     if not use_model and not regression and fit_intercept:
         # the constant's probability: the noisy rate of its class (post-processing)
@@ -318,8 +321,8 @@ def _select(auto, X_val, y_val, regression, fit_intercept, mu_v, rng):
               "margin": MARGIN,
               "reason": (f"held-out selection on {len(y_val)} rows (Gaussian, mu={mu_v:.3g}, "
                          f"sigma={sigma:.3g}): released {'the model' if use_model else name}"
-                         + ("" if resolved else " (the constant is not resolved at this "
-                                                "budget)"))}
+                         + ("" if resolved else " (which class is the majority is not "
+                                                "resolved at this budget)"))}
     plan = {**auto.plan, "selection": record}
     result = auto.result
     if not use_model:
