@@ -98,6 +98,10 @@ def _resolve_alpha(penalty_kwargs, loss, n):
     (:func:`dpopt.selection.default_alpha`: 1/n for the logistic loss, its C=1)."""
     if penalty_kwargs.get("alpha") != "auto":
         return penalty_kwargs
+    if not (isinstance(n, numbers.Integral) or (isinstance(n, float) and n.is_integer())):
+        raise ValueError(f"alpha='auto' is 1/n, but the number of rows is unknown ({n}): give "
+                         f"a Dask array with known chunk sizes (X.compute_chunk_sizes()) or "
+                         f"an explicit alpha")
     from dpopt.selection import default_alpha
 
     alpha = default_alpha(loss if isinstance(loss, str) else loss.name, n)

@@ -108,7 +108,7 @@ def default_alpha(loss, n):
     penalty (alpha = 0). The Huber loss keeps its estimators' default. So as epsilon grows the
     default path converges to those models on its scaled features (docs/default_path.md says
     what the [0, 1] scaling changes against scikit-learn's StandardScaler)."""
-    return {"logistic": 1.0 / n, "squared": 0.0}.get(loss)
+    return {"logistic": 1.0 / float(n), "squared": 0.0}.get(loss)
 
 
 def validation_mu(mechanisms):
