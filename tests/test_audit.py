@@ -1,4 +1,4 @@
-"""Empirical privacy audit (dpopt.audit): every registered private solver is audited,
+"""Empirical privacy audit (dpopt.api.audit): every registered private solver is audited,
 and deliberately broken variants are caught.
 
 Statistical guarantees. Each audit's lower bound holds with probability >= 95%
@@ -19,7 +19,7 @@ from scipy import stats
 import _declarations as D
 import dpopt
 from _broken_variants import noise_scaled, private_families
-from dpopt import audit as A
+from dpopt.api import audit as A
 from dpopt.cli import main
 from dpopt.privacy import gdp_delta, gdp_epsilon
 
@@ -242,7 +242,7 @@ def test_thorough_audit_add_remove_dp_sgd():
 def test_selection_score_release_passes_the_audit_and_its_broken_variant_is_caught():
     """The default path's held-out selection (dpopt.selection): its score release at the
     claimed budget is consistent; with a quarter of the noise it is caught."""
-    from dpopt.audit import audit_selection
+    from dpopt.api.audit import audit_selection
 
     ok = audit_selection(n_runs=1000)
     assert ok.consistent and ok.epsilon == pytest.approx(2.0, rel=1e-6), ok.summary()

@@ -4,7 +4,7 @@ chosen privately on a held-out part of the data.
 The wrapper (:func:`fit_selected`) splits the records once, by a permutation drawn from the
 fit's generator (independent of the data), into a *training* part (1 - f of the rows,
 f = :data:`VALIDATION_FRACTION`) and a *validation* part (m = f n rows). The training part
-runs the model path (:func:`dpopt.auto.fit_default`, whatever mechanism it chooses: its
+runs the model path (:func:`dpopt.pipeline.default_path.fit_default`, whatever mechanism it chooses: its
 scaling, its mechanism, a high-dimensional route). Given what that branch released, every
 candidate predictor is a fixed function, and the validation part releases their mean
 per-record scores with Gaussian noise; the released model is a function of the noisy
@@ -71,7 +71,7 @@ What it costs: the model is trained on (1 - f) n rows, so at a fixed epsilon its
 that of a fit on (1 - f) n rows (the noise of a Gaussian mechanism on a mean scales as
 1 / (n mu)): f = 0.2 costs the model what spending 80% of the budget on all rows would, and
 it buys a validation release with no extra budget. f = 0.2 is the one-fold hold-out of
-five-fold cross-validation, the convention of :class:`dpopt.tuning.PrivateHyperparameterSearch`;
+five-fold cross-validation, the convention of :class:`dpopt.api.tuning.PrivateHyperparameterSearch`;
 it was not tuned on any benchmark.
 """
 
@@ -222,7 +222,7 @@ def _rows(X, index):
 def fit_selected(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, delta, rng,
                  regression, fit=None):
     """The default path with the private choice between its model and the constant
-    (module docstring). Same arguments and result as :func:`dpopt.auto.fit_default`
+    (module docstring). Same arguments and result as :func:`dpopt.pipeline.default_path.fit_default`
     (``fit``, default that function, runs the training branch); ``plan["selection"]``
     records the candidates' noisy scores, sigma, mu_v and what was released; ``plan["alpha"]``
     the penalty strength used.
@@ -230,8 +230,8 @@ def fit_selected(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon,
     A ``penalty_kwargs["alpha"]`` of ``"auto"`` is resolved to :func:`default_alpha` of the
     training rows. Chunked data, and data too small for :data:`MIN_VALIDATION` held-out
     rows, run the model path on all rows without a selection (the plan says why)."""
-    from dpopt.auto import fit_default
-    from dpopt.distributed import is_chunked_input
+    from dpopt.data.chunked import is_chunked_input
+    from dpopt.pipeline.default_path import fit_default
 
     fit = fit_default if fit is None else fit
     loss_name = loss if isinstance(loss, str) else loss.name
@@ -248,7 +248,7 @@ def fit_selected(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon,
         auto.plan["alpha"] = kwargs.get("alpha")
         auto.plan["selection"] = {"released": "model", "reason": f"no selection: {why}"}
         return auto
-    from dpopt._validation import warn_if_delta_exceeds_one_over_n
+    from dpopt._core.validation import warn_if_delta_exceeds_one_over_n
 
     warn_if_delta_exceeds_one_over_n(delta, n)  # the guarantee is about all n records
     perm = rng.permutation(n)
@@ -276,7 +276,7 @@ def _delta_judged_on(n):
     """Re-raise the training branch's warnings, except a "delta > 1/n" warning about its
     own rows: the guarantee is about the n records of the whole data, so the caller's
     check on n is the one that applies."""
-    from dpopt.exceptions import WeakPrivacyWarning
+    from dpopt._core.exceptions import WeakPrivacyWarning
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
