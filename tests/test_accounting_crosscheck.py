@@ -367,3 +367,59 @@ def test_fractional_batch_without_replacement_is_rounded_up():
                                                       100)], 1e-5, accountant="rdp")
     # 2.5 records per batch must be accounted as 3 (round-half-even made it 2)
     assert eps(0.025) == pytest.approx(eps(0.03), rel=1e-12)
+
+
+# ---------------------------------------------------------------------------
+# the default path's held-out selection (dpopt.pipeline.selection)
+
+
+@pytest.mark.parametrize("estimator", ["logistic", "linear"])
+def test_selection_release_is_dominated_by_the_training_branch(estimator):
+    """The score release (a Gaussian of L2 sensitivity sqrt(k)/m and std sigma, read from
+    the selection's record) has, at every epsilon, a delta no larger than the training
+    branch's composition (objective perturbation by quadrature, or the Gaussians by
+    hockey-stick integration), so the pipeline's (epsilon, delta) is the training
+    branch's; and that epsilon is what the fit reports."""
+    from _independent_accounting import hockey_stick_gaussian, op_delta_quad
+
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((800, 3)) * 3 + 1
+    z = X @ np.array([1.0, -1.0, 0.5])
+    delta = 1e-5
+    if estimator == "logistic":
+        est = dpopt.DPLogisticRegression(epsilon=1.0, delta=delta, random_state=0)
+        est.fit(X, (z > 0).astype(int))
+    else:
+        est = dpopt.DPLinearRegression(epsilon=1.0, delta=delta, random_state=0)
+        est.fit(X, z + rng.standard_normal(800))
+    sel = est.auto_.plan["selection"]
+    mechs = est.fit_result_.mechanisms
+    nu = math.sqrt(sum(m.count / m.noise_multiplier ** 2 for m in mechs
+                       if isinstance(m, Gaussian)))
+    ops = [m for m in mechs if isinstance(m, ObjectivePerturbation)]
+    assert len(ops) == (1 if estimator == "logistic" else 0)
+    assert all(isinstance(m, (Gaussian, ObjectivePerturbation)) for m in mechs)
+    sens = math.sqrt(sel["released_columns"]) / sel["validation_rows"]
+
+    def train_delta(e):
+        if ops:
+            op = ops[0]
+            return op_delta_quad(e, 1 / op.noise_multiplier, op.shift, op.dof, nu)
+        return hockey_stick_gaussian(1.0, 1.0 / nu, e)
+
+    # the validation branch: the scores, and for a regressor first the noisy mean of the
+    # scaled target (sensitivity 2/m); Gaussians compose in quadrature of sensitivity/sigma
+    ratio = sens / sel["sigma"]
+    if sel["sigma_mean"] is not None:
+        ratio = math.hypot(ratio, (2 / sel["validation_rows"]) / sel["sigma_mean"])
+    for e in np.linspace(0.0, 3.0, 13):
+        d_val = hockey_stick_gaussian(ratio, 1.0, e)
+        assert d_val <= train_delta(e) * (1 + 1e-6) + 1e-13, e
+    if ops:
+        op = ops[0]
+        independent = op_epsilon_quad(op.noise_multiplier, op.shift, op.dof, delta,
+                                      z_gauss=1 / nu)
+    else:
+        independent = gaussian_epsilon(1 / nu, 1, delta)
+    assert est.epsilon_spent_ == pytest.approx(independent, rel=2e-3)
+    assert est.epsilon_spent_ <= 1.0 * (1 + 1e-9)

@@ -237,3 +237,14 @@ def test_thorough_audit_add_remove_dp_sgd():
     weak = A.audit(noise_scaled("dp-sgd", 0.25), n_runs=3000,
                    canary={"adjacency": "add-remove"}, random_state=14, **opts)
     assert weak.epsilon_lb > weak.epsilon, weak.summary()
+
+
+def test_selection_score_release_passes_the_audit_and_its_broken_variant_is_caught():
+    """The default path's held-out selection (dpopt.pipeline.selection): its score release at the
+    claimed budget is consistent; with a quarter of the noise it is caught."""
+    from dpopt.api.audit import audit_selection
+
+    ok = audit_selection(n_runs=1000)
+    assert ok.consistent and ok.epsilon == pytest.approx(2.0, rel=1e-6), ok.summary()
+    broken = audit_selection(n_runs=1000, noise_scale=0.25)
+    assert not broken.consistent, broken.summary()

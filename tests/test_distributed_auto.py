@@ -36,6 +36,16 @@ TOL = 1e-10  # adassp, dp-gd: the same releases, sums in another order
 OP_TOL = 2e-6  # objective perturbation: 2 x its default tolerance (1e-6)
 
 
+@pytest.fixture(autouse=True)
+def _in_memory_without_the_held_out_choice(monkeypatch):
+    """Chunked data runs the default path without the held-out choice between the model and
+    the constant (dpopt.pipeline.selection, not implemented out of core): the in-memory references
+    here run without it too, so both are the same plan on the same rows."""
+    from dpopt.pipeline import selection
+
+    monkeypatch.setattr(selection, "MIN_VALIDATION", 10 ** 18)
+
+
 def raw_data(seed=0):
     """Raw features of different scales and offsets (the default path locates them)."""
     rng = np.random.default_rng(seed)

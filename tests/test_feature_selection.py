@@ -97,7 +97,7 @@ def test_no_signal_gives_the_majority_constant_and_spends_only_the_screen():
     y = np.where(rng.random(600) < 0.15, 1.0, -1.0)  # labels independent of X
     model = _fit(X, y, 1.0)
     plan = model.fit_result_.params["auto"]
-    assert plan["selection"]["n_selected"] == 0 and plan["solver"] == "none"
+    assert plan["screen"]["n_selected"] == 0 and plan["solver"] == "none"
     assert model.coef_.shape == (1, 20_000) and not model.coef_.any()
     assert np.all(model.predict(X[:50]) == -1.0)  # the majority class
     mu_sel = gdp_mu(1.0, model.delta_spent_) * math.sqrt(fs.SELECTION_SHARE)
@@ -119,7 +119,7 @@ def test_routed_fit_is_one_composition_of_its_target_charged_once():
         model = _fit(X, y, 8.0, delta=1e-7)
     r = model.fit_result_
     plan = r.params["auto"]
-    assert plan["selection"]["n_selected"] >= 1
+    assert plan["screen"]["n_selected"] >= 1
     assert model.epsilon_spent_ <= 8.0 + 1e-9 and model.epsilon_spent_ >= 8.0 * (1 - 1e-3)
     assert epsilon_of(r.mechanisms, 1e-7) == pytest.approx(model.epsilon_spent_)
     assert len(acc.ledger) == 1 and acc.ledger[0].epsilon == pytest.approx(8.0, rel=1e-3)
@@ -139,7 +139,7 @@ def test_routed_fit_is_one_composition_of_its_target_charged_once():
 def test_routed_model_has_p_coefficients_zero_off_the_kept_columns_and_learns():
     X, y = _strong_text()
     model = _fit(X[:2000], y[:2000], 8.0)
-    kept = model.fit_result_.params["auto"]["selection"]["columns"]
+    kept = model.fit_result_.params["auto"]["screen"]["columns"]
     coef = np.ravel(model.coef_)
     assert coef.shape == (4000,) and not np.delete(coef, kept).any()
     Xte, yte = X[2000:], y[2000:]
@@ -153,9 +153,9 @@ def test_regression_and_low_dimensional_fits_do_not_take_the_route():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         reg = dpopt.DPLinearRegression(epsilon=1.0, random_state=0).fit(X, y)
-    assert "selection" not in reg.fit_result_.params["auto"]
+    assert "screen" not in reg.fit_result_.params["auto"]
     Xl, yl = make_dense_high_dim(2000, 5, random_state=0)
-    assert "selection" not in _fit(Xl, yl, 1.0).fit_result_.params["auto"]
+    assert "screen" not in _fit(Xl, yl, 1.0).fit_result_.params["auto"]
 
 
 @pytest.mark.parametrize("n_train", [2000, 300])  # kept columns (clip map) / none (constant)
@@ -201,20 +201,20 @@ def test_audit_of_the_screen_release_on_the_worst_case_canary():
 def test_column_warnings_of_a_routed_fit_name_the_original_columns():
     from dpopt.pipeline.default_path import ColumnWarning
 
-    # three rare (2%) words that only the minority class uses, among 3,000 noise words:
+    # three rare (3%) words that only the minority class uses, among 3,000 noise words:
     # the screen keeps them, and the kept fit's bounds fall back to [0, 1] for some
     rng = np.random.default_rng(0)
     n, p = 1500, 3000
     X = sp.random(n, p, density=5 / p, format="lil", random_state=0, data_rvs=np.ones)
     y = np.where(rng.random(n) < 0.2, 1.0, -1.0)
     for j in range(3):
-        X[rng.choice(np.flatnonzero(y > 0), 30, replace=False), j] = 1.0
+        X[rng.choice(np.flatnonzero(y > 0), 45, replace=False), j] = 1.0
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         model = dpopt.DPLogisticRegression(epsilon=8.0, random_state=0).fit(sp.csr_matrix(X), y)
     plan = model.fit_result_.params["auto"]
     fell = plan["fallback_features"]
-    assert {0, 1, 2} <= set(plan["selection"]["columns"])
+    assert {0, 1, 2} <= set(plan["screen"]["columns"])
     assert fell and set(fell) <= {0, 1, 2}  # original indices, not positions among the kept
     texts = [str(w.message) for w in caught if issubclass(w.category, ColumnWarning)]
     assert len(texts) == 1 and f"features {fell}" in texts[0]

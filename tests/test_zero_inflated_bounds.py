@@ -74,7 +74,8 @@ def test_default_fit_warns_and_reports_the_fallback_features():
     assert "public range" in model.privacy_report()
     lower, upper = model.feature_bounds_
     assert lower[1] == 0.0 and upper[1] == 1.0  # the indicator is kept exactly
-    assert model.coef_[0, 1] != 0.0
+    if plan["selection"]["released"] == "model":  # the held-out choice may keep the constant
+        assert model.coef_[0, 1] != 0.0
 
 
 def test_a_column_still_dropped_is_warned_and_reported():

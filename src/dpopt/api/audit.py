@@ -414,3 +414,48 @@ def _check_claim(claimed, res, adjacency):
     # changes under add-remove (DP-SGD's sampling rate b / n): compare with the largest claim
     return (max(claimed[0], now[0]),) + now[1:]
 
+
+
+# ---------------------------------------------------------------------------
+# the default path's held-out selection (dpopt.pipeline.selection)
+
+
+def audit_selection(*, epsilon=DEFAULT_EPSILON, delta=DEFAULT_DELTA, n_runs=DEFAULT_RUNS,
+                    n_validation=50, n_columns=2, random_state=0, confidence=0.95,
+                    noise_scale=1.0) -> AuditResult:
+    """Empirical lower bound on the epsilon of the selection's score release
+    (:func:`dpopt.pipeline.selection.noisy_scores`), the only output of :mod:`dpopt.pipeline.selection` that
+    reads the held-out records.
+
+    Neighbouring validation sets of ``n_validation`` records: every per-record score is 0,
+    except the canary's, which is 1 in every one of the ``n_columns`` columns on D1 and 0
+    on D0 (the worst case: every mean moves by the full 1/m). The release runs at
+    mu = gdp_mu(epsilon, delta), the claim is (epsilon, delta); the statistic is the sum of
+    the noisy means (along the shift). ``noise_scale`` < 1 is a broken variant, for the
+    tests only (it multiplies the noise)."""
+    from dpopt.pipeline.selection import noisy_scores
+    from dpopt.privacy import gdp_epsilon, gdp_mu
+
+    epsilon = check_scalar(epsilon, "epsilon", low=0.0, low_open=True)
+    delta = check_delta(delta)
+    n_runs = check_positive_int(n_runs, "n_runs")
+    mu = gdp_mu(epsilon, delta)
+    d0 = np.zeros((n_validation, n_columns))
+    d1 = d0.copy()
+    d1[0] = 1.0
+    rng = np.random.default_rng(random_state)
+    scores = np.empty((2, n_runs))
+    for b, per in enumerate((d0, d1)):
+        for k in range(n_runs):
+            noisy, sigma = noisy_scores(per, mu, rng)
+            exact = per.mean(axis=0)
+            scores[b, k] = float(np.sum(exact + noise_scale * (noisy - exact)))
+    lb, point, t, direction, fpr, fnr, fu, nu = empirical_epsilon(
+        scores[0], scores[1], delta, confidence=confidence)
+    return AuditResult(solver="selection (held-out score release)",
+                       epsilon=gdp_epsilon(mu, delta), delta=delta, adjacency="replace-one",
+                       epsilon_lb=lb, epsilon_point=point, threshold=t, direction=direction,
+                       fpr=fpr, fnr=fnr, fpr_upper=fu, fnr_upper=nu, n_runs=n_runs,
+                       confidence=confidence,
+                       options={"n_validation": n_validation, "n_columns": n_columns,
+                                "noise_scale": noise_scale})

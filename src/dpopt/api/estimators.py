@@ -85,9 +85,12 @@ from dpopt._core.validation import (
     sklearn_seed,
 )
 from dpopt.data import Problem
-from dpopt.data.chunked import is_chunked_input
+from dpopt.data.chunked import ChunkedProblem, as_dask_arrays, is_chunked_input
+from dpopt.data.losses import huber
+from dpopt.pipeline.multiclass import OneVsRestProblems, fit_default_one_vs_rest, solve_one_vs_rest
+from dpopt.pipeline.selection import default_alpha, fit_selected
 from dpopt.privacy.budget import resolve_budget
-from dpopt.solvers import get_solver, solve
+from dpopt.solvers import check_distributed, get_solver, solve
 
 __all__ = ["DPLogisticRegression", "DPLinearRegression", "DPLasso", "DPElasticNet",
            "DPHuberRegressor"]
@@ -99,6 +102,19 @@ def _check_auto_epsilon(epsilon):
     if math.isinf(epsilon):
         raise ValueError("solver='auto' needs a finite epsilon: its scaling is private; "
                          "pass an explicit solver for a non-private fit")
+
+
+def _resolve_alpha(penalty_kwargs, loss, n):
+    """``alpha="auto"``: scikit-learn's default model on n rows
+    (:func:`dpopt.pipeline.selection.default_alpha`: 1/n for the logistic loss, its C=1)."""
+    if penalty_kwargs.get("alpha") != "auto":
+        return penalty_kwargs
+    if not (isinstance(n, numbers.Integral) or (isinstance(n, float) and n.is_integer())):
+        raise ValueError(f"alpha='auto' is 1/n, but the number of rows is unknown ({n}): give "
+                         f"a Dask array with known chunk sizes (X.compute_chunk_sizes()) or "
+                         f"an explicit alpha")
+    alpha = default_alpha(loss if isinstance(loss, str) else loss.name, n)
+    return {**penalty_kwargs, "alpha": 0.0 if alpha is None else alpha}
 
 
 class _DPLinearModel(BaseEstimator):
@@ -133,12 +149,12 @@ class _DPLinearModel(BaseEstimator):
         target = self._encode_y(y)
         delta = default_delta(X.shape[0]) if delta_given is None else delta_given
         penalty, penalty_kwargs = self._penalty()
-        if spec is None:
+        if spec is None:  # an alpha of "auto" is resolved on the rows the model is fitted on
             return self._fit_auto(X, target, epsilon, delta, penalty, penalty_kwargs)
+        penalty_kwargs = _resolve_alpha(penalty_kwargs, self._loss(), X.shape[0])
+        self.alpha_ = penalty_kwargs.get("alpha")
         self.auto_ = None
         if self._n_classes() > 2:  # one-vs-rest (dpopt.pipeline.multiclass): k problems, one release
-            from dpopt.pipeline.multiclass import OneVsRestProblems
-
             def binary(relabel):
                 return Problem(X, relabel(target), loss=self._loss(), penalty=penalty,
                                fit_intercept=self.fit_intercept, **penalty_kwargs)
@@ -152,16 +168,14 @@ class _DPLinearModel(BaseEstimator):
     def _fit_chunked(self, X, y, epsilon, delta_given, spec, options):
         """Fit of Dask / on-disk data through :mod:`dpopt.data.chunked`: the default path
         (:mod:`dpopt.pipeline.chunked`) or an explicit distributed solver."""
-        from dpopt.data.chunked import ChunkedProblem, as_dask_arrays
-
         if spec is None:
             _check_auto_epsilon(epsilon)  # before the data is read
         else:
-            from dpopt.solvers import check_distributed
-
             check_distributed(spec)
         X, y = as_dask_arrays(X, y)
         penalty, penalty_kwargs = self._penalty()
+        penalty_kwargs = _resolve_alpha(penalty_kwargs, self._loss(), X.shape[0])
+        self.alpha_ = penalty_kwargs.get("alpha")
         target = self._encode_chunked_y(y)
         multiclass = self._n_classes() > 2  # target: class indices ("squared": no label check)
         problem = ChunkedProblem(X, target, loss="squared" if multiclass else self._loss(),
@@ -173,8 +187,6 @@ class _DPLinearModel(BaseEstimator):
             return self._fit_auto(problem, None, epsilon, delta, penalty, penalty_kwargs)
         self.auto_ = None
         if multiclass:  # one-vs-rest (dpopt.pipeline.multiclass): validated once above
-            from dpopt.pipeline.multiclass import OneVsRestProblems
-
             def binary(relabel):
                 return ChunkedProblem(X, target.map_blocks(relabel, dtype=np.float64),
                                       loss=self._loss(), penalty=penalty,
@@ -193,8 +205,6 @@ class _DPLinearModel(BaseEstimator):
 
     def _solve(self, problem, spec, epsilon, delta, options):
         budget = resolve_budget(self.accountant)
-        from dpopt.pipeline.multiclass import OneVsRestProblems, solve_one_vs_rest
-
         run = solve_one_vs_rest if isinstance(problem, OneVsRestProblems) else solve
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
@@ -224,9 +234,8 @@ class _DPLinearModel(BaseEstimator):
                 warnings.warn(w.message, w.category, stacklevel=stacklevel)
 
     def _fit_auto(self, X, target, epsilon, delta, penalty, penalty_kwargs):
-        """The default path (:mod:`dpopt.pipeline.default_path`): private bounds, scaling, mechanism."""
-        from dpopt.pipeline.default_path import fit_default
-
+        """The default path (:mod:`dpopt.pipeline.default_path`): private bounds, scaling, mechanism, and the
+        private choice between the model and the constant (:mod:`dpopt.pipeline.selection`)."""
         _check_auto_epsilon(epsilon)
         rng = check_random_state(sklearn_seed(self.random_state))
         budget = resolve_budget(self.accountant)
@@ -237,17 +246,17 @@ class _DPLinearModel(BaseEstimator):
                 slot = (stack.enter_context(budget.spend(epsilon, delta, label=name))
                         if budget is not None else None)
                 if self._n_classes() > 2:  # one-vs-rest, one composition (dpopt.pipeline.multiclass)
-                    from dpopt.pipeline.multiclass import fit_default_one_vs_rest
-
+                    n = X.n_samples if getattr(X, "is_chunked", False) else X.shape[0]
+                    penalty_kwargs = _resolve_alpha(penalty_kwargs, self._loss(), n)
                     auto = fit_default_one_vs_rest(
                         X, target, self._n_classes(), penalty=penalty,
                         penalty_kwargs=penalty_kwargs, fit_intercept=self.fit_intercept,
                         epsilon=epsilon, delta=delta, rng=rng)
-                else:
-                    auto = fit_default(X, target, loss=self._loss(), penalty=penalty,
-                                       penalty_kwargs=penalty_kwargs,
-                                       fit_intercept=self.fit_intercept, epsilon=epsilon,
-                                       delta=delta, rng=rng, regression=not self._classifier)
+                else:  # the model or the constant, chosen privately (dpopt.pipeline.selection)
+                    auto = fit_selected(X, target, loss=self._loss(), penalty=penalty,
+                                        penalty_kwargs=penalty_kwargs,
+                                        fit_intercept=self.fit_intercept, epsilon=epsilon,
+                                        delta=delta, rng=rng, regression=not self._classifier)
                 if auto.result.epsilon > epsilon * (1 + 1e-9):  # never expected: exact split
                     raise RuntimeError(f"internal error: the default path would spend "
                                        f"{auto.result.epsilon} > epsilon={epsilon}; nothing "
@@ -257,6 +266,7 @@ class _DPLinearModel(BaseEstimator):
         self.privacy_leaks_ = []
         self._surface(caught, stacklevel=5)
         self.auto_ = auto
+        self.alpha_ = auto.plan.get("alpha", penalty_kwargs.get("alpha"))
         self._set_fitted(auto.result)
         coef, intercept = auto.raw_model()
         self.coef_ = coef.reshape(self.coef_.shape)
@@ -321,8 +331,6 @@ class _DPLinearModel(BaseEstimator):
         """Margins of chunked data (Dask array, data frame or path, as ``fit`` takes them):
         a lazy Dask array, one task per row chunk, each applying the feature map and the
         model to its chunk (nothing is computed here)."""
-        from dpopt.data.chunked import as_dask_arrays
-
         X, _ = as_dask_arrays(X, None)
         if X.ndim != 2 or X.shape[1] != self.n_features_in_:
             raise ValueError(f"X has shape {X.shape}; the model was fitted on "
@@ -422,8 +430,10 @@ class DPLogisticRegression(ClassifierMixin, _DPLinearModel):
         Target epsilon of the fit (``inf``: no privacy, refused under a budget).
     delta : float or None, default None (1/n^2, see the module docstring)
     penalty : {"l2", "l1", "elastic_net", "none"}, default "l2"
-    alpha : float, default 1e-3
-        Penalty strength (l2: alpha/2 ||w||^2).
+    alpha : float or "auto", default "auto"
+        Penalty strength (l2: alpha/2 ||w||^2; l1: alpha ||w||_1). ``"auto"`` is 1/n
+        (n the rows the model is fitted on), scikit-learn's ``LogisticRegression(C=1)`` in
+        this scaling; on the default path it applies to the privately scaled features.
     l1_ratio : float, default 0.5 (elastic_net only)
     fit_intercept : bool, default True
     solver : str, default "auto"
@@ -437,12 +447,13 @@ class DPLogisticRegression(ClassifierMixin, _DPLinearModel):
     Attributes
     ----------
     classes_, coef_ (1 or k, n_features), intercept_ (1 or k,), n_iter_, epsilon_spent_,
-    delta_spent_, adjacency_, fit_result_, privacy_leaks_, n_features_in_.
+    delta_spent_, adjacency_, fit_result_, privacy_leaks_, n_features_in_, alpha_ (the
+    penalty strength used: ``alpha`` resolved, None without a penalty).
     """
 
     _classifier = True
 
-    def __init__(self, *, epsilon=1.0, delta=None, penalty="l2", alpha=1e-3, l1_ratio=0.5,
+    def __init__(self, *, epsilon=1.0, delta=None, penalty="l2", alpha="auto", l1_ratio=0.5,
                  fit_intercept=True, solver="auto", solver_options=None, random_state=None,
                  accountant=None):
         self.epsilon = epsilon
@@ -465,6 +476,11 @@ class DPLogisticRegression(ClassifierMixin, _DPLinearModel):
                              f"got {self.penalty!r}")
         if self.penalty == "none":
             return "none", {}
+        if not (self.alpha == "auto" if isinstance(self.alpha, str) else
+                isinstance(self.alpha, numbers.Real) and not isinstance(self.alpha, bool)
+                and self.alpha >= 0 and math.isfinite(self.alpha)):
+            raise ValueError(f"alpha must be 'auto' or a non-negative finite number, got "
+                             f"{self.alpha!r}")
         kwargs = {"alpha": self.alpha}
         if self.penalty == "elastic_net":
             kwargs["l1_ratio"] = self.l1_ratio
@@ -649,8 +665,6 @@ class DPHuberRegressor(_Regressor):
         self.accountant = accountant
 
     def _loss(self):
-        from dpopt.data.losses import huber
-
         if isinstance(self.threshold, bool) or not isinstance(self.threshold, numbers.Real) \
                 or not (self.threshold > 0 and math.isfinite(self.threshold)):
             raise ValueError(f"threshold must be a positive finite number, got "

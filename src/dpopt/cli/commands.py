@@ -437,6 +437,8 @@ def _fit(args, options, X, y):
         estimator.fit(X, y)
     loss = estimator._loss()
     penalty, penalty_kwargs = estimator._penalty()
+    if penalty_kwargs.get("alpha") == "auto":  # the strength the fit resolved it to
+        penalty_kwargs = {**penalty_kwargs, "alpha": estimator.alpha_}
     auto = getattr(estimator, "auto_", None)
     model = (estimator.coef_.ravel(), float(np.ravel(estimator.intercept_)[0]),
              auto.scaling.to_dict() if auto is not None else None)

@@ -229,7 +229,7 @@ class AutoFit:
         return (f"{name} (solver='auto' -> {plan['solver']}): ({r.epsilon:.4g}, {r.delta:.3g})-DP "
                 f"under {r.adjacency} adjacency, end to end (scaling included), accountant "
                 f"{r.accountant}; Gaussian-DP mu={plan['mu']:.4g} split as "
-                f"{shares}{chunked_note(r.params)}" + "".join(
+                f"{shares}{chunked_note(r.params)}{_selection_note(plan)}" + "".join(
                     f"\n{text}" for text in _column_lines(plan)))
 
 
@@ -265,7 +265,7 @@ def _column_lines(plan):
     from dpopt.preprocessing._bounds import ZERO_INFLATED_FALLBACK
 
     lines = []
-    sel = plan.get("selection")
+    sel = plan.get("screen")
     if sel:
         lines.append(f"high-dimensional route ({sel['rule']}): a private screen kept "
                      f"{sel['n_selected']} features (noisy |score| > {sel['threshold']:.3g}); "
@@ -284,6 +284,12 @@ def _column_lines(plan):
         lines.append(f"features {dropped} ({len(dropped)}) are dropped: their bounds are equal, "
                      f"so they are constant after scaling and the model cannot use them")
     return lines
+
+
+def _selection_note(plan):
+    """The report's sentence on the held-out choice (:mod:`dpopt.pipeline.selection`), if any."""
+    sel = plan.get("selection")
+    return "" if not sel else f"; {sel['reason']} (covered by the same guarantee)"
 
 
 # --------------------------------------------------------------------------- the table
@@ -462,14 +468,11 @@ def fit_default(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, 
     returned ``result`` is the model's FitResult with ``epsilon``, ``mechanisms`` and
     ``accountant`` replaced by those of the whole composition.
 
-    A classification problem with more features than a private full-dimensional fit can
-    use (:func:`dpopt.pipeline.feature_selection.high_dimensional`, from public n, p, mu) takes the
-    screening route :func:`dpopt.pipeline.feature_selection.fit_selected`, which calls back here on
-    the kept columns with ``spent_mu``: the Gaussian-DP mu its own release spent, which
-    the plan leaves out (the steps here share sqrt(mu^2 - spent_mu^2)) and objective
+    ``spent_mu``: the Gaussian-DP mu a release before this call spent (the screening route
+    of :func:`dpopt.pipeline.feature_selection.fit_routed` calls here on the kept columns),
+    which the plan leaves out (the steps here share sqrt(mu^2 - spent_mu^2)) and objective
     perturbation counts in its ``prior_mu``.
     """
-    from dpopt.pipeline.feature_selection import fit_selected, high_dimensional
     from dpopt.privacy.budget import _unbudgeted
     from dpopt.solvers import available_solvers, solve
 
@@ -477,11 +480,6 @@ def fit_default(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, 
     n, p = data.shape
     loss_name = loss if isinstance(loss, str) else loss.name
     center = fit_intercept and not data.sparse
-    if not (regression or data.chunked or spent_mu) and high_dimensional(n, p, gdp_mu(epsilon,
-                                                                                     delta)):
-        return fit_selected(X, y, loss=loss, penalty=penalty, penalty_kwargs=penalty_kwargs,
-                            fit_intercept=fit_intercept, epsilon=epsilon, delta=delta, rng=rng,
-                            fit_default=fit_default)
     mu_avail = math.sqrt(max(gdp_mu(epsilon, delta) ** 2 - spent_mu ** 2, 0.0))
     shares = plan_budget(n, p, mu_avail, regression=regression, center=center)
     if shares is None:

@@ -1,7 +1,7 @@
 """The default path's high-dimensional route: private feature screening, then a small model.
 
 When a classification problem has more features than a private full-dimensional fit can
-use, :func:`dpopt.pipeline.default_path.fit_default` enters :func:`fit_selected`: one Gaussian release of
+use, :func:`dpopt.pipeline.default_path.fit_default` enters :func:`fit_screened`: one Gaussian release of
 per-class sums of the row-normalized features gives noisy marginal scores of every
 feature; the features whose score clears the noise's universal threshold (at most
 :func:`dimension_limit` of them, the largest scores) are kept, and the default path runs
@@ -59,10 +59,18 @@ from dataclasses import dataclass, replace
 import numpy as np
 import scipy.sparse as sp
 
+from dpopt.data.sources import is_chunked_input
+from dpopt.pipeline.default_path import (
+    AutoFit,
+    ColumnWarning,
+    RowNormalization,
+    fit_default,
+    warn_columns,
+)
 from dpopt.privacy import Gaussian, epsilon_of, gdp_mu
 
 __all__ = ["dimension_limit", "high_dimensional", "release_class_sums", "marginal_scores",
-           "select_features", "SelectedScaling", "fit_selected", "SELECTION_SHARE",
+           "select_features", "SelectedScaling", "fit_screened", "fit_routed", "SELECTION_SHARE",
            "SCORE_SENSITIVITY"]
 
 #: Share of mu^2 (Gaussian-DP) that the screening release takes; the model gets the rest.
@@ -196,7 +204,6 @@ def _constant_fit(p, rate, loss, penalty, penalty_kwargs, fit_intercept, records
     """The majority-class model from the released positive share (post-processing): the
     logit of the share as intercept (0 without an intercept), every coefficient 0."""
     from dpopt.data import Problem
-    from dpopt.pipeline.default_path import AutoFit, RowNormalization
     from dpopt.solvers import Checkpoints, make_result
 
     problem = Problem(sp.csc_matrix((1, p)), np.ones(1), loss=loss, penalty=penalty,
@@ -212,13 +219,11 @@ def _constant_fit(p, rate, loss, penalty, penalty_kwargs, fit_intercept, records
     return AutoFit(result, scaling, None, plan)
 
 
-def fit_selected(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, delta, rng,
-                 fit_default):
+def fit_screened(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, delta, rng):
     """The route (module docstring): screen with ``SELECTION_SHARE`` of mu^2, then
     ``fit_default`` on the kept columns with the rest (``spent_mu`` tells it what was
     spent), or the constant model when none is kept. Returns an :class:`dpopt.pipeline.default_path.AutoFit`
     whose result holds the whole composition."""
-    from dpopt.pipeline.default_path import ColumnWarning, warn_columns
 
     n, p = X.shape
     mu = gdp_mu(epsilon, delta)
@@ -238,7 +243,7 @@ def fit_selected(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon,
                 "score cleared the universal threshold; the model is the majority-class "
                 "constant from the released class share", "mu": mu_sel,
                 "mu_shares": {"feature_selection": mu_sel}, "scaling": "none",
-                "row_bound": None, "model_options": {}, "selection": selection}
+                "row_bound": None, "model_options": {}, "screen": selection}
         return _constant_fit(p, rate, loss, penalty, penalty_kwargs, fit_intercept, [record],
                              delta, plan)
     Xs = X[:, columns] if not sp.issparse(X) else sp.csc_matrix(X)[:, columns]
@@ -259,9 +264,24 @@ def fit_selected(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon,
     total = epsilon_of(mechanisms, delta, adjacency=inner.result.adjacency)
     plan = {**inner.plan, "mu": mu, "mu_shares": {"feature_selection": mu_sel,
                                                   **inner.plan["mu_shares"]},
-            "selection": selection}
+            "screen": selection}
     r = inner.result
     coef = scaling.embed(r.coef)  # p coefficients on the scaled domain, 0 where not kept
     result = replace(r, coef=coef, w=np.concatenate([coef, r.w[columns.size:]]), epsilon=total,
                      mechanisms=mechanisms, params={**r.params, "auto": plan})
     return replace(inner, result=result, scaling=scaling, plan=plan)
+
+
+def fit_routed(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, delta, rng,
+               regression=False):
+    """The default path (:func:`dpopt.pipeline.default_path.fit_default`), through the
+    screening route (:func:`fit_screened`) when the problem is a classification in memory
+    with more features than a private full-dimensional fit can use (:func:`high_dimensional`,
+    from public n, p and mu only). Same arguments and result as ``fit_default``."""
+    chunked = getattr(X, "is_chunked", False) is True or is_chunked_input(X)
+    if not (regression or chunked) and high_dimensional(*X.shape, gdp_mu(epsilon, delta)):
+        return fit_screened(X, y, loss=loss, penalty=penalty, penalty_kwargs=penalty_kwargs,
+                            fit_intercept=fit_intercept, epsilon=epsilon, delta=delta, rng=rng)
+    return fit_default(X, y, loss=loss, penalty=penalty, penalty_kwargs=penalty_kwargs,
+                       fit_intercept=fit_intercept, epsilon=epsilon, delta=delta, rng=rng,
+                       regression=regression)

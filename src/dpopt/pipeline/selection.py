@@ -1,0 +1,333 @@
+"""Do no harm: the default path releases the better of its model and the constant predictor,
+chosen privately on a held-out part of the data.
+
+The wrapper (:func:`fit_selected`) splits the records once, by a permutation drawn from the
+fit's generator (independent of the data), into a *training* part (1 - f of the rows,
+f = :data:`VALIDATION_FRACTION`) and a *validation* part (m = f n rows). The training part
+runs the model path (:func:`dpopt.pipeline.default_path.fit_default`, whatever mechanism it chooses: its
+scaling, its mechanism, a high-dimensional route). Given what that branch released, every
+candidate predictor is a fixed function, and the validation part releases their mean
+per-record scores with Gaussian noise; the released model is a function of the noisy
+scores (post-processing). Candidates (:func:`candidates`):
+
+* the model released by the training branch;
+* the constant predictor: for a classifier both classes (the majority class is the better
+  of the two on the validation part, no estimate needed); for a regressor the noisy mean
+  of the validation part's scaled target (:func:`noisy_mean`), released first by the
+  validation branch. Without an intercept the only constant is 0. (The model's own
+  intercept is not the mean of y: it absorbs the noise of the private feature means, which
+  can be large with many features and a small budget.)
+
+Scores (per record, in [0, 1]). Classifier: 1 if the candidate predicts the label, so
+the two constants' scores sum to 1 and one number (the positive-label rate) gives both.
+Regressor, on the training branch's private target scale (y clipped and mapped to
+[-1, 1], predictions clipped to [-1, 1]): 1 - min(|y - f(x)|, 1), the absolute error
+clipped at half the target range (a public clip). The absolute rather than the squared
+error: the private target bounds are quantiles on a coarse public grid, so y often spans a
+small part of [-1, 1], and errors e << 1 differ far more in |e| than in e^2 (two
+candidates whose mean absolute errors are 0.1 and 0.01 differ by 0.09 in score, by about
+0.01 in squared error), while the noise is the same: the held-out choice can see them.
+
+Privacy (replace-one adjacency). Each mean score moves by at most 1/m when one validation
+record is replaced, so the k released means have L2 sensitivity sqrt(k) / m; N(0, sigma^2)
+noise with sigma = sqrt(k) / (m mu_s) makes them a Gaussian mechanism of multiplier
+1 / mu_s, i.e. mu_s-GDP (Dong, Roth & Su 2022). For a regressor the validation branch first
+releases the mean of the scaled target (values in [-1, 1], sensitivity 2/m) with
+N(0, (2 / (m mu_c))^2); the two Gaussians compose to mu_v-GDP with mu_c = mu_s =
+mu_v / sqrt(2) (an even split: neither release is known to need more). A classifier's
+validation branch spends all of mu_v on the scores. The split is independent of the data, so a
+replaced record is either a training record (the pipeline's privacy is that of the training
+branch: the scores are post-processing of its output on unchanged validation records) or a
+validation record (that of the score release, given the unchanged training output): for
+each fixed split it is the one or the other (parallel composition, McSherry 2009), and the
+mixture over splits is no worse than the worse branch (the hockey-stick divergence is
+jointly convex). mu_v is the Gaussian-DP parameter of the *Gaussian records* of the
+training branch (:func:`validation_mu`): the training branch's composition contains them,
+so it dominates a mu_v-GDP release (its trade-off function is below G_{mu_v}), and the
+training branch's records are a dominating description of the whole pipeline: the fit
+reports them, its (epsilon, delta) is theirs, a budget charges them once. When the training
+branch is all Gaussian (AdaSSP, DP-CD, DP-GD), mu_v is its whole mu; an objective
+perturbation record of multiplier z counts as a Gaussian of multiplier z, which it
+dominates (:func:`validation_mu`).
+
+Decision. The best constant c is the one with the largest noisy score; the model is
+released when its noisy score beats c's by more than two standard deviations s of the noisy
+difference (:data:`MARGIN`: a one-sided test at level Phi(-2) = 2.3%). With a true
+difference d the model is released with probability Phi(d/s - 2), so when the model is
+worse (d < 0) the expected loss against the constant, |d| Phi(-2 - |d|/s), is at most
+0.0033 s (0.033 s with one standard deviation, 0.17 s for a plain argmax, the minimax-regret
+rule), at the price of keeping the constant when the model is better by less than about
+2 s. As epsilon grows, s -> 0 and the rule is the non-private held-out comparison.
+
+When the noise is large (few held-out rows, small epsilon) a classifier's best constant can
+be the minority class. That costs at most (2p - 1) Phi(-(2p - 1) / (2 s)) <= 0.34 s against
+the majority rate p, still of the order of the noise. The alternative, releasing the model
+whenever the release does not resolve the majority (:func:`constant_resolved`, reported in
+the plan), was measured and rejected: its loss against the constant is bounded only by the
+unresolved gap 2p - 1 <~ 4 s (a model without signal, released where the classes are
+nearly balanced, falls below the majority rate; docs/practitioner.md).
+
+What it costs: the model is trained on (1 - f) n rows, so at a fixed epsilon its noise is
+that of a fit on (1 - f) n rows (the noise of a Gaussian mechanism on a mean scales as
+1 / (n mu)): f = 0.2 costs the model what spending 80% of the budget on all rows would, and
+it buys a validation release with no extra budget. f = 0.2 is the one-fold hold-out of
+five-fold cross-validation, the convention of :class:`dpopt.api.tuning.PrivateHyperparameterSearch`;
+it was not tuned on any benchmark.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import warnings
+from dataclasses import replace
+
+import numpy as np
+import scipy.sparse as sp
+
+from dpopt._core.exceptions import WeakPrivacyWarning
+from dpopt._core.validation import warn_if_delta_exceeds_one_over_n
+from dpopt.data.chunked import is_chunked_input
+from dpopt.pipeline.feature_selection import fit_routed
+from dpopt.privacy import Gaussian, ObjectivePerturbation
+
+__all__ = ["VALIDATION_FRACTION", "MARGIN", "fit_selected", "validation_mu", "default_alpha",
+           "noisy_scores", "noisy_mean", "choose", "constant_resolved"]
+
+#: Share of the records held out to choose between the model and the constant.
+VALIDATION_FRACTION = 0.2
+#: The model is released when its noisy score beats the constant's by this many standard
+#: deviations of the noisy difference.
+MARGIN = 2.0
+#: Fewer validation records than this: no selection (one record would move a score by
+#: more than 1/MIN_VALIDATION); the model of the whole data is released as before.
+MIN_VALIDATION = 20
+
+
+def default_alpha(loss, n):
+    """The default L2 strength of the default path: scikit-learn's default model on n rows.
+
+    ``LogisticRegression(C=1)`` minimises sum_i loss_i + ||w||^2 / 2, which in this
+    library's averaged scaling is alpha = 1 / (n C) = 1 / n; ``LinearRegression`` has no
+    penalty (alpha = 0). The Huber loss keeps its estimators' default. So as epsilon grows the
+    default path converges to those models on its scaled features (docs/default_path.md says
+    what the [0, 1] scaling changes against scikit-learn's StandardScaler)."""
+    return {"logistic": 1.0 / float(n), "squared": 0.0}.get(loss)
+
+
+def validation_mu(mechanisms):
+    """The largest mu such that ``mechanisms`` (the training branch's records) dominate a
+    mu-GDP release: sqrt of the sum over records of count / z^2, over
+
+    * :class:`~dpopt.privacy.Gaussian` records (multiplier z: each is (1/z)-GDP; GDP
+      composes in quadrature, Dong, Roth & Su 2022, Cor. 3.3);
+    * :class:`~dpopt.privacy.ObjectivePerturbation` records with m = 1/z: their dominating
+      pair has privacy loss shift + m^2/2 + m R with shift >= 0 and R ~ chi_dof >= 0, which
+      first-order dominates the Gaussian pair's loss m^2/2 + m Z, Z ~ N(0, 1)
+      (P(R > r) >= P(Z > r) for every r: chi_1 and the Rayleigh tails 2 Phi(-r) and
+      e^{-r^2/2} are >= Phi(-r)); every hockey-stick divergence is non-decreasing in the
+      loss, so the record dominates an m-GDP mechanism (Zhu, Dong & Wang 2022, Def. 7), and
+      dominating pairs compose by products (their Thm. 10).
+
+    Any other record is left out: leaving out a mechanism of a composition can only make
+    it more private, so the bound stays valid (merely smaller)."""
+    total = 0.0
+    for m in mechanisms:
+        if isinstance(m, (Gaussian, ObjectivePerturbation)) and m.noise_multiplier > 0:
+            total += m.count / m.noise_multiplier ** 2
+    return math.sqrt(total)
+
+
+def noisy_scores(per_record, mu, rng):
+    """Mean of each column of ``per_record`` (values in [0, 1], m rows, k columns) plus
+    N(0, sigma^2), sigma = sqrt(k) / (m mu): a Gaussian mechanism of multiplier 1 / mu
+    (L2 sensitivity sqrt(k) / m under replace-one). Returns (noisy means, sigma)."""
+    m, k = per_record.shape
+    if np.any(per_record < 0) or np.any(per_record > 1):
+        raise RuntimeError("internal error: a per-record score outside [0, 1]; nothing is "
+                           "released")
+    sigma = math.sqrt(k) / (m * mu)
+    return per_record.mean(axis=0) + sigma * rng.standard_normal(k), sigma
+
+
+def choose(noisy_model, noisy_constants, sigma):
+    """(index of the best constant, whether the model is released): the model when its
+    noisy score exceeds the best constant's by MARGIN standard deviations of the
+    difference (sigma sqrt(2): two independent noises; post-processing only)."""
+    best = int(np.argmax(noisy_constants))
+    return best, bool(noisy_model - noisy_constants[best] > MARGIN * sigma * math.sqrt(2.0))
+
+
+def constant_resolved(noisy_constants, sigma):
+    """Whether the noisy release resolves the constant (reported in the plan; not used by
+    the decision, see the module docstring). A classifier's two constants score s and 1 - s:
+    the better one is resolved when it beats the other by MARGIN standard deviations of their
+    noisy difference (2 sigma: 2 s - 1 carries twice the noise of s). A single constant (a
+    regressor's noisy mean, or the zero model without an intercept) is resolved: its noisy
+    score measures that very constant."""
+    if len(noisy_constants) == 2:
+        return abs(noisy_constants[0] - noisy_constants[1]) > MARGIN * 2.0 * sigma
+    return True
+
+
+# --------------------------------------------------------------------------- candidates
+
+
+def _margins(auto, X, coef, intercept):
+    Xs = auto.scaling.transform(X)
+    columns = getattr(auto.scaling, "columns", None)  # the screening route's kept columns:
+    if columns is not None:  # its scaled features are those columns, its coef has all p
+        coef = coef[columns]
+    return np.asarray(Xs @ coef).ravel() + intercept
+
+
+def candidates(auto, regression, fit_intercept, constant=None):
+    """[(name, coef, intercept)] in the training branch's scaled units; the first is the
+    model, the others constants (module docstring); ``constant`` is a regressor's noisy
+    mean of the scaled target."""
+    r = auto.result
+    coef = np.asarray(r.coef, dtype=np.float64).ravel()
+    zero = np.zeros_like(coef)
+    out = [("model", coef, float(r.intercept))]
+    if not fit_intercept:
+        return out + [("zero", zero, 0.0)]
+    if regression:
+        return out + [("noisy mean of y", zero, float(constant))]
+    return out + [("constant +1", zero, 1.0), ("constant -1", zero, -1.0)]
+
+
+def noisy_mean(values, mu, rng):
+    """Mean of m values in [-1, 1] plus N(0, (2 / (m mu))^2): replacing one value moves the
+    mean by at most 2/m, so this is mu-GDP; clipped to [-1, 1] (post-processing)."""
+    m = len(values)
+    values = np.clip(values, -1.0, 1.0)  # already in [-1, 1] up to rounding; the bound is exact
+    return float(np.clip(np.mean(values) + (2.0 / (m * mu)) * rng.standard_normal(), -1, 1))
+
+
+def per_record_scores(auto, cands, X_val, y_val, regression):
+    """Per-record scores in [0, 1] (module docstring), one column per released number:
+    for a classifier with an intercept the two constants share one column (their scores
+    sum to 1), so only the model's and the positive-label rate are released."""
+    margins = [_margins(auto, X_val, c, b) for _, c, b in cands]
+    if regression:
+        y = np.clip(auto.target.transform(y_val), -1.0, 1.0)  # exact bound despite rounding
+        return np.column_stack([1.0 - np.minimum(np.abs(y - np.clip(f, -1.0, 1.0)), 1.0)
+                                for f in margins])
+    hits = [(np.where(f > 0, 1.0, -1.0) == y_val).astype(np.float64) for f in margins]
+    if len(cands) == 3:  # model, +1, -1: the score of -1 is 1 - that of +1
+        return np.column_stack(hits[:2])
+    return np.column_stack(hits)
+
+
+# --------------------------------------------------------------------------- the wrapper
+
+
+def _rows(X, index):
+    return X[index] if not sp.issparse(X) else sp.csr_matrix(X)[index]
+
+
+def fit_selected(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, delta, rng,
+                 regression, fit=None):
+    """The default path with the private choice between its model and the constant
+    (module docstring). Same arguments and result as :func:`dpopt.pipeline.default_path.fit_default`
+    (``fit``, default that function, runs the training branch); ``plan["selection"]``
+    records the candidates' noisy scores, sigma, mu_v and what was released; ``plan["alpha"]``
+    the penalty strength used.
+
+    A ``penalty_kwargs["alpha"]`` of ``"auto"`` is resolved to :func:`default_alpha` of the
+    training rows. Chunked data, and data too small for :data:`MIN_VALIDATION` held-out
+    rows, run the model path on all rows without a selection (the plan says why)."""
+    fit = fit_routed if fit is None else fit
+    loss_name = loss if isinstance(loss, str) else loss.name
+    chunked = getattr(X, "is_chunked", False) is True or is_chunked_input(X)
+    n = X.shape[0] if not getattr(X, "is_chunked", False) else X.n_samples
+    m = int(math.floor(VALIDATION_FRACTION * n))
+    if chunked or m < MIN_VALIDATION:
+        why = ("chunked data: the held-out selection is not implemented out of core"
+               if chunked else f"n_samples={n} leaves fewer than {MIN_VALIDATION} held-out rows")
+        kwargs = _resolve_alpha(penalty_kwargs, loss_name, n)
+        auto = fit(X, y, loss=loss, penalty=penalty, penalty_kwargs=kwargs,
+                   fit_intercept=fit_intercept, epsilon=epsilon, delta=delta, rng=rng,
+                   regression=regression)
+        auto.plan["alpha"] = kwargs.get("alpha")
+        auto.plan["selection"] = {"released": "model", "reason": f"no selection: {why}"}
+        return auto
+    warn_if_delta_exceeds_one_over_n(delta, n)  # the guarantee is about all n records
+    perm = rng.permutation(n)
+    val, train = np.sort(perm[:m]), np.sort(perm[m:])
+    kwargs = _resolve_alpha(penalty_kwargs, loss_name, n - m)
+    with _delta_judged_on(n):
+        auto = fit(_rows(X, train), y[train], loss=loss, penalty=penalty,
+                   penalty_kwargs=kwargs, fit_intercept=fit_intercept, epsilon=epsilon,
+                   delta=delta, rng=rng, regression=regression)
+    auto.plan["alpha"] = kwargs.get("alpha")
+    if auto.plan.get("unlearnable"):
+        auto.plan["selection"] = {"released": "model", "reason": "no selection: nothing was "
+                                  "learned on the training rows"}
+        return auto
+    mu_v = validation_mu(auto.result.mechanisms)
+    if mu_v == 0.0:
+        auto.plan["selection"] = {"released": "model", "reason": "no selection: the training "
+                                  "branch has no record that dominates a Gaussian score release"}
+        return auto
+    return _select(auto, _rows(X, val), y[val], regression, fit_intercept, mu_v, rng)
+
+
+@contextlib.contextmanager
+def _delta_judged_on(n):
+    """Re-raise the training branch's warnings, except a "delta > 1/n" warning about its
+    own rows: the guarantee is about the n records of the whole data, so the caller's
+    check on n is the one that applies."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        yield
+    for w in caught:
+        if not (issubclass(w.category, WeakPrivacyWarning) and "1/n" in str(w.message)):
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+
+
+def _resolve_alpha(penalty_kwargs, loss_name, n):
+    if penalty_kwargs.get("alpha") != "auto":
+        return penalty_kwargs
+    alpha = default_alpha(loss_name, n)
+    return {**penalty_kwargs, "alpha": 0.0 if alpha is None else alpha}
+
+
+def _select(auto, X_val, y_val, regression, fit_intercept, mu_v, rng):
+    mu_scores, constant = mu_v, None
+    if regression and fit_intercept:
+        mu_scores = mu_v / math.sqrt(2.0)
+        constant = noisy_mean(auto.target.transform(y_val), mu_scores, rng)
+    cands = candidates(auto, regression, fit_intercept, constant)
+    scores = per_record_scores(auto, cands, X_val, y_val, regression)
+    noisy, sigma = noisy_scores(scores, mu_scores, rng)
+    released_columns = scores.shape[1]
+    if scores.shape[1] < len(cands):  # classifier: constant -1 scores 1 - (constant +1)
+        noisy = np.append(noisy, 1.0 - noisy[1])
+    best, use_model = choose(noisy[0], noisy[1:], sigma)
+    sigma_mean = None if constant is None else 2.0 / (len(y_val) * mu_scores)
+    resolved = constant_resolved(noisy[1:], sigma)  # reported; the decision does not use it
+    name, coef, intercept = cands[0] if use_model else cands[1 + best]
+    if not use_model and not regression and fit_intercept:
+        # the constant's probability: the noisy rate of its class (post-processing)
+        rate = float(np.clip(noisy[1 + best], 0.5 + 1e-9, 1.0 - 1e-6))
+        intercept = math.copysign(math.log(rate / (1.0 - rate)), intercept)
+    record = {"released": "model" if use_model else name,
+              "candidates": [c[0] for c in cands],
+              "noisy_scores": [float(s) for s in noisy], "sigma": sigma, "mu": mu_v,
+              "mu_scores": mu_scores, "noisy_mean": constant,
+              "sigma_mean": sigma_mean, "constant_resolved": resolved,
+              "validation_rows": int(len(y_val)), "released_columns": released_columns,
+              "margin": MARGIN,
+              "reason": (f"held-out selection on {len(y_val)} rows (Gaussian, mu={mu_v:.3g}, "
+                         f"sigma={sigma:.3g}): released {'the model' if use_model else name}"
+                         + ("" if resolved else " (which class is the majority is not "
+                                                "resolved at this budget)"))}
+    plan = {**auto.plan, "selection": record}
+    result = auto.result
+    if not use_model:
+        w = np.append(coef, intercept) if fit_intercept else coef.copy()
+        result = replace(result, coef=coef.reshape(np.shape(result.coef)),
+                         intercept=float(intercept), w=w)
+    result = replace(result, params={**result.params, "auto": plan})
+    return replace(auto, result=result, plan=plan)
