@@ -17,6 +17,7 @@ _LAZY = {
     "BudgetExceededError": "dpopt.exceptions",
     "PrivacyLeakWarning": "dpopt.exceptions",
     "WeakPrivacyWarning": "dpopt.exceptions",
+    "UnchargedFitWarning": "dpopt.exceptions",
     "Problem": "dpopt.problem",
     "FitResult": "dpopt.solvers",
     "available_solvers": "dpopt.solvers",
