@@ -45,3 +45,65 @@ def test_leak_warning_turned_into_an_error_charges_nothing():
         with pytest.raises(dpopt.PrivacyLeakWarning):
             dpopt.solve(problem, "adassp", epsilon=1.0, delta=1e-6, budget=acc)
     assert acc.ledger == []
+
+
+# -- items 3 and 4: private transformers ---------------------------------------------------
+
+TRANSFORMERS = ["PrivateClipper", "PrivateMinMaxScaler", "PrivateStandardScaler",
+                "PrivateRobustScaler"]
+
+
+def _transformer(name, **kw):
+    import dpopt.preprocessing as pre
+
+    return getattr(pre, name)(random_state=0, **kw)
+
+
+@pytest.mark.parametrize("name", TRANSFORMERS)
+def test_transformer_at_tiny_epsilon_succeeds_within_its_target(name):
+    X = np.random.default_rng(0).standard_normal((500, 3))
+    acc = dpopt.BudgetAccountant(epsilon=1.0, delta=1e-3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # the bounds cannot be located
+        t = _transformer(name, epsilon=1e-6, delta=1e-6, accountant=acc).fit(X)
+    assert t.epsilon_spent_ <= 1e-6 and len(acc.ledger) == 1
+    assert acc.ledger[0].epsilon <= 1e-6
+
+
+@pytest.mark.parametrize("name", TRANSFORMERS)
+def test_failed_transformer_fit_charges_nothing_and_is_not_an_assert(name, monkeypatch):
+    from dpopt.budget import Spend
+    from dpopt.preprocessing import _transformers
+
+    X = np.random.default_rng(0).standard_normal((300, 2))
+    acc = dpopt.BudgetAccountant(epsilon=5.0, delta=1e-3)
+    over = Spend("x", 0.75, 1e-6, "replace-one", "exact", ())  # more than the target 0.5
+    monkeypatch.setattr(_transformers._PrivateTransformer, "_spend",
+                        lambda self, mechanisms, delta: over)
+    t = _transformer(name, epsilon=0.5, delta=1e-6, accountant=acc)
+    with pytest.raises(RuntimeError, match="nothing was released or charged"):
+        t.fit(X)
+    assert acc.ledger == [] and not hasattr(t, "lower_")
+
+
+@pytest.mark.parametrize("name", TRANSFORMERS)
+def test_transformer_warns_when_delta_exceeds_one_over_n(name):
+    X = np.random.default_rng(0).standard_normal((5000, 2))
+    with pytest.warns(dpopt.WeakPrivacyWarning, match="1/n"):
+        _transformer(name, epsilon=1.0, delta=0.5).fit(X)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", dpopt.WeakPrivacyWarning)
+        _transformer(name, epsilon=1.0, delta=1e-6).fit(X)
+
+
+def test_no_runtime_assert_statements_in_the_library():
+    import ast
+    import pathlib
+
+    root = pathlib.Path(dpopt.__file__).parent
+    found = [f"{path.relative_to(root)}:{node.lineno}" for path in root.rglob("*.py")
+             for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+             if isinstance(node, ast.Assert)
+             or (isinstance(node, ast.Raise) and node.exc is not None
+                 and "AssertionError" in ast.dump(node.exc))]
+    assert found == []
