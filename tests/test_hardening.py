@@ -107,3 +107,31 @@ def test_no_runtime_assert_statements_in_the_library():
              or (isinstance(node, ast.Raise) and node.exc is not None
                  and "AssertionError" in ast.dump(node.exc))]
     assert found == []
+
+
+# -- item 6: a budget too small for the default path's plan names epsilon and delta ----------
+
+@pytest.mark.parametrize("cls", ["DPLinearRegression", "DPLasso", "DPElasticNet"])
+@pytest.mark.parametrize("epsilon, delta", [(0.01, 0.5), (1e-3, 0.1), (1e-6, 0.5)])
+def test_default_path_budget_too_small_names_epsilon_and_delta(cls, epsilon, delta):
+    X, y = _regression()
+    acc = dpopt.BudgetAccountant(epsilon=5.0, delta=0.9)
+    est = getattr(dpopt, cls)(epsilon=epsilon, delta=delta, accountant=acc)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", dpopt.WeakPrivacyWarning)
+        with pytest.raises(ValueError) as info:
+            est.fit(X, y)
+    message = str(info.value)
+    assert f"epsilon={epsilon:g}" in message and f"delta={delta:g}" in message
+    assert "got 0.0" not in message and acc.ledger == [] and not hasattr(est, "coef_")
+
+
+# -- item 12: the row-normalization fall-back is warned and reported --------------------------
+
+def test_row_normalization_fallback_is_warned_and_reported():
+    rng = np.random.default_rng(0)
+    X, y = rng.standard_normal((40, 30)), rng.integers(0, 2, 40)
+    with pytest.warns(UserWarning, match="rows are normalized"):
+        clf = dpopt.DPLogisticRegression(epsilon=0.5, random_state=0).fit(X, y)
+    assert clf.fit_result_.params["auto"]["scaling"] == "row-normalized"
+    assert "rows normalized" in clf.privacy_report()

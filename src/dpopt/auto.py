@@ -225,10 +225,12 @@ class AutoFit:
         if plan.get("unlearnable"):
             return f"{name} (solver='auto'): nothing released. {plan['reason']}"
         shares = ", ".join(f"{k} mu={v:.3g}" for k, v in plan["mu_shares"].items())
+        rows = ("; rows normalized to unit norm (n too small to locate the features' ranges)"
+                if plan["scaling"] == "row-normalized" else "")
         return (f"{name} (solver='auto' -> {plan['solver']}): ({r.epsilon:.4g}, {r.delta:.3g})-DP "
                 f"under {r.adjacency} adjacency, end to end (scaling included), accountant "
                 f"{r.accountant}; Gaussian-DP mu={plan['mu']:.4g} split as "
-                f"{shares}{chunked_note(r.params)}")
+                f"{shares}{rows}{chunked_note(r.params)}")
 
 
 # --------------------------------------------------------------------------- the table
@@ -517,6 +519,7 @@ def fit_default(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, 
     records = []
     if row_mode:
         scaling, R = RowNormalization(), 1.0
+        _warn_row_normalization(n, p, epsilon)
     else:
         fb = data.feature_bounds(mus["feature_bounds"], rng)
         records += list(fb.mechanisms)
@@ -545,6 +548,7 @@ def fit_default(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, 
         # Gaussian releases above (their mu adds in quadrature to its Gaussian part)
         options["prior_mu"] = math.sqrt(max(mu_total ** 2 - mus["model"] ** 2, 0.0))
         eps_model = epsilon
+    _check_model_share(eps_model, epsilon, delta, n)
     with _unbudgeted():  # the caller charges the whole pipeline once
         result = solve(problem, solver, epsilon=eps_model, delta=delta, random_state=rng,
                        **options)
@@ -559,6 +563,35 @@ def fit_default(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, 
                      else result.accountant,
                      params={**result.params, "auto": plan})
     return AutoFit(result, scaling, target, plan)
+
+
+def _warn_row_normalization(n, p, epsilon):
+    """The documented fall-back when the features' ranges cannot be located (public n, p,
+    epsilon only): every row is divided by its norm (a per-record map, free)."""
+    import warnings
+
+    warnings.warn(f"n_samples={n} is too few to locate the ranges of the {p} features privately "
+                  f"at epsilon={epsilon:g}: rows are normalized to unit norm instead (free, and "
+                  f"predict does the same); give more data, a larger epsilon, or scale X "
+                  f"with public bounds", UserWarning, stacklevel=4)
+
+
+def _check_model_share(eps_model, epsilon, delta, n):
+    """Refuse, before the model's solver runs (data-independent: it depends on n, p,
+    epsilon, delta only), a plan whose model share is below the smallest epsilon a solver
+    accepts. A mu-GDP share is (gdp_epsilon(mu, delta), delta)-DP, and that epsilon is
+    0 when delta >= 2 Phi(mu/2) - 1: a large delta (or a tiny epsilon) leaves the
+    model's share nothing to calibrate to. The error names the user's values."""
+    from dpopt._validation import MIN_EPSILON
+
+    if eps_model < MIN_EPSILON:
+        raise ValueError(
+            f"epsilon={epsilon:g} with delta={delta:g} is too small a budget for the default "
+            f"path (n={n}): its model share is worth epsilon {eps_model:.3g} at this delta, below "
+            f"the smallest usable {MIN_EPSILON:g}"
+            + (f"; delta is also far above 1/n={1 / n:.3g}, which makes epsilon meaningless"
+               if delta > 1 / n else "")
+            + ". Use a larger epsilon or a delta << 1/n (the default is 1/n^2)")
 
 
 def _no_model(p, loss, penalty, penalty_kwargs, fit_intercept, delta, n, epsilon):
