@@ -135,3 +135,139 @@ def test_row_normalization_fallback_is_warned_and_reported():
         clf = dpopt.DPLogisticRegression(epsilon=0.5, random_state=0).fit(X, y)
     assert clf.fit_result_.params["auto"]["scaling"] == "row-normalized"
     assert "rows normalized" in clf.privacy_report()
+
+
+# -- item 7: modelio.predict on scipy.sparse input with a clip feature map -------------------
+
+def _fit_cli(tmp_path, argv, X=None, y=None):
+    from dpopt.cli import main
+
+    if X is None:
+        rng = np.random.default_rng(0)
+        X = rng.standard_normal((4000, 3))
+        X[X < 0.2] = 0.0
+        y = X @ np.array([1.0, -2.0, 0.5]) + 0.1 * rng.standard_normal(4000)
+    data = tmp_path / "d.npz"
+    np.savez(data, X=X, y=y)
+    return main(["fit", str(data), "--seed", "0", *argv]), X
+
+
+def test_modelio_predict_takes_sparse_input_with_a_clip_feature_map(tmp_path):
+    import scipy.sparse as sparse
+
+    from dpopt import modelio
+
+    out = tmp_path / "m.json"
+    code, X = _fit_cli(tmp_path, ["--loss", "squared", "--epsilon", "2", "--out", str(out)])
+    model = modelio.load_model(out)
+    assert code == 0 and model["feature_map"]["type"] == "clip"
+    dense = modelio.predict(model, X)
+    for fmt in (sparse.csr_matrix, sparse.csc_matrix, sparse.coo_matrix):
+        np.testing.assert_allclose(modelio.predict(model, fmt(X)), dense, rtol=1e-12, atol=1e-12)
+    with pytest.raises(ValueError, match="X has shape"):
+        modelio.predict(model, X[:, :2])
+    with pytest.raises(ValueError, match="X must be numeric"):
+        modelio.predict(model, np.array([["a", "b", "c"]]))
+    (tmp_path / "bad.json").write_text('{"format": "%s", "loss": "squared"}' % modelio.FORMAT)
+    with pytest.raises(ValueError, match="missing"):
+        modelio.load_model(tmp_path / "bad.json")
+
+
+# -- items 9, 10: CLI ---------------------------------------------------------------------------
+
+def test_cli_refuses_duplicate_column_names(tmp_path, capsys):
+    from dpopt.cli import main
+
+    path = tmp_path / "dup.csv"
+    rows = "\n".join(f"{i % 7},{i % 3},{i % 5},{'<=50K' if i % 2 else '>50K'}" for i in range(50))
+    path.write_text("a,b,a,income\n" + rows + "\n")
+    assert main(["fit", str(path), "--loss", "logistic", "--epsilon", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "duplicate column name" in err and "'a'" in err
+
+
+def test_cli_messages_show_plain_strings_not_numpy_reprs(tmp_path, capsys):
+    from dpopt.cli import main
+
+    path = tmp_path / "t.csv"
+    path.write_text("a,income\n" + "\n".join(f"{i},{'<=50K' if i % 2 else '>50K'}"
+                                             for i in range(20)) + "\n")
+    assert main(["fit", str(path), "--loss", "squared", "--epsilon", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "np.str_" not in err and "'>50K'" in err and "--loss logistic" in err
+
+
+def test_cli_solvers_table_is_aligned(capsys):
+    from dpopt.cli import main
+
+    assert main(["solvers"]) == 0
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.strip()]
+    starts = {len(line) - len(line.split(maxsplit=1)[1]) for line in lines}
+    assert len(starts) == 1  # every description starts in the same column
+
+
+def test_cli_fit_line_shows_l1_ratio_only_for_elastic_net(tmp_path, capsys):
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((500, 3))
+    y = np.where(X[:, 0] + 0.3 * rng.standard_normal(500) > 0, 1.0, 0.0)
+    code, _ = _fit_cli(tmp_path, ["--loss", "logistic", "--penalty", "l2", "--alpha", "0.1",
+                                  "--epsilon", "1"], X, y)
+    fit_line = next(line for line in capsys.readouterr().out.splitlines()
+                    if line.startswith("fit:"))
+    assert code == 0 and "penalty='l2'" in fit_line and "l1_ratio" not in fit_line
+
+
+def test_cli_fit_prints_the_report_before_saving_and_says_what_failed(tmp_path, capsys,
+                                                                     monkeypatch):
+    import shutil
+
+    from dpopt import cli
+
+    folder = tmp_path / "models"
+    folder.mkdir()
+    fit = cli._fit
+
+    def fit_then_remove_the_folder(*args, **kwargs):
+        out = fit(*args, **kwargs)
+        shutil.rmtree(folder)
+        return out
+
+    monkeypatch.setattr(cli, "_fit", fit_then_remove_the_folder)
+    code, _ = _fit_cli(tmp_path, ["--loss", "squared", "--epsilon", "1",
+                                  "--out", str(folder / "m.json")])
+    captured = capsys.readouterr()
+    assert code == 2
+    assert "privacy: DPLinearRegression" in captured.out and '"coef"' in captured.out
+    assert "--out" in captured.err and "fit succeeded" in captured.err
+    assert "Traceback" not in captured.err
+
+
+def test_save_model_is_atomic_with_unique_temporaries(tmp_path, monkeypatch):
+    import os
+    import threading
+
+    from dpopt import modelio
+
+    out = tmp_path / "m.json"
+    models = [{"format": modelio.FORMAT, "who": k, "pad": "x" * 20000, "loss": "squared",
+               "coef": [float(k)], "intercept": 0.0} for k in range(8)]
+    threads = [threading.Thread(target=modelio.save_model, args=(out, m)) for m in models]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert modelio.load_model(out)["who"] in range(8)  # one whole file, no collision
+    assert os.listdir(tmp_path) == ["m.json"]  # no temporary left
+    synced = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(fd), real_fsync(fd)))
+    modelio.save_model(out, models[0])
+    assert synced  # flushed to disk before the rename
+
+    def failing_replace(src, dst):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", failing_replace)
+    with pytest.raises(OSError):
+        modelio.save_model(out, models[1])
+    assert os.listdir(tmp_path) == ["m.json"] and modelio.load_model(out)["who"] == 0
