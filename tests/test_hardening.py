@@ -168,7 +168,7 @@ def test_modelio_predict_takes_sparse_input_with_a_clip_feature_map(tmp_path):
         modelio.predict(model, X[:, :2])
     with pytest.raises(ValueError, match="X must be numeric"):
         modelio.predict(model, np.array([["a", "b", "c"]]))
-    (tmp_path / "bad.json").write_text('{"format": "%s", "loss": "squared"}' % modelio.FORMAT)
+    (tmp_path / "bad.json").write_text(f'{{"format": "{modelio.FORMAT}", "loss": "squared"}}')
     with pytest.raises(ValueError, match="missing"):
         modelio.load_model(tmp_path / "bad.json")
 
@@ -271,3 +271,59 @@ def test_save_model_is_atomic_with_unique_temporaries(tmp_path, monkeypatch):
     with pytest.raises(OSError):
         modelio.save_model(out, models[1])
     assert os.listdir(tmp_path) == ["m.json"] and modelio.load_model(out)["who"] == 0
+
+
+# -- item 8: errors about numeric-array input name X or y, arguments before data --------------
+
+def _frame(**columns):
+    pd = pytest.importorskip("pandas")
+    return pd.DataFrame(columns)
+
+
+@pytest.mark.parametrize("make_X, pattern", [
+    (lambda X: _frame().reindex(range(len(X))), r"X has 0 feature"),
+    (lambda X: np.empty((len(X), 0)), r"X has 0 feature"),
+    (lambda X: np.where(X > 0, "x", "1").astype(str), r"X\[\d+, \d+\].*'x' is not a number"),
+    (lambda X: np.array(X, dtype=object).__setitem__((5, 1), "x") or None, None),
+    (lambda X: _frame(a=np.where(X[:, 0] > 0, "u", "v"), b=X[:, 1]), r"X: column 'a'"),
+    (lambda X: X[:, 0], r"X must be a 2D array"),
+    (lambda X: None, r"X is None"),
+])
+@pytest.mark.parametrize("cls", ["DPLinearRegression", "DPLogisticRegression"])
+def test_bad_X_is_named(make_X, pattern, cls):
+    X, y = _regression()
+    if pattern is None:  # an object array with one string cell
+        bad = np.array(X, dtype=object)
+        bad[5, 1] = "x"
+        pattern, Xbad = r"X\[5, 1\].*'x' is not a number", bad
+    else:
+        Xbad = make_X(X)
+    target = y if cls == "DPLinearRegression" else (y > 0).astype(int)
+    acc = dpopt.BudgetAccountant(epsilon=5.0, delta=1e-5)
+    with pytest.raises(ValueError, match=pattern):
+        getattr(dpopt, cls)(epsilon=1.0, accountant=acc).fit(Xbad, target)
+    assert acc.ledger == []
+
+
+def test_string_target_to_a_regressor_names_y():
+    X, _ = _regression()
+    labels = np.where(X[:, 0] > 0, "<=50K", ">50K")
+    for y in (labels, labels.astype(object)):
+        with pytest.raises(ValueError, match=r"y must be numeric.*'(<=|>)50K'.*DPLogistic"):
+            dpopt.DPLinearRegression(epsilon=1.0).fit(X, y)
+    dpopt.DPLinearRegression(epsilon=1.0, random_state=0).fit(X, X[:, 0].astype(str))  # "0.5"
+
+
+def test_transformer_string_cells_and_no_columns_are_named():
+    from dpopt.preprocessing import PrivateStandardScaler
+
+    with pytest.raises(ValueError, match=r"X\[0, 1\].*'x'"):
+        PrivateStandardScaler(epsilon=1.0).fit(np.array([["1", "x"], ["2", "3"]]))
+    with pytest.raises(ValueError, match="X has 0 feature"):
+        PrivateStandardScaler(epsilon=1.0).fit(np.empty((10, 0)))
+
+
+def test_epsilon_inf_on_the_default_path_is_reported_before_bad_data():
+    bad = np.array([["1", "x"]] * 20)
+    with pytest.raises(ValueError, match="finite epsilon"):
+        dpopt.DPLinearRegression(epsilon=np.inf).fit(bad, np.arange(20.0))

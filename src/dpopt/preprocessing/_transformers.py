@@ -31,6 +31,7 @@ import scipy.sparse as sp
 from sklearn.base import BaseEstimator, OneToOneFeatureMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from dpopt._input import check_X_input
 from dpopt._validation import (
     check_epsilon,
     check_privacy_target,
@@ -101,7 +102,7 @@ class _PrivateTransformer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator)
         quantiles = check_quantiles(self.quantiles)
         check_scalar(self.confidence, "confidence", low=0.0)
         self._check_extra_params()
-        X = validate_data(self, X, accept_sparse=("csr", "csc"), dtype=np.float64)
+        X = validate_data(self, check_X_input(X), accept_sparse=("csr", "csc"), dtype=np.float64)
         n, p = X.shape
         delta = default_delta(n) if delta_given is None else delta_given
         warn_if_delta_exceeds_one_over_n(delta, n)  # the estimators' rule (WeakPrivacyWarning)
