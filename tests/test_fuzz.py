@@ -1,0 +1,408 @@
+"""Hypothesis fuzz of the user-facing entry points (issue 21, Target).
+
+Over the default path of the estimators, the private transformers, ``dpopt fit`` on CSV
+tables and chunked (Dask) input, with hostile values (NaN, inf, huge, text, empty shapes,
+duplicate names, bad epsilon / delta), every call must either succeed or raise a
+``ValueError`` / ``TypeError`` that
+
+* is not raised from inside NumPy, SciPy, Numba or pandas (their messages name no argument),
+* names the argument or column at fault (``X``, ``y``, ``epsilon``, a column, an option),
+
+and a failed fit must charge nothing to its ``BudgetAccountant``, while a successful one is
+charged once, at most its target. Budgets entered in several threads stay exact: each
+ledger holds its own thread's fits and nothing else.
+
+The default run draws a quick slice (about 100 cases, derandomized so that it is
+reproducible); ``-m slow`` runs more than 2,000 cases with fresh randomness.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import math
+import re
+import tempfile
+import threading
+import traceback
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import dpopt
+
+QUICK = {"derandomize": True, "database": None, "deadline": None,
+         "suppress_health_check": list(HealthCheck)}
+SLOW = {"database": None, "deadline": None, "suppress_health_check": list(HealthCheck)}
+
+#: the words an error may name: an argument, a column, a command-line option
+NAMED = re.compile(r"(\bX\b|\by\b|epsilon|delta|\balpha\b|l1_ratio|bounds|quantiles|confidence"
+                   r"|DATA|column|--[a-z][a-z-]*|label|n_samples|target|threshold|accountant)")
+FOREIGN = ("numpy", "scipy", "numba", "pandas", "llvmlite")
+
+
+def check_error(exc: BaseException):
+    """A clean error: ValueError / TypeError (or a dpopt subclass), raised outside the
+    numeric libraries, naming what is wrong."""
+    kind = type(exc)
+    clean_type = kind in (ValueError, TypeError) or (
+        isinstance(exc, (ValueError, TypeError)) and kind.__module__.startswith("dpopt"))
+    assert clean_type, f"{kind.__module__}.{kind.__name__}: {exc}"
+    last = traceback.extract_tb(exc.__traceback__)[-1].filename if exc.__traceback__ else ""
+    parts = Path(last).parts
+    assert not any(lib in parts for lib in FOREIGN), f"raised inside {last}: {exc}"
+    assert NAMED.search(str(exc)), f"names no argument: {exc}"
+
+
+# ---------------------------------------------------------------------------- strategies
+
+CELLS = st.sampled_from([0.0, 1.0, -2.5, 3.7, 1e-300, 1e300, np.nan, np.inf, -np.inf])
+EPSILONS = st.sampled_from([1e-7, 1e-6, 1e-3, 0.1, 1.0, 5.0, 100.0, 1e3, math.inf, 0.0, -1.0,
+                            math.nan])
+DELTAS = st.sampled_from([None, None, 1e-12, 1e-6, 0.1, 0.5, 0.99, 1.0, 0.0, -0.1])
+
+
+@st.composite
+def matrices(draw, min_rows=0, max_rows=60, max_cols=5):
+    """(X as the user passes it, a float version or None when X is not numeric)."""
+    n = draw(st.integers(min_rows, max_rows))
+    p = draw(st.integers(0, max_cols))
+    rng = np.random.default_rng(draw(st.integers(0, 2 ** 32 - 1)))
+    X = rng.standard_normal((n, p)) * draw(st.sampled_from([1.0, 1e-3, 1e3]))
+    if n and p and draw(st.booleans()):  # a few hostile cells
+        for _ in range(draw(st.integers(1, 3))):
+            X[draw(st.integers(0, n - 1)), draw(st.integers(0, p - 1))] = draw(CELLS)
+    if p and draw(st.integers(0, 4)) == 0:
+        X[:, draw(st.integers(0, p - 1))] = draw(CELLS)  # a constant column
+    form = draw(st.sampled_from(["float", "float", "float32", "int", "sparse", "frame",
+                                 "object-text", "text", "list"]))
+    if form == "float32":
+        return X.astype(np.float32)
+    if form == "int":
+        return np.nan_to_num(X, posinf=0, neginf=0).astype(np.int64)
+    if form == "sparse":
+        return sp.csr_matrix(np.where(np.abs(X) < 0.5, 0.0, X))
+    if form == "frame":
+        pd = pytest.importorskip("pandas")
+        frame = pd.DataFrame(X, columns=[f"c{j}" for j in range(p)])
+        if p and draw(st.booleans()):
+            frame[f"c{draw(st.integers(0, p - 1))}"] = draw(
+                st.sampled_from([["u", "v"], [True, False], ["1", "2"]])) * (n // 2) + ["u"] * (n % 2)
+        return frame
+    if form == "object-text":
+        out = X.astype(object)
+        if n and p:
+            out[draw(st.integers(0, n - 1)), draw(st.integers(0, p - 1))] = draw(
+                st.sampled_from(["x", "<=50K", "", "1.5", None]))
+        return out
+    if form == "text":
+        return X.astype(str)
+    return X.tolist()
+
+
+@st.composite
+def targets(draw, n, classifier):
+    rng = np.random.default_rng(draw(st.integers(0, 2 ** 32 - 1)))
+    kind = draw(st.sampled_from(["good", "good", "good", "text", "nan", "short", "2d", "one"]))
+    if classifier:
+        y = np.where(rng.random(n) < 0.5, 0, 1)
+        if kind == "text":
+            return np.where(y == 1, ">50K", "<=50K")
+        if kind == "one":
+            return np.zeros(n)
+    else:
+        y = rng.standard_normal(n) * draw(st.sampled_from([1.0, 1e3]))
+        if kind == "text":
+            return np.where(y > 0, "a", "b")
+        if kind == "one":
+            return np.full(n, 3.0)
+    if kind == "nan" and n:
+        y = y.astype(float)
+        y[0] = np.nan
+    if kind == "short":
+        return y[: max(n - 1, 0)]
+    if kind == "2d":
+        return np.c_[y, y]
+    return y
+
+
+ESTIMATORS = ["DPLinearRegression", "DPLogisticRegression", "DPLasso", "DPElasticNet",
+              "DPHuberRegressor"]
+
+
+@contextlib.contextmanager
+def quiet():
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")
+        yield
+
+
+def _charged_once_or_never(acc, outcome, target):
+    if isinstance(outcome, BaseException):
+        assert acc.ledger == [], f"a failed fit was charged: {acc.ledger}"
+    else:
+        assert len(acc.ledger) == 1, acc.ledger
+        assert acc.ledger[0].epsilon <= target * (1 + 1e-9)
+
+
+def _run(fit):
+    try:
+        with quiet():
+            return fit()
+    except (ValueError, TypeError) as exc:  # anything else fails the test as it is
+        check_error(exc)
+        return exc
+
+
+# ------------------------------------------------------------------ the default path
+
+
+def default_path_case(data):
+    name = data.draw(st.sampled_from(ESTIMATORS))
+    cls = getattr(dpopt, name)
+    X = data.draw(matrices())
+    n = X.shape[0] if hasattr(X, "shape") else len(X)
+    y = data.draw(targets(n, classifier=name == "DPLogisticRegression"))
+    epsilon, delta = data.draw(EPSILONS), data.draw(DELTAS)
+    acc = dpopt.BudgetAccountant(epsilon=100.0, delta=0.995)
+    est = cls(epsilon=epsilon, delta=delta, accountant=acc, random_state=0)
+    outcome = _run(lambda: est.fit(X, y))
+    if isinstance(outcome, BaseException):
+        assert not hasattr(est, "coef_")  # nothing half-written
+    else:
+        assert np.all(np.isfinite(est.coef_)) and est.epsilon_spent_ <= epsilon * (1 + 1e-9)
+    _charged_once_or_never(acc, outcome, epsilon)
+
+
+@settings(max_examples=40, **QUICK)
+@given(st.data())
+def test_default_path_quick(data):
+    default_path_case(data)
+
+
+@pytest.mark.slow
+@settings(max_examples=900, **SLOW)
+@given(st.data())
+def test_default_path(data):
+    default_path_case(data)
+
+
+# ------------------------------------------------------------------ the transformers
+
+TRANSFORMERS = ["PrivateClipper", "PrivateMinMaxScaler", "PrivateStandardScaler",
+                "PrivateRobustScaler"]
+BOUNDS = st.sampled_from([None, None, (-1.0, 1.0), (2.0, 1.0), (0.0, math.inf), (np.nan, 1.0),
+                          (-5.0, 5.0), "wide"])
+
+
+def transformer_case(data):
+    import dpopt.preprocessing as pre
+
+    cls = getattr(pre, data.draw(st.sampled_from(TRANSFORMERS)))
+    X = data.draw(matrices(max_rows=80))
+    epsilon, delta = data.draw(EPSILONS), data.draw(DELTAS)
+    params = {"epsilon": epsilon, "delta": delta, "random_state": 0,
+              "bounds": data.draw(BOUNDS),
+              "quantiles": data.draw(st.sampled_from([(0.01, 0.99), (0.25, 0.75), (0.9, 0.1),
+                                                      0.5])),
+              "confidence": data.draw(st.sampled_from([4.0, 0.0, -1.0]))}
+    acc = dpopt.BudgetAccountant(epsilon=100.0, delta=0.995)
+    t = cls(accountant=acc, **params)
+    outcome = _run(lambda: t.fit(X))
+    if isinstance(outcome, BaseException):
+        assert acc.ledger == [] and not hasattr(t, "lower_")
+        return
+    assert t.epsilon_spent_ <= epsilon
+    assert len(acc.ledger) == (1 if t.mechanisms_ else 0)  # nothing released: nothing charged
+    assert all(s.epsilon <= epsilon for s in acc.ledger)
+    out = _run(lambda: t.transform(X))
+    if not isinstance(out, BaseException):
+        assert out.shape == (X.shape[0] if hasattr(X, "shape") else len(X), t.n_features_in_)
+
+
+@settings(max_examples=30, **QUICK)
+@given(st.data())
+def test_transformers_quick(data):
+    transformer_case(data)
+
+
+@pytest.mark.slow
+@settings(max_examples=500, **SLOW)
+@given(st.data())
+def test_transformers(data):
+    transformer_case(data)
+
+
+# ------------------------------------------------------------------ dpopt fit on CSV tables
+
+CSV_CELLS = st.sampled_from(["1", "-2.5", "0", "3e2", "", "NA", "?", "x", "1e309", "nan", "inf",
+                             "<=50K", ">50K", "true", " 4 ", "\"a,b\""])
+HEADER = st.sampled_from(["a", "b", "c", "income", "a", "x y", ""])
+
+
+@st.composite
+def csv_tables(draw):
+    width = draw(st.integers(1, 4))
+    header = draw(st.lists(HEADER, min_size=width, max_size=width))
+    rows = draw(st.integers(0, 30))
+    numeric = draw(st.booleans())
+    rng = np.random.default_rng(draw(st.integers(0, 2 ** 32 - 1)))
+    lines = [",".join(header)] if draw(st.booleans()) or not numeric else []
+    for _ in range(rows):
+        cells = [f"{v:.3g}" for v in rng.standard_normal(width)]
+        cells[-1] = draw(st.sampled_from(["<=50K", ">50K"])) if not numeric else cells[-1]
+        if draw(st.integers(0, 5)) == 0:
+            cells[draw(st.integers(0, width - 1))] = draw(CSV_CELLS)
+        if draw(st.integers(0, 20)) == 0:
+            cells = cells[:-1]  # a ragged row
+        lines.append(",".join(cells))
+    return "\n".join(lines) + ("\n" if draw(st.booleans()) else "")
+
+
+def cli_case(data):
+    from dpopt.cli import main
+
+    text = data.draw(csv_tables())
+    loss = data.draw(st.sampled_from(["logistic", "squared", "huber", "absolute"]))
+    argv = ["--loss", loss, "--epsilon", data.draw(st.sampled_from(["1", "0.1", "inf", "0",
+                                                                     "1e-7"])),
+            "--seed", "0"]
+    argv += data.draw(st.sampled_from([[], ["--missing", "zero"], ["--missing", "drop"],
+                                       ["--target", "a"], ["--target", "0"],
+                                       ["--positive-label", ">50K"], ["--penalty", "l1",
+                                                                      "--alpha", "0.1"]]))
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "t.csv"
+        path.write_text(text)
+        out, err = io.StringIO(), io.StringIO()
+        with quiet(), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = main(["fit", str(path), *argv, "--out", str(Path(tmp) / "m.json")])
+            except SystemExit as exc:  # argparse's own usage errors
+                code = exc.code
+        left = sorted(p.name for p in Path(tmp).iterdir())
+    assert code in (0, 2), (code, err.getvalue())
+    if code == 2:
+        message = err.getvalue()
+        assert "Traceback" not in message and message.strip(), message
+        assert "np.str_" not in message and "np.float64" not in message, message
+        assert NAMED.search(message), message
+        assert left == ["t.csv"], left  # nothing written by a failed fit
+    else:
+        assert left == ["m.json", "t.csv"], left  # no temporary left behind
+
+
+@settings(max_examples=20, **QUICK)
+@given(st.data())
+def test_cli_tables_quick(data):
+    cli_case(data)
+
+
+@pytest.mark.slow
+@settings(max_examples=400, **SLOW)
+@given(st.data())
+def test_cli_tables(data):
+    cli_case(data)
+
+
+# ------------------------------------------------------------------ chunked input
+
+
+def chunked_case(data):
+    da = pytest.importorskip("dask.array")
+    name = data.draw(st.sampled_from(["DPLinearRegression", "DPLogisticRegression"]))
+    n = data.draw(st.integers(1, 400))
+    p = data.draw(st.integers(1, 4))
+    rng = np.random.default_rng(data.draw(st.integers(0, 2 ** 32 - 1)))
+    X = rng.standard_normal((n, p))
+    if data.draw(st.booleans()):
+        X[data.draw(st.integers(0, n - 1)), data.draw(st.integers(0, p - 1))] = data.draw(CELLS)
+    y = (X[:, 0] > 0).astype(float) if name == "DPLogisticRegression" else X @ np.ones(p)
+    chunk = data.draw(st.integers(1, n))
+    Xd, yd = da.from_array(X, chunks=(chunk, p)), da.from_array(y, chunks=chunk)
+    epsilon = data.draw(st.sampled_from([0.5, 2.0, 1e-7, math.inf]))
+    acc = dpopt.BudgetAccountant(epsilon=100.0, delta=0.995)
+    est = getattr(dpopt, name)(epsilon=epsilon, accountant=acc, random_state=0)
+    outcome = _run(lambda: est.fit(Xd, yd))
+    _charged_once_or_never(acc, outcome, epsilon)
+
+
+@settings(max_examples=5, **QUICK)
+@given(st.data())
+def test_chunked_quick(data):
+    chunked_case(data)
+
+
+@pytest.mark.slow
+@settings(max_examples=200, **SLOW)
+@given(st.data())
+def test_chunked(data):
+    chunked_case(data)
+
+
+# ------------------------------------------------------------------ budgets across threads
+
+_X_THREADS = np.random.default_rng(7).uniform(-1, 1, (400, 2))
+
+
+def threads_case(plans, budgets):
+    """Each thread enters its own ``with BudgetAccountant`` and fits its plan; each ledger
+    must hold exactly that thread's granted fits, composed exactly, within its budget."""
+    from dpopt.preprocessing import PrivateStandardScaler
+
+    results, errors = {}, []
+    barrier = threading.Barrier(len(plans))
+
+    def work(k):
+        try:
+            with dpopt.BudgetAccountant(epsilon=budgets[k], delta=1e-5) as acc:
+                barrier.wait(30)
+                spent = []
+                for eps in plans[k]:
+                    try:
+                        t = PrivateStandardScaler(epsilon=eps, delta=1e-7, bounds=(-1.0, 1.0),
+                                                  random_state=0).fit(_X_THREADS)
+                        spent.append((t.epsilon_spent_, t.mechanisms_))
+                    except dpopt.BudgetExceededError:
+                        pass
+            results[k] = (acc, spent)
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(len(plans))]
+    with quiet():
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+    assert not errors, errors
+    for k, (acc, spent) in results.items():
+        assert len(acc.ledger) == len(spent)
+        assert [s.epsilon for s in acc.ledger] == [eps for eps, _ in spent]
+        assert acc.spent() <= acc.epsilon
+        again = dpopt.BudgetAccountant(epsilon=budgets[k], delta=1e-5)
+        for s in acc.ledger:
+            again.record(s)
+        assert acc.spent() == again.spent()
+
+
+PLANS = st.lists(st.lists(st.sampled_from([0.05, 0.2, 0.5, 1.0, 2.0]), min_size=1, max_size=4),
+                 min_size=2, max_size=3)
+
+
+@settings(max_examples=5, **QUICK)
+@given(PLANS, st.lists(st.sampled_from([0.3, 1.0, 3.0]), min_size=3, max_size=3))
+def test_budgets_across_threads_quick(plans, budgets):
+    threads_case(plans, budgets)
+
+
+@pytest.mark.slow
+@settings(max_examples=100, **SLOW)
+@given(PLANS, st.lists(st.sampled_from([0.3, 1.0, 3.0]), min_size=3, max_size=3))
+def test_budgets_across_threads(plans, budgets):
+    threads_case(plans, budgets)
