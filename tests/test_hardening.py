@@ -327,3 +327,17 @@ def test_epsilon_inf_on_the_default_path_is_reported_before_bad_data():
     bad = np.array([["1", "x"]] * 20)
     with pytest.raises(ValueError, match="finite epsilon"):
         dpopt.DPLinearRegression(epsilon=np.inf).fit(bad, np.arange(20.0))
+
+
+def test_cli_epsilon_inf_on_the_default_path_is_reported_before_bad_data(tmp_path, capsys):
+    from dpopt.cli import main
+
+    path = tmp_path / "bad.csv"
+    path.write_text("a,b\n1,2\n3\n")  # a ragged row: a data error
+    assert main(["fit", str(path), "--loss", "squared", "--epsilon", "inf"]) == 2
+    assert "--epsilon inf" in capsys.readouterr().err
+
+
+def test_y_of_another_length_than_X_names_both():
+    with pytest.raises(ValueError, match="X has 1 rows but y has 0 values"):
+        dpopt.DPLinearRegression(epsilon=1.0).fit([[0.1]], np.array([]))

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-__all__ = ["check_X_input", "check_y_input"]
+__all__ = ["check_X_input", "check_y_input", "check_Xy_input"]
 
 _ENCODE = ("encode it as numbers first (e.g. dpopt.preprocessing.public_one_hot_encoder "
            "with public categories)")
@@ -62,6 +62,29 @@ def check_y_input(y, *, numeric, name="y"):
                              f"convert {name} to numbers")
         return arr.astype(np.float64)  # numeric strings: scikit-learn would keep them as text
     return y
+
+
+def check_Xy_input(X, y, *, numeric):
+    """:func:`check_X_input`, :func:`check_y_input`, and one target per row of ``X``;
+    returns ``y`` (numeric text as floats for a regressor)."""
+    check_X_input(X)
+    y = check_y_input(y, numeric=numeric)
+    n_X, n_y = _n_rows(X), _n_rows(y)
+    if n_X is not None and n_y is not None and n_X != n_y:
+        raise ValueError(f"X has {n_X} rows but y has {n_y} values; give one target per row")
+    return y
+
+
+def _n_rows(a):
+    if a is None:
+        return None
+    shape = getattr(a, "shape", None)
+    if shape is not None:
+        return int(shape[0]) if len(shape) else None
+    try:
+        return len(a)
+    except TypeError:
+        return None
 
 
 def _check_shape(shape, name):

@@ -368,6 +368,9 @@ def _check_fit_arguments(args, options):
     if options and args.solver is None:
         raise ValueError("--option needs --solver: the default (the estimators' solver='auto') "
                          "sets every knob itself")
+    if args.solver is None and args.epsilon == float("inf"):  # before the data are read
+        raise ValueError("--epsilon inf: the default path's scaling is private; pass --solver "
+                         "for a non-private fit")
     if options and args.solver is not None:
         import dpopt
 

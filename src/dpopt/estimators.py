@@ -68,7 +68,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from dpopt._input import check_X_input, check_y_input
+from dpopt._input import check_Xy_input
 from dpopt._validation import (
     check_bool,
     check_privacy_target,
@@ -123,8 +123,7 @@ class _DPLinearModel(BaseEstimator):
             _check_auto_epsilon(epsilon)  # the arguments before the data
         if is_chunked_input(X):
             return self._fit_chunked(X, y, epsilon, delta_given, spec, options)
-        check_X_input(X)
-        y = check_y_input(y, numeric=not self._classifier)
+        y = check_Xy_input(X, y, numeric=not self._classifier)
         X, y = validate_data(self, X, y, accept_sparse=("csr", "csc"), dtype=np.float64,
                              y_numeric=not self._classifier)
         target = self._encode_y(y)
