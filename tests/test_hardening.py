@@ -341,3 +341,37 @@ def test_cli_epsilon_inf_on_the_default_path_is_reported_before_bad_data(tmp_pat
 def test_y_of_another_length_than_X_names_both():
     with pytest.raises(ValueError, match="X has 1 rows but y has 0 values"):
         dpopt.DPLinearRegression(epsilon=1.0).fit([[0.1]], np.array([]))
+
+
+def test_cli_model_file_lists_what_an_explicit_fit_read_from_the_data(tmp_path):
+    from dpopt import modelio
+
+    out = tmp_path / "m.json"
+    code, _ = _fit_cli(tmp_path, ["--loss", "squared", "--solver", "adassp", "--epsilon", "1",
+                                  "--out", str(out)])
+    leaks = modelio.load_model(out)["privacy"]["leaks"]
+    assert code == 0 and "row_bound" in " ".join(leaks)
+    code, _ = _fit_cli(tmp_path, ["--loss", "squared", "--solver", "adassp", "--epsilon", "1",
+                                  "--option", "row_bound=5", "--option", "target_bound=10",
+                                  "--out", str(out)])
+    assert code == 0 and modelio.load_model(out)["privacy"]["leaks"] == []
+
+
+def test_save_model_named_temporary_fallback_leaves_nothing_on_failure(tmp_path, monkeypatch):
+    import os
+
+    from dpopt import modelio
+
+    monkeypatch.setattr(modelio, "_write_anonymous", lambda folder, name, data: None)
+    out = tmp_path / "m.json"
+    modelio.save_model(out, {"format": modelio.FORMAT, "loss": "squared", "coef": [1.0],
+                             "intercept": 0.0})
+    assert os.listdir(tmp_path) == ["m.json"]
+
+    def no_space(fd, data):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "write", no_space)
+    with pytest.raises(OSError):
+        modelio.save_model(out, {"format": modelio.FORMAT})
+    assert os.listdir(tmp_path) == ["m.json"] and modelio.load_model(out)["coef"][0] == 1.0

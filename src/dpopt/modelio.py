@@ -12,12 +12,13 @@ Model JSON (``format: "dpopt-model/1"``)::
      "fit_intercept", "solver", "options", "params", "seed",
      "coef": [...], "intercept": float, "classes": [neg, pos] or null,
      "privacy": {"epsilon", "delta", "adjacency", "accountant", "noise_multiplier",
-                 "mechanisms": [{"type": "Gaussian", ...}, ...]},
+                 "mechanisms": [{"type": "Gaussian", ...}, ...], "leaks": [...]},
      "data": {"path", "n_samples", "n_features", "feature_names", "target",
               "categories", "missing", "dropped_rows"}}
 
 ``privacy`` is what the solver certified (``epsilon`` is ``"inf"`` for a
-non-private fit, JSON having no infinity). ``dpopt fit`` on a CSV table also
+non-private fit, JSON having no infinity); ``privacy.leaks`` lists what the fit read
+from the data without privacy (``FitResult.leaks``; empty for a private fit). ``dpopt fit`` on a CSV table also
 records the one-hot encoded columns (``categories``: column -> its categories,
 public schema; ``feature_names`` then read ``column=category``), the missing-value
 mode and the number of dropped rows; ``classes`` may be strings.
@@ -112,7 +113,8 @@ def model_dict(problem, result, *, solver, options, seed, classes=None, data=Non
         "privacy": {"epsilon": _num(result.epsilon), "delta": float(result.delta),
                     "adjacency": result.adjacency, "accountant": result.accountant,
                     "noise_multiplier": float(result.noise_multiplier),
-                    "mechanisms": [mechanism_dict(m) for m in result.mechanisms]},
+                    "mechanisms": [mechanism_dict(m) for m in result.mechanisms],
+                    "leaks": list(getattr(result, "leaks", ()))},
         "data": data or {},
     }
 
