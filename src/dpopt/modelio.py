@@ -18,10 +18,11 @@ Model JSON (``format: "dpopt-model/1"``)::
 
 ``privacy`` is what the solver certified (``epsilon`` is ``"inf"`` for a
 non-private fit, JSON having no infinity); ``privacy.leaks`` lists what the fit read
-from the data without privacy (``FitResult.leaks``; empty for a private fit). ``dpopt fit`` on a CSV table also
-records the one-hot encoded columns (``categories``: column -> its categories,
-public schema; ``feature_names`` then read ``column=category``), the missing-value
-mode and the number of dropped rows; ``classes`` may be strings.
+from the data without privacy (``FitResult.leaks``; empty for a private fit).
+``dpopt fit`` on a CSV table also records the one-hot encoded columns
+(``categories``: column -> its categories, public schema; ``feature_names`` then read
+``column=category``), the missing-value mode and the number of dropped rows;
+``classes`` may be strings.
 """
 
 from __future__ import annotations
