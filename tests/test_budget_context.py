@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import dpopt
-from dpopt.budget import current_budget
+from dpopt.privacy.budget import current_budget
 
 
 @pytest.fixture(scope="module")

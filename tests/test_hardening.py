@@ -72,8 +72,8 @@ def test_transformer_at_tiny_epsilon_succeeds_within_its_target(name):
 
 @pytest.mark.parametrize("name", TRANSFORMERS)
 def test_failed_transformer_fit_charges_nothing_and_is_not_an_assert(name, monkeypatch):
-    from dpopt.budget import Spend
     from dpopt.preprocessing import _transformers
+    from dpopt.privacy.budget import Spend
 
     X = np.random.default_rng(0).standard_normal((300, 2))
     acc = dpopt.BudgetAccountant(epsilon=5.0, delta=1e-3)
@@ -155,7 +155,7 @@ def _fit_cli(tmp_path, argv, X=None, y=None):
 def test_modelio_predict_takes_sparse_input_with_a_clip_feature_map(tmp_path):
     import scipy.sparse as sparse
 
-    from dpopt import modelio
+    from dpopt.api import modelio
 
     out = tmp_path / "m.json"
     code, X = _fit_cli(tmp_path, ["--loss", "squared", "--epsilon", "2", "--out", str(out)])
@@ -246,7 +246,7 @@ def test_save_model_is_atomic_with_unique_temporaries(tmp_path, monkeypatch):
     import os
     import threading
 
-    from dpopt import modelio
+    from dpopt.api import modelio
 
     out = tmp_path / "m.json"
     models = [{"format": modelio.FORMAT, "who": k, "pad": "x" * 20000, "loss": "squared",
@@ -344,7 +344,7 @@ def test_y_of_another_length_than_X_names_both():
 
 
 def test_cli_model_file_lists_what_an_explicit_fit_read_from_the_data(tmp_path):
-    from dpopt import modelio
+    from dpopt.api import modelio
 
     out = tmp_path / "m.json"
     code, _ = _fit_cli(tmp_path, ["--loss", "squared", "--solver", "adassp", "--epsilon", "1",
@@ -360,7 +360,7 @@ def test_cli_model_file_lists_what_an_explicit_fit_read_from_the_data(tmp_path):
 def test_save_model_named_temporary_fallback_leaves_nothing_on_failure(tmp_path, monkeypatch):
     import os
 
-    from dpopt import modelio
+    from dpopt.api import modelio
 
     monkeypatch.setattr(modelio, "_write_anonymous", lambda folder, name, data: None)
     out = tmp_path / "m.json"

@@ -31,8 +31,8 @@ import scipy.sparse as sp
 from sklearn.base import BaseEstimator, OneToOneFeatureMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from dpopt._input import check_X_input
-from dpopt._validation import (
+from dpopt._core.exceptions import PrivacyLeakWarning
+from dpopt._core.validation import (
     check_epsilon,
     check_privacy_target,
     check_random_state,
@@ -41,8 +41,7 @@ from dpopt._validation import (
     sklearn_seed,
     warn_if_delta_exceeds_one_over_n,
 )
-from dpopt.budget import Spend, resolve_budget
-from dpopt.exceptions import PrivacyLeakWarning
+from dpopt._input import check_X_input
 from dpopt.preprocessing._bounds import (
     DEFAULT_CONFIDENCE,
     DEFAULT_QUANTILES,
@@ -55,6 +54,7 @@ from dpopt.preprocessing._bounds import (
     warn_unresolved,
 )
 from dpopt.privacy.accounting import Gaussian, epsilon_of, gdp_delta, gdp_mu
+from dpopt.privacy.budget import Spend, resolve_budget
 from dpopt.privacy.mechanisms import gaussian_noise
 
 __all__ = ["PrivateClipper", "PrivateMinMaxScaler", "PrivateStandardScaler",

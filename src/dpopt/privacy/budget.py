@@ -82,8 +82,8 @@ from dataclasses import dataclass, field, replace
 import dp_accounting as dpa
 from dp_accounting.pld import privacy_loss_distribution as pldlib
 
-from dpopt._validation import check_choice, check_delta, check_epsilon
-from dpopt.exceptions import BudgetExceededError, UnchargedFitWarning
+from dpopt._core.exceptions import BudgetExceededError, UnchargedFitWarning
+from dpopt._core.validation import check_choice, check_delta, check_epsilon
 from dpopt.privacy import (
     ACCOUNTANTS,
     ADJACENCIES,
@@ -201,7 +201,7 @@ def _warn_if_budget_elsewhere():
             "this fit runs in a thread (or context) where no BudgetAccountant is active, while "
             "a `with BudgetAccountant(...)` block is open in another thread: the fit is NOT "
             "charged to it. Pass accountant=/budget= explicitly, or start the worker with "
-            "contextvars.copy_context().run (see dpopt.budget)", UnchargedFitWarning,
+            "contextvars.copy_context().run (see dpopt.privacy.budget)", UnchargedFitWarning,
             stacklevel=3)
 
 

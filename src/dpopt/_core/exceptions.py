@@ -22,4 +22,4 @@ class WeakPrivacyWarning(UserWarning):
 class UnchargedFitWarning(RuntimeWarning):
     """A fit ran outside every budget of its context while a ``with BudgetAccountant``
     block was open in another thread of the process: the budget does not see the fit
-    (a worker thread starts with an empty context; see :mod:`dpopt.budget`)."""
+    (a worker thread starts with an empty context; see :mod:`dpopt.privacy.budget`)."""
