@@ -116,13 +116,14 @@ def _commands(code):
     return [argv for argv in commands if argv]
 
 
-def run_block(block, namespace):
-    """Run one block; return what it printed."""
+def run_block(block, namespace, leaks=None):
+    """Run one block; return what it printed. ``leaks``: a list that receives the messages of
+    the block's PrivacyLeakWarnings (else they are ignored: the docs say where they occur)."""
     out = io.StringIO()
-    with contextlib.redirect_stdout(out), warnings.catch_warnings():
+    with contextlib.redirect_stdout(out), warnings.catch_warnings(record=True) as caught:
         from dpopt import PrivacyLeakWarning
 
-        warnings.simplefilter("ignore", PrivacyLeakWarning)  # the docs say where they occur
+        warnings.simplefilter("ignore" if leaks is None else "always", PrivacyLeakWarning)
         if block.setup:
             exec(compile(block.setup, f"{block.where} (setup)", "exec"), namespace)
         if block.lang == "python":
@@ -139,6 +140,11 @@ def run_block(block, namespace):
                 except SystemExit as exc:
                     code = exc.code
                 assert code == 0, f"{block.where}: {shlex.join(argv)} exited with {code}"
+    for w in caught:
+        if issubclass(w.category, PrivacyLeakWarning) and leaks is not None:
+            leaks.append(f"{block.where}: {w.message}")
+        elif not issubclass(w.category, PrivacyLeakWarning):
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     return out.getvalue()
 
 
@@ -176,6 +182,16 @@ def test_doc_blocks_run(path, tmp_path, monkeypatch):
                          ids=lambda p: str(p.relative_to(ROOT)))
 def test_doc_blocks_run_with_slow_ones(path, tmp_path, monkeypatch):
     _run_file(path, tmp_path, monkeypatch, include_slow=True)
+
+
+def test_readme_python_examples_read_nothing_from_the_data(tmp_path, monkeypatch):
+    """The README's examples pass public constants: none raises a PrivacyLeakWarning."""
+    monkeypatch.chdir(tmp_path)
+    namespace, leaks = {"__name__": "__docs__"}, []
+    for block in parse(ROOT / "README.md"):
+        if block.skip is None and not block.slow and block.lang == "python":
+            run_block(block, namespace, leaks)
+    assert leaks == []
 
 
 def test_every_docs_page_is_scanned_and_the_runner_can_fail(tmp_path, monkeypatch):

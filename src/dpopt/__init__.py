@@ -17,6 +17,7 @@ _LAZY = {
     "BudgetExceededError": "dpopt._core.exceptions",
     "PrivacyLeakWarning": "dpopt._core.exceptions",
     "WeakPrivacyWarning": "dpopt._core.exceptions",
+    "UnchargedFitWarning": "dpopt._core.exceptions",
     "Problem": "dpopt.data",
     "FitResult": "dpopt.solvers",
     "available_solvers": "dpopt.solvers",

@@ -17,3 +17,9 @@ class BudgetExceededError(ValueError):
 class WeakPrivacyWarning(UserWarning):
     """The requested guarantee is weak: delta larger than 1/n (a random record could be
     published in full)."""
+
+
+class UnchargedFitWarning(RuntimeWarning):
+    """A fit ran outside every budget of its context while a ``with BudgetAccountant``
+    block was open in another thread of the process: the budget does not see the fit
+    (a worker thread starts with an empty context; see :mod:`dpopt.privacy.budget`)."""

@@ -77,6 +77,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from dpopt._core.exceptions import PrivacyLeakWarning
+from dpopt._core.input import check_Xy_input
 from dpopt._core.validation import (
     check_bool,
     check_privacy_target,
@@ -142,8 +143,11 @@ class _DPLinearModel(BaseEstimator):
 
     def _fit(self, X, y):
         epsilon, delta_given, spec, options = self._check_params()
+        if spec is None:
+            _check_auto_epsilon(epsilon)  # the arguments before the data
         if is_chunked_input(X):
             return self._fit_chunked(X, y, epsilon, delta_given, spec, options)
+        y = check_Xy_input(X, y, numeric=not self._classifier)
         X, y = validate_data(self, X, y, accept_sparse=("csr", "csc"), dtype=np.float64,
                              y_numeric=not self._classifier)
         target = self._encode_y(y)

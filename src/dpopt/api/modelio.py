@@ -12,29 +12,35 @@ Model JSON (``format: "dpopt-model/1"``)::
      "fit_intercept", "solver", "options", "params", "seed",
      "coef": [...], "intercept": float, "classes": [neg, pos] or null,
      "privacy": {"epsilon", "delta", "adjacency", "accountant", "noise_multiplier",
-                 "mechanisms": [{"type": "Gaussian", ...}, ...]},
+                 "mechanisms": [{"type": "Gaussian", ...}, ...], "leaks": [...]},
      "data": {"path", "n_samples", "n_features", "feature_names", "target",
               "categories", "missing", "dropped_rows"}}
 
 ``privacy`` is what the solver certified (``epsilon`` is ``"inf"`` for a
-non-private fit, JSON having no infinity). ``dpopt fit`` on a CSV table also
-records the one-hot encoded columns (``categories``: column -> its categories,
-public schema; ``feature_names`` then read ``column=category``), the missing-value
-mode and the number of dropped rows; ``classes`` may be strings.
+non-private fit, JSON having no infinity); ``privacy.leaks`` lists what the fit read
+from the data without privacy (``FitResult.leaks``; empty for a private fit).
+``dpopt fit`` on a CSV table also records the one-hot encoded columns
+(``categories``: column -> its categories, public schema; ``feature_names`` then read
+``column=category``), the missing-value mode and the number of dropped rows;
+``classes`` may be strings.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import errno
 import json
 import math
 import os
+import secrets
+import tempfile
 from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
 
 from dpopt.datasets import load_file
+from dpopt.preprocessing._transformers import _clip_columns
 
 FORMAT = "dpopt-model/1"
 
@@ -110,7 +116,8 @@ def model_dict(problem, result, *, solver, options, seed, classes=None, data=Non
         "privacy": {"epsilon": _num(result.epsilon), "delta": float(result.delta),
                     "adjacency": result.adjacency, "accountant": result.accountant,
                     "noise_multiplier": float(result.noise_multiplier),
-                    "mechanisms": [mechanism_dict(m) for m in result.mechanisms]},
+                    "mechanisms": [mechanism_dict(m) for m in result.mechanisms],
+                    "leaks": list(getattr(result, "leaks", ()))},
         "data": data or {},
     }
 
@@ -120,11 +127,92 @@ def _plain(v):
 
 
 def save_model(path, model: dict):
-    """Write ``model`` as JSON (atomically: a temporary file renamed)."""
+    """Write ``model`` as JSON, atomically: the text goes to a temporary file in the target
+    folder (unique, so two processes saving to one path do not collide), is flushed to disk
+    (``fsync``) and renamed over ``path`` (``os.replace``). A reader sees the old file or the
+    whole new one, never a partial one. On Linux the temporary file is anonymous
+    (``O_TMPFILE``) until complete, so a kill leaves nothing behind; elsewhere a failure
+    removes it. Errors are ``OSError`` (the folder removed, disk full, no permission)."""
     path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(model, indent=2, default=_plain) + "\n")
-    os.replace(tmp, path)
+    data = (json.dumps(model, indent=2, default=_plain) + "\n").encode("utf-8")
+    folder = path.parent if str(path.parent) else Path(".")
+    tmp = _write_anonymous(folder, path.name, data) or _write_named(folder, path.name, data)
+    try:
+        os.replace(tmp, path)
+    except BaseException:
+        _remove_quietly(tmp)
+        raise
+    _fsync_folder(folder)
+
+
+def _write_anonymous(folder, name, data):
+    """Write ``data`` to an unnamed file in ``folder`` and give it a unique temporary name
+    only once it is complete and on disk; None where ``O_TMPFILE`` is not supported."""
+    flag = getattr(os, "O_TMPFILE", None)
+    if flag is None or not os.path.isdir("/proc/self/fd"):
+        return None
+    try:
+        fd = os.open(folder, flag | os.O_WRONLY, 0o644)
+    except OSError as exc:
+        if not folder.is_dir():
+            raise
+        if exc.errno in (errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL):
+            return None  # file system without anonymous files
+        raise
+    try:
+        _write_all(fd, data)
+        for _ in range(100):
+            tmp = folder / f".{name}.{secrets.token_hex(8)}.tmp"
+            try:
+                os.link(f"/proc/self/fd/{fd}", tmp, follow_symlinks=True)
+                return tmp
+            except FileExistsError:
+                continue
+            except OSError:
+                return None  # linking not permitted here: fall back to a named file
+        raise FileExistsError(f"no free temporary name in {str(folder)!r}")
+    finally:
+        os.close(fd)
+
+
+def _write_named(folder, name, data):
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{name}.", suffix=".tmp")
+    try:
+        _write_all(fd, data)
+    except BaseException:
+        os.close(fd)
+        _remove_quietly(tmp)
+        raise
+    os.close(fd)
+    return tmp
+
+
+def _write_all(fd, data):
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+    os.fsync(fd)
+
+
+def _fsync_folder(folder):
+    """Make the rename itself durable (POSIX; a no-op where folders cannot be opened)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _remove_quietly(path):
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
 
 
 def load_model(path) -> dict:
@@ -135,17 +223,16 @@ def load_model(path) -> dict:
         raise ValueError(f"model {str(path)!r}: cannot read ({exc})") from None
     if not isinstance(model, dict) or model.get("format") != FORMAT:
         raise ValueError(f"model {str(path)!r}: not a {FORMAT} file")
-    model["coef"] = np.asarray(model["coef"], dtype=np.float64)
+    missing = [k for k in ("loss", "coef", "intercept") if k not in model]
+    if missing:
+        raise ValueError(f"model {str(path)!r}: field(s) {missing} missing; not a complete "
+                         f"model written by dpopt fit")
+    try:
+        model["coef"] = np.asarray(model["coef"], dtype=np.float64).ravel()
+        model["intercept"] = float(model["intercept"])
+    except (TypeError, ValueError):
+        raise ValueError(f"model {str(path)!r}: coef and intercept must be numbers") from None
     return model
-
-
-def _clip_sparse(X, lower, upper):
-    """The stored entries of a sparse X clipped column-wise (zeros stay zeros: the default
-    path's sparse bounds always hold 0). ``csr.minimum(array)`` would densify."""
-    X = sp.csc_matrix(X, dtype=np.float64, copy=True)
-    cols = np.repeat(np.arange(X.shape[1]), np.diff(X.indptr))
-    X.data = np.clip(X.data, lower[cols], upper[cols])
-    return X
 
 
 def _normalize_columns(X, columns, normalize):
@@ -157,9 +244,24 @@ def _normalize_columns(X, columns, normalize):
     return sp.csr_matrix(out) if sp.issparse(X) else out
 
 
+def _check_predict_input(X, n_features):
+    """X as a float CSR matrix or array of shape (n, n_features); a ValueError naming X."""
+    try:
+        X = sp.csr_matrix(X, dtype=np.float64) if sp.issparse(X) \
+            else np.asarray(X, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"X must be numeric (an array or a scipy.sparse matrix): {exc}") from None
+    if X.ndim != 2 or X.shape[1] != n_features:
+        raise ValueError(f"X has shape {X.shape}; the model takes {n_features} feature(s) "
+                         f"per row")
+    if not (np.all(np.isfinite(X.data)) if sp.issparse(X) else np.all(np.isfinite(X))):
+        raise ValueError("X contains NaN or infinity")
+    return X
+
+
 def predict(model: dict, X):
     """Predictions of a loaded model: the margin for regression, the class for logistic."""
-    X = sp.csr_matrix(X) if sp.issparse(X) else np.asarray(X, dtype=np.float64)
+    X = _check_predict_input(X, model["coef"].shape[0])
     fmap = model.get("feature_map")
     if fmap is not None:  # the default path's map: features clipped to bounds, or rows normalized
         from sklearn.preprocessing import normalize
@@ -169,8 +271,9 @@ def predict(model: dict, X):
         elif fmap["type"] == "row-normalize":
             X = normalize(X)
         else:
-            lower, upper = np.asarray(fmap["lower"]), np.asarray(fmap["upper"])
-            X = _clip_sparse(X, lower, upper) if sp.issparse(X) else np.clip(X, lower, upper)
+            lower = np.asarray(fmap["lower"], dtype=np.float64)
+            upper = np.asarray(fmap["upper"], dtype=np.float64)
+            X = _clip_columns(X, lower, upper)  # sparse stays sparse when 0 is in every range
     margin = np.asarray(X @ model["coef"]).ravel() + model["intercept"]
     if model["loss"] == "logistic":
         classes = model.get("classes") or [-1.0, 1.0]

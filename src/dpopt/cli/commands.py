@@ -248,8 +248,10 @@ def cmd_datasets(args):
 
 
 def cmd_solvers(args):
-    for name, description, _ in solver_catalog():
-        print(f"{name:<16} {description}")
+    catalog = solver_catalog()
+    width = max((len(name) for name, _, _ in catalog), default=0) + 2
+    for name, description, _ in catalog:
+        print(f"{name:<{width}}{description}")
     return 0
 
 
@@ -341,7 +343,8 @@ def cmd_fit(args):
         y, classes = _signed_labels(y, args.positive_label)
     elif y.dtype.kind != "f":
         raise ValueError(f"DATA: the {args.loss} loss needs a numeric target; column "
-                         f"{data['target']!r} has values like {y[0]!r}")
+                         f"{data['target']!r} has values like {str(y[0])!r}; use --loss "
+                         f"logistic for a label column")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         if data["dropped_rows"]:
@@ -365,6 +368,9 @@ def _check_fit_arguments(args, options):
     if options and args.solver is None:
         raise ValueError("--option needs --solver: the default (the estimators' solver='auto') "
                          "sets every knob itself")
+    if args.solver is None and args.epsilon == float("inf"):  # before the data are read
+        raise ValueError("--epsilon inf: the default path's scaling is private; pass --solver "
+                         "for a non-private fit")
     if options and args.solver is not None:
         import dpopt
 
@@ -398,6 +404,7 @@ def _read_fit_data(args):
                                    missing=args.missing)
         except ValueError as exc:
             raise ValueError(f"DATA: {exc}") from None
+        _check_unique_columns([*table.feature_names, table.target_name])
         return {"X": table.X, "y": table.y, "feature_names": table.feature_names,
                 "target": table.target_name, "categories": table.categories,
                 "dropped_rows": table.dropped_rows, "filled": table.filled}
@@ -409,6 +416,17 @@ def _read_fit_data(args):
         raise ValueError(f"DATA: {exc}") from None
     return {"X": X, "y": y, "feature_names": names, "target": None, "categories": {},
             "dropped_rows": [], "filled": 0}
+
+
+def _check_unique_columns(names):
+    """Two columns with one name make the target choice and the model's feature names
+    ambiguous: refused, naming them."""
+    from collections import Counter
+
+    twice = [f"{name!r} ({k} times)" for name, k in Counter(map(str, names)).items() if k > 1]
+    if twice:
+        raise ValueError(f"DATA: duplicate column name(s) {', '.join(twice)}; give every "
+                         f"column a unique name in the header")
 
 
 def _fit(args, options, X, y):
@@ -464,6 +482,8 @@ def _naming_the_option(options):
 def _format_params(all_params, given):
     shown = {k: v for k, v in all_params.items()
              if k in given or k in ("alpha", "penalty", "l1_ratio", "threshold", "solver")}
+    if "l1_ratio" in shown and all_params.get("penalty", "elastic_net") != "elastic_net":
+        del shown["l1_ratio"]  # meaningless for an l1 / l2 / no penalty
     return ", ".join(f"{k}={v!r}" for k, v in sorted(shown.items()) if k != "random_state")
 
 
@@ -543,8 +563,6 @@ def _report(args, data, fitted, classes, caught):
                                      "categories": data["categories"],
                                      "missing": args.missing,
                                      "dropped_rows": len(data["dropped_rows"])})
-    if args.out:
-        modelio.save_model(args.out, model)
     coef = model["coef"]
     nnz = int(np.count_nonzero(coef))
     print(f"dpopt fit: {args.data} (n={n}, p={p}), loss={info.loss.name}, "
@@ -584,7 +602,26 @@ def _report(args, data, fitted, classes, caught):
         print(f"training objective F(w) = {problem.objective(w):.6g} "
               f"(computed on the private data: NOT private)")
     if args.out:
-        print(f"model written to {args.out}")
+        _save(args.out, model)  # after the report: a failed save loses neither
+
+
+def _save(out, model):
+    """Write the model; if that fails (the privacy is already spent), print the model JSON so
+    that nothing is lost, and say what failed."""
+    import json
+
+    from dpopt.api import modelio
+
+    try:
+        modelio.save_model(out, model)
+    except OSError as exc:
+        print("model (JSON, not saved: see the error below):")
+        print(json.dumps(model, indent=2, default=modelio._plain))
+        raise ValueError(f"--out: the fit succeeded and its privacy was spent (report above), "
+                         f"but writing the model to {str(out)!r} failed: {exc.strerror or exc} "
+                         f"({type(exc).__name__}); the model was printed above: save it by "
+                         f"hand rather than fit again") from None
+    print(f"model written to {out}")
 
 
 def _train_target(data, classes, args):

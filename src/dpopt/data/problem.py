@@ -266,7 +266,7 @@ def _report_bad_values(X):
     if not np.all(np.isfinite(X)):
         raise ValueError("X contains NaN or infinity")
     _check_magnitude(X, "X")
-    raise AssertionError("_dense_design flagged a value that _check_magnitude accepts")
+    raise RuntimeError("_dense_design flagged a value that _check_magnitude accepts (a dpopt bug)")
 
 
 # Squares of the data (norms, smoothness constants, the squared loss) must stay finite and

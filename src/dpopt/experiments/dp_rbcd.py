@@ -165,7 +165,9 @@ def _fit(config, step, clip, passes, seed, checkpoint_every=None):
                           checkpoint_every=checkpoint_every or passes, **options)
         wall = time.perf_counter() - t0
         traj = [b.relative_error(w) for w in res.checkpoints]
-    assert res.epsilon <= config["epsilon"] and res.adjacency == "replace-one"
+    if not (res.epsilon <= config["epsilon"] and res.adjacency == "replace-one"):
+        raise RuntimeError(f"{solver}: spent ({res.epsilon}, {res.adjacency}) instead of at most "
+                           f"epsilon={config['epsilon']} under replace-one (a dpopt bug)")
     return traj, wall, res
 
 

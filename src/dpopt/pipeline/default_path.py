@@ -77,6 +77,12 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import scipy.sparse as sp
 
+from dpopt._core.validation import MIN_EPSILON
+from dpopt.data import Problem
+from dpopt.data.chunked import is_chunked_input
+from dpopt.pipeline.chunked import ChunkedData
+from dpopt.preprocessing import private_feature_bounds, private_target_bounds
+from dpopt.preprocessing._bounds import DEFAULT_BIN_CONFIDENCE, DEFAULT_GRID, ZERO_INFLATED_FALLBACK
 from dpopt.preprocessing._norms import private_means, private_row_bound
 from dpopt.privacy import (
     Gaussian,
@@ -84,7 +90,9 @@ from dpopt.privacy import (
     gdp_epsilon,
     gdp_mu,
 )
-from dpopt.solvers import get_solver
+from dpopt.privacy.budget import _unbudgeted
+from dpopt.solvers import Checkpoints, available_solvers, get_solver, make_result, solve
+from dpopt.solvers._base import chunked_note
 from dpopt.solvers._common import run_length  # noqa: F401 (the rules' run length, public here)
 
 #: Shares of mu^2 (Gaussian-DP) spent on the steps that fix the scale.
@@ -220,16 +228,16 @@ class AutoFit:
 
     def report(self, name) -> str:
         """One line: the mechanism chosen, the privacy of the whole pipeline and its mu split."""
-        from dpopt.solvers._base import chunked_note
-
         plan, r = self.plan, self.result
         if plan.get("unlearnable"):
             return f"{name} (solver='auto'): nothing released. {plan['reason']}"
         shares = ", ".join(f"{k} mu={v:.3g}" for k, v in plan["mu_shares"].items())
+        rows = ("; rows normalized to unit norm (n too small to locate the features' ranges)"
+                if plan["scaling"] == "row-normalized" else "")
         return (f"{name} (solver='auto' -> {plan['solver']}): ({r.epsilon:.4g}, {r.delta:.3g})-DP "
                 f"under {r.adjacency} adjacency, end to end (scaling included), accountant "
                 f"{r.accountant}; Gaussian-DP mu={plan['mu']:.4g} split as "
-                f"{shares}{chunked_note(r.params)}{_selection_note(plan)}" + "".join(
+                f"{shares}{rows}{chunked_note(r.params)}{_selection_note(plan)}" + "".join(
                     f"\n{text}" for text in _column_lines(plan)))
 
 
@@ -262,8 +270,6 @@ def warn_columns(plan, stacklevel=2):
 
 def _column_lines(plan):
     """The warning / report lines naming the features the scaling fell back on or dropped."""
-    from dpopt.preprocessing._bounds import ZERO_INFLATED_FALLBACK
-
     lines = []
     sel = plan.get("screen")
     if sel:
@@ -354,8 +360,6 @@ def bounds_resolvable(n, p, mu_bounds):
     count clears the threshold. Below it, every feature would collapse and be
     dropped, so the default path normalizes rows instead (:class:`RowNormalization`).
     """
-    from dpopt.preprocessing._bounds import DEFAULT_BIN_CONFIDENCE, DEFAULT_GRID
-
     sigma = math.sqrt(2.0 * p) / mu_bounds
     return n / DEFAULT_GRID.bins_per_decade >= DEFAULT_BIN_CONFIDENCE * sigma
 
@@ -419,9 +423,6 @@ class InMemoryData:
         return self._scaled[1]
 
     def feature_bounds(self, mu, rng):
-        from dpopt.preprocessing import private_feature_bounds
-        from dpopt.preprocessing._bounds import ZERO_INFLATED_FALLBACK
-
         return private_feature_bounds(self.X, mu, rng, fallback=ZERO_INFLATED_FALLBACK)
 
     def means(self, scaling, mu, rng):
@@ -431,15 +432,11 @@ class InMemoryData:
         return private_row_bound(self.scaled(scaling), mu, rng)
 
     def target_bounds(self, mu, rng):
-        from dpopt.preprocessing import private_target_bounds
-
         return private_target_bounds(self.y, mu, rng)
 
     def problem(self, scaling, target, relabel=None, **kwargs):
         """The scaled Problem; ``relabel`` (a per-record map of y, e.g. one class against
         the rest) is applied to the target."""
-        from dpopt.data import Problem
-
         y = self.y if target is None else target.transform(self.y)
         y = y if relabel is None else relabel(y)
         return Problem(self.scaled(scaling), y, **kwargs)
@@ -448,11 +445,7 @@ class InMemoryData:
 def _data_of(X, y, loss, fit_intercept):
     """The data adapter of :func:`fit_default`: in memory, or chunked (a
     :class:`~dpopt.data.chunked.ChunkedProblem`, or a Dask collection / path with ``y``)."""
-    from dpopt.data.chunked import is_chunked_input
-
     if getattr(X, "is_chunked", False) is True or is_chunked_input(X):
-        from dpopt.pipeline.chunked import ChunkedData
-
         return ChunkedData.of(X, y, loss=loss, fit_intercept=fit_intercept)
     return InMemoryData(X, y)
 
@@ -473,9 +466,6 @@ def fit_default(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, 
     which the plan leaves out (the steps here share sqrt(mu^2 - spent_mu^2)) and objective
     perturbation counts in its ``prior_mu``.
     """
-    from dpopt.privacy.budget import _unbudgeted
-    from dpopt.solvers import available_solvers, solve
-
     data = _data_of(X, y, loss, fit_intercept)
     n, p = data.shape
     loss_name = loss if isinstance(loss, str) else loss.name
@@ -486,6 +476,8 @@ def fit_default(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, 
         return _no_model(p, loss, penalty, penalty_kwargs, fit_intercept, delta, n, epsilon)
     mu_total, mus = split_mu(epsilon, delta, shares, spent_mu=spent_mu)
     row_mode = "feature_bounds" not in shares
+    if row_mode:
+        _warn_row_normalization(n, p, epsilon)
     scaling, target, R, records, columns_note = private_scaling(
         data, mus, fit_intercept=fit_intercept, center=center, regression=regression, rng=rng)
     problem = data.problem(scaling, target, loss=loss, penalty=penalty,
@@ -499,6 +491,7 @@ def fit_default(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, 
         # Gaussian releases above (their mu adds in quadrature to its Gaussian part)
         options["prior_mu"] = math.sqrt(max(mu_total ** 2 - mus["model"] ** 2, 0.0))
         eps_model = epsilon
+    _check_model_share(eps_model, epsilon, delta, n)
     with _unbudgeted():  # the caller charges the whole pipeline once
         result = solve(problem, solver, epsilon=eps_model, delta=delta, random_state=rng,
                        **options)
@@ -542,13 +535,37 @@ def private_scaling(data, mus, *, fit_intercept, center, regression, rng):
     return scaling, target, R, records, columns_note
 
 
+def _warn_row_normalization(n, p, epsilon):
+    """The documented fall-back when the features' ranges cannot be located (public n, p,
+    epsilon only): every row is divided by its norm (a per-record map, free)."""
+    import warnings
+
+    warnings.warn(f"n_samples={n} is too few to locate the ranges of the {p} features privately "
+                  f"at epsilon={epsilon:g}: rows are normalized to unit norm instead (free, and "
+                  f"predict does the same); give more data, a larger epsilon, or scale X "
+                  f"with public bounds", UserWarning, stacklevel=4)
+
+
+def _check_model_share(eps_model, epsilon, delta, n):
+    """Refuse, before the model's solver runs (data-independent: it depends on n, p,
+    epsilon, delta only), a plan whose model share is below the smallest epsilon a solver
+    accepts. A mu-GDP share is (gdp_epsilon(mu, delta), delta)-DP, and that epsilon is
+    0 when delta >= 2 Phi(mu/2) - 1: a large delta (or a tiny epsilon) leaves the
+    model's share nothing to calibrate to. The error names the user's values."""
+    if eps_model < MIN_EPSILON:
+        raise ValueError(
+            f"epsilon={epsilon:g} with delta={delta:g} is too small a budget for the default "
+            f"path (n={n}): its model share is worth epsilon {eps_model:.3g} at this delta, below "
+            f"the smallest usable {MIN_EPSILON:g}"
+            + (f"; delta is also far above 1/n={1 / n:.3g}, which makes epsilon meaningless"
+               if delta > 1 / n else "")
+            + ". Use a larger epsilon or a delta << 1/n (the default is 1/n^2)")
+
+
 def _no_model(p, loss, penalty, penalty_kwargs, fit_intercept, delta, n, epsilon):
     """The documented result when n is too small to locate the target's range at this
     epsilon: the zero model, computed without reading the data, so nothing is spent."""
     import warnings
-
-    from dpopt.data import Problem
-    from dpopt.solvers import Checkpoints, make_result
 
     reason = (f"n_samples={n} is too few to locate the range of the target privately at "
               f"epsilon={epsilon:g} (even {MAX_SHARE:.0%} of the budget cannot resolve its "

@@ -32,6 +32,7 @@ from sklearn.base import BaseEstimator, OneToOneFeatureMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from dpopt._core.exceptions import PrivacyLeakWarning
+from dpopt._core.input import check_X_input
 from dpopt._core.validation import (
     check_epsilon,
     check_privacy_target,
@@ -39,6 +40,7 @@ from dpopt._core.validation import (
     check_scalar,
     default_delta,
     sklearn_seed,
+    warn_if_delta_exceeds_one_over_n,
 )
 from dpopt.preprocessing._bounds import (
     DEFAULT_CONFIDENCE,
@@ -72,6 +74,15 @@ def _clip_columns(X, lower, upper):
     return np.clip(X, lower, upper)
 
 
+def _calibrated_mu(epsilon, delta):
+    """mu of the fit's Gaussian-DP budget, with a safe margin: the largest mu that is
+    (epsilon, delta)-DP (:func:`gdp_mu`, verified), shrunk by a relative 1e-9 so that
+    the round-off of splitting mu^2 over the releases and of re-composing their noise
+    multipliers (~1e-15 relative) cannot push the composed epsilon past the target
+    (Dong, Roth, Su 2022: the composition of mu_k-GDP releases is sqrt(sum mu_k^2)-GDP)."""
+    return math.inf if math.isinf(epsilon) else gdp_mu(epsilon, delta) * (1.0 - 1e-9)
+
+
 class _PrivateTransformer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
     """Shared fit logic: validation, budget, accounting, rollback on failure."""
 
@@ -91,35 +102,42 @@ class _PrivateTransformer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator)
         quantiles = check_quantiles(self.quantiles)
         check_scalar(self.confidence, "confidence", low=0.0)
         self._check_extra_params()
-        X = validate_data(self, X, accept_sparse=("csr", "csc"), dtype=np.float64)
+        X = validate_data(self, check_X_input(X), accept_sparse=("csr", "csc"), dtype=np.float64)
         n, p = X.shape
         delta = default_delta(n) if delta_given is None else delta_given
+        warn_if_delta_exceeds_one_over_n(delta, n)  # the estimators' rule (WeakPrivacyWarning)
         public = check_public_bounds(self.bounds, p)
         rng = check_random_state(sklearn_seed(self.random_state))
         budget = resolve_budget(self.accountant)
-        mu = math.inf if math.isinf(epsilon) else gdp_mu(epsilon, delta)
-        if not self._releases(public):
+        mu = _calibrated_mu(epsilon, delta)
+        if not self._releases(public) or budget is None:
             fitted, mechanisms = self._estimate(X, public, quantiles, mu, rng)
-        elif budget is None:
-            fitted, mechanisms = self._estimate(X, public, quantiles, mu, rng)
+            spend = self._checked_spend(mechanisms, epsilon, delta)
         else:
-            name = type(self).__name__
-            with budget.spend(epsilon, delta, label=name) as slot:
+            with budget.spend(epsilon, delta, label=type(self).__name__) as slot:
                 fitted, mechanisms = self._estimate(X, public, quantiles, mu, rng)
-                slot.record(self._spend(mechanisms, delta))
-        spend = self._spend(mechanisms, delta)
+                spend = self._checked_spend(mechanisms, epsilon, delta)
+                slot.record(spend)  # recorded only once the fit has succeeded
         if math.isinf(spend.epsilon):
             warnings.warn(f"{type(self).__name__}: epsilon=inf, the statistics are computed "
                           f"without noise; not differentially private", PrivacyLeakWarning,
                           stacklevel=3)
-        elif spend.epsilon > epsilon * (1 + 1e-12):  # never under-calibrated (invariant 3)
-            raise AssertionError(f"spent epsilon {spend.epsilon} > target {epsilon}")
         for key, value in fitted.items():
             setattr(self, key, value)
         self.mechanisms_ = list(mechanisms)
         self.epsilon_spent_, self.delta_spent_ = spend.epsilon, spend.delta
         self.adjacency_ = "replace-one"
         return self
+
+    def _checked_spend(self, mechanisms, epsilon, delta) -> Spend:
+        """What the releases spent, refusing (before anything is recorded or returned) an
+        under-calibrated fit: never more than the target (a RuntimeError is a dpopt bug)."""
+        spend = self._spend(mechanisms, delta)
+        if not math.isinf(epsilon) and spend.epsilon > epsilon:
+            raise RuntimeError(f"{type(self).__name__}: internal calibration error, the releases "
+                               f"would spend epsilon={spend.epsilon!r} > target {epsilon!r}; "
+                               f"nothing was released or charged (please report this)")
+        return spend
 
     def _spend(self, mechanisms, delta) -> Spend:
         name = type(self).__name__

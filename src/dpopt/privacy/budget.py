@@ -50,24 +50,39 @@ the reverse is always refused. Converted entries say so in the ledger.
 Default budget
 --------------
 ``with BudgetAccountant(...) as acc:`` makes ``acc`` the default of
-:func:`dpopt.solve` and of the estimators in :mod:`dpopt.api.estimators` within
-this process (all threads). Fits in other processes (joblib's loky backend,
-Dask workers) do not see it; an accountant cannot be sent to another process
-(a copy would fork the ledger): an unpickled accountant is *detached* and
-refuses to record.
+:func:`dpopt.solve`, of the estimators and of the private transformers in the
+*current context* (a :class:`contextvars.ContextVar`): the thread, or asyncio
+task, that entered the block. Another thread does not see it, so two threads
+with their own ``with`` blocks each charge their own budget (before, one
+process-wide stack let a block entered in thread B capture thread A's fits).
+
+Worker threads start with an *empty* context: a fit in a
+``concurrent.futures.ThreadPoolExecutor`` or in joblib's ``threading`` backend
+started inside a ``with`` block is not charged to it. dpopt then warns
+(:class:`dpopt.UnchargedFitWarning`: a ``with`` budget is open in another
+context of the process, none in this one). To charge such fits, pass the
+accountant explicitly (``accountant=acc`` to an estimator, which
+``sklearn.base.clone`` keeps; ``budget=acc`` to :func:`dpopt.solve`), or run
+each task in a copy of the caller's context:
+``ex.submit(contextvars.copy_context().run, fit, ...)``. Processes (joblib's
+``loky`` backend, Dask workers) never see it, and an accountant cannot be sent
+to another process (a copy would fork the ledger): an unpickled accountant is
+*detached* and refuses to record.
 """
 
 from __future__ import annotations
 
+import contextvars
 import math
 import threading
+import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 
 import dp_accounting as dpa
 from dp_accounting.pld import privacy_loss_distribution as pldlib
 
-from dpopt._core.exceptions import BudgetExceededError
+from dpopt._core.exceptions import BudgetExceededError, UnchargedFitWarning
 from dpopt._core.validation import check_choice, check_delta, check_epsilon
 from dpopt.privacy import (
     ACCOUNTANTS,
@@ -131,44 +146,72 @@ def convert_to_replace_one(spend: Spend) -> Spend:
 
 
 # ---------------------------------------------------------------------------
-# the default accountant (process-wide stack, shared by threads)
+# the default accountant: a stack per context (contextvars), not per process
 
-_STACK: list = []
-_STACK_LOCK = threading.Lock()
+_STACK: contextvars.ContextVar[tuple] = contextvars.ContextVar("dpopt_budget_stack",
+                                                               default=())
 _NO_BUDGET = object()
+_ACTIVE_LOCK = threading.Lock()
+_ACTIVE = [0]  # `with BudgetAccountant` blocks open in any context of this process
 
 
 def current_budget():
-    """The innermost active ``with BudgetAccountant(...)`` accountant, or None."""
-    with _STACK_LOCK:
-        top = _STACK[-1] if _STACK else None
+    """The innermost ``with BudgetAccountant(...)`` accountant of the current
+    context (thread or task), or None."""
+    stack = _STACK.get()
+    top = stack[-1] if stack else None
     return None if top is _NO_BUDGET else top
+
+
+def _push(item):
+    _STACK.set(_STACK.get() + (item,))
+
+
+def _pop(item):
+    """Remove the innermost ``item`` of this context's stack (a no-op when an
+    exit runs in another context than its enter: nothing of this context is undone)."""
+    stack = _STACK.get()
+    for i in range(len(stack) - 1, -1, -1):
+        if stack[i] is item:
+            _STACK.set(stack[:i] + stack[i + 1:])
+            return True
+    return False
 
 
 @contextmanager
 def _unbudgeted():
     """Fits inside are not recorded: for callers that account them as a whole
     (private hyperparameter selection) or that run on public data."""
-    with _STACK_LOCK:
-        _STACK.append(_NO_BUDGET)
+    _push(_NO_BUDGET)
     try:
         yield
     finally:
-        with _STACK_LOCK:
-            _remove_last(_NO_BUDGET)
+        _pop(_NO_BUDGET)
 
 
-def _remove_last(item):
-    for i in range(len(_STACK) - 1, -1, -1):
-        if _STACK[i] is item:
-            del _STACK[i]
-            return
+def _warn_if_budget_elsewhere():
+    """A fit with no budget in its context while a ``with`` budget is open in
+    another context of this process: most likely a worker thread started inside
+    the ``with`` (thread pools start with an empty context), whose fit the
+    budget will not see. Say so rather than let the fit go uncharged silently."""
+    with _ACTIVE_LOCK:
+        active = _ACTIVE[0]
+    if active and not _STACK.get():
+        warnings.warn(
+            "this fit runs in a thread (or context) where no BudgetAccountant is active, while "
+            "a `with BudgetAccountant(...)` block is open in another thread: the fit is NOT "
+            "charged to it. Pass accountant=/budget= explicitly, or start the worker with "
+            "contextvars.copy_context().run (see dpopt.privacy.budget)", UnchargedFitWarning,
+            stacklevel=3)
 
 
 def resolve_budget(budget):
     """``budget`` if given (a :class:`BudgetAccountant`), else the default (or None)."""
     if budget is None:
-        return current_budget()
+        found = current_budget()
+        if found is None:
+            _warn_if_budget_elsewhere()
+        return found
     if not isinstance(budget, BudgetAccountant):
         raise ValueError(f"accountant must be a dpopt.BudgetAccountant or None, got {budget!r}")
     return budget
@@ -245,13 +288,15 @@ class BudgetAccountant:
 
     # -- default via `with` -----------------------------------------------------
     def __enter__(self):
-        with _STACK_LOCK:
-            _STACK.append(self)
+        _push(self)
+        with _ACTIVE_LOCK:
+            _ACTIVE[0] += 1
         return self
 
     def __exit__(self, *exc):
-        with _STACK_LOCK:
-            _remove_last(self)
+        if _pop(self):
+            with _ACTIVE_LOCK:
+                _ACTIVE[0] -= 1
         return False
 
     # -- reading ------------------------------------------------------------------

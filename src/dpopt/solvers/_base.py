@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import math
+import sys
 import time
+import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
@@ -43,6 +45,12 @@ class FitResult:
     checkpoint_passes, checkpoint_times : pass count and elapsed seconds at each checkpoint.
     params : the hyperparameters actually used.
     time : total wall time in seconds.
+    leaks : what the fit read from the private data without privacy (the messages of
+        its :class:`dpopt.PrivacyLeakWarning`, e.g. a clipping bound taken as the data's
+        maximum). Empty for a private fit. When not empty, ``epsilon``/``delta`` bound
+        only the noisy steps: the released model is *not* (epsilon, delta)-DP, because
+        a data-derived constant changes with one record and the guarantee does not
+        cover it; :meth:`privacy_report` says so first and :attr:`is_private` is False.
     """
 
     coef: np.ndarray
@@ -62,6 +70,13 @@ class FitResult:
     checkpoint_times: np.ndarray | None = None
     params: dict = field(default_factory=dict)
     time: float = 0.0
+    leaks: tuple = ()
+
+    @property
+    def is_private(self) -> bool:
+        """True when ``(epsilon, delta)`` is the model's end-to-end guarantee (finite
+        epsilon, nothing read from the data without privacy)."""
+        return not self.leaks and not math.isinf(self.epsilon)
 
     def objective_trajectory(self, problem: Problem) -> np.ndarray:
         """F at every checkpoint (a diagnostic computed on the private data; not private)."""
@@ -71,6 +86,13 @@ class FitResult:
         if math.isinf(self.epsilon):
             return f"{self.solver}: not private (epsilon = inf)"
         chunked = chunked_note(self.params)
+        if self.leaks:
+            return (f"NOT private: {self.solver} read from the private data without privacy: "
+                    + " | ".join(self.leaks)
+                    + f". Its noisy steps are calibrated to ({self.epsilon:.4g}, "
+                    f"{self.delta:.3g}) under {self.adjacency} adjacency, but that guarantee "
+                    f"does not cover the constants read from the data; pass them as public "
+                    f"values to make the fit private{chunked}")
         return (f"{self.solver}: ({self.epsilon:.4g}, {self.delta:.3g})-DP under {self.adjacency} "
                 f"adjacency, accountant {self.accountant}, noise multiplier "
                 f"{self.noise_multiplier:.4g}{chunked}")
@@ -326,6 +348,34 @@ def get_solver(name) -> SolverSpec:
     return _REGISTRY[name]
 
 
+def _run_noting_leaks(spec, problem, epsilon, delta, rng, options) -> FitResult:
+    """Run the solver; the :class:`dpopt.PrivacyLeakWarning` messages it raised (constants
+    read from the data) go into ``result.leaks`` and every warning is re-raised as it was."""
+    from dpopt._core.exceptions import PrivacyLeakWarning
+
+    caught = []
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            result = spec.func(problem, epsilon=epsilon, delta=delta, rng=rng, **options)
+    finally:
+        for w in caught:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno,
+                                   module=_module_of(w.filename), source=w.source)
+    leaks = tuple(str(w.message) for w in caught
+                  if issubclass(w.category, PrivacyLeakWarning))
+    return replace(result, leaks=tuple(result.leaks) + leaks) if leaks else result
+
+
+def _module_of(filename):
+    """The name of the loaded module defined in ``filename`` (what ``warnings.warn`` would
+    have matched filters against), else None."""
+    for name, module in list(sys.modules.items()):
+        if getattr(module, "__file__", None) == filename:
+            return name
+    return None
+
+
 def solve(problem: Problem, solver: str = "dp-cd", *, epsilon=1.0, delta=None, random_state=None,
           budget=None, **options) -> FitResult:
     """Fit ``problem`` with a registered solver.
@@ -366,13 +416,13 @@ def solve(problem: Problem, solver: str = "dp-cd", *, epsilon=1.0, delta=None, r
 
     acc = resolve_budget(budget)
     if acc is None:
-        result = spec.func(problem, epsilon=epsilon, delta=delta, rng=rng, **options)
+        result = _run_noting_leaks(spec, problem, epsilon, delta, rng, options)
     else:
         # a non-private solver spends epsilon = inf whatever target it is given: refused
         target = epsilon if spec.private else math.inf
         with acc.spend(target, delta, adjacency=spec.adjacency(options),
                        label=solver) as slot:
-            result = spec.func(problem, epsilon=epsilon, delta=delta, rng=rng, **options)
+            result = _run_noting_leaks(spec, problem, epsilon, delta, rng, options)
             slot.record(result)
     # checked after recording: the error is a post-processing of a released noisy output
     if not np.all(np.isfinite(result.w)) or (result.checkpoints is not None

@@ -1,0 +1,155 @@
+"""Checks of in-memory ``X`` / ``y`` before scikit-learn's ``validate_data``.
+
+``validate_data`` converts with NumPy, whose errors name neither the argument nor the
+column ("could not convert string to float: 'x'", "at least one array or dtype is
+required"). These checks run first on what the estimators and the private transformers
+are given and raise a ``ValueError`` that names ``X`` or ``y`` (and the column of a data
+frame), the offending value and what to do. They read the data only to refuse it: an
+error is raised before any noise is drawn or any budget is charged, and it does not
+depend on a random draw. Numeric input passes through unchanged.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+
+__all__ = ["check_X_input", "check_y_input", "check_Xy_input"]
+
+_ENCODE = ("encode it as numbers first (e.g. dpopt.preprocessing.public_one_hot_encoder "
+           "with public categories)")
+
+
+def check_X_input(X, *, name="X"):
+    """Refuse, naming ``name``, an ``X`` that is None, not two-dimensional, without columns
+    or rows, or that holds non-numeric cells; return ``X`` unchanged otherwise."""
+    if X is None:
+        raise ValueError(f"{name} is None; give a 2-D array (n_samples, n_features)")
+    if sp.issparse(X):
+        _check_shape(X.shape, name)
+        return X
+    columns = getattr(X, "columns", None)
+    if columns is not None and hasattr(X, "dtypes"):
+        _check_shape(getattr(X, "shape", (0, len(columns))), name)
+        _check_frame_columns(X, name)
+        return X
+    try:
+        arr = np.asarray(X)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{name} cannot be read as an array ({exc}); give a 2-D array of "
+                         f"numbers") from None
+    _check_shape(arr.shape, name)
+    if arr.dtype.kind in "USO" and not _all_numeric(arr):
+        _check_cells(arr, name)
+    return X  # other dtypes (complex, ...): scikit-learn's errors name them
+
+
+def check_y_input(y, *, numeric, name="y"):
+    """Refuse, naming ``name``, a target that a regressor (``numeric=True``) cannot use: a
+    non-numeric value. Text holding numbers is returned as floats, anything else unchanged
+    (shape errors are scikit-learn's, which name y)."""
+    if y is None or not numeric or sp.issparse(y) or hasattr(y, "compute"):
+        return y
+    try:
+        arr = np.asarray(y)
+    except (TypeError, ValueError):
+        return y
+    if arr.dtype.kind in "USO":
+        bad = [] if _all_numeric(arr) else [v for v in arr.ravel() if not _is_number(v)][:1]
+        if bad:
+            raise ValueError(f"{name} must be numeric for a regressor, got values like "
+                             f"{_plain(bad[0])!r}; use DPLogisticRegression for labels, or "
+                             f"convert {name} to numbers")
+        return arr.astype(np.float64)  # numeric strings: scikit-learn would keep them as text
+    return y
+
+
+def check_Xy_input(X, y, *, numeric):
+    """:func:`check_X_input`, :func:`check_y_input`, and one target per row of ``X``;
+    returns ``y`` (numeric text as floats for a regressor)."""
+    check_X_input(X)
+    y = check_y_input(y, numeric=numeric)
+    n_X, n_y = _n_rows(X), _n_rows(y)
+    if n_X is not None and n_y is not None and n_X != n_y:
+        raise ValueError(f"X has {n_X} rows but y has {n_y} values; give one target per row")
+    return y
+
+
+def _n_rows(a):
+    if a is None:
+        return None
+    shape = getattr(a, "shape", None)
+    if shape is not None:
+        return int(shape[0]) if len(shape) else None
+    try:
+        return len(a)
+    except TypeError:
+        return None
+
+
+def _check_shape(shape, name):
+    if len(shape) != 2:
+        raise ValueError(f"{name} must be a 2D array (n_samples, n_features), got shape "
+                         f"{tuple(shape)}; reshape a single feature with {name}.reshape(-1, 1)")
+    shape = tuple(int(k) for k in shape)
+    if shape[1] == 0:  # scikit-learn's wording, with the argument named
+        raise ValueError(f"{name} has 0 feature(s) (shape={shape}) while a minimum of 1 is "
+                         f"required: give {name} at least one column")
+    if shape[0] == 0:
+        raise ValueError(f"{name} has 0 sample(s) (shape={shape}) while a minimum of 1 is "
+                         f"required: give {name} at least one row")
+
+
+def _check_frame_columns(frame, name):
+    from pandas.api.types import is_bool_dtype, is_numeric_dtype
+
+    for column, dtype in zip(frame.columns, frame.dtypes):
+        if is_numeric_dtype(dtype) or is_bool_dtype(dtype):
+            continue
+        values = np.asarray(frame[column], dtype=object)
+        if _all_numeric(values):
+            continue
+        for row, value in enumerate(values):
+            _check_cell(value, f"{name}: column {_plain(column)!r}, row {row}")
+
+
+def _check_cells(arr, name):
+    flat = arr.reshape(arr.shape[0], -1)
+    for row in range(flat.shape[0]):
+        for col in range(flat.shape[1]):
+            _check_cell(flat[row, col], f"{name}[{row}, {col}] (column {col})")
+
+
+def _check_cell(value, where):
+    """A ValueError for a string that is not a number, a TypeError for any other object
+    that is not one (NumPy's own split), both saying where the cell is."""
+    try:
+        float(value)
+    except ValueError:
+        raise ValueError(f"{where} = {_plain(value)!r} is not a number; {_ENCODE}") from None
+    except TypeError as exc:
+        raise TypeError(f"{where}: {exc} (a {type(value).__name__} cell); give numbers") from None
+
+
+def _all_numeric(arr) -> bool:
+    """Whether NumPy converts every cell to a float (the fast path; cells are scanned one
+    by one only to name the first bad one)."""
+    try:
+        np.asarray(arr).astype(np.float64)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def _is_number(value) -> bool:
+    if isinstance(value, (bool, np.bool_)):
+        return True
+    try:
+        float(value)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def _plain(value):
+    return value.item() if isinstance(value, np.generic) else value

@@ -1,0 +1,377 @@
+"""Fixes of issue 21 (hardening): each test fails without its fix."""
+
+import warnings
+
+import numpy as np
+import pytest
+
+import dpopt
+
+
+def _regression(n=300, p=3, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-1, 1, (n, p))
+    y = np.clip(X @ np.linspace(1, -1, p) + 0.1 * rng.standard_normal(n), -3, 3)
+    return X, y
+
+
+# -- item 2: an explicit fit that read constants from the data says so first ---------------
+
+@pytest.mark.parametrize("solver, public", [
+    ("adassp", {"row_bound": 2.0, "target_bound": 3.0}),
+    ("dp-frank-wolfe", {"radius": 5.0, "coordinate_bound": 1.0, "target_bound": 3.0,
+                        "clip": 1.0}),
+])
+def test_result_that_read_constants_from_the_data_is_reported_not_private(solver, public):
+    X, y = _regression()
+    problem = dpopt.Problem(X, y, loss="squared", penalty="none")
+    with pytest.warns(dpopt.PrivacyLeakWarning):
+        leaky = dpopt.solve(problem, solver, epsilon=1.0, delta=1e-6, random_state=0)
+    assert leaky.leaks and not leaky.is_private
+    assert leaky.privacy_report().startswith("NOT private")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", dpopt.PrivacyLeakWarning)
+        clean = dpopt.solve(problem, solver, epsilon=1.0, delta=1e-6, random_state=0, **public)
+    assert clean.leaks == () and clean.is_private
+    assert clean.privacy_report().startswith(f"{solver}: (")
+
+
+def test_leak_warning_turned_into_an_error_charges_nothing():
+    X, y = _regression()
+    problem = dpopt.Problem(X, y, loss="squared", penalty="none")
+    acc = dpopt.BudgetAccountant(epsilon=5.0, delta=1e-5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", dpopt.PrivacyLeakWarning)
+        with pytest.raises(dpopt.PrivacyLeakWarning):
+            dpopt.solve(problem, "adassp", epsilon=1.0, delta=1e-6, budget=acc)
+    assert acc.ledger == []
+
+
+# -- items 3 and 4: private transformers ---------------------------------------------------
+
+TRANSFORMERS = ["PrivateClipper", "PrivateMinMaxScaler", "PrivateStandardScaler",
+                "PrivateRobustScaler"]
+
+
+def _transformer(name, **kw):
+    import dpopt.preprocessing as pre
+
+    return getattr(pre, name)(random_state=0, **kw)
+
+
+@pytest.mark.parametrize("name", TRANSFORMERS)
+def test_transformer_at_tiny_epsilon_succeeds_within_its_target(name):
+    X = np.random.default_rng(0).standard_normal((500, 3))
+    acc = dpopt.BudgetAccountant(epsilon=1.0, delta=1e-3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # the bounds cannot be located
+        t = _transformer(name, epsilon=1e-6, delta=1e-6, accountant=acc).fit(X)
+    assert t.epsilon_spent_ <= 1e-6 and len(acc.ledger) == 1
+    assert acc.ledger[0].epsilon <= 1e-6
+
+
+@pytest.mark.parametrize("name", TRANSFORMERS)
+def test_failed_transformer_fit_charges_nothing_and_is_not_an_assert(name, monkeypatch):
+    from dpopt.preprocessing import _transformers
+    from dpopt.privacy.budget import Spend
+
+    X = np.random.default_rng(0).standard_normal((300, 2))
+    acc = dpopt.BudgetAccountant(epsilon=5.0, delta=1e-3)
+    over = Spend("x", 0.75, 1e-6, "replace-one", "exact", ())  # more than the target 0.5
+    monkeypatch.setattr(_transformers._PrivateTransformer, "_spend",
+                        lambda self, mechanisms, delta: over)
+    t = _transformer(name, epsilon=0.5, delta=1e-6, accountant=acc)
+    with pytest.raises(RuntimeError, match="nothing was released or charged"):
+        t.fit(X)
+    assert acc.ledger == [] and not hasattr(t, "lower_")
+
+
+@pytest.mark.parametrize("name", TRANSFORMERS)
+def test_transformer_warns_when_delta_exceeds_one_over_n(name):
+    X = np.random.default_rng(0).standard_normal((5000, 2))
+    with pytest.warns(dpopt.WeakPrivacyWarning, match="1/n"):
+        _transformer(name, epsilon=1.0, delta=0.5).fit(X)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", dpopt.WeakPrivacyWarning)
+        _transformer(name, epsilon=1.0, delta=1e-6).fit(X)
+
+
+def test_no_runtime_assert_statements_in_the_library():
+    import ast
+    import pathlib
+
+    root = pathlib.Path(dpopt.__file__).parent
+    found = [f"{path.relative_to(root)}:{node.lineno}" for path in root.rglob("*.py")
+             for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+             if isinstance(node, ast.Assert)
+             or (isinstance(node, ast.Raise) and node.exc is not None
+                 and "AssertionError" in ast.dump(node.exc))]
+    assert found == []
+
+
+# -- item 6: a budget too small for the default path's plan names epsilon and delta ----------
+
+@pytest.mark.parametrize("cls", ["DPLinearRegression", "DPLasso", "DPElasticNet"])
+@pytest.mark.parametrize("epsilon, delta", [(0.01, 0.5), (1e-3, 0.1), (1e-6, 0.5)])
+def test_default_path_budget_too_small_names_epsilon_and_delta(cls, epsilon, delta):
+    X, y = _regression()
+    acc = dpopt.BudgetAccountant(epsilon=5.0, delta=0.9)
+    est = getattr(dpopt, cls)(epsilon=epsilon, delta=delta, accountant=acc)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", dpopt.WeakPrivacyWarning)
+        with pytest.raises(ValueError) as info:
+            est.fit(X, y)
+    message = str(info.value)
+    assert f"epsilon={epsilon:g}" in message and f"delta={delta:g}" in message
+    assert "got 0.0" not in message and acc.ledger == [] and not hasattr(est, "coef_")
+
+
+# -- item 12: the row-normalization fall-back is warned and reported --------------------------
+
+def test_row_normalization_fallback_is_warned_and_reported():
+    rng = np.random.default_rng(0)
+    X, y = rng.standard_normal((40, 5)), rng.integers(0, 2, 40)
+    with pytest.warns(UserWarning, match="rows are normalized"):
+        clf = dpopt.DPLogisticRegression(epsilon=0.5, random_state=0).fit(X, y)
+    assert clf.fit_result_.params["auto"]["scaling"] == "row-normalized"
+    assert "rows normalized" in clf.privacy_report()
+
+
+# -- item 7: modelio.predict on scipy.sparse input with a clip feature map -------------------
+
+def _fit_cli(tmp_path, argv, X=None, y=None):
+    from dpopt.cli import main
+
+    if X is None:
+        rng = np.random.default_rng(0)
+        X = rng.standard_normal((4000, 3))
+        X[X < 0.2] = 0.0
+        y = X @ np.array([1.0, -2.0, 0.5]) + 0.1 * rng.standard_normal(4000)
+    data = tmp_path / "d.npz"
+    np.savez(data, X=X, y=y)
+    return main(["fit", str(data), "--seed", "0", *argv]), X
+
+
+def test_modelio_predict_takes_sparse_input_with_a_clip_feature_map(tmp_path):
+    import scipy.sparse as sparse
+
+    from dpopt.api import modelio
+
+    out = tmp_path / "m.json"
+    code, X = _fit_cli(tmp_path, ["--loss", "squared", "--epsilon", "2", "--out", str(out)])
+    model = modelio.load_model(out)
+    assert code == 0 and model["feature_map"]["type"] == "clip"
+    dense = modelio.predict(model, X)
+    for fmt in (sparse.csr_matrix, sparse.csc_matrix, sparse.coo_matrix):
+        np.testing.assert_allclose(modelio.predict(model, fmt(X)), dense, rtol=1e-12, atol=1e-12)
+    with pytest.raises(ValueError, match="X has shape"):
+        modelio.predict(model, X[:, :2])
+    with pytest.raises(ValueError, match="X must be numeric"):
+        modelio.predict(model, np.array([["a", "b", "c"]]))
+    (tmp_path / "bad.json").write_text(f'{{"format": "{modelio.FORMAT}", "loss": "squared"}}')
+    with pytest.raises(ValueError, match="missing"):
+        modelio.load_model(tmp_path / "bad.json")
+
+
+# -- items 9, 10: CLI ---------------------------------------------------------------------------
+
+def test_cli_refuses_duplicate_column_names(tmp_path, capsys):
+    from dpopt.cli import main
+
+    path = tmp_path / "dup.csv"
+    rows = "\n".join(f"{i % 7},{i % 3},{i % 5},{'<=50K' if i % 2 else '>50K'}" for i in range(50))
+    path.write_text("a,b,a,income\n" + rows + "\n")
+    assert main(["fit", str(path), "--loss", "logistic", "--epsilon", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "duplicate column name" in err and "'a'" in err
+
+
+def test_cli_messages_show_plain_strings_not_numpy_reprs(tmp_path, capsys):
+    from dpopt.cli import main
+
+    path = tmp_path / "t.csv"
+    path.write_text("a,income\n" + "\n".join(f"{i},{'<=50K' if i % 2 else '>50K'}"
+                                             for i in range(20)) + "\n")
+    assert main(["fit", str(path), "--loss", "squared", "--epsilon", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "np.str_" not in err and "'>50K'" in err and "--loss logistic" in err
+
+
+def test_cli_solvers_table_is_aligned(capsys):
+    from dpopt.cli import main
+
+    assert main(["solvers"]) == 0
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.strip()]
+    starts = {len(line) - len(line.split(maxsplit=1)[1]) for line in lines}
+    assert len(starts) == 1  # every description starts in the same column
+
+
+def test_cli_fit_line_shows_l1_ratio_only_for_elastic_net(tmp_path, capsys):
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((500, 3))
+    y = np.where(X[:, 0] + 0.3 * rng.standard_normal(500) > 0, 1.0, 0.0)
+    code, _ = _fit_cli(tmp_path, ["--loss", "logistic", "--penalty", "l2", "--alpha", "0.1",
+                                  "--epsilon", "1"], X, y)
+    fit_line = next(line for line in capsys.readouterr().out.splitlines()
+                    if line.startswith("fit:"))
+    assert code == 0 and "penalty='l2'" in fit_line and "l1_ratio" not in fit_line
+
+
+def test_cli_fit_prints_the_report_before_saving_and_says_what_failed(tmp_path, capsys,
+                                                                     monkeypatch):
+    import shutil
+
+    from dpopt.cli import commands as cli
+
+    folder = tmp_path / "models"
+    folder.mkdir()
+    fit = cli._fit
+
+    def fit_then_remove_the_folder(*args, **kwargs):
+        out = fit(*args, **kwargs)
+        shutil.rmtree(folder)
+        return out
+
+    monkeypatch.setattr(cli, "_fit", fit_then_remove_the_folder)
+    code, _ = _fit_cli(tmp_path, ["--loss", "squared", "--epsilon", "1",
+                                  "--out", str(folder / "m.json")])
+    captured = capsys.readouterr()
+    assert code == 2
+    assert "privacy: DPLinearRegression" in captured.out and '"coef"' in captured.out
+    assert "--out" in captured.err and "fit succeeded" in captured.err
+    assert "Traceback" not in captured.err
+
+
+def test_save_model_is_atomic_with_unique_temporaries(tmp_path, monkeypatch):
+    import os
+    import threading
+
+    from dpopt.api import modelio
+
+    out = tmp_path / "m.json"
+    models = [{"format": modelio.FORMAT, "who": k, "pad": "x" * 20000, "loss": "squared",
+               "coef": [float(k)], "intercept": 0.0} for k in range(8)]
+    threads = [threading.Thread(target=modelio.save_model, args=(out, m)) for m in models]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert modelio.load_model(out)["who"] in range(8)  # one whole file, no collision
+    assert os.listdir(tmp_path) == ["m.json"]  # no temporary left
+    synced = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(fd), real_fsync(fd)))
+    modelio.save_model(out, models[0])
+    assert synced  # flushed to disk before the rename
+
+    def failing_replace(src, dst):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", failing_replace)
+    with pytest.raises(OSError):
+        modelio.save_model(out, models[1])
+    assert os.listdir(tmp_path) == ["m.json"] and modelio.load_model(out)["who"] == 0
+
+
+# -- item 8: errors about numeric-array input name X or y, arguments before data --------------
+
+def _frame(**columns):
+    pd = pytest.importorskip("pandas")
+    return pd.DataFrame(columns)
+
+
+@pytest.mark.parametrize("make_X, pattern", [
+    (lambda X: _frame().reindex(range(len(X))), r"X has 0 feature"),
+    (lambda X: np.empty((len(X), 0)), r"X has 0 feature"),
+    (lambda X: np.where(X > 0, "x", "1").astype(str), r"X\[\d+, \d+\].*'x' is not a number"),
+    (lambda X: np.array(X, dtype=object).__setitem__((5, 1), "x") or None, None),
+    (lambda X: _frame(a=np.where(X[:, 0] > 0, "u", "v"), b=X[:, 1]), r"X: column 'a'"),
+    (lambda X: X[:, 0], r"X must be a 2D array"),
+    (lambda X: None, r"X is None"),
+])
+@pytest.mark.parametrize("cls", ["DPLinearRegression", "DPLogisticRegression"])
+def test_bad_X_is_named(make_X, pattern, cls):
+    X, y = _regression()
+    if pattern is None:  # an object array with one string cell
+        bad = np.array(X, dtype=object)
+        bad[5, 1] = "x"
+        pattern, Xbad = r"X\[5, 1\].*'x' is not a number", bad
+    else:
+        Xbad = make_X(X)
+    target = y if cls == "DPLinearRegression" else (y > 0).astype(int)
+    acc = dpopt.BudgetAccountant(epsilon=5.0, delta=1e-5)
+    with pytest.raises(ValueError, match=pattern):
+        getattr(dpopt, cls)(epsilon=1.0, accountant=acc).fit(Xbad, target)
+    assert acc.ledger == []
+
+
+def test_string_target_to_a_regressor_names_y():
+    X, _ = _regression()
+    labels = np.where(X[:, 0] > 0, "<=50K", ">50K")
+    for y in (labels, labels.astype(object)):
+        with pytest.raises(ValueError, match=r"y must be numeric.*'(<=|>)50K'.*DPLogistic"):
+            dpopt.DPLinearRegression(epsilon=1.0).fit(X, y)
+    dpopt.DPLinearRegression(epsilon=1.0, random_state=0).fit(X, X[:, 0].astype(str))  # "0.5"
+
+
+def test_transformer_string_cells_and_no_columns_are_named():
+    from dpopt.preprocessing import PrivateStandardScaler
+
+    with pytest.raises(ValueError, match=r"X\[0, 1\].*'x'"):
+        PrivateStandardScaler(epsilon=1.0).fit(np.array([["1", "x"], ["2", "3"]]))
+    with pytest.raises(ValueError, match="X has 0 feature"):
+        PrivateStandardScaler(epsilon=1.0).fit(np.empty((10, 0)))
+
+
+def test_epsilon_inf_on_the_default_path_is_reported_before_bad_data():
+    bad = np.array([["1", "x"]] * 20)
+    with pytest.raises(ValueError, match="finite epsilon"):
+        dpopt.DPLinearRegression(epsilon=np.inf).fit(bad, np.arange(20.0))
+
+
+def test_cli_epsilon_inf_on_the_default_path_is_reported_before_bad_data(tmp_path, capsys):
+    from dpopt.cli import main
+
+    path = tmp_path / "bad.csv"
+    path.write_text("a,b\n1,2\n3\n")  # a ragged row: a data error
+    assert main(["fit", str(path), "--loss", "squared", "--epsilon", "inf"]) == 2
+    assert "--epsilon inf" in capsys.readouterr().err
+
+
+def test_y_of_another_length_than_X_names_both():
+    with pytest.raises(ValueError, match="X has 1 rows but y has 0 values"):
+        dpopt.DPLinearRegression(epsilon=1.0).fit([[0.1]], np.array([]))
+
+
+def test_cli_model_file_lists_what_an_explicit_fit_read_from_the_data(tmp_path):
+    from dpopt.api import modelio
+
+    out = tmp_path / "m.json"
+    code, _ = _fit_cli(tmp_path, ["--loss", "squared", "--solver", "adassp", "--epsilon", "1",
+                                  "--out", str(out)])
+    leaks = modelio.load_model(out)["privacy"]["leaks"]
+    assert code == 0 and "row_bound" in " ".join(leaks)
+    code, _ = _fit_cli(tmp_path, ["--loss", "squared", "--solver", "adassp", "--epsilon", "1",
+                                  "--option", "row_bound=5", "--option", "target_bound=10",
+                                  "--out", str(out)])
+    assert code == 0 and modelio.load_model(out)["privacy"]["leaks"] == []
+
+
+def test_save_model_named_temporary_fallback_leaves_nothing_on_failure(tmp_path, monkeypatch):
+    import os
+
+    from dpopt.api import modelio
+
+    monkeypatch.setattr(modelio, "_write_anonymous", lambda folder, name, data: None)
+    out = tmp_path / "m.json"
+    modelio.save_model(out, {"format": modelio.FORMAT, "loss": "squared", "coef": [1.0],
+                             "intercept": 0.0})
+    assert os.listdir(tmp_path) == ["m.json"]
+
+    def no_space(fd, data):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "write", no_space)
+    with pytest.raises(OSError):
+        modelio.save_model(out, {"format": modelio.FORMAT})
+    assert os.listdir(tmp_path) == ["m.json"] and modelio.load_model(out)["coef"][0] == 1.0
