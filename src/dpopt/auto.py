@@ -346,7 +346,7 @@ def bounds_resolvable(n, p, mu_bounds):
     return n / DEFAULT_GRID.bins_per_decade >= DEFAULT_BIN_CONFIDENCE * sigma
 
 
-def plan_budget(n, p, mu, *, regression, center):
+def plan_budget(n, p, mu, *, regression, center, public=0):
     """Shares of mu^2 for the scaling steps, from public (n, p, mu) only.
 
     Feature bounds get ``SHARES["feature_bounds"]``, or ``MAX_SHARE`` when that is
@@ -355,10 +355,17 @@ def plan_budget(n, p, mu, *, regression, center):
     features are centred (dense data with an intercept). A regression target gets
     ``SHARES["target_bounds"]`` or ``MAX_SHARE`` likewise; if even that cannot
     resolve one histogram, no private fit can learn the target's scale: the plan is
-    then ``None`` (see :func:`fit_default`).
+    then ``None`` (see :func:`fit_default`). ``public`` of the p features have public
+    bounds (``feature_bounds=``, the 0/1 columns of :mod:`dpopt.frames`): only the others
+    are released, and when none is left the bounds cost nothing.
     """
     shares = {}
-    for share in (SHARES["feature_bounds"], MAX_SHARE):
+    if public >= p:  # every bound is public: scale without a release
+        if center:
+            shares["feature_means"] = SHARES["feature_means"]
+        shares["row_norm"] = SHARES["row_norm"]
+    p = p - public
+    for share in (() if p <= 0 else (SHARES["feature_bounds"], MAX_SHARE)):
         if bounds_resolvable(n, p, mu * math.sqrt(share)):
             shares["feature_bounds"] = share
             if center:
@@ -456,10 +463,10 @@ class InMemoryData:
             self._scaled = (scaling, scaling.transform(self.X))
         return self._scaled[1]
 
-    def feature_bounds(self, mu, rng):
+    def feature_bounds(self, mu, rng, bounds=None):
         from dpopt.preprocessing import private_feature_bounds
 
-        return private_feature_bounds(self.X, mu, rng)
+        return private_feature_bounds(self.X, mu, rng, bounds=bounds)
 
     def means(self, scaling, mu, rng):
         return private_means(self.scaled(scaling), mu, rng)
@@ -492,7 +499,7 @@ def _data_of(X, y, loss, fit_intercept):
 
 
 def fit_default(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, delta, rng,
-                regression):
+                regression, feature_bounds=None, prior=None):
     """Run the default path (module docstring) and return an :class:`AutoFit`.
 
     ``y`` is already encoded for the loss ({-1, +1} labels for logistic). ``X`` may also
@@ -509,16 +516,24 @@ def fit_default(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, 
     n, p = data.shape
     loss_name = loss if isinstance(loss, str) else loss.name
     center = fit_intercept and not data.sparse
-    shares = plan_budget(n, p, gdp_mu(epsilon, delta), regression=regression, center=center)
+    delta_total, delta = delta, delta - (prior.delta if prior is not None else 0.0)
+    public = 0 if feature_bounds is None else int(np.sum(~(np.isnan(feature_bounds[0])
+                                                           | np.isnan(feature_bounds[1]))))
+    shares = plan_budget(n, p, gdp_mu(epsilon, delta), regression=regression, center=center,
+                         public=public)
     if shares is None:
-        return _no_model(p, loss, penalty, penalty_kwargs, fit_intercept, delta, n, epsilon)
+        return _no_model(p, loss, penalty, penalty_kwargs, fit_intercept, delta, n, epsilon,
+                         prior)
+    if prior is not None and prior.share:
+        shares["selection"] = prior.share
     mu_total, mus = split_mu(epsilon, delta, shares)
-    row_mode = "feature_bounds" not in shares
-    records = []
+    row_mode = "feature_bounds" not in shares and public < p
+    records = list(prior.records) if prior is not None else []
     if row_mode:
         scaling, R = RowNormalization(), 1.0
     else:
-        fb = data.feature_bounds(mus["feature_bounds"], rng)
+        fb = data.feature_bounds(mus.get("feature_bounds", math.inf), rng,
+                                 bounds=feature_bounds)
         records += list(fb.mechanisms)
         scaling = Scaling.from_bounds(fb.lower, fb.upper, shift=fit_intercept, sparse=data.sparse)
         if center:
@@ -553,15 +568,19 @@ def fit_default(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, 
     total = epsilon_of(mechanisms, delta, adjacency=result.adjacency)
     plan = {"solver": solver, "reason": why, "mu": mu_total, "mu_shares": mus,
             "scaling": "row-normalized" if row_mode else "private feature bounds",
-            "row_bound": R, "model_options": _public(options)}
-    result = replace(result, epsilon=total, mechanisms=mechanisms,
+            "row_bound": R, "model_options": _public(options),
+            "public_bounds": public}
+    if prior is not None:
+        plan["table"] = prior.info
+        plan["selection_delta"] = prior.delta
+    result = replace(result, epsilon=total, delta=delta_total, mechanisms=mechanisms,
                      accountant="exact" if all(isinstance(m, Gaussian) for m in mechanisms)
                      else result.accountant,
                      params={**result.params, "auto": plan})
     return AutoFit(result, scaling, target, plan)
 
 
-def _no_model(p, loss, penalty, penalty_kwargs, fit_intercept, delta, n, epsilon):
+def _no_model(p, loss, penalty, penalty_kwargs, fit_intercept, delta, n, epsilon, prior=None):
     """The documented result when n is too small to locate the target's range at this
     epsilon: the zero model, computed without reading the data, so nothing is spent."""
     import warnings
@@ -578,8 +597,15 @@ def _no_model(p, loss, penalty, penalty_kwargs, fit_intercept, delta, n, epsilon
                       fit_intercept=fit_intercept, **penalty_kwargs)
     plan = {"solver": "none", "reason": reason, "mu": 0.0, "mu_shares": {}, "unlearnable": True,
             "scaling": "none", "row_bound": None, "model_options": {}}
+    spent = []
+    if prior is not None and prior.records:  # the table layer's selection ran: it is paid
+        spent = list(prior.records)
+        reason = reason.replace("nothing was spent", "only the table's selection was spent")
+        plan["reason"] = reason
     result = make_result(problem, np.zeros(p + fit_intercept), solver="none",
-                         calibration_or_spent=(0.0, delta, "none", 0.0), mechanisms=[],
+                         calibration_or_spent=(epsilon_of(spent, delta) if spent else 0.0,
+                                               delta + (prior.delta if prior else 0.0),
+                                               "none", 0.0), mechanisms=spent,
                          n_iter=0, passes=0.0, checkpoints=Checkpoints(), params={"auto": plan})
     return AutoFit(result, RowNormalization(), None, plan)
 

@@ -87,6 +87,18 @@ __all__ = ["DPLogisticRegression", "DPLinearRegression", "DPLasso", "DPElasticNe
 _RESERVED_OPTIONS = ("epsilon", "delta", "random_state", "rng", "problem", "budget")
 
 
+def _ledger_entry(result, label):
+    """What a BudgetAccountant records: the result (its mechanisms compose exactly), or,
+    when the table layer's threshold spent a delta outside the mechanisms, the black-box
+    (epsilon, delta) of the whole fit (composed by the ledger's (epsilon, delta) rule)."""
+    if not (result.params.get("auto") or {}).get("selection_delta"):
+        return result
+    from dpopt.budget import Spend
+
+    return Spend(label, float(result.epsilon), float(result.delta), result.adjacency,
+                 result.accountant, ())
+
+
 def _check_auto_epsilon(epsilon):
     if math.isinf(epsilon):
         raise ValueError("solver='auto' needs a finite epsilon: its scaling is private; "
@@ -120,17 +132,114 @@ class _DPLinearModel(BaseEstimator):
         epsilon, delta_given, spec, options = self._check_params()
         if is_chunked_input(X):
             return self._fit_chunked(X, y, epsilon, delta_given, spec, options)
+        if spec is None:
+            return self._fit_default_path(X, y, epsilon, delta_given)
+        from dpopt.frames import is_frame
+
+        if is_frame(X):
+            X = self._public_table(X)
         X, y = validate_data(self, X, y, accept_sparse=("csr", "csc"), dtype=np.float64,
                              y_numeric=not self._classifier)
-        target = self._encode_y(y)
+        if getattr(self, "feature_bounds", None) is not None:
+            raise ValueError("feature_bounds= applies to solver='auto' (the default path); an "
+                             "explicit solver takes the data as given")
+        with warnings.catch_warnings(record=True) as label_leaks:
+            warnings.simplefilter("always")
+            target = self._encode_y(y)
         delta = default_delta(X.shape[0]) if delta_given is None else delta_given
         penalty, penalty_kwargs = self._penalty()
-        if spec is None:
-            return self._fit_auto(X, target, epsilon, delta, penalty, penalty_kwargs)
         self.auto_ = None
         problem = Problem(X, target, loss=self._loss(), penalty=penalty,
                           fit_intercept=self.fit_intercept, **penalty_kwargs)
-        return self._solve(problem, spec, epsilon, delta, options)
+        return self._solve(problem, spec, epsilon, delta, options, label_leaks)
+
+    def _public_table(self, X):
+        """An explicit solver's DataFrame: encoded with its public schema only (declared
+        categories, bool, numeric; a missing indicator for every column that can hold a
+        missing value); a string column without declared categories is refused."""
+        from dpopt.frames import TableEncoder, TableSchema, as_pandas, plan_table
+
+        df = as_pandas(X)
+        columns = plan_table(df, getattr(self, "categories", None))
+        strings = [c.name for c in columns if c.kind == "string"]
+        if strings:
+            raise ValueError(f"columns {strings} hold strings: their categories must be chosen "
+                             f"privately (solver='auto') or declared "
+                             f"(categories={{{strings[0]!r}: [...]}})")
+        for c in columns:
+            c.has_missing = c.missable
+        schema = TableSchema(columns)
+        self.table_ = TableEncoder(schema, np.asarray(df.columns, dtype=object))
+        return schema.transform(df)
+
+    def _fit_default_path(self, X, y, epsilon, delta_given):
+        """The default path on arrays or tables: the table layer (:mod:`dpopt.frames`:
+        column kinds, private selection of categories and labels, public bounds) inside the
+        same accounted composition as :func:`dpopt.auto.fit_default`."""
+        from dpopt.frames import is_frame, prepare_default
+
+        _check_auto_epsilon(epsilon)
+        frame = is_frame(X)
+        if frame:
+            y = self._check_table_target(X, y)
+        else:
+            X, y = validate_data(self, X, y, accept_sparse=("csr", "csc"), dtype=np.float64,
+                                 y_numeric=not self._classifier)
+            if self._classifier:
+                check_classification_targets(y)
+        n = X.shape[0]
+        delta = default_delta(n) if delta_given is None else delta_given
+        penalty, penalty_kwargs = self._penalty()
+        out = {}
+
+        def prepare(rng):
+            Xf, yy, classes, encoder, bounds, prior = prepare_default(
+                X, y, epsilon=epsilon, delta=delta, categories=getattr(self, "categories", None),
+                feature_bounds=getattr(self, "feature_bounds", None),
+                classes=getattr(self, "classes", None), classifier=self._classifier, rng=rng)
+            out.update(classes=classes, encoder=encoder)
+            target = self._encode_classes(yy, classes) if self._classifier else yy
+            return Xf, target, bounds, prior
+
+        self._fit_auto(prepare, epsilon, delta, penalty, penalty_kwargs)
+        if self._classifier:
+            self.classes_ = out["classes"]
+        self.table_ = out["encoder"]
+        if frame:
+            self.feature_names_in_ = np.asarray(X.columns, dtype=object)
+            self.n_features_in_ = len(X.columns)
+        return self
+
+    def _check_table_target(self, X, y):
+        from dpopt.frames import as_pandas
+
+        if y is None:
+            raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y "
+                             f"is None")
+        n = len(as_pandas(X))
+        if len(y) != n:
+            raise ValueError(f"X has {n} rows but y has {len(y)}")
+        if n == 0:
+            raise ValueError("X has 0 rows: a fit needs data")
+        if self._classifier:
+            import pandas as pd
+
+            if pd.isna(pd.Series(np.asarray(y, dtype=object))).any():
+                raise ValueError("y has missing labels: drop those rows first (the labels "
+                                 "cannot be imputed)")
+            return y
+        try:
+            values = np.asarray(y, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise ValueError(f"{type(self).__name__} needs a numeric target y; got values like "
+                             f"{np.asarray(y)[:3].tolist()}") from None
+        if not np.all(np.isfinite(values)):
+            raise ValueError("y has missing or infinite values: drop those rows first")
+        return values
+
+    def _encode_classes(self, index, classes):
+        """The loss's target from label indices into the selected/declared ``classes``."""
+        return index
 
     def _fit_chunked(self, X, y, epsilon, delta_given, spec, options):
         """Fit of Dask / on-disk data through :mod:`dpopt.distributed`: the default path
@@ -151,14 +260,16 @@ class _DPLinearModel(BaseEstimator):
         delta = default_delta(problem.n_samples) if delta_given is None else delta_given
         self.n_features_in_ = problem.n_features
         if spec is None:
-            return self._fit_auto(problem, None, epsilon, delta, penalty, penalty_kwargs)
+            self.table_ = None
+            return self._fit_auto(lambda rng: (problem, None, None, None), epsilon, delta,
+                                  penalty, penalty_kwargs)
         self.auto_ = None
         return self._solve(problem, spec, epsilon, delta, options)
 
     def _encode_chunked_y(self, y):
         return y
 
-    def _solve(self, problem, spec, epsilon, delta, options):
+    def _solve(self, problem, spec, epsilon, delta, options, earlier=()):
         budget = resolve_budget(self.accountant)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
@@ -170,7 +281,7 @@ class _DPLinearModel(BaseEstimator):
                    f"private; the model is not differentially private")
             self.privacy_leaks_.append(msg)
             warnings.warn(msg, PrivacyLeakWarning, stacklevel=4)  # _solve, _fit, fit, caller
-        self._surface(caught, stacklevel=5)
+        self._surface(list(earlier) + list(caught), stacklevel=5)
         self._set_fitted(result)
         return self
 
@@ -185,8 +296,11 @@ class _DPLinearModel(BaseEstimator):
             else:
                 warnings.warn(w.message, w.category, stacklevel=stacklevel)
 
-    def _fit_auto(self, X, target, epsilon, delta, penalty, penalty_kwargs):
-        """The default path (:mod:`dpopt.auto`): private bounds, scaling, mechanism."""
+    def _fit_auto(self, prepare, epsilon, delta, penalty, penalty_kwargs):
+        """The default path (:mod:`dpopt.auto`): private bounds, scaling, mechanism.
+        ``prepare(rng)`` gives ``(X, target, public bounds, prior releases)``; it runs inside
+        the budget reservation, so a refused fit reads nothing and a failed one charges
+        nothing."""
         from dpopt.auto import fit_default
 
         _check_auto_epsilon(epsilon)
@@ -198,18 +312,20 @@ class _DPLinearModel(BaseEstimator):
             with contextlib.ExitStack() as stack:
                 slot = (stack.enter_context(budget.spend(epsilon, delta, label=name))
                         if budget is not None else None)
+                X, target, bounds, prior = prepare(rng)
                 auto = fit_default(X, target, loss=self._loss(), penalty=penalty,
                                    penalty_kwargs=penalty_kwargs,
                                    fit_intercept=self.fit_intercept, epsilon=epsilon,
-                                   delta=delta, rng=rng, regression=not self._classifier)
+                                   delta=delta, rng=rng, regression=not self._classifier,
+                                   feature_bounds=bounds, prior=prior)
                 if auto.result.epsilon > epsilon * (1 + 1e-9):  # never expected: exact split
                     raise RuntimeError(f"internal error: the default path would spend "
                                        f"{auto.result.epsilon} > epsilon={epsilon}; nothing "
                                        f"is released")
                 if slot is not None:
-                    slot.record(auto.result, label=name)
+                    slot.record(_ledger_entry(auto.result, name), label=name)
         self.privacy_leaks_ = []
-        self._surface(caught, stacklevel=5)
+        self._surface(caught, stacklevel=6)
         self.auto_ = auto
         self._set_fitted(auto.result)
         coef, intercept = auto.raw_model()
@@ -259,6 +375,9 @@ class _DPLinearModel(BaseEstimator):
         check_is_fitted(self, "coef_")
         if is_chunked_input(X):
             return self._chunked_decision(X)
+        table = getattr(self, "table_", None)
+        if table is not None:
+            return self._margins(table.transform(X))
         X = validate_data(self, X, accept_sparse=("csr", "csc"), dtype=np.float64, reset=False)
         return self._margins(X)
 
@@ -358,7 +477,7 @@ class DPLogisticRegression(ClassifierMixin, _DPLinearModel):
 
     def __init__(self, *, epsilon=1.0, delta=None, penalty="l2", alpha=1e-3, l1_ratio=0.5,
                  fit_intercept=True, solver="auto", solver_options=None, random_state=None,
-                 accountant=None):
+                 accountant=None, classes=None, categories=None, feature_bounds=None):
         self.epsilon = epsilon
         self.delta = delta
         self.penalty = penalty
@@ -369,6 +488,9 @@ class DPLogisticRegression(ClassifierMixin, _DPLinearModel):
         self.solver_options = solver_options
         self.random_state = random_state
         self.accountant = accountant
+        self.classes = classes
+        self.categories = categories
+        self.feature_bounds = feature_bounds
 
     def _loss(self):
         return "logistic"
@@ -384,8 +506,30 @@ class DPLogisticRegression(ClassifierMixin, _DPLinearModel):
             kwargs["l1_ratio"] = self.l1_ratio
         return self.penalty, kwargs
 
+    def _encode_classes(self, index, classes):
+        """Binary: classes[1] -> +1, classes[0] (and any label outside classes) -> -1."""
+        if len(classes) > 2:
+            raise ValueError(f"Only binary classification is supported. DPLogisticRegression "
+                             f"got {len(classes)} classes in y")
+        return np.where(index == 1, 1.0, -1.0)
+
     def _encode_y(self, y):
+        """An explicit solver's labels: ``classes=`` or a categorical / bool target are public;
+        otherwise ``np.unique(y)`` is read from the data without privacy (a
+        PrivacyLeakWarning; the default path selects the labels privately)."""
+        from dpopt.frames import declared_classes
+
         check_classification_targets(y)
+        declared = declared_classes(y, self.classes)
+        if declared is not None:
+            from dpopt.frames import encode_labels
+
+            self.classes_ = declared
+            return self._encode_classes(encode_labels(y, declared), declared)
+        warnings.warn("classes_ = np.unique(y) is read from the data without privacy (which "
+                      "labels occur is released); declare them with classes=[...] or use "
+                      "solver='auto', which selects them privately", PrivacyLeakWarning,
+                      stacklevel=2)
         classes = np.unique(y)
         if classes.size > 2:
             raise ValueError(f"Only binary classification is supported. DPLogisticRegression "
@@ -455,7 +599,8 @@ class DPLinearRegression(_Regressor):
     """
 
     def __init__(self, *, epsilon=1.0, delta=None, alpha=0.0, fit_intercept=True,
-                 solver="auto", solver_options=None, random_state=None, accountant=None):
+                 solver="auto", solver_options=None, random_state=None, accountant=None,
+                 categories=None, feature_bounds=None):
         self.epsilon = epsilon
         self.delta = delta
         self.alpha = alpha
@@ -464,6 +609,8 @@ class DPLinearRegression(_Regressor):
         self.solver_options = solver_options
         self.random_state = random_state
         self.accountant = accountant
+        self.categories = categories
+        self.feature_bounds = feature_bounds
 
     def _loss(self):
         return "squared"
@@ -480,7 +627,8 @@ class DPLasso(_Regressor):
     ``alpha`` defaults to 1.0 as in scikit-learn."""
 
     def __init__(self, *, epsilon=1.0, delta=None, alpha=1.0, fit_intercept=True,
-                 solver="auto", solver_options=None, random_state=None, accountant=None):
+                 solver="auto", solver_options=None, random_state=None, accountant=None,
+                 categories=None, feature_bounds=None):
         self.epsilon = epsilon
         self.delta = delta
         self.alpha = alpha
@@ -489,6 +637,8 @@ class DPLasso(_Regressor):
         self.solver_options = solver_options
         self.random_state = random_state
         self.accountant = accountant
+        self.categories = categories
+        self.feature_bounds = feature_bounds
 
     def _loss(self):
         return "squared"
@@ -502,7 +652,8 @@ class DPElasticNet(_Regressor):
     + alpha (1 - l1_ratio)/2 ||w||^2 (scikit-learn's ElasticNet objective)."""
 
     def __init__(self, *, epsilon=1.0, delta=None, alpha=1.0, l1_ratio=0.5, fit_intercept=True,
-                 solver="auto", solver_options=None, random_state=None, accountant=None):
+                 solver="auto", solver_options=None, random_state=None, accountant=None,
+                 categories=None, feature_bounds=None):
         self.epsilon = epsilon
         self.delta = delta
         self.alpha = alpha
@@ -512,6 +663,8 @@ class DPElasticNet(_Regressor):
         self.solver_options = solver_options
         self.random_state = random_state
         self.accountant = accountant
+        self.categories = categories
+        self.feature_bounds = feature_bounds
 
     def _loss(self):
         return "squared"
@@ -532,7 +685,7 @@ class DPHuberRegressor(_Regressor):
 
     def __init__(self, *, epsilon=1.0, delta=None, threshold=1.35, alpha=1e-4,
                  fit_intercept=True, solver="auto", solver_options=None, random_state=None,
-                 accountant=None):
+                 accountant=None, categories=None, feature_bounds=None):
         self.epsilon = epsilon
         self.delta = delta
         self.threshold = threshold
@@ -542,6 +695,8 @@ class DPHuberRegressor(_Regressor):
         self.solver_options = solver_options
         self.random_state = random_state
         self.accountant = accountant
+        self.categories = categories
+        self.feature_bounds = feature_bounds
 
     def _loss(self):
         from dpopt.problem.losses import huber
