@@ -134,12 +134,16 @@ class _DPLinearModel(BaseEstimator):
             return self._fit_chunked(X, y, epsilon, delta_given, spec, options)
         if spec is None:
             return self._fit_default_path(X, y, epsilon, delta_given)
-        from dpopt.frames import is_frame
+        from dpopt.frames import is_frame, plan_table
 
-        if is_frame(X):
-            X = self._public_table(X)
+        names, self.table_ = None, None
+        if is_frame(X) and any(c.kind != "numeric" for c in
+                               plan_table(X, getattr(self, "categories", None))):
+            names, X = np.asarray(X.columns, dtype=object), self._public_table(X)
         X, y = validate_data(self, X, y, accept_sparse=("csr", "csc"), dtype=np.float64,
                              y_numeric=not self._classifier)
+        if names is not None:
+            self.feature_names_in_, self.n_features_in_ = names, len(names)
         if getattr(self, "feature_bounds", None) is not None:
             raise ValueError("feature_bounds= applies to solver='auto' (the default path); an "
                              "explicit solver takes the data as given")
@@ -154,9 +158,10 @@ class _DPLinearModel(BaseEstimator):
         return self._solve(problem, spec, epsilon, delta, options, label_leaks)
 
     def _public_table(self, X):
-        """An explicit solver's DataFrame: encoded with its public schema only (declared
-        categories, bool, numeric; a missing indicator for every column that can hold a
-        missing value); a string column without declared categories is refused."""
+        """An explicit solver's DataFrame with a non-numeric column: encoded with its public
+        schema only (declared categories, bool, numeric; a missing value imputed at 0 or
+        encoded as ``<other>``, no indicator); a string column without declared categories
+        is refused."""
         from dpopt.frames import TableEncoder, TableSchema, as_pandas, plan_table
 
         df = as_pandas(X)
@@ -166,8 +171,6 @@ class _DPLinearModel(BaseEstimator):
             raise ValueError(f"columns {strings} hold strings: their categories must be chosen "
                              f"privately (solver='auto') or declared "
                              f"(categories={{{strings[0]!r}: [...]}})")
-        for c in columns:
-            c.has_missing = c.missable
         schema = TableSchema(columns)
         self.table_ = TableEncoder(schema, np.asarray(df.columns, dtype=object))
         return schema.transform(df)

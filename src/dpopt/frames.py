@@ -81,6 +81,8 @@ MISSING = "<missing>"
 SELECTION_SHARE = 0.05
 #: Share of mu^2 when only the labels of a classifier are selected.
 SELECTION_SHARE_LABELS = 0.02
+#: The largest share the labels' selection may take (:func:`selection_share`).
+MAX_LABEL_SHARE = 0.3
 #: Share of the fit's delta given to the selection's threshold (delta_sel).
 SELECTION_DELTA_SHARE = 0.1
 
@@ -370,11 +372,23 @@ def fit_schema(df, columns, mu, delta_sel, rng, *, extra_labels=None):
     return schema, labels
 
 
-def selection_share(columns, select_y):
-    """The share of mu^2 the plan gives the selection (0 when nothing is selected)."""
-    if any(c.kind == "string" or c.missable for c in columns):
-        return SELECTION_SHARE
-    return SELECTION_SHARE_LABELS if select_y else 0.0
+def selection_share(columns, select_y, *, n, mu, delta_sel):
+    """The share of mu^2 the plan gives the selection (0 when nothing is selected), from
+    public (n, the schema, mu, delta_sel) only.
+
+    ``SELECTION_SHARE`` (``SELECTION_SHARE_LABELS`` for the labels alone); when labels are
+    selected, at least the share whose threshold tau is n / 4 (so a class holding a quarter
+    of the rows or more is kept with high probability), at most ``MAX_LABEL_SHARE``:
+    tau = 1 + Delta z / (mu sqrt(share)) <= n / 4 gives share = (Delta z / (mu (n/4 - 1)))^2.
+    """
+    base = SELECTION_SHARE if any(c.kind == "string" or c.missable for c in columns) else 0.0
+    if not select_y:
+        return base
+    k = sum(c.kind == "string" for c in columns) + 1
+    fixed = sum(c.kind != "string" and c.missable for c in columns)
+    z = float(norm.isf(delta_sel / k))
+    need = (math.sqrt(2.0 * k + fixed) * z / (mu * max(n / 4.0 - 1.0, 1e-9))) ** 2
+    return min(MAX_LABEL_SHARE, max(base, SELECTION_SHARE_LABELS, need))
 
 
 def delta_split(delta, has_threshold):
@@ -429,10 +443,11 @@ def prepare_default(X, y, *, epsilon, delta, categories, feature_bounds, classes
     elif categories:
         raise ValueError("categories= needs X as a DataFrame (columns by name)")
     select_y = classifier and declared_classes(y, classes) is None
-    share = selection_share(columns or [], select_y)
     has_threshold = select_y or any(c.kind == "string" for c in (columns or []))
     delta_g, delta_sel = delta_split(delta, has_threshold)
-    mu_sel = gdp_mu(epsilon, delta_g) * math.sqrt(share) if share else 0.0
+    mu = gdp_mu(epsilon, delta_g)
+    share = selection_share(columns or [], select_y, n=X.shape[0], mu=mu, delta_sel=delta_sel)
+    mu_sel = mu * math.sqrt(share) if share else 0.0
     labels, records = None, []
     if frame:
         schema, labels = fit_schema(df, columns, mu_sel, delta_sel, rng,
@@ -451,7 +466,7 @@ def prepare_default(X, y, *, epsilon, delta, categories, feature_bounds, classes
         chosen = labels if select_y else declared_classes(y, classes)
         if len(chosen) < 2:
             raise ValueError(f"the label selection kept {len(chosen)} class(es) of y: a "
-                             f"classifier needs 2. A label must be held by enough records to be "
+                             f"classifier needs 2 classes. A label must be held by enough records to be "
                              f"released privately at epsilon={epsilon:g}; declare the labels "
                              f"with classes=[...] or raise epsilon")
         y_out, classes_out = encode_labels(y, chosen), chosen
