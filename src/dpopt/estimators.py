@@ -162,18 +162,11 @@ class _DPLinearModel(BaseEstimator):
         schema only (declared categories, bool, numeric; a missing value imputed at 0 or
         encoded as ``<other>``, no indicator); a string column without declared categories
         is refused."""
-        from dpopt.frames import TableEncoder, TableSchema, as_pandas, plan_table
+        from dpopt.frames import TableEncoder, public_table
 
-        df = as_pandas(X)
-        columns = plan_table(df, getattr(self, "categories", None))
-        strings = [c.name for c in columns if c.kind == "string"]
-        if strings:
-            raise ValueError(f"columns {strings} hold strings: their categories must be chosen "
-                             f"privately (solver='auto') or declared "
-                             f"(categories={{{strings[0]!r}: [...]}})")
-        schema = TableSchema(columns)
-        self.table_ = TableEncoder(schema, np.asarray(df.columns, dtype=object))
-        return schema.transform(df)
+        schema, Xf = public_table(X, getattr(self, "categories", None))
+        self.table_ = TableEncoder(schema, np.asarray(X.columns, dtype=object))
+        return Xf
 
     def _fit_default_path(self, X, y, epsilon, delta_given):
         """The default path on arrays or tables: the table layer (:mod:`dpopt.frames`:

@@ -285,6 +285,35 @@ class TableSchema:
             hi += [1.0] * width
         return np.array(lo), np.array(hi)
 
+    def to_dict(self):
+        """The schema as JSON-ready data (for a model file): the released levels only."""
+        return {"columns": [{"name": str(c.name), "kind": c.kind, "levels": list(c.levels),
+                             "missing_indicator": bool(c.has_missing)} for c in self.columns],
+                "threshold": self.threshold, "delta": self.delta}
+
+    @classmethod
+    def from_dict(cls, data):
+        cols = [Column(d["name"], d["kind"], d["kind"] != "string", list(d["levels"]),
+                       bool(d["missing_indicator"])) for d in data["columns"]]
+        return cls(cols, [], float(data.get("delta", 0.0)), 0.0, float(data.get("threshold", 0)))
+
+    def describe(self):
+        """Lines for a report: per column, its kind and released levels."""
+        lines = []
+        for c in self.columns:
+            miss = " (+ missing indicator)" if c.has_missing else ""
+            if c.kind == "string":
+                shown = ", ".join(c.levels) if c.levels else "none"
+                lines.append(f"{c.name}: chosen privately: {shown}; others -> {OTHER}{miss}")
+            elif c.kind == "declared":
+                lines.append(f"{c.name}: {len(c.levels)} declared categories (public schema)"
+                             f"{miss}")
+            elif c.kind == "bool":
+                lines.append(f"{c.name}: bool, 0/1 with public bounds [0, 1]{miss}")
+            elif c.has_missing:
+                lines.append(f"{c.name}: numeric, missing -> 0 + indicator")
+        return lines
+
     @staticmethod
     def _width(c):
         if c.kind in ("numeric", "bool"):
@@ -335,6 +364,22 @@ class TableSchema:
         if c.has_missing:
             out.append(absent.astype(np.float64))
         return np.column_stack(out)
+
+
+def public_table(X, categories=None):
+    """``(schema, X_float)`` from the public schema only (declared categories, bool,
+    numeric; a missing value imputed at 0 or encoded as ``<other>``, no indicator): for
+    explicit solvers, which release nothing about the columns. A string column without
+    declared categories is refused (its levels would have to be read from the data)."""
+    df = as_pandas(X)
+    columns = plan_table(df, categories)
+    strings = [c.name for c in columns if c.kind == "string"]
+    if strings:
+        raise ValueError(f"columns {strings} hold strings: their categories must be chosen "
+                         f"privately (solver='auto') or declared "
+                         f"(categories={{{strings[0]!r}: [...]}})")
+    schema = TableSchema(columns)
+    return schema, schema.transform(df)
 
 
 def _missing_count(s):

@@ -138,9 +138,35 @@ def load_model(path) -> dict:
     return model
 
 
-def predict(model: dict, X):
-    """Predictions of a loaded model: the margin for regression, the class for logistic."""
-    X = sp.csr_matrix(X) if sp.issparse(X) else np.asarray(X, dtype=np.float64)
+def features(model: dict, X):
+    """The model's input features from ``X``: a DataFrame goes through the training table
+    schema (``data.table``: columns by name, categories aligned, unseen values to
+    ``<other>``), or is read by the training column names; arrays are taken as they are."""
+    from dpopt.frames import TableSchema, is_frame
+
+    data = model.get("data") or {}
+    if is_frame(X):
+        if data.get("table"):
+            return TableSchema.from_dict(data["table"]).transform(X)
+        names = data.get("columns") or data.get("feature_names")
+        missing = [c for c in (names or []) if c not in X.columns]
+        if names and not missing:
+            X = X[names]
+        elif names:
+            raise ValueError(f"DATA lacks the training columns {missing}")
+        try:
+            return X.to_numpy(dtype=np.float64)
+        except (TypeError, ValueError):
+            raise ValueError("DATA has non-numeric columns but the model was fitted on numbers "
+                             "only") from None
+    return sp.csr_matrix(X) if sp.issparse(X) else np.asarray(X, dtype=np.float64)
+
+
+def margins(model: dict, X):
+    """x^T coef + intercept on the model's features (its feature map applied)."""
+    X = features(model, X)
+    if X.shape[1] != len(model["coef"]):
+        raise ValueError(f"DATA has {X.shape[1]} features; the model has {len(model['coef'])}")
     fmap = model.get("feature_map")
     if fmap is not None:  # the default path's map: features clipped to bounds, or rows normalized
         from sklearn.preprocessing import normalize
@@ -150,7 +176,12 @@ def predict(model: dict, X):
         else:
             lower, upper = np.asarray(fmap["lower"]), np.asarray(fmap["upper"])
             X = X.minimum(upper).maximum(lower) if sp.issparse(X) else np.clip(X, lower, upper)
-    margin = np.asarray(X @ model["coef"]).ravel() + model["intercept"]
+    return np.asarray(X @ model["coef"]).ravel() + model["intercept"]
+
+
+def predict(model: dict, X):
+    """Predictions of a loaded model: the margin for regression, the class for logistic."""
+    margin = margins(model, X)
     if model["loss"] == "logistic":
         classes = model.get("classes") or [-1.0, 1.0]
         return np.where(margin > 0, classes[1], classes[0])
