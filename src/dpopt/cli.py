@@ -337,9 +337,13 @@ def cmd_fit(args):
     data = _read_fit_data(args)
     X, y = data["X"], data["y"]
     classes = None
-    if args.loss == "logistic" and not data["frame"]:
-        y, classes = _signed_labels(y, args.positive_label)
-    elif args.loss != "logistic" and not _numeric_target(y):
+    if args.loss == "logistic" and _numeric_target(y):
+        from sklearn.utils.multiclass import type_of_target
+
+        if type_of_target(y).startswith("continuous"):
+            raise ValueError(f"DATA: the logistic loss needs class labels; the target "
+                             f"{data['target'] or '(y)'} has continuous values")
+    if args.loss != "logistic" and not _numeric_target(y):
         raise ValueError(f"DATA: the {args.loss} loss needs a numeric target; column "
                          f"{data['target']!r} has values like {list(y[:1])[0]!r}")
     with warnings.catch_warnings(record=True) as caught:
@@ -464,6 +468,8 @@ def _fit(args, options, X, y):
              "solver_options": options or None}
     if kind == "DPLogisticRegression" and args.penalty is not None:
         given["penalty"] = args.penalty
+    if kind == "DPLogisticRegression" and args.classes is not None:
+        given["classes"] = _declared_classes(args.classes, y)
     if kind == "DPLinearRegression" and args.penalty == "none":
         given["alpha"] = 0.0
     estimator = getattr(dpopt, kind)()
@@ -489,6 +495,19 @@ def _fit(args, options, X, y):
             "fit_intercept": estimator.fit_intercept, "solver": estimator.solver,
             "how": f"{kind}({_format_params(estimator.get_params(), params)})",
             "options": options}
+
+
+def _declared_classes(text, y):
+    """--classes A,B: the declared labels, as numbers when the target is numeric."""
+    import numpy as np
+
+    labels = [t.strip() for t in text.split(",")]
+    if np.asarray(y).dtype.kind in "iuf":
+        try:
+            return [float(t) for t in labels]
+        except ValueError:
+            raise ValueError(f"--classes: the labels are numbers, got {text!r}") from None
+    return labels
 
 
 def _prepare_of(auto, table):
@@ -660,8 +679,7 @@ def _report(args, data, fitted, classes, caught):
         for line in table.describe():
             print(f"  {line}")
     if classes is not None:
-        how = ("chosen privately" if fitted.get("classes") is not None
-               and data.get("frame") else "public schema")
+        how = "declared (public)" if args.classes is not None else "chosen privately"
         print(f"labels ({how}): {_plain(classes[0])!r} -> -1, {_plain(classes[1])!r} -> +1")
     if data["filled"]:
         print(f"missing values: {data['filled']} feature value(s) filled with 0 / no category "
@@ -703,33 +721,9 @@ def _train_target(data, classes, args):
         return data["y"]
     pos = classes[1]
     y = data["y"]
-    if data.get("frame"):
-        return np.where(np.asarray([str(v) for v in y]) == str(pos), 1.0, -1.0)
-    return np.where(y == (pos if y.dtype.kind != "f" else float(pos)), 1.0, -1.0)
+    from dpopt.frames import encode_labels
 
-
-def _signed_labels(y, positive):
-    """(+1/-1 labels, [negative, positive]) for the logistic loss; string or numeric labels."""
-    import numpy as np
-
-    classes = np.unique(y)
-    if classes.size != 2:
-        raise ValueError(f"DATA: the logistic loss needs exactly 2 label values, got "
-                         f"{classes.size}: {classes[:5].tolist()}")
-    numeric = y.dtype.kind == "f"
-    if positive is None:
-        pos = classes[1]
-    else:
-        try:
-            pos = float(positive) if numeric else str(positive).strip()
-        except ValueError:
-            raise ValueError(f"--positive-label: the labels are numbers, got {positive!r}") from None
-        if pos not in classes:
-            raise ValueError(f"--positive-label {positive} is not one of the labels "
-                             f"{classes.tolist()}")
-    neg = classes[0] if classes[1] == pos else classes[1]
-    convert = float if numeric else str
-    return np.where(y == pos, 1.0, -1.0), [convert(neg), convert(pos)]
+    return np.where(encode_labels(y, classes) == 1, 1.0, -1.0)
 
 
 # -- plot ------------------------------------------------------------------------
@@ -925,6 +919,9 @@ def build_parser():
     p.add_argument("--target", default=None,
                    help="tables only: label column, its name or number counted from 1 "
                         "(default: the last column)")
+    p.add_argument("--classes", default=None, metavar="A,B",
+                   help="logistic: declare the two labels (public; default: chosen privately "
+                        "from the data by the table layer)")
     p.add_argument("--positive-label", default=None,
                    help="logistic: the label mapped to +1, a string or a number (default: the "
                         "larger label)")

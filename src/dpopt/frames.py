@@ -183,14 +183,19 @@ def declared_classes(y, classes=None):
 
 def encode_labels(y, classes):
     """Index of each label in ``classes``; a label outside them (unselected or undeclared)
-    gets index 0 (a per-record map: the row stays, n is unchanged)."""
-    y = np.asarray(y)
-    if y.dtype == object or np.asarray(classes).dtype.kind != y.dtype.kind:
-        lookup = {str(c): i for i, c in enumerate(classes)}
-        return np.array([lookup.get(str(v), 0) for v in y], dtype=np.int64)
-    idx = np.searchsorted(classes, y)
-    idx = np.clip(idx, 0, len(classes) - 1)
-    return np.where(np.asarray(classes)[idx] == y, idx, 0)
+    gets index 0 (a per-record map: the row stays, n is unchanged). Numbers compare as
+    numbers (3 == 3.0), anything else by its text."""
+    y, classes = np.asarray(y), np.asarray(classes)
+    index = np.zeros(len(y), dtype=np.int64)
+    if y.dtype.kind in "iufb" and classes.dtype.kind in "iufb":
+        yv = y.astype(np.float64)
+        for i, c in enumerate(classes.astype(np.float64)):
+            index[yv == c] = i
+        return index
+    text = np.array([str(v) for v in y], dtype=object)
+    for i, c in enumerate(classes):
+        index[text == str(c)] = i
+    return index
 
 
 # --------------------------------------------------------------------------- schema
