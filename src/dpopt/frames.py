@@ -81,8 +81,10 @@ MISSING = "<missing>"
 SELECTION_SHARE = 0.05
 #: Share of mu^2 when only the labels of a classifier are selected.
 SELECTION_SHARE_LABELS = 0.02
-#: The largest share the labels' selection may take (:func:`selection_share`).
+#: The largest share the labels' selection may take (:func:`label_share`).
 MAX_LABEL_SHARE = 0.3
+#: A class holding this fraction of the rows is kept with probability >= 99.87%.
+MIN_CLASS_FRACTION = 0.05
 #: Share of the fit's delta given to the selection's threshold (delta_sel).
 SELECTION_DELTA_SHARE = 0.1
 
@@ -393,13 +395,13 @@ def _missing_count(s):
     return int(pd.isna(s).sum())
 
 
-def fit_schema(df, columns, mu, delta_sel, rng, *, extra_labels=None):
+def fit_schema(df, columns, mu, delta_sel, rng):
     """Run the partition selection (module docstring) on ``df``'s columns planned by
-    :func:`plan_table`; returns the :class:`TableSchema` (and, with ``extra_labels`` (y), the
-    selected labels). ``mu``: its Gaussian-DP budget; ``delta_sel``: the threshold's delta."""
+    :func:`plan_table`; returns ``(TableSchema, None)``. ``mu``: its Gaussian-DP budget;
+    ``delta_sel``: the threshold's delta (over all its data-driven columns)."""
     data_driven = [c for c in columns if c.kind == "string"]
     fixed = [c for c in columns if c.kind != "string" and c.missable]
-    k = len(data_driven) + (extra_labels is not None)
+    k = len(data_driven)
     if k == 0 and not fixed:
         return TableSchema(columns), None
     sensitivity = math.sqrt(2.0 * k + len(fixed))
@@ -412,33 +414,28 @@ def fit_schema(df, columns, mu, delta_sel, rng, *, extra_labels=None):
     for c in fixed:
         noisy = _missing_count(df[c.name]) + rng.standard_normal() * sigma
         c.has_missing = bool(noisy > tau)
-    labels = None
-    if extra_labels is not None:
-        counts = _label_counts(np.asarray(extra_labels))
-        kept = set(select_values({str(v): n for v, n in counts.items()}, sigma, tau, rng))
-        labels = np.array(sorted(v for v in counts if str(v) in kept))
     schema = TableSchema(columns, [Gaussian(1.0 / mu, 1)], float(delta_sel) if k else 0.0,
                          sigma, tau)
-    return schema, labels
+    return schema, None
 
 
-def selection_share(columns, select_y, *, n, mu, delta_sel):
-    """The share of mu^2 the plan gives the selection (0 when nothing is selected), from
-    public (n, the schema, mu, delta_sel) only.
+def selection_share(columns):
+    """The share of mu^2 of the columns' selection (0 when no column is selected)."""
+    return SELECTION_SHARE if any(c.kind == "string" or c.missable for c in columns) else 0.0
 
-    ``SELECTION_SHARE`` (``SELECTION_SHARE_LABELS`` for the labels alone); when labels are
-    selected, at least the share whose threshold tau is n / 4 (so a class holding a quarter
-    of the rows or more is kept with high probability), at most ``MAX_LABEL_SHARE``:
-    tau = 1 + Delta z / (mu sqrt(share)) <= n / 4 gives share = (Delta z / (mu (n/4 - 1)))^2.
+
+def label_share(n, mu, delta_y):
+    """The share of mu^2 of the labels' selection, from public (n, mu, delta_y) only.
+
+    The smallest share whose threshold keeps a class holding ``MIN_CLASS_FRACTION`` of the
+    n rows with probability >= Phi(3) (99.87%): tau + 3 sigma <= f n with
+    tau = 1 + sigma z, z = Phi^-1(1 - delta_y), sigma = sqrt(2) / (mu sqrt(share)); kept
+    within [``SELECTION_SHARE_LABELS``, ``MAX_LABEL_SHARE``].
     """
-    base = SELECTION_SHARE if any(c.kind == "string" or c.missable for c in columns) else 0.0
-    if not select_y:
-        return base
-    k = sum(c.kind == "string" for c in columns) + 1
-    fixed = sum(c.kind != "string" and c.missable for c in columns)
-    z = float(norm.isf(delta_sel / k))
-    need = (math.sqrt(2.0 * k + fixed) * z / (mu * max(n / 4.0 - 1.0, 1e-9))) ** 2
-    return min(MAX_LABEL_SHARE, max(base, SELECTION_SHARE_LABELS, need))
+    z = float(norm.isf(delta_y))
+    room = max(MIN_CLASS_FRACTION * n - 1.0, 1e-9)
+    need = (math.sqrt(2.0) * (z + 3.0) / (mu * room)) ** 2
+    return min(MAX_LABEL_SHARE, max(SELECTION_SHARE_LABELS, need))
 
 
 def delta_split(delta, has_threshold):
@@ -493,25 +490,28 @@ def prepare_default(X, y, *, epsilon, delta, categories, feature_bounds, classes
     elif categories:
         raise ValueError("categories= needs X as a DataFrame (columns by name)")
     select_y = classifier and declared_classes(y, classes) is None
-    has_threshold = select_y or any(c.kind == "string" for c in (columns or []))
-    delta_g, delta_sel = delta_split(delta, has_threshold)
+    k_cols = sum(c.kind == "string" for c in (columns or []))
+    k = k_cols + int(select_y)
+    delta_g, delta_sel = delta_split(delta, k > 0)
     mu = gdp_mu(epsilon, delta_g)
-    share = selection_share(columns or [], select_y, n=X.shape[0], mu=mu, delta_sel=delta_sel)
-    mu_sel = mu * math.sqrt(share) if share else 0.0
+    # one threshold delta per data-driven column and for the labels: delta_sel / k each
+    delta_y = delta_sel / k if select_y else 0.0
+    share_y = label_share(X.shape[0], mu, delta_y) if select_y else 0.0
+    share_c = selection_share(columns or [])
     labels, records = None, []
+    if select_y:
+        labels, records, _ = select_labels(y, mu * math.sqrt(share_y), delta_y, rng)
     if frame:
-        schema, labels = fit_schema(df, columns, mu_sel, delta_sel, rng,
-                                    extra_labels=np.asarray(y) if select_y else None)
-        records = list(schema.records)
+        schema, _ = fit_schema(df, columns, mu * math.sqrt(share_c) if share_c else 0.0,
+                               delta_sel - delta_y, rng)
+        records += list(schema.records)
         Xf = schema.transform(df)
         encoder = TableEncoder(schema, np.asarray(df.columns, dtype=object))
         names = list(df.columns)
     else:
-        schema, encoder = None, None
-        Xf = X
-        names = None
-        if select_y:
-            labels, records, _ = select_labels(y, mu_sel, delta_sel, rng)
+        schema, encoder, Xf, names = None, None, X, None
+    share = share_y + share_c
+    mu_sel = mu * math.sqrt(share)
     if classifier:
         chosen = labels if select_y else declared_classes(y, classes)
         if len(chosen) < 2:
@@ -523,7 +523,8 @@ def prepare_default(X, y, *, epsilon, delta, categories, feature_bounds, classes
     else:
         y_out, classes_out = y, None
     bounds = _resolve_bounds(feature_bounds, schema, names, Xf.shape[1])
-    info = {"selection_mu": mu_sel, "selection_delta": delta_sel}
+    info = {"selection_mu": mu_sel, "selection_delta": delta_sel, "label_share": share_y,
+            "column_share": share_c}
     if schema is not None:
         info.update(_schema_info(schema))
     if select_y:
