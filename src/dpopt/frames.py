@@ -177,7 +177,8 @@ def declared_classes(y, classes=None):
         return out
     dtype = getattr(y, "dtype", None)
     if dtype is not None and str(dtype) == "category":
-        return np.asarray(y.cat.categories)
+        cats = y.categories if hasattr(y, "categories") else y.cat.categories
+        return np.asarray(cats)
     if dtype is not None and (dtype == bool or str(dtype) == "boolean"):
         return np.array([False, True])
     return None
