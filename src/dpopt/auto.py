@@ -225,10 +225,15 @@ class AutoFit:
         if plan.get("unlearnable"):
             return f"{name} (solver='auto'): nothing released. {plan['reason']}"
         shares = ", ".join(f"{k} mu={v:.3g}" for k, v in plan["mu_shares"].items())
+        table = ""
+        if plan.get("selection_delta"):
+            table = (f"; the table's partition selection (categories / labels) holds "
+                     f"{plan['selection_delta']:.3g} of delta for its threshold, the Gaussian "
+                     f"mechanisms the rest")
         return (f"{name} (solver='auto' -> {plan['solver']}): ({r.epsilon:.4g}, {r.delta:.3g})-DP "
                 f"under {r.adjacency} adjacency, end to end (scaling included), accountant "
                 f"{r.accountant}; Gaussian-DP mu={plan['mu']:.4g} split as "
-                f"{shares}{chunked_note(r.params)}")
+                f"{shares}{table}{chunked_note(r.params)}")
 
 
 # --------------------------------------------------------------------------- the table

@@ -719,7 +719,6 @@ def _train_target(data, classes, args):
 
     if classes is None:
         return data["y"]
-    pos = classes[1]
     y = data["y"]
     from dpopt.frames import encode_labels
 

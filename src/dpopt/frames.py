@@ -179,7 +179,8 @@ def declared_classes(y, classes=None):
     if dtype is not None and str(dtype) == "category":
         cats = y.categories if hasattr(y, "categories") else y.cat.categories
         return np.asarray(cats)
-    if dtype is not None and (dtype == bool or str(dtype) == "boolean"):
+    if dtype is not None and (np.dtype(dtype).kind == "b" if isinstance(dtype, np.dtype)
+                              else str(dtype) == "boolean"):
         return np.array([False, True])
     return None
 
