@@ -106,6 +106,8 @@ def dp_scores(Xtr, Xte, ytr, yte, task, epsilon, seeds, **params):
     import dpopt
 
     cls = dpopt.DPLogisticRegression if task == "classification" else dpopt.DPLinearRegression
+    if task == "classification":  # the labels are -1/+1 by construction (load): public
+        params = {"classes": [-1.0, 1.0], **params}
     scores, times, leaks = [], [], 0
     for seed in range(seeds):
         with warnings.catch_warnings(record=True) as caught:

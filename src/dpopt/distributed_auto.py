@@ -117,12 +117,12 @@ class ChunkedData:
             return cls(X)
         return cls(ChunkedProblem(X, y, loss=loss, fit_intercept=fit_intercept))
 
-    def feature_bounds(self, mu, rng):
+    def feature_bounds(self, mu, rng, bounds=None):
         p = self.shape[1]
         counts = self.raw._reduce(_chunk_feature_counts, p * DEFAULT_GRID.n_bins,
                                   grid=DEFAULT_GRID)
         return private_bounds_from_counts(counts.reshape(p, DEFAULT_GRID.n_bins), self.shape[0],
-                                          mu, rng)
+                                          mu, rng, bounds=bounds)
 
     def means(self, scaling, mu, rng):
         sums = self.raw._reduce(_chunk_scaled_sums, self.shape[1], scaling=scaling)

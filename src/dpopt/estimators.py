@@ -250,17 +250,35 @@ class _DPLinearModel(BaseEstimator):
             check_distributed(spec)
         X, y = as_dask_arrays(X, y)
         penalty, penalty_kwargs = self._penalty()
-        problem = ChunkedProblem(X, self._encode_chunked_y(y), loss=self._loss(),
-                                 penalty=penalty, fit_intercept=self.fit_intercept,
-                                 **penalty_kwargs)
+
+        def problem_of(target):
+            return ChunkedProblem(X, target, loss=self._loss(), penalty=penalty,
+                                  fit_intercept=self.fit_intercept, **penalty_kwargs)
+
+        if spec is None:
+            n = int(X.shape[0]) if X is not None and not math.isnan(X.shape[0]) else None
+            if n is None:  # a ChunkedProblem source: its own target, counted by the problem
+                n = problem_of(y).n_samples
+            delta = default_delta(n) if delta_given is None else delta_given
+            self.table_ = None
+
+            def prepare(rng):
+                target, prior = self._chunked_default_target(y, n, epsilon, delta, rng)
+                return problem_of(target), None, None, prior
+
+            self._fit_auto(prepare, epsilon, delta, penalty, penalty_kwargs)
+            self.n_features_in_ = self.fit_result_.coef.size
+            return self
+        problem = problem_of(self._encode_chunked_y(y))
         delta = default_delta(problem.n_samples) if delta_given is None else delta_given
         self.n_features_in_ = problem.n_features
-        if spec is None:
-            self.table_ = None
-            return self._fit_auto(lambda rng: (problem, None, None, None), epsilon, delta,
-                                  penalty, penalty_kwargs)
         self.auto_ = None
         return self._solve(problem, spec, epsilon, delta, options)
+
+    def _chunked_default_target(self, y, n, epsilon, delta, rng):
+        """The loss's target of chunked data on the default path, and the releases it took
+        (regressors: y itself, nothing)."""
+        return y, None
 
     def _encode_chunked_y(self, y):
         return y
@@ -534,6 +552,31 @@ class DPLogisticRegression(ClassifierMixin, _DPLinearModel):
             raise ValueError("DPLogisticRegression needs 2 classes in y, got 1 class")
         self.classes_ = classes
         return np.where(y == classes[1], 1.0, -1.0)
+
+    def _chunked_default_target(self, y, n, epsilon, delta, rng):
+        """Chunked labels on the default path: declared (``classes=``) or chosen privately
+        from their counts (one pass, summed over the chunks; :func:`dpopt.frames.label_prior`,
+        the release of the in-memory path)."""
+        import dask.array as da
+
+        from dpopt.frames import check_two_classes, label_prior
+
+        y = y if isinstance(y, da.Array) else da.from_array(np.asarray(y))
+        prior = None
+        if self.classes is not None:
+            from dpopt.frames import declared_classes
+
+            classes = declared_classes(None, self.classes)
+        else:
+            values, counts = da.compute(*da.unique(y, return_counts=True))
+            classes, prior = label_prior(dict(zip(values.tolist(), counts.tolist())), n,
+                                         epsilon, delta, rng)
+        check_two_classes(classes, epsilon)
+        self.classes_ = classes
+        index = da.zeros(y.shape, dtype=np.int64, chunks=y.chunks)
+        for i, c in enumerate(classes):
+            index = da.where(y == c, i, index)
+        return self._encode_classes(index, classes), prior
 
     def _encode_chunked_y(self, y):
         """The same encoding of a Dask array of labels (one pass for the label set)."""

@@ -162,6 +162,33 @@ def select_labels(y, mu, delta, rng, classes=None):
     return chosen, [Gaussian(1.0 / mu, 1)], float(delta)
 
 
+def label_prior(counts, n, epsilon, delta, rng):
+    """The labels' selection of the default path from exact label counts ({label: count},
+    counted in memory or over chunks): ``(classes, Prior)``. Its share is
+    :func:`label_share`, its threshold delta all of delta_sel (the labels are the only
+    data-driven partition here)."""
+    delta_g, delta_sel = delta_split(delta, True)
+    mu = gdp_mu(epsilon, delta_g)
+    share = label_share(n, mu, delta_sel)
+    mu_y = mu * math.sqrt(share)
+    sigma = math.sqrt(2.0) / mu_y
+    kept = set(select_values({str(k): v for k, v in counts.items()}, sigma,
+                             selection_threshold(sigma, 1, delta_sel), rng))
+    classes = np.array(sorted(k for k in counts if str(k) in kept))
+    info = {"selection_mu": mu_y, "selection_delta": delta_sel, "label_share": share,
+            "column_share": 0.0, "labels": "selected privately"}
+    return classes, Prior(share, delta_sel, [Gaussian(1.0 / mu_y, 1)], info)
+
+
+def check_two_classes(chosen, epsilon):
+    """A classifier needs two labels after the selection: a clear error otherwise."""
+    if len(chosen) < 2:
+        raise ValueError(f"the label selection kept {len(chosen)} class(es) of y: a "
+                         f"classifier needs 2 classes. A label must be held by enough records "
+                         f"to be released privately at epsilon={epsilon:g}; declare the labels "
+                         f"with classes=[...] or raise epsilon")
+
+
 def _label_counts(labels):
     values, counts = np.unique(labels, return_counts=True)
     return dict(zip(values.tolist(), counts.tolist()))
@@ -516,11 +543,7 @@ def prepare_default(X, y, *, epsilon, delta, categories, feature_bounds, classes
     mu_sel = mu * math.sqrt(share)
     if classifier:
         chosen = labels if select_y else declared_classes(y, classes)
-        if len(chosen) < 2:
-            raise ValueError(f"the label selection kept {len(chosen)} class(es) of y: a "
-                             f"classifier needs 2 classes. A label must be held by enough records to be "
-                             f"released privately at epsilon={epsilon:g}; declare the labels "
-                             f"with classes=[...] or raise epsilon")
+        check_two_classes(chosen, epsilon)
         y_out, classes_out = encode_labels(y, chosen), chosen
     else:
         y_out, classes_out = y, None
