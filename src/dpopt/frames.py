@@ -300,7 +300,9 @@ class TableSchema:
             elif c.kind == "bool":
                 names.append(str(c.name))
             else:
-                names += [f"{c.name}_{v}" for v in c.levels] + [f"{c.name}_{OTHER}"]
+                names += ([f"{c.name}_{v}" for v in c.levels]
+                          + ([f"{c.name}_{MISSING}"] if c.has_missing else [])
+                          + [f"{c.name}_{OTHER}"])
             if c.has_missing and c.kind in ("numeric", "bool"):
                 names.append(f"{c.name}_missing")
         return names
@@ -354,7 +356,7 @@ class TableSchema:
     def _width(c):
         if c.kind in ("numeric", "bool"):
             return 1 + int(c.has_missing)
-        return len(c.levels) + 1
+        return len(c.levels) + int(c.has_missing) + 1
 
     # ---- the encoding (a per-record map: free)
     def transform(self, df):
@@ -364,11 +366,17 @@ class TableSchema:
         if missing:
             raise ValueError(f"X lacks the column(s) {missing} of the training schema; "
                              f"columns given: {list(df.columns)}")
-        blocks = [self._encode(c, df[c.name]) for c in self.columns]
         n = len(df)
-        return np.hstack(blocks) if blocks else np.zeros((n, 0))
+        out = np.zeros((n, sum(self._width(c) for c in self.columns)))
+        j = 0
+        for c in self.columns:  # filled in place: no per-column blocks to stack
+            width = self._width(c)
+            self._encode(c, df[c.name], out[:, j:j + width])
+            j += width
+        return out
 
-    def _encode(self, c, s):
+    def _encode(self, c, s, out):
+        """Write column ``c`` of the values ``s`` into ``out`` (its encoded columns)."""
         import pandas as pd
 
         absent = pd.isna(s).to_numpy()
@@ -378,28 +386,22 @@ class TableSchema:
             except (ValueError, TypeError):
                 raise ValueError(f"column {c.name!r} was numeric at fit time but holds "
                                  f"non-numbers now; fix its values") from None
-            v = np.where(absent, 0.0, v)
-            if not np.all(np.isfinite(v)):
+            out[:, 0] = v
+            out[absent, 0] = 0.0
+            if not np.all(np.isfinite(out[:, 0])):
                 raise ValueError(f"column {c.name!r} holds an infinite value; replace it by a "
                                  f"finite number or a missing value")
-            out = [v]
         elif c.kind == "bool":
-            v = np.zeros(len(s))
-            v[~absent] = s[~absent].astype(bool).to_numpy(dtype=np.float64)
-            out = [v]
+            out[~absent, 0] = s[~absent].astype(bool).to_numpy(dtype=np.float64)
         else:
-            values = s.astype(object).where(~absent, MISSING).astype(str).to_numpy()
-            levels = c.levels + ([MISSING] if c.has_missing and MISSING not in c.levels else [])
-            index = {v: i for i, v in enumerate(levels)}
-            codes = np.array([index.get(v, -1) for v in values], dtype=np.int64)
-            width = len(c.levels) + 1
-            onehot = np.zeros((len(s), width))
-            codes = np.where((codes < 0) | (codes >= len(c.levels)), width - 1, codes)
-            onehot[np.arange(len(s)), codes] = 1.0
-            return onehot
+            levels = c.levels + ([MISSING] if c.has_missing else [])
+            codes = pd.Categorical(s.astype(object).where(~absent, MISSING).astype(str),
+                                   categories=levels).codes.astype(np.int64)
+            codes[codes < 0] = len(levels)  # unselected, undeclared or unseen: <other>
+            out[np.arange(len(s)), codes] = 1.0
+            return
         if c.has_missing:
-            out.append(absent.astype(np.float64))
-        return np.column_stack(out)
+            out[:, 1] = absent
 
 
 def public_table(X, categories=None):
