@@ -395,8 +395,8 @@ class TableSchema:
             out[~absent, 0] = s[~absent].astype(bool).to_numpy(dtype=np.float64)
         else:
             levels = c.levels + ([MISSING] if c.has_missing else [])
-            codes = pd.Categorical(s.astype(object).where(~absent, MISSING).astype(str),
-                                   categories=levels).codes.astype(np.int64)
+            codes = pd.Index(levels, dtype=object).get_indexer(
+                s.astype(object).where(~absent, MISSING).astype(str)).astype(np.int64)
             codes[codes < 0] = len(levels)  # unselected, undeclared or unseen: <other>
             out[np.arange(len(s)), codes] = 1.0
             return
