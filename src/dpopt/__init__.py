@@ -26,6 +26,7 @@ _LAZY = {
     "reference_optimum": "dpopt.solvers.reference",
     "PrivateHyperparameterSearch": "dpopt.tuning",
     "ChunkedProblem": "dpopt.distributed",
+    "PrivateTableEncoder": "dpopt.frames",
 }
 _LAZY.update({name: "dpopt.estimators" for name in (
     "DPLogisticRegression", "DPLinearRegression", "DPLasso", "DPElasticNet", "DPHuberRegressor")})
