@@ -9,6 +9,9 @@ missing values), the same code as a DataFrame passed to an estimator.
   the columns are named ``col1``, ``col2``, ...
 * **Missing values** are empty cells and pandas' tokens (``NA``, ``N/A``, ``NaN``,
   ``null``, ``None``, ...) plus ``?``.
+* **Column kinds** come from the dtypes pandas infers; integer feature columns are made float, so
+  that whether a column can hold a missing value does not depend on the data (the inference
+  of number against text does: one non-number cell makes a column text).
 * **Target**: a column name, or its number counted from 1 (negative numbers count from the
   end; default the last column).
 """
@@ -17,6 +20,8 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+
+import numpy as np
 
 #: Extra missing-value tokens (pandas' defaults are kept).
 EXTRA_MISSING = ("?",)
@@ -53,6 +58,19 @@ def read_frame(path):
     return df
 
 
+def integer_features_as_float(X):
+    """pandas reads an integer column as int64 only when no cell is missing: that dtype would
+    tell (through the table layer's plan) whether some record has a missing value, so every
+    integer feature is made float (its missing count is then always part of the release)."""
+    import pandas as pd
+
+    ints = [c for c in X.columns if pd.api.types.is_integer_dtype(X[c].dtype)]
+    if ints:
+        X = X.copy()
+        X[ints] = X[ints].astype(np.float64)
+    return X
+
+
 def _has_header(path, sep):
     import pandas as pd
 
@@ -82,7 +100,8 @@ def read_table(path, *, target=-1):
     """``(X DataFrame, y Series, target name)`` of a table file (module docstring)."""
     if not Path(path).exists():
         raise ValueError(f"{os.fspath(path)!r} does not exist")
-    return split_target(read_frame(path), target)
+    X, y, name = split_target(read_frame(path), target)
+    return integer_features_as_float(X), y, name
 
 
 def target_column(target, names):
