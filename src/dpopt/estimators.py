@@ -1,6 +1,10 @@
 """scikit-learn estimators for private linear models.
 
-Each estimator fits ``(X, y)`` privately. The default, ``solver="auto"``, is
+Each estimator fits ``(X, y)`` privately; X may be an array, a sparse matrix, or a
+DataFrame (pandas, or polars / pyarrow through narwhals) with numeric, bool, categorical,
+string and missing values, encoded by the table layer :mod:`dpopt.frames` (categories and
+labels chosen privately or declared with ``categories=`` / ``classes=``; public
+``feature_bounds=``). The default, ``solver="auto"``, is
 the default path of :mod:`dpopt.auto`: private end to end, ``epsilon`` the
 only knob (private feature / row-norm / target bounds, scaling, and a
 mechanism chosen from the loss, penalty, n and p; ``auto_`` and
@@ -480,11 +484,24 @@ class DPLogisticRegression(ClassifierMixin, _DPLinearModel):
         Passed to the solver (e.g. ``{"passes": 20, "clip": 1.0}``).
     random_state : None, int, RandomState or numpy Generator
     accountant : dpopt.BudgetAccountant or None
+    classes : list or None
+        The labels, declared (public: nothing spent). None: a categorical or bool y gives
+        them; otherwise the default path selects them privately (:mod:`dpopt.frames`: noisy
+        label counts above a threshold, a label held by few records is never released) and
+        an explicit solver reads ``np.unique(y)`` with a PrivacyLeakWarning. A label outside
+        ``classes`` counts as ``classes[0]``.
+    categories : dict or None
+        ``{column: levels}`` declared for DataFrame columns (public schema).
+    feature_bounds : dict or None
+        ``{column name or index: (lower, upper)}`` public bounds (default path): those
+        features cost no budget.
 
     Attributes
     ----------
-    classes_, coef_ (1, n_features), intercept_ (1,), n_iter_, epsilon_spent_,
-    delta_spent_, adjacency_, fit_result_, privacy_leaks_, n_features_in_.
+    classes_, coef_ (1, n_encoded_features), intercept_ (1,), n_iter_, epsilon_spent_,
+    delta_spent_, adjacency_, fit_result_, privacy_leaks_, n_features_in_,
+    feature_names_in_ (DataFrames), table_ (the table encoding of a DataFrame:
+    ``table_.get_feature_names_out()`` names the columns of ``coef_``; None for arrays).
     """
 
     _classifier = True
