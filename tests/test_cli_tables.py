@@ -61,15 +61,16 @@ def test_fit_chooses_categories_and_labels_privately_and_never_releases_ids(tabl
     assert levels["color"] == ["blue", "green", "red"] and levels["client"] == []
     assert "color_blue" in model["data"]["feature_names"]
     # the fit is the estimator's default path on the DataFrame with the same seed
-    import pandas as pd
-
     from dpopt.estimators import DPLogisticRegression
+    from dpopt.tables import read_table
 
-    df = pd.read_csv(path)
+    X, y, _ = read_table(path, target="bought")  # the CLI's reader (integer features as float)
+    assert X["age"].dtype == np.float64 and list(X.columns) == ["age", "color", "income",
+                                                                "client"]
     est = DPLogisticRegression(epsilon=1.0, random_state=3)
     with warnings.catch_warnings():
         warnings.simplefilter("error", dpopt.PrivacyLeakWarning)  # the default path leaks nothing
-        est.fit(df.drop(columns=["bought"]), df["bought"])
+        est.fit(X, y)
     np.testing.assert_array_equal(model["coef"], est.coef_.ravel())
     assert model["privacy"]["epsilon"] <= 1.0
     # the other label as positive flips the classes and the margin

@@ -273,11 +273,13 @@ class _DPLinearModel(BaseEstimator):
             self._fit_auto(prepare, epsilon, delta, penalty, penalty_kwargs)
             self.n_features_in_ = self.fit_result_.coef.size
             return self
-        problem = problem_of(self._encode_chunked_y(y))
+        with warnings.catch_warnings(record=True) as label_leaks:
+            warnings.simplefilter("always")
+            problem = problem_of(self._encode_chunked_y(y))
         delta = default_delta(problem.n_samples) if delta_given is None else delta_given
         self.n_features_in_ = problem.n_features
         self.auto_ = None
-        return self._solve(problem, spec, epsilon, delta, options)
+        return self._solve(problem, spec, epsilon, delta, options, label_leaks)
 
     def _chunked_default_target(self, y, n, epsilon, delta, rng):
         """The loss's target of chunked data on the default path, and the releases it took
