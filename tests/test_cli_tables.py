@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import dpopt
-from dpopt import modelio
+from dpopt.api import modelio
 from dpopt.cli import build_parser, main, solver_catalog
 
 
@@ -61,8 +61,8 @@ def test_fit_chooses_categories_and_labels_privately_and_never_releases_ids(tabl
     assert levels["color"] == ["blue", "green", "red"] and levels["client"] == []
     assert "color_blue" in model["data"]["feature_names"]
     # the fit is the estimator's default path on the DataFrame with the same seed
-    from dpopt.estimators import DPLogisticRegression
-    from dpopt.tables import read_table
+    from dpopt.api.estimators import DPLogisticRegression
+    from dpopt.cli.tables import read_table
 
     X, y, _ = read_table(path, target="bought")  # the CLI's reader (integer features as float)
     assert X["age"].dtype == np.float64 and list(X.columns) == ["age", "color", "income",

@@ -481,7 +481,7 @@ def delta_split(delta, has_threshold):
 
 @dataclass
 class Prior:
-    """Releases run before :func:`dpopt.auto.fit_default`, composed with it: a share of
+    """Releases run before :func:`dpopt.pipeline.default_path.fit_default`, composed with it: a share of
     mu^2, the threshold's delta, their records and a description for the plan."""
 
     share: float
@@ -636,7 +636,7 @@ class PrivateTableEncoder(TransformerMixin, BaseEstimator):
         self.random_state = random_state
 
     def fit(self, X, y=None):
-        from dpopt._validation import check_privacy_target, check_random_state
+        from dpopt._core.validation import check_privacy_target, check_random_state
         from dpopt.privacy import epsilon_of
 
         epsilon, delta = check_privacy_target(self.epsilon, self.delta)

@@ -1,6 +1,6 @@
 """Audit of the table layer's private selection: a label or a category held by one record.
 
-The distinguishing game of :mod:`dpopt.audit`, played on the releases of
+The distinguishing game of :mod:`dpopt.api.audit`, played on the releases of
 :func:`dpopt.frames.prepare_default` (the labels' and the columns' partition selection of the
 default path). Two replace-one neighbours of n records differ in one record:
 
@@ -12,7 +12,7 @@ default path). Two replace-one neighbours of n records differ in one record:
 
 The score of a run is +1 when its output contains "rare0", -1 when it contains "rare1", 0
 otherwise; the audit reports the empirical lower bound on epsilon of the best threshold
-test on these scores (:func:`dpopt.audit.empirical_epsilon`) and how often the value held by
+test on these scores (:func:`dpopt.api.audit.empirical_epsilon`) and how often the value held by
 one record was released, with its Clopper-Pearson upper bound: the threshold makes that at
 most ``delta_sel`` (a tenth of the fit's delta, :data:`dpopt.frames.SELECTION_DELTA_SHARE`),
 so over a few thousand runs at a large delta it should essentially never be seen.
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dpopt.audit import clopper_pearson_upper, empirical_epsilon
+from dpopt.api.audit import clopper_pearson_upper, empirical_epsilon
 
 __all__ = ["SelectionAudit", "selection_audit", "neighbours"]
 
