@@ -43,8 +43,10 @@ def test_default_fit_is_private_end_to_end(cls):
     r = model.fit_result_
     delta = 1.0 / X.shape[0] ** 2
     assert r.delta == delta and model.delta_spent_ == delta
-    # the whole composition is in the result, and it is exactly the target
-    assert epsilon_of(r.mechanisms, delta) == pytest.approx(1.0, rel=1e-9)
+    # the whole composition is in the result, and it is exactly the target; the labels'
+    # private selection (classifier) spends the threshold's delta outside the mechanisms
+    delta_sel = model.auto_.plan.get("selection_delta", 0.0)
+    assert epsilon_of(r.mechanisms, delta - delta_sel) == pytest.approx(1.0, rel=1e-9)
     assert r.epsilon <= 1.0 + 1e-9 and model.epsilon_spent_ == r.epsilon
     report = model.privacy_report()
     assert "end to end" in report and "NOT end-to-end" not in report
@@ -55,7 +57,7 @@ def test_budget_split_is_the_documented_one(cls):
     regression = cls is not dpopt.DPLogisticRegression
     X, y = raw_data(classification=not regression)[:2]
     model = cls(epsilon=0.7, random_state=1).fit(X, y)
-    mu = gdp_mu(0.7, 1.0 / X.shape[0] ** 2)
+    mu = gdp_mu(0.7, 1.0 / X.shape[0] ** 2 - model.auto_.plan.get("selection_delta", 0.0))
     plan = model.auto_.plan
     shares = dict(auto.SHARES)
     if not regression:
@@ -126,7 +128,9 @@ def test_sparse_input_stays_sparse_and_keeps_zeros():
     rng = np.random.default_rng(0)
     X = sp.random(2000, 30, density=0.1, random_state=1, format="csr") * 100
     y = np.where(np.asarray(X.sum(axis=1)).ravel() + rng.standard_normal(2000) > 15, 1, 0)
-    model = dpopt.DPLogisticRegression(epsilon=1.0, random_state=0).fit(X, y)
+    # class 0 holds 124 of 2000 rows: below the labels' private threshold at epsilon=1
+    # (dpopt.preprocessing.tables), so the labels are declared
+    model = dpopt.DPLogisticRegression(epsilon=1.0, random_state=0, classes=[0, 1]).fit(X, y)
     s = model.auto_.scaling
     assert np.all(s.offset == 0)  # no shift: zeros stay zeros
     assert sp.issparse(s.transform(X))

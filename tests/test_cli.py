@@ -60,7 +60,8 @@ def test_fit_round_trip(data_dir, tmp_path, capsys):
 @pytest.mark.parametrize("name, extra", [
     ("reg.npz", ["--loss", "squared", "--penalty", "l1", "--alpha", "0.01", "--solver", "dp-cd",
                  "--option", "smoothness=[1, 1, 1, 1]"]),
-    ("clf.svm", ["--loss", "logistic", "--solver", "dp-gd", "--option", "smoothness=1.0"]),
+    ("clf.svm", ["--loss", "logistic", "--solver", "dp-gd", "--option", "smoothness=1.0",
+                 "--classes=-1,1"]),
 ])
 def test_fit_reads_npz_and_libsvm(data_dir, tmp_path, capsys, name, extra):
     out = tmp_path / "m.json"
@@ -159,8 +160,10 @@ def test_fit_default_path_model_file_predicts_like_the_estimator(data_dir, tmp_p
     assert "end to end" in stdout and "PrivacyLeakWarning" not in stdout
     model = modelio.load_model(out)
     assert model["feature_map"] is not None
-    table = np.loadtxt(data_dir / "clf.csv", delimiter=",", skiprows=1)
-    X, y = table[:, 1:], table[:, 0]
+    import pandas as pd
+
+    table = pd.read_csv(data_dir / "clf.csv")  # a table: the estimator's DataFrame path
+    X, y = table.drop(columns=["label"]), table["label"]
     est = DPLogisticRegression(random_state=3).fit(X, y)
     np.testing.assert_allclose(model["coef"], est.coef_.ravel())
     np.testing.assert_array_equal(modelio.predict(model, X), est.predict(X))

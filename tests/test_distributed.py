@@ -263,10 +263,11 @@ def test_dask_dataframe_with_target_column_and_estimator(client, tmp_path):
     np.testing.assert_allclose(frame_fit.w, ref.w, rtol=0, atol=TOL)
     np.testing.assert_allclose(on_disk.w, ref.w, rtol=0, atol=TOL)
     opts = {"passes": 3, "smoothness": 0.5, "clip": 0.7}
+    labels = {"classes": np.unique(y)}  # declared: an explicit solver does not select them
     ref = dpopt.DPLogisticRegression(epsilon=1.0, alpha=0.01, solver="dp-gd", solver_options=opts,
-                                     random_state=0).fit(X, y)
+                                     random_state=0, **labels).fit(X, y)
     got = dpopt.DPLogisticRegression(epsilon=1.0, alpha=0.01, solver="dp-gd", solver_options=opts,
-                                     random_state=0).fit(da.from_array(X, chunks=(400, P)),
+                                     random_state=0, **labels).fit(da.from_array(X, chunks=(400, P)),
                                                          da.from_array(y, chunks=400))
     np.testing.assert_allclose(got.coef_, ref.coef_, rtol=0, atol=TOL)
     np.testing.assert_array_equal(got.classes_, ref.classes_)
@@ -387,10 +388,11 @@ def test_sparse_chunk_design_and_row_norms_with_empty_rows():
 def test_estimator_takes_a_dask_array_of_sparse_chunks(client):
     X, y = sparse_data("logistic", seed=6)
     opts = {"passes": 3, "smoothness": 0.5, "clip": 0.7}
+    labels = {"classes": np.unique(y)}  # declared: an explicit solver does not select them
     ref = dpopt.DPLogisticRegression(epsilon=1.0, alpha=0.01, solver="dp-gd", solver_options=opts,
-                                     random_state=0).fit(X, y)
+                                     random_state=0, **labels).fit(X, y)
     got = dpopt.DPLogisticRegression(epsilon=1.0, alpha=0.01, solver="dp-gd", solver_options=opts,
-                                     random_state=0).fit(da.from_array(X, chunks=(400, P),
+                                     random_state=0, **labels).fit(da.from_array(X, chunks=(400, P),
                                                                        asarray=False),
                                                          da.from_array(y, chunks=400))
     np.testing.assert_allclose(got.coef_, ref.coef_, rtol=0, atol=TOL)

@@ -509,7 +509,7 @@ def test_pipeline_with_a_dpopt_estimator():
         ("num", PrivateMinMaxScaler(epsilon=0.5, random_state=0), [0, 1]),
         ("cat", public_one_hot_encoder([["a", "b", "c"]], sparse_output=False), [2])])
     p = 2 + 3  # after scaling every feature lies in [0, 1]: public smoothness 1/4
-    model = dpopt.DPLogisticRegression(solver="dp-cd",
+    model = dpopt.DPLogisticRegression(solver="dp-cd", classes=[0, 1],
         epsilon=1.0, random_state=0,
         solver_options={"smoothness": np.full(p + 1, 0.25), "clip": 1.0, "passes": 5})
     with warnings.catch_warnings():

@@ -101,7 +101,8 @@ def test_search_refused_over_budget_runs_nothing():
 
 def test_inner_leaks_are_reported():
     X, y = _data()
-    est = dpopt.DPLogisticRegression(solver="dp-cd", epsilon=0.5, delta=1e-7)  # smoothness from the data
+    est = dpopt.DPLogisticRegression(solver="dp-cd", epsilon=0.5, delta=1e-7,  # smoothness from
+                                     classes=np.unique(y))  # the data; labels declared
     search = PrivateHyperparameterSearch(est, {"alpha": [1e-3]}, mean_repetitions=2,
                                          random_state=1)
     with pytest.warns(dpopt.PrivacyLeakWarning, match="smoothness"):

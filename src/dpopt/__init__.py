@@ -27,6 +27,7 @@ _LAZY = {
     "reference_optimum": "dpopt.solvers.reference",
     "PrivateHyperparameterSearch": "dpopt.api.tuning",
     "ChunkedProblem": "dpopt.data.chunked",
+    "PrivateTableEncoder": "dpopt.preprocessing.tables",
 }
 _LAZY.update({name: "dpopt.api.estimators" for name in (
     "DPLogisticRegression", "DPLinearRegression", "DPLasso", "DPElasticNet", "DPHuberRegressor")})

@@ -1,6 +1,10 @@
 """scikit-learn estimators for private linear models.
 
-Each estimator fits ``(X, y)`` privately. The default, ``solver="auto"``, is
+Each estimator fits ``(X, y)`` privately; X may be an array, a sparse matrix, or a
+DataFrame (pandas, or polars / pyarrow through narwhals) with numeric, bool, categorical,
+string and missing values, encoded by the table layer :mod:`dpopt.preprocessing.tables` (categories and
+labels chosen privately or declared with ``categories=`` / ``classes=``; public
+``feature_bounds=``). The default, ``solver="auto"``, is
 the default path of :mod:`dpopt.pipeline.default_path`: private end to end, ``epsilon`` the
 only knob (private feature / row-norm / target bounds, scaling, and a
 mechanism chosen from the loss, penalty, n and p; ``auto_`` and
@@ -90,13 +94,35 @@ from dpopt.data.chunked import ChunkedProblem, as_dask_arrays, is_chunked_input
 from dpopt.data.losses import huber
 from dpopt.pipeline.multiclass import OneVsRestProblems, fit_default_one_vs_rest, solve_one_vs_rest
 from dpopt.pipeline.selection import default_alpha, fit_selected
-from dpopt.privacy.budget import resolve_budget
+from dpopt.preprocessing.tables import (
+    TableEncoder,
+    as_pandas,
+    check_two_classes,
+    declared_classes,
+    encode_labels,
+    is_frame,
+    label_prior,
+    plan_table,
+    prepare_default,
+    public_table,
+)
+from dpopt.privacy.budget import Spend, resolve_budget
 from dpopt.solvers import check_distributed, get_solver, solve
 
 __all__ = ["DPLogisticRegression", "DPLinearRegression", "DPLasso", "DPElasticNet",
            "DPHuberRegressor"]
 
 _RESERVED_OPTIONS = ("epsilon", "delta", "random_state", "rng", "problem", "budget")
+
+
+def _ledger_entry(result, label):
+    """What a BudgetAccountant records: the result (its mechanisms compose exactly), or,
+    when the table layer's threshold spent a delta outside the mechanisms, the black-box
+    (epsilon, delta) of the whole fit (composed by the ledger's (epsilon, delta) rule)."""
+    if not (result.params.get("auto") or {}).get("selection_delta"):
+        return result
+    return Spend(label, float(result.epsilon), float(result.delta), result.adjacency,
+                 result.accountant, ())
 
 
 def _check_auto_epsilon(epsilon):
@@ -147,14 +173,25 @@ class _DPLinearModel(BaseEstimator):
             _check_auto_epsilon(epsilon)  # the arguments before the data
         if is_chunked_input(X):
             return self._fit_chunked(X, y, epsilon, delta_given, spec, options)
+        if spec is None:
+            return self._fit_default_path(X, y, epsilon, delta_given)
+        names, self.table_ = None, None
+        if is_frame(X) and any(c.kind != "numeric" for c in
+                               plan_table(X, getattr(self, "categories", None))):
+            names, X = np.asarray(X.columns, dtype=object), self._public_table(X)
         y = check_Xy_input(X, y, numeric=not self._classifier)
         X, y = validate_data(self, X, y, accept_sparse=("csr", "csc"), dtype=np.float64,
                              y_numeric=not self._classifier)
-        target = self._encode_y(y)
+        if names is not None:
+            self.feature_names_in_, self.n_features_in_ = names, len(names)
+        if getattr(self, "feature_bounds", None) is not None:
+            raise ValueError("feature_bounds= applies to solver='auto' (the default path); an "
+                             "explicit solver takes the data as given")
+        with warnings.catch_warnings(record=True) as label_leaks:
+            warnings.simplefilter("always")
+            target = self._encode_y(y)
         delta = default_delta(X.shape[0]) if delta_given is None else delta_given
         penalty, penalty_kwargs = self._penalty()
-        if spec is None:  # an alpha of "auto" is resolved on the rows the model is fitted on
-            return self._fit_auto(X, target, epsilon, delta, penalty, penalty_kwargs)
         penalty_kwargs = _resolve_alpha(penalty_kwargs, self._loss(), X.shape[0])
         self.alpha_ = penalty_kwargs.get("alpha")
         self.auto_ = None
@@ -167,7 +204,85 @@ class _DPLinearModel(BaseEstimator):
                                delta, options)
         problem = Problem(X, target, loss=self._loss(), penalty=penalty,
                           fit_intercept=self.fit_intercept, **penalty_kwargs)
-        return self._solve(problem, spec, epsilon, delta, options)
+        return self._solve(problem, spec, epsilon, delta, options, label_leaks)
+
+    def _public_table(self, X):
+        """An explicit solver's DataFrame with a non-numeric column: encoded with its public
+        schema only (declared categories, bool, numeric; a missing value imputed at 0 or
+        encoded as ``<other>``, no indicator); a string column without declared categories
+        is refused."""
+        schema, Xf = public_table(X, getattr(self, "categories", None))
+        self.table_ = TableEncoder(schema, np.asarray(X.columns, dtype=object))
+        return Xf
+
+    def _fit_default_path(self, X, y, epsilon, delta_given):
+        """The default path on arrays or tables: the table layer (:mod:`dpopt.preprocessing.tables`:
+        column kinds, private selection of categories and labels, public bounds) inside the
+        same accounted composition as :func:`dpopt.pipeline.default_path.fit_default`."""
+        _check_auto_epsilon(epsilon)
+        frame = is_frame(X)
+        if frame:
+            if X.shape[1] == 0:
+                raise ValueError("X has 0 features (a DataFrame with no columns): a fit needs "
+                                 "at least one feature")
+            y = self._check_table_target(X, y)
+        else:
+            y = check_Xy_input(X, y, numeric=not self._classifier)
+            X, y = validate_data(self, X, y, accept_sparse=("csr", "csc"), dtype=np.float64,
+                                 y_numeric=not self._classifier)
+            if self._classifier:
+                check_classification_targets(y)
+        n = X.shape[0]
+        delta = default_delta(n) if delta_given is None else delta_given
+        penalty, penalty_kwargs = self._penalty()
+        out = {}
+
+        def prepare(rng):
+            Xf, yy, classes, encoder, bounds, prior = prepare_default(
+                X, y, epsilon=epsilon, delta=delta, categories=getattr(self, "categories", None),
+                feature_bounds=getattr(self, "feature_bounds", None),
+                classes=getattr(self, "classes", None), classifier=self._classifier, rng=rng)
+            out.update(classes=classes, encoder=encoder)
+            target = self._encode_classes(yy, classes) if self._classifier else yy
+            return Xf, target, bounds, prior
+
+        self._fit_auto(prepare, epsilon, delta, penalty, penalty_kwargs)
+        if self._classifier:
+            self.classes_ = out["classes"]
+        self.table_ = out["encoder"]
+        if frame:
+            self.feature_names_in_ = np.asarray(X.columns, dtype=object)
+            self.n_features_in_ = len(X.columns)
+        return self
+
+    def _check_table_target(self, X, y):
+        if y is None:
+            raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y "
+                             f"is None")
+        n = len(as_pandas(X))
+        if len(y) != n:
+            raise ValueError(f"X has {n} rows but y has {len(y)}")
+        if n == 0:
+            raise ValueError("X has 0 rows: a fit needs data")
+        if self._classifier:
+            import pandas as pd
+
+            if pd.isna(pd.Series(np.asarray(y, dtype=object))).any():
+                raise ValueError("y has missing labels: drop those rows first (the labels "
+                                 "cannot be imputed)")
+            return y
+        try:
+            values = np.asarray(y, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise ValueError(f"{type(self).__name__} needs a numeric target y; got values like "
+                             f"{np.asarray(y)[:3].tolist()}") from None
+        if not np.all(np.isfinite(values)):
+            raise ValueError("y has missing or infinite values: drop those rows first")
+        return values
+
+    def _encode_classes(self, index, classes):
+        """The loss's target from label indices into the selected/declared ``classes``."""
+        return index
 
     def _fit_chunked(self, X, y, epsilon, delta_given, spec, options):
         """Fit of Dask / on-disk data through :mod:`dpopt.data.chunked`: the default path
@@ -178,17 +293,38 @@ class _DPLinearModel(BaseEstimator):
             check_distributed(spec)
         X, y = as_dask_arrays(X, y)
         penalty, penalty_kwargs = self._penalty()
-        penalty_kwargs = _resolve_alpha(penalty_kwargs, self._loss(), X.shape[0])
+
+        def problem_of(target, loss=None, **extra):
+            return ChunkedProblem(X, target, loss=loss or self._loss(), penalty=penalty,
+                                  fit_intercept=self.fit_intercept, **extra, **penalty_kwargs)
+
+        n = int(X.shape[0]) if X is not None and not math.isnan(X.shape[0]) else None
+        if spec is None:
+            if n is None:  # a ChunkedProblem source: its own target, counted by the problem
+                n = problem_of(y).n_samples
+            penalty_kwargs = _resolve_alpha(penalty_kwargs, self._loss(), n)
+            self.alpha_ = penalty_kwargs.get("alpha")
+            delta = default_delta(n) if delta_given is None else delta_given
+            self.table_ = None
+
+            def prepare(rng):
+                target, prior = self._chunked_default_target(y, n, epsilon, delta, rng)
+                multiclass = self._n_classes() > 2  # class indices: "squared" checks no labels
+                return (problem_of(target, "squared" if multiclass else None), None, None,
+                        prior)
+
+            self._fit_auto(prepare, epsilon, delta, penalty, penalty_kwargs)
+            self.n_features_in_ = self.fit_result_.coef.shape[-1]
+            return self
+        penalty_kwargs = _resolve_alpha(penalty_kwargs, self._loss(), n)
         self.alpha_ = penalty_kwargs.get("alpha")
-        target = self._encode_chunked_y(y)
+        with warnings.catch_warnings(record=True) as label_leaks:
+            warnings.simplefilter("always")
+            target = self._encode_chunked_y(y)
         multiclass = self._n_classes() > 2  # target: class indices ("squared": no label check)
-        problem = ChunkedProblem(X, target, loss="squared" if multiclass else self._loss(),
-                                 penalty=penalty, fit_intercept=self.fit_intercept,
-                                 **penalty_kwargs)
+        problem = problem_of(target, "squared" if multiclass else None)
         delta = default_delta(problem.n_samples) if delta_given is None else delta_given
         self.n_features_in_ = problem.n_features
-        if spec is None:
-            return self._fit_auto(problem, None, epsilon, delta, penalty, penalty_kwargs)
         self.auto_ = None
         if multiclass:  # one-vs-rest (dpopt.pipeline.multiclass): validated once above
             def binary(relabel):
@@ -198,7 +334,12 @@ class _DPLinearModel(BaseEstimator):
                                       **penalty_kwargs)
 
             problem = OneVsRestProblems(binary, self._n_classes())
-        return self._solve(problem, spec, epsilon, delta, options)
+        return self._solve(problem, spec, epsilon, delta, options, label_leaks)
+
+    def _chunked_default_target(self, y, n, epsilon, delta, rng):
+        """The loss's target of chunked data on the default path, and the releases it took
+        (regressors: y itself, nothing)."""
+        return y, None
 
     def _n_classes(self):
         """k > 2: a one-vs-rest fit of the classes found by ``_encode_y`` (0 for regressors)."""
@@ -207,7 +348,7 @@ class _DPLinearModel(BaseEstimator):
     def _encode_chunked_y(self, y):
         return y
 
-    def _solve(self, problem, spec, epsilon, delta, options):
+    def _solve(self, problem, spec, epsilon, delta, options, earlier=()):
         budget = resolve_budget(self.accountant)
         run = solve_one_vs_rest if isinstance(problem, OneVsRestProblems) else solve
         with warnings.catch_warnings(record=True) as caught:
@@ -220,7 +361,7 @@ class _DPLinearModel(BaseEstimator):
                    f"private; the model is not differentially private")
             self.privacy_leaks_.append(msg)
             warnings.warn(msg, PrivacyLeakWarning, stacklevel=4)  # _solve, _fit, fit, caller
-        self._surface(caught, stacklevel=5)
+        self._surface(list(earlier) + list(caught), stacklevel=5)
         self._set_fitted(result)
         return self
 
@@ -237,9 +378,12 @@ class _DPLinearModel(BaseEstimator):
             else:
                 warnings.warn(w.message, w.category, stacklevel=stacklevel)
 
-    def _fit_auto(self, X, target, epsilon, delta, penalty, penalty_kwargs):
-        """The default path (:mod:`dpopt.pipeline.default_path`): private bounds, scaling, mechanism, and the
-        private choice between the model and the constant (:mod:`dpopt.pipeline.selection`)."""
+    def _fit_auto(self, prepare, epsilon, delta, penalty, penalty_kwargs):
+        """The default path (:mod:`dpopt.pipeline.default_path`): private bounds, scaling,
+        mechanism, and the private choice between the model and the constant
+        (:mod:`dpopt.pipeline.selection`; one-vs-rest for k >= 3 classes). ``prepare(rng)``
+        gives ``(X, target, public bounds, prior releases)``; it runs inside the budget
+        reservation, so a refused fit reads nothing and a failed one charges nothing."""
         _check_auto_epsilon(epsilon)
         rng = check_random_state(sklearn_seed(self.random_state))
         budget = resolve_budget(self.accountant)
@@ -249,26 +393,29 @@ class _DPLinearModel(BaseEstimator):
             with contextlib.ExitStack() as stack:
                 slot = (stack.enter_context(budget.spend(epsilon, delta, label=name))
                         if budget is not None else None)
+                X, target, bounds, prior = prepare(rng)
                 if self._n_classes() > 2:  # one-vs-rest, one composition (dpopt.pipeline.multiclass)
                     n = X.n_samples if getattr(X, "is_chunked", False) else X.shape[0]
                     penalty_kwargs = _resolve_alpha(penalty_kwargs, self._loss(), n)
                     auto = fit_default_one_vs_rest(
                         X, target, self._n_classes(), penalty=penalty,
                         penalty_kwargs=penalty_kwargs, fit_intercept=self.fit_intercept,
-                        epsilon=epsilon, delta=delta, rng=rng)
+                        epsilon=epsilon, delta=delta, rng=rng, feature_bounds=bounds,
+                        prior=prior)
                 else:  # the model or the constant, chosen privately (dpopt.pipeline.selection)
                     auto = fit_selected(X, target, loss=self._loss(), penalty=penalty,
                                         penalty_kwargs=penalty_kwargs,
                                         fit_intercept=self.fit_intercept, epsilon=epsilon,
-                                        delta=delta, rng=rng, regression=not self._classifier)
+                                        delta=delta, rng=rng, regression=not self._classifier,
+                                        feature_bounds=bounds, prior=prior)
                 if auto.result.epsilon > epsilon * (1 + 1e-9):  # never expected: exact split
                     raise RuntimeError(f"internal error: the default path would spend "
                                        f"{auto.result.epsilon} > epsilon={epsilon}; nothing "
                                        f"is released")
                 if slot is not None:
-                    slot.record(auto.result, label=name)
+                    slot.record(_ledger_entry(auto.result, name), label=name)
         self.privacy_leaks_ = []
-        self._surface(caught, stacklevel=5)
+        self._surface(caught, stacklevel=6)
         self.auto_ = auto
         self.alpha_ = auto.plan.get("alpha", penalty_kwargs.get("alpha"))
         self._set_fitted(auto.result)
@@ -320,6 +467,9 @@ class _DPLinearModel(BaseEstimator):
         check_is_fitted(self, "coef_")
         if is_chunked_input(X):
             return self._chunked_decision(X)
+        table = getattr(self, "table_", None)
+        if table is not None:
+            return self._margins(table.transform(X))
         X = validate_data(self, X, accept_sparse=("csr", "csc"), dtype=np.float64, reset=False)
         return self._margins(X)
 
@@ -447,19 +597,32 @@ class DPLogisticRegression(ClassifierMixin, _DPLinearModel):
         Passed to the solver (e.g. ``{"passes": 20, "clip": 1.0}``).
     random_state : None, int, RandomState or numpy Generator
     accountant : dpopt.BudgetAccountant or None
+    classes : list or None
+        The labels, declared (public: nothing spent). None: a categorical or bool y gives
+        them; otherwise the default path selects them privately (:mod:`dpopt.preprocessing.tables`: noisy
+        label counts above a threshold, a label held by few records is never released) and
+        an explicit solver reads ``np.unique(y)`` with a PrivacyLeakWarning. A label outside
+        ``classes`` counts as ``classes[0]``.
+    categories : dict or None
+        ``{column: levels}`` declared for DataFrame columns (public schema).
+    feature_bounds : dict or None
+        ``{column name or index: (lower, upper)}`` public bounds (default path): those
+        features cost no budget.
 
     Attributes
     ----------
-    classes_, coef_ (1 or k, n_features), intercept_ (1 or k,), n_iter_, epsilon_spent_,
-    delta_spent_, adjacency_, fit_result_, privacy_leaks_, n_features_in_, alpha_ (the
-    penalty strength used: ``alpha`` resolved, None without a penalty).
+    classes_, coef_ (1 or k, n_encoded_features), intercept_ (1 or k,), n_iter_,
+    epsilon_spent_, delta_spent_, adjacency_, fit_result_, privacy_leaks_, n_features_in_,
+    alpha_ (the penalty strength used: ``alpha`` resolved, None without a penalty),
+    feature_names_in_ (DataFrames), table_ (the table encoding of a DataFrame:
+    ``table_.get_feature_names_out()`` names the columns of ``coef_``; None for arrays).
     """
 
     _classifier = True
 
     def __init__(self, *, epsilon=1.0, delta=None, penalty="l2", alpha="auto", l1_ratio=0.5,
                  fit_intercept=True, solver="auto", solver_options=None, random_state=None,
-                 accountant=None):
+                 accountant=None, classes=None, categories=None, feature_bounds=None):
         self.epsilon = epsilon
         self.delta = delta
         self.penalty = penalty
@@ -470,6 +633,9 @@ class DPLogisticRegression(ClassifierMixin, _DPLinearModel):
         self.solver_options = solver_options
         self.random_state = random_state
         self.accountant = accountant
+        self.classes = classes
+        self.categories = categories
+        self.feature_bounds = feature_bounds
 
     def _loss(self):
         return "logistic"
@@ -490,8 +656,27 @@ class DPLogisticRegression(ClassifierMixin, _DPLinearModel):
             kwargs["l1_ratio"] = self.l1_ratio
         return self.penalty, kwargs
 
+    def _encode_classes(self, index, classes):
+        """Sets ``classes_``; binary: classes[1] -> +1, classes[0] (and any label outside
+        classes) -> -1; k >= 3: the class indices (one-vs-rest, as floats)."""
+        self._set_classes(np.asarray(classes))
+        if len(classes) > 2:
+            return index.astype(np.float64)
+        return np.where(index == 1, 1.0, -1.0)
+
     def _encode_y(self, y):
-        """Binary: +-1 labels. Multiclass: class indices 0..k-1 (as floats)."""
+        """An explicit solver's labels: ``classes=`` or a categorical / bool target are public;
+        otherwise ``np.unique(y)`` is read from the data without privacy (a
+        PrivacyLeakWarning; the default path selects the labels privately). Binary: +-1
+        labels; multiclass: class indices 0..k-1 (as floats)."""
+        check_classification_targets(y)
+        declared = declared_classes(y, self.classes)
+        if declared is not None:
+            return self._encode_classes(encode_labels(y, declared), declared)
+        warnings.warn("classes_ = np.unique(y) is read from the data without privacy (which "
+                      "labels occur is released); declare them with classes=[...] or use "
+                      "solver='auto', which selects them privately", PrivacyLeakWarning,
+                      stacklevel=2)
         self._set_classes(_classes_of(y))
         if self._n_classes() > 2:
             return _class_index(y, self.classes_)
@@ -501,6 +686,27 @@ class DPLogisticRegression(ClassifierMixin, _DPLinearModel):
         if classes.size < 2:
             raise ValueError("DPLogisticRegression needs at least 2 classes in y, got 1 class")
         self.classes_ = classes
+
+    def _chunked_default_target(self, y, n, epsilon, delta, rng):
+        """Chunked labels on the default path: declared (``classes=``) or chosen privately
+        from their counts (one pass, summed over the chunks; :func:`dpopt.preprocessing.tables.label_prior`,
+        the release of the in-memory path)."""
+        import dask.array as da
+
+        y = y if isinstance(y, da.Array) else da.from_array(np.asarray(y))
+        prior = None
+        if self.classes is not None:
+            classes = declared_classes(None, self.classes)
+        else:
+            values, counts = da.compute(*da.unique(y, return_counts=True))
+            classes, prior = label_prior(dict(zip(values.tolist(), counts.tolist())), n,
+                                         epsilon, delta, rng)
+        check_two_classes(classes, epsilon)
+        self.classes_ = classes
+        index = da.zeros(y.shape, dtype=np.int64, chunks=y.chunks)
+        for i, c in enumerate(classes):
+            index = da.where(y == c, i, index)
+        return self._encode_classes(index, classes), prior
 
     def _encode_chunked_y(self, y):
         """The same encoding of a Dask array of labels (one pass for the label set)."""
@@ -575,7 +781,8 @@ class DPLinearRegression(_Regressor):
     """
 
     def __init__(self, *, epsilon=1.0, delta=None, alpha=0.0, fit_intercept=True,
-                 solver="auto", solver_options=None, random_state=None, accountant=None):
+                 solver="auto", solver_options=None, random_state=None, accountant=None,
+                 categories=None, feature_bounds=None):
         self.epsilon = epsilon
         self.delta = delta
         self.alpha = alpha
@@ -584,6 +791,8 @@ class DPLinearRegression(_Regressor):
         self.solver_options = solver_options
         self.random_state = random_state
         self.accountant = accountant
+        self.categories = categories
+        self.feature_bounds = feature_bounds
 
     def _loss(self):
         return "squared"
@@ -601,7 +810,8 @@ class DPLasso(_Regressor):
     ``GridSearchCV`` spend epsilon per fit: use :class:`dpopt.PrivateHyperparameterSearch`."""
 
     def __init__(self, *, epsilon=1.0, delta=None, alpha=1.0, fit_intercept=True,
-                 solver="auto", solver_options=None, random_state=None, accountant=None):
+                 solver="auto", solver_options=None, random_state=None, accountant=None,
+                 categories=None, feature_bounds=None):
         self.epsilon = epsilon
         self.delta = delta
         self.alpha = alpha
@@ -610,6 +820,8 @@ class DPLasso(_Regressor):
         self.solver_options = solver_options
         self.random_state = random_state
         self.accountant = accountant
+        self.categories = categories
+        self.feature_bounds = feature_bounds
 
     def _loss(self):
         return "squared"
@@ -625,7 +837,8 @@ class DPElasticNet(_Regressor):
     :class:`dpopt.PrivateHyperparameterSearch`."""
 
     def __init__(self, *, epsilon=1.0, delta=None, alpha=1.0, l1_ratio=0.5, fit_intercept=True,
-                 solver="auto", solver_options=None, random_state=None, accountant=None):
+                 solver="auto", solver_options=None, random_state=None, accountant=None,
+                 categories=None, feature_bounds=None):
         self.epsilon = epsilon
         self.delta = delta
         self.alpha = alpha
@@ -635,6 +848,8 @@ class DPElasticNet(_Regressor):
         self.solver_options = solver_options
         self.random_state = random_state
         self.accountant = accountant
+        self.categories = categories
+        self.feature_bounds = feature_bounds
 
     def _loss(self):
         return "squared"
@@ -657,7 +872,7 @@ class DPHuberRegressor(_Regressor):
 
     def __init__(self, *, epsilon=1.0, delta=None, threshold=1.35, alpha=1e-4,
                  fit_intercept=True, solver="auto", solver_options=None, random_state=None,
-                 accountant=None):
+                 accountant=None, categories=None, feature_bounds=None):
         self.epsilon = epsilon
         self.delta = delta
         self.threshold = threshold
@@ -667,6 +882,8 @@ class DPHuberRegressor(_Regressor):
         self.solver_options = solver_options
         self.random_state = random_state
         self.accountant = accountant
+        self.categories = categories
+        self.feature_bounds = feature_bounds
 
     def _loss(self):
         if isinstance(self.threshold, bool) or not isinstance(self.threshold, numbers.Real) \

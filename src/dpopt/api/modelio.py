@@ -39,8 +39,10 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
+from dpopt import __version__
 from dpopt.datasets import load_file
 from dpopt.preprocessing._transformers import _clip_columns
+from dpopt.preprocessing.tables import TableSchema, is_frame
 
 FORMAT = "dpopt-model/1"
 
@@ -91,8 +93,6 @@ def model_dict(problem, result, *, solver, options, seed, classes=None, data=Non
     ``"columns"`` when only those columns were selected and normalized);
     by default the result's own coefficients, on the raw features.
     """
-    from dpopt import __version__
-
     coef, intercept, feature_map = model or (result.coef, result.intercept, None)
 
     pen = problem.penalty
@@ -259,9 +259,33 @@ def _check_predict_input(X, n_features):
     return X
 
 
-def predict(model: dict, X):
-    """Predictions of a loaded model: the margin for regression, the class for logistic."""
-    X = _check_predict_input(X, model["coef"].shape[0])
+def features(model: dict, X):
+    """The model's input features from ``X``: a DataFrame goes through the training table
+    schema (``data.table``: columns by name, categories aligned, unseen values to
+    ``<other>``), or is read by the training column names; arrays are taken as they are."""
+    data = model.get("data") or {}
+    if is_frame(X):
+        if data.get("table"):
+            return TableSchema.from_dict(data["table"]).transform(X)
+        names = data.get("columns") or data.get("feature_names")
+        missing = [c for c in (names or []) if c not in X.columns]
+        if names and not missing:
+            X = X[names]
+        elif names:
+            raise ValueError(f"DATA lacks the training columns {missing}")
+        try:
+            return X.to_numpy(dtype=np.float64)
+        except (TypeError, ValueError):
+            raise ValueError("DATA has non-numeric columns but the model was fitted on numbers "
+                             "only") from None
+    return _check_predict_input(X, len(model["coef"]))
+
+
+def margins(model: dict, X):
+    """x^T coef + intercept on the model's features (its feature map applied)."""
+    X = features(model, X)
+    if X.shape[1] != len(model["coef"]):
+        raise ValueError(f"DATA has {X.shape[1]} features; the model has {len(model['coef'])}")
     fmap = model.get("feature_map")
     if fmap is not None:  # the default path's map: features clipped to bounds, or rows normalized
         from sklearn.preprocessing import normalize
@@ -274,7 +298,12 @@ def predict(model: dict, X):
             lower = np.asarray(fmap["lower"], dtype=np.float64)
             upper = np.asarray(fmap["upper"], dtype=np.float64)
             X = _clip_columns(X, lower, upper)  # sparse stays sparse when 0 is in every range
-    margin = np.asarray(X @ model["coef"]).ravel() + model["intercept"]
+    return np.asarray(X @ model["coef"]).ravel() + model["intercept"]
+
+
+def predict(model: dict, X):
+    """Predictions of a loaded model: the margin for regression, the class for logistic."""
+    margin = margins(model, X)
     if model["loss"] == "logistic":
         classes = model.get("classes") or [-1.0, 1.0]
         return np.where(margin > 0, classes[1], classes[0])

@@ -339,12 +339,16 @@ def cmd_fit(args):
     data = _read_fit_data(args)
     X, y = data["X"], data["y"]
     classes = None
-    if args.loss == "logistic":
-        y, classes = _signed_labels(y, args.positive_label)
-    elif y.dtype.kind != "f":
+    if args.loss == "logistic" and _numeric_target(y):
+        from sklearn.utils.multiclass import type_of_target
+
+        if type_of_target(y).startswith("continuous"):
+            raise ValueError(f"DATA: the logistic loss needs class labels; the target "
+                             f"{data['target'] or '(y)'} has continuous values")
+    if args.loss != "logistic" and not _numeric_target(y):
         raise ValueError(f"DATA: the {args.loss} loss needs a numeric target; column "
-                         f"{data['target']!r} has values like {str(y[0])!r}; use --loss "
-                         f"logistic for a label column")
+                         f"{data['target']!r} has values like {str(list(y[:1])[0])!r}; use "
+                         f"--loss logistic for a label column")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         if data["dropped_rows"]:
@@ -355,16 +359,26 @@ def cmd_fit(args):
                           f"which the guarantee does not cover", dpopt.PrivacyLeakWarning,
                           stacklevel=1)
         fitted = _fit(args, options, X, y)
+    if fitted.get("classes") is not None:
+        classes = fitted["classes"]
     _report(args, data, fitted, classes, caught)
     return 0
 
 
+def _numeric_target(y):
+    import numpy as np
+
+    return np.asarray(y).dtype.kind in "fiu"
+
+
 def _check_fit_arguments(args, options):
     """Everything that can be checked before reading the data or fitting."""
-    if args.target is not None and Path(args.data).suffix.lower() != ".csv":
-        raise ValueError(f"--target applies to CSV files only, got {args.data!r}")
-    if args.missing != "error" and Path(args.data).suffix.lower() != ".csv":
-        raise ValueError(f"--missing applies to CSV files only, got {args.data!r}")
+    from dpopt.cli.tables import is_table_path
+
+    if args.target is not None and not is_table_path(args.data):
+        raise ValueError(f"--target applies to tables (CSV, Parquet) only, got {args.data!r}")
+    if args.missing != "auto" and not is_table_path(args.data):
+        raise ValueError(f"--missing applies to tables (CSV, Parquet) only, got {args.data!r}")
     if options and args.solver is None:
         raise ValueError("--option needs --solver: the default (the estimators' solver='auto') "
                          "sets every knob itself")
@@ -394,20 +408,21 @@ def _check_output_path(path):
 
 
 def _read_fit_data(args):
-    """X, y and a description of the columns, from a CSV table or a numeric file."""
-    suffix = Path(args.data).suffix.lower()
-    if suffix == ".csv":
-        from dpopt.cli.tables import read_csv_table
+    """X, y and a description of the columns, from a table (CSV, Parquet: a DataFrame for
+    the table layer :mod:`dpopt.preprocessing.tables`) or a numeric file (npz, LIBSVM)."""
+    from dpopt.cli.tables import is_table_path
+
+    if is_table_path(args.data):
+        from dpopt.cli.tables import read_table
 
         try:
-            table = read_csv_table(args.data, target=-1 if args.target is None else args.target,
-                                   missing=args.missing)
+            X, y, name = read_table(args.data, target=-1 if args.target is None
+                                    else args.target)
         except ValueError as exc:
             raise ValueError(f"DATA: {exc}") from None
-        _check_unique_columns([*table.feature_names, table.target_name])
-        return {"X": table.X, "y": table.y, "feature_names": table.feature_names,
-                "target": table.target_name, "categories": table.categories,
-                "dropped_rows": table.dropped_rows, "filled": table.filled}
+        X, y, dropped = _missing_rows(X, y, name, args.missing)
+        return {"X": X, "y": y.to_numpy(), "feature_names": list(X.columns), "target": name,
+                "categories": {}, "dropped_rows": dropped, "filled": 0, "frame": True}
     from dpopt.api import modelio
 
     try:
@@ -415,18 +430,32 @@ def _read_fit_data(args):
     except ValueError as exc:
         raise ValueError(f"DATA: {exc}") from None
     return {"X": X, "y": y, "feature_names": names, "target": None, "categories": {},
-            "dropped_rows": [], "filled": 0}
+            "dropped_rows": [], "filled": 0, "frame": False}
 
 
-def _check_unique_columns(names):
-    """Two columns with one name make the target choice and the model's feature names
-    ambiguous: refused, naming them."""
-    from collections import Counter
+def _missing_rows(X, y, name, mode):
+    """--missing: ``auto`` keeps every row (the table layer's private rule for features; a
+    missing target is an error), ``error`` refuses any missing value (naming the columns),
+    ``drop`` drops rows with one (reported; not covered by the guarantee)."""
+    import numpy as np
 
-    twice = [f"{name!r} ({k} times)" for name, k in Counter(map(str, names)).items() if k > 1]
-    if twice:
-        raise ValueError(f"DATA: duplicate column name(s) {', '.join(twice)}; give every "
-                         f"column a unique name in the header")
+    gone_y = y.isna().to_numpy()
+    gone = X.isna().any(axis=1).to_numpy() | gone_y
+    if mode == "drop":
+        dropped = (np.flatnonzero(gone) + 1).tolist()
+        if gone.all():
+            raise ValueError("DATA: every row has a missing value (--missing drop left no rows)")
+        return X[~gone], y[~gone], dropped
+    if mode == "error" and gone.any():
+        cols = [c for c in X.columns if X[c].isna().any()] + ([name] if gone_y.any() else [])
+        raise ValueError(f"DATA: {int(gone.sum())} row(s) have missing values, in columns "
+                         f"{cols}; use --missing auto (private missing-value rule) or --missing "
+                         f"drop (not covered by the privacy guarantee)")
+    if gone_y.any():
+        raise ValueError(f"DATA: the target column {name!r} has {int(gone_y.sum())} missing "
+                         f"value(s): a target cannot be imputed; drop those rows first or use "
+                         f"--missing drop (not covered by the privacy guarantee)")
+    return X, y, []
 
 
 def _fit(args, options, X, y):
@@ -445,6 +474,8 @@ def _fit(args, options, X, y):
              "solver_options": options or None}
     if kind == "DPLogisticRegression" and args.penalty is not None:
         given["penalty"] = args.penalty
+    if kind == "DPLogisticRegression" and args.classes is not None:
+        given["classes"] = _declared_classes(args.classes, y)
     if kind == "DPLinearRegression" and args.penalty == "none":
         given["alpha"] = 0.0
     estimator = getattr(dpopt, kind)()
@@ -458,14 +489,68 @@ def _fit(args, options, X, y):
     if penalty_kwargs.get("alpha") == "auto":  # the strength the fit resolved it to
         penalty_kwargs = {**penalty_kwargs, "alpha": estimator.alpha_}
     auto = getattr(estimator, "auto_", None)
-    model = (estimator.coef_.ravel(), float(np.ravel(estimator.intercept_)[0]),
-             auto.scaling.to_dict() if auto is not None else None)
+    coef, intercept = estimator.coef_.ravel(), float(np.ravel(estimator.intercept_)[0])
+    classes = None
+    if kind == "DPLogisticRegression" and hasattr(estimator, "classes_"):
+        classes = list(estimator.classes_)
+        coef, intercept, classes = _positive_first(coef, intercept, classes, args.positive_label)
+    table = getattr(estimator, "table_", None)
+    model = (coef, intercept, auto.scaling.to_dict() if auto is not None else None)
     return {"result": estimator.fit_result_, "loss": loss, "penalty": (penalty, penalty_kwargs),
-            "model": model, "report": estimator.privacy_report(),
-            "prepare": auto.scaling.prepare if auto is not None else None,
+            "model": model, "report": estimator.privacy_report(), "classes": classes,
+            "table": table.schema if table is not None else None,
+            "prepare": _prepare_of(auto, table),
             "fit_intercept": estimator.fit_intercept, "solver": estimator.solver,
             "how": f"{kind}({_format_params(estimator.get_params(), params)})",
             "options": options}
+
+
+def _declared_classes(text, y):
+    """--classes A,B: the declared labels, as numbers when the target is numeric."""
+    import numpy as np
+
+    labels = [t.strip() for t in text.split(",")]
+    if np.asarray(y).dtype.kind in "iuf":
+        try:
+            return [float(t) for t in labels]
+        except ValueError:
+            raise ValueError(f"--classes: the labels are numbers, got {text!r}") from None
+    return labels
+
+
+def _prepare_of(auto, table):
+    """The map from the data as read to the features ``coef_`` applies to."""
+    steps = [f for f in ((table.transform if table is not None else None),
+                         (auto.scaling.prepare if auto is not None else None)) if f is not None]
+
+    def prepare(X):
+        for f in steps:
+            X = f(X)
+        return X
+    return prepare
+
+
+def _positive_first(coef, intercept, classes, positive):
+    """``--positive-label``: the model with that label mapped to +1 (negating the margin is
+    post-processing). The label must be one of the released classes."""
+    if positive is None:
+        return coef, intercept, classes
+    match = [c for c in classes if str(c) == str(positive).strip()
+             or (_is_float(positive) and _is_float(c) and float(c) == float(positive))]
+    if not match:
+        raise ValueError(f"--positive-label {positive} is not one of the labels "
+                         f"{[str(c) for c in classes]}")
+    if match[0] == classes[1]:
+        return coef, intercept, classes
+    return -coef, -intercept, classes[::-1]
+
+
+def _is_float(v):
+    try:
+        float(v)
+    except (TypeError, ValueError):
+        return False
+    return True
 
 
 @contextlib.contextmanager
@@ -500,13 +585,21 @@ def _fit_with_solve(args, options, X, y):
         kwargs["l1_ratio"] = 0.5 if args.l1_ratio is None else args.l1_ratio
     if args.solver is None:
         return _fit_default(args, X, y, loss, penalty, kwargs)
+    from dpopt.preprocessing.tables import is_frame
+
+    table = None
+    if is_frame(X):
+        from dpopt.preprocessing.tables import public_table
+
+        table, X = public_table(X)
     problem = dpopt.Problem(X, y, loss=loss, penalty=penalty, fit_intercept=not args.no_intercept,
                             **kwargs)
     solver = args.solver
     with _naming_the_option(options):
         result = dpopt.solve(problem, solver, epsilon=args.epsilon, delta=args.delta,
                              random_state=args.seed, **options)
-    return {"result": result, "loss": loss, "penalty": (penalty, kwargs),
+    return {"result": result, "loss": loss, "penalty": (penalty, kwargs), "table": table,
+            "prepare": table.transform if table is not None else None,
             "fit_intercept": problem.fit_intercept, "solver": solver,
             "how": f"dpopt.solve(solver={solver!r}) (no estimator for loss={args.loss}, "
                    f"penalty={penalty})", "options": options}
@@ -523,14 +616,21 @@ def _fit_default(args, X, y, loss, penalty, kwargs):
     if math.isinf(args.epsilon):
         raise ValueError("--epsilon inf: the default path's scaling is private; pass --solver "
                          "for a non-private fit")
+    from dpopt.preprocessing.tables import prepare_default
+
     delta = default_delta(X.shape[0]) if args.delta is None else args.delta
+    rng = check_random_state(args.seed)
+    X, y, _, encoder, bounds, prior = prepare_default(
+        X, y, epsilon=args.epsilon, delta=delta, categories=None, feature_bounds=None,
+        classes=None, classifier=False, rng=rng)
     auto = fit_default(X, y, loss=loss, penalty=penalty, penalty_kwargs=kwargs,
                        fit_intercept=not args.no_intercept, epsilon=args.epsilon, delta=delta,
-                       rng=check_random_state(args.seed), regression=True)
+                       rng=rng, regression=True, feature_bounds=bounds, prior=prior)
     coef, intercept = auto.raw_model()
     return {"result": auto.result, "loss": loss, "penalty": (penalty, kwargs),
             "model": (coef, float(intercept), auto.scaling.to_dict()),
-            "prepare": auto.scaling.prepare, "report":
+            "table": encoder.schema if encoder is not None else None,
+            "prepare": _prepare_of(auto, encoder), "report":
             auto.report("default path"), "fit_intercept": not args.no_intercept,
             "solver": "auto", "options": {},
             "how": (f"dpopt.pipeline.default_path.fit_default (no estimator for "
@@ -550,7 +650,11 @@ def _report(args, data, fitted, classes, caught):
     result = fitted["result"]
     leaks = [str(w.message) for w in caught if issubclass(w.category, dpopt.PrivacyLeakWarning)]
     others = [w for w in caught if not issubclass(w.category, dpopt.PrivacyLeakWarning)]
-    n, p = data["X"].shape
+    n = data["X"].shape[0]
+    table = fitted.get("table")
+    feature_names = (table.feature_names_out() if table is not None
+                     else data["feature_names"])
+    p = len(np.ravel((fitted.get("model") or (result.coef,))[0]))
     name, penalty_kwargs = fitted["penalty"]
     info = types.SimpleNamespace(loss=get_loss(fitted["loss"]),
                                  penalty=get_penalty(name, **penalty_kwargs),
@@ -558,8 +662,10 @@ def _report(args, data, fitted, classes, caught):
     model = modelio.model_dict(info, result, solver=result.solver, options=fitted["options"],
                                seed=args.seed, classes=classes, model=fitted.get("model"),
                                data={"path": str(args.data), "n_samples": n, "n_features": p,
-                                     "feature_names": data["feature_names"],
+                                     "feature_names": feature_names,
+                                     "columns": data["feature_names"],
                                      "target": data["target"],
+                                     "table": table.to_dict() if table is not None else None,
                                      "categories": data["categories"],
                                      "missing": args.missing,
                                      "dropped_rows": len(data["dropped_rows"])})
@@ -574,8 +680,16 @@ def _report(args, data, fitted, classes, caught):
               "and are treated as PUBLIC schema (not covered by the privacy guarantee):")
         for column, cats in data["categories"].items():
             print(f"  {column}: {', '.join(cats)}")
+    if table is not None:
+        how = ("chosen privately by partition selection (noisy counts above a threshold of "
+               f"{table.threshold:.4g}; a value held by few records is never released)"
+               if any(c.kind == "string" for c in table.columns) else "public schema")
+        print(f"columns ({how}):")
+        for line in table.describe():
+            print(f"  {line}")
     if classes is not None:
-        print(f"labels (public schema): {classes[0]!r} -> -1, {classes[1]!r} -> +1")
+        how = "declared (public)" if args.classes is not None else "chosen privately"
+        print(f"labels ({how}): {_plain(classes[0])!r} -> -1, {_plain(classes[1])!r} -> +1")
     if data["filled"]:
         print(f"missing values: {data['filled']} feature value(s) filled with 0 / no category "
               f"(--missing zero)")
@@ -624,41 +738,68 @@ def _save(out, model):
     print(f"model written to {out}")
 
 
+def _plain(v):
+    return v.item() if hasattr(v, "item") else v
+
+
 def _train_target(data, classes, args):
     import numpy as np
 
     if classes is None:
         return data["y"]
-    pos = classes[1]
     y = data["y"]
-    return np.where(y == (pos if y.dtype.kind != "f" else float(pos)), 1.0, -1.0)
+    from dpopt.preprocessing.tables import encode_labels
 
-
-def _signed_labels(y, positive):
-    """(+1/-1 labels, [negative, positive]) for the logistic loss; string or numeric labels."""
-    import numpy as np
-
-    classes = np.unique(y)
-    if classes.size != 2:
-        raise ValueError(f"DATA: the logistic loss needs exactly 2 label values, got "
-                         f"{classes.size}: {classes[:5].tolist()}")
-    numeric = y.dtype.kind == "f"
-    if positive is None:
-        pos = classes[1]
-    else:
-        try:
-            pos = float(positive) if numeric else str(positive).strip()
-        except ValueError:
-            raise ValueError(f"--positive-label: the labels are numbers, got {positive!r}") from None
-        if pos not in classes:
-            raise ValueError(f"--positive-label {positive} is not one of the labels "
-                             f"{classes.tolist()}")
-    neg = classes[0] if classes[1] == pos else classes[1]
-    convert = float if numeric else str
-    return np.where(y == pos, 1.0, -1.0), [convert(neg), convert(pos)]
+    return np.where(encode_labels(y, classes) == 1, 1.0, -1.0)
 
 
 # -- plot ------------------------------------------------------------------------
+
+def cmd_predict(args):
+    """Score a table (or npz / LIBSVM file) with a model written by ``dpopt fit --out``: the
+    training schema is applied (columns by name, categories aligned, unseen values to
+    ``<other>``); predictions are written as CSV; accuracy or R^2 is printed when the target
+    column is present."""
+    import numpy as np
+
+    from dpopt.api import modelio
+    from dpopt.cli.tables import is_table_path, read_frame
+
+    model = modelio.load_model(args.model)
+    target = args.target or (model.get("data") or {}).get("target")
+    y = None
+    if is_table_path(args.data):
+        X = read_frame(args.data)
+        if target is not None and target in X.columns:
+            y, X = X[target].to_numpy(), X.drop(columns=[target])
+    else:
+        X, y, _ = modelio.read_data(args.data)
+    try:
+        margin = modelio.margins(model, X)
+    except ValueError as exc:
+        raise ValueError(f"DATA: {exc}") from None
+    pred = modelio.predict(model, X)
+    out = {"prediction": pred}
+    if model["loss"] == "logistic":
+        out["probability"] = np.exp(-np.logaddexp(0.0, -margin))
+    import pandas as pd
+
+    pd.DataFrame(out).to_csv(args.out, index=False)
+    print(f"dpopt predict: {args.data} (n={len(pred)}) with {args.model}; predictions written "
+          f"to {args.out}")
+    if y is not None:
+        known = ~pd.isna(pd.Series(y)).to_numpy()
+        if model["loss"] == "logistic":
+            truth = np.array([str(v) for v in y[known]])
+            acc = float(np.mean(np.array([str(v) for v in pred[known]]) == truth))
+            print(f"accuracy on the {int(known.sum())} rows with a target: {acc:.4f}")
+        else:
+            from sklearn.metrics import r2_score
+
+            r2 = r2_score(np.asarray(y[known], float), pred[known])
+            print(f"R^2 on the {int(known.sum())} rows with a target: {r2:.4f}")
+    return 0
+
 
 def cmd_plot(args):
     """Render the figures of a results JSONL to PNG and SVG."""
@@ -774,11 +915,12 @@ def build_parser():
                             "--loss/--penalty (DPLogisticRegression, DPLinearRegression, "
                             "DPLasso, DPElasticNet, DPHuberRegressor) and its default settings, "
                             "unless options are given; print the privacy spent and write the "
-                            "model as JSON (--out, checked before the fit). CSV tables may have "
-                            "string and categorical columns (one-hot encoded; categories are "
-                            "public schema) and a string target; see docs/usage.md.")
-    p.add_argument("data", metavar="DATA", help="data file: .csv, .npz, or LIBSVM "
-                   "(.svm, .libsvm, .svmlight, .txt)")
+                            "model as JSON (--out, checked before the fit). Tables (CSV, Parquet) "
+                            "may have string, bool and missing values and a string target: "
+                            "the table layer dpopt.preprocessing.tables chooses categories and labels "
+                            "privately; see docs/tables.md.")
+    p.add_argument("data", metavar="DATA", help="data file: a table (.csv, .csv.gz, .tsv, "
+                   ".parquet), .npz, or LIBSVM (.svm, .libsvm, .svmlight, .txt)")
     p.add_argument("--loss", choices=["squared", "logistic", "huber", "absolute"],
                    required=True, help="loss on the margin")
     p.add_argument("--penalty", choices=["none", "l1", "l2", "elastic_net"], default=None,
@@ -801,15 +943,19 @@ def build_parser():
                    help="solver option, repeatable (e.g. --option passes=20 --option clip=0.5; "
                         "default: the solver's defaults)")
     p.add_argument("--target", default=None,
-                   help="CSV only: label column, its name or number counted from 1 (default: "
-                        "the last column)")
+                   help="tables only: label column, its name or number counted from 1 "
+                        "(default: the last column)")
+    p.add_argument("--classes", default=None, metavar="A,B",
+                   help="logistic: declare the two labels (public; default: chosen privately "
+                        "from the data by the table layer)")
     p.add_argument("--positive-label", default=None,
                    help="logistic: the label mapped to +1, a string or a number (default: the "
                         "larger label)")
-    p.add_argument("--missing", choices=["error", "zero", "drop"], default="error",
-                   help="CSV only, missing values (empty, NA, NaN, ?): error (report where), "
-                        "zero (features filled with 0 / no category), drop (drop those rows; "
-                        "not covered by the guarantee: PrivacyLeakWarning)")
+    p.add_argument("--missing", choices=["auto", "error", "drop"], default="auto",
+                   help="tables only, missing values (empty, NA, NaN, ?): auto (the private "
+                        "rule of dpopt.preprocessing.tables: imputed at 0 / '<other>' plus a privately "
+                        "selected indicator), error (report the columns), drop (drop those "
+                        "rows; not covered by the guarantee: PrivacyLeakWarning)")
     p.add_argument("--no-intercept", action="store_true",
                    help="do not fit an intercept (default: fit one)")
     p.add_argument("--seed", type=int, default=None, help="random seed (default: fresh entropy)")
@@ -818,6 +964,21 @@ def build_parser():
     p.add_argument("--train-metrics", action="store_true",
                    help="also print the training objective (NOT private; default: not printed)")
     p.set_defaults(func=cmd_fit)
+
+    p = command("predict", help="score a table with a model written by 'dpopt fit --out'",
+                description="Apply a model written by 'dpopt fit --out' to a table (CSV, "
+                            "Parquet) with the training schema (columns by name, categories "
+                            "aligned, unseen values to '<other>'); write the predictions as CSV "
+                            "and print accuracy or R^2 when the target column is present.")
+    p.add_argument("model", metavar="MODEL", help="model JSON written by 'dpopt fit --out'")
+    p.add_argument("data", metavar="DATA", help="data file: a table (.csv, .csv.gz, .parquet), "
+                   ".npz or LIBSVM")
+    p.add_argument("--target", default=None,
+                   help="target column to score against (default: the training target, if "
+                        "present)")
+    p.add_argument("--out", metavar="PRED.csv", default="predictions.csv",
+                   help="where to write the predictions")
+    p.set_defaults(func=cmd_predict)
 
     p = command("plot", help="figures of a results JSONL (PNG and SVG)",
                 description="Relative error vs passes and vs wall time (min/mean/max "

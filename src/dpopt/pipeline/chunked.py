@@ -50,7 +50,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from dpopt.data.chunked import _features
+from dpopt.data.chunked import ChunkedProblem, _features
 from dpopt.preprocessing._bounds import (
     DEFAULT_GRID,
     ZERO_INFLATED_FALLBACK,
@@ -111,20 +111,19 @@ class ChunkedData:
     @classmethod
     def of(cls, X, y, *, loss, fit_intercept):
         """From a ChunkedProblem (``y`` must be None) or any input it takes (validated)."""
-        from dpopt.data.chunked import ChunkedProblem
-
         if getattr(X, "is_chunked", False) is True:
             if y is not None:
                 raise ValueError("y must be None when X is a ChunkedProblem (it has its target)")
             return cls(X)
         return cls(ChunkedProblem(X, y, loss=loss, fit_intercept=fit_intercept))
 
-    def feature_bounds(self, mu, rng):
+    def feature_bounds(self, mu, rng, bounds=None):
         p = self.shape[1]
         counts = self.raw._reduce(_chunk_feature_counts, p * DEFAULT_GRID.n_bins,
                                   grid=DEFAULT_GRID)
         return private_bounds_from_counts(counts.reshape(p, DEFAULT_GRID.n_bins), self.shape[0],
-                                          mu, rng, fallback=ZERO_INFLATED_FALLBACK)
+                                          mu, rng, bounds=bounds,
+                                          fallback=ZERO_INFLATED_FALLBACK)
 
     def means(self, scaling, mu, rng):
         sums = self.raw._reduce(_chunk_scaled_sums, self.shape[1], scaling=scaling)
@@ -144,8 +143,6 @@ class ChunkedData:
     def problem(self, scaling, target, relabel=None, **kwargs):
         """The scaled ChunkedProblem: the scalings applied lazily to every chunk (already
         validated: no second pass); ``relabel`` maps the target chunk by chunk."""
-        from dpopt.data.chunked import ChunkedProblem
-
         meta = sp.csr_matrix((0, 0)) if self.sparse else np.empty((0, 0))
         X = self.raw.X.map_blocks(_scale_block, scaling, dtype=np.float64, meta=meta)
         y = self.raw.y if target is None else \

@@ -232,12 +232,17 @@ class AutoFit:
         if plan.get("unlearnable"):
             return f"{name} (solver='auto'): nothing released. {plan['reason']}"
         shares = ", ".join(f"{k} mu={v:.3g}" for k, v in plan["mu_shares"].items())
+        table = ""
+        if plan.get("selection_delta"):
+            table = (f"; the table's partition selection (categories / labels) holds "
+                     f"{plan['selection_delta']:.3g} of delta for its threshold, the Gaussian "
+                     f"mechanisms the rest")
         rows = ("; rows normalized to unit norm (n too small to locate the features' ranges)"
                 if plan["scaling"] == "row-normalized" else "")
         return (f"{name} (solver='auto' -> {plan['solver']}): ({r.epsilon:.4g}, {r.delta:.3g})-DP "
                 f"under {r.adjacency} adjacency, end to end (scaling included), accountant "
                 f"{r.accountant}; Gaussian-DP mu={plan['mu']:.4g} split as "
-                f"{shares}{rows}{chunked_note(r.params)}{_selection_note(plan)}" + "".join(
+                f"{shares}{rows}{table}{chunked_note(r.params)}{_selection_note(plan)}" + "".join(
                     f"\n{text}" for text in _column_lines(plan)))
 
 
@@ -364,7 +369,7 @@ def bounds_resolvable(n, p, mu_bounds):
     return n / DEFAULT_GRID.bins_per_decade >= DEFAULT_BIN_CONFIDENCE * sigma
 
 
-def plan_budget(n, p, mu, *, regression, center):
+def plan_budget(n, p, mu, *, regression, center, public=0):
     """Shares of mu^2 for the scaling steps, from public (n, p, mu) only.
 
     Feature bounds get ``SHARES["feature_bounds"]``, or ``MAX_SHARE`` when that is
@@ -373,10 +378,17 @@ def plan_budget(n, p, mu, *, regression, center):
     features are centred (dense data with an intercept). A regression target gets
     ``SHARES["target_bounds"]`` or ``MAX_SHARE`` likewise; if even that cannot
     resolve one histogram, no private fit can learn the target's scale: the plan is
-    then ``None`` (see :func:`fit_default`).
+    then ``None`` (see :func:`fit_default`). ``public`` of the p features have public
+    bounds (``feature_bounds=``, the 0/1 columns of :mod:`dpopt.preprocessing.tables`): only the others
+    are released, and when none is left the bounds cost nothing.
     """
     shares = {}
-    for share in (SHARES["feature_bounds"], MAX_SHARE):
+    if public >= p:  # every bound is public: scale without a release
+        if center:
+            shares["feature_means"] = SHARES["feature_means"]
+        shares["row_norm"] = SHARES["row_norm"]
+    p = p - public
+    for share in (() if p <= 0 else (SHARES["feature_bounds"], MAX_SHARE)):
         if bounds_resolvable(n, p, mu * math.sqrt(share)):
             shares["feature_bounds"] = share
             if center:
@@ -422,8 +434,9 @@ class InMemoryData:
             self._scaled = (scaling, scaling.transform(self.X))
         return self._scaled[1]
 
-    def feature_bounds(self, mu, rng):
-        return private_feature_bounds(self.X, mu, rng, fallback=ZERO_INFLATED_FALLBACK)
+    def feature_bounds(self, mu, rng, bounds=None):
+        return private_feature_bounds(self.X, mu, rng, bounds=bounds,
+                                      fallback=ZERO_INFLATED_FALLBACK)
 
     def means(self, scaling, mu, rng):
         return private_means(self.scaled(scaling), mu, rng)
@@ -451,7 +464,7 @@ def _data_of(X, y, loss, fit_intercept):
 
 
 def fit_default(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, delta, rng,
-                regression, spent_mu=0.0):
+                regression, spent_mu=0.0, feature_bounds=None, prior=None):
     """Run the default path (module docstring) and return an :class:`AutoFit`.
 
     ``y`` is already encoded for the loss ({-1, +1} labels for logistic). ``X`` may also
@@ -470,16 +483,24 @@ def fit_default(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, 
     n, p = data.shape
     loss_name = loss if isinstance(loss, str) else loss.name
     center = fit_intercept and not data.sparse
+    delta_total, delta = delta, delta - (prior.delta if prior is not None else 0.0)
+    public = 0 if feature_bounds is None else int(np.sum(~(np.isnan(feature_bounds[0])
+                                                           | np.isnan(feature_bounds[1]))))
     mu_avail = math.sqrt(max(gdp_mu(epsilon, delta) ** 2 - spent_mu ** 2, 0.0))
-    shares = plan_budget(n, p, mu_avail, regression=regression, center=center)
+    shares = plan_budget(n, p, mu_avail, regression=regression, center=center, public=public)
     if shares is None:
-        return _no_model(p, loss, penalty, penalty_kwargs, fit_intercept, delta, n, epsilon)
+        return _no_model(p, loss, penalty, penalty_kwargs, fit_intercept, delta, n, epsilon,
+                         prior)
+    if prior is not None and prior.share:
+        shares["selection"] = prior.share
     mu_total, mus = split_mu(epsilon, delta, shares, spent_mu=spent_mu)
-    row_mode = "feature_bounds" not in shares
+    row_mode = "feature_bounds" not in shares and public < p
     if row_mode:
         _warn_row_normalization(n, p, epsilon)
     scaling, target, R, records, columns_note = private_scaling(
-        data, mus, fit_intercept=fit_intercept, center=center, regression=regression, rng=rng)
+        data, mus, fit_intercept=fit_intercept, center=center, regression=regression, rng=rng,
+        bounds=feature_bounds, row_mode=row_mode)
+    records = (list(prior.records) if prior is not None else []) + records
     problem = data.problem(scaling, target, loss=loss, penalty=penalty,
                            fit_intercept=fit_intercept, **penalty_kwargs)
     solver, why = choose_solver(loss_name, problem.penalty.name, n, p, available_solvers(),
@@ -500,24 +521,32 @@ def fit_default(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, 
     total = epsilon_of(mechanisms, delta, adjacency=result.adjacency)
     plan = {"solver": solver, "reason": why, "mu": mu_total, "mu_shares": mus,
             "scaling": "row-normalized" if row_mode else "private feature bounds",
-            "row_bound": R, "model_options": _public(options), **columns_note}
-    result = replace(result, epsilon=total, mechanisms=mechanisms,
+            "row_bound": R, "model_options": _public(options), "public_bounds": public,
+            **columns_note}
+    if prior is not None:
+        plan["table"] = prior.info
+        plan["selection_delta"] = prior.delta
+    result = replace(result, epsilon=total, delta=delta_total, mechanisms=mechanisms,
                      accountant="exact" if all(isinstance(m, Gaussian) for m in mechanisms)
                      else result.accountant,
                      params={**result.params, "auto": plan})
     return AutoFit(result, scaling, target, plan)
 
 
-def private_scaling(data, mus, *, fit_intercept, center, regression, rng):
+def private_scaling(data, mus, *, fit_intercept, center, regression, rng, bounds=None,
+                    row_mode=None):
     """The scaling steps of :func:`fit_default` (the releases of the module table with the
     mu of ``mus``; rows normalized, for free, when ``mus`` has no ``feature_bounds``).
     Returns ``(scaling, target_scaling or None, R, records, columns_note)``, the note naming
-    the columns whose bounds fell back or collapsed (:func:`note_columns`)."""
+    the columns whose bounds fell back or collapsed (:func:`note_columns`). ``bounds``:
+    public (lower, upper) per feature, NaN where unknown (those cost nothing)."""
     records, columns_note = [], {}
-    if "feature_bounds" not in mus:
+    if row_mode is None:
+        row_mode = "feature_bounds" not in mus
+    if row_mode:
         scaling, R = RowNormalization(), 1.0
     else:
-        fb = data.feature_bounds(mus["feature_bounds"], rng)
+        fb = data.feature_bounds(mus.get("feature_bounds", math.inf), rng, bounds=bounds)
         records += list(fb.mechanisms)
         scaling = Scaling.from_bounds(fb.lower, fb.upper, shift=fit_intercept, sparse=data.sparse)
         columns_note = note_columns(fb, scaling)
@@ -562,7 +591,7 @@ def _check_model_share(eps_model, epsilon, delta, n):
             + ". Use a larger epsilon or a delta << 1/n (the default is 1/n^2)")
 
 
-def _no_model(p, loss, penalty, penalty_kwargs, fit_intercept, delta, n, epsilon):
+def _no_model(p, loss, penalty, penalty_kwargs, fit_intercept, delta, n, epsilon, prior=None):
     """The documented result when n is too small to locate the target's range at this
     epsilon: the zero model, computed without reading the data, so nothing is spent."""
     import warnings
@@ -576,8 +605,15 @@ def _no_model(p, loss, penalty, penalty_kwargs, fit_intercept, delta, n, epsilon
                       fit_intercept=fit_intercept, **penalty_kwargs)
     plan = {"solver": "none", "reason": reason, "mu": 0.0, "mu_shares": {}, "unlearnable": True,
             "scaling": "none", "row_bound": None, "model_options": {}}
+    spent = []
+    if prior is not None and prior.records:  # the table layer's selection ran: it is paid
+        spent = list(prior.records)
+        reason = reason.replace("nothing was spent", "only the table's selection was spent")
+        plan["reason"] = reason
     result = make_result(problem, np.zeros(p + fit_intercept), solver="none",
-                         calibration_or_spent=(0.0, delta, "none", 0.0), mechanisms=[],
+                         calibration_or_spent=(epsilon_of(spent, delta) if spent else 0.0,
+                                               delta + (prior.delta if prior else 0.0),
+                                               "none", 0.0), mechanisms=spent,
                          n_iter=0, passes=0.0, checkpoints=Checkpoints(), params={"auto": plan})
     return AutoFit(result, RowNormalization(), None, plan)
 

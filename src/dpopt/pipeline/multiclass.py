@@ -304,7 +304,7 @@ def op_class_epsilon(epsilon, delta, k, prior, guess, **public):
 
 
 def fit_default_one_vs_rest(X, labels, n_classes, *, penalty, penalty_kwargs, fit_intercept,
-                            epsilon, delta, rng):
+                            epsilon, delta, rng, feature_bounds=None, prior=None):
     """The default path (:func:`dpopt.pipeline.default_path.fit_default`) for k >= 3 classes by one-vs-rest.
 
     ``labels`` are class indices 0..k-1 (in memory, or a Dask array with a chunked ``X``).
@@ -312,15 +312,28 @@ def fit_default_one_vs_rest(X, labels, n_classes, *, penalty, penalty_kwargs, fi
     and shared by the k fits; the mechanism is the binary one of
     :func:`dpopt.pipeline.default_path.choose_solver`, each class at its share (module docstring).
     Returns a :class:`MulticlassFit` whose ``result`` is the whole composition.
+    ``feature_bounds`` / ``prior``: the table layer's public bounds and its releases before
+    this call (their share of mu^2 and their delta are taken out, as in ``fit_default``).
     """
     # the labels are class indices: "squared" only asks them to be finite
     data = _data_of(X, labels, "squared", fit_intercept)
     n, p = data.shape
     center = fit_intercept and not data.sparse
-    shares = plan_budget(n, p, gdp_mu(epsilon, delta), regression=False, center=center)
+    delta_total, delta = delta, delta - (prior.delta if prior is not None else 0.0)
+    public = 0 if feature_bounds is None else int(np.sum(~(np.isnan(feature_bounds[0])
+                                                           | np.isnan(feature_bounds[1]))))
+    shares = plan_budget(n, p, gdp_mu(epsilon, delta), regression=False, center=center,
+                         public=public)
+    if shares is None:
+        raise ValueError(f"n_samples={n} is too few for a private multiclass fit at "
+                         f"epsilon={epsilon:g}")
+    if prior is not None and prior.share:
+        shares["selection"] = prior.share
     mu_total, mus = split_mu(epsilon, delta, shares)
-    scaling, _, R, records, _ = private_scaling(data, mus, fit_intercept=fit_intercept,
-                                             center=center, regression=False, rng=rng)
+    scaling, _, R, records, _ = private_scaling(
+        data, mus, fit_intercept=fit_intercept, center=center, regression=False, rng=rng,
+        bounds=feature_bounds, row_mode="feature_bounds" not in shares and public < p)
+    records = (list(prior.records) if prior is not None else []) + records
 
     def problem(relabel):
         return data.problem(scaling, None, relabel=relabel, loss="logistic", penalty=penalty,
@@ -354,7 +367,10 @@ def fit_default_one_vs_rest(X, labels, n_classes, *, penalty, penalty_kwargs, fi
             "per_class_epsilon": eps_class,
             "scaling": ("row-normalized" if "feature_bounds" not in mus
                         else "private feature bounds"),
-            "row_bound": R, "model_options": _public(options)}
-    result = combine(results, epsilon=total, delta=delta, accountant=accountant,
+            "row_bound": R, "model_options": _public(options), "public_bounds": public}
+    if prior is not None:
+        plan["table"] = prior.info
+        plan["selection_delta"] = prior.delta
+    result = combine(results, epsilon=total, delta=delta_total, accountant=accountant,
                      mechanisms=mechanisms, split="default path", params={"auto": plan})
     return MulticlassFit(result, scaling, None, plan)

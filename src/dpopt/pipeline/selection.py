@@ -227,7 +227,7 @@ def _rows(X, index):
 
 
 def fit_selected(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, delta, rng,
-                 regression, fit=None):
+                 regression, fit=None, feature_bounds=None, prior=None):
     """The default path with the private choice between its model and the constant
     (module docstring). Same arguments and result as :func:`dpopt.pipeline.default_path.fit_default`
     (``fit``, default that function, runs the training branch); ``plan["selection"]``
@@ -236,7 +236,15 @@ def fit_selected(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon,
 
     A ``penalty_kwargs["alpha"]`` of ``"auto"`` is resolved to :func:`default_alpha` of the
     training rows. Chunked data, and data too small for :data:`MIN_VALIDATION` held-out
-    rows, run the model path on all rows without a selection (the plan says why)."""
+    rows, run the model path on all rows without a selection (the plan says why).
+
+    ``feature_bounds`` / ``prior``: the table layer's public bounds and its releases on all n
+    rows before this call (:mod:`dpopt.preprocessing.tables`), handed to the training branch.
+    The held-out release is dominated by the training branch's *own* records, not the
+    prior's: a held-out record meets the prior and the score release, a training record the
+    prior and the training branch, so the prior is common to both sides."""
+    extra = {k: v for k, v in (("feature_bounds", feature_bounds), ("prior", prior))
+             if v is not None}
     fit = fit_routed if fit is None else fit
     loss_name = loss if isinstance(loss, str) else loss.name
     chunked = getattr(X, "is_chunked", False) is True or is_chunked_input(X)
@@ -248,7 +256,7 @@ def fit_selected(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon,
         kwargs = _resolve_alpha(penalty_kwargs, loss_name, n)
         auto = fit(X, y, loss=loss, penalty=penalty, penalty_kwargs=kwargs,
                    fit_intercept=fit_intercept, epsilon=epsilon, delta=delta, rng=rng,
-                   regression=regression)
+                   regression=regression, **extra)
         auto.plan["alpha"] = kwargs.get("alpha")
         auto.plan["selection"] = {"released": "model", "reason": f"no selection: {why}"}
         return auto
@@ -259,13 +267,14 @@ def fit_selected(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon,
     with _delta_judged_on(n):
         auto = fit(_rows(X, train), y[train], loss=loss, penalty=penalty,
                    penalty_kwargs=kwargs, fit_intercept=fit_intercept, epsilon=epsilon,
-                   delta=delta, rng=rng, regression=regression)
+                   delta=delta, rng=rng, regression=regression, **extra)
     auto.plan["alpha"] = kwargs.get("alpha")
     if auto.plan.get("unlearnable"):
         auto.plan["selection"] = {"released": "model", "reason": "no selection: nothing was "
                                   "learned on the training rows"}
         return auto
-    mu_v = validation_mu(auto.result.mechanisms)
+    own = auto.result.mechanisms[len(prior.records) if prior is not None else 0:]
+    mu_v = validation_mu(own)
     if mu_v == 0.0:
         auto.plan["selection"] = {"released": "model", "reason": "no selection: the training "
                                   "branch has no record that dominates a Gaussian score release"}

@@ -1,0 +1,670 @@
+"""Tables in: DataFrames with numeric, bool, categorical, string and missing columns.
+
+The table layer turns a pandas DataFrame (or a polars / pyarrow table, converted by
+narwhals) into the float matrix the models fit, with one rule per column *kind*. The
+kind comes from the column's dtype and from what the user declares, never from the
+values, so it is public schema:
+
+==============  =========================================  ==================================
+kind            dtype / declaration                        encoded as (bounds)
+==============  =========================================  ==================================
+numeric         int, float (not bool)                      the value, NaN -> 0 (private bounds,
+                                                           as before, or ``feature_bounds=``)
+bool            bool, pandas ``boolean``                   0/1 (public [0, 1])
+declared        pandas ``category`` or ``categories=``     one 0/1 column per declared level,
+                                                           plus ``<other>`` (public [0, 1])
+string          object / str without a declaration         one 0/1 column per level chosen by
+                                                           private partition selection, plus
+                                                           ``<other>`` (public [0, 1])
+==============  =========================================  ==================================
+
+Missing values. A column whose dtype can hold a missing value (float, nullable and
+categorical dtypes; string columns treat a missing cell as the level ``<missing>``) takes
+part in the selection below with its count of missing cells; when that count is selected
+the column gets an indicator ``<name>_missing`` (public [0, 1]). A missing numeric value is
+imputed at the public constant 0 (then clipped into the column's bounds like any value), a
+missing declared/bool value encodes as ``<other>`` / 0; the indicator carries the
+difference. Imputing at a public constant and adding an indicator are per-record maps that
+read no other record: they cost nothing.
+
+Private partition selection (Desfontaines, Voss, Gipson & Mandayam, "Differentially
+private partition selection", PoPETs 2022; Gopi, Gulhane, Kulkarni, Shen, Shokouhi &
+Yekhanin, "Differentially private set union", ICML 2020; Korolova, Kenthapadi, Mishra &
+Ntoulas, WWW 2009). Every selected part of the table is a vector of counts: for each
+string column the count of each value present, for each column that can hold missing
+values the count of its missing cells, and for a classifier whose labels are not declared
+the count of each label. All counts get independent N(0, sigma^2) noise and a value is kept
+when its noisy count exceeds a threshold tau; only the kept values are released (not the
+counts).
+
+* Sensitivity (replace-one: the same n, one record's row changed). In a string column
+  (and the label) a record moves one unit from its old value's count to its new one's:
+  L2 change sqrt(2). A missing count changes by at most 1. One record holds one value per
+  column, so over all columns the vector moves by at most
+  ``Delta = sqrt(2 (p_string + labels) + p_missing)``. With ``sigma = Delta / mu_sel`` the
+  counts of the values present in both neighbours are a Gaussian mechanism of multiplier
+  ``1 / mu_sel`` (``Gaussian(1 / mu_sel, 1)``; it composes with the model's Gaussians).
+* Values present in only one neighbour: the changed record can hold up to one such value
+  per data-driven column (``k = p_string + labels``), each with count 1. It is released only
+  if ``1 + N(0, sigma^2) > tau``; ``tau = 1 + sigma * Phi^-1(1 - delta_sel / k)`` makes that
+  happen with probability at most ``delta_sel`` over all k. The selection is then
+  (epsilon, delta_gauss + delta_sel)-DP; ``delta_sel`` is ``SELECTION_DELTA_SHARE`` of the fit's
+  delta, and the Gaussian mechanisms of the whole fit are accounted at the rest of delta.
+  A value held by one record (an id, a rare label) appears in at most ``delta_sel`` of fits.
+
+Rare or unselected values go to ``<other>``; ``categories=`` declares a column's levels
+(no selection, only the missing count); ``classes=`` declares the labels. The share of mu^2
+of the selection is ``SELECTION_SHARE`` (``SELECTION_SHARE_LABELS`` when only labels are
+selected): the selection only needs to find the well-populated values, and a value below
+tau (about ``tau / n`` of the rows) weighs little in a linear model.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy.stats import norm
+from sklearn.base import BaseEstimator, TransformerMixin
+
+from dpopt._core.validation import check_privacy_target, check_random_state
+from dpopt.privacy import Gaussian, epsilon_of, gdp_mu
+
+__all__ = ["TableSchema", "TableEncoder", "PrivateTableEncoder", "select_labels",
+           "select_values", "selection_threshold", "is_frame", "as_pandas", "plan_table",
+           "OTHER", "MISSING", "SELECTION_SHARE", "SELECTION_SHARE_LABELS",
+           "SELECTION_DELTA_SHARE"]
+
+OTHER = "<other>"
+MISSING = "<missing>"
+#: Share of mu^2 of the partition selection when string columns or missing counts are selected.
+SELECTION_SHARE = 0.05
+#: Share of mu^2 when only the labels of a classifier are selected.
+SELECTION_SHARE_LABELS = 0.02
+#: The largest share the labels' selection may take (:func:`label_share`).
+MAX_LABEL_SHARE = 0.3
+#: A class holding this fraction of the rows is kept with probability >= 99.87%.
+MIN_CLASS_FRACTION = 0.05
+#: Share of the fit's delta given to the selection's threshold (delta_sel).
+SELECTION_DELTA_SHARE = 0.1
+
+
+# --------------------------------------------------------------------------- frames
+
+
+def is_frame(X) -> bool:
+    """A pandas DataFrame, or a table narwhals can read (polars, pyarrow, ...)."""
+    module = (type(X).__module__ or "").split(".")[0]
+    if module == "pandas":
+        return hasattr(X, "columns") and hasattr(X, "dtypes")
+    return module in ("polars", "pyarrow", "modin", "cudf") and hasattr(X, "columns")
+
+
+def as_pandas(X):
+    """A pandas DataFrame from a pandas / polars / pyarrow table (narwhals converts)."""
+    import pandas as pd
+
+    if isinstance(X, pd.DataFrame):
+        return X
+    try:
+        import narwhals as nw
+    except ImportError:  # pragma: no cover - narwhals is installed with dpopt[frames]
+        raise ValueError(f"X is a {type(X).__name__}: install narwhals to fit it, or pass a "
+                         f"pandas DataFrame") from None
+    return nw.from_native(X, eager_only=True).to_pandas()
+
+
+# --------------------------------------------------------------------------- selection
+
+
+def selection_threshold(sigma, k, delta_sel):
+    """tau with P(1 + N(0, sigma^2) > tau) <= delta_sel / k (module docstring)."""
+    if k == 0:
+        return 1.0 + sigma * 4.0  # only fixed partitions: any threshold is post-processing
+    return 1.0 + sigma * float(norm.isf(delta_sel / k))
+
+
+def _value_counts(values):
+    """{value: count} of a 1-d array of hashable values (missing cells as MISSING)."""
+    import pandas as pd
+
+    s = pd.Series(np.asarray(values, dtype=object)).where(pd.notna(values), MISSING)
+    return s.astype(str).value_counts(sort=False).to_dict() if len(s) else {}
+
+
+def select_values(counts, sigma, tau, rng):
+    """The keys of ``counts`` whose count + N(0, sigma^2) exceeds tau (sorted)."""
+    keys = sorted(counts)
+    if not keys:
+        return []
+    noisy = np.array([counts[k] for k in keys], float) + rng.standard_normal(len(keys)) * sigma
+    return [k for k, v in zip(keys, noisy) if v > tau]
+
+
+def select_labels(y, mu, delta, rng, classes=None):
+    """Labels of y chosen privately: ``(classes, records, delta_sel)``.
+
+    ``classes`` given (or y categorical / bool): the declared labels, nothing spent.
+    Otherwise one partition selection of the label counts (sensitivity sqrt(2) under
+    replace-one): ``mu`` is its Gaussian-DP budget, ``delta`` the threshold's delta_sel. The
+    records are ``[Gaussian(1 / mu, 1)]``; a label held by one record is kept with
+    probability at most ``delta``. The classes are returned in ``np.unique`` order.
+    """
+    declared = declared_classes(y, classes)
+    if declared is not None:
+        return declared, [], 0.0
+    labels = np.asarray(y)
+    sigma = math.sqrt(2.0) / mu
+    tau = selection_threshold(sigma, 1, delta)
+    counts = _label_counts(labels)
+    kept = set(select_values({str(k): v for k, v in counts.items()}, sigma, tau, rng))
+    chosen = np.array(sorted(k for k in counts if str(k) in kept))
+    return chosen, [Gaussian(1.0 / mu, 1)], float(delta)
+
+
+def label_prior(counts, n, epsilon, delta, rng):
+    """The labels' selection of the default path from exact label counts ({label: count},
+    counted in memory or over chunks): ``(classes, Prior)``. Its share is
+    :func:`label_share`, its threshold delta all of delta_sel (the labels are the only
+    data-driven partition here)."""
+    delta_g, delta_sel = delta_split(delta, True)
+    mu = gdp_mu(epsilon, delta_g)
+    share = label_share(n, mu, delta_sel)
+    mu_y = mu * math.sqrt(share)
+    sigma = math.sqrt(2.0) / mu_y
+    kept = set(select_values({str(k): v for k, v in counts.items()}, sigma,
+                             selection_threshold(sigma, 1, delta_sel), rng))
+    classes = np.array(sorted(k for k in counts if str(k) in kept))
+    info = {"selection_mu": mu_y, "selection_delta": delta_sel, "label_share": share,
+            "column_share": 0.0, "labels": "selected privately"}
+    return classes, Prior(share, delta_sel, [Gaussian(1.0 / mu_y, 1)], info)
+
+
+def check_two_classes(chosen, epsilon):
+    """A classifier needs two labels after the selection: a clear error otherwise."""
+    if len(chosen) < 2:
+        raise ValueError(f"the label selection kept {len(chosen)} class(es) of y: a "
+                         f"classifier needs 2 classes. A label must be held by enough records "
+                         f"to be released privately at epsilon={epsilon:g}; declare the labels "
+                         f"with classes=[...] or raise epsilon")
+
+
+def _label_counts(labels):
+    values, counts = np.unique(labels, return_counts=True)
+    return dict(zip(values.tolist(), counts.tolist()))
+
+
+def declared_classes(y, classes=None):
+    """The public label set: ``classes=``, a categorical target's categories, or
+    [False, True] for a bool target; None when the labels must be selected."""
+    if classes is not None:
+        out = np.asarray(list(classes))
+        if out.ndim != 1 or out.size < 2 or np.unique(out).size != out.size:
+            raise ValueError(f"classes must list at least 2 distinct labels, got {classes!r}")
+        return out
+    dtype = getattr(y, "dtype", None)
+    if dtype is not None and str(dtype) == "category":
+        cats = y.categories if hasattr(y, "categories") else y.cat.categories
+        return np.asarray(cats)
+    if dtype is not None and (np.dtype(dtype).kind == "b" if isinstance(dtype, np.dtype)
+                              else str(dtype) == "boolean"):
+        return np.array([False, True])
+    return None
+
+
+def encode_labels(y, classes):
+    """Index of each label in ``classes``; a label outside them (unselected or undeclared)
+    gets index 0 (a per-record map: the row stays, n is unchanged). Numbers compare as
+    numbers (3 == 3.0), anything else by its text."""
+    y, classes = np.asarray(y), np.asarray(classes)
+    index = np.zeros(len(y), dtype=np.int64)
+    if y.dtype.kind in "iufb" and classes.dtype.kind in "iufb":
+        yv = y.astype(np.float64)
+        for i, c in enumerate(classes.astype(np.float64)):
+            index[yv == c] = i
+        return index
+    text = np.array([str(v) for v in y], dtype=object)
+    for i, c in enumerate(classes):
+        index[text == str(c)] = i
+    return index
+
+
+# --------------------------------------------------------------------------- schema
+
+
+@dataclass
+class Column:
+    """One raw column and how it is encoded (see the module table)."""
+
+    name: object
+    kind: str  # "numeric", "bool", "declared", "string"
+    missable: bool  # its dtype can hold a missing value: its missing count is selected
+    levels: list = field(default_factory=list)  # declared or selected levels (not OTHER)
+    has_missing: bool = False  # the missing count was selected: an indicator / level
+
+
+def _column_kind(name, dtype, declared):
+    import pandas as pd
+
+    if name in declared:
+        return "declared", True
+    if pd.api.types.is_bool_dtype(dtype):
+        return "bool", str(dtype) == "boolean"
+    if isinstance(dtype, pd.CategoricalDtype):
+        return "declared", True
+    if pd.api.types.is_numeric_dtype(dtype):
+        return "numeric", (pd.api.types.is_float_dtype(dtype)
+                           or pd.api.types.is_extension_array_dtype(dtype))
+    if pd.api.types.is_object_dtype(dtype) or pd.api.types.is_string_dtype(dtype):
+        return "string", True
+    raise ValueError(f"column {name!r} has dtype {dtype}, which dpopt cannot encode: convert "
+                     f"it to numbers (e.g. a date to days since an origin), to strings, or to "
+                     f"a pandas 'category' with declared categories, or drop it")
+
+
+def plan_table(df, categories=None):
+    """The public schema of ``df``: one :class:`Column` per column, from the dtypes and the
+    declared ``categories`` ({column: levels}) only (no value is read)."""
+    declared = dict(categories or {})
+    unknown = [c for c in declared if c not in df.columns]
+    if unknown:
+        raise ValueError(f"categories: {unknown} are not columns of X; columns: "
+                         f"{list(df.columns)}")
+    cols = []
+    for name in df.columns:
+        kind, missable = _column_kind(name, df[name].dtype, declared)
+        levels = []
+        if kind == "declared":
+            levels = ([str(v) for v in declared[name]] if name in declared
+                      else [str(v) for v in df[name].cat.categories])
+        cols.append(Column(name, kind, missable, levels))
+    return cols
+
+
+@dataclass
+class TableSchema:
+    """A fitted table encoding: the columns, the released levels and what was spent."""
+
+    columns: list
+    records: list = field(default_factory=list)
+    delta: float = 0.0  # delta_sel of the threshold
+    sigma: float = 0.0
+    threshold: float = 0.0
+
+    # ---- names and bounds of the encoded features
+    def feature_names_out(self):
+        names = []
+        for c in self.columns:
+            if c.kind == "numeric":
+                names.append(str(c.name))
+            elif c.kind == "bool":
+                names.append(str(c.name))
+            else:
+                names += ([f"{c.name}_{v}" for v in c.levels]
+                          + ([f"{c.name}_{MISSING}"] if c.has_missing else [])
+                          + [f"{c.name}_{OTHER}"])
+            if c.has_missing and c.kind in ("numeric", "bool"):
+                names.append(f"{c.name}_missing")
+        return names
+
+    def public_bounds(self, numeric_bounds=None):
+        """(lower, upper) of the encoded features: [0, 1] for every 0/1 column, NaN (to be
+        estimated privately) for numeric ones unless ``numeric_bounds[name]`` is given."""
+        numeric_bounds = numeric_bounds or {}
+        lo, hi = [], []
+        for c in self.columns:
+            width = self._width(c)
+            if c.kind == "numeric":
+                b = numeric_bounds.get(c.name, (math.nan, math.nan))
+                lo.append(float(b[0]))
+                hi.append(float(b[1]))
+                width -= 1
+            lo += [0.0] * width
+            hi += [1.0] * width
+        return np.array(lo), np.array(hi)
+
+    def to_dict(self):
+        """The schema as JSON-ready data (for a model file): the released levels only."""
+        return {"columns": [{"name": str(c.name), "kind": c.kind, "levels": list(c.levels),
+                             "missing_indicator": bool(c.has_missing)} for c in self.columns],
+                "threshold": self.threshold, "delta": self.delta}
+
+    @classmethod
+    def from_dict(cls, data):
+        cols = [Column(d["name"], d["kind"], d["kind"] != "string", list(d["levels"]),
+                       bool(d["missing_indicator"])) for d in data["columns"]]
+        return cls(cols, [], float(data.get("delta", 0.0)), 0.0, float(data.get("threshold", 0)))
+
+    def describe(self):
+        """Lines for a report: per column, its kind and released levels."""
+        lines = []
+        for c in self.columns:
+            miss = " (+ missing indicator)" if c.has_missing else ""
+            if c.kind == "string":
+                shown = ", ".join(c.levels) if c.levels else "none"
+                lines.append(f"{c.name}: chosen privately: {shown}; others -> {OTHER}{miss}")
+            elif c.kind == "declared":
+                lines.append(f"{c.name}: {len(c.levels)} declared categories (public schema)"
+                             f"{miss}")
+            elif c.kind == "bool":
+                lines.append(f"{c.name}: bool, 0/1 with public bounds [0, 1]{miss}")
+            elif c.has_missing:
+                lines.append(f"{c.name}: numeric, missing -> 0 + indicator")
+        return lines
+
+    @staticmethod
+    def _width(c):
+        if c.kind in ("numeric", "bool"):
+            return 1 + int(c.has_missing)
+        return len(c.levels) + int(c.has_missing) + 1
+
+    # ---- the encoding (a per-record map: free)
+    def transform(self, df):
+        """The float matrix of ``df`` (columns matched by name; unseen levels -> other)."""
+        df = as_pandas(df)
+        missing = [c.name for c in self.columns if c.name not in df.columns]
+        if missing:
+            raise ValueError(f"X lacks the column(s) {missing} of the training schema; "
+                             f"columns given: {list(df.columns)}")
+        n = len(df)
+        out = np.zeros((n, sum(self._width(c) for c in self.columns)))
+        j = 0
+        for c in self.columns:  # filled in place: no per-column blocks to stack
+            width = self._width(c)
+            self._encode(c, df[c.name], out[:, j:j + width])
+            j += width
+        return out
+
+    def _encode(self, c, s, out):
+        """Write column ``c`` of the values ``s`` into ``out`` (its encoded columns)."""
+        import pandas as pd
+
+        absent = pd.isna(s).to_numpy()
+        if c.kind == "numeric":
+            try:
+                v = pd.to_numeric(s, errors="raise").to_numpy(dtype=np.float64, na_value=np.nan)
+            except (ValueError, TypeError):
+                raise ValueError(f"column {c.name!r} was numeric at fit time but holds "
+                                 f"non-numbers now; fix its values") from None
+            out[:, 0] = v
+            out[absent, 0] = 0.0
+            if not np.all(np.isfinite(out[:, 0])):
+                raise ValueError(f"column {c.name!r} holds an infinite value; replace it by a "
+                                 f"finite number or a missing value")
+        elif c.kind == "bool":
+            out[~absent, 0] = s[~absent].astype(bool).to_numpy(dtype=np.float64)
+        else:
+            levels = c.levels + ([MISSING] if c.has_missing else [])
+            codes = pd.Index(levels, dtype=object).get_indexer(
+                s.astype(object).where(~absent, MISSING).astype(str)).astype(np.int64)
+            codes[codes < 0] = len(levels)  # unselected, undeclared or unseen: <other>
+            out[np.arange(len(s)), codes] = 1.0
+            return
+        if c.has_missing:
+            out[:, 1] = absent
+
+
+def public_table(X, categories=None):
+    """``(schema, X_float)`` from the public schema only (declared categories, bool,
+    numeric; a missing value imputed at 0 or encoded as ``<other>``, no indicator): for
+    explicit solvers, which release nothing about the columns. A string column without
+    declared categories is refused (its levels would have to be read from the data)."""
+    df = as_pandas(X)
+    columns = plan_table(df, categories)
+    strings = [c.name for c in columns if c.kind == "string"]
+    if strings:
+        raise ValueError(f"columns {strings} hold strings: their categories must be chosen "
+                         f"privately (solver='auto') or declared "
+                         f"(categories={{{strings[0]!r}: [...]}})")
+    schema = TableSchema(columns)
+    return schema, schema.transform(df)
+
+
+def _missing_count(s):
+    import pandas as pd
+
+    return int(pd.isna(s).sum())
+
+
+def fit_schema(df, columns, mu, delta_sel, rng):
+    """Run the partition selection (module docstring) on ``df``'s columns planned by
+    :func:`plan_table`; returns ``(TableSchema, None)``. ``mu``: its Gaussian-DP budget;
+    ``delta_sel``: the threshold's delta (over all its data-driven columns)."""
+    data_driven = [c for c in columns if c.kind == "string"]
+    fixed = [c for c in columns if c.kind != "string" and c.missable]
+    k = len(data_driven)
+    if k == 0 and not fixed:
+        return TableSchema(columns), None
+    sensitivity = math.sqrt(2.0 * k + len(fixed))
+    sigma = sensitivity / mu
+    tau = selection_threshold(sigma, k, delta_sel)
+    for c in data_driven:
+        kept = select_values(_value_counts(df[c.name].to_numpy()), sigma, tau, rng)
+        c.has_missing = MISSING in kept
+        c.levels = [v for v in kept if v != MISSING]
+    for c in fixed:
+        noisy = _missing_count(df[c.name]) + rng.standard_normal() * sigma
+        c.has_missing = bool(noisy > tau)
+    schema = TableSchema(columns, [Gaussian(1.0 / mu, 1)], float(delta_sel) if k else 0.0,
+                         sigma, tau)
+    return schema, None
+
+
+def selection_share(columns):
+    """The share of mu^2 of the columns' selection (0 when no column is selected)."""
+    return SELECTION_SHARE if any(c.kind == "string" or c.missable for c in columns) else 0.0
+
+
+def label_share(n, mu, delta_y):
+    """The share of mu^2 of the labels' selection, from public (n, mu, delta_y) only.
+
+    The smallest share whose threshold keeps a class holding ``MIN_CLASS_FRACTION`` of the
+    n rows with probability >= Phi(3) (99.87%): tau + 3 sigma <= f n with
+    tau = 1 + sigma z, z = Phi^-1(1 - delta_y), sigma = sqrt(2) / (mu sqrt(share)); kept
+    within [``SELECTION_SHARE_LABELS``, ``MAX_LABEL_SHARE``].
+    """
+    z = float(norm.isf(delta_y))
+    room = max(MIN_CLASS_FRACTION * n - 1.0, 1e-9)
+    need = (math.sqrt(2.0) * (z + 3.0) / (mu * room)) ** 2
+    return min(MAX_LABEL_SHARE, max(SELECTION_SHARE_LABELS, need))
+
+
+def delta_split(delta, has_threshold):
+    """(delta of the Gaussian mechanisms, delta_sel of the threshold)."""
+    if not has_threshold:
+        return delta, 0.0
+    return delta * (1.0 - SELECTION_DELTA_SHARE), delta * SELECTION_DELTA_SHARE
+
+
+# --------------------------------------------------------------------------- estimator side
+
+
+@dataclass
+class Prior:
+    """Releases run before :func:`dpopt.pipeline.default_path.fit_default`, composed with it: a share of
+    mu^2, the threshold's delta, their records and a description for the plan."""
+
+    share: float
+    delta: float
+    records: list
+    info: dict
+
+
+@dataclass
+class TableEncoder:
+    """What an estimator keeps of its table: the schema and the raw column names."""
+
+    schema: TableSchema | None
+    feature_names_in: np.ndarray | None
+
+    def transform(self, X):
+        if self.schema is None:
+            return X
+        return self.schema.transform(X)
+
+    def get_feature_names_out(self):
+        return np.array(self.schema.feature_names_out(), dtype=object)
+
+
+def prepare_default(X, y, *, epsilon, delta, categories, feature_bounds, classes, classifier,
+                    rng):
+    """The table and label part of the default path: plan (public), select (private),
+    encode. Returns ``(X_float, y, classes, encoder, public_bounds, prior)``.
+
+    ``y`` is returned as given for regression, as indices into ``classes`` for a classifier.
+    """
+    frame = is_frame(X)
+    columns, df = None, None
+    if frame:
+        df = as_pandas(X)
+        columns = plan_table(df, categories)
+    elif categories:
+        raise ValueError("categories= needs X as a DataFrame (columns by name)")
+    select_y = classifier and declared_classes(y, classes) is None
+    k_cols = sum(c.kind == "string" for c in (columns or []))
+    k = k_cols + int(select_y)
+    delta_g, delta_sel = delta_split(delta, k > 0)
+    mu = gdp_mu(epsilon, delta_g)
+    # one threshold delta per data-driven column and for the labels: delta_sel / k each
+    delta_y = delta_sel / k if select_y else 0.0
+    share_y = label_share(X.shape[0], mu, delta_y) if select_y else 0.0
+    share_c = selection_share(columns or [])
+    labels, records = None, []
+    if select_y:
+        labels, records, _ = select_labels(y, mu * math.sqrt(share_y), delta_y, rng)
+    if frame:
+        schema, _ = fit_schema(df, columns, mu * math.sqrt(share_c) if share_c else 0.0,
+                               delta_sel - delta_y, rng)
+        records += list(schema.records)
+        Xf = schema.transform(df)
+        encoder = TableEncoder(schema, np.asarray(df.columns, dtype=object))
+        names = list(df.columns)
+    else:
+        schema, encoder, Xf, names = None, None, X, None
+    share = share_y + share_c
+    mu_sel = mu * math.sqrt(share)
+    if classifier:
+        chosen = labels if select_y else declared_classes(y, classes)
+        check_two_classes(chosen, epsilon)
+        y_out, classes_out = encode_labels(y, chosen), chosen
+    else:
+        y_out, classes_out = y, None
+    bounds = _resolve_bounds(feature_bounds, schema, names, Xf.shape[1])
+    info = {"selection_mu": mu_sel, "selection_delta": delta_sel, "label_share": share_y,
+            "column_share": share_c}
+    if schema is not None:
+        info.update(_schema_info(schema))
+    if select_y:
+        info["labels"] = "selected privately"
+    prior = Prior(share, delta_sel, records, info) if share else None
+    return Xf, y_out, classes_out, encoder, bounds, prior
+
+
+def _schema_info(schema):
+    kinds = {}
+    for c in schema.columns:
+        kinds[c.kind] = kinds.get(c.kind, 0) + 1
+    declared = sum(len(c.levels) for c in schema.columns if c.kind == "declared")
+    selected = sum(len(c.levels) for c in schema.columns if c.kind == "string")
+    return {"columns": kinds, "declared_levels": declared, "selected_levels": selected,
+            "missing_indicators": sum(c.has_missing for c in schema.columns),
+            "threshold": schema.threshold}
+
+
+def _resolve_bounds(feature_bounds, schema, names, width):
+    """(lower, upper) public bounds of the encoded features (NaN: estimate privately)."""
+    if schema is not None:
+        given = _by_name(feature_bounds, names) if feature_bounds is not None else {}
+        kinds = {c.name: c.kind for c in schema.columns}
+        bad = [k for k in given if kinds.get(k) != "numeric"]
+        if bad:
+            raise ValueError(f"feature_bounds: {bad} are not numeric columns (0/1 columns "
+                             f"made by the table layer have public bounds [0, 1] already)")
+        lo, hi = schema.public_bounds(given)
+        return None if np.all(np.isnan(lo)) and np.all(np.isnan(hi)) else (lo, hi)
+    if feature_bounds is None:
+        return None
+    given = _by_name(feature_bounds, list(range(width)))
+    lo, hi = np.full(width, np.nan), np.full(width, np.nan)
+    for j, (a, b) in given.items():
+        lo[j], hi[j] = a, b
+    return lo, hi
+
+
+def _by_name(feature_bounds, names):
+    """{column: (lower, upper)} from a dict keyed by name or index, checked."""
+    if not isinstance(feature_bounds, dict):
+        raise ValueError(f"feature_bounds must be a dict {{column name or index: (lower, "
+                         f"upper)}}, got {feature_bounds!r}")
+    out = {}
+    for key, pair in feature_bounds.items():
+        if isinstance(key, (int, np.integer)) and not isinstance(key, bool):
+            if not -len(names) <= key < len(names):
+                raise ValueError(f"feature_bounds: column index {key} is out of range for "
+                                 f"{len(names)} columns")
+            key = names[key]
+        elif key not in names:
+            raise ValueError(f"feature_bounds: {key!r} is not a column; columns: {names}")
+        try:
+            a, b = (float(v) for v in pair)
+        except (TypeError, ValueError):
+            raise ValueError(f"feature_bounds[{key!r}] must be a pair (lower, upper) of "
+                             f"numbers, got {pair!r}") from None
+        if not (math.isfinite(a) and math.isfinite(b) and a <= b):
+            raise ValueError(f"feature_bounds[{key!r}] = {pair!r}: need finite lower <= upper")
+        out[key] = (a, b)
+    return out
+
+
+# --------------------------------------------------------------------------- transformer
+
+
+class PrivateTableEncoder(TransformerMixin, BaseEstimator):
+    """The table layer as a scikit-learn transformer: ``fit`` runs the private partition
+    selection (module docstring) at ``(epsilon, delta)`` and ``transform`` gives the float
+    matrix (one-hot levels + ``<other>``, bool 0/1, numeric with NaN -> 0, missing
+    indicators). ``public_bounds_`` gives [0, 1] for every 0/1 column (pass it to an
+    estimator's ``feature_bounds=``); ``get_feature_names_out()`` and
+    ``set_output(transform="pandas")`` behave as in scikit-learn. ``epsilon_spent_``,
+    ``delta_spent_`` report the release (one Gaussian mechanism plus the threshold's delta).
+    """
+
+    def __init__(self, *, epsilon=1.0, delta=1e-6, categories=None, random_state=None):
+        self.epsilon = epsilon
+        self.delta = delta
+        self.categories = categories
+        self.random_state = random_state
+
+    def fit(self, X, y=None):
+        epsilon, delta = check_privacy_target(self.epsilon, self.delta)
+        if not is_frame(X):
+            raise ValueError("PrivateTableEncoder needs X as a DataFrame (pandas, polars or "
+                             "pyarrow)")
+        df = as_pandas(X)
+        columns = plan_table(df, self.categories)
+        has_threshold = any(c.kind == "string" for c in columns)
+        delta_g, delta_sel = delta_split(delta, has_threshold)
+        mu = gdp_mu(epsilon, delta_g)
+        schema, _ = fit_schema(df, columns, mu, delta_sel, check_random_state(self.random_state))
+        self.schema_ = schema
+        self.feature_names_in_ = np.asarray(df.columns, dtype=object)
+        self.n_features_in_ = len(df.columns)
+        self.epsilon_spent_ = (epsilon_of(schema.records, delta_g) if schema.records else 0.0)
+        self.delta_spent_ = delta if schema.records else 0.0
+        self.public_bounds_ = {name: (0.0, 1.0) for name in schema.feature_names_out()
+                               if name not in {str(c.name) for c in columns
+                                               if c.kind == "numeric"}}
+        return self
+
+    def transform(self, X):
+        from sklearn.utils.validation import check_is_fitted
+
+        check_is_fitted(self, "schema_")
+        return self.schema_.transform(X)
+
+    def get_feature_names_out(self, input_features=None):
+        from sklearn.utils.validation import check_is_fitted
+
+        check_is_fitted(self, "schema_")
+        return np.array(self.schema_.feature_names_out(), dtype=object)

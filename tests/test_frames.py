@@ -1,0 +1,212 @@
+"""The table layer (dpopt.preprocessing.tables): column kinds, private selection of categories and labels,
+missing values, public bounds, one composition, and the selection audit."""
+
+import math
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy.stats import norm
+
+import dpopt
+import dpopt.preprocessing.tables as F
+from dpopt.privacy import epsilon_of, gdp_mu
+
+
+def _table(n=3000, seed=0):
+    rng = np.random.default_rng(seed)
+    age = rng.integers(18, 80, n)
+    color = rng.choice(["red", "green", "blue"], n)
+    income = rng.normal(50, 10, n)
+    income[rng.random(n) < 0.2] = np.nan  # 20% missing: its indicator is selected
+    member = rng.random(n) < 0.3
+    size = pd.Categorical(rng.choice(["S", "M"], n), categories=["S", "M", "L", "XL"])
+    ident = np.array([f"id{i:06d}" for i in range(n)], dtype=object)
+    score = 0.1 * (age - 45) + 2.0 * (color == "red") + member + rng.standard_normal(n)
+    y = np.where(score > 0.5, "yes", "no")
+    df = pd.DataFrame({"age": age, "color": color, "income": income, "member": member,
+                       "size": size, "client": ident})
+    return df, pd.Series(y)
+
+
+def test_plan_reads_only_dtypes_and_declarations():
+    df, _ = _table(100)
+    kinds = {c.name: c.kind for c in F.plan_table(df)}
+    assert kinds == {"age": "numeric", "color": "string", "income": "numeric",
+                     "member": "bool", "size": "declared", "client": "string"}
+    declared = {c.name: c.levels for c in F.plan_table(df, {"color": ["red", "blue"]})}
+    assert declared["color"] == ["red", "blue"] and declared["size"] == ["S", "M", "L", "XL"]
+    with pytest.raises(ValueError, match="'when' has dtype datetime64"):
+        F.plan_table(pd.DataFrame({"when": pd.to_datetime(["2020-01-01"])}))
+    with pytest.raises(ValueError, match="categories: \\['nope'\\] are not columns"):
+        F.plan_table(df, {"nope": ["a"]})
+
+
+def test_dataframe_fit_selects_privately_and_keeps_indicator_columns():
+    df, y = _table()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", dpopt.PrivacyLeakWarning)
+        model = dpopt.DPLogisticRegression(epsilon=1.0, random_state=0).fit(df, y)
+    schema = model.table_.schema
+    levels = {c.name: c.levels for c in schema.columns}
+    assert levels["color"] == ["blue", "green", "red"]
+    assert levels["client"] == []  # an id column releases none of its values
+    assert levels["size"] == ["S", "M", "L", "XL"]  # declared: public, all kept
+    assert {c.name: c.has_missing for c in schema.columns}["income"]
+    names = list(model.table_.get_feature_names_out())
+    assert names == ["age", "color_blue", "color_green", "color_red", "color_<other>", "income",
+                     "income_missing", "member", "size_S", "size_M", "size_L", "size_XL",
+                     "size_<other>", "client_<other>"]
+    assert model.coef_.shape == (1, len(names))
+    assert list(model.feature_names_in_) == list(df.columns) and model.n_features_in_ == 6
+    # every 0/1 column made by the layer has public bounds [0, 1]: never estimated or dropped
+    lo, hi = model.feature_bounds_
+    for j, name in enumerate(names):
+        if name not in ("age", "income"):
+            assert (lo[j], hi[j]) == (0.0, 1.0), name
+    assert model.auto_.plan["public_bounds"] == len(names) - 2
+    assert model.score(df, y) > 0.75
+    info = model.auto_.plan["table"]
+    assert info["declared_levels"] == 4 and info["selected_levels"] == 3
+    assert info["labels"] == "selected privately"
+
+
+def test_whole_fit_is_one_composition_and_one_charge():
+    df, y = _table()
+    acc = dpopt.BudgetAccountant(epsilon=2.0, delta=1e-5)
+    model = dpopt.DPLogisticRegression(epsilon=1.0, delta=1e-6, random_state=1,
+                                       accountant=acc).fit(df, y)
+    plan, r = model.auto_.plan, model.fit_result_
+    delta_sel = plan["selection_delta"]
+    assert delta_sel == pytest.approx(F.SELECTION_DELTA_SHARE * 1e-6)
+    assert r.delta == 1e-6 and model.delta_spent_ == 1e-6
+    # the Gaussian mechanisms (selection included) compose to the target at delta - delta_sel
+    assert epsilon_of(r.mechanisms, 1e-6 - delta_sel) == pytest.approx(1.0, rel=1e-6)
+    mu = gdp_mu(1.0, 1e-6 - delta_sel)
+    assert sum(v ** 2 for v in plan["mu_shares"].values()) == pytest.approx(mu ** 2, rel=1e-9)
+    assert "selection" in plan["mu_shares"]
+    assert len(acc._ledger) == 1  # one charge
+    # a fit whose labels' selection leaves one class fails and charges nothing
+    y1 = pd.Series(["no"] * (len(y) - 1) + ["yes"])
+    with pytest.raises(ValueError, match="kept 1 class.*needs 2 classes.*classes="):
+        dpopt.DPLogisticRegression(epsilon=1.0, delta=1e-6, random_state=1,
+                                   accountant=acc).fit(df, y1)
+    assert len(acc._ledger) == 1
+
+
+def test_selection_sensitivity_threshold_and_its_delta():
+    df, _ = _table(500)
+    cols = F.plan_table(df)
+    mu, delta_sel = 0.3, 1e-7
+    schema, _ = F.fit_schema(df, cols, mu, delta_sel, np.random.default_rng(0))
+    k = 2  # color, client: data-driven; income, size (missing counts) are fixed partitions
+    fixed = 2
+    assert schema.sigma == pytest.approx(math.sqrt(2 * k + fixed) / mu)
+    assert schema.threshold == pytest.approx(1 + schema.sigma * norm.isf(delta_sel / k))
+    # a value held by one record clears the threshold with probability <= delta_sel over all k
+    assert k * norm.sf((schema.threshold - 1) / schema.sigma) <= delta_sel * (1 + 1e-9)
+    assert schema.records == [dpopt.privacy.Gaussian(1.0 / mu, 1)]
+
+
+def test_labels_declared_bool_categorical_and_arrays():
+    df, y = _table()
+    m = dpopt.DPLogisticRegression(classes=["no", "yes"], random_state=0).fit(df, y)
+    assert list(m.classes_) == ["no", "yes"] and "labels" not in m.auto_.plan["table"]
+    assert m.auto_.plan["table"]["label_share"] == 0.0
+    m = dpopt.DPLogisticRegression(random_state=0).fit(df, y == "yes")
+    assert list(m.classes_) == [False, True]
+    m = dpopt.DPLogisticRegression(random_state=0).fit(df, pd.Categorical(y))
+    assert list(m.classes_) == ["no", "yes"]
+    # arrays with a well-populated binary numeric target: the classes np.unique would give,
+    # chosen privately (a small share of the plan)
+    X = np.random.default_rng(0).standard_normal((2000, 3))
+    yy = (X[:, 0] > 0).astype(int)
+    m = dpopt.DPLogisticRegression(random_state=0).fit(X, yy)
+    assert list(m.classes_) == [0, 1] and m.auto_.plan["table"]["label_share"] > 0
+    assert m.score(X, yy) > 0.8
+    with pytest.raises(ValueError, match="at least 2 distinct"):
+        dpopt.DPLogisticRegression(classes=["x"]).fit(X, yy)
+
+
+def test_feature_bounds_are_public_and_cost_nothing():
+    df, y = _table()
+    m = dpopt.DPLogisticRegression(random_state=0, feature_bounds={
+        "age": (18, 80), "income": (0, 100)}).fit(df, y)
+    plan = m.auto_.plan
+    assert "feature_bounds" not in plan["mu_shares"]  # nothing left to estimate
+    lo, hi = m.feature_bounds_
+    assert (lo[0], hi[0]) == (18, 80)
+    X = np.random.default_rng(0).standard_normal((3000, 2)) * [1, 100]
+    yr = X @ [1.0, 0.01]
+    r = dpopt.DPLinearRegression(random_state=0, feature_bounds={0: (-4, 4)}).fit(X, yr)
+    assert (r.feature_bounds_[0][0], r.feature_bounds_[1][0]) == (-4, 4)
+    assert r.auto_.plan["public_bounds"] == 1
+    with pytest.raises(ValueError, match="feature_bounds: 'nope' is not a column"):
+        dpopt.DPLogisticRegression(feature_bounds={"nope": (0, 1)}).fit(df, y)
+    with pytest.raises(ValueError, match="not numeric columns"):
+        dpopt.DPLogisticRegression(feature_bounds={"color": (0, 1)}).fit(df, y)
+    with pytest.raises(ValueError, match="lower <= upper"):
+        dpopt.DPLogisticRegression(feature_bounds={"age": (5, 1)}).fit(df, y)
+
+
+def test_predict_aligns_unseen_and_missing_values():
+    df, y = _table()
+    m = dpopt.DPLogisticRegression(random_state=0).fit(df, y)
+    test = df.iloc[:50][list(reversed(df.columns))].copy()  # other column order
+    test.loc[test.index[:5], "color"] = "purple"  # unseen -> <other>
+    test.loc[test.index[5:10], "age"] = np.nan
+    pred = m.predict(test)
+    assert pred.shape == (50,) and set(pred) <= {"no", "yes"}
+    enc = m.table_.transform(test)
+    assert np.all(enc[:5, 4] == 1)  # color_<other>
+    with pytest.raises(ValueError, match="lacks the column"):
+        m.predict(test.drop(columns=["color"]))
+
+
+def test_explicit_solver_takes_public_schema_only():
+    df, y = _table(500)
+    with pytest.raises(ValueError, match="hold strings.*solver='auto'.*categories="):
+        dpopt.DPLogisticRegression(solver="dp-gd", classes=["no", "yes"]).fit(df, y)
+    opts = {"smoothness": 1.0}
+    with pytest.warns(dpopt.PrivacyLeakWarning, match="np.unique"):
+        m = dpopt.DPLogisticRegression(solver="dp-gd", solver_options=opts, categories={
+            "color": ["red", "green", "blue"], "client": []}).fit(df, y)
+    assert any("np.unique" in msg for msg in m.privacy_leaks_)
+
+
+def test_private_table_encoder_transformer_api():
+    df, _ = _table(2000)
+    enc = F.PrivateTableEncoder(epsilon=1.0, delta=1e-6, random_state=0).fit(df)
+    names = enc.get_feature_names_out()
+    assert enc.transform(df).shape == (2000, len(names))
+    assert 0 < enc.epsilon_spent_ <= 1.0 + 1e-9 and enc.delta_spent_ == 1e-6
+    assert enc.public_bounds_["color_red"] == (0.0, 1.0) and "age" not in enc.public_bounds_
+    out = enc.set_output(transform="pandas").transform(df)
+    assert isinstance(out, pd.DataFrame) and list(out.columns) == list(names)
+
+
+def test_pyarrow_table_through_narwhals():
+    pa = pytest.importorskip("pyarrow")
+    pytest.importorskip("narwhals")
+    df, y = _table(2000)
+    table = pa.Table.from_pandas(df.drop(columns=["size"]))
+    a = dpopt.DPLogisticRegression(random_state=0).fit(table, y)
+    b = dpopt.DPLogisticRegression(random_state=0).fit(df.drop(columns=["size"]), y)
+    np.testing.assert_allclose(a.coef_, b.coef_)
+
+
+@pytest.mark.parametrize("kind", ["label", "category"])
+def test_selection_audit_one_record_value_is_not_released(kind):
+    from dpopt.api.selection_audit import selection_audit
+
+    res = selection_audit(kind, n_runs=150)
+    assert res.consistent and res.released == 0, res.summary()
+
+
+def test_selection_audit_catches_a_threshold_that_lets_rare_values_through(monkeypatch):
+    from dpopt.api.selection_audit import selection_audit
+
+    monkeypatch.setattr(F, "selection_threshold", lambda sigma, k, delta: 0.5)
+    res = selection_audit("category", n_runs=150)
+    assert not res.consistent and res.released > 30, res.summary()
