@@ -83,6 +83,9 @@ from dpopt.privacy import (
 #: Shares of mu^2 (Gaussian-DP) spent on the steps that fix the scale.
 SHARES = {"feature_bounds": 0.10, "feature_means": 0.04, "row_norm": 0.03,
           "target_bounds": 0.05}
+#: Share of mu^2 of the releases of :mod:`dpopt.inference` (``inference=True`` only): they
+#: fix a variance, not the model, so they need to be right within tens of percent.
+INFERENCE_SHARE = 0.10
 #: The largest share a scaling step may take when its default share cannot resolve it.
 MAX_SHARE = 0.30
 #: Level of the private quantile of the scaled rows' norms (the row bound R).
@@ -207,6 +210,7 @@ class AutoFit:
     scaling: Scaling
     target: TargetScaling | None
     plan: dict = field(default_factory=dict)
+    inference: object = None  # dpopt.inference.Inference when inference=True
 
     def raw_model(self) -> tuple[np.ndarray, float]:
         """``(coef, intercept)`` in the raw units of X and y (post-processing)."""
@@ -346,7 +350,7 @@ def bounds_resolvable(n, p, mu_bounds):
     return n / DEFAULT_GRID.bins_per_decade >= DEFAULT_BIN_CONFIDENCE * sigma
 
 
-def plan_budget(n, p, mu, *, regression, center):
+def plan_budget(n, p, mu, *, regression, center, inference=False):
     """Shares of mu^2 for the scaling steps, from public (n, p, mu) only.
 
     Feature bounds get ``SHARES["feature_bounds"]``, or ``MAX_SHARE`` when that is
@@ -355,7 +359,9 @@ def plan_budget(n, p, mu, *, regression, center):
     features are centred (dense data with an intercept). A regression target gets
     ``SHARES["target_bounds"]`` or ``MAX_SHARE`` likewise; if even that cannot
     resolve one histogram, no private fit can learn the target's scale: the plan is
-    then ``None`` (see :func:`fit_default`).
+    then ``None`` (see :func:`fit_default`). ``inference``: :data:`INFERENCE_SHARE` for the
+    releases of :mod:`dpopt.inference` (only with per-feature bounds: a row-normalized
+    model has no raw-unit coefficients).
     """
     shares = {}
     for share in (SHARES["feature_bounds"], MAX_SHARE):
@@ -364,6 +370,8 @@ def plan_budget(n, p, mu, *, regression, center):
             if center:
                 shares["feature_means"] = SHARES["feature_means"]
             shares["row_norm"] = SHARES["row_norm"]
+            if inference:
+                shares["inference"] = INFERENCE_SHARE
             break
     if regression:
         share = next((s for s in (SHARES["target_bounds"], MAX_SHARE)
@@ -492,7 +500,7 @@ def _data_of(X, y, loss, fit_intercept):
 
 
 def fit_default(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, delta, rng,
-                regression):
+                regression, inference=False):
     """Run the default path (module docstring) and return an :class:`AutoFit`.
 
     ``y`` is already encoded for the loss ({-1, +1} labels for logistic). ``X`` may also
@@ -501,6 +509,10 @@ def fit_default(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, 
     chunk and the mechanism is a distributed one (:mod:`dpopt.distributed_auto`). The
     returned ``result`` is the model's FitResult with ``epsilon``, ``mechanisms`` and
     ``accountant`` replaced by those of the whole composition.
+
+    ``inference``: also release what :mod:`dpopt.inference` needs for standard errors
+    (its share of mu is in the plan and the composition); a ValueError before the data
+    is read when the path cannot give them (:func:`dpopt.inference.unsupported_reason`).
     """
     from dpopt.budget import _unbudgeted
     from dpopt.solvers import available_solvers, solve
@@ -509,7 +521,10 @@ def fit_default(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, 
     n, p = data.shape
     loss_name = loss if isinstance(loss, str) else loss.name
     center = fit_intercept and not data.sparse
-    shares = plan_budget(n, p, gdp_mu(epsilon, delta), regression=regression, center=center)
+    if inference:
+        _check_inference(loss_name, penalty, penalty_kwargs, n, p, data.chunked)
+    shares = plan_budget(n, p, gdp_mu(epsilon, delta), regression=regression, center=center,
+                         inference=inference)
     if shares is None:
         return _no_model(p, loss, penalty, penalty_kwargs, fit_intercept, delta, n, epsilon)
     mu_total, mus = split_mu(epsilon, delta, shares)
@@ -549,16 +564,45 @@ def fit_default(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, 
         result = solve(problem, solver, epsilon=eps_model, delta=delta, random_state=rng,
                        **options)
 
+    released = None
+    if "inference" in mus:  # Gaussian releases at the released model (dpopt.inference)
+        from dpopt.inference import Inference, release_inference
+
+        scaled, rec = release_inference(problem, result, solver, row_bound=R,
+                                        mu=mus["inference"], rng=rng,
+                                        adassp_release=getattr(result, "release", None))
+        result.mechanisms = list(result.mechanisms) + rec
+        released = Inference.from_scaled(scaled, scaling, target, fit_intercept, n)
     mechanisms = records + list(result.mechanisms)
     total = epsilon_of(mechanisms, delta, adjacency=result.adjacency)
     plan = {"solver": solver, "reason": why, "mu": mu_total, "mu_shares": mus,
             "scaling": "row-normalized" if row_mode else "private feature bounds",
             "row_bound": R, "model_options": _public(options)}
+    if inference and released is None:
+        plan["inference_unavailable"] = unsupported_reason_of(solver, row_mode)
     result = replace(result, epsilon=total, mechanisms=mechanisms,
                      accountant="exact" if all(isinstance(m, Gaussian) for m in mechanisms)
                      else result.accountant,
                      params={**result.params, "auto": plan})
-    return AutoFit(result, scaling, target, plan)
+    return AutoFit(result, scaling, target, plan, released)
+
+
+def _check_inference(loss_name, penalty, penalty_kwargs, n, p, chunked):
+    """ValueError, before any data is read, when the path's mechanism cannot give intervals."""
+    from dpopt.inference import unsupported_reason
+    from dpopt.solvers import available_solvers
+
+    pen = "none" if penalty == "l2" and not penalty_kwargs.get("alpha") else penalty
+    solver = choose_solver(loss_name, pen, n, p, available_solvers(), chunked=chunked)[0]
+    reason = unsupported_reason(solver, chunked=chunked)
+    if reason is not None:
+        raise ValueError(f"inference=True: {reason}")
+
+
+def unsupported_reason_of(solver, row_mode):
+    from dpopt.inference import unsupported_reason
+
+    return unsupported_reason(solver, row_normalized=row_mode)
 
 
 def _no_model(p, loss, penalty, penalty_kwargs, fit_intercept, delta, n, epsilon):

@@ -78,6 +78,7 @@ from dpopt._validation import (
 from dpopt.budget import resolve_budget
 from dpopt.distributed import is_chunked_input
 from dpopt.exceptions import PrivacyLeakWarning
+from dpopt.inference import InferenceMixin
 from dpopt.problem import Problem
 from dpopt.solvers import get_solver, solve
 
@@ -201,7 +202,8 @@ class _DPLinearModel(BaseEstimator):
                 auto = fit_default(X, target, loss=self._loss(), penalty=penalty,
                                    penalty_kwargs=penalty_kwargs,
                                    fit_intercept=self.fit_intercept, epsilon=epsilon,
-                                   delta=delta, rng=rng, regression=not self._classifier)
+                                   delta=delta, rng=rng, regression=not self._classifier,
+                                   inference=bool(getattr(self, "inference", False)))
                 if auto.result.epsilon > epsilon * (1 + 1e-9):  # never expected: exact split
                     raise RuntimeError(f"internal error: the default path would spend "
                                        f"{auto.result.epsilon} > epsilon={epsilon}; nothing "
@@ -225,6 +227,9 @@ class _DPLinearModel(BaseEstimator):
         :func:`dpopt.solve` uses (the default delta needs n: resolved by ``_fit``)."""
         epsilon, delta = check_privacy_target(self.epsilon, self.delta)
         check_bool(self.fit_intercept, "fit_intercept")
+        if check_bool(getattr(self, "inference", False), "inference") and self.solver != "auto":
+            raise ValueError(f"inference=True needs solver='auto' (intervals use the default "
+                             f"path's releases), got solver={self.solver!r}")
         spec = None if self.solver == "auto" else get_solver(self.solver)
         options = {} if self.solver_options is None else self.solver_options
         if not isinstance(options, dict):
@@ -323,7 +328,7 @@ def _log_probabilities(margins):
     return np.column_stack([-np.logaddexp(0.0, margins), -np.logaddexp(0.0, -margins)])
 
 
-class DPLogisticRegression(ClassifierMixin, _DPLinearModel):
+class DPLogisticRegression(InferenceMixin, ClassifierMixin, _DPLinearModel):
     """Differentially private binary logistic regression.
 
     Minimizes (1/n) sum_i log(1 + exp(-y_i (x_i^T w + b))) + psi(w) with a
@@ -347,6 +352,10 @@ class DPLogisticRegression(ClassifierMixin, _DPLinearModel):
         Passed to the solver (e.g. ``{"passes": 20, "clip": 1.0}``).
     random_state : None, int, RandomState or numpy Generator
     accountant : dpopt.BudgetAccountant or None
+    inference : bool, default False
+        Default path only: also release what standard errors need (a share of the same
+        epsilon, in the one report and charge); then ``conf_int``, ``bse_`` and
+        ``summary`` give Wald inference (:mod:`dpopt.inference`, docs/inference.md).
 
     Attributes
     ----------
@@ -358,7 +367,8 @@ class DPLogisticRegression(ClassifierMixin, _DPLinearModel):
 
     def __init__(self, *, epsilon=1.0, delta=None, penalty="l2", alpha=1e-3, l1_ratio=0.5,
                  fit_intercept=True, solver="auto", solver_options=None, random_state=None,
-                 accountant=None):
+                 accountant=None, inference=False):
+        self.inference = inference
         self.epsilon = epsilon
         self.delta = delta
         self.penalty = penalty
@@ -443,19 +453,21 @@ class DPLogisticRegression(ClassifierMixin, _DPLinearModel):
         return tags
 
 
-class DPLinearRegression(_Regressor):
+class DPLinearRegression(InferenceMixin, _Regressor):
     """Differentially private least squares, optionally ridge.
 
     Minimizes (1/n) sum_i (x_i^T w + b - y_i)^2 / 2 + alpha/2 ||w||^2
     (no penalty when ``alpha=0``, the default). Parameters as
-    :class:`DPLogisticRegression` (without ``penalty``, ``l1_ratio``).
+    :class:`DPLogisticRegression` (without ``penalty``, ``l1_ratio``), ``inference`` included.
     Note: the squared loss has no bounded gradient; the solvers' clipping
     bounds each record's influence, which biases the fit when residuals
     exceed the clipping threshold (scale X and y).
     """
 
     def __init__(self, *, epsilon=1.0, delta=None, alpha=0.0, fit_intercept=True,
-                 solver="auto", solver_options=None, random_state=None, accountant=None):
+                 solver="auto", solver_options=None, random_state=None, accountant=None,
+                 inference=False):
+        self.inference = inference
         self.epsilon = epsilon
         self.delta = delta
         self.alpha = alpha

@@ -1,0 +1,353 @@
+"""Private inference for the default path's linear models: standard errors, intervals, p-values.
+
+What is estimated
+-----------------
+The default path (:mod:`dpopt.auto`) fits the model on privately clipped and scaled data:
+features clipped to their private bounds, mapped to [0, 1] and centred, rows longer than
+the private row bound R rescaled to norm R, a regression target clipped to its private
+bounds and mapped to [-1, 1]. The estimand is therefore the population minimizer theta of
+the model's loss (plus the user's own L2 penalty, if any) on the data *after* these maps,
+given the released scaling, mapped back to raw units by the same affine map as ``coef_``.
+It equals the coefficients of the data-generating model when the clipping does not bind on
+its support (e.g. bounded features whose range the private bounds cover, no row beyond R);
+when it binds the estimand differs from them (a clipped feature's slope is the slope of
+the clipped feature, which is not the raw one when E[y | x] is linear in the raw x).
+``docs/inference.md`` shows such a case.
+
+Method (one more Gaussian release, then post-processing)
+--------------------------------------------------------
+Both mechanisms of the default path have a known noise law, and both estimators are
+M-estimators, so the variance of the released estimate is, to first order, the sandwich
+variance of the non-private estimator plus the variance of the privacy noise propagated
+through the inverse Hessian (Avella-Medina, Bradshaw & Loh, "Differentially private
+inference via noisy optimization", Annals of Statistics 2023, Thm. 3 and Sec. 4: noisy
+Hessian and noisy sandwich; the OLS case is the sufficient-statistics setting of Ferrando,
+Wang & Sheldon, "Parametric bootstrap for differentially private confidence intervals",
+AISTATS 2022, Sec. 5). Write u_i for the clipped augmented row (intercept last),
+psi_i for the per-record score at the estimate and H for the Hessian of the summed loss:
+
+    Var(theta_hat) ~ H^{-1} (sum_i psi_i psi_i^T) H^{-1}  +  H^{-1} Sigma_priv H^{-1}.
+
+* Least squares (AdaSSP). The released X^T X + E and X^T y + e give H directly (no new
+  release). theta_hat = (X^T X + E + n alpha P)^{-1} (X^T y + e), i.e. AdaSSP's solution
+  without its adaptive ridge when the noisy Gram matrix is safely positive definite
+  (smallest eigenvalue >= 2 sigma_2 sqrt(d), twice the typical norm of E); the ridge
+  (a bias) is kept otherwise and the summary says so. theta_hat - theta_ols ~
+  H^{-1} (e - E theta) gives Sigma_priv = sigma_3^2 I + sigma_2^2 (||theta||^2 I + theta
+  theta^T - diag(theta^2)) (E symmetric with iid N(0, sigma_2^2) entries on and above the
+  diagonal). The meat sum_i r_i^2 u_i u_i^T with r_i = clip(y_i - u_i^T theta_hat, -2, 2)
+  (|y_i| <= 1 after scaling, so the clip binds only on rows predicted outside the target
+  range) is released once: the Gaussian mechanism of :func:`release_gram`, L2 sensitivity
+  sqrt(2) * 4 * B_a^2 (replace-one; B_a^2 = R^2 + [intercept]).
+* Logistic (objective perturbation). The released w is the minimizer of the loss plus
+  (lambda + alpha)/2 ||w||^2 + b^T w / n, b ~ N(0, sigma^2 I), then + N(0, sigma_out^2 I).
+  Two Gram-type releases at the (public) released w: the Hessian sum_i l''(u_i^T w) u_i
+  u_i^T (0 <= l'' <= 1/4: sensitivity sqrt(2) B_a^2 / 4) and the meat sum_i l'(u_i^T w)^2
+  u_i u_i^T (|l'| <= 1: sensitivity sqrt(2) B_a^2). One Newton step on the loss with the
+  user's penalty alone removes the added ridge lambda (to first order):
+  theta_hat = w + (H/n + diag(alpha))^{-1} lambda w; the noise b enters as
+  (H/n + alpha)^{-1} b / n, so Sigma_priv = sigma^2 I (summed scale) plus the output noise.
+
+Privacy. Every release above is a Gaussian mechanism on clipped rows with the stated
+sensitivity; its noise is calibrated to the ``inference`` share of the fit's Gaussian-DP
+mu (:func:`dpopt.auto.plan_budget`), so the whole fit, model and inference, is one
+composition: one (epsilon, delta) in ``privacy_report()``, one charge to a
+:class:`~dpopt.BudgetAccountant`. Everything after the releases (sandwich, mapping to raw
+units, intervals, p-values) is post-processing. The released matrices are projected on the
+positive semi-definite cone (eigenvalues clipped) before use; the Hessian's eigenvalues are
+floored at one noise standard deviation, which can only widen the intervals.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+from scipy import special
+
+from dpopt.privacy import Gaussian
+
+#: Mechanisms of the default path whose released model has a known noise law here.
+SUPPORTED = ("adassp", "objective-perturbation")
+#: Bound on |residual| used for the least-squares meat (targets are in [-1, 1]).
+RESIDUAL_BOUND = 2.0
+#: Shares of the inference mu^2 (logistic: Hessian, meat); least squares uses one release.
+LOGISTIC_SPLIT = (0.5, 0.5)
+
+
+def unsupported_reason(solver, *, chunked=False, row_normalized=False, unlearnable=False):
+    """Why the default path's fit cannot give intervals, or None if it can."""
+    if unlearnable:
+        return ("the default path released no model (the constant 0: too few samples for "
+                "this epsilon), so there is nothing to give intervals for")
+    if chunked:
+        return "inference is not implemented on chunked data (fit in memory)"
+    if row_normalized:
+        return ("the default path row-normalized the features (the budget cannot locate "
+                "per-feature bounds at this n and epsilon): the coefficients apply to the "
+                "normalized rows and have no raw-unit counterpart; use a larger epsilon")
+    if solver not in SUPPORTED:
+        return (f"the default path fits this model with {solver!r}, whose released model has "
+                f"no noise law usable for intervals here (supported: {', '.join(SUPPORTED)}: "
+                f"squared or logistic loss with an L2 or no penalty)")
+    return None
+
+
+# --------------------------------------------------------------------------- releases
+
+
+def symmetric_gaussian(d, sigma, rng):
+    """Symmetric matrix with iid N(0, sigma^2) on and above the diagonal (mirrored)."""
+    rows, cols = np.triu_indices(d)
+    E = np.zeros((d, d))
+    E[rows, cols] = sigma * rng.standard_normal(rows.size)
+    E[cols, rows] = E[rows, cols]
+    return E
+
+
+def release_gram(U, weights, weight_bound, row_sq_bound, mu, rng):
+    """Noisy sum_i weights_i u_i u_i^T (upper triangle released, mirrored), mu-GDP.
+
+    Replace-one: the sum changes by D = a a^T - b b^T with a = sqrt(w) u, ||a||^2 <= c :=
+    ``weight_bound * row_sq_bound``, and ||D||_F^2 = ||a||^4 + ||b||^4 - 2 (a^T b)^2 <= 2 c^2,
+    so the upper triangle moves by at most sqrt(2) c in L2. N(0, (sqrt(2) c / mu)^2) on each
+    entry of it is the Gaussian mechanism with multiplier 1 / mu. Returns (matrix, sigma,
+    record)."""
+    sensitivity = math.sqrt(2.0) * weight_bound * row_sq_bound
+    sigma = sensitivity / mu
+    G = U.T @ (np.asarray(weights)[:, None] * U) if not sp.issparse(U) else \
+        np.asarray((U.T @ sp.diags(weights) @ U).toarray())
+    return np.asarray(G) + symmetric_gaussian(U.shape[1], sigma, rng), sigma, Gaussian(1.0 / mu)
+
+
+def psd_part(M, floor=0.0):
+    """M symmetrized, eigenvalues clipped below at ``floor`` (the nearest PSD matrix for 0)."""
+    vals, vecs = np.linalg.eigh(0.5 * (M + M.T))
+    return (vecs * np.maximum(vals, floor)) @ vecs.T
+
+
+def inverse_floored(M, floor):
+    vals, vecs = np.linalg.eigh(0.5 * (M + M.T))
+    return (vecs / np.maximum(vals, floor)) @ vecs.T
+
+
+def clipped_design(problem, row_bound):
+    """The rows the mechanisms saw: feature parts rescaled to norm <= R, intercept 1 last."""
+    from dpopt.solvers.objective_perturbation import clip_feature_rows
+
+    U = clip_feature_rows(problem, row_bound)
+    return U.toarray() if sp.issparse(U) else U
+
+
+@dataclass
+class ScaledInference:
+    """Estimate and covariance on the scaled domain (intercept last), plus notes."""
+
+    estimate: np.ndarray
+    cov: np.ndarray
+    method: str
+    notes: tuple = ()
+
+
+def least_squares_inference(problem, result, release, row_bound, mu, rng):
+    """AdaSSP's noisy statistics + one released meat (module docstring)."""
+    p = result.params
+    sigma2, sigma3 = p["sigmas"][1], p["sigmas"][2]
+    n, d = problem.n_samples, problem.dim
+    M0 = release.xtx + np.diag(n * np.asarray(problem.penalty.l2, dtype=np.float64))
+    notes = []
+    if np.linalg.eigvalsh(0.5 * (M0 + M0.T))[0] >= 2.0 * sigma2 * math.sqrt(d):
+        H = M0
+        theta = np.linalg.solve(0.5 * (M0 + M0.T), release.xty)
+    else:
+        H = M0 + release.ridge * np.eye(d)
+        theta = np.asarray(result.w, dtype=np.float64)
+        notes.append(f"the noisy Gram matrix is not safely positive definite: the estimate "
+                     f"keeps AdaSSP's adaptive ridge ({release.ridge:.3g}), a bias the "
+                     f"intervals do not cover")
+    U = clipped_design(problem, row_bound)
+    y = np.clip(problem.y, -1.0, 1.0)
+    r = np.clip(y - U @ theta, -RESIDUAL_BOUND, RESIDUAL_BOUND)
+    B_a2 = row_bound ** 2 + problem.fit_intercept
+    S, sigma_s, rec = release_gram(U, r * r, RESIDUAL_BOUND ** 2, B_a2, mu, rng)
+    S = psd_part(S) * n / max(n - d, 1)  # HC1 small-sample factor
+    priv = sigma3 ** 2 * np.eye(d) + sigma2 ** 2 * (
+        float(theta @ theta) * np.eye(d) + np.outer(theta, theta) - np.diag(theta * theta))
+    Hinv = inverse_floored(H, sigma2)
+    cov = Hinv @ (S + priv) @ Hinv
+    return ScaledInference(theta, cov, "sandwich (HC1) + AdaSSP noise", tuple(notes)), [rec]
+
+
+def logistic_inference(problem, result, row_bound, mu, rng):
+    """Objective perturbation's released model + noisy Hessian and meat (module docstring)."""
+    p = result.params
+    n, d = problem.n_samples, problem.dim
+    w = np.asarray(result.w, dtype=np.float64)
+    U = clipped_design(problem, row_bound)
+    z = U @ w
+    s = special.expit(-problem.y * z)  # |l'(z; y)| = 1 / (1 + e^{y z})
+    B_a2 = row_bound ** 2 + problem.fit_intercept
+    mu_h, mu_s = (mu * math.sqrt(share) for share in LOGISTIC_SPLIT)
+    Hs, sigma_h, rec_h = release_gram(U, s * (1.0 - s), 0.25, B_a2, mu_h, rng)
+    Ss, _, rec_s = release_gram(U, s * s, 1.0, B_a2, mu_s, rng)
+    alpha = np.asarray(problem.penalty.l2, dtype=np.float64)
+    Hinv = inverse_floored(Hs + n * np.diag(alpha), sigma_h)  # summed scale
+    theta = w + n * Hinv @ (p["regularization"] * w)
+    priv = p["sigma"] ** 2 * np.eye(d)
+    cov = Hinv @ (psd_part(Ss) * n / max(n - d, 1) + priv) @ Hinv + p["sigma_out"] ** 2 * np.eye(d)
+    return ScaledInference(theta, cov, "sandwich + objective-perturbation noise"), [rec_h, rec_s]
+
+
+def release_inference(problem, result, solver, *, row_bound, mu, rng, adassp_release=None):
+    """The inference releases of a default-path fit on the scaled ``problem`` (mu-GDP in
+    all). Returns (ScaledInference, Gaussian records)."""
+    if solver == "adassp":
+        return least_squares_inference(problem, result, adassp_release, row_bound, mu, rng)
+    if solver == "objective-perturbation":
+        return logistic_inference(problem, result, row_bound, mu, rng)
+    raise ValueError(unsupported_reason(solver))
+
+
+# --------------------------------------------------------------------------- raw units
+
+
+def raw_map(scaling, target, dim, fit_intercept):
+    """(A, c) with raw = A theta + c (raw: coef then intercept): the map of
+    :meth:`dpopt.auto.AutoFit.raw_model`, which is affine in theta."""
+    p = dim - fit_intercept
+    h, center = (1.0, 0.0) if target is None else (target.half_width, target.center)
+    inv = np.divide(1.0, scaling.scale, out=np.zeros(p), where=scaling.scale > 0)
+    A = np.zeros((dim, dim))
+    A[np.arange(p), np.arange(p)] = h * inv
+    c = np.zeros(dim)
+    if fit_intercept:
+        A[p, :p] = -h * inv * scaling.offset
+        A[p, p] = h
+        c[p] = center
+    return A, c
+
+
+@dataclass
+class Inference:
+    """Estimate and covariance in raw units (coefficients, then the intercept if fitted)."""
+
+    estimate: np.ndarray
+    cov: np.ndarray
+    fit_intercept: bool
+    dropped: np.ndarray  # features whose private bounds collapsed (coefficient fixed at 0)
+    method: str
+    n_samples: int
+    notes: tuple = ()
+
+    @classmethod
+    def from_scaled(cls, scaled, scaling, target, fit_intercept, n_samples):
+        dim = scaled.estimate.size
+        A, c = raw_map(scaling, target, dim, fit_intercept)
+        return cls(A @ scaled.estimate + c, A @ scaled.cov @ A.T, fit_intercept,
+                   np.asarray(scaling.scale) <= 0, scaled.method, int(n_samples), scaled.notes)
+
+    @property
+    def bse(self):
+        se = np.sqrt(np.maximum(np.diag(self.cov), 0.0))
+        p = self.dropped.size
+        se[:p][self.dropped] = np.nan
+        return se
+
+
+def check_alpha(alpha):
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float, np.floating)) \
+            or not 0.0 < float(alpha) < 1.0:
+        raise ValueError(f"alpha must be a number in (0, 1) (1 - confidence level), got {alpha!r}")
+    return float(alpha)
+
+
+def wald_table(inf, names, alpha):
+    """statsmodels-style columns: coef, std err, z, P>|z|, [alpha/2, 1 - alpha/2]."""
+    import pandas as pd
+
+    se = inf.bse
+    q = special.ndtri(1.0 - alpha / 2.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        z = inf.estimate / se
+    pval = 2.0 * special.ndtr(-np.abs(z))
+    lo, hi = f"[{alpha / 2:g}", f"{1 - alpha / 2:g}]"
+    return pd.DataFrame({"coef": inf.estimate, "std err": se, "z": z, "P>|z|": pval,
+                         lo: inf.estimate - q * se, hi: inf.estimate + q * se}, index=names)
+
+
+def render(table, header):
+    """Plain text in the style of statsmodels' summary tables."""
+    body = table.to_string(float_format=lambda v: f"{v:.4g}")
+    width = max(len(line) for line in body.splitlines() + header.splitlines())
+    rule = "=" * width
+    return "\n".join([rule, header, rule, body, rule])
+
+
+# --------------------------------------------------------------------------- estimator side
+
+
+class InferenceMixin:
+    """``conf_int``, ``bse_`` and ``summary`` for estimators fitted with ``inference=True``."""
+
+    def _inference(self):
+        from sklearn.utils.validation import check_is_fitted
+
+        check_is_fitted(self, "coef_")
+        auto = getattr(self, "auto_", None)
+        name = type(self).__name__
+        if auto is None:
+            raise ValueError(f"{name} was fitted with solver={self.solver!r}: intervals are "
+                             f"only given for the default path (solver='auto', "
+                             f"inference=True)")
+        if auto.inference is None:
+            reason = (unsupported_reason(None, unlearnable=True) if auto.plan.get("unlearnable")
+                      else auto.plan.get("inference_unavailable"))
+            if reason is None:
+                raise ValueError(f"{name} was fitted with inference=False: nothing was released "
+                                 f"for intervals; refit with inference=True (it spends a share "
+                                 f"of the same epsilon)")
+            raise ValueError(f"{name}: no intervals for this fit: {reason}")
+        return auto.inference
+
+    @property
+    def bse_(self):
+        """Standard errors of ``coef_``'s estimand (raw units), shape (n_features,)."""
+        inf = self._inference()
+        return inf.bse[:inf.dropped.size]
+
+    def conf_int(self, alpha=0.05):
+        """(n_features, 2) Wald interval (level 1 - alpha) for the coefficients, raw units."""
+        alpha = check_alpha(alpha)
+        table = wald_table(self._inference(), self._inference_names(), alpha)
+        return table.iloc[:self.n_features_in_, 4:6].to_numpy()
+
+    def _inference_names(self):
+        names = getattr(self, "feature_names_in_", None)
+        names = [str(v) for v in names] if names is not None else \
+            [f"x{j}" for j in range(self.n_features_in_)]
+        return names + (["intercept"] if self.fit_intercept else [])
+
+    def summary(self, alpha=0.05):
+        """Coefficient table: a pandas DataFrame indexed by feature names (intercept last),
+        columns coef, std err, z, P>|z| and the interval bounds; its ``attrs["text"]`` (and
+        :meth:`summary_text`) is the plain-text rendering, with the header and notes."""
+        alpha = check_alpha(alpha)
+        inf = self._inference()
+        table = wald_table(inf, self._inference_names(), alpha)
+        r = self.fit_result_
+        header = (f"{type(self).__name__} (solver='auto' -> {self.auto_.plan['solver']}), "
+                  f"({r.epsilon:.3g}, {r.delta:.2g})-DP including the inference releases\n"
+                  f"n = {inf.n_samples}, covariance: {inf.method}")
+        notes = list(inf.notes)
+        if inf.dropped.any():
+            notes.append("features whose private bounds collapsed (std err NaN) are fixed at 0")
+        notes.append("estimand: the coefficients on the privately clipped and scaled data, "
+                     "mapped to raw units (docs/inference.md)")
+        table.attrs["text"] = render(table, header) + "".join(f"\nNote: {n}" for n in notes)
+        return table
+
+    def summary_text(self, alpha=0.05):
+        """The plain-text rendering of :meth:`summary` (statsmodels style)."""
+        return self.summary(alpha).attrs["text"]
