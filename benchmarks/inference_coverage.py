@@ -85,7 +85,7 @@ def population_estimand(est, Xpop, ypop):
         obj = PerturbedObjective(U, problem.y, get_loss("logistic"), zeros, zeros)
         theta = newton(obj, np.asarray(est.fit_result_.w, dtype=np.float64), 1e-10)[0]
     else:
-        theta = np.linalg.solve(U.T @ U, U.T @ np.clip(problem.y, -1.0, 1.0))
+        theta = np.linalg.lstsq(U.T @ U, U.T @ np.clip(problem.y, -1.0, 1.0), rcond=None)[0]
     A, c = raw_map(auto.scaling, auto.target, U.shape[1], est.fit_intercept)
     return A @ theta + c
 
@@ -127,7 +127,9 @@ def run_block(model, noise, eps, n, p, block, reps, sm_reps, pop_factor=20):
             continue
         truth = population_estimand(est, Xpop, ypop)
         lo, hi = table.iloc[:, 4].to_numpy(), table.iloc[:, 5].to_numpy()
-        row.update(covered=((lo <= truth) & (truth <= hi)).tolist(), width=(hi - lo).tolist(),
+        given = np.isfinite(lo) & np.isfinite(hi)  # no interval for a dropped feature
+        row.update(covered=np.where(given, (lo <= truth) & (truth <= hi), np.nan).tolist(),
+                   width=np.where(given, hi - lo, np.nan).tolist(),
                    ridge="adaptive ridge" in table.attrs["text"])
         if r < sm_reps:
             row["sm_width"] = statsmodels_widths(model, X, y).tolist()
@@ -169,11 +171,14 @@ def summarize_rows(rows):
     if not ok:
         return None
     cov = np.array([r["covered"] for r in ok], float)
-    width = np.array([r["width"] for r in ok])
+    width = np.array([r["width"] for r in ok], float)
     sm = np.array([r["sm_width"] for r in ok if "sm_width" in r])
-    ratio = (np.median(width, axis=0) / np.median(sm, axis=0)) if sm.size else None
-    return {"reps": len(ok), "errors": len(rows) - len(ok), "coverage": cov.mean(axis=0),
-            "width_ratio": ratio}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # a coefficient never given
+        ratio = (np.nanmedian(width, axis=0) / np.median(sm, axis=0)) if sm.size else None
+        coverage = np.nanmean(cov, axis=0)
+    return {"reps": len(ok), "errors": len(rows) - len(ok), "coverage": coverage,
+            "given": np.mean(np.isfinite(cov)), "width_ratio": ratio}
 
 
 def summarize(out):
@@ -181,18 +186,20 @@ def summarize(out):
     cells = {}
     for path in sorted(out.glob("*.json")):
         cells.setdefault(path.name.split(".b")[0], []).extend(json.loads(path.read_text()))
-    lines = ["| cell | reps | failed fits | mean coverage (coef) | min coverage (coef) | "
-             "intercept coverage | median width / statsmodels (coef, max) |",
-             "|---|---|---|---|---|---|---|"]
+    lines = ["| cell | reps | no fit | intervals given | mean coverage (coef) | "
+             "min coverage (coef) | intercept coverage | median width / statsmodels "
+             "(coef: median, max) |",
+             "|---|---|---|---|---|---|---|---|"]
     for name, rows in cells.items():
         s = summarize_rows(rows)
         if s is None:
-            lines.append(f"| {name} | 0 | {len(rows)} | | | | |")
+            lines.append(f"| {name} | 0 | {len(rows)} | | | | | |")
             continue
-        cov = s["coverage"]
-        ratio = "" if s["width_ratio"] is None else f"{np.max(s['width_ratio'][:-1]):.2f}"
-        lines.append(f"| {name} | {s['reps']} | {s['errors']} | {cov[:-1].mean():.3f} | "
-                     f"{cov[:-1].min():.3f} | {cov[-1]:.3f} | {ratio} |")
+        cov, wr = s["coverage"][:-1], s["width_ratio"]
+        ratio = "" if wr is None else f"{np.nanmedian(wr[:-1]):.2f}, {np.nanmax(wr[:-1]):.2f}"
+        lines.append(f"| {name} | {s['reps']} | {s['errors']} | {s['given']:.3f} | "
+                     f"{np.nanmean(cov):.3f} | {np.nanmin(cov):.3f} | {s['coverage'][-1]:.3f} | "
+                     f"{ratio} |")
     return "\n".join(lines)
 
 

@@ -152,32 +152,94 @@ class ScaledInference:
 
 
 def least_squares_inference(problem, result, release, row_bound, mu, rng):
-    """AdaSSP's noisy statistics + one released meat (module docstring)."""
+    """AdaSSP's noisy statistics + one released meat + a parametric bootstrap of the
+    privacy noise (module docstring)."""
+    from dpopt.solvers.adassp import solve_psd
+
     p = result.params
-    sigma2, sigma3 = p["sigmas"][1], p["sigmas"][2]
+    sigma2 = p["sigmas"][1]
     n, d = problem.n_samples, problem.dim
-    M0 = release.xtx + np.diag(n * np.asarray(problem.penalty.l2, dtype=np.float64))
-    notes = []
-    if np.linalg.eigvalsh(0.5 * (M0 + M0.T))[0] >= 2.0 * sigma2 * math.sqrt(d):
-        H = M0
-        theta = np.linalg.solve(0.5 * (M0 + M0.T), release.xty)
-    else:
-        H = M0 + release.ridge * np.eye(d)
-        theta = np.asarray(result.w, dtype=np.float64)
-        notes.append(f"the noisy Gram matrix is not safely positive definite: the estimate "
-                     f"keeps AdaSSP's adaptive ridge ({release.ridge:.3g}), a bias the "
-                     f"intervals do not cover")
+    penalty = np.diag(n * np.asarray(problem.penalty.l2, dtype=np.float64))
+    theta = debiased_ridge(release.xtx + penalty, release.xty, release.ridge, solve_psd)
     U = clipped_design(problem, row_bound)
     y = np.clip(problem.y, -1.0, 1.0)
     r = np.clip(y - U @ theta, -RESIDUAL_BOUND, RESIDUAL_BOUND)
     B_a2 = row_bound ** 2 + problem.fit_intercept
-    S, sigma_s, rec = release_gram(U, r * r, RESIDUAL_BOUND ** 2, B_a2, mu, rng)
+    S, _, rec = release_gram(U, r * r, RESIDUAL_BOUND ** 2, B_a2, mu, rng)
     S = psd_part(S) * n / max(n - d, 1)  # HC1 small-sample factor
-    priv = sigma3 ** 2 * np.eye(d) + sigma2 ** 2 * (
-        float(theta @ theta) * np.eye(d) + np.outer(theta, theta) - np.diag(theta * theta))
-    Hinv = inverse_floored(H, sigma2)
-    cov = Hinv @ (S + priv) @ Hinv
-    return ScaledInference(theta, cov, "sandwich (HC1) + AdaSSP noise", tuple(notes)), [rec]
+    gram = psd_part(release.xtx, floor=max(sigma2, smallest_eigenvalue(release, p)))
+    operators, noise = bootstrap_adassp(gram, penalty, S, p, rng)
+    # with the noise fixed, the estimator is linear in theta: its mean is T theta, T the
+    # mean of the replicates' operators times (G + n alpha P); T^{-1} removes that bias
+    T = operators.mean(axis=0) @ (gram + penalty)
+    Tinv = np.linalg.inv(T)
+    corrected = Tinv @ theta
+    draws = np.einsum("bij,bj->bi", operators, (gram + penalty) @ corrected + noise)
+    cov = Tinv @ np.cov(draws, rowvar=False) @ Tinv.T
+    notes = ()
+    if release.ridge > 0:
+        notes = (f"AdaSSP's adaptive ridge ({release.ridge:.3g}) is removed by one Newton step "
+                 f"and the bootstrap's bias correction",)
+    return ScaledInference(corrected, cov,
+                           "sandwich (HC1) + parametric bootstrap of AdaSSP's noise", notes), [rec]
+
+
+#: Replicates of the parametric bootstrap of AdaSSP's noise (post-processing).
+BOOTSTRAP_REPLICATES = 2000
+
+
+def debiased_ridge(M, b, ridge, solve):
+    """w = (M + ridge I)^{-1} b followed by one Newton step on (M, b) from w, which
+    removes the ridge's bias to first order: w + ridge (M + ridge I)^{-1} w (= w if
+    ridge = 0)."""
+    d = b.size
+    w = solve(M + ridge * np.eye(d), b)[0]
+    if ridge == 0:
+        return w
+    return w + ridge * solve(M + ridge * np.eye(d), w)[0]
+
+
+def smallest_eigenvalue(release, params):
+    """Estimate of lambda_min(X^T X) from AdaSSP's own release of it (its shift undone;
+    0 when it was not released or came out at 0). The noisy Gram matrix's smallest
+    eigenvalue is no estimate: the noise spreads the spectrum, so it is biased low."""
+    s1 = params["sigmas"][0]
+    if math.isinf(s1) or release.lambda_min <= 0:
+        return 0.0
+    return release.lambda_min + s1 * special.ndtri(1.0 - params["rho"])
+
+
+def bootstrap_adassp(gram, penalty, meat, params, rng):
+    """Replicates of AdaSSP under the estimated model (Ferrando, Wang & Sheldon 2022, OLS
+    variant): the Gram matrix G, X^T y = (G + n alpha P) theta + xi with xi ~ N(0, meat)
+    (sampling), and AdaSSP's three releases with their own noise scales (the eigenvalue,
+    the Gram matrix, X^T y; the ridge by AdaSSP's rule), solved by :func:`debiased_ridge`.
+    Returns the replicates' linear operators W_b (the estimate is W_b X^T y*_b) and the
+    noise xi_b + e_b, so that the replicates can be formed at any theta."""
+    from dpopt.solvers.adassp import eigen_tail
+
+    s1, s2, s3 = params["sigmas"]
+    rho = params["rho"]
+    d, B = penalty.shape[0], BOOTSTRAP_REPLICATES
+    if math.isinf(s1):
+        lam_min = np.zeros(B)
+    else:
+        shift = s1 * special.ndtri(1.0 - rho)
+        lam_min = np.maximum(0.0, float(np.linalg.eigvalsh(gram)[0])
+                             + s1 * rng.standard_normal(B) - shift)
+    ridge = np.maximum(0.0, s2 * eigen_tail(d, rho) - lam_min)
+    rows, cols = np.triu_indices(d)
+    E = np.zeros((B, d, d))
+    E[:, rows, cols] = s2 * rng.standard_normal((B, rows.size))
+    E[:, cols, rows] = E[:, rows, cols]
+    chol = np.linalg.cholesky(meat + 1e-12 * max(np.trace(meat), 1e-300) * np.eye(d) / d)
+    noise = rng.standard_normal((B, d)) @ chol.T + s3 * rng.standard_normal((B, d))
+    vals, vecs = np.linalg.eigh(gram + penalty + E + ridge[:, None, None] * np.eye(d))
+    floor = d * np.finfo(np.float64).eps * np.max(np.abs(vals), axis=1, keepdims=True)
+    inv = np.divide(1.0, vals, out=np.zeros_like(vals), where=vals > floor)
+    # debiased_ridge is (M + ridge I)^{-1} (I + ridge (M + ridge I)^{-1}) on X^T y
+    gain = inv * (1.0 + ridge[:, None] * inv)
+    return np.einsum("bij,bj,bkj->bik", vecs, gain, vecs), noise
 
 
 def logistic_inference(problem, result, row_bound, mu, rng):
