@@ -157,7 +157,6 @@ def least_squares_inference(problem, result, release, row_bound, mu, rng):
     from dpopt.solvers.adassp import solve_psd
 
     p = result.params
-    sigma2 = p["sigmas"][1]
     n, d = problem.n_samples, problem.dim
     penalty = np.diag(n * np.asarray(problem.penalty.l2, dtype=np.float64))
     theta = debiased_ridge(release.xtx + penalty, release.xty, release.ridge, solve_psd)
@@ -167,15 +166,8 @@ def least_squares_inference(problem, result, release, row_bound, mu, rng):
     B_a2 = row_bound ** 2 + problem.fit_intercept
     S, _, rec = release_gram(U, r * r, RESIDUAL_BOUND ** 2, B_a2, mu, rng)
     S = psd_part(S) * n / max(n - d, 1)  # HC1 small-sample factor
-    gram = psd_part(release.xtx, floor=max(sigma2, smallest_eigenvalue(release, p)))
-    operators, noise = bootstrap_adassp(gram, penalty, S, p, rng)
-    # with the noise fixed, the estimator is linear in theta: its mean is T theta, T the
-    # mean of the replicates' operators times (G + n alpha P); T^{-1} removes that bias
-    T = operators.mean(axis=0) @ (gram + penalty)
-    Tinv = np.linalg.inv(T)
-    corrected = Tinv @ theta
-    draws = np.einsum("bij,bj->bi", operators, (gram + penalty) @ corrected + noise)
-    cov = Tinv @ np.cov(draws, rowvar=False) @ Tinv.T
+    gram = deflated_gram(release.xtx, p["sigmas"][1])
+    corrected, cov = bootstrap_corrected(gram, penalty, theta, S, p, rng, release.ridge)
     notes = ()
     if release.ridge > 0:
         notes = (f"AdaSSP's adaptive ridge ({release.ridge:.3g}) is removed by one Newton step "
@@ -199,35 +191,46 @@ def debiased_ridge(M, b, ridge, solve):
     return w + ridge * solve(M + ridge * np.eye(d), w)[0]
 
 
-def smallest_eigenvalue(release, params):
-    """Estimate of lambda_min(X^T X) from AdaSSP's own release of it (its shift undone;
-    0 when it was not released or came out at 0). The noisy Gram matrix's smallest
-    eigenvalue is no estimate: the noise spreads the spectrum, so it is biased low."""
-    s1 = params["sigmas"][0]
-    if math.isinf(s1) or release.lambda_min <= 0:
-        return 0.0
-    return release.lambda_min + s1 * special.ndtri(1.0 - params["rho"])
+def deflated_gram(noisy, sigma):
+    """The Gram matrix of the bootstrap world: the released X^T X + E with every eigenvalue
+    lowered by sigma sqrt(d) (floored at a tiny positive value). The noise spreads the
+    spectrum (the extreme eigenvalues of E are about +-2 sigma sqrt(d)), so a direction
+    whose noisy eigenvalue is within the noise may carry almost no information; lowering
+    the spectrum makes the bootstrap world no better conditioned than the data, at worst
+    widening the intervals of well-determined directions by a factor 1 + O(sigma sqrt(d) /
+    eigenvalue)."""
+    d = noisy.shape[0]
+    vals, vecs = np.linalg.eigh(0.5 * (noisy + noisy.T))
+    floor = 1e-9 * max(float(np.max(np.abs(vals))), 1e-300)
+    return (vecs * np.maximum(vals - sigma * math.sqrt(d), floor)) @ vecs.T
 
 
-def bootstrap_adassp(gram, penalty, meat, params, rng):
+def bootstrap_corrected(gram, penalty, theta, meat, params, rng, ridge):
+    """(estimate, covariance): ``theta`` corrected for the bias of AdaSSP's ridge and
+    noise, and its covariance, from :func:`bootstrap_adassp`. With the noise fixed, a
+    replicate is linear in the true theta, so the replicates' mean is T theta with T the
+    mean of their operators times (G + n alpha P): T^{-1} theta is the bias-corrected
+    estimate and T^{-1} Cov(replicates at it) T^{-T} its covariance. A direction the
+    Gram matrix does not determine at this budget (eigenvalue below the noise) gets a
+    near-singular T: a wide interval, as it should."""
+    operators, noise = bootstrap_adassp(gram, penalty, meat, params, rng, ridge)
+    T = operators.mean(axis=0) @ (gram + penalty)
+    Tinv = np.linalg.pinv(T)
+    corrected = Tinv @ theta
+    draws = np.einsum("bij,bj->bi", operators, (gram + penalty) @ corrected + noise)
+    return corrected, Tinv @ np.cov(draws, rowvar=False) @ Tinv.T
+
+
+def bootstrap_adassp(gram, penalty, meat, params, rng, ridge):
     """Replicates of AdaSSP under the estimated model (Ferrando, Wang & Sheldon 2022, OLS
     variant): the Gram matrix G, X^T y = (G + n alpha P) theta + xi with xi ~ N(0, meat)
     (sampling), and AdaSSP's three releases with their own noise scales (the eigenvalue,
     the Gram matrix, X^T y; the ridge by AdaSSP's rule), solved by :func:`debiased_ridge`.
     Returns the replicates' linear operators W_b (the estimate is W_b X^T y*_b) and the
     noise xi_b + e_b, so that the replicates can be formed at any theta."""
-    from dpopt.solvers.adassp import eigen_tail
-
-    s1, s2, s3 = params["sigmas"]
-    rho = params["rho"]
+    _, s2, s3 = params["sigmas"]
     d, B = penalty.shape[0], BOOTSTRAP_REPLICATES
-    if math.isinf(s1):
-        lam_min = np.zeros(B)
-    else:
-        shift = s1 * special.ndtri(1.0 - rho)
-        lam_min = np.maximum(0.0, float(np.linalg.eigvalsh(gram)[0])
-                             + s1 * rng.standard_normal(B) - shift)
-    ridge = np.maximum(0.0, s2 * eigen_tail(d, rho) - lam_min)
+    ridge = np.full(B, float(ridge))
     rows, cols = np.triu_indices(d)
     E = np.zeros((B, d, d))
     E[:, rows, cols] = s2 * rng.standard_normal((B, rows.size))
