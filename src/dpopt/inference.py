@@ -149,6 +149,7 @@ class ScaledInference:
     cov: np.ndarray
     method: str
     notes: tuple = ()
+    undetermined: np.ndarray | None = None  # coordinates with no interval
 
 
 def least_squares_inference(problem, result, release, row_bound, mu, rng):
@@ -167,13 +168,14 @@ def least_squares_inference(problem, result, release, row_bound, mu, rng):
     S, _, rec = release_gram(U, r * r, RESIDUAL_BOUND ** 2, B_a2, mu, rng)
     S = psd_part(S) * n / max(n - d, 1)  # HC1 small-sample factor
     gram = deflated_gram(release.xtx, p["sigmas"][1])
-    corrected, cov = bootstrap_corrected(gram, penalty, theta, S, p, rng, release.ridge)
+    corrected, cov, undetermined = bootstrap_corrected(gram, penalty, theta, S, p, rng,
+                                                       release.ridge)
     notes = ()
     if release.ridge > 0:
         notes = (f"AdaSSP's adaptive ridge ({release.ridge:.3g}) is removed by one Newton step "
                  f"and the bootstrap's bias correction",)
-    return ScaledInference(corrected, cov,
-                           "sandwich (HC1) + parametric bootstrap of AdaSSP's noise", notes), [rec]
+    return ScaledInference(corrected, cov, "sandwich (HC1) + parametric bootstrap of AdaSSP's "
+                           "noise", notes, undetermined), [rec]
 
 
 #: Replicates of the parametric bootstrap of AdaSSP's noise (post-processing).
@@ -193,32 +195,51 @@ def debiased_ridge(M, b, ridge, solve):
 
 def deflated_gram(noisy, sigma):
     """The Gram matrix of the bootstrap world: the released X^T X + E with every eigenvalue
-    lowered by sigma sqrt(d) (floored at a tiny positive value). The noise spreads the
-    spectrum (the extreme eigenvalues of E are about +-2 sigma sqrt(d)), so a direction
-    whose noisy eigenvalue is within the noise may carry almost no information; lowering
-    the spectrum makes the bootstrap world no better conditioned than the data, at worst
-    widening the intervals of well-determined directions by a factor 1 + O(sigma sqrt(d) /
-    eigenvalue)."""
+    lowered by sigma sqrt(d), the root-mean-square eigenvalue of the noise E (floored at a
+    tiny positive value). The noise spreads the spectrum (E's extreme eigenvalues are about
+    +-2 sigma sqrt(d)), so a direction whose noisy eigenvalue is within the noise may carry
+    almost no information; lowering the spectrum keeps the bootstrap world from being
+    better conditioned than the data, at the price of wider intervals for directions whose
+    eigenvalue is a few sigma sqrt(d) (relative widening O(sigma sqrt(d) / eigenvalue))."""
     d = noisy.shape[0]
     vals, vecs = np.linalg.eigh(0.5 * (noisy + noisy.T))
     floor = 1e-9 * max(float(np.max(np.abs(vals))), 1e-300)
     return (vecs * np.maximum(vals - sigma * math.sqrt(d), floor)) @ vecs.T
 
 
+#: A direction the estimator shrinks by more than this factor (the mean of the bootstrap's
+#: replicates keeps less than half of it) is not determined by the noisy Gram matrix at
+#: this budget: its bias correction is capped and the coefficients on it get no interval.
+MIN_RETAINED = 0.5
+
+
 def bootstrap_corrected(gram, penalty, theta, meat, params, rng, ridge):
-    """(estimate, covariance): ``theta`` corrected for the bias of AdaSSP's ridge and
-    noise, and its covariance, from :func:`bootstrap_adassp`. With the noise fixed, a
-    replicate is linear in the true theta, so the replicates' mean is T theta with T the
-    mean of their operators times (G + n alpha P): T^{-1} theta is the bias-corrected
-    estimate and T^{-1} Cov(replicates at it) T^{-T} its covariance. A direction the
-    Gram matrix does not determine at this budget (eigenvalue below the noise) gets a
-    near-singular T: a wide interval, as it should."""
+    """(estimate, covariance, undetermined): ``theta`` corrected for the bias of AdaSSP's
+    ridge and noise, its covariance, and the coordinates with no interval.
+
+    With the noise fixed, a replicate of :func:`bootstrap_adassp` is linear in the true
+    theta, so the replicates' mean is T theta with T = mean(W_b) A, A = G + n alpha P.
+    T is similar to the symmetric A^{1/2} mean(W_b) A^{1/2} = V diag(t) V^T, t_k in (0, 1]
+    the share of direction k the estimator keeps on average. Where t_k >= MIN_RETAINED the
+    bias is removed by 1 / t_k (T^{-1}); below, the direction is shrunk to mostly ridge
+    (its Gram eigenvalue is within the noise): the correction is capped at 1 /
+    MIN_RETAINED and every coordinate loading on it by more than 0.3 is reported
+    undetermined (no interval rather than a wrong one). The covariance is T_c^{-1}
+    Cov(replicates at the corrected theta) T_c^{-T}, T_c^{-1} the capped inverse."""
     operators, noise = bootstrap_adassp(gram, penalty, meat, params, rng, ridge)
-    T = operators.mean(axis=0) @ (gram + penalty)
-    Tinv = np.linalg.pinv(T)
+    A = gram + penalty
+    vals, vecs = np.linalg.eigh(0.5 * (A + A.T))
+    vals = np.maximum(vals, 1e-300)
+    root, inv_root = (vecs * np.sqrt(vals)) @ vecs.T, (vecs / np.sqrt(vals)) @ vecs.T
+    W = operators.mean(axis=0)
+    t, V = np.linalg.eigh(0.5 * (root @ (W + W.T) @ root))
+    Tinv = inv_root @ (V / np.maximum(t, MIN_RETAINED)) @ V.T @ root
     corrected = Tinv @ theta
-    draws = np.einsum("bij,bj->bi", operators, (gram + penalty) @ corrected + noise)
-    return corrected, Tinv @ np.cov(draws, rowvar=False) @ Tinv.T
+    draws = np.einsum("bij,bj->bi", operators, A @ corrected + noise)
+    weak = inv_root @ V[:, t < MIN_RETAINED]
+    weak /= np.maximum(np.linalg.norm(weak, axis=0), 1e-300)
+    undetermined = np.any(np.abs(weak) > 0.3, axis=1)
+    return corrected, Tinv @ np.cov(draws, rowvar=False) @ Tinv.T, undetermined
 
 
 def bootstrap_adassp(gram, penalty, meat, params, rng, ridge):
@@ -305,19 +326,31 @@ class Inference:
     method: str
     n_samples: int
     notes: tuple = ()
+    undetermined: np.ndarray | None = None  # raw coordinates with no interval (see notes)
 
     @classmethod
     def from_scaled(cls, scaled, scaling, target, fit_intercept, n_samples):
         dim = scaled.estimate.size
         A, c = raw_map(scaling, target, dim, fit_intercept)
+        notes, undetermined = scaled.notes, None
+        if scaled.undetermined is not None and scaled.undetermined.any():
+            # a raw coordinate is undetermined if it depends on an undetermined one
+            undetermined = (np.abs(A) > 0) @ scaled.undetermined > 0
+            notes = notes + ("the noisy Gram matrix does not determine some directions at this "
+                             "budget (their eigenvalue is within the privacy noise): the "
+                             "coefficients on them get no interval (NaN); a larger epsilon or "
+                             "less collinear features would",)
         return cls(A @ scaled.estimate + c, A @ scaled.cov @ A.T, fit_intercept,
-                   np.asarray(scaling.scale) <= 0, scaled.method, int(n_samples), scaled.notes)
+                   np.asarray(scaling.scale) <= 0, scaled.method, int(n_samples), notes,
+                   undetermined)
 
     @property
     def bse(self):
         se = np.sqrt(np.maximum(np.diag(self.cov), 0.0))
         p = self.dropped.size
         se[:p][self.dropped] = np.nan
+        if self.undetermined is not None:
+            se[self.undetermined] = np.nan
         return se
 
 
