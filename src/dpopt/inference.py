@@ -149,7 +149,7 @@ class ScaledInference:
     cov: np.ndarray
     method: str
     notes: tuple = ()
-    undetermined: np.ndarray | None = None  # coordinates with no interval
+    bias: np.ndarray | None = None  # bound on the bias left (intervals widen by it)
 
 
 def least_squares_inference(problem, result, release, row_bound, mu, rng):
@@ -168,14 +168,13 @@ def least_squares_inference(problem, result, release, row_bound, mu, rng):
     S, _, rec = release_gram(U, r * r, RESIDUAL_BOUND ** 2, B_a2, mu, rng)
     S = psd_part(S) * n / max(n - d, 1)  # HC1 small-sample factor
     gram = deflated_gram(release.xtx, p["sigmas"][1])
-    corrected, cov, undetermined = bootstrap_corrected(gram, penalty, theta, S, p, rng,
-                                                       release.ridge)
+    corrected, cov, bias = bootstrap_corrected(gram, penalty, theta, S, p, rng, release.ridge)
     notes = ()
     if release.ridge > 0:
         notes = (f"AdaSSP's adaptive ridge ({release.ridge:.3g}) is removed by one Newton step "
                  f"and the bootstrap's bias correction",)
     return ScaledInference(corrected, cov, "sandwich (HC1) + parametric bootstrap of AdaSSP's "
-                           "noise", notes, undetermined), [rec]
+                           "noise", notes, bias), [rec]
 
 
 #: Replicates of the parametric bootstrap of AdaSSP's noise (post-processing).
@@ -207,25 +206,24 @@ def deflated_gram(noisy, sigma):
     return (vecs * np.maximum(vals - sigma * math.sqrt(d), floor)) @ vecs.T
 
 
-#: A direction the estimator shrinks by more than this factor (the mean of the bootstrap's
-#: replicates keeps less than half of it) is not determined by the noisy Gram matrix at
-#: this budget: its bias correction is capped and the coefficients on it get no interval.
+#: Largest bias correction (1 / share of a direction the estimator keeps on average).
 MIN_RETAINED = 0.5
 
 
 def bootstrap_corrected(gram, penalty, theta, meat, params, rng, ridge):
-    """(estimate, covariance, undetermined): ``theta`` corrected for the bias of AdaSSP's
-    ridge and noise, its covariance, and the coordinates with no interval.
+    """(estimate, covariance, bias bound): ``theta`` corrected for the bias of AdaSSP's
+    ridge and noise, its covariance, and a bound on the bias left.
 
     With the noise fixed, a replicate of :func:`bootstrap_adassp` is linear in the true
     theta, so the replicates' mean is T theta with T = mean(W_b) A, A = G + n alpha P.
     T is similar to the symmetric A^{1/2} mean(W_b) A^{1/2} = V diag(t) V^T, t_k in (0, 1]
-    the share of direction k the estimator keeps on average. Where t_k >= MIN_RETAINED the
-    bias is removed by 1 / t_k (T^{-1}); below, the direction is shrunk to mostly ridge
-    (its Gram eigenvalue is within the noise): the correction is capped at 1 /
-    MIN_RETAINED and every coordinate loading on it by more than 0.3 is reported
-    undetermined (no interval rather than a wrong one). The covariance is T_c^{-1}
-    Cov(replicates at the corrected theta) T_c^{-T}, T_c^{-1} the capped inverse."""
+    the share of direction k the estimator keeps on average; the corrected estimate divides
+    direction k by m_k = max(t_k, MIN_RETAINED). Where t_k >= MIN_RETAINED that is T^{-1}
+    (no bias left, to this order). Below, the direction is mostly ridge (its Gram eigenvalue
+    is within the noise) and a full correction would multiply the noise by 1 / t_k: the
+    correction is capped and the bias left, (m_k / t_k - 1) times the corrected component,
+    is returned (``bias``, per coordinate) for the intervals to widen by. The covariance
+    is T_c^{-1} Cov(replicates at the corrected theta) T_c^{-T}."""
     operators, noise = bootstrap_adassp(gram, penalty, meat, params, rng, ridge)
     A = gram + penalty
     vals, vecs = np.linalg.eigh(0.5 * (A + A.T))
@@ -233,13 +231,13 @@ def bootstrap_corrected(gram, penalty, theta, meat, params, rng, ridge):
     root, inv_root = (vecs * np.sqrt(vals)) @ vecs.T, (vecs / np.sqrt(vals)) @ vecs.T
     W = operators.mean(axis=0)
     t, V = np.linalg.eigh(0.5 * (root @ (W + W.T) @ root))
-    Tinv = inv_root @ (V / np.maximum(t, MIN_RETAINED)) @ V.T @ root
+    t = np.maximum(t, 1e-12)
+    m = np.maximum(t, MIN_RETAINED)
+    Tinv = inv_root @ (V / m) @ V.T @ root
     corrected = Tinv @ theta
     draws = np.einsum("bij,bj->bi", operators, A @ corrected + noise)
-    weak = inv_root @ V[:, t < MIN_RETAINED]
-    weak /= np.maximum(np.linalg.norm(weak, axis=0), 1e-300)
-    undetermined = np.any(np.abs(weak) > 0.3, axis=1)
-    return corrected, Tinv @ np.cov(draws, rowvar=False) @ Tinv.T, undetermined
+    left = inv_root @ (V * (m / t - 1.0)) @ V.T @ root @ corrected
+    return corrected, Tinv @ np.cov(draws, rowvar=False) @ Tinv.T, left
 
 
 def bootstrap_adassp(gram, penalty, meat, params, rng, ridge):
@@ -326,31 +324,27 @@ class Inference:
     method: str
     n_samples: int
     notes: tuple = ()
-    undetermined: np.ndarray | None = None  # raw coordinates with no interval (see notes)
+    bias: np.ndarray | None = None  # |bias| bound per raw coordinate (widens the interval)
 
     @classmethod
     def from_scaled(cls, scaled, scaling, target, fit_intercept, n_samples):
         dim = scaled.estimate.size
         A, c = raw_map(scaling, target, dim, fit_intercept)
-        notes, undetermined = scaled.notes, None
-        if scaled.undetermined is not None and scaled.undetermined.any():
-            # a raw coordinate is undetermined if it depends on an undetermined one
-            undetermined = (np.abs(A) > 0) @ scaled.undetermined > 0
-            notes = notes + ("the noisy Gram matrix does not determine some directions at this "
-                             "budget (their eigenvalue is within the privacy noise): the "
-                             "coefficients on them get no interval (NaN); a larger epsilon or "
-                             "less collinear features would",)
+        notes, bias = scaled.notes, None
+        if scaled.bias is not None and np.any(scaled.bias != 0):
+            bias = np.abs(A @ scaled.bias)
+            notes = notes + ("the noisy Gram matrix barely determines some directions at this "
+                             "budget (eigenvalue within the privacy noise): their bias "
+                             "correction is capped and the intervals of the coefficients "
+                             "loading on them are widened by the bias left (column 'bias')",)
         return cls(A @ scaled.estimate + c, A @ scaled.cov @ A.T, fit_intercept,
-                   np.asarray(scaling.scale) <= 0, scaled.method, int(n_samples), notes,
-                   undetermined)
+                   np.asarray(scaling.scale) <= 0, scaled.method, int(n_samples), notes, bias)
 
     @property
     def bse(self):
         se = np.sqrt(np.maximum(np.diag(self.cov), 0.0))
         p = self.dropped.size
         se[:p][self.dropped] = np.nan
-        if self.undetermined is not None:
-            se[self.undetermined] = np.nan
         return se
 
 
@@ -366,13 +360,19 @@ def wald_table(inf, names, alpha):
     import pandas as pd
 
     se = inf.bse
+    bias = np.zeros_like(se) if inf.bias is None else inf.bias
     q = special.ndtri(1.0 - alpha / 2.0)
     with np.errstate(divide="ignore", invalid="ignore"):
         z = inf.estimate / se
-    pval = 2.0 * special.ndtr(-np.abs(z))
+        # with a bias bound b the test is conservative: |coef| - b against N(0, se^2)
+        pval = 2.0 * special.ndtr(-np.maximum(np.abs(inf.estimate) - bias, 0.0) / se)
     lo, hi = f"[{alpha / 2:g}", f"{1 - alpha / 2:g}]"
-    return pd.DataFrame({"coef": inf.estimate, "std err": se, "z": z, "P>|z|": pval,
-                         lo: inf.estimate - q * se, hi: inf.estimate + q * se}, index=names)
+    table = pd.DataFrame({"coef": inf.estimate, "std err": se, "z": z, "P>|z|": pval,
+                          lo: inf.estimate - q * se - bias, hi: inf.estimate + q * se + bias},
+                         index=names)
+    if inf.bias is not None:
+        table["bias"] = bias
+    return table
 
 
 def render(table, header):
