@@ -28,17 +28,23 @@ psi_i for the per-record score at the estimate and H for the Hessian of the summ
 
     Var(theta_hat) ~ H^{-1} (sum_i psi_i psi_i^T) H^{-1}  +  H^{-1} Sigma_priv H^{-1}.
 
-* Least squares (AdaSSP). The released X^T X + E and X^T y + e give H directly (no new
-  release). theta_hat = (X^T X + E + n alpha P)^{-1} (X^T y + e), i.e. AdaSSP's solution
-  without its adaptive ridge when the noisy Gram matrix is safely positive definite
-  (smallest eigenvalue >= 2 sigma_2 sqrt(d), twice the typical norm of E); the ridge
-  (a bias) is kept otherwise and the summary says so. theta_hat - theta_ols ~
-  H^{-1} (e - E theta) gives Sigma_priv = sigma_3^2 I + sigma_2^2 (||theta||^2 I + theta
-  theta^T - diag(theta^2)) (E symmetric with iid N(0, sigma_2^2) entries on and above the
-  diagonal). The meat sum_i r_i^2 u_i u_i^T with r_i = clip(y_i - u_i^T theta_hat, -2, 2)
-  (|y_i| <= 1 after scaling, so the clip binds only on rows predicted outside the target
-  range) is released once: the Gaussian mechanism of :func:`release_gram`, L2 sensitivity
-  sqrt(2) * 4 * B_a^2 (replace-one; B_a^2 = R^2 + [intercept]).
+* Least squares (AdaSSP). The released X^T X + E and X^T y + e give the Hessian (no new
+  release); the meat sum_i r_i^2 u_i u_i^T, r_i = clip(y_i - u_i^T theta_hat, -2, 2) (|y_i|
+  <= 1 after scaling, so the clip binds only on rows predicted outside the target range),
+  is released once: the Gaussian mechanism of :func:`release_gram`, L2 sensitivity
+  sqrt(2) * 4 * B_a^2 (replace-one; B_a^2 = R^2 + [intercept]). AdaSSP's adaptive ridge
+  lambda shrinks the estimate: one Newton step on the noisy statistics removes it to first
+  order (:func:`debiased_ridge`), and a parametric bootstrap on the noisy sufficient
+  statistics (the OLS variant of Ferrando, Wang & Sheldon) gives the rest: the replicates
+  draw X^T y* = G theta + xi + e*, xi ~ N(0, meat) (sampling, HC1), the Gram matrix
+  G + E* with AdaSSP's noise scales, and recompute the estimator at the released ridge
+  (conditioning on it). A replicate is linear in theta for fixed noise, so the replicates'
+  mean is T theta; T^{-1} removes the bias (capped where the estimator keeps less than half
+  of a direction, with the bias left bounding a widening of the interval: see
+  :func:`bootstrap_corrected`), and T^{-1} Cov(replicates) T^{-T} is the covariance. G is
+  the released Gram matrix with its spectrum lowered by the noise's root-mean-square
+  eigenvalue (:func:`deflated_gram`), so the bootstrap world is not better conditioned
+  than the data.
 * Logistic (objective perturbation). The released w is the minimizer of the loss plus
   (lambda + alpha)/2 ||w||^2 + b^T w / n, b ~ N(0, sigma^2 I), then + N(0, sigma_out^2 I).
   Two Gram-type releases at the (public) released w: the Hessian sum_i l''(u_i^T w) u_i
