@@ -49,7 +49,8 @@ psi_i for the per-record score at the estimate and H for the Hessian of the summ
   (lambda + alpha)/2 ||w||^2 + b^T w / n, b ~ N(0, sigma^2 I), then + N(0, sigma_out^2 I).
   Two Gram-type releases at the (public) released w: the Hessian sum_i l''(u_i^T w) u_i
   u_i^T (0 <= l'' <= 1/4: sensitivity sqrt(2) B_a^2 / 4) and the meat sum_i l'(u_i^T w)^2
-  u_i u_i^T (|l'| <= 1: sensitivity sqrt(2) B_a^2). One Newton step on the loss with the
+  u_i u_i^T (|l'| <= 1: sensitivity sqrt(2) B_a^2), with 1/3 and 2/3 of the share
+  (:data:`LOGISTIC_SPLIT`). One Newton step on the loss with the
   user's penalty alone removes the added ridge lambda (to first order):
   theta_hat = w + (H/n + diag(alpha))^{-1} lambda w; the noise b enters as
   (H/n + alpha)^{-1} b / n, so Sigma_priv = sigma^2 I (summed scale) plus the output noise.
@@ -80,7 +81,11 @@ SUPPORTED = ("adassp", "objective-perturbation")
 #: Bound on |residual| used for the least-squares meat (targets are in [-1, 1]).
 RESIDUAL_BOUND = 2.0
 #: Shares of the inference mu^2 (logistic: Hessian, meat); least squares uses one release.
-LOGISTIC_SPLIT = (0.5, 0.5)
+#: The variance H^{-1} S H^{-1} has relative error dS/S - 2 dH/H; with S ~ H (information
+#: identity) and noise sd Delta_k / mu_k, its variance is 4 Delta_H^2 / a + Delta_S^2 / (1 - a)
+#: (over mu^2 H^2) for a Hessian share a, minimal at a = 1 / (1 + Delta_S / (2 Delta_H)) = 1/3
+#: (Delta_S = 4 Delta_H).
+LOGISTIC_SPLIT = (1.0 / 3.0, 2.0 / 3.0)
 
 
 def unsupported_reason(solver, *, chunked=False, row_normalized=False, unlearnable=False):
