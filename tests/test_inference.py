@@ -204,3 +204,12 @@ def test_quick_coverage(model, reps):
     assert s["reps"] == reps and s["errors"] == 0
     assert s["coverage"].mean() >= 0.75
     assert np.all(s["width_ratio"] > 1.0)  # private intervals are wider than non-private ones
+
+
+def test_summary_uses_pandas_feature_names():
+    pd = pytest.importorskip("pandas")
+    X, y = data(n=5000, logistic=True)
+    frame = pd.DataFrame(X, columns=["age", "income", "height"])
+    est = dpopt.DPLogisticRegression(epsilon=1.0, inference=True, random_state=0).fit(frame, y)
+    assert list(est.summary().index) == ["age", "income", "height", "intercept"]
+    assert "income" in est.summary_text()
