@@ -564,10 +564,11 @@ def fit_default(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, 
         result = solve(problem, solver, epsilon=eps_model, delta=delta, random_state=rng,
                        **options)
 
-    released = None
-    if "inference" in mus:  # Gaussian releases at the released model (dpopt.inference)
-        from dpopt.inference import Inference, release_inference
+    from dpopt.inference import SUPPORTED as INFERENCE_PATHS
+    from dpopt.inference import Inference, release_inference
 
+    released = None  # the inference releases: only on a path with a usable noise law
+    if "inference" in mus and solver in INFERENCE_PATHS:
         scaled, rec = release_inference(problem, result, solver, row_bound=R,
                                         mu=mus["inference"], rng=rng,
                                         adassp_release=getattr(result, "release", None))
