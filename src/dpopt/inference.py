@@ -109,15 +109,6 @@ def unsupported_reason(solver, *, chunked=False, row_normalized=False, unlearnab
 # --------------------------------------------------------------------------- releases
 
 
-def symmetric_gaussian(d, sigma, rng):
-    """Symmetric matrix with iid N(0, sigma^2) on and above the diagonal (mirrored)."""
-    rows, cols = np.triu_indices(d)
-    E = np.zeros((d, d))
-    E[rows, cols] = sigma * rng.standard_normal(rows.size)
-    E[cols, rows] = E[rows, cols]
-    return E
-
-
 def release_gram(U, weights, weight_bound, row_sq_bound, mu, rng):
     """Noisy sum_i weights_i u_i u_i^T (upper triangle released, mirrored), mu-GDP.
 
@@ -130,7 +121,9 @@ def release_gram(U, weights, weight_bound, row_sq_bound, mu, rng):
     sigma = sensitivity / mu
     G = U.T @ (np.asarray(weights)[:, None] * U) if not sp.issparse(U) else \
         np.asarray((U.T @ sp.diags(weights) @ U).toarray())
-    return np.asarray(G) + symmetric_gaussian(U.shape[1], sigma, rng), sigma, Gaussian(1.0 / mu)
+    from dpopt.solvers.adassp import symmetric_noise
+
+    return np.asarray(G) + sigma * symmetric_noise(U.shape[1], rng), sigma, Gaussian(1.0 / mu)
 
 
 def psd_part(M, floor=0.0):
