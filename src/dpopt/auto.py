@@ -568,7 +568,8 @@ def fit_default(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, 
     from dpopt.inference import Inference, release_inference
 
     released = None  # the inference releases: only on a path with a usable noise law
-    if "inference" in mus and solver in INFERENCE_PATHS:
+    degenerate = target is not None and target.half_width == 0  # the model is 0
+    if "inference" in mus and solver in INFERENCE_PATHS and not degenerate:
         scaled, rec = release_inference(problem, result, solver, row_bound=R,
                                         mu=mus["inference"], rng=rng,
                                         adassp_release=getattr(result, "release", None))
@@ -580,7 +581,7 @@ def fit_default(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, 
             "scaling": "row-normalized" if row_mode else "private feature bounds",
             "row_bound": R, "model_options": _public(options)}
     if inference and released is None:
-        plan["inference_unavailable"] = unsupported_reason_of(solver, row_mode)
+        plan["inference_unavailable"] = unsupported_reason_of(solver, row_mode, degenerate)
     result = replace(result, epsilon=total, mechanisms=mechanisms,
                      accountant="exact" if all(isinstance(m, Gaussian) for m in mechanisms)
                      else result.accountant,
@@ -600,10 +601,11 @@ def _check_inference(loss_name, penalty, penalty_kwargs, n, p, chunked):
         raise ValueError(f"inference=True: {reason}")
 
 
-def unsupported_reason_of(solver, row_mode):
+def unsupported_reason_of(solver, row_mode, degenerate_target=False):
     from dpopt.inference import unsupported_reason
 
-    return unsupported_reason(solver, row_normalized=row_mode)
+    return unsupported_reason(solver, row_normalized=row_mode,
+                              degenerate_target=degenerate_target)
 
 
 def _no_model(p, loss, penalty, penalty_kwargs, fit_intercept, delta, n, epsilon):

@@ -88,8 +88,12 @@ RESIDUAL_BOUND = 2.0
 LOGISTIC_SPLIT = (1.0 / 3.0, 2.0 / 3.0)
 
 
-def unsupported_reason(solver, *, chunked=False, row_normalized=False, unlearnable=False):
+def unsupported_reason(solver, *, chunked=False, row_normalized=False, unlearnable=False,
+                       degenerate_target=False):
     """Why the default path's fit cannot give intervals, or None if it can."""
+    if degenerate_target:
+        return ("the target's private bounds collapsed (too few samples for this epsilon): "
+                "the model is the constant 0, there is nothing to give intervals for")
     if unlearnable:
         return ("the default path released no model (the constant 0: too few samples for "
                 "this epsilon), so there is nothing to give intervals for")
