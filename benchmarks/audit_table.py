@@ -25,7 +25,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 import _declarations as D  # noqa: E402
 import dpopt  # noqa: E402
 from _broken_variants import noise_scaled  # noqa: E402
-from dpopt import audit as A  # noqa: E402
+from dpopt.api import audit as A  # noqa: E402
 
 D.load()  # the clipping-off variants, declared in the solvers' test modules
 
@@ -85,10 +85,10 @@ def table(thorough=False):
                     f"{_bound(deep) if deep else 'not run'} | {broken} |")
         print(f"{name}: done in {secs:.1f} s", file=sys.stderr)
     settings = (f"Settings: canary datasets of 50 records (2 for ht-subgradient) with 1 feature "
-                f"(`dpopt.audit.canary_problems`), target epsilon = {A.DEFAULT_EPSILON:g}, "
+                f"(`dpopt.api.audit.canary_problems`), target epsilon = {A.DEFAULT_EPSILON:g}, "
                 f"delta = {A.DEFAULT_DELTA:g} unless stated, {A.DEFAULT_RUNS} runs per dataset "
                 f"(half choose the test, half measure it), 95% confidence, seed 0; options "
-                f"per solver in `dpopt.audit.AUDIT_OPTIONS`; clipping-off audits use 400 runs. "
+                f"per solver in `dpopt.api.audit.AUDIT_OPTIONS`; clipping-off audits use 400 runs. "
                 f"A claimed epsilon slightly below 2 is the calibrated one. With one feature "
                 f"DP-CD, DP-GD and DP-RBCD (uniform sampling) make the same updates from the same "
                 f"random stream, hence identical numbers; so do the three one-pass heavy-tailed "

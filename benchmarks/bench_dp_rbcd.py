@@ -22,7 +22,7 @@ import numpy as np
 import scipy.sparse as sp
 
 import dpopt
-from dpopt.exceptions import PrivacyLeakWarning
+from dpopt._core.exceptions import PrivacyLeakWarning
 
 
 def per_pass(pb, solver, passes, **kw):

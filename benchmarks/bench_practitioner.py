@@ -14,9 +14,9 @@ import warnings
 import numpy as np
 
 import dpopt
-from dpopt.budget import Spend
+from dpopt.api.tuning import rdp_curve, selection_epsilon
 from dpopt.privacy import Gaussian, Laplace, calibrate_gaussian, epsilon_of
-from dpopt.tuning import rdp_curve, selection_epsilon
+from dpopt.privacy.budget import Spend
 
 
 def budget_table():

@@ -68,9 +68,9 @@ def draw(model, noise, n, p, rng):
 
 def population_estimand(est, Xpop, ypop):
     """The fit's estimand on a population: its scaling, row clipping and loss, raw units."""
-    from dpopt.auto import InMemoryData
+    from dpopt.data.losses import get_loss
     from dpopt.inference import clipped_design, raw_map
-    from dpopt.problem.losses import get_loss
+    from dpopt.pipeline.default_path import InMemoryData
     from dpopt.solvers.objective_perturbation import PerturbedObjective, newton
 
     auto = est.auto_

@@ -1,4 +1,4 @@
-"""Scale: a DP-GD step and AdaSSP on chunked data, in memory and out-of-core (dpopt.distributed).
+"""Scale: a DP-GD step and AdaSSP on chunked data, in memory and out-of-core (dpopt.data.chunked).
 
     PYTHONPATH=src python benchmarks/scale.py                       # quick: 1e5, 1e6 rows
     PYTHONPATH=src python benchmarks/scale.py --sizes 1e5,1e6,4e6,2e7 --memory-limit 1.5GB
@@ -23,7 +23,7 @@ per worker, far below the largest data) runs the chunk tasks. For every size it 
 With ``--sparse-density D`` it measures sparse data instead, in memory only: a CSR matrix with
 round(D p) non-zeros per row (N(0, 1) values, uniform columns), the in-memory DP-GD step
 (``full_gradient`` on a sparse Problem) against the Dask step on the same rows persisted on the
-workers as CSR chunks (:mod:`dpopt.distributed`'s sparse path), with and without intercept.
+workers as CSR chunks (:mod:`dpopt.data.chunked`'s sparse path), with and without intercept.
 
 The machine is shared and has 2 cores: timings are noisy; the best of ``--repeats`` is kept.
 """
@@ -40,8 +40,8 @@ import warnings
 
 import numpy as np
 
-from dpopt.distributed import ChunkedProblem
-from dpopt.problem import Problem
+from dpopt.data import Problem
+from dpopt.data.chunked import ChunkedProblem
 
 
 def _open_npy(path, dtype, shape):

@@ -52,7 +52,7 @@ class ScaledNoiseGenerator(np.random.Generator):
 
 
 def noise_scaled(name, factor=0.25):
-    """``fit`` for :func:`dpopt.audit.audit`: solver ``name`` with noise times ``factor``."""
+    """``fit`` for :func:`dpopt.api.audit.audit`: solver ``name`` with noise times ``factor``."""
 
     def fit(problem, *, random_state, **kw):
         return dpopt.solve(problem, name, random_state=ScaledNoiseGenerator(random_state, factor),

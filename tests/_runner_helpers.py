@@ -35,7 +35,7 @@ def toy_problem():
 
 
 def dpcd_run(config, seed):
-    """A small private fit recorded with the fields dpopt.plotting reads."""
+    """A small private fit recorded with the fields dpopt.experiments.plotting reads."""
     import dpopt
     from dpopt.experiments.runner import fit_record
 

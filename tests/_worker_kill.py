@@ -5,11 +5,11 @@ import signal
 
 import numpy as np
 
-from dpopt.distributed import _chunk_gradient
+from dpopt.data.chunked import _chunk_gradient
 
 
 def gradient_killing_its_worker_once(xb, yb, *, flag, **kwargs):
-    """``dpopt.distributed._chunk_gradient``, except that the first task of a later step
+    """``dpopt.data.chunked._chunk_gradient``, except that the first task of a later step
     (w != 0) to find no file ``flag`` writes its process id there and kills its own worker
     process with SIGKILL (no clean-up: as a crash or the kernel's OOM killer would). The
     scheduler reruns the lost tasks elsewhere; the rerun finds the flag and computes."""

@@ -333,7 +333,7 @@ def test_pure_and_laplace_mechanisms():
 
 
 def test_tiny_and_huge_budgets_neither_hang_nor_overflow():
-    # the accepted range is [MIN_EPSILON, MAX_EPSILON] (dpopt._validation); beyond it a
+    # the accepted range is [MIN_EPSILON, MAX_EPSILON] (dpopt._core.validation); beyond it a
     # ValueError naming epsilon, before any search
     with time_limit(60):
         for eps in (1e-6, 100.0):

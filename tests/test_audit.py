@@ -1,4 +1,4 @@
-"""Empirical privacy audit (dpopt.audit): every registered private solver is audited,
+"""Empirical privacy audit (dpopt.api.audit): every registered private solver is audited,
 and deliberately broken variants are caught.
 
 Statistical guarantees. Each audit's lower bound holds with probability >= 95%
@@ -19,7 +19,7 @@ from scipy import stats
 import _declarations as D
 import dpopt
 from _broken_variants import noise_scaled, private_families
-from dpopt import audit as A
+from dpopt.api import audit as A
 from dpopt.cli import main
 from dpopt.privacy import gdp_delta, gdp_epsilon
 

@@ -1,4 +1,4 @@
-"""The estimators' default path (solver="auto", dpopt.auto): private end to end.
+"""The estimators' default path (solver="auto", dpopt.pipeline.default_path): private end to end.
 
 A default fit on raw data must raise no PrivacyLeakWarning, spend exactly its
 target (epsilon, delta) as one Gaussian-DP composition that includes the
@@ -13,7 +13,7 @@ import pytest
 import scipy.sparse as sp
 
 import dpopt
-from dpopt import auto
+from dpopt.pipeline import default_path as auto
 from dpopt.privacy import Gaussian, epsilon_of, gdp_mu
 
 ESTIMATORS = [dpopt.DPLogisticRegression, dpopt.DPLinearRegression, dpopt.DPLasso,

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 import dpopt
-from dpopt.budget import Spend, current_budget
 from dpopt.privacy import gdp_epsilon
+from dpopt.privacy.budget import Spend, current_budget
 
 
 @pytest.fixture(scope="module")

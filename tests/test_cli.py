@@ -5,9 +5,9 @@ import json
 import numpy as np
 import pytest
 
-from dpopt import modelio
+from dpopt.api import modelio
+from dpopt.api.estimators import DPLogisticRegression
 from dpopt.cli import main
-from dpopt.estimators import DPLogisticRegression
 
 
 def run(argv, capsys):

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 import dpopt
-from dpopt import modelio
+from dpopt.api import modelio
 from dpopt.cli import build_parser, main, solver_catalog
-from dpopt.tables import read_csv_table
+from dpopt.cli.tables import read_csv_table
 
 
 def run(argv, capsys):
@@ -73,7 +73,7 @@ def test_fit_string_target_and_categories(table, tmp_path, capsys):
     assert model["data"]["categories"] == {"color": ["blue", "green", "red"]}
     assert model["data"]["feature_names"][1] == "color=blue"
     # the fit is the estimator's default path with the same seed: same coefficients
-    from dpopt.estimators import DPLogisticRegression
+    from dpopt.api.estimators import DPLogisticRegression
 
     t = read_csv_table(path)
     est = DPLogisticRegression(epsilon=1.0, random_state=3)

@@ -1,5 +1,5 @@
 """Chunked (Dask / out-of-core) fits: equal to the in-memory fits, whatever the chunking,
-the workers, a failed task or a lost worker (dpopt.distributed)."""
+the workers, a failed task or a lost worker (dpopt.data.chunked)."""
 
 import threading
 
@@ -8,8 +8,8 @@ import pytest
 import scipy.sparse as sp
 
 import dpopt
-from dpopt import distributed
-from dpopt.distributed import ChunkedProblem, poisson_rows
+from dpopt.data import chunked as distributed
+from dpopt.data.chunked import ChunkedProblem, poisson_rows
 
 da = pytest.importorskip("dask.array")  # the dask extra: installed by .ci/run
 pytest.importorskip("distributed")
@@ -370,7 +370,7 @@ def test_sparse_chunks_with_duplicates_and_explicit_zeros_are_canonicalised(clie
 
 
 def test_sparse_chunk_design_and_row_norms_with_empty_rows():
-    from dpopt.distributed import _csr_design, _row_sq_norms
+    from dpopt.data.chunked import _csr_design, _row_sq_norms
 
     X, _ = sparse_data("squared", seed=3, density=0.15)
     X = sp.csr_matrix(X[:60].multiply(np.arange(60)[:, None] % 7 != 0))  # rows 0, 7, ... empty

@@ -1,5 +1,5 @@
 """The default path and objective perturbation on chunked data: equal to the in-memory fits
-at the same seed, whatever the chunking (dpopt.distributed_auto, objective perturbation's
+at the same seed, whatever the chunking (dpopt.pipeline.chunked, objective perturbation's
 chunked Newton)."""
 
 import warnings
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import dpopt
-from dpopt import auto
+from dpopt.pipeline import default_path as auto
 from dpopt.preprocessing import (
     feature_histograms,
     private_bounds_from_counts,
@@ -26,7 +26,7 @@ da = pytest.importorskip("dask.array")  # the dask extra: installed by .ci/run
 pytest.importorskip("distributed")
 from test_distributed import client  # noqa: E402,F401,I001  (the two-worker LocalCluster fixture)
 
-from dpopt.distributed import ChunkedProblem  # noqa: E402
+from dpopt.data.chunked import ChunkedProblem  # noqa: E402
 
 on_cluster = pytest.mark.usefixtures("client")
 
@@ -225,7 +225,7 @@ def test_objective_perturbation_on_sparse_chunks_equals_in_memory_sparse():
     ("absolute", "none", "dp-gd"), ("absolute", "l2", "dp-gd"),
 ])
 def test_chunked_routing_sends_every_pair_to_a_distributed_solver(loss, penalty, expected):
-    from dpopt.distributed import distributed_solvers
+    from dpopt.data.chunked import distributed_solvers
 
     available = dpopt.available_solvers()
     solver, why = auto.choose_solver(loss, penalty, 10 ** 6, 20, available, chunked=True)

@@ -14,7 +14,7 @@ from _broken_variants import unclipping
 from _declarations import clip_off, crosscheck, noise_spec, one_step
 from _independent_accounting import eq18_epsilon_numeric, gaussian_epsilon
 from _noise_checks import M_PUBLIC, coordinate_noise, eso_noise
-from dpopt.exceptions import PrivacyLeakWarning
+from dpopt._core.exceptions import PrivacyLeakWarning
 from dpopt.privacy import calibrate_gaussian, epsilon_of
 from dpopt.solvers import dp_rbcd
 from dpopt.solvers.dp_rbcd import (

@@ -13,7 +13,7 @@ from sklearn.preprocessing import StandardScaler
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 import dpopt
-from dpopt.estimators import (
+from dpopt.api.estimators import (
     DPElasticNet,
     DPHuberRegressor,
     DPLasso,

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 import dpopt
-from dpopt import auto
 from dpopt.inference import release_gram
+from dpopt.pipeline import default_path as auto
 from dpopt.privacy import Gaussian, gdp_mu
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -15,8 +15,8 @@ import dpopt
 from _broken_variants import unclipping
 from _declarations import clip_off, crosscheck, custom_noise_test
 from _independent_accounting import op_delta_closed_form, op_delta_quad, op_epsilon_quad
-from dpopt.budget import Spend, convert_to_replace_one
 from dpopt.privacy import Gaussian, ObjectivePerturbation, epsilon_of, objective_perturbation_delta
+from dpopt.privacy.budget import Spend, convert_to_replace_one
 from dpopt.solvers import objective_perturbation as opmod
 
 NAME = "objective-perturbation"
@@ -81,7 +81,7 @@ def test_noise_matches_the_calibration():
 
 
 def test_huber_threshold_sets_the_lipschitz_constant():
-    pb = dpopt.Problem(np.eye(3), np.array([1.0, -2.0, 0.5]), dpopt.problem.losses.huber(0.5))
+    pb = dpopt.Problem(np.eye(3), np.array([1.0, -2.0, 0.5]), dpopt.data.losses.huber(0.5))
     res = dpopt.solve(pb, NAME, epsilon=1.0, delta=1e-5, row_bound=1.0, random_state=0)
     assert res.params["L"] == 0.5 and res.params["beta"] == 1.0
     assert res.params["sigma"] == pytest.approx(res.noise_multiplier * 2 * 0.5, rel=1e-12)

@@ -1,5 +1,5 @@
 """Epsilon and delta far outside any useful range: one clear ValueError naming the parameter,
-raised by the shared checks (dpopt._validation) before any search; delta > 1/n warns."""
+raised by the shared checks (dpopt._core.validation) before any search; delta > 1/n warns."""
 
 import math
 import warnings
@@ -9,7 +9,7 @@ import pytest
 
 import dpopt
 from dpopt import privacy
-from dpopt._validation import MAX_EPSILON, MIN_DELTA, MIN_EPSILON, check_delta, check_epsilon
+from dpopt._core.validation import MAX_EPSILON, MIN_DELTA, MIN_EPSILON, check_delta, check_epsilon
 from dpopt.privacy import accounting
 from dpopt.solvers._base import _REGISTRY
 

@@ -5,7 +5,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import dpopt
-from dpopt.problem import Penalty, box, elastic_net, get_loss, l1, l2, non_negative
+from dpopt.data import Penalty, box, elastic_net, get_loss, l1, l2, non_negative
 
 
 @pytest.mark.parametrize("loss", ["squared", "logistic", "huber", "absolute"])

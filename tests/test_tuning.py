@@ -7,8 +7,7 @@ import pytest
 from sklearn.model_selection import ParameterGrid
 
 import dpopt
-from dpopt.privacy import Gaussian, Laplace, calibrate_gaussian, epsilon_of
-from dpopt.tuning import (
+from dpopt.api.tuning import (
     ORDERS,
     PrivateHyperparameterSearch,
     rdp_curve,
@@ -16,6 +15,7 @@ from dpopt.tuning import (
     selection_epsilon,
     truncated_negative_binomial_gamma,
 )
+from dpopt.privacy import Gaussian, Laplace, calibrate_gaussian, epsilon_of
 
 
 def _data(n=600, seed=0):

@@ -13,21 +13,21 @@ loads scikit-learn), so that ``import dpopt`` and the light CLI commands (``dpop
 __version__ = "0.1.0"
 
 _LAZY = {
-    "BudgetAccountant": "dpopt.budget",
-    "BudgetExceededError": "dpopt.exceptions",
-    "PrivacyLeakWarning": "dpopt.exceptions",
-    "WeakPrivacyWarning": "dpopt.exceptions",
-    "Problem": "dpopt.problem",
+    "BudgetAccountant": "dpopt.privacy.budget",
+    "BudgetExceededError": "dpopt._core.exceptions",
+    "PrivacyLeakWarning": "dpopt._core.exceptions",
+    "WeakPrivacyWarning": "dpopt._core.exceptions",
+    "Problem": "dpopt.data",
     "FitResult": "dpopt.solvers",
     "available_solvers": "dpopt.solvers",
     "get_solver": "dpopt.solvers",
     "register_solver": "dpopt.solvers",
     "solve": "dpopt.solvers",
     "reference_optimum": "dpopt.solvers.reference",
-    "PrivateHyperparameterSearch": "dpopt.tuning",
-    "ChunkedProblem": "dpopt.distributed",
+    "PrivateHyperparameterSearch": "dpopt.api.tuning",
+    "ChunkedProblem": "dpopt.data.chunked",
 }
-_LAZY.update({name: "dpopt.estimators" for name in (
+_LAZY.update({name: "dpopt.api.estimators" for name in (
     "DPLogisticRegression", "DPLinearRegression", "DPLasso", "DPElasticNet", "DPHuberRegressor")})
 _LAZY.update({name: "dpopt.preprocessing" for name in (
     "PrivateClipper", "PrivateMinMaxScaler", "PrivateStandardScaler", "PrivateRobustScaler",

@@ -2,7 +2,7 @@
 
 What is estimated
 -----------------
-The default path (:mod:`dpopt.auto`) fits the model on privately clipped and scaled data:
+The default path (:mod:`dpopt.pipeline.default_path`) fits the model on privately clipped and scaled data:
 features clipped to their private bounds, mapped to [0, 1] and centred, rows longer than
 the private row bound R rescaled to norm R, a regression target clipped to its private
 bounds and mapped to [-1, 1]. The estimand is therefore the population minimizer theta of
@@ -57,7 +57,7 @@ psi_i for the per-record score at the estimate and H for the Hessian of the summ
 
 Privacy. Every release above is a Gaussian mechanism on clipped rows with the stated
 sensitivity; its noise is calibrated to the ``inference`` share of the fit's Gaussian-DP
-mu (:func:`dpopt.auto.plan_budget`), so the whole fit, model and inference, is one
+mu (:func:`dpopt.pipeline.default_path.plan_budget`), so the whole fit, model and inference, is one
 composition: one (epsilon, delta) in ``privacy_report()``, one charge to a
 :class:`~dpopt.BudgetAccountant`. Everything after the releases (sandwich, mapping to raw
 units, intervals, p-values) is post-processing. The released matrices are projected on the
@@ -307,7 +307,7 @@ def release_inference(problem, result, solver, *, row_bound, mu, rng, adassp_rel
 
 def raw_map(scaling, target, dim, fit_intercept):
     """(A, c) with raw = A theta + c (raw: coef then intercept): the map of
-    :meth:`dpopt.auto.AutoFit.raw_model`, which is affine in theta."""
+    :meth:`dpopt.pipeline.default_path.AutoFit.raw_model`, which is affine in theta."""
     p = dim - fit_intercept
     h, center = (1.0, 0.0) if target is None else (target.half_width, target.center)
     inv = np.divide(1.0, scaling.scale, out=np.zeros(p), where=scaling.scale > 0)

@@ -30,7 +30,7 @@ import numpy as np
 if TYPE_CHECKING:
     import scipy.sparse as sp
 
-from dpopt._validation import check_positive_int
+from dpopt._core.validation import check_positive_int
 
 __all__ = [
     "LoadedData",

@@ -1,11 +1,11 @@
 """Synthetic problems from the DP-ERM papers, plus imbalanced and heavy-tailed designs.
 
 Every generator takes ``random_state`` (None, an int, a SeedSequence or a
-``numpy.random.Generator``; see :func:`dpopt._validation.check_random_state`),
+``numpy.random.Generator``; see :func:`dpopt._core.validation.check_random_state`),
 draws everything from that one generator in a fixed order, and returns float64
 arrays ``(X, y)``, or ``(X, y, coef)`` with ``return_coef=True``. The same seed
 gives bit-identical arrays (DESIGN.md, invariant 6). Classification labels are
-float64 in {-1.0, +1.0}, the convention of :mod:`dpopt.problem`.
+float64 in {-1.0, +1.0}, the convention of :mod:`dpopt.data`.
 
 Where a paper leaves a detail open, the choice made here is written in the
 "Choices" part of the docstring.
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from dpopt._validation import check_choice, check_positive_int, check_random_state, check_scalar
+from dpopt._core.validation import check_choice, check_positive_int, check_random_state, check_scalar
 
 __all__ = [
     "make_sparse_lasso",

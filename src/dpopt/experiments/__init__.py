@@ -26,7 +26,7 @@ from dpopt.experiments.runner import (
 class Experiment:
     """A reproduction: ``run(out, quick, n_jobs, backend, progress)`` writes its results
     under ``out`` (``runs.jsonl`` first); ``plot_records`` maps the raw records of its
-    ``runs.jsonl`` to the fields :mod:`dpopt.plotting` reads (``None`` when they already are,
+    ``runs.jsonl`` to the fields :mod:`dpopt.experiments.plotting` reads (``None`` when they already are,
     or when it has nothing to draw)."""
 
     name: str
@@ -54,7 +54,7 @@ def _plottable(records):
 
 
 def plot_records(records) -> list[dict]:
-    """The records of any reproduction's ``runs.jsonl`` in the fields :mod:`dpopt.plotting`
+    """The records of any reproduction's ``runs.jsonl`` in the fields :mod:`dpopt.experiments.plotting`
     reads (``dpopt plot results/NAME/runs.jsonl``): records already in that form are
     returned as they are, others go through the first reproduction adapter that
     recognises them (each adapter returns ``[]`` for records that are not its own)."""

@@ -276,7 +276,7 @@ def _fine_configs(best, algo, runs):
 
 
 def plot_records(records):
-    """``runs.jsonl`` of this reproduction -> :mod:`dpopt.plotting` records: the final
+    """``runs.jsonl`` of this reproduction -> :mod:`dpopt.experiments.plotting` records: the final
     configurations' runs with their curves (relative error and wall time at every pass).
     The records hold the epsilon spent; the panels show it to 2 digits, the target (1 or
     10; DP-SGD's accountant spends 0.997 of 1)."""
@@ -423,7 +423,7 @@ def _final_row(rec):
 
 
 def _figures(out, finals, quick):
-    """Figures 1-3 of the paper through :mod:`dpopt.plotting`: mean and min-max band over
+    """Figures 1-3 of the paper through :mod:`dpopt.experiments.plotting`: mean and min-max band over
     the final runs of each algorithm's best configuration."""
     records = plot_records(finals)
     title = (f"DP-CD reproduction{' (quick)' if quick else ''}: best configuration of each "

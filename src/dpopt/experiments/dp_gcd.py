@@ -394,7 +394,7 @@ FIG3_ALGOS = (COARSE, "dp-gcd-gs-s", "dp-gcd-gs-q", "dp-cd", "dp-sgd")
 
 def plot(records, datasets, algos, path, title):
     """Relative error vs pass budget, mean and min-max band over the runs of the best
-    (step, clip) of each budget (the paper's Figure 1 / 3 layout), through dpopt.plotting."""
+    (step, clip) of each budget (the paper's Figure 1 / 3 layout), through dpopt.experiments.plotting."""
     labels = {LABELS[a] for a in algos}
     chosen = [r for r in plot_records(records)
               if r["config"]["dataset"] in datasets and r["config"]["solver"] in labels]
@@ -412,7 +412,7 @@ def available(datasets, quick):
 
 
 def plot_records(records):
-    """``runs.jsonl`` of this reproduction -> :mod:`dpopt.plotting` records: per problem and
+    """``runs.jsonl`` of this reproduction -> :mod:`dpopt.experiments.plotting` records: per problem and
     algorithm, the error (and solver time) of every run of the best (step, clip) at each
     pass budget (the paper's Figure 1 protocol), as a trajectory over the budgets."""
     return budget_curves({(LABELS.get(algo, algo), ds, EPSILON, passes): row["records"]

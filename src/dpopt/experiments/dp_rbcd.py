@@ -48,7 +48,7 @@ from pathlib import Path
 import numpy as np
 
 import dpopt
-from dpopt.exceptions import PrivacyLeakWarning
+from dpopt._core.exceptions import PrivacyLeakWarning
 from dpopt.experiments import register_experiment
 from dpopt.experiments.protocol import (
     best_rows,
@@ -210,7 +210,7 @@ CELL = ("dataset", "method", "epsilon")  # a curve: the tuned error at every pas
 
 
 def plot_records(records):
-    """``runs.jsonl`` of this reproduction -> :mod:`dpopt.plotting` records: per (dataset,
+    """``runs.jsonl`` of this reproduction -> :mod:`dpopt.experiments.plotting` records: per (dataset,
     method, epsilon) and final run, the error (and wall time) at every pass budget, each
     budget with its own tuned (step, clip)."""
     return budget_curves({
@@ -368,7 +368,7 @@ def _figure_epsilon(plan):
 
 
 def _figures(out, final, plan, quick):
-    """error_vs_passes.png and error_vs_time.png through :mod:`dpopt.plotting`: one panel
+    """error_vs_passes.png and error_vs_time.png through :mod:`dpopt.experiments.plotting`: one panel
     per dataset at one epsilon (:func:`_figure_epsilon`), a line per method (mean and
     min-max over the final runs, at every pass budget), log-log as the budgets span decades."""
     eps = _figure_epsilon(plan)

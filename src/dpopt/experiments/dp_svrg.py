@@ -334,7 +334,7 @@ def write_tables(rows, out: Path, missing, quick):
 def write_figures(records, out: Path):
     """One figure per (dataset, penalty): relative error (F(w) - F*) / |F*| against passes
     (per-sample gradient evaluations / n), one panel per epsilon, through
-    :mod:`dpopt.plotting` on log-log axes (the paper's DP-GD runs 1000 passes, the others
+    :mod:`dpopt.experiments.plotting` on log-log axes (the paper's DP-GD runs 1000 passes, the others
     tens). Test accuracy barely moves on these problems: it is in summary.md."""
     written = []
     for ds in dict.fromkeys(r["config"]["dataset"] for r in records):
@@ -400,7 +400,7 @@ def noise_comparison(n, out: Path, quick=False, records=()):
 
 
 def plot_records(records):
-    """``runs.jsonl`` of this reproduction -> :mod:`dpopt.plotting` records: relative error
+    """``runs.jsonl`` of this reproduction -> :mod:`dpopt.experiments.plotting` records: relative error
     gap / |F*| at every checkpoint, against gradient evaluations / n; one panel per
     (dataset, penalty, epsilon)."""
     out = []

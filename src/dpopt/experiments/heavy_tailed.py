@@ -431,7 +431,7 @@ def _plot_panels(fams, panels, families, path, title, clip_factor=None):
     (w = 0): a curve above it is drawn at the edge with upward markers and named in a note
     in the panel, so one diverging baseline does not squash the others.
 
-    Bespoke: :mod:`dpopt.plotting` has no x axis n, no best-of-grid lines with standard
+    Bespoke: :mod:`dpopt.experiments.plotting` has no x axis n, no best-of-grid lines with standard
     errors, no excess-risk axis clipped at the w = 0 reference (``dpopt plot`` draws the raw
     runs through :func:`plot_records`)."""
     import matplotlib
@@ -580,7 +580,7 @@ def write_figures(fams, out, quick):
 
 
 def plot_records(records):
-    """``runs.jsonl`` of this reproduction -> :mod:`dpopt.plotting` records. The error
+    """``runs.jsonl`` of this reproduction -> :mod:`dpopt.experiments.plotting` records. The error
     plotted is the excess test risk F_test(w) - F_test* (this paper's measure, in place
     of the relative error), one panel per (dataset, n, epsilon); ``inf`` marks a
     diverged run."""

@@ -1,7 +1,7 @@
 """The one protocol of the reproductions (design.md, "Reproductions"): problem bundle
 (:func:`bundle`, :func:`local_dataset`), grid and runs (:mod:`.runner`), summary
 (:func:`summarize`, :func:`best_rows`), tables (:func:`fmt_value`, :func:`fmt`,
-:func:`markdown_table`, :func:`write_csv`) and figures through :mod:`dpopt.plotting`
+:func:`markdown_table`, :func:`write_csv`) and figures through :mod:`dpopt.experiments.plotting`
 (:func:`save_figure`). A reproduction keeps only its data and its special stages.
 
 The objective values and the reference optimum are non-private diagnostics computed on the
@@ -258,12 +258,12 @@ def budget_curves(cells: Mapping) -> list[dict]:
 
 def save_figure(records: Sequence[Mapping], path, kind: str = "passes",
                 title: str | None = None, xscale: str | None = None) -> Path | None:
-    """Draw ``records`` (the :mod:`dpopt.plotting` schema, see :func:`.runner.plot_record`)
-    with ``dpopt.plotting``'s figure of ``kind`` (``passes``, ``time`` or ``epsilon``) and
+    """Draw ``records`` (the :mod:`dpopt.experiments.plotting` schema, see :func:`.runner.plot_record`)
+    with ``dpopt.experiments.plotting``'s figure of ``kind`` (``passes``, ``time`` or ``epsilon``) and
     save it to ``path``; ``title`` goes above the panels, ``xscale`` (``"log"``) replaces
     the x scale of every panel (points at x <= 0 then fall off). Nothing to draw (no
     records): ``None``, no file."""
-    from dpopt import plotting
+    from dpopt.experiments import plotting
 
     draw = {"passes": plotting.plot_error_vs_passes, "time": plotting.plot_error_vs_time,
             "epsilon": plotting.plot_privacy_utility}

@@ -210,7 +210,7 @@ def relative_error(value, f_star) -> float:
 
 
 def fit_record(problem, result, f_star) -> dict:
-    """The result fields :mod:`dpopt.plotting` reads, from a solver's FitResult.
+    """The result fields :mod:`dpopt.experiments.plotting` reads, from a solver's FitResult.
 
     ``rel_error`` (final), ``gap`` (F(w) - F*), ``trajectory`` (passes,
     rel_error, time at the checkpoints), and the privacy actually spent
@@ -249,7 +249,7 @@ def _json_default(obj):
 
 def plot_record(solver, dataset, epsilon, run, *, rel_error=None, passes=None, trajectory=None,
                 times=None, adjacency="replace-one", **extra) -> dict:
-    """One record in the fields :mod:`dpopt.plotting` reads (the reproductions' adapters
+    """One record in the fields :mod:`dpopt.experiments.plotting` reads (the reproductions' adapters
     build their ``plot_records`` from this): a curve per (solver, extra config) and panel
     per (dataset, epsilon); ``trajectory`` the relative errors at ``passes``, ``times`` the
     wall times there (for the error-vs-time figure)."""

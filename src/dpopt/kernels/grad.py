@@ -247,7 +247,7 @@ def _all_rows(n):
 
 
 # ---------------------------------------------------------------------------
-# Chunks of rows as they come from a file or a Dask array (dpopt.distributed): the feature
+# Chunks of rows as they come from a file or a Dask array (dpopt.data.chunked): the feature
 # block only (float32 or float64, rows contiguous), the intercept's constant 1 implicit, the
 # row norms computed in the same sweep as the margins. No copy of the chunk is made.
 

@@ -1,7 +1,7 @@
 """The scalar proximal operator every kernel applies, owned by the kernel layer.
 
 psi_j(u) = l1_j |u| + (l2_j / 2) u^2 restricted to [lower_j, upper_j] (the separable
-penalties of :mod:`dpopt.problem.penalties`, which hands these arrays down):
+penalties of :mod:`dpopt.data.penalties`, which hands these arrays down):
 
     prox_{step psi_j}(v) = clip( soft_threshold(v, step l1_j) / (1 + step l2_j), lower_j, upper_j )
 

@@ -31,7 +31,8 @@ import scipy.sparse as sp
 from sklearn.base import BaseEstimator, OneToOneFeatureMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from dpopt._validation import (
+from dpopt._core.exceptions import PrivacyLeakWarning
+from dpopt._core.validation import (
     check_epsilon,
     check_privacy_target,
     check_random_state,
@@ -39,8 +40,6 @@ from dpopt._validation import (
     default_delta,
     sklearn_seed,
 )
-from dpopt.budget import Spend, resolve_budget
-from dpopt.exceptions import PrivacyLeakWarning
 from dpopt.preprocessing._bounds import (
     DEFAULT_CONFIDENCE,
     DEFAULT_QUANTILES,
@@ -53,6 +52,7 @@ from dpopt.preprocessing._bounds import (
     warn_unresolved,
 )
 from dpopt.privacy.accounting import Gaussian, epsilon_of, gdp_delta, gdp_mu
+from dpopt.privacy.budget import Spend, resolve_budget
 from dpopt.privacy.mechanisms import gaussian_noise
 
 __all__ = ["PrivateClipper", "PrivateMinMaxScaler", "PrivateStandardScaler",

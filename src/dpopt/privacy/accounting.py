@@ -51,7 +51,7 @@ from dp_accounting.pld import privacy_loss_distribution as pldlib
 from dp_accounting.rdp import rdp_privacy_accountant as rdp_mod
 from scipy import optimize, special
 
-from dpopt._validation import check_choice, check_delta, check_epsilon, check_scalar
+from dpopt._core.validation import check_choice, check_delta, check_epsilon, check_scalar
 
 ADJACENCIES = ("replace-one", "add-remove")
 ACCOUNTANTS = ("auto", "exact", "pld", "rdp")

@@ -22,7 +22,7 @@ import math
 
 import numpy as np
 
-from dpopt._validation import (
+from dpopt._core.validation import (
     check_choice,
     check_delta,
     check_epsilon,

@@ -7,7 +7,7 @@ adding a module that calls :func:`register_solver`.
 import importlib
 import pkgutil
 
-from dpopt._validation import default_delta
+from dpopt._core.validation import default_delta
 from dpopt.solvers._base import (
     Checkpoints,
     FitResult,

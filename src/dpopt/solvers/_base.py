@@ -10,14 +10,14 @@ from types import MappingProxyType
 
 import numpy as np
 
-from dpopt._validation import (
+from dpopt._core.validation import (
     check_choice,
     check_positive_int,
     check_privacy_target,
     check_random_state,
     check_scalar,
 )
-from dpopt.problem import Problem
+from dpopt.data import Problem
 
 
 @dataclass
@@ -177,7 +177,7 @@ class SolverSpec:
     = all); ``fit_intercept`` whether it handles an intercept coordinate; ``run_length``
     the option that sets how long it runs (``solve(..., run_length=k)`` sets it whatever
     its own name: passes, epochs, iterations or n_iter); ``audit`` / ``audit_canary`` the
-    quick empirical audit's options and canary arguments (:mod:`dpopt.audit`);
+    quick empirical audit's options and canary arguments (:mod:`dpopt.api.audit`);
     ``mechanism`` / ``sensitivity`` one line each on what a private solver releases and the
     sensitivity of each release under the adjacency it reports (the docstring proves them;
     ``dpopt solvers`` and the audit table print them).
@@ -195,7 +195,7 @@ class SolverSpec:
     fit_intercept: bool = True
     audit: Mapping = field(default_factory=dict)
     audit_canary: Mapping = field(default_factory=dict)
-    distributed: bool = False  # accepts a dpopt.distributed.ChunkedProblem (Dask / out-of-core)
+    distributed: bool = False  # accepts a dpopt.data.chunked.ChunkedProblem (Dask / out-of-core)
     mechanism: str = ""  # what a private solver releases (one line; the docstring proves it)
     sensitivity: str = ""  # of each release, under the adjacency it reports
 
@@ -265,7 +265,7 @@ def register_solver(name, *, description, options, losses=None, penalties=None, 
     its quick audit, small problem and few steps); ``tests/test_audit.py`` checks that
     every private solver has one, and its ``mechanism`` and ``sensitivity``.
     ``distributed=True`` declares that ``func`` also fits a
-    :class:`dpopt.distributed.ChunkedProblem` (row-chunked Dask or on-disk data).
+    :class:`dpopt.data.chunked.ChunkedProblem` (row-chunked Dask or on-disk data).
     """
 
     def decorator(func):
@@ -304,7 +304,7 @@ def solve(problem: Problem, solver: str = "dp-cd", *, epsilon=1.0, delta=None, r
 
     Parameters
     ----------
-    problem : Problem or dpopt.distributed.ChunkedProblem
+    problem : Problem or dpopt.data.chunked.ChunkedProblem
         A ChunkedProblem (Dask arrays / data frames, memory-mapped or on-disk data) is
         accepted by the solvers registered with ``distributed=True`` only.
     solver : str
@@ -329,14 +329,14 @@ def solve(problem: Problem, solver: str = "dp-cd", *, epsilon=1.0, delta=None, r
         raise ValueError(f"problem must be a dpopt.Problem, got {type(problem).__name__}")
     spec = get_solver(solver)
     if chunked:
-        from dpopt.distributed import check_distributed
+        from dpopt.data.chunked import check_distributed
 
         check_distributed(spec)
     epsilon, delta = check_privacy_target(epsilon, delta, problem.n_samples)
     options = spec.check_options(options)
     spec.check_problem(problem)
     rng = check_random_state(random_state)
-    from dpopt.budget import resolve_budget
+    from dpopt.privacy.budget import resolve_budget
 
     acc = resolve_budget(budget)
     if acc is None:

@@ -26,8 +26,8 @@ import warnings
 
 import numpy as np
 
-from dpopt._validation import check_choice, check_scalar
-from dpopt.exceptions import PrivacyLeakWarning
+from dpopt._core.exceptions import PrivacyLeakWarning
+from dpopt._core.validation import check_choice, check_scalar
 from dpopt.kernels.cd import CDWork
 from dpopt.kernels.sampling import gap_positions, split_slots
 from dpopt.privacy import ADJACENCIES

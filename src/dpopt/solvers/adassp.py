@@ -108,8 +108,8 @@ import numpy as np
 import scipy.sparse as sp
 from scipy import special
 
-from dpopt._validation import check_scalar
-from dpopt.exceptions import PrivacyLeakWarning
+from dpopt._core.exceptions import PrivacyLeakWarning
+from dpopt._core.validation import check_scalar
 from dpopt.privacy import Calibration, Gaussian, calibrate
 from dpopt.solvers._base import Checkpoints, Option, make_result, register_solver
 
@@ -357,7 +357,7 @@ def fit_adassp(problem, *, epsilon, delta, rng, row_bound=None, target_bound=Non
     """
     check_scalar(rho, "rho", low=0.0, high=1.0, low_open=True, high_open=True)
     check_budget_split(budget_split)
-    if problem.is_chunked:  # the same statistics, summed over chunks (dpopt.distributed)
+    if problem.is_chunked:  # the same statistics, summed over chunks (dpopt.data.chunked)
         B = resolve_bound(row_bound, "row_bound", problem.max_row_norm)
         By = resolve_bound(target_bound, "target_bound", problem.max_abs_target)
     else:

@@ -46,7 +46,7 @@ import math
 import numpy as np
 from scipy.special import logsumexp
 
-from dpopt._validation import check_choice, check_positive_int, check_scalar
+from dpopt._core.validation import check_choice, check_positive_int, check_scalar
 from dpopt.kernels.grad import l2clip_gradient
 from dpopt.privacy import Gaussian, calibrate_gaussian
 from dpopt.solvers._base import (

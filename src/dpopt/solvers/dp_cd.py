@@ -69,8 +69,8 @@ import warnings
 
 import numpy as np
 
-from dpopt._validation import check_positive_int, check_scalar
-from dpopt.exceptions import PrivacyLeakWarning
+from dpopt._core.exceptions import PrivacyLeakWarning
+from dpopt._core.validation import check_positive_int, check_scalar
 from dpopt.kernels.cd import cd_steps, cd_steps_accumulate
 from dpopt.privacy import Calibration, Gaussian, Laplace, calibrate, calibrate_gaussian
 from dpopt.solvers._base import Checkpoints, Option, make_result, one_of, register_solver

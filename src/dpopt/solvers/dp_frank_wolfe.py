@@ -107,8 +107,8 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from dpopt._validation import check_positive_int, check_scalar
-from dpopt.exceptions import PrivacyLeakWarning
+from dpopt._core.exceptions import PrivacyLeakWarning
+from dpopt._core.validation import check_positive_int, check_scalar
 from dpopt.privacy import ZCDP, Gaussian, PureDP, calibrate, dp_to_zcdp
 from dpopt.privacy.mechanisms import exponential_mechanism_zcdp, report_noisy_max
 from dpopt.solvers._base import Checkpoints, Option, make_result, one_of, register_solver

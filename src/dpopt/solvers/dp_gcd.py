@@ -90,7 +90,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dpopt._validation import check_choice, check_positive_int, check_scalar
+from dpopt._core.validation import check_choice, check_positive_int, check_scalar
 from dpopt.kernels.gcd import (
     GS_L,
     GS_Q,

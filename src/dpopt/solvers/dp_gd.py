@@ -30,7 +30,7 @@ import math
 
 import numpy as np
 
-from dpopt._validation import check_positive_int, check_scalar
+from dpopt._core.validation import check_positive_int, check_scalar
 from dpopt.kernels.grad import full_gradient
 from dpopt.privacy import Gaussian, calibrate_gaussian
 from dpopt.solvers._base import Checkpoints, Option, make_result, one_of, register_solver
@@ -62,7 +62,7 @@ def gd_steps(problem, step, step_rule, smoothness):
 
 def clipped_gradient(problem, w, **clipping):
     """(1/n) sum_i of clipped per-sample gradients: in memory, or summed over the chunks of
-    a :class:`dpopt.distributed.ChunkedProblem` (the same quantity up to rounding)."""
+    a :class:`dpopt.data.chunked.ChunkedProblem` (the same quantity up to rounding)."""
     if problem.is_chunked:
         return problem.gradient_sum(w, **clipping) / problem.n_samples
     norms = problem.row_norms if clipping.get("clip") is not None else None  # L2 only

@@ -94,7 +94,7 @@ bit for bit.
 
 Chunked data
 ------------
-On a :class:`dpopt.distributed.ChunkedProblem` (row-chunked Dask or on-disk data) each
+On a :class:`dpopt.data.chunked.ChunkedProblem` (row-chunked Dask or on-disk data) each
 non-empty block step is one pass over the chunks: every chunk task computes the margins of
 its rows at w and returns the sums of its clipped per-sample gradient entries on S, Dask
 adds them in a tree (one reduction of an |S|-vector), and the client adds the noise and
@@ -118,7 +118,7 @@ import numbers
 
 import numpy as np
 
-from dpopt._validation import check_choice, check_positive_int, check_scalar
+from dpopt._core.validation import check_choice, check_positive_int, check_scalar
 from dpopt.kernels.block import block_steps
 from dpopt.kernels.cd import cd_steps
 from dpopt.kernels.grad import full_gradient

@@ -31,13 +31,13 @@ RNG consumption per pass (geometric chunks, then one normal block); the steps
 themselves run in one compiled call (:mod:`dpopt.kernels.sgd`) on a row-major
 copy of X.
 
-Chunked data (:class:`dpopt.distributed.ChunkedProblem`): each chunk samples its own rows,
+Chunked data (:class:`dpopt.data.chunked.ChunkedProblem`): each chunk samples its own rows,
 every row independently with the same rate q, from streams keyed by the row's sampling block
 and the step, rooted in 128 bits drawn from ``rng`` first (``rng.integers`` before any
 noise); then, per pass, the same ``rng.standard_normal((S, dim))`` block. The sampler and
 the accountant still agree (Poisson, rate q), so the accounting is unchanged; the batches
 depend on the seed and the row index only, not on the chunking (see
-:mod:`dpopt.distributed`), but differ from the in-memory draw.
+:mod:`dpopt.data.chunked`), but differ from the in-memory draw.
 """
 
 from __future__ import annotations
@@ -47,8 +47,8 @@ import math
 
 import numpy as np
 
-from dpopt._validation import check_positive_int, check_scalar
-from dpopt.distributed import sampling_entropy
+from dpopt._core.validation import check_positive_int, check_scalar
+from dpopt.data.chunked import sampling_entropy
 from dpopt.kernels.sgd import sgd_steps
 from dpopt.privacy import ADJACENCIES, SubsampledGaussian, calibrate
 from dpopt.solvers._base import Checkpoints, Option, make_result, one_of, register_solver

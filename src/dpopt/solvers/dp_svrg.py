@@ -80,7 +80,7 @@ import warnings
 
 import numpy as np
 
-from dpopt._validation import check_choice, check_positive_int, check_scalar
+from dpopt._core.validation import check_choice, check_positive_int, check_scalar
 from dpopt.kernels.grad import l2clip_weights
 from dpopt.kernels.svrg import svrg_steps
 from dpopt.privacy import Calibration, Gaussian, SubsampledGaussian, calibrate, epsilon_of

@@ -89,7 +89,7 @@ ValueError if the Jacobian term alone exceeds the budget). Accountant: the exact
 Chunked data
 ------------
 The solver is declared ``distributed=True``: it fits a
-:class:`dpopt.distributed.ChunkedProblem` (Dask arrays, files read out of core) with the same
+:class:`dpopt.data.chunked.ChunkedProblem` (Dask arrays, files read out of core) with the same
 Newton's method, each point it tries costing one cluster-wide reduction. Every chunk task
 clips its own rows to B (the same per-row map as in memory) and returns its share of
 (sum_i l(z_i), sum_i l'(z_i) x_i, sum_i l''(z_i) x_i x_i^T), a (1 + dim + dim^2)-vector that
@@ -124,8 +124,8 @@ import scipy.sparse as sp
 from scipy import optimize
 from scipy.sparse.linalg import LinearOperator, cg
 
-from dpopt._validation import check_scalar
-from dpopt.exceptions import PrivacyLeakWarning
+from dpopt._core.exceptions import PrivacyLeakWarning
+from dpopt._core.validation import check_scalar
 from dpopt.privacy import (
     Gaussian,
     ObjectivePerturbation,
@@ -368,14 +368,14 @@ def solve_newton_system(hessian_loss, reg, g):
 
 
 # ---------------------------------------------------------------------------
-# the perturbed problem on chunked data (dpopt.distributed)
+# the perturbed problem on chunked data (dpopt.data.chunked)
 
 
 def chunk_newton_terms(xb, yb, *, w, loss, fit_intercept, bound):
     """One chunk's share of F_b's data term at w (a task on a worker): its rows clipped
     as in memory (feature part to norm <= ``bound``), then [sum_i l(z_i), sum_i l'(z_i) x_i,
     sum_i l''(z_i) x_i x_i^T (flattened)] with z = X w; a (1, 1 + d + d^2) row."""
-    from dpopt.distributed import _design
+    from dpopt.data.chunked import _design
 
     X = clip_design_rows(_design(xb, fit_intercept), xb.shape[1], bound)
     y = np.asarray(yb[:, 0], dtype=np.float64)
@@ -396,7 +396,7 @@ class ChunkedPoint:
 
 
 class ChunkedPerturbedObjective:
-    """F_b(w) on a :class:`dpopt.distributed.ChunkedProblem`: the same function as
+    """F_b(w) on a :class:`dpopt.data.chunked.ChunkedProblem`: the same function as
     :class:`PerturbedObjective`, each point costing one cluster-wide reduction of a
     (1 + d + d^2)-vector (:func:`chunk_newton_terms`, summed by Dask's tree); the Newton
     system (d x d) is solved on the client."""

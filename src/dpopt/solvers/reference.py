@@ -23,9 +23,9 @@ import numpy as np
 import scipy.sparse as sp
 from scipy import optimize
 
-from dpopt._validation import check_scalar
+from dpopt._core.validation import check_scalar
+from dpopt.data import Problem
 from dpopt.kernels.cd import cd_steps_once
-from dpopt.problem import Problem
 from dpopt.solvers._base import Checkpoints, Option, make_result, register_solver
 
 

@@ -9,7 +9,7 @@ import warnings
 
 import numpy as np
 
-from dpopt._validation import check_choice, check_positive_int, check_scalar
+from dpopt._core.validation import check_choice, check_positive_int, check_scalar
 from dpopt.privacy import (
     dp_to_zcdp,
     gdp_epsilon,

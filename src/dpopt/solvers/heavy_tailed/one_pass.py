@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from dpopt._validation import check_scalar
+from dpopt._core.validation import check_scalar
 from dpopt.solvers._base import (
     Checkpoints,
     Option,

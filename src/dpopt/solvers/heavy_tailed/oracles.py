@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dpopt._validation import (
+from dpopt._core.validation import (
     check_delta,
     check_epsilon,
     check_positive_int,

@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from dpopt._validation import check_choice, check_positive_int
+from dpopt._core.validation import check_choice, check_positive_int
 from dpopt.kernels.heavy import subgradient_steps
 from dpopt.privacy import (
     ZCDP,

@@ -4,7 +4,7 @@ Start-up: ``dpopt --help``, ``dpopt solvers`` and ``dpopt datasets`` load neithe
 dp-accounting, scikit-learn, matplotlib nor scipy's optimizers (``import dpopt`` is lazy, the
 solver names come from :func:`solver_catalog`, and every command imports what it needs when
 it runs). ``--epsilon`` and ``--delta`` are checked by the same functions as the library's
-(:func:`dpopt._validation.check_epsilon`, :func:`~dpopt._validation.check_delta`), and
+(:func:`dpopt._core.validation.check_epsilon`, :func:`~dpopt._core.validation.check_delta`), and
 ``--option`` by the solver's :meth:`~dpopt.solvers.SolverSpec.check_options` before the data
 is read.
 """
@@ -22,7 +22,7 @@ import time
 import warnings
 from pathlib import Path
 
-from dpopt._validation import check_delta, check_epsilon, default_delta
+from dpopt._core.validation import check_delta, check_epsilon, default_delta
 
 
 class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -47,9 +47,9 @@ def _checked_number(check):
     return convert
 
 
-#: --epsilon: a number in the range of :func:`dpopt._validation.check_epsilon`, or inf.
+#: --epsilon: a number in the range of :func:`dpopt._core.validation.check_epsilon`, or inf.
 _epsilon = _checked_number(check_epsilon)
-#: --delta: a number in the range of :func:`dpopt._validation.check_delta`.
+#: --delta: a number in the range of :func:`dpopt._core.validation.check_delta`.
 _delta = _checked_number(check_delta)
 
 
@@ -330,7 +330,7 @@ def cmd_fit(args):
     (``_ESTIMATORS``) with its default settings; only the options given on the command line
     are passed (``--solver``, ``--option``, ``--alpha``, ...). Combinations without an
     estimator (the absolute loss, Huber with l1 / elastic net) take the same default path
-    (:func:`dpopt.auto.fit_default`), or :func:`dpopt.solve` with ``--solver``.
+    (:func:`dpopt.pipeline.default_path.fit_default`), or :func:`dpopt.solve` with ``--solver``.
     """
     options = dict(args.option or [])
     _check_fit_arguments(args, options)
@@ -391,7 +391,7 @@ def _read_fit_data(args):
     """X, y and a description of the columns, from a CSV table or a numeric file."""
     suffix = Path(args.data).suffix.lower()
     if suffix == ".csv":
-        from dpopt.tables import read_csv_table
+        from dpopt.cli.tables import read_csv_table
 
         try:
             table = read_csv_table(args.data, target=-1 if args.target is None else args.target,
@@ -401,7 +401,7 @@ def _read_fit_data(args):
         return {"X": table.X, "y": table.y, "feature_names": table.feature_names,
                 "target": table.target_name, "categories": table.categories,
                 "dropped_rows": table.dropped_rows, "filled": table.filled}
-    from dpopt import modelio
+    from dpopt.api import modelio
 
     try:
         X, y, names = modelio.read_data(args.data)
@@ -468,7 +468,7 @@ def _format_params(all_params, given):
 def _fit_with_solve(args, options, X, y):
     import dpopt
 
-    loss = dpopt.problem.losses.huber(args.huber_threshold or 1.35) if args.loss == "huber" \
+    loss = dpopt.data.losses.huber(args.huber_threshold or 1.35) if args.loss == "huber" \
         else args.loss
     penalty = args.penalty or "none"
     kwargs = {}
@@ -491,12 +491,12 @@ def _fit_with_solve(args, options, X, y):
 
 
 def _fit_default(args, X, y, loss, penalty, kwargs):
-    """The estimators' default path (:func:`dpopt.auto.fit_default`) for a loss and penalty
+    """The estimators' default path (:func:`dpopt.pipeline.default_path.fit_default`) for a loss and penalty
     without an estimator: private scaling, then the mechanism of ``auto.choose_solver``."""
     import math
 
-    from dpopt._validation import check_random_state, default_delta
-    from dpopt.auto import fit_default
+    from dpopt._core.validation import check_random_state, default_delta
+    from dpopt.pipeline.default_path import fit_default
 
     if math.isinf(args.epsilon):
         raise ValueError("--epsilon inf: the default path's scaling is private; pass --solver "
@@ -511,7 +511,7 @@ def _fit_default(args, X, y, loss, penalty, kwargs):
             "prepare": auto.scaling.prepare, "report":
             auto.report("default path"), "fit_intercept": not args.no_intercept,
             "solver": "auto", "options": {},
-            "how": f"dpopt.auto.fit_default (no estimator for loss={args.loss}, penalty={penalty})"}
+            "how": f"dpopt.pipeline.default_path.fit_default (no estimator for loss={args.loss}, penalty={penalty})"}
 
 
 def _report(args, data, fitted, classes, caught):
@@ -520,9 +520,9 @@ def _report(args, data, fitted, classes, caught):
     import numpy as np
 
     import dpopt
-    from dpopt import modelio
-    from dpopt.problem.losses import get_loss
-    from dpopt.problem.penalties import get_penalty
+    from dpopt.api import modelio
+    from dpopt.data.losses import get_loss
+    from dpopt.data.penalties import get_penalty
 
     result = fitted["result"]
     leaks = [str(w.message) for w in caught if issubclass(w.category, dpopt.PrivacyLeakWarning)]
@@ -622,8 +622,7 @@ def _signed_labels(y, positive):
 
 def cmd_plot(args):
     """Render the figures of a results JSONL to PNG and SVG."""
-    from dpopt import plotting
-    from dpopt.experiments import plot_records
+    from dpopt.experiments import plot_records, plotting
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", UserWarning)
@@ -643,7 +642,7 @@ def cmd_audit(args):
     if args.solver not in private:
         raise ValueError(f"SOLVER must be one of the private solvers {private}, "
                          f"got {args.solver!r}")
-    from dpopt import audit
+    from dpopt.api import audit
 
     print(f"dpopt audit {args.solver}: {args.runs} runs on each of two neighbouring canary "
           f"datasets, target epsilon={args.epsilon:g}, delta={args.delta:g}, seed {args.seed}")
@@ -657,7 +656,7 @@ def cmd_audit(args):
 
 def build_parser():
     from dpopt import __version__
-    from dpopt._validation import MAX_EPSILON, MIN_DELTA, MIN_EPSILON
+    from dpopt._core.validation import MAX_EPSILON, MIN_DELTA, MIN_EPSILON
 
     eps_range = f"in [{MIN_EPSILON:g}, {MAX_EPSILON:g}]"
     delta_range = f"in [{MIN_DELTA:g}, 1); a warning when above 1/n"
@@ -783,7 +782,7 @@ def build_parser():
     p = command("plot", help="figures of a results JSONL (PNG and SVG)",
                 description="Relative error vs passes and vs wall time (min/mean/max "
                             "bands, log scale) and error vs epsilon, from the records "
-                            "written by 'dpopt reproduce' (fields: see dpopt.plotting).")
+                            "written by 'dpopt reproduce' (fields: see dpopt.experiments.plotting).")
     p.add_argument("results", metavar="RESULTS",
                    help="results JSONL (e.g. results/NAME/runs.jsonl)")
     p.add_argument("--out", metavar="DIR", default=None,

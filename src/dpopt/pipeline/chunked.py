@@ -1,9 +1,9 @@
-"""The default path (``solver="auto"``, :mod:`dpopt.auto`) on chunked data.
+"""The default path (``solver="auto"``, :mod:`dpopt.pipeline.default_path`) on chunked data.
 
-:func:`dpopt.auto.fit_default` runs the same budget plan and the same private releases
-whether the data is in memory or a :class:`~dpopt.distributed.ChunkedProblem`; only the
+:func:`dpopt.pipeline.default_path.fit_default` runs the same budget plan and the same private releases
+whether the data is in memory or a :class:`~dpopt.data.chunked.ChunkedProblem`; only the
 data-dependent parts change place. Here each of them is a per-chunk task whose results
-Dask's tree sum adds (:meth:`ChunkedProblem._reduce <dpopt.distributed.ChunkedProblem>`),
+Dask's tree sum adds (:meth:`ChunkedProblem._reduce <dpopt.data.chunked.ChunkedProblem>`),
 and the noise is drawn once, on the client, from the fit's Generator, by the very functions
 the in-memory path uses:
 
@@ -12,8 +12,8 @@ step                   per chunk (on the workers)                  released on t
 =====================  ==========================================  ===========================
 feature bounds         exact counts of every feature on the        :func:`~dpopt.preprocessing.
                        public signed-log grid (p x bins)           private_bounds_from_counts`
-feature means          column sums of the scaled chunk             :func:`dpopt.auto.noisy_means`
-row-norm bound         counts of the scaled rows' norms on the     :func:`dpopt.auto.
+feature means          column sums of the scaled chunk             :func:`dpopt.pipeline.default_path.noisy_means`
+row-norm bound         counts of the scaled rows' norms on the     :func:`dpopt.pipeline.default_path.
                        public geometric edges (62 bins)            row_bound_from_counts`
 target bounds          exact counts of y on the public grid        :func:`~dpopt.preprocessing.
                                                                    private_bounds_from_counts`
@@ -25,14 +25,14 @@ are exactly the counts of the whole data, so the noisy histograms, their sensiti
 identical at the same seed. The column sums differ from the in-memory ones by the rounding
 of a different order of additions (~1e-16 relative); their sensitivity (sqrt(p), features
 in [0, 1]) does not depend on how they are added. The scaling is then applied lazily to
-every chunk (``map_blocks`` of the same :class:`~dpopt.auto.Scaling` /
-:class:`~dpopt.auto.TargetScaling`, a per-record map), which gives the scaled
-:class:`~dpopt.distributed.ChunkedProblem` the model mechanism fits distributed.
+every chunk (``map_blocks`` of the same :class:`~dpopt.pipeline.default_path.Scaling` /
+:class:`~dpopt.pipeline.default_path.TargetScaling`, a per-record map), which gives the scaled
+:class:`~dpopt.data.chunked.ChunkedProblem` the model mechanism fits distributed.
 
-The mechanism. :func:`dpopt.auto.choose_solver` with ``chunked=True`` keeps the table's
+The mechanism. :func:`dpopt.pipeline.default_path.choose_solver` with ``chunked=True`` keeps the table's
 distributed rows (adassp for the squared loss, objective perturbation for the logistic and
 Huber losses, with no or an L2 penalty) and sends the rows that lead to dp-cd in memory (L1,
-elastic net, the absolute loss, Huber with L1) to dp-gd with :func:`dpopt.auto.rules`: dp-cd
+elastic net, the absolute loss, Huber with L1) to dp-gd with :func:`dpopt.pipeline.default_path.rules`: dp-cd
 takes one cluster-wide reduction per coordinate, dp-gd one per step. So a chunked auto fit
 equals the in-memory auto fit at the same seed (to rounding for adassp and dp-gd, to the
 optimiser's tolerance for objective perturbation), except on those rows, where in memory the
@@ -49,8 +49,8 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from dpopt.auto import _row_norms, noisy_means, row_bound_from_counts, row_norm_edges
-from dpopt.distributed import _features
+from dpopt.data.chunked import _features
+from dpopt.pipeline.default_path import _row_norms, noisy_means, row_bound_from_counts, row_norm_edges
 from dpopt.preprocessing._bounds import (
     DEFAULT_GRID,
     feature_histograms,
@@ -96,9 +96,9 @@ def _scale_block(xb, scaling):
 
 
 class ChunkedData:
-    """The data-dependent steps of :func:`dpopt.auto.fit_default` on a
-    :class:`~dpopt.distributed.ChunkedProblem` (module docstring); the interface of
-    :class:`dpopt.auto.InMemoryData`."""
+    """The data-dependent steps of :func:`dpopt.pipeline.default_path.fit_default` on a
+    :class:`~dpopt.data.chunked.ChunkedProblem` (module docstring); the interface of
+    :class:`dpopt.pipeline.default_path.InMemoryData`."""
 
     chunked = True
     def __init__(self, problem):
@@ -109,7 +109,7 @@ class ChunkedData:
     @classmethod
     def of(cls, X, y, *, loss, fit_intercept):
         """From a ChunkedProblem (``y`` must be None) or any input it takes (validated)."""
-        from dpopt.distributed import ChunkedProblem
+        from dpopt.data.chunked import ChunkedProblem
 
         if getattr(X, "is_chunked", False) is True:
             if y is not None:
@@ -142,7 +142,7 @@ class ChunkedData:
     def problem(self, scaling, target, **kwargs):
         """The scaled ChunkedProblem: the scalings applied lazily to every chunk (already
         validated: no second pass)."""
-        from dpopt.distributed import ChunkedProblem
+        from dpopt.data.chunked import ChunkedProblem
 
         meta = sp.csr_matrix((0, 0)) if self.sparse else np.empty((0, 0))
         X = self.raw.X.map_blocks(_scale_block, scaling, dtype=np.float64, meta=meta)

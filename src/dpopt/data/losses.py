@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dpopt import kernels
-from dpopt._validation import check_scalar
+from dpopt._core.validation import check_scalar
 
 
 @dataclass(frozen=True)

@@ -63,9 +63,9 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import stats
 
-from dpopt._validation import check_choice, check_delta, check_positive_int, check_scalar
-from dpopt.exceptions import PrivacyLeakWarning
-from dpopt.problem import Problem
+from dpopt._core.exceptions import PrivacyLeakWarning
+from dpopt._core.validation import check_choice, check_delta, check_positive_int, check_scalar
+from dpopt.data import Problem
 
 
 class _DeclaredBySolvers(Mapping):

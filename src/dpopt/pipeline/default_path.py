@@ -51,11 +51,11 @@ When a mechanism of the table is not registered in the running installation,
 the next rule applies (``dp-gd`` with :func:`rules`), and ``fit_result_.params``
 says so.
 
-Chunked data (a :class:`~dpopt.distributed.ChunkedProblem`, Dask collections, files read
+Chunked data (a :class:`~dpopt.data.chunked.ChunkedProblem`, Dask collections, files read
 out of core): the same plan and the same releases, the data-dependent parts (histogram
 counts, column sums, row-norm counts) computed per chunk and summed by Dask's tree, the
 noise added once on the client by the functions used in memory (:class:`InMemoryData` and
-:class:`dpopt.distributed_auto.ChunkedData` share them: :func:`noisy_means`,
+:class:`dpopt.pipeline.chunked.ChunkedData` share them: :func:`noisy_means`,
 :func:`row_bound_from_counts`, :func:`dpopt.preprocessing.private_bounds_from_counts`), so the
 sensitivities and records are those above. Only distributed mechanisms are chosen: the rows
 of the table leading to ``dp-cd`` lead to ``dp-gd`` with :func:`rules` (:data:`CHUNKED_REASON`:
@@ -245,7 +245,7 @@ CHUNKED_REASON = "chunked data: dp-cd takes one cluster-wide reduction per coord
 def choose_solver(loss, penalty, n, p, available, *, chunked=False) -> tuple[str, str]:
     """The mechanism for (loss, penalty, n, p) and why (see the module table).
 
-    ``chunked``: the data is a :class:`~dpopt.distributed.ChunkedProblem`; only the
+    ``chunked``: the data is a :class:`~dpopt.data.chunked.ChunkedProblem`; only the
     solvers declared distributed are candidates, and the rows of the table that lead to
     dp-cd (one reduction per coordinate) lead to dp-gd, a block method (one reduction of
     the full gradient per step; its prox handles L1)."""
@@ -266,10 +266,10 @@ def choose_solver(loss, penalty, n, p, available, *, chunked=False) -> tuple[str
         if chunked:
             return "dp-gd", (f"{CHUNKED_REASON}: DP gradient descent instead (a block method, "
                              f"one reduction of the full gradient per step; its prox handles "
-                             f"L1) with the rules of dpopt.auto.rules")
+                             f"L1) with the rules of dpopt.pipeline.default_path.rules")
         return "dp-cd", ("non-smooth penalty or loss: DP coordinate descent (its prox handles "
-                         "L1) with the rules of dpopt.auto.rules")
-    return "dp-gd", "fallback: DP gradient descent with the rules of dpopt.auto.rules"
+                         "L1) with the rules of dpopt.pipeline.default_path.rules")
+    return "dp-gd", "fallback: DP gradient descent with the rules of dpopt.pipeline.default_path.rules"
 
 
 def run_length(n, dim, mu):
@@ -447,7 +447,7 @@ def row_bound_from_counts(counts, p, mu, rng):
 
 class InMemoryData:
     """The data-dependent steps of :func:`fit_default` on arrays in memory (dense or
-    sparse). :class:`dpopt.distributed_auto.ChunkedData` does the same steps on chunked
+    sparse). :class:`dpopt.pipeline.chunked.ChunkedData` does the same steps on chunked
     data, with the same releases: the two share every privacy-relevant function."""
 
     chunked = False
@@ -481,7 +481,7 @@ class InMemoryData:
         return private_target_bounds(self.y, mu, rng)
 
     def problem(self, scaling, target, **kwargs):
-        from dpopt.problem import Problem
+        from dpopt.data import Problem
 
         y = self.y if target is None else target.transform(self.y)
         return Problem(self.scaled(scaling), y, **kwargs)
@@ -489,11 +489,11 @@ class InMemoryData:
 
 def _data_of(X, y, loss, fit_intercept):
     """The data adapter of :func:`fit_default`: in memory, or chunked (a
-    :class:`~dpopt.distributed.ChunkedProblem`, or a Dask collection / path with ``y``)."""
-    from dpopt.distributed import is_chunked_input
+    :class:`~dpopt.data.chunked.ChunkedProblem`, or a Dask collection / path with ``y``)."""
+    from dpopt.data.chunked import is_chunked_input
 
     if getattr(X, "is_chunked", False) is True or is_chunked_input(X):
-        from dpopt.distributed_auto import ChunkedData
+        from dpopt.pipeline.chunked import ChunkedData
 
         return ChunkedData.of(X, y, loss=loss, fit_intercept=fit_intercept)
     return InMemoryData(X, y)
@@ -504,9 +504,9 @@ def fit_default(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, 
     """Run the default path (module docstring) and return an :class:`AutoFit`.
 
     ``y`` is already encoded for the loss ({-1, +1} labels for logistic). ``X`` may also
-    be chunked: a :class:`~dpopt.distributed.ChunkedProblem` (``y`` None: its own target)
+    be chunked: a :class:`~dpopt.data.chunked.ChunkedProblem` (``y`` None: its own target)
     or a Dask collection / path (with ``y``); the same releases are then computed chunk by
-    chunk and the mechanism is a distributed one (:mod:`dpopt.distributed_auto`). The
+    chunk and the mechanism is a distributed one (:mod:`dpopt.pipeline.chunked`). The
     returned ``result`` is the model's FitResult with ``epsilon``, ``mechanisms`` and
     ``accountant`` replaced by those of the whole composition.
 
@@ -514,7 +514,7 @@ def fit_default(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, 
     (its share of mu is in the plan and the composition); a ValueError before the data
     is read when the path cannot give them (:func:`dpopt.inference.unsupported_reason`).
     """
-    from dpopt.budget import _unbudgeted
+    from dpopt.privacy.budget import _unbudgeted
     from dpopt.solvers import available_solvers, solve
 
     data = _data_of(X, y, loss, fit_intercept)
@@ -613,7 +613,7 @@ def _no_model(p, loss, penalty, penalty_kwargs, fit_intercept, delta, n, epsilon
     epsilon: the zero model, computed without reading the data, so nothing is spent."""
     import warnings
 
-    from dpopt.problem import Problem
+    from dpopt.data import Problem
     from dpopt.solvers import Checkpoints, make_result
 
     reason = (f"n_samples={n} is too few to locate the range of the target privately at "

@@ -1,7 +1,7 @@
 """scikit-learn estimators for private linear models.
 
 Each estimator fits ``(X, y)`` privately. The default, ``solver="auto"``, is
-the default path of :mod:`dpopt.auto`: private end to end, ``epsilon`` the
+the default path of :mod:`dpopt.pipeline.default_path`: private end to end, ``epsilon`` the
 only knob (private feature / row-norm / target bounds, scaling, and a
 mechanism chosen from the loss, penalty, n and p; ``auto_`` and
 ``fit_result_.params["auto"]`` say what was chosen and why; ``predict`` applies
@@ -68,18 +68,18 @@ from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from dpopt._validation import (
+from dpopt._core.exceptions import PrivacyLeakWarning
+from dpopt._core.validation import (
     check_bool,
     check_privacy_target,
     check_random_state,
     default_delta,
     sklearn_seed,
 )
-from dpopt.budget import resolve_budget
-from dpopt.distributed import is_chunked_input
-from dpopt.exceptions import PrivacyLeakWarning
+from dpopt.data import Problem
+from dpopt.data.chunked import is_chunked_input
 from dpopt.inference import InferenceMixin
-from dpopt.problem import Problem
+from dpopt.privacy.budget import resolve_budget
 from dpopt.solvers import get_solver, solve
 
 __all__ = ["DPLogisticRegression", "DPLinearRegression", "DPLasso", "DPElasticNet",
@@ -134,14 +134,14 @@ class _DPLinearModel(BaseEstimator):
         return self._solve(problem, spec, epsilon, delta, options)
 
     def _fit_chunked(self, X, y, epsilon, delta_given, spec, options):
-        """Fit of Dask / on-disk data through :mod:`dpopt.distributed`: the default path
-        (:mod:`dpopt.distributed_auto`) or an explicit distributed solver."""
-        from dpopt.distributed import ChunkedProblem, as_dask_arrays
+        """Fit of Dask / on-disk data through :mod:`dpopt.data.chunked`: the default path
+        (:mod:`dpopt.pipeline.chunked`) or an explicit distributed solver."""
+        from dpopt.data.chunked import ChunkedProblem, as_dask_arrays
 
         if spec is None:
             _check_auto_epsilon(epsilon)  # before the data is read
         else:
-            from dpopt.distributed import check_distributed
+            from dpopt.data.chunked import check_distributed
 
             check_distributed(spec)
         X, y = as_dask_arrays(X, y)
@@ -187,8 +187,8 @@ class _DPLinearModel(BaseEstimator):
                 warnings.warn(w.message, w.category, stacklevel=stacklevel)
 
     def _fit_auto(self, X, target, epsilon, delta, penalty, penalty_kwargs):
-        """The default path (:mod:`dpopt.auto`): private bounds, scaling, mechanism."""
-        from dpopt.auto import fit_default
+        """The default path (:mod:`dpopt.pipeline.default_path`): private bounds, scaling, mechanism."""
+        from dpopt.pipeline.default_path import fit_default
 
         _check_auto_epsilon(epsilon)
         rng = check_random_state(sklearn_seed(self.random_state))
@@ -277,7 +277,7 @@ class _DPLinearModel(BaseEstimator):
         """Margins of chunked data (Dask array, data frame or path, as ``fit`` takes them):
         a lazy Dask array, one task per row chunk, each applying the feature map and the
         model to its chunk (nothing is computed here)."""
-        from dpopt.distributed import as_dask_arrays
+        from dpopt.data.chunked import as_dask_arrays
 
         X, _ = as_dask_arrays(X, None)
         if X.ndim != 2 or X.shape[1] != self.n_features_in_:
@@ -556,7 +556,7 @@ class DPHuberRegressor(_Regressor):
         self.accountant = accountant
 
     def _loss(self):
-        from dpopt.problem.losses import huber
+        from dpopt.data.losses import huber
 
         if isinstance(self.threshold, bool) or not isinstance(self.threshold, numbers.Real) \
                 or not (self.threshold > 0 and math.isfinite(self.threshold)):

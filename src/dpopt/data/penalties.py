@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from dpopt._validation import check_scalar
+from dpopt._core.validation import check_scalar
 from dpopt.kernels.prox import ProxArrays, prox_scalar, prox_vector  # noqa: F401  (prox_scalar re-exported)
 
 

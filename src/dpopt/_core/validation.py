@@ -89,7 +89,7 @@ def warn_if_delta_exceeds_one_over_n(delta, n_samples, name="delta"):
     if n_samples >= 1 and delta > 1.0 / n_samples:
         import warnings
 
-        from dpopt.exceptions import WeakPrivacyWarning
+        from dpopt._core.exceptions import WeakPrivacyWarning
 
         warnings.warn(f"{name}={delta:g} is larger than 1/n = {1.0 / n_samples:.3g} (n={n_samples}): "
                       f"such a guarantee allows publishing a random record in full; use "

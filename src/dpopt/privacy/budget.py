@@ -50,7 +50,7 @@ the reverse is always refused. Converted entries say so in the ledger.
 Default budget
 --------------
 ``with BudgetAccountant(...) as acc:`` makes ``acc`` the default of
-:func:`dpopt.solve` and of the estimators in :mod:`dpopt.estimators` within
+:func:`dpopt.solve` and of the estimators in :mod:`dpopt.api.estimators` within
 this process (all threads). Fits in other processes (joblib's loky backend,
 Dask workers) do not see it; an accountant cannot be sent to another process
 (a copy would fork the ledger): an unpickled accountant is *detached* and
@@ -67,8 +67,8 @@ from dataclasses import dataclass, field, replace
 import dp_accounting as dpa
 from dp_accounting.pld import privacy_loss_distribution as pldlib
 
-from dpopt._validation import check_choice, check_delta, check_epsilon
-from dpopt.exceptions import BudgetExceededError
+from dpopt._core.exceptions import BudgetExceededError
+from dpopt._core.validation import check_choice, check_delta, check_epsilon
 from dpopt.privacy import (
     ACCOUNTANTS,
     ADJACENCIES,

@@ -60,11 +60,11 @@ from sklearn.base import BaseEstimator, MetaEstimatorMixin, clone, is_classifier
 from sklearn.model_selection import ParameterGrid
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from dpopt._validation import check_choice, check_delta, check_scalar, default_delta
-from dpopt.budget import Spend, _unbudgeted, resolve_budget
-from dpopt.exceptions import PrivacyLeakWarning
+from dpopt._core.exceptions import PrivacyLeakWarning
+from dpopt._core.validation import check_choice, check_delta, check_scalar, default_delta
 from dpopt.privacy import Laplace, SubsampledGaussian
 from dpopt.privacy.accounting import _RDP_ORDERS, PLD_DISCRETIZATION, _pld_of, rdp_accountant
+from dpopt.privacy.budget import Spend, _unbudgeted, resolve_budget
 
 __all__ = ["PrivateHyperparameterSearch", "selection_epsilon", "rdp_curve",
            "truncated_negative_binomial_gamma", "sample_repetitions"]

@@ -83,10 +83,10 @@ import os
 import numpy as np
 import scipy.sparse as sp
 
+from dpopt.data.losses import get_loss
+from dpopt.data.penalties import get_penalty
+from dpopt.data.problem import _NUMERIC_KINDS, Problem, _check_magnitude
 from dpopt.kernels.grad import _rows_gradient_csr, chunk_gradient_sum
-from dpopt.problem.losses import get_loss
-from dpopt.problem.penalties import get_penalty
-from dpopt.problem.problem import _NUMERIC_KINDS, Problem, _check_magnitude
 
 SAMPLING_BLOCK = 4096  # rows per dp-sgd sampling stream (fixed: the batches never depend on chunks)
 DEFAULT_CHUNK_BYTES = 64 * 2 ** 20  # target size of a float64 chunk when the rows are chunked here

@@ -1,7 +1,7 @@
 """The problem model: losses on the margin, separable penalties, the ERM problem."""
 
-from dpopt.problem.losses import LOSSES, Loss, absolute, get_loss, huber, logistic, squared
-from dpopt.problem.penalties import (
+from dpopt.data.losses import LOSSES, Loss, absolute, get_loss, huber, logistic, squared
+from dpopt.data.penalties import (
     PENALTIES,
     Penalty,
     box,
@@ -13,7 +13,7 @@ from dpopt.problem.penalties import (
     none,
     prox_scalar,
 )
-from dpopt.problem.problem import Problem
+from dpopt.data.problem import Problem
 
 __all__ = [
     "Problem", "Loss", "Penalty", "LOSSES", "PENALTIES", "get_loss", "get_penalty",

@@ -7,9 +7,9 @@ import functools
 import numpy as np
 import scipy.sparse as sp
 
-from dpopt._validation import check_bool
-from dpopt.problem.losses import Loss, get_loss
-from dpopt.problem.penalties import Penalty, get_penalty
+from dpopt._core.validation import check_bool
+from dpopt.data.losses import Loss, get_loss
+from dpopt.data.penalties import Penalty, get_penalty
 
 
 class Problem:
@@ -27,7 +27,7 @@ class Problem:
     penalty : str, Penalty or None
         ``"none"``, ``"l1"``, ``"l2"``, ``"elastic_net"``, ``"box"``,
         ``"non_negative"`` (with ``alpha``, ``l1_ratio``, ``lower``, ``upper``
-        passed as keywords) or a :class:`~dpopt.problem.Penalty`.
+        passed as keywords) or a :class:`~dpopt.data.Penalty`.
     fit_intercept : bool
         Append a constant column of ones, left unpenalized. The solver then
         works in dimension ``p + 1`` and :meth:`unpack` splits the result.
@@ -40,7 +40,7 @@ class Problem:
     (DESIGN.md, invariant 4).
     """
 
-    is_chunked = False  # see dpopt.distributed.ChunkedProblem
+    is_chunked = False  # see dpopt.data.chunked.ChunkedProblem
 
     def __init__(self, X, y, loss="squared", penalty=None, *, alpha=None, fit_intercept=False,
                  **penalty_kwargs):

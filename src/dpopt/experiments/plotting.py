@@ -100,7 +100,7 @@ def _final_error(rec):
 def _usable(records):
     out = [r for r in records if isinstance(r.get("config"), dict) and "solver" in r["config"]]
     if not out:
-        raise ValueError("no record has config.solver (see dpopt.plotting for the fields read)")
+        raise ValueError("no record has config.solver (see dpopt.experiments.plotting for the fields read)")
     return out
 
 
