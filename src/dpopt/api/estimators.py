@@ -92,6 +92,7 @@ from dpopt._core.validation import (
 from dpopt.data import Problem
 from dpopt.data.chunked import ChunkedProblem, as_dask_arrays, is_chunked_input
 from dpopt.data.losses import huber
+from dpopt.pipeline.inference import InferenceMixin
 from dpopt.pipeline.multiclass import OneVsRestProblems, fit_default_one_vs_rest, solve_one_vs_rest
 from dpopt.pipeline.selection import default_alpha, fit_selected
 from dpopt.preprocessing.tables import (
@@ -394,7 +395,11 @@ class _DPLinearModel(BaseEstimator):
                 slot = (stack.enter_context(budget.spend(epsilon, delta, label=name))
                         if budget is not None else None)
                 X, target, bounds, prior = prepare(rng)
+                inference = bool(getattr(self, "inference", False))
                 if self._n_classes() > 2:  # one-vs-rest, one composition (dpopt.pipeline.multiclass)
+                    if inference:
+                        raise ValueError("inference=True gives intervals for a binary or linear "
+                                         "model; the one-vs-rest fit of k >= 3 classes has none")
                     n = X.n_samples if getattr(X, "is_chunked", False) else X.shape[0]
                     penalty_kwargs = _resolve_alpha(penalty_kwargs, self._loss(), n)
                     auto = fit_default_one_vs_rest(
@@ -407,7 +412,8 @@ class _DPLinearModel(BaseEstimator):
                                         penalty_kwargs=penalty_kwargs,
                                         fit_intercept=self.fit_intercept, epsilon=epsilon,
                                         delta=delta, rng=rng, regression=not self._classifier,
-                                        feature_bounds=bounds, prior=prior)
+                                        feature_bounds=bounds, prior=prior,
+                                        inference=inference)
                 if auto.result.epsilon > epsilon * (1 + 1e-9):  # never expected: exact split
                     raise RuntimeError(f"internal error: the default path would spend "
                                        f"{auto.result.epsilon} > epsilon={epsilon}; nothing "
@@ -432,6 +438,9 @@ class _DPLinearModel(BaseEstimator):
         :func:`dpopt.solve` uses (the default delta needs n: resolved by ``_fit``)."""
         epsilon, delta = check_privacy_target(self.epsilon, self.delta)
         check_bool(self.fit_intercept, "fit_intercept")
+        if check_bool(getattr(self, "inference", False), "inference") and self.solver != "auto":
+            raise ValueError(f"inference=True needs solver='auto' (intervals use the default "
+                             f"path's releases), got solver={self.solver!r}")
         spec = None if self.solver == "auto" else get_solver(self.solver)
         options = {} if self.solver_options is None else self.solver_options
         if not isinstance(options, dict):
@@ -563,7 +572,7 @@ def _class_index(y, classes):
     return np.searchsorted(classes, y).astype(np.float64)
 
 
-class DPLogisticRegression(ClassifierMixin, _DPLinearModel):
+class DPLogisticRegression(InferenceMixin, ClassifierMixin, _DPLinearModel):
     """Differentially private logistic regression, binary or multiclass (one-vs-rest).
 
     Minimizes (1/n) sum_i log(1 + exp(-y_i (x_i^T w + b))) + psi(w) with a
@@ -608,6 +617,10 @@ class DPLogisticRegression(ClassifierMixin, _DPLinearModel):
     feature_bounds : dict or None
         ``{column name or index: (lower, upper)}`` public bounds (default path): those
         features cost no budget.
+    inference : bool, default False
+        Default path only: also release what standard errors need (a share of the same
+        epsilon, in the one report and charge); then ``conf_int``, ``bse_`` and
+        ``summary`` give Wald inference (:mod:`dpopt.pipeline.inference`, docs/inference.md).
 
     Attributes
     ----------
@@ -622,7 +635,9 @@ class DPLogisticRegression(ClassifierMixin, _DPLinearModel):
 
     def __init__(self, *, epsilon=1.0, delta=None, penalty="l2", alpha="auto", l1_ratio=0.5,
                  fit_intercept=True, solver="auto", solver_options=None, random_state=None,
-                 accountant=None, classes=None, categories=None, feature_bounds=None):
+                 accountant=None, classes=None, categories=None, feature_bounds=None,
+                 inference=False):
+        self.inference = inference
         self.epsilon = epsilon
         self.delta = delta
         self.penalty = penalty
@@ -767,12 +782,12 @@ class DPLogisticRegression(ClassifierMixin, _DPLinearModel):
         return tags
 
 
-class DPLinearRegression(_Regressor):
+class DPLinearRegression(InferenceMixin, _Regressor):
     """Differentially private least squares, optionally ridge.
 
     Minimizes (1/n) sum_i (x_i^T w + b - y_i)^2 / 2 + alpha/2 ||w||^2
     (no penalty when ``alpha=0``, the default). Parameters as
-    :class:`DPLogisticRegression` (without ``penalty``, ``l1_ratio``).
+    :class:`DPLogisticRegression` (without ``penalty``, ``l1_ratio``), ``inference`` included.
     Model selection: ``cross_val_score`` / ``GridSearchCV`` spend epsilon per fit: use
     :class:`dpopt.PrivateHyperparameterSearch`.
     Note: the squared loss has no bounded gradient; the solvers' clipping
@@ -782,7 +797,8 @@ class DPLinearRegression(_Regressor):
 
     def __init__(self, *, epsilon=1.0, delta=None, alpha=0.0, fit_intercept=True,
                  solver="auto", solver_options=None, random_state=None, accountant=None,
-                 categories=None, feature_bounds=None):
+                 categories=None, feature_bounds=None, inference=False):
+        self.inference = inference
         self.epsilon = epsilon
         self.delta = delta
         self.alpha = alpha

@@ -81,6 +81,8 @@ from dpopt._core.validation import MIN_EPSILON
 from dpopt.data import Problem
 from dpopt.data.chunked import is_chunked_input
 from dpopt.pipeline.chunked import ChunkedData
+from dpopt.pipeline.inference import SUPPORTED as INFERENCE_PATHS
+from dpopt.pipeline.inference import Inference, release_inference, unsupported_reason
 from dpopt.preprocessing import private_feature_bounds, private_target_bounds
 from dpopt.preprocessing._bounds import DEFAULT_BIN_CONFIDENCE, DEFAULT_GRID, ZERO_INFLATED_FALLBACK
 from dpopt.preprocessing._norms import private_means, private_row_bound
@@ -98,6 +100,9 @@ from dpopt.solvers._common import run_length  # noqa: F401 (the rules' run lengt
 #: Shares of mu^2 (Gaussian-DP) spent on the steps that fix the scale.
 SHARES = {"feature_bounds": 0.10, "feature_means": 0.04, "row_norm": 0.03,
           "target_bounds": 0.05}
+#: Share of mu^2 of the releases of :mod:`dpopt.pipeline.inference` (``inference=True`` only): they
+#: fix a variance, not the model, so they need to be right within tens of percent.
+INFERENCE_SHARE = 0.10
 #: The largest share a scaling step may take when its default share cannot resolve it.
 MAX_SHARE = 0.30
 
@@ -216,6 +221,7 @@ class AutoFit:
     scaling: Scaling
     target: TargetScaling | None
     plan: dict = field(default_factory=dict)
+    inference: object = None  # dpopt.pipeline.inference.Inference when inference=True
 
     def raw_model(self) -> tuple[np.ndarray, float]:
         """``(coef, intercept)`` in the raw units of X and y (post-processing)."""
@@ -369,7 +375,7 @@ def bounds_resolvable(n, p, mu_bounds):
     return n / DEFAULT_GRID.bins_per_decade >= DEFAULT_BIN_CONFIDENCE * sigma
 
 
-def plan_budget(n, p, mu, *, regression, center, public=0):
+def plan_budget(n, p, mu, *, regression, center, public=0, inference=False):
     """Shares of mu^2 for the scaling steps, from public (n, p, mu) only.
 
     Feature bounds get ``SHARES["feature_bounds"]``, or ``MAX_SHARE`` when that is
@@ -381,6 +387,9 @@ def plan_budget(n, p, mu, *, regression, center, public=0):
     then ``None`` (see :func:`fit_default`). ``public`` of the p features have public
     bounds (``feature_bounds=``, the 0/1 columns of :mod:`dpopt.preprocessing.tables`): only the others
     are released, and when none is left the bounds cost nothing.
+    ``inference``: :data:`INFERENCE_SHARE` for the
+    releases of :mod:`dpopt.pipeline.inference` (only with per-feature bounds: a row-normalized
+    model has no raw-unit coefficients).
     """
     shares = {}
     if public >= p:  # every bound is public: scale without a release
@@ -394,6 +403,8 @@ def plan_budget(n, p, mu, *, regression, center, public=0):
             if center:
                 shares["feature_means"] = SHARES["feature_means"]
             shares["row_norm"] = SHARES["row_norm"]
+            if inference:
+                shares["inference"] = INFERENCE_SHARE
             break
     if regression:
         share = next((s for s in (SHARES["target_bounds"], MAX_SHARE)
@@ -464,7 +475,7 @@ def _data_of(X, y, loss, fit_intercept):
 
 
 def fit_default(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, delta, rng,
-                regression, spent_mu=0.0, feature_bounds=None, prior=None):
+                regression, spent_mu=0.0, feature_bounds=None, prior=None, inference=False):
     """Run the default path (module docstring) and return an :class:`AutoFit`.
 
     ``y`` is already encoded for the loss ({-1, +1} labels for logistic). ``X`` may also
@@ -473,6 +484,11 @@ def fit_default(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, 
     chunk and the mechanism is a distributed one (:mod:`dpopt.pipeline.chunked`). The
     returned ``result`` is the model's FitResult with ``epsilon``, ``mechanisms`` and
     ``accountant`` replaced by those of the whole composition.
+
+    ``inference``: also release what :mod:`dpopt.pipeline.inference` needs for standard
+    errors (its share of mu is in the plan and the composition); a ValueError before the
+    data is read when the path cannot give them
+    (:func:`dpopt.pipeline.inference.unsupported_reason`).
 
     ``spent_mu``: the Gaussian-DP mu a release before this call spent (the screening route
     of :func:`dpopt.pipeline.feature_selection.fit_routed` calls here on the kept columns),
@@ -483,11 +499,14 @@ def fit_default(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, 
     n, p = data.shape
     loss_name = loss if isinstance(loss, str) else loss.name
     center = fit_intercept and not data.sparse
+    if inference:
+        _check_inference(loss_name, penalty, penalty_kwargs, n, p, data.chunked)
     delta_total, delta = delta, delta - (prior.delta if prior is not None else 0.0)
     public = 0 if feature_bounds is None else int(np.sum(~(np.isnan(feature_bounds[0])
                                                            | np.isnan(feature_bounds[1]))))
     mu_avail = math.sqrt(max(gdp_mu(epsilon, delta) ** 2 - spent_mu ** 2, 0.0))
-    shares = plan_budget(n, p, mu_avail, regression=regression, center=center, public=public)
+    shares = plan_budget(n, p, mu_avail, regression=regression, center=center, public=public,
+                         inference=inference)
     if shares is None:
         return _no_model(p, loss, penalty, penalty_kwargs, fit_intercept, delta, n, epsilon,
                          prior)
@@ -517,6 +536,14 @@ def fit_default(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, 
         result = solve(problem, solver, epsilon=eps_model, delta=delta, random_state=rng,
                        **options)
 
+    released = None  # the inference releases: only on a path with a usable noise law
+    degenerate = target is not None and target.half_width == 0  # the model is 0
+    if "inference" in mus and solver in INFERENCE_PATHS and not degenerate:
+        scaled, rec = release_inference(problem, result, solver, row_bound=R,
+                                        mu=mus["inference"], rng=rng,
+                                        adassp_release=getattr(result, "release", None))
+        result.mechanisms = list(result.mechanisms) + rec
+        released = Inference.from_scaled(scaled, scaling, target, fit_intercept, n)
     mechanisms = records + list(result.mechanisms)
     total = epsilon_of(mechanisms, delta, adjacency=result.adjacency)
     plan = {"solver": solver, "reason": why, "mu": mu_total, "mu_shares": mus,
@@ -526,11 +553,27 @@ def fit_default(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, 
     if prior is not None:
         plan["table"] = prior.info
         plan["selection_delta"] = prior.delta
+    if inference and released is None:
+        plan["inference_unavailable"] = unsupported_reason_of(solver, row_mode, degenerate)
     result = replace(result, epsilon=total, delta=delta_total, mechanisms=mechanisms,
                      accountant="exact" if all(isinstance(m, Gaussian) for m in mechanisms)
                      else result.accountant,
                      params={**result.params, "auto": plan})
-    return AutoFit(result, scaling, target, plan)
+    return AutoFit(result, scaling, target, plan, released)
+
+
+def _check_inference(loss_name, penalty, penalty_kwargs, n, p, chunked):
+    """ValueError, before any data is read, when the path's mechanism cannot give intervals."""
+    pen = "none" if penalty == "l2" and not penalty_kwargs.get("alpha") else penalty
+    solver = choose_solver(loss_name, pen, n, p, available_solvers(), chunked=chunked)[0]
+    reason = unsupported_reason(solver, chunked=chunked)
+    if reason is not None:
+        raise ValueError(f"inference=True: {reason}")
+
+
+def unsupported_reason_of(solver, row_mode, degenerate_target=False):
+    return unsupported_reason(solver, row_normalized=row_mode,
+                              degenerate_target=degenerate_target)
 
 
 def private_scaling(data, mus, *, fit_intercept, center, regression, rng, bounds=None,

@@ -273,7 +273,7 @@ def fit_screened(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon,
 
 
 def fit_routed(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, delta, rng,
-               regression=False, feature_bounds=None, prior=None):
+               regression=False, feature_bounds=None, prior=None, inference=False):
     """The default path (:func:`dpopt.pipeline.default_path.fit_default`), through the
     screening route (:func:`fit_screened`) when the problem is a classification in memory
     with more features than a private full-dimensional fit can use (:func:`high_dimensional`,
@@ -282,10 +282,11 @@ def fit_routed(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, d
     or with public ``feature_bounds``: its screen would need their budget (declare the
     labels with ``classes=`` to use it)."""
     chunked = getattr(X, "is_chunked", False) is True or is_chunked_input(X)
-    if (not (regression or chunked) and prior is None and feature_bounds is None
+    if (not (regression or chunked or inference) and prior is None and feature_bounds is None
             and high_dimensional(*X.shape, gdp_mu(epsilon, delta))):
         return fit_screened(X, y, loss=loss, penalty=penalty, penalty_kwargs=penalty_kwargs,
                             fit_intercept=fit_intercept, epsilon=epsilon, delta=delta, rng=rng)
     return fit_default(X, y, loss=loss, penalty=penalty, penalty_kwargs=penalty_kwargs,
                        fit_intercept=fit_intercept, epsilon=epsilon, delta=delta, rng=rng,
-                       regression=regression, feature_bounds=feature_bounds, prior=prior)
+                       regression=regression, feature_bounds=feature_bounds, prior=prior,
+                       inference=inference)

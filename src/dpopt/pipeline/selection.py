@@ -227,7 +227,7 @@ def _rows(X, index):
 
 
 def fit_selected(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, delta, rng,
-                 regression, fit=None, feature_bounds=None, prior=None):
+                 regression, fit=None, feature_bounds=None, prior=None, inference=False):
     """The default path with the private choice between its model and the constant
     (module docstring). Same arguments and result as :func:`dpopt.pipeline.default_path.fit_default`
     (``fit``, default that function, runs the training branch); ``plan["selection"]``
@@ -243,8 +243,8 @@ def fit_selected(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon,
     The held-out release is dominated by the training branch's *own* records, not the
     prior's: a held-out record meets the prior and the score release, a training record the
     prior and the training branch, so the prior is common to both sides."""
-    extra = {k: v for k, v in (("feature_bounds", feature_bounds), ("prior", prior))
-             if v is not None}
+    extra = {k: v for k, v in (("feature_bounds", feature_bounds), ("prior", prior),
+                               ("inference", inference or None)) if v is not None}
     fit = fit_routed if fit is None else fit
     loss_name = loss if isinstance(loss, str) else loss.name
     chunked = getattr(X, "is_chunked", False) is True or is_chunked_input(X)
@@ -334,6 +334,11 @@ def _select(auto, X_val, y_val, regression, fit_intercept, mu_v, rng):
                                                 "resolved at this budget)"))}
     plan = {**auto.plan, "selection": record}
     result = auto.result
+    if not use_model and getattr(auto, "inference", None) is not None:
+        # intervals describe the model, which is not what is released
+        auto = replace(auto, inference=None)
+        plan["inference_unavailable"] = ("the held-out selection released the constant "
+                                         "predictor, not the model")
     if not use_model:
         w = np.append(coef, intercept) if fit_intercept else coef.copy()
         result = replace(result, coef=coef.reshape(np.shape(result.coef)),

@@ -90,6 +90,9 @@ Random draws, in order: ``rng.standard_normal()`` (step 1, skipped when s_1 = 0)
 ``rng.standard_normal(d)`` (the noise of X^T y). At epsilon = inf the draws happen and are
 multiplied by 0.
 
+The fit's :class:`FitResult` carries the released :class:`Release` as the attribute
+``release`` (used by :mod:`dpopt.pipeline.inference`; post-processing).
+
 Distributed use: :func:`sufficient_statistics` reads one block of rows (dense or sparse) and
 returns its clipped statistics; sums over blocks are the full statistics, and
 :func:`adassp_from_statistics` calibrates, adds the noise and solves from the statistics alone.
@@ -239,7 +242,7 @@ def adassp_from_statistics(xtx, xty, n, *, epsilon, delta, rng, row_bound, targe
     params = {"row_bound": row_bound, "target_bound": target_bound, "rho": rho,
               "budget_split": shares, "noise_multipliers": zs, "sensitivities": deltas,
               "sigmas": sigmas, "lambda_min_estimate": rel.lambda_min, "ridge": rel.ridge,
-              "dropped_directions": dropped}
+              "dropped_directions": dropped, "release": rel}
     return w, cal, mechanism_records(cal.noise_multiplier, shares), params
 
 
@@ -315,5 +318,8 @@ def fit_adassp(problem, *, epsilon, delta, rng, row_bound=None, target_bound=Non
         fit_intercept=problem.fit_intercept, l2=problem.penalty.l2, rho=rho,
         budget_split=budget_split)
     ck.record(w, 1)
-    return make_result(problem, w, solver="adassp", calibration_or_spent=cal, mechanisms=records,
-                       n_iter=1, passes=1, checkpoints=ck, params=params)
+    release = params.pop("release")
+    result = make_result(problem, w, solver="adassp", calibration_or_spent=cal,
+                         mechanisms=records, n_iter=1, passes=1, checkpoints=ck, params=params)
+    result.release = release  # the noisy statistics (not a field: kept out of model files)
+    return result

@@ -1,0 +1,455 @@
+"""Private inference for the default path's linear models: standard errors, intervals, p-values.
+
+What is estimated
+-----------------
+The default path (:mod:`dpopt.pipeline.default_path`) fits the model on privately clipped and scaled data:
+features clipped to their private bounds, mapped to [0, 1] and centred, rows longer than
+the private row bound R rescaled to norm R, a regression target clipped to its private
+bounds and mapped to [-1, 1]. The estimand is therefore the population minimizer theta of
+the model's loss (plus the user's own L2 penalty, if any) on the data *after* these maps,
+given the released scaling, mapped back to raw units by the same affine map as ``coef_``.
+It equals the coefficients of the data-generating model when the clipping does not bind on
+its support (e.g. bounded features whose range the private bounds cover, no row beyond R);
+when it binds the estimand differs from them (a clipped feature's slope is the slope of
+the clipped feature, which is not the raw one when E[y | x] is linear in the raw x).
+``docs/inference.md`` shows such a case.
+
+Method (one more Gaussian release, then post-processing)
+--------------------------------------------------------
+Both mechanisms of the default path have a known noise law, and both estimators are
+M-estimators, so the variance of the released estimate is, to first order, the sandwich
+variance of the non-private estimator plus the variance of the privacy noise propagated
+through the inverse Hessian (Avella-Medina, Bradshaw & Loh, "Differentially private
+inference via noisy optimization", Annals of Statistics 2023, Thm. 3 and Sec. 4: noisy
+Hessian and noisy sandwich; the OLS case is the sufficient-statistics setting of Ferrando,
+Wang & Sheldon, "Parametric bootstrap for differentially private confidence intervals",
+AISTATS 2022, Sec. 5). Write u_i for the clipped augmented row (intercept last),
+psi_i for the per-record score at the estimate and H for the Hessian of the summed loss:
+
+    Var(theta_hat) ~ H^{-1} (sum_i psi_i psi_i^T) H^{-1}  +  H^{-1} Sigma_priv H^{-1}.
+
+* Least squares (AdaSSP). The released X^T X + E and X^T y + e give the Hessian (no new
+  release); the meat sum_i r_i^2 u_i u_i^T, r_i = clip(y_i - u_i^T theta_hat, -2, 2) (|y_i|
+  <= 1 after scaling, so the clip binds only on rows predicted outside the target range),
+  is released once: the Gaussian mechanism of :func:`release_gram`, L2 sensitivity
+  sqrt(2) * 4 * B_a^2 (replace-one; B_a^2 = R^2 + [intercept]). AdaSSP's adaptive ridge
+  lambda shrinks the estimate: one Newton step on the noisy statistics removes it to first
+  order (:func:`debiased_ridge`), and a parametric bootstrap on the noisy sufficient
+  statistics (the OLS variant of Ferrando, Wang & Sheldon) gives the rest: the replicates
+  draw X^T y* = G theta + xi + e*, xi ~ N(0, meat) (sampling, HC1), the Gram matrix
+  G + E* with AdaSSP's noise scales, and recompute the estimator at the released ridge
+  (conditioning on it). A replicate is linear in theta for fixed noise, so the replicates'
+  mean is T theta; T^{-1} removes the bias (capped where the estimator keeps less than half
+  of a direction, with the bias left bounding a widening of the interval: see
+  :func:`bootstrap_corrected`), and T^{-1} Cov(replicates) T^{-T} is the covariance. G is
+  the released Gram matrix with its spectrum lowered by the noise's root-mean-square
+  eigenvalue (:func:`deflated_gram`), so the bootstrap world is not better conditioned
+  than the data.
+* Logistic (objective perturbation). The released w is the minimizer of the loss plus
+  (lambda + alpha)/2 ||w||^2 + b^T w / n, b ~ N(0, sigma^2 I), then + N(0, sigma_out^2 I).
+  Two Gram-type releases at the (public) released w: the Hessian sum_i l''(u_i^T w) u_i
+  u_i^T (0 <= l'' <= 1/4: sensitivity sqrt(2) B_a^2 / 4) and the meat sum_i l'(u_i^T w)^2
+  u_i u_i^T (|l'| <= 1: sensitivity sqrt(2) B_a^2), with 1/3 and 2/3 of the share
+  (:data:`LOGISTIC_SPLIT`). One Newton step on the loss with the
+  user's penalty alone removes the added ridge lambda (to first order):
+  theta_hat = w + (H/n + diag(alpha))^{-1} lambda w; the noise b enters as
+  (H/n + alpha)^{-1} b / n, so Sigma_priv = sigma^2 I (summed scale) plus the output noise.
+
+Privacy. Every release above is a Gaussian mechanism on clipped rows with the stated
+sensitivity; its noise is calibrated to the ``inference`` share of the fit's Gaussian-DP
+mu (:func:`dpopt.pipeline.default_path.plan_budget`), so the whole fit, model and inference, is one
+composition: one (epsilon, delta) in ``privacy_report()``, one charge to a
+:class:`~dpopt.BudgetAccountant`. Everything after the releases (sandwich, mapping to raw
+units, intervals, p-values) is post-processing. The released matrices are projected on the
+positive semi-definite cone (eigenvalues clipped) before use; the Hessian's eigenvalues are
+floored at one noise standard deviation, which can only widen the intervals.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+from scipy import special
+
+from dpopt.privacy import Gaussian
+from dpopt.solvers.adassp import solve_psd, symmetric_noise
+from dpopt.solvers.objective_perturbation import clip_feature_rows
+
+#: Mechanisms of the default path whose released model has a known noise law here.
+SUPPORTED = ("adassp", "objective-perturbation")
+#: Bound on |residual| used for the least-squares meat (targets are in [-1, 1]).
+RESIDUAL_BOUND = 2.0
+#: Shares of the inference mu^2 (logistic: Hessian, meat); least squares uses one release.
+#: The variance H^{-1} S H^{-1} has relative error dS/S - 2 dH/H; with S ~ H (information
+#: identity) and noise sd Delta_k / mu_k, its variance is 4 Delta_H^2 / a + Delta_S^2 / (1 - a)
+#: (over mu^2 H^2) for a Hessian share a, minimal at a = 1 / (1 + Delta_S / (2 Delta_H)) = 1/3
+#: (Delta_S = 4 Delta_H).
+LOGISTIC_SPLIT = (1.0 / 3.0, 2.0 / 3.0)
+
+
+def unsupported_reason(solver, *, chunked=False, row_normalized=False, unlearnable=False,
+                       degenerate_target=False):
+    """Why the default path's fit cannot give intervals, or None if it can."""
+    if degenerate_target:
+        return ("the target's private bounds collapsed (too few samples for this epsilon): "
+                "the model is the constant 0, there is nothing to give intervals for")
+    if unlearnable:
+        return ("the default path released no model (the constant 0: too few samples for "
+                "this epsilon), so there is nothing to give intervals for")
+    if chunked:
+        return "inference is not implemented on chunked data (fit in memory)"
+    if row_normalized:
+        return ("the default path row-normalized the features (the budget cannot locate "
+                "per-feature bounds at this n and epsilon): the coefficients apply to the "
+                "normalized rows and have no raw-unit counterpart; use a larger epsilon")
+    if solver not in SUPPORTED:
+        return (f"the default path fits this model with {solver!r}, whose released model has "
+                f"no noise law usable for intervals here (supported: {', '.join(SUPPORTED)}: "
+                f"squared or logistic loss with an L2 or no penalty)")
+    return None
+
+
+# --------------------------------------------------------------------------- releases
+
+
+def release_gram(U, weights, weight_bound, row_sq_bound, mu, rng):
+    """Noisy sum_i weights_i u_i u_i^T (upper triangle released, mirrored), mu-GDP.
+
+    Replace-one: the sum changes by D = a a^T - b b^T with a = sqrt(w) u, ||a||^2 <= c :=
+    ``weight_bound * row_sq_bound``, and ||D||_F^2 = ||a||^4 + ||b||^4 - 2 (a^T b)^2 <= 2 c^2,
+    so the upper triangle moves by at most sqrt(2) c in L2. N(0, (sqrt(2) c / mu)^2) on each
+    entry of it is the Gaussian mechanism with multiplier 1 / mu. Returns (matrix, sigma,
+    record)."""
+    sensitivity = math.sqrt(2.0) * weight_bound * row_sq_bound
+    sigma = sensitivity / mu
+    G = U.T @ (np.asarray(weights)[:, None] * U) if not sp.issparse(U) else \
+        np.asarray((U.T @ sp.diags(weights) @ U).toarray())
+    return np.asarray(G) + sigma * symmetric_noise(U.shape[1], rng), sigma, Gaussian(1.0 / mu)
+
+
+def psd_part(M, floor=0.0):
+    """M symmetrized, eigenvalues clipped below at ``floor`` (the nearest PSD matrix for 0)."""
+    vals, vecs = np.linalg.eigh(0.5 * (M + M.T))
+    return (vecs * np.maximum(vals, floor)) @ vecs.T
+
+
+def inverse_floored(M, floor):
+    vals, vecs = np.linalg.eigh(0.5 * (M + M.T))
+    return (vecs / np.maximum(vals, floor)) @ vecs.T
+
+
+def clipped_design(problem, row_bound):
+    """The rows the mechanisms saw: feature parts rescaled to norm <= R, intercept 1 last."""
+    U = clip_feature_rows(problem, row_bound)
+    return U.toarray() if sp.issparse(U) else U
+
+
+@dataclass
+class ScaledInference:
+    """Estimate and covariance on the scaled domain (intercept last), plus notes."""
+
+    estimate: np.ndarray
+    cov: np.ndarray
+    method: str
+    notes: tuple = ()
+    bias: np.ndarray | None = None  # bound on the bias left (intervals widen by it)
+
+
+def least_squares_inference(problem, result, release, row_bound, mu, rng):
+    """AdaSSP's noisy statistics + one released meat + a parametric bootstrap of the
+    privacy noise (module docstring)."""
+    p = result.params
+    n, d = problem.n_samples, problem.dim
+    penalty = np.diag(n * np.asarray(problem.penalty.l2, dtype=np.float64))
+    theta = debiased_ridge(release.xtx + penalty, release.xty, release.ridge, solve_psd)
+    U = clipped_design(problem, row_bound)
+    y = np.clip(problem.y, -1.0, 1.0)
+    r = np.clip(y - U @ theta, -RESIDUAL_BOUND, RESIDUAL_BOUND)
+    B_a2 = row_bound ** 2 + problem.fit_intercept
+    S, _, rec = release_gram(U, r * r, RESIDUAL_BOUND ** 2, B_a2, mu, rng)
+    S = psd_part(S) * n / max(n - d, 1)  # HC1 small-sample factor
+    gram = deflated_gram(release.xtx, p["sigmas"][1])
+    corrected, cov, bias = bootstrap_corrected(gram, penalty, theta, S, p, rng, release.ridge)
+    notes = ()
+    if release.ridge > 0:
+        notes = (f"AdaSSP's adaptive ridge ({release.ridge:.3g}) is removed by one Newton step "
+                 f"and the bootstrap's bias correction",)
+    return ScaledInference(corrected, cov, "sandwich (HC1) + parametric bootstrap of AdaSSP's "
+                           "noise", notes, bias), [rec]
+
+
+#: Replicates of the parametric bootstrap of AdaSSP's noise (post-processing).
+BOOTSTRAP_REPLICATES = 2000
+
+
+def debiased_ridge(M, b, ridge, solve):
+    """w = (M + ridge I)^{-1} b followed by one Newton step on (M, b) from w, which
+    removes the ridge's bias to first order: w + ridge (M + ridge I)^{-1} w (= w if
+    ridge = 0)."""
+    d = b.size
+    w = solve(M + ridge * np.eye(d), b)[0]
+    if ridge == 0:
+        return w
+    return w + ridge * solve(M + ridge * np.eye(d), w)[0]
+
+
+def deflated_gram(noisy, sigma):
+    """The Gram matrix of the bootstrap world: the released X^T X + E with every eigenvalue
+    lowered by sigma sqrt(d), the root-mean-square eigenvalue of the noise E (floored at a
+    tiny positive value). The noise spreads the spectrum (E's extreme eigenvalues are about
+    +-2 sigma sqrt(d)), so a direction whose noisy eigenvalue is within the noise may carry
+    almost no information; lowering the spectrum keeps the bootstrap world from being
+    better conditioned than the data, at the price of wider intervals for directions whose
+    eigenvalue is a few sigma sqrt(d) (relative widening O(sigma sqrt(d) / eigenvalue))."""
+    d = noisy.shape[0]
+    vals, vecs = np.linalg.eigh(0.5 * (noisy + noisy.T))
+    floor = 1e-9 * max(float(np.max(np.abs(vals))), 1e-300)
+    return (vecs * np.maximum(vals - sigma * math.sqrt(d), floor)) @ vecs.T
+
+
+#: Largest bias correction (1 / share of a direction the estimator keeps on average).
+MIN_RETAINED = 0.5
+
+
+def bootstrap_corrected(gram, penalty, theta, meat, params, rng, ridge):
+    """(estimate, covariance, bias bound): ``theta`` corrected for the bias of AdaSSP's
+    ridge and noise, its covariance, and a bound on the bias left.
+
+    With the noise fixed, a replicate of :func:`bootstrap_adassp` is linear in the true
+    theta, so the replicates' mean is T theta with T = mean(W_b) A, A = G + n alpha P.
+    T is similar to the symmetric A^{1/2} mean(W_b) A^{1/2} = V diag(t) V^T, t_k in (0, 1]
+    the share of direction k the estimator keeps on average; the corrected estimate divides
+    direction k by m_k = max(t_k, MIN_RETAINED). Where t_k >= MIN_RETAINED that is T^{-1}
+    (no bias left, to this order). Below, the direction is mostly ridge (its Gram eigenvalue
+    is within the noise) and a full correction would multiply the noise by 1 / t_k: the
+    correction is capped and the bias left, (m_k / t_k - 1) times the corrected component,
+    is returned (``bias``, per coordinate) for the intervals to widen by. The covariance
+    is T_c^{-1} Cov(replicates at the corrected theta) T_c^{-T}."""
+    operators, noise = bootstrap_adassp(gram, penalty, meat, params, rng, ridge)
+    A = gram + penalty
+    vals, vecs = np.linalg.eigh(0.5 * (A + A.T))
+    vals = np.maximum(vals, 1e-300)
+    root, inv_root = (vecs * np.sqrt(vals)) @ vecs.T, (vecs / np.sqrt(vals)) @ vecs.T
+    W = operators.mean(axis=0)
+    t, V = np.linalg.eigh(0.5 * (root @ (W + W.T) @ root))
+    t = np.maximum(t, 1e-12)
+    m = np.maximum(t, MIN_RETAINED)
+    Tinv = inv_root @ (V / m) @ V.T @ root
+    corrected = Tinv @ theta
+    draws = np.einsum("bij,bj->bi", operators, A @ corrected + noise)
+    left = inv_root @ (V * (m / t - 1.0)) @ V.T @ root @ corrected
+    return corrected, Tinv @ np.cov(draws, rowvar=False) @ Tinv.T, left
+
+
+def bootstrap_adassp(gram, penalty, meat, params, rng, ridge):
+    """Replicates of AdaSSP under the estimated model (Ferrando, Wang & Sheldon 2022, OLS
+    variant): the Gram matrix G, X^T y = (G + n alpha P) theta + xi with xi ~ N(0, meat)
+    (sampling), and AdaSSP's three releases with their own noise scales (the eigenvalue,
+    the Gram matrix, X^T y; the ridge by AdaSSP's rule), solved by :func:`debiased_ridge`.
+    Returns the replicates' linear operators W_b (the estimate is W_b X^T y*_b) and the
+    noise xi_b + e_b, so that the replicates can be formed at any theta."""
+    _, s2, s3 = params["sigmas"]
+    d, B = penalty.shape[0], BOOTSTRAP_REPLICATES
+    ridge = np.full(B, float(ridge))
+    rows, cols = np.triu_indices(d)
+    E = np.zeros((B, d, d))
+    E[:, rows, cols] = s2 * rng.standard_normal((B, rows.size))
+    E[:, cols, rows] = E[:, rows, cols]
+    chol = np.linalg.cholesky(meat + 1e-12 * max(np.trace(meat), 1e-300) * np.eye(d) / d)
+    noise = rng.standard_normal((B, d)) @ chol.T + s3 * rng.standard_normal((B, d))
+    vals, vecs = np.linalg.eigh(gram + penalty + E + ridge[:, None, None] * np.eye(d))
+    floor = d * np.finfo(np.float64).eps * np.max(np.abs(vals), axis=1, keepdims=True)
+    inv = np.divide(1.0, vals, out=np.zeros_like(vals), where=vals > floor)
+    # debiased_ridge is (M + ridge I)^{-1} (I + ridge (M + ridge I)^{-1}) on X^T y
+    gain = inv * (1.0 + ridge[:, None] * inv)
+    return np.einsum("bij,bj,bkj->bik", vecs, gain, vecs), noise
+
+
+def logistic_inference(problem, result, row_bound, mu, rng):
+    """Objective perturbation's released model + noisy Hessian and meat (module docstring)."""
+    p = result.params
+    n, d = problem.n_samples, problem.dim
+    w = np.asarray(result.w, dtype=np.float64)
+    U = clipped_design(problem, row_bound)
+    z = U @ w
+    s = special.expit(-problem.y * z)  # |l'(z; y)| = 1 / (1 + e^{y z})
+    B_a2 = row_bound ** 2 + problem.fit_intercept
+    mu_h, mu_s = (mu * math.sqrt(share) for share in LOGISTIC_SPLIT)
+    Hs, sigma_h, rec_h = release_gram(U, s * (1.0 - s), 0.25, B_a2, mu_h, rng)
+    Ss, _, rec_s = release_gram(U, s * s, 1.0, B_a2, mu_s, rng)
+    alpha = np.asarray(problem.penalty.l2, dtype=np.float64)
+    Hinv = inverse_floored(Hs + n * np.diag(alpha), sigma_h)  # summed scale
+    theta = w + n * Hinv @ (p["regularization"] * w)
+    priv = p["sigma"] ** 2 * np.eye(d)
+    cov = Hinv @ (psd_part(Ss) * n / max(n - d, 1) + priv) @ Hinv + p["sigma_out"] ** 2 * np.eye(d)
+    return ScaledInference(theta, cov, "sandwich + objective-perturbation noise"), [rec_h, rec_s]
+
+
+def release_inference(problem, result, solver, *, row_bound, mu, rng, adassp_release=None):
+    """The inference releases of a default-path fit on the scaled ``problem`` (mu-GDP in
+    all). Returns (ScaledInference, Gaussian records)."""
+    if solver == "adassp":
+        return least_squares_inference(problem, result, adassp_release, row_bound, mu, rng)
+    if solver == "objective-perturbation":
+        return logistic_inference(problem, result, row_bound, mu, rng)
+    raise ValueError(unsupported_reason(solver))
+
+
+# --------------------------------------------------------------------------- raw units
+
+
+def raw_map(scaling, target, dim, fit_intercept):
+    """(A, c) with raw = A theta + c (raw: coef then intercept): the map of
+    :meth:`dpopt.pipeline.default_path.AutoFit.raw_model`, which is affine in theta."""
+    p = dim - fit_intercept
+    h, center = (1.0, 0.0) if target is None else (target.half_width, target.center)
+    inv = np.divide(1.0, scaling.scale, out=np.zeros(p), where=scaling.scale > 0)
+    A = np.zeros((dim, dim))
+    A[np.arange(p), np.arange(p)] = h * inv
+    c = np.zeros(dim)
+    if fit_intercept:
+        A[p, :p] = -h * inv * scaling.offset
+        A[p, p] = h
+        c[p] = center
+    return A, c
+
+
+@dataclass
+class Inference:
+    """Estimate and covariance in raw units (coefficients, then the intercept if fitted)."""
+
+    estimate: np.ndarray
+    cov: np.ndarray
+    fit_intercept: bool
+    dropped: np.ndarray  # features whose private bounds collapsed (coefficient fixed at 0)
+    method: str
+    n_samples: int
+    notes: tuple = ()
+    bias: np.ndarray | None = None  # |bias| bound per raw coordinate (widens the interval)
+
+    @classmethod
+    def from_scaled(cls, scaled, scaling, target, fit_intercept, n_samples):
+        dim = scaled.estimate.size
+        A, c = raw_map(scaling, target, dim, fit_intercept)
+        notes, bias = scaled.notes, None
+        if scaled.bias is not None and np.any(scaled.bias != 0):
+            bias = np.abs(A @ scaled.bias)
+            notes = notes + ("the noisy Gram matrix barely determines some directions at this "
+                             "budget (eigenvalue within the privacy noise): their bias "
+                             "correction is capped and the intervals of the coefficients "
+                             "loading on them are widened by the bias left (column 'bias')",)
+        return cls(A @ scaled.estimate + c, A @ scaled.cov @ A.T, fit_intercept,
+                   np.asarray(scaling.scale) <= 0, scaled.method, int(n_samples), notes, bias)
+
+    @property
+    def bse(self):
+        se = np.sqrt(np.maximum(np.diag(self.cov), 0.0))
+        p = self.dropped.size
+        se[:p][self.dropped] = np.nan
+        return se
+
+
+def check_alpha(alpha):
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float, np.floating)) \
+            or not 0.0 < float(alpha) < 1.0:
+        raise ValueError(f"alpha must be a number in (0, 1) (1 - confidence level), got {alpha!r}")
+    return float(alpha)
+
+
+def wald_table(inf, names, alpha):
+    """statsmodels-style columns: coef, std err, z, P>|z|, [alpha/2, 1 - alpha/2]."""
+    import pandas as pd
+
+    se = inf.bse
+    bias = np.zeros_like(se) if inf.bias is None else inf.bias
+    q = special.ndtri(1.0 - alpha / 2.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        z = inf.estimate / se
+        # with a bias bound b the test is conservative: |coef| - b against N(0, se^2)
+        pval = 2.0 * special.ndtr(-np.maximum(np.abs(inf.estimate) - bias, 0.0) / se)
+    lo, hi = f"[{alpha / 2:g}", f"{1 - alpha / 2:g}]"
+    table = pd.DataFrame({"coef": inf.estimate, "std err": se, "z": z, "P>|z|": pval,
+                          lo: inf.estimate - q * se - bias, hi: inf.estimate + q * se + bias},
+                         index=names)
+    if inf.bias is not None:
+        table["bias"] = bias
+    return table
+
+
+def render(table, header):
+    """Plain text in the style of statsmodels' summary tables."""
+    body = table.to_string(float_format=lambda v: f"{v:.4g}")
+    width = max(len(line) for line in body.splitlines() + header.splitlines())
+    rule = "=" * width
+    return "\n".join([rule, header, rule, body, rule])
+
+
+# --------------------------------------------------------------------------- estimator side
+
+
+class InferenceMixin:
+    """``conf_int``, ``bse_`` and ``summary`` for estimators fitted with ``inference=True``."""
+
+    def _inference(self):
+        from sklearn.utils.validation import check_is_fitted
+
+        check_is_fitted(self, "coef_")
+        auto = getattr(self, "auto_", None)
+        name = type(self).__name__
+        if auto is None:
+            raise ValueError(f"{name} was fitted with solver={self.solver!r}: intervals are "
+                             f"only given for the default path (solver='auto', "
+                             f"inference=True)")
+        if auto.inference is None:
+            reason = (unsupported_reason(None, unlearnable=True) if auto.plan.get("unlearnable")
+                      else auto.plan.get("inference_unavailable"))
+            if reason is None:
+                raise ValueError(f"{name} was fitted with inference=False: nothing was released "
+                                 f"for intervals; refit with inference=True (it spends a share "
+                                 f"of the same epsilon)")
+            raise ValueError(f"{name}: no intervals for this fit: {reason}")
+        return auto.inference
+
+    @property
+    def bse_(self):
+        """Standard errors of ``coef_``'s estimand (raw units), shape (n_features,)."""
+        inf = self._inference()
+        return inf.bse[:inf.dropped.size]
+
+    def conf_int(self, alpha=0.05):
+        """(n_features, 2) Wald interval (level 1 - alpha) for the coefficients, raw units."""
+        alpha = check_alpha(alpha)
+        table = wald_table(self._inference(), self._inference_names(), alpha)
+        return table.iloc[:self.n_features_in_, 4:6].to_numpy()
+
+    def _inference_names(self):
+        names = getattr(self, "feature_names_in_", None)
+        names = [str(v) for v in names] if names is not None else \
+            [f"x{j}" for j in range(self.n_features_in_)]
+        return names + (["intercept"] if self.fit_intercept else [])
+
+    def summary(self, alpha=0.05):
+        """Coefficient table: a pandas DataFrame indexed by feature names (intercept last),
+        columns coef, std err, z, P>|z| and the interval bounds; its ``attrs["text"]`` (and
+        :meth:`summary_text`) is the plain-text rendering, with the header and notes."""
+        alpha = check_alpha(alpha)
+        inf = self._inference()
+        table = wald_table(inf, self._inference_names(), alpha)
+        r = self.fit_result_
+        header = (f"{type(self).__name__} (solver='auto' -> {self.auto_.plan['solver']}), "
+                  f"({r.epsilon:.3g}, {r.delta:.2g})-DP including the inference releases\n"
+                  f"n = {inf.n_samples}, covariance: {inf.method}")
+        notes = list(inf.notes)
+        if inf.dropped.any():
+            notes.append("features whose private bounds collapsed (std err NaN) are fixed at 0")
+        notes.append("estimand: the coefficients on the privately clipped and scaled data, "
+                     "mapped to raw units (docs/inference.md)")
+        table.attrs["text"] = render(table, header) + "".join(f"\nNote: {n}" for n in notes)
+        return table
+
+    def summary_text(self, alpha=0.05):
+        """The plain-text rendering of :meth:`summary` (statsmodels style)."""
+        return self.summary(alpha).attrs["text"]

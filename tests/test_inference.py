@@ -1,0 +1,215 @@
+"""Private inference (dpopt.pipeline.inference): intervals from the default path's releases, paid for
+in the same budget; clear errors where the path cannot give them; a quick coverage check."""
+
+import importlib.util
+import math
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import dpopt
+from dpopt.pipeline import default_path as auto
+from dpopt.pipeline.inference import release_gram
+from dpopt.privacy import Gaussian, gdp_mu
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def data(n=20000, seed=0, logistic=False, p=3):
+    """Bounded features on raw scales 1e-2..1e2, a linear or logistic model."""
+    rng = np.random.default_rng(seed)
+    u = rng.uniform(-1.7, 1.7, (n, p))
+    scales = 10.0 ** np.linspace(-2, 2, p)
+    X = u * scales + 3.0 * scales
+    b = np.array([1.0, -0.5, 0.25, 0.5, -1.0][:p])
+    eta = 0.5 + u @ b
+    if logistic:
+        return X, (eta + rng.logistic(size=n) > 0).astype(int)
+    return X, eta + rng.standard_normal(n)
+
+
+@pytest.fixture(scope="module")
+def linear():
+    X, y = data()
+    return X, y, dpopt.DPLinearRegression(epsilon=2.0, inference=True, random_state=0).fit(X, y)
+
+
+@pytest.fixture(scope="module")
+def logistic():
+    X, y = data(logistic=True)
+    est = dpopt.DPLogisticRegression(epsilon=2.0, penalty="none", inference=True,
+                                     random_state=0).fit(X, y)
+    return X, y, est
+
+
+@pytest.mark.parametrize("which", ["linear", "logistic"])
+def test_summary_conf_int_bse(which, request):
+    X, y, est = request.getfixturevalue(which)
+    p = X.shape[1]
+    ci = est.conf_int()
+    assert ci.shape == (p, 2) and np.all(ci[:, 0] < ci[:, 1])
+    assert est.bse_.shape == (p,) and np.all(est.bse_ > 0)
+    table = est.summary()
+    assert list(table.index) == ["x0", "x1", "x2", "intercept"]
+    assert list(table.columns)[:6] == ["coef", "std err", "z", "P>|z|", "[0.025", "0.975]"]
+    np.testing.assert_allclose(table["std err"].to_numpy()[:p], est.bse_)
+    np.testing.assert_allclose(table.iloc[:p, 4:6].to_numpy(), ci)
+    np.testing.assert_allclose(table["z"], table["coef"] / table["std err"])
+    wider = est.conf_int(alpha=0.01)
+    assert np.all(wider[:, 0] < ci[:, 0]) and np.all(wider[:, 1] > ci[:, 1])
+    text = est.summary_text()
+    assert "P>|z|" in text and "intercept" in text and "estimand" in text
+    # the interval is around the estimate, in raw units (coefficients differ by 1e4 in scale)
+    mid = ci.mean(axis=1)
+    np.testing.assert_allclose(mid, table["coef"].to_numpy()[:p])
+    assert np.all(np.abs(mid - np.ravel(est.coef_)) <= 4 * est.bse_)
+
+
+@pytest.mark.parametrize("which", ["linear", "logistic"])
+def test_inference_is_in_the_one_composition(which, request):
+    X, y, est = request.getfixturevalue(which)
+    plan = est.auto_.plan
+    mu = gdp_mu(2.0, 1.0 / X.shape[0] ** 2)
+    assert plan["mu_shares"]["inference"] == pytest.approx(mu * math.sqrt(auto.INFERENCE_SHARE))
+    assert sum(v ** 2 for v in plan["mu_shares"].values()) == pytest.approx(mu ** 2, rel=1e-9)
+    assert est.epsilon_spent_ <= 2.0 * (1 + 1e-9) and est.epsilon_spent_ > 1.99
+    assert "inference mu=" in est.privacy_report() and est.privacy_leaks_ == []
+    # the releases are Gaussian mechanisms at the inference share (split for logistic)
+    mu_inf = plan["mu_shares"]["inference"]
+    zs = [m.noise_multiplier for m in est.fit_result_.mechanisms if isinstance(m, Gaussian)]
+    shares = (1.0,) if which == "linear" else (1 / 3, 2 / 3)
+    wanted = [1 / (mu_inf * math.sqrt(share)) for share in shares]
+    for z in wanted:
+        assert any(v == pytest.approx(z, rel=1e-12) for v in zs)
+
+
+def test_inference_charges_the_budget_once():
+    X, y = data(n=5000)
+    acc = dpopt.BudgetAccountant(epsilon=3.0, delta=1e-7)
+    est = dpopt.DPLinearRegression(epsilon=1.0, delta=1e-7, inference=True, random_state=1,
+                                   accountant=acc).fit(X, y)
+    assert len(acc._ledger) == 1
+    assert acc.spent() == pytest.approx(est.epsilon_spent_, rel=1e-6)
+
+
+def test_inference_off_by_default_and_errors_name_the_path():
+    X, y = data(n=5000)
+    plain = dpopt.DPLinearRegression(epsilon=1.0, random_state=0).fit(X, y)
+    assert "inference" not in plain.auto_.plan["mu_shares"]
+    with pytest.raises(ValueError, match="inference=True"):
+        plain.conf_int()
+    explicit = dpopt.DPLinearRegression(epsilon=1.0, solver="adassp", random_state=0,
+                                        solver_options={"row_bound": 1.0, "target_bound": 1.0})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        explicit.fit(X / X.max(axis=0), y / np.abs(y).max())
+    with pytest.raises(ValueError, match="solver='adassp'"):
+        explicit.summary()
+    with pytest.raises(ValueError, match="needs solver='auto'"):
+        dpopt.DPLinearRegression(solver="dp-gd", inference=True).fit(X, y)
+    with pytest.raises(ValueError, match="inference must be a bool"):
+        dpopt.DPLinearRegression(inference="yes").fit(X, y)
+    with pytest.raises(ValueError, match="alpha must be"):
+        dpopt.DPLinearRegression(epsilon=1.0, inference=True, random_state=0).fit(X, y) \
+            .conf_int(alpha=1.5)
+
+
+def test_l1_path_refused_before_anything_is_spent():
+    X, y = data(n=3000, logistic=True)
+    acc = dpopt.BudgetAccountant(epsilon=3.0, delta=1e-6)
+    with pytest.raises(ValueError, match="'dp-cd'"):
+        dpopt.DPLogisticRegression(epsilon=1.0, delta=1e-7, penalty="l1", inference=True,
+                                   accountant=acc).fit(X, y)
+    assert acc.spent() == 0
+
+
+def test_constant_and_row_normalized_models_have_no_intervals():
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(40, 3)), rng.normal(size=40)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        const = dpopt.DPLinearRegression(epsilon=0.1, inference=True, random_state=0).fit(X, y)
+    with pytest.raises(ValueError, match="constant 0"):
+        const.conf_int()
+    Xc, yc = data(n=300, logistic=True, p=5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        rown = dpopt.DPLogisticRegression(epsilon=0.3, inference=True, random_state=0).fit(Xc, yc)
+    assert rown.auto_.plan["scaling"] == "row-normalized"
+    with pytest.raises(ValueError, match="row-normalized"):
+        _ = rown.bse_
+
+
+def test_gram_release_sensitivity_is_attained_and_not_exceeded():
+    """The upper triangle of sum_i w_i u_i u_i^T moves by <= sqrt(2) c (c = w_max B^2)
+    between neighbours; orthogonal extreme rows attain it."""
+    rng = np.random.default_rng(0)
+    B2, wmax, d = 2.0, 4.0, 4
+    iu = np.triu_indices(d)
+    bound = math.sqrt(2.0) * wmax * B2
+    worst = 0.0
+    for _ in range(2000):
+        a, b = rng.normal(size=(2, d))
+        a *= math.sqrt(B2) * rng.uniform() ** 0.1 / np.linalg.norm(a)
+        b *= math.sqrt(B2) * rng.uniform() ** 0.1 / np.linalg.norm(b)
+        wa, wb = rng.uniform(0, wmax, 2)
+        D = wa * np.outer(a, a) - wb * np.outer(b, b)
+        worst = max(worst, np.linalg.norm(D[iu]))
+    assert worst <= bound
+    e1, e2 = np.eye(d)[0] * math.sqrt(B2), np.eye(d)[1] * math.sqrt(B2)
+    D = wmax * (np.outer(e1, e1) - np.outer(e2, e2))
+    assert np.linalg.norm(D[iu]) == pytest.approx(bound)
+    # the mechanism adds noise of exactly sensitivity / mu
+    U = np.vstack([e1, e2])
+    noisy, sigma, rec = release_gram(U, np.array([1.0, 1.0]), wmax, B2, 0.5, rng)
+    assert sigma == pytest.approx(bound / 0.5) and rec == Gaussian(2.0)
+
+
+@pytest.mark.parametrize("which", ["linear", "logistic"])
+def test_standard_errors_match_statsmodels_when_privacy_is_cheap(which):
+    """At a large epsilon the privacy noise is negligible: the sandwich standard errors are
+    statsmodels' (HC1 for OLS, model-based for Logit) up to clipping and estimation noise."""
+    sm = pytest.importorskip("statsmodels.api")
+    X, y = data(n=40000, seed=3, logistic=which == "logistic")
+    if which == "linear":
+        est = dpopt.DPLinearRegression(epsilon=50.0, inference=True, random_state=0).fit(X, y)
+        ref = sm.OLS(y, sm.add_constant(X, prepend=False)).fit(cov_type="HC1")
+    else:
+        est = dpopt.DPLogisticRegression(epsilon=50.0, penalty="none", inference=True,
+                                         random_state=0).fit(X, y)
+        ref = sm.Logit(y, sm.add_constant(X, prepend=False)).fit(disp=0)
+    ratio = est.bse_ / np.asarray(ref.bse)[:-1]
+    assert np.all((ratio > 0.8) & (ratio < 1.25)), ratio
+    assert np.all(np.abs(np.ravel(est.coef_) - ref.params[:-1]) < 5 * np.asarray(ref.bse)[:-1])
+
+
+def _coverage_module():
+    spec = importlib.util.spec_from_file_location("inference_coverage",
+                                                  ROOT / "benchmarks" / "inference_coverage.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.mark.parametrize("model,reps", [("linear", 20), ("logistic", 6)])
+def test_quick_coverage(model, reps):
+    """The benchmark's machinery on a few replicates (the full grid: docs/inference.md):
+    loose, since 6-20 replicates only tell a broken interval from a working one."""
+    pytest.importorskip("statsmodels")
+    cov = _coverage_module()
+    rows = cov.run_block(model, "hetero", 2.0, 5000, 3, 0, reps, sm_reps=2)
+    s = cov.summarize_rows(rows)
+    assert s["reps"] == reps and s["errors"] == 0
+    assert s["coverage"].mean() >= 0.75
+    assert np.all(s["width_ratio"] > 1.0)  # private intervals are wider than non-private ones
+
+
+def test_summary_uses_pandas_feature_names():
+    pd = pytest.importorskip("pandas")
+    X, y = data(n=5000, logistic=True)
+    frame = pd.DataFrame(X, columns=["age", "income", "height"])
+    est = dpopt.DPLogisticRegression(epsilon=1.0, inference=True, random_state=0).fit(frame, y)
+    assert list(est.summary().index) == ["age", "income", "height", "intercept"]
+    assert "income" in est.summary_text()
