@@ -88,6 +88,7 @@ def test_route_rule_from_public_n_p_mu():
 def _fit(X, y, epsilon, seed=0, **kwargs):
     with warnings.catch_warnings():
         warnings.simplefilter("error", dpopt.PrivacyLeakWarning)
+        kwargs.setdefault("classes", [-1.0, 1.0])  # declared: the route runs without a label release
         return dpopt.DPLogisticRegression(epsilon=epsilon, random_state=seed, **kwargs).fit(X, y)
 
 
@@ -211,7 +212,8 @@ def test_column_warnings_of_a_routed_fit_name_the_original_columns():
         X[rng.choice(np.flatnonzero(y > 0), 45, replace=False), j] = 1.0
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        model = dpopt.DPLogisticRegression(epsilon=8.0, random_state=0).fit(sp.csr_matrix(X), y)
+        model = dpopt.DPLogisticRegression(epsilon=8.0, random_state=0,
+                                           classes=[-1.0, 1.0]).fit(sp.csr_matrix(X), y)
     plan = model.fit_result_.params["auto"]
     fell = plan["fallback_features"]
     assert {0, 1, 2} <= set(plan["screen"]["columns"])

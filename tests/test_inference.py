@@ -40,7 +40,7 @@ def linear():
 def logistic():
     X, y = data(logistic=True)
     est = dpopt.DPLogisticRegression(epsilon=2.0, penalty="none", inference=True,
-                                     random_state=0).fit(X, y)
+                                     random_state=0, classes=[0, 1]).fit(X, y)
     return X, y, est
 
 
@@ -136,7 +136,8 @@ def test_constant_and_row_normalized_models_have_no_intervals():
     Xc, yc = data(n=300, logistic=True, p=5)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        rown = dpopt.DPLogisticRegression(epsilon=0.3, inference=True, random_state=0).fit(Xc, yc)
+        rown = dpopt.DPLogisticRegression(epsilon=0.3, inference=True, random_state=0,
+                                          classes=[0, 1]).fit(Xc, yc)
     assert rown.auto_.plan["scaling"] == "row-normalized"
     with pytest.raises(ValueError, match="row-normalized"):
         _ = rown.bse_

@@ -149,7 +149,7 @@ def test_whole_pipeline_is_one_charge_of_the_training_branch():
     X, y = signal(n=1000)
     acc = dpopt.BudgetAccountant(epsilon=1.0, delta=1e-5)
     clf = fit_quiet(dpopt.DPLogisticRegression(epsilon=0.6, delta=1e-6, random_state=0,
-                                               accountant=acc), X, y)
+                                               accountant=acc, classes=[0, 1]), X, y)
     assert len(acc.ledger) == 1 and acc.ledger[0].epsilon == clf.epsilon_spent_
     assert clf.epsilon_spent_ == pytest.approx(0.6, rel=1e-6)
     sel = clf.auto_.plan["selection"]
@@ -191,7 +191,8 @@ def test_alpha_must_be_auto_or_a_non_negative_number(alpha):
 def test_alpha_auto_is_one_over_n_for_an_explicit_solver_too():
     X, y = signal(n=300)
     clf = dpopt.DPLogisticRegression(epsilon=1.0, solver="objective-perturbation",
-                                     solver_options={"row_bound": 1.0}, random_state=0)
+                                     solver_options={"row_bound": 1.0}, random_state=0,
+                                     classes=[0, 1])
     fit_quiet(clf, X / 20, y)
     assert clf.fit_result_.params.get("alpha", 1 / 300) == pytest.approx(1 / 300)
 

@@ -183,7 +183,8 @@ def test_search_with_a_pipeline_and_a_dataframe():
 
     X, y = _data(n=4000)
     frame = pd.DataFrame(X, columns=["a", "b", "c", "d"])
-    clf = dpopt.DPLogisticRegression(epsilon=0.5, solver="dp-cd", solver_options=PUBLIC)
+    clf = dpopt.DPLogisticRegression(epsilon=0.5, solver="dp-cd", solver_options=PUBLIC,
+                                     classes=[0, 1])
     pipe = make_pipeline(PrivateStandardScaler(epsilon=1.0), clf)
     grid = {"dplogisticregression__alpha": [1e-3, 1e-1]}
     search = PrivateHyperparameterSearch(pipe, grid, mean_repetitions=3,
@@ -253,7 +254,8 @@ def test_search_with_a_column_transformer_on_a_string_frame():
         columns = make_column_transformer((public_one_hot_encoder([["down", "up"]]), ["s"]),
                                           (scaler, ["a", "b", "c"]))
         return make_pipeline(columns, dpopt.DPLogisticRegression(
-            epsilon=0.5, solver="dp-cd", solver_options={"smoothness": np.full(6, 0.25)}))
+            epsilon=0.5, solver="dp-cd", solver_options={"smoothness": np.full(6, 0.25)},
+            classes=[0, 1]))
 
     grid = {"dplogisticregression__alpha": [1e-3]}
     search = PrivateHyperparameterSearch(pipe(PrivateStandardScaler(epsilon=1.0)), grid,

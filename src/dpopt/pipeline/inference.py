@@ -143,8 +143,8 @@ def inverse_floored(M, floor):
 
 def clipped_design(problem, row_bound):
     """The rows the mechanisms saw: feature parts rescaled to norm <= R, intercept 1 last."""
-    U = clip_feature_rows(problem, row_bound)
-    return U.toarray() if sp.issparse(U) else U
+    U = clip_feature_rows(problem, row_bound)  # sparse, a ClippedRows view, or dense
+    return U.toarray() if hasattr(U, "toarray") else np.asarray(U)
 
 
 @dataclass

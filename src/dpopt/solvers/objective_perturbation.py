@@ -251,6 +251,12 @@ class ClippedRows:
         self.shape = X.shape
         self.T = _TransposedClippedRows(self)
 
+    def toarray(self):
+        """The clipped design as a dense C-ordered array (a copy)."""
+        out = np.array(self.X, dtype=np.float64, order="C")
+        out[:, :self.p] *= self.scale[:, None]
+        return out
+
     def __matmul__(self, w):
         z = self.X[:, :self.p] @ w[:self.p]
         z *= self.scale
