@@ -156,7 +156,7 @@ def test_missing_values_private_rule_error_and_drop(table, tmp_path, capsys):
 
 
 def test_output_path_is_checked_before_the_fit(table, tmp_path, capsys, monkeypatch):
-    import dpopt.cli.commands as cli
+    import dpopt.cli.fit as cli
 
     def no_fit(*args, **kwargs):
         raise AssertionError("the fit ran before the output path was checked")

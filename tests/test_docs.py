@@ -8,7 +8,7 @@ Conventions (also in README.md, *Development*):
   (``...`` matches anything, whitespace is normalized: doctest's ELLIPSIS and
   NORMALIZE_WHITESPACE).
 * ```bash blocks: every command must be ``dpopt ...`` (``\\`` continues a line, ``#`` starts a
-  comment); each runs through ``dpopt.cli.commands`` and must exit with 0.
+  comment); each runs through ``dpopt.cli.main`` and must exit with 0.
 * HTML comments (invisible on GitHub) steer the runner; they apply to the next code block:
   ``<!-- docs-test: setup`` ... ``-->`` holds Python run first (e.g. the data a block calls
   ``X``, ``y``); ``<!-- docs-test: skip REASON -->`` does not run it (a reason is required);

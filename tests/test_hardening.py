@@ -221,7 +221,7 @@ def test_cli_fit_prints_the_report_before_saving_and_says_what_failed(tmp_path, 
                                                                      monkeypatch):
     import shutil
 
-    from dpopt.cli import commands as cli
+    from dpopt.cli import fit as cli
 
     folder = tmp_path / "models"
     folder.mkdir()

@@ -1,0 +1,72 @@
+"""Argument types and the help formatter of the ``dpopt`` command line: each type checks
+its value with the library's own checks and names the option in its error."""
+
+from __future__ import annotations
+
+import argparse
+import math
+
+
+class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows ``(default: X)`` after every option whose default is a value; options whose
+    default is None or a flag say in their help what happens when they are absent."""
+
+    def _get_help_string(self, action):
+        if action.default in (None, False) or action.required:
+            return action.help
+        return super()._get_help_string(action)
+
+
+def _checked_number(check):
+    """An argparse type: float(text) checked by ``check``; its ValueError becomes the
+    argument's error message."""
+    def convert(text):
+        try:
+            return check(float(text))
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc) if "could not convert" not in str(exc)
+                                             else f"not a number: {text!r}") from None
+    return convert
+
+
+def _positive_float(text):
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+    return value
+
+
+def _positive_int(text):
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {text}")
+    return value
+
+
+def _option(text):
+    """KEY=VALUE; VALUE parsed as JSON (numbers, true/false, lists), else a string."""
+    import json
+
+    key, sep, value = text.partition("=")
+    if not sep or not key.isidentifier():
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    try:
+        return key, json.loads(value)
+    except json.JSONDecodeError:
+        return key, value
+
+
+def _non_negative_float(text):
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not (value >= 0 and math.isfinite(value)):
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text}")
+    return value

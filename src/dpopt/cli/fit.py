@@ -1,0 +1,508 @@
+"""``dpopt fit`` and ``dpopt predict``: read a table (pandas: CSV, TSV, Parquet) or a numeric
+file, fit through the estimators (:mod:`dpopt.api`) or :func:`dpopt.solve`, print the privacy
+report before saving, write the model file atomically; score a new file with the training
+schema. Heavy modules are imported when a command runs, so ``dpopt --help`` stays light."""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import warnings
+from pathlib import Path
+
+from dpopt._core.validation import default_delta
+
+
+def _dask_context(args):
+    """With ``--backend dask``: one Dask client (``--scheduler`` or a LocalCluster) for
+    the whole experiment; the experiment's ``run_grid`` calls use it."""
+    if args.backend != "dask":
+        return contextlib.nullcontext()
+    from dpopt.experiments.runner import dask_cluster
+
+    return dask_cluster(args.scheduler, n_workers=max(1, args.n_jobs))
+
+
+_ESTIMATORS = {
+    ("logistic", None): "DPLogisticRegression", ("logistic", "l2"): "DPLogisticRegression",
+    ("logistic", "l1"): "DPLogisticRegression", ("logistic", "elastic_net"): "DPLogisticRegression",
+    ("logistic", "none"): "DPLogisticRegression",
+    ("squared", None): "DPLinearRegression", ("squared", "none"): "DPLinearRegression",
+    ("squared", "l2"): "DPLinearRegression", ("squared", "l1"): "DPLasso",
+    ("squared", "elastic_net"): "DPElasticNet",
+    ("huber", None): "DPHuberRegressor", ("huber", "l2"): "DPHuberRegressor",
+}
+
+
+def cmd_fit(args):
+    """Fit a private linear model on a data file; print a report, write model JSON.
+
+    The fit goes through the scikit-learn estimator of ``--loss`` / ``--penalty``
+    (``_ESTIMATORS``) with its default settings; only the options given on the command line
+    are passed (``--solver``, ``--option``, ``--alpha``, ...). Combinations without an
+    estimator (the absolute loss, Huber with l1 / elastic net) take the same default path
+    (:func:`dpopt.pipeline.default_path.fit_default`), or :func:`dpopt.solve` with ``--solver``.
+    """
+    options = dict(args.option or [])
+    _check_fit_arguments(args, options)
+    data = _read_fit_data(args)
+    X, y = data["X"], data["y"]
+    classes = None
+    if args.loss == "logistic" and _numeric_target(y):
+        from sklearn.utils.multiclass import type_of_target
+
+        if type_of_target(y).startswith("continuous"):
+            raise ValueError(f"DATA: the logistic loss needs class labels; the target "
+                             f"{data['target'] or '(y)'} has continuous values")
+    if args.loss != "logistic" and not _numeric_target(y):
+        raise ValueError(f"DATA: the {args.loss} loss needs a numeric target; column "
+                         f"{data['target']!r} has values like {str(list(y[:1])[0])!r}; use "
+                         f"--loss logistic for a label column")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        if data["dropped_rows"]:
+            import dpopt
+
+            warnings.warn(f"--missing drop removed {len(data['dropped_rows'])} row(s) with a "
+                          f"missing value: the number of records depends on the private data, "
+                          f"which the guarantee does not cover", dpopt.PrivacyLeakWarning,
+                          stacklevel=1)
+        fitted = _fit(args, options, X, y)
+    if fitted.get("classes") is not None:
+        classes = fitted["classes"]
+    _report(args, data, fitted, classes, caught)
+    return 0
+
+
+def _numeric_target(y):
+    import numpy as np
+
+    return np.asarray(y).dtype.kind in "fiu"
+
+
+def _check_fit_arguments(args, options):
+    """Everything that can be checked before reading the data or fitting."""
+    from dpopt.cli.tables import is_table_path
+
+    if args.target is not None and not is_table_path(args.data):
+        raise ValueError(f"--target applies to tables (CSV, Parquet) only, got {args.data!r}")
+    if args.missing != "auto" and not is_table_path(args.data):
+        raise ValueError(f"--missing applies to tables (CSV, Parquet) only, got {args.data!r}")
+    if options and args.solver is None:
+        raise ValueError("--option needs --solver: the default (the estimators' solver='auto') "
+                         "sets every knob itself")
+    if args.solver is None and args.epsilon == float("inf"):  # before the data are read
+        raise ValueError("--epsilon inf: the default path's scaling is private; pass --solver "
+                         "for a non-private fit")
+    if options and args.solver is not None:
+        import dpopt
+
+        dpopt.get_solver(args.solver).check_options(options, what="--option")
+    if (args.loss, args.penalty) == ("squared", "l2") and not args.alpha:
+        raise ValueError("--alpha: --penalty l2 with the squared loss needs --alpha > 0")
+    if args.out is not None:
+        _check_output_path(args.out)
+
+
+def _check_output_path(path):
+    """--out must be a writable file in an existing directory (checked before the fit)."""
+    out = Path(path)
+    parent = out.parent if str(out.parent) else Path(".")
+    if out.is_dir():
+        raise ValueError(f"--out: {path!r} is a directory; give a file name (MODEL.json)")
+    if not parent.is_dir():
+        raise ValueError(f"--out: directory {str(parent)!r} does not exist")
+    if not os.access(parent, os.W_OK | os.X_OK) or (out.exists() and not os.access(out, os.W_OK)):
+        raise ValueError(f"--out: {path!r} is not writable")
+
+
+def _read_fit_data(args):
+    """X, y and a description of the columns, from a table (CSV, Parquet: a DataFrame for
+    the table layer :mod:`dpopt.preprocessing.tables`) or a numeric file (npz, LIBSVM)."""
+    from dpopt.cli.tables import is_table_path
+
+    if is_table_path(args.data):
+        from dpopt.cli.tables import read_table
+
+        try:
+            X, y, name = read_table(args.data, target=-1 if args.target is None
+                                    else args.target)
+        except ValueError as exc:
+            raise ValueError(f"DATA: {exc}") from None
+        X, y, dropped = _missing_rows(X, y, name, args.missing)
+        return {"X": X, "y": y.to_numpy(), "feature_names": list(X.columns), "target": name,
+                "categories": {}, "dropped_rows": dropped, "filled": 0, "frame": True}
+    from dpopt.api import modelio
+
+    try:
+        X, y, names = modelio.read_data(args.data)
+    except ValueError as exc:
+        raise ValueError(f"DATA: {exc}") from None
+    return {"X": X, "y": y, "feature_names": names, "target": None, "categories": {},
+            "dropped_rows": [], "filled": 0, "frame": False}
+
+
+def _missing_rows(X, y, name, mode):
+    """--missing: ``auto`` keeps every row (the table layer's private rule for features; a
+    missing target is an error), ``error`` refuses any missing value (naming the columns),
+    ``drop`` drops rows with one (reported; not covered by the guarantee)."""
+    import numpy as np
+
+    gone_y = y.isna().to_numpy()
+    gone = X.isna().any(axis=1).to_numpy() | gone_y
+    if mode == "drop":
+        dropped = (np.flatnonzero(gone) + 1).tolist()
+        if gone.all():
+            raise ValueError("DATA: every row has a missing value (--missing drop left no rows)")
+        return X[~gone], y[~gone], dropped
+    if mode == "error" and gone.any():
+        cols = [c for c in X.columns if X[c].isna().any()] + ([name] if gone_y.any() else [])
+        raise ValueError(f"DATA: {int(gone.sum())} row(s) have missing values, in columns "
+                         f"{cols}; use --missing auto (private missing-value rule) or --missing "
+                         f"drop (not covered by the privacy guarantee)")
+    if gone_y.any():
+        raise ValueError(f"DATA: the target column {name!r} has {int(gone_y.sum())} missing "
+                         f"value(s): a target cannot be imputed; drop those rows first or use "
+                         f"--missing drop (not covered by the privacy guarantee)")
+    return X, y, []
+
+
+def _fit(args, options, X, y):
+    """(FitResult, loss, penalty, fit_intercept, how) of the estimator (or solve) fit."""
+    import numpy as np
+
+    import dpopt
+
+    kind = _ESTIMATORS.get((args.loss, args.penalty))
+    if kind is None:
+        return _fit_with_solve(args, options, X, y)
+    params = {"epsilon": args.epsilon, "random_state": args.seed,
+              "fit_intercept": not args.no_intercept}
+    given = {"delta": args.delta, "alpha": args.alpha, "l1_ratio": args.l1_ratio,
+             "threshold": args.huber_threshold, "solver": args.solver,
+             "solver_options": options or None}
+    if kind == "DPLogisticRegression" and args.penalty is not None:
+        given["penalty"] = args.penalty
+    if kind == "DPLogisticRegression" and args.classes is not None:
+        given["classes"] = _declared_classes(args.classes, y)
+    if kind == "DPLinearRegression" and args.penalty == "none":
+        given["alpha"] = 0.0
+    estimator = getattr(dpopt, kind)()
+    accepted = estimator.get_params()
+    params.update({k: v for k, v in given.items() if v is not None and k in accepted})
+    estimator.set_params(**params)
+    with _naming_the_option(options):
+        estimator.fit(X, y)
+    loss = estimator._loss()
+    penalty, penalty_kwargs = estimator._penalty()
+    if penalty_kwargs.get("alpha") == "auto":  # the strength the fit resolved it to
+        penalty_kwargs = {**penalty_kwargs, "alpha": estimator.alpha_}
+    auto = getattr(estimator, "auto_", None)
+    coef, intercept = estimator.coef_.ravel(), float(np.ravel(estimator.intercept_)[0])
+    classes = None
+    if kind == "DPLogisticRegression" and hasattr(estimator, "classes_"):
+        classes = list(estimator.classes_)
+        coef, intercept, classes = _positive_first(coef, intercept, classes, args.positive_label)
+    table = getattr(estimator, "table_", None)
+    model = (coef, intercept, auto.scaling.to_dict() if auto is not None else None)
+    return {"result": estimator.fit_result_, "loss": loss, "penalty": (penalty, penalty_kwargs),
+            "model": model, "report": estimator.privacy_report(), "classes": classes,
+            "table": table.schema if table is not None else None,
+            "prepare": _prepare_of(auto, table),
+            "fit_intercept": estimator.fit_intercept, "solver": estimator.solver,
+            "how": f"{kind}({_format_params(estimator.get_params(), params)})",
+            "options": options}
+
+
+def _declared_classes(text, y):
+    """--classes A,B: the declared labels, as numbers when the target is numeric."""
+    import numpy as np
+
+    labels = [t.strip() for t in text.split(",")]
+    if np.asarray(y).dtype.kind in "iuf":
+        try:
+            return [float(t) for t in labels]
+        except ValueError:
+            raise ValueError(f"--classes: the labels are numbers, got {text!r}") from None
+    return labels
+
+
+def _prepare_of(auto, table):
+    """The map from the data as read to the features ``coef_`` applies to."""
+    steps = [f for f in ((table.transform if table is not None else None),
+                         (auto.scaling.prepare if auto is not None else None)) if f is not None]
+
+    def prepare(X):
+        for f in steps:
+            X = f(X)
+        return X
+    return prepare
+
+
+def _positive_first(coef, intercept, classes, positive):
+    """``--positive-label``: the model with that label mapped to +1 (negating the margin is
+    post-processing). The label must be one of the released classes."""
+    if positive is None:
+        return coef, intercept, classes
+    match = [c for c in classes if str(c) == str(positive).strip()
+             or (_is_float(positive) and _is_float(c) and float(c) == float(positive))]
+    if not match:
+        raise ValueError(f"--positive-label {positive} is not one of the labels "
+                         f"{[str(c) for c in classes]}")
+    if match[0] == classes[1]:
+        return coef, intercept, classes
+    return -coef, -intercept, classes[::-1]
+
+
+def _is_float(v):
+    try:
+        float(v)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+@contextlib.contextmanager
+def _naming_the_option(options):
+    """A ValueError about one of the ``--option`` values a solver checks itself (those
+    whose validity depends on another, e.g. clip with epsilon) names ``--option KEY``."""
+    try:
+        yield
+    except ValueError as exc:
+        named = [k for k in options if str(exc).startswith(k)]
+        raise ValueError(f"--option {named[0]}: {exc}" if named else str(exc)) from None
+
+
+def _format_params(all_params, given):
+    shown = {k: v for k, v in all_params.items()
+             if k in given or k in ("alpha", "penalty", "l1_ratio", "threshold", "solver")}
+    if "l1_ratio" in shown and all_params.get("penalty", "elastic_net") != "elastic_net":
+        del shown["l1_ratio"]  # meaningless for an l1 / l2 / no penalty
+    return ", ".join(f"{k}={v!r}" for k, v in sorted(shown.items()) if k != "random_state")
+
+
+def _fit_with_solve(args, options, X, y):
+    import dpopt
+
+    loss = dpopt.data.losses.huber(args.huber_threshold or 1.35) if args.loss == "huber" \
+        else args.loss
+    penalty = args.penalty or "none"
+    kwargs = {}
+    if penalty in ("l1", "l2", "elastic_net"):
+        kwargs["alpha"] = args.alpha if args.alpha is not None else 0.0
+    if penalty == "elastic_net":
+        kwargs["l1_ratio"] = 0.5 if args.l1_ratio is None else args.l1_ratio
+    if args.solver is None:
+        return _fit_default(args, X, y, loss, penalty, kwargs)
+    from dpopt.preprocessing.tables import is_frame
+
+    table = None
+    if is_frame(X):
+        from dpopt.preprocessing.tables import public_table
+
+        table, X = public_table(X)
+    problem = dpopt.Problem(X, y, loss=loss, penalty=penalty, fit_intercept=not args.no_intercept,
+                            **kwargs)
+    solver = args.solver
+    with _naming_the_option(options):
+        result = dpopt.solve(problem, solver, epsilon=args.epsilon, delta=args.delta,
+                             random_state=args.seed, **options)
+    return {"result": result, "loss": loss, "penalty": (penalty, kwargs), "table": table,
+            "prepare": table.transform if table is not None else None,
+            "fit_intercept": problem.fit_intercept, "solver": solver,
+            "how": f"dpopt.solve(solver={solver!r}) (no estimator for loss={args.loss}, "
+                   f"penalty={penalty})", "options": options}
+
+
+def _fit_default(args, X, y, loss, penalty, kwargs):
+    """The estimators' default path (:func:`dpopt.pipeline.default_path.fit_default`) for a loss and penalty
+    without an estimator: private scaling, then the mechanism of ``auto.choose_solver``."""
+
+    from dpopt._core.validation import check_random_state
+    from dpopt.pipeline.default_path import fit_default
+
+    if math.isinf(args.epsilon):
+        raise ValueError("--epsilon inf: the default path's scaling is private; pass --solver "
+                         "for a non-private fit")
+    from dpopt.preprocessing.tables import prepare_default
+
+    delta = default_delta(X.shape[0]) if args.delta is None else args.delta
+    rng = check_random_state(args.seed)
+    X, y, _, encoder, bounds, prior = prepare_default(
+        X, y, epsilon=args.epsilon, delta=delta, categories=None, feature_bounds=None,
+        classes=None, classifier=False, rng=rng)
+    auto = fit_default(X, y, loss=loss, penalty=penalty, penalty_kwargs=kwargs,
+                       fit_intercept=not args.no_intercept, epsilon=args.epsilon, delta=delta,
+                       rng=rng, regression=True, feature_bounds=bounds, prior=prior)
+    coef, intercept = auto.raw_model()
+    return {"result": auto.result, "loss": loss, "penalty": (penalty, kwargs),
+            "model": (coef, float(intercept), auto.scaling.to_dict()),
+            "table": encoder.schema if encoder is not None else None,
+            "prepare": _prepare_of(auto, encoder), "report":
+            auto.report("default path"), "fit_intercept": not args.no_intercept,
+            "solver": "auto", "options": {},
+            "how": (f"dpopt.pipeline.default_path.fit_default (no estimator for "
+                    f"loss={args.loss}, penalty={penalty})")}
+
+
+def _report(args, data, fitted, classes, caught):
+    import types
+
+    import numpy as np
+
+    import dpopt
+    from dpopt.api import modelio
+    from dpopt.data.losses import get_loss
+    from dpopt.data.penalties import get_penalty
+
+    result = fitted["result"]
+    leaks = [str(w.message) for w in caught if issubclass(w.category, dpopt.PrivacyLeakWarning)]
+    others = [w for w in caught if not issubclass(w.category, dpopt.PrivacyLeakWarning)]
+    n = data["X"].shape[0]
+    table = fitted.get("table")
+    feature_names = (table.feature_names_out() if table is not None
+                     else data["feature_names"])
+    p = len(np.ravel((fitted.get("model") or (result.coef,))[0]))
+    name, penalty_kwargs = fitted["penalty"]
+    info = types.SimpleNamespace(loss=get_loss(fitted["loss"]),
+                                 penalty=get_penalty(name, **penalty_kwargs),
+                                 fit_intercept=fitted["fit_intercept"])
+    model = modelio.model_dict(info, result, solver=result.solver, options=fitted["options"],
+                               seed=args.seed, classes=classes, model=fitted.get("model"),
+                               data={"path": str(args.data), "n_samples": n, "n_features": p,
+                                     "feature_names": feature_names,
+                                     "columns": data["feature_names"],
+                                     "target": data["target"],
+                                     "table": table.to_dict() if table is not None else None,
+                                     "categories": data["categories"],
+                                     "missing": args.missing,
+                                     "dropped_rows": len(data["dropped_rows"])})
+    coef = model["coef"]
+    nnz = int(np.count_nonzero(coef))
+    print(f"dpopt fit: {args.data} (n={n}, p={p}), loss={info.loss.name}, "
+          f"penalty={info.penalty.name}"
+          + (f"(alpha={info.penalty.alpha:g})" if info.penalty.name != "none" else ""))
+    print(f"fit: {fitted['how']}")
+    if data["categories"]:
+        print("categorical columns, one-hot encoded; their categories were read from the file "
+              "and are treated as PUBLIC schema (not covered by the privacy guarantee):")
+        for column, cats in data["categories"].items():
+            print(f"  {column}: {', '.join(cats)}")
+    if table is not None:
+        how = ("chosen privately by partition selection (noisy counts above a threshold of "
+               f"{table.threshold:.4g}; a value held by few records is never released)"
+               if any(c.kind == "string" for c in table.columns) else "public schema")
+        print(f"columns ({how}):")
+        for line in table.describe():
+            print(f"  {line}")
+    if classes is not None:
+        how = "declared (public)" if args.classes is not None else "chosen privately"
+        print(f"labels ({how}): {_plain(classes[0])!r} -> -1, {_plain(classes[1])!r} -> +1")
+    if data["filled"]:
+        print(f"missing values: {data['filled']} feature value(s) filled with 0 / no category "
+              f"(--missing zero)")
+    if data["dropped_rows"]:
+        shown = ", ".join(str(r) for r in data["dropped_rows"][:10])
+        print(f"missing values: dropped {len(data['dropped_rows'])} row(s) (--missing drop; rows "
+              f"numbered from 1 after the header): {shown}"
+              + (" ..." if len(data["dropped_rows"]) > 10 else ""))
+    print(f"privacy: {fitted.get('report') or result.privacy_report()}")
+    print(f"model: {nnz}/{p} non-zero coefficients, intercept {model['intercept']:.4g}; "
+          f"{result.n_iter} updates, {result.passes:g} passes, {result.time:.2f} s")
+    for w in others:
+        print(f"warning: {w.message}")
+    for msg in leaks:
+        print(f"PrivacyLeakWarning: {msg}")
+    if args.train_metrics:
+        # the released model in raw units, on the features as predict sees them (the default
+        # path's feature map clips them to the private bounds)
+        prepare = fitted.get("prepare") or (lambda X: X)
+        problem = dpopt.Problem(prepare(data["X"]), _train_target(data, classes, args),
+                                loss=info.loss, penalty=info.penalty,
+                                fit_intercept=info.fit_intercept)
+        w = np.append(coef, model["intercept"]) if info.fit_intercept else np.asarray(coef)
+        print(f"training objective F(w) = {problem.objective(w):.6g} "
+              f"(computed on the private data: NOT private)")
+    if args.out:
+        _save(args.out, model)  # after the report: a failed save loses neither
+
+
+def _save(out, model):
+    """Write the model; if that fails (the privacy is already spent), print the model JSON so
+    that nothing is lost, and say what failed."""
+    import json
+
+    from dpopt.api import modelio
+
+    try:
+        modelio.save_model(out, model)
+    except OSError as exc:
+        print("model (JSON, not saved: see the error below):")
+        print(json.dumps(model, indent=2, default=modelio._plain))
+        raise ValueError(f"--out: the fit succeeded and its privacy was spent (report above), "
+                         f"but writing the model to {str(out)!r} failed: {exc.strerror or exc} "
+                         f"({type(exc).__name__}); the model was printed above: save it by "
+                         f"hand rather than fit again") from None
+    print(f"model written to {out}")
+
+
+def _plain(v):
+    return v.item() if hasattr(v, "item") else v
+
+
+def _train_target(data, classes, args):
+    import numpy as np
+
+    if classes is None:
+        return data["y"]
+    y = data["y"]
+    from dpopt.preprocessing.tables import encode_labels
+
+    return np.where(encode_labels(y, classes) == 1, 1.0, -1.0)
+
+
+def cmd_predict(args):
+    """Score a table (or npz / LIBSVM file) with a model written by ``dpopt fit --out``: the
+    training schema is applied (columns by name, categories aligned, unseen values to
+    ``<other>``); predictions are written as CSV; accuracy or R^2 is printed when the target
+    column is present."""
+    import numpy as np
+
+    from dpopt.api import modelio
+    from dpopt.cli.tables import is_table_path, read_frame
+
+    model = modelio.load_model(args.model)
+    target = args.target or (model.get("data") or {}).get("target")
+    y = None
+    if is_table_path(args.data):
+        X = read_frame(args.data)
+        if target is not None and target in X.columns:
+            y, X = X[target].to_numpy(), X.drop(columns=[target])
+    else:
+        X, y, _ = modelio.read_data(args.data)
+    try:
+        margin = modelio.margins(model, X)
+    except ValueError as exc:
+        raise ValueError(f"DATA: {exc}") from None
+    pred = modelio.predict(model, X)
+    out = {"prediction": pred}
+    if model["loss"] == "logistic":
+        out["probability"] = np.exp(-np.logaddexp(0.0, -margin))
+    import pandas as pd
+
+    pd.DataFrame(out).to_csv(args.out, index=False)
+    print(f"dpopt predict: {args.data} (n={len(pred)}) with {args.model}; predictions written "
+          f"to {args.out}")
+    if y is not None:
+        known = ~pd.isna(pd.Series(y)).to_numpy()
+        if model["loss"] == "logistic":
+            truth = np.array([str(v) for v in y[known]])
+            acc = float(np.mean(np.array([str(v) for v in pred[known]]) == truth))
+            print(f"accuracy on the {int(known.sum())} rows with a target: {acc:.4f}")
+        else:
+            from sklearn.metrics import r2_score
+
+            r2 = r2_score(np.asarray(y[known], float), pred[known])
+            print(f"R^2 on the {int(known.sum())} rows with a target: {r2:.4f}")
+    return 0
