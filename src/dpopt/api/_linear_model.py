@@ -1,0 +1,496 @@
+"""The fit logic the estimators share (:class:`_DPLinearModel`): argument checks, the default
+path on arrays, tables and chunks (the table layer's releases, the held-out selection,
+one-vs-rest), explicit solvers, one charge to the budget, and the warnings a fit re-raises.
+The public estimators are in :mod:`dpopt.api.estimators`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import numbers
+import warnings
+
+import numpy as np
+from sklearn.base import BaseEstimator, RegressorMixin
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from dpopt._core.exceptions import PrivacyLeakWarning
+from dpopt._core.input import check_Xy_input
+from dpopt._core.validation import (
+    check_bool,
+    check_privacy_target,
+    check_random_state,
+    default_delta,
+    sklearn_seed,
+)
+from dpopt.data import Problem
+from dpopt.data.chunked import ChunkedProblem, as_dask_arrays, is_chunked_input
+from dpopt.pipeline.multiclass import OneVsRestProblems, fit_default_one_vs_rest, solve_one_vs_rest
+from dpopt.pipeline.selection import default_alpha, fit_selected
+from dpopt.preprocessing.tables import (
+    TableEncoder,
+    as_pandas,
+    is_frame,
+    plan_table,
+    prepare_default,
+    public_table,
+)
+from dpopt.privacy.budget import Spend, resolve_budget
+from dpopt.solvers import check_distributed, get_solver, solve
+
+_RESERVED_OPTIONS = ("epsilon", "delta", "random_state", "rng", "problem", "budget")
+
+
+def _ledger_entry(result, label):
+    """What a BudgetAccountant records: the result (its mechanisms compose exactly), or,
+    when the table layer's threshold spent a delta outside the mechanisms, the black-box
+    (epsilon, delta) of the whole fit (composed by the ledger's (epsilon, delta) rule)."""
+    if not (result.params.get("auto") or {}).get("selection_delta"):
+        return result
+    return Spend(label, float(result.epsilon), float(result.delta), result.adjacency,
+                 result.accountant, ())
+
+
+def _check_auto_epsilon(epsilon):
+    if math.isinf(epsilon):
+        raise ValueError("solver='auto' needs a finite epsilon: its scaling is private; "
+                         "pass an explicit solver for a non-private fit")
+
+
+def _resolve_alpha(penalty_kwargs, loss, n):
+    """``alpha="auto"``: scikit-learn's default model on n rows
+    (:func:`dpopt.pipeline.selection.default_alpha`: 1/n for the logistic loss, its C=1)."""
+    if penalty_kwargs.get("alpha") != "auto":
+        return penalty_kwargs
+    if not (isinstance(n, numbers.Integral) or (isinstance(n, float) and n.is_integer())):
+        raise ValueError(f"alpha='auto' is 1/n, but the number of rows is unknown ({n}): give "
+                         f"a Dask array with known chunk sizes (X.compute_chunk_sizes()) or "
+                         f"an explicit alpha")
+    alpha = default_alpha(loss if isinstance(loss, str) else loss.name, n)
+    return {**penalty_kwargs, "alpha": 0.0 if alpha is None else alpha}
+
+
+class _DPLinearModel(BaseEstimator):
+    """Shared fit logic; subclasses define ``_loss()`` and ``_penalty()``."""
+
+    _classifier = False
+
+    # -- what the subclass defines --------------------------------------------
+    def _loss(self):
+        raise NotImplementedError
+
+    def _penalty(self) -> tuple[str, dict]:
+        raise NotImplementedError
+
+    # -- fit ------------------------------------------------------------------------
+    def fit(self, X, y):
+        """Fit privately; returns ``self``. See the module docstring for privacy."""
+        state = dict(self.__dict__)
+        try:
+            return self._fit(X, y)
+        except BaseException:  # refused or failed: leave the estimator as it was
+            self.__dict__.clear()
+            self.__dict__.update(state)
+            raise
+
+    def _fit(self, X, y):
+        epsilon, delta_given, spec, options = self._check_params()
+        if spec is None:
+            _check_auto_epsilon(epsilon)  # the arguments before the data
+        if is_chunked_input(X):
+            return self._fit_chunked(X, y, epsilon, delta_given, spec, options)
+        if spec is None:
+            return self._fit_default_path(X, y, epsilon, delta_given)
+        names, self.table_ = None, None
+        if is_frame(X) and any(c.kind != "numeric" for c in
+                               plan_table(X, getattr(self, "categories", None))):
+            names, X = np.asarray(X.columns, dtype=object), self._public_table(X)
+        y = check_Xy_input(X, y, numeric=not self._classifier)
+        X, y = validate_data(self, X, y, accept_sparse=("csr", "csc"), dtype=np.float64,
+                             y_numeric=not self._classifier)
+        if names is not None:
+            self.feature_names_in_, self.n_features_in_ = names, len(names)
+        if getattr(self, "feature_bounds", None) is not None:
+            raise ValueError("feature_bounds= applies to solver='auto' (the default path); an "
+                             "explicit solver takes the data as given")
+        with warnings.catch_warnings(record=True) as label_leaks:
+            warnings.simplefilter("always")
+            target = self._encode_y(y)
+        delta = default_delta(X.shape[0]) if delta_given is None else delta_given
+        penalty, penalty_kwargs = self._penalty()
+        penalty_kwargs = _resolve_alpha(penalty_kwargs, self._loss(), X.shape[0])
+        self.alpha_ = penalty_kwargs.get("alpha")
+        self.auto_ = None
+        if self._n_classes() > 2:  # one-vs-rest (dpopt.pipeline.multiclass): k problems, one release
+            def binary(relabel):
+                return Problem(X, relabel(target), loss=self._loss(), penalty=penalty,
+                               fit_intercept=self.fit_intercept, **penalty_kwargs)
+
+            return self._solve(OneVsRestProblems(binary, self._n_classes()), spec, epsilon,
+                               delta, options)
+        problem = Problem(X, target, loss=self._loss(), penalty=penalty,
+                          fit_intercept=self.fit_intercept, **penalty_kwargs)
+        return self._solve(problem, spec, epsilon, delta, options, label_leaks)
+
+    def _public_table(self, X):
+        """An explicit solver's DataFrame with a non-numeric column: encoded with its public
+        schema only (declared categories, bool, numeric; a missing value imputed at 0 or
+        encoded as ``<other>``, no indicator); a string column without declared categories
+        is refused."""
+        schema, Xf = public_table(X, getattr(self, "categories", None))
+        self.table_ = TableEncoder(schema, np.asarray(X.columns, dtype=object))
+        return Xf
+
+    def _fit_default_path(self, X, y, epsilon, delta_given):
+        """The default path on arrays or tables: the table layer (:mod:`dpopt.preprocessing.tables`:
+        column kinds, private selection of categories and labels, public bounds) inside the
+        same accounted composition as :func:`dpopt.pipeline.default_path.fit_default`."""
+        _check_auto_epsilon(epsilon)
+        frame = is_frame(X)
+        if frame:
+            if X.shape[1] == 0:
+                raise ValueError("X has 0 features (a DataFrame with no columns): a fit needs "
+                                 "at least one feature")
+            y = self._check_table_target(X, y)
+        else:
+            y = check_Xy_input(X, y, numeric=not self._classifier)
+            X, y = validate_data(self, X, y, accept_sparse=("csr", "csc"), dtype=np.float64,
+                                 y_numeric=not self._classifier)
+            if self._classifier:
+                check_classification_targets(y)
+        n = X.shape[0]
+        delta = default_delta(n) if delta_given is None else delta_given
+        penalty, penalty_kwargs = self._penalty()
+        out = {}
+
+        def prepare(rng):
+            Xf, yy, classes, encoder, bounds, prior = prepare_default(
+                X, y, epsilon=epsilon, delta=delta, categories=getattr(self, "categories", None),
+                feature_bounds=getattr(self, "feature_bounds", None),
+                classes=getattr(self, "classes", None), classifier=self._classifier, rng=rng)
+            out.update(classes=classes, encoder=encoder)
+            target = self._encode_classes(yy, classes) if self._classifier else yy
+            return Xf, target, bounds, prior
+
+        self._fit_auto(prepare, epsilon, delta, penalty, penalty_kwargs)
+        if self._classifier:
+            self.classes_ = out["classes"]
+        self.table_ = out["encoder"]
+        if frame:
+            self.feature_names_in_ = np.asarray(X.columns, dtype=object)
+            self.n_features_in_ = len(X.columns)
+        return self
+
+    def _check_table_target(self, X, y):
+        if y is None:
+            raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y "
+                             f"is None")
+        n = len(as_pandas(X))
+        if len(y) != n:
+            raise ValueError(f"X has {n} rows but y has {len(y)}")
+        if n == 0:
+            raise ValueError("X has 0 rows: a fit needs data")
+        if self._classifier:
+            import pandas as pd
+
+            if pd.isna(pd.Series(np.asarray(y, dtype=object))).any():
+                raise ValueError("y has missing labels: drop those rows first (the labels "
+                                 "cannot be imputed)")
+            return y
+        try:
+            values = np.asarray(y, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise ValueError(f"{type(self).__name__} needs a numeric target y; got values like "
+                             f"{np.asarray(y)[:3].tolist()}") from None
+        if not np.all(np.isfinite(values)):
+            raise ValueError("y has missing or infinite values: drop those rows first")
+        return values
+
+    def _encode_classes(self, index, classes):
+        """The loss's target from label indices into the selected/declared ``classes``."""
+        return index
+
+    def _fit_chunked(self, X, y, epsilon, delta_given, spec, options):
+        """Fit of Dask / on-disk data through :mod:`dpopt.data.chunked`: the default path
+        (:mod:`dpopt.pipeline.chunked`) or an explicit distributed solver."""
+        if spec is None:
+            _check_auto_epsilon(epsilon)  # before the data is read
+        else:
+            check_distributed(spec)
+        X, y = as_dask_arrays(X, y)
+        penalty, penalty_kwargs = self._penalty()
+
+        def problem_of(target, loss=None, **extra):
+            return ChunkedProblem(X, target, loss=loss or self._loss(), penalty=penalty,
+                                  fit_intercept=self.fit_intercept, **extra, **penalty_kwargs)
+
+        n = int(X.shape[0]) if X is not None and not math.isnan(X.shape[0]) else None
+        if spec is None:
+            if n is None:  # a ChunkedProblem source: its own target, counted by the problem
+                n = problem_of(y).n_samples
+            penalty_kwargs = _resolve_alpha(penalty_kwargs, self._loss(), n)
+            self.alpha_ = penalty_kwargs.get("alpha")
+            delta = default_delta(n) if delta_given is None else delta_given
+            self.table_ = None
+
+            def prepare(rng):
+                target, prior = self._chunked_default_target(y, n, epsilon, delta, rng)
+                multiclass = self._n_classes() > 2  # class indices: "squared" checks no labels
+                return (problem_of(target, "squared" if multiclass else None), None, None,
+                        prior)
+
+            self._fit_auto(prepare, epsilon, delta, penalty, penalty_kwargs)
+            self.n_features_in_ = self.fit_result_.coef.shape[-1]
+            return self
+        penalty_kwargs = _resolve_alpha(penalty_kwargs, self._loss(), n)
+        self.alpha_ = penalty_kwargs.get("alpha")
+        with warnings.catch_warnings(record=True) as label_leaks:
+            warnings.simplefilter("always")
+            target = self._encode_chunked_y(y)
+        multiclass = self._n_classes() > 2  # target: class indices ("squared": no label check)
+        problem = problem_of(target, "squared" if multiclass else None)
+        delta = default_delta(problem.n_samples) if delta_given is None else delta_given
+        self.n_features_in_ = problem.n_features
+        self.auto_ = None
+        if multiclass:  # one-vs-rest (dpopt.pipeline.multiclass): validated once above
+            def binary(relabel):
+                return ChunkedProblem(X, target.map_blocks(relabel, dtype=np.float64),
+                                      loss=self._loss(), penalty=penalty,
+                                      fit_intercept=self.fit_intercept, validate=False,
+                                      **penalty_kwargs)
+
+            problem = OneVsRestProblems(binary, self._n_classes())
+        return self._solve(problem, spec, epsilon, delta, options, label_leaks)
+
+    def _chunked_default_target(self, y, n, epsilon, delta, rng):
+        """The loss's target of chunked data on the default path, and the releases it took
+        (regressors: y itself, nothing)."""
+        return y, None
+
+    def _n_classes(self):
+        """k > 2: a one-vs-rest fit of the classes found by ``_encode_y`` (0 for regressors)."""
+        return len(getattr(self, "classes_", ())) if self._classifier else 0
+
+    def _encode_chunked_y(self, y):
+        return y
+
+    def _solve(self, problem, spec, epsilon, delta, options, earlier=()):
+        budget = resolve_budget(self.accountant)
+        run = solve_one_vs_rest if isinstance(problem, OneVsRestProblems) else solve
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            result = run(problem, spec.name, epsilon=epsilon, delta=delta,
+                         random_state=sklearn_seed(self.random_state), budget=budget, **options)
+        self.privacy_leaks_ = []
+        if not spec.private or math.isinf(result.epsilon):
+            msg = (f"{type(self).__name__}: solver {spec.name!r} with epsilon={epsilon:g} is not "
+                   f"private; the model is not differentially private")
+            self.privacy_leaks_.append(msg)
+            warnings.warn(msg, PrivacyLeakWarning, stacklevel=4)  # _solve, _fit, fit, caller
+        self._surface(list(earlier) + list(caught), stacklevel=5)
+        self._set_fitted(result)
+        return self
+
+    def _surface(self, caught, stacklevel):
+        """Re-raise the fit's warnings from the caller; leaks are prefixed with the estimator
+        name and kept in ``privacy_leaks_``."""
+        for w in caught:
+            if issubclass(w.category, PrivacyLeakWarning):
+                msg = f"{type(self).__name__}: {w.message}"
+                if msg in self.privacy_leaks_:  # e.g. the same leak in each one-vs-rest fit
+                    continue
+                self.privacy_leaks_.append(msg)
+                warnings.warn(msg, PrivacyLeakWarning, stacklevel=stacklevel)
+            else:
+                warnings.warn(w.message, w.category, stacklevel=stacklevel)
+
+    def _fit_auto(self, prepare, epsilon, delta, penalty, penalty_kwargs):
+        """The default path (:mod:`dpopt.pipeline.default_path`): private bounds, scaling,
+        mechanism, and the private choice between the model and the constant
+        (:mod:`dpopt.pipeline.selection`; one-vs-rest for k >= 3 classes). ``prepare(rng)``
+        gives ``(X, target, public bounds, prior releases)``; it runs inside the budget
+        reservation, so a refused fit reads nothing and a failed one charges nothing."""
+        _check_auto_epsilon(epsilon)
+        rng = check_random_state(sklearn_seed(self.random_state))
+        budget = resolve_budget(self.accountant)
+        name = type(self).__name__
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            with contextlib.ExitStack() as stack:
+                slot = (stack.enter_context(budget.spend(epsilon, delta, label=name))
+                        if budget is not None else None)
+                X, target, bounds, prior = prepare(rng)
+                inference = bool(getattr(self, "inference", False))
+                if self._n_classes() > 2:  # one-vs-rest, one composition (dpopt.pipeline.multiclass)
+                    if inference:
+                        raise ValueError("inference=True gives intervals for a binary or linear "
+                                         "model; the one-vs-rest fit of k >= 3 classes has none")
+                    n = X.n_samples if getattr(X, "is_chunked", False) else X.shape[0]
+                    penalty_kwargs = _resolve_alpha(penalty_kwargs, self._loss(), n)
+                    auto = fit_default_one_vs_rest(
+                        X, target, self._n_classes(), penalty=penalty,
+                        penalty_kwargs=penalty_kwargs, fit_intercept=self.fit_intercept,
+                        epsilon=epsilon, delta=delta, rng=rng, feature_bounds=bounds,
+                        prior=prior)
+                else:  # the model or the constant, chosen privately (dpopt.pipeline.selection)
+                    auto = fit_selected(X, target, loss=self._loss(), penalty=penalty,
+                                        penalty_kwargs=penalty_kwargs,
+                                        fit_intercept=self.fit_intercept, epsilon=epsilon,
+                                        delta=delta, rng=rng, regression=not self._classifier,
+                                        feature_bounds=bounds, prior=prior,
+                                        inference=inference)
+                if auto.result.epsilon > epsilon * (1 + 1e-9):  # never expected: exact split
+                    raise RuntimeError(f"internal error: the default path would spend "
+                                       f"{auto.result.epsilon} > epsilon={epsilon}; nothing "
+                                       f"is released")
+                if slot is not None:
+                    slot.record(_ledger_entry(auto.result, name), label=name)
+        self.privacy_leaks_ = []
+        self._surface(caught, stacklevel=6)
+        self.auto_ = auto
+        self.alpha_ = auto.plan.get("alpha", penalty_kwargs.get("alpha"))
+        self._set_fitted(auto.result)
+        coef, intercept = auto.raw_model()
+        self.coef_ = coef.reshape(self.coef_.shape)
+        self.intercept_ = (np.atleast_1d(np.asarray(intercept, dtype=np.float64))
+                           if np.ndim(self.intercept_) else float(intercept))
+        self.feature_bounds_ = (None if auto.scaling.lower is None else
+                                (auto.scaling.lower, auto.scaling.upper))
+        return self
+
+    def _check_params(self):
+        """Everything that can be checked before reading the data, by the checks
+        :func:`dpopt.solve` uses (the default delta needs n: resolved by ``_fit``)."""
+        epsilon, delta = check_privacy_target(self.epsilon, self.delta)
+        check_bool(self.fit_intercept, "fit_intercept")
+        if check_bool(getattr(self, "inference", False), "inference") and self.solver != "auto":
+            raise ValueError(f"inference=True needs solver='auto' (intervals use the default "
+                             f"path's releases), got solver={self.solver!r}")
+        spec = None if self.solver == "auto" else get_solver(self.solver)
+        options = {} if self.solver_options is None else self.solver_options
+        if not isinstance(options, dict):
+            raise ValueError(f"solver_options must be a dict or None, got {options!r}")
+        bad = sorted(k for k in options if k in _RESERVED_OPTIONS)
+        if bad:
+            raise ValueError(f"solver_options must not set {bad}: they are estimator "
+                             f"parameters (epsilon, delta, random_state, accountant)")
+        if spec is None:
+            if options:
+                raise ValueError(f"solver_options={options!r} needs an explicit solver: "
+                                 f"solver='auto' sets every knob itself (pass e.g. "
+                                 f"solver='dp-cd' with your options)")
+            return epsilon, delta, spec, {}
+        return epsilon, delta, spec, spec.check_options(options, what="solver_options")
+
+    def _encode_y(self, y):
+        return y
+
+    def _set_fitted(self, result):
+        coef = np.asarray(result.coef, dtype=np.float64)
+        self.coef_ = coef
+        self.intercept_ = (np.asarray(result.intercept, dtype=np.float64)  # one-vs-rest: (k,)
+                           if np.ndim(result.intercept) else float(result.intercept))
+        self.n_iter_ = int(result.n_iter)
+        self.epsilon_spent_ = float(result.epsilon)
+        self.delta_spent_ = float(result.delta)
+        self.adjacency_ = result.adjacency
+        self.fit_result_ = result
+
+    # -- predict ----------------------------------------------------------------------
+    def _decision(self, X):
+        check_is_fitted(self, "coef_")
+        if is_chunked_input(X):
+            return self._chunked_decision(X)
+        table = getattr(self, "table_", None)
+        if table is not None:
+            return self._margins(table.transform(X))
+        X = validate_data(self, X, accept_sparse=("csr", "csc"), dtype=np.float64, reset=False)
+        return self._margins(X)
+
+    def _margins(self, X):
+        if getattr(self, "auto_", None) is not None:  # the default path's feature map
+            X = self.auto_.scaling.prepare(X)
+        if np.ndim(self.coef_) == 2 and self.coef_.shape[0] > 1:  # one-vs-rest: (n, k)
+            return np.asarray(X @ self.coef_.T) + self.intercept_
+        coef = np.ravel(self.coef_)
+        return np.asarray(X @ coef).ravel() + float(np.ravel(self.intercept_)[0])
+
+    def _chunked_decision(self, X):
+        """Margins of chunked data (Dask array, data frame or path, as ``fit`` takes them):
+        a lazy Dask array, one task per row chunk, each applying the feature map and the
+        model to its chunk (nothing is computed here)."""
+        X, _ = as_dask_arrays(X, None)
+        if X.ndim != 2 or X.shape[1] != self.n_features_in_:
+            raise ValueError(f"X has shape {X.shape}; the model was fitted on "
+                             f"{self.n_features_in_} features")
+        if self._n_classes() > 2:  # one column per class
+            return X.map_blocks(self._margins_of_chunk, chunks=(X.chunks[0], (self._n_classes(),)),
+                                dtype=np.float64)
+        return X.map_blocks(self._margins_of_chunk, drop_axis=1, dtype=np.float64)
+
+    def _margins_of_chunk(self, chunk):
+        return self._margins(chunk.astype(np.float64, copy=False))
+
+    def privacy_report(self) -> str:
+        """The privacy of the fitted model: one line, plus what leaked, if anything."""
+        check_is_fitted(self, "coef_")
+        if getattr(self, "auto_", None) is not None:
+            line = self.auto_.report(type(self).__name__)
+        else:
+            line = self.fit_result_.privacy_report()
+        if self.privacy_leaks_:
+            line = "NOT end-to-end private: " + " | ".join(self.privacy_leaks_) + "\n" + line
+        return line
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        return tags
+
+
+class _Regressor(RegressorMixin, _DPLinearModel):
+    def predict(self, X):
+        """X @ coef_ + intercept_ (features clipped to ``feature_bounds_`` on the default path)."""
+        return self._decision(X)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.regressor_tags.poor_score = True  # see DPLogisticRegression.__sklearn_tags__
+        return tags
+
+
+def _classes_of(y):
+    """The label set ``classes_`` of a classifier's target (sorted).
+
+    The one place an estimator reads its classes from ``y``: private label selection
+    (declared classes, or classes chosen by noisy counts) replaces this function; until
+    then the label set is released as it is, like scikit-learn does. ``y`` may be a Dask
+    array (chunked fits: one pass)."""
+    if hasattr(y, "dask") and hasattr(y, "compute"):
+        import dask.array as da
+
+        y = da.unique(y).compute()
+    check_classification_targets(y)
+    return np.unique(y)
+
+
+def _probabilities(margins):
+    if margins.ndim == 2:  # one-vs-rest: each class's sigmoid, normalized over the classes
+        p = np.exp(-np.logaddexp(0.0, -margins))
+        return p / p.sum(axis=1, keepdims=True)
+    p1 = np.exp(-np.logaddexp(0.0, -margins))
+    return np.column_stack([1.0 - p1, p1])
+
+
+def _log_probabilities(margins):
+    if margins.ndim == 2:
+        with np.errstate(divide="ignore"):
+            return np.log(_probabilities(margins))
+    return np.column_stack([-np.logaddexp(0.0, margins), -np.logaddexp(0.0, -margins)])
+
+
+def _class_index(y, classes):
+    """Class indices 0..k-1 of a chunk of labels (k = len(classes))."""
+    return np.searchsorted(classes, y).astype(np.float64)
