@@ -26,8 +26,8 @@ are exactly the counts of the whole data, so the noisy histograms, their sensiti
 identical at the same seed. The column sums differ from the in-memory ones by the rounding
 of a different order of additions (~1e-16 relative); their sensitivity (sqrt(p), features
 in [0, 1]) does not depend on how they are added. The scaling is then applied lazily to
-every chunk (``map_blocks`` of the same :class:`~dpopt.pipeline.default_path.Scaling` /
-:class:`~dpopt.pipeline.default_path.TargetScaling`, a per-record map), which gives the scaled
+every chunk (``map_blocks`` of the same :class:`~dpopt.preprocessing.feature_maps.Scaling` /
+:class:`~dpopt.preprocessing.feature_maps.TargetScaling`, a per-record map), which gives the scaled
 :class:`~dpopt.data.chunked.ChunkedProblem` the model mechanism fits distributed.
 
 The mechanism. :func:`dpopt.pipeline.default_path.choose_solver` with ``chunked=True`` keeps the table's

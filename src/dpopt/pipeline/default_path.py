@@ -86,6 +86,11 @@ from dpopt.pipeline.inference import Inference, release_inference, unsupported_r
 from dpopt.preprocessing import private_feature_bounds, private_target_bounds
 from dpopt.preprocessing._bounds import DEFAULT_BIN_CONFIDENCE, DEFAULT_GRID, ZERO_INFLATED_FALLBACK
 from dpopt.preprocessing._norms import private_means, private_row_bound
+from dpopt.preprocessing.feature_maps import (  # noqa: F401 (the maps of AutoFit)
+    RowNormalization,
+    Scaling,
+    TargetScaling,
+)
 from dpopt.privacy import (
     Gaussian,
     epsilon_of,
@@ -106,110 +111,6 @@ INFERENCE_SHARE = 0.10
 #: The largest share a scaling step may take when its default share cannot resolve it.
 MAX_SHARE = 0.30
 
-
-
-@dataclass(frozen=True)
-class Scaling:
-    """Post-processing of private bounds: clip to [lower, upper], subtract ``offset``,
-    divide by ``scale`` (0 where the bounds collapsed: that feature becomes 0)."""
-
-    lower: np.ndarray
-    upper: np.ndarray
-    offset: np.ndarray
-    scale: np.ndarray
-
-    @classmethod
-    def from_bounds(cls, lower, upper, *, shift, sparse):
-        lower, upper = np.asarray(lower, float), np.asarray(upper, float)
-        if sparse:  # zero must stay inside the clipping box so that zeros stay zeros
-            lower, upper = np.minimum(lower, 0.0), np.maximum(upper, 0.0)
-        if shift and not sparse:
-            offset, scale = lower, upper - lower
-        else:
-            offset, scale = np.zeros_like(lower), np.maximum(np.abs(lower), np.abs(upper))
-        return cls(lower, upper, offset, scale)
-
-    def transform(self, X):
-        inv = np.divide(1.0, self.scale, out=np.zeros_like(self.scale), where=self.scale > 0)
-        if sp.issparse(X):  # offset is 0 for sparse data
-            X = self.clip(X) @ sp.diags(inv)
-            X.eliminate_zeros()
-            return sp.csc_matrix(X)
-        return (np.clip(X, self.lower, self.upper) - self.offset) * inv
-
-    def centered(self, means):
-        """The same map followed by subtracting ``means`` (in scaled units)."""
-        return replace(self, offset=self.offset + np.asarray(means) * self.scale)
-
-    def to_dict(self):
-        """The map ``coef_`` needs at prediction time, for a model file."""
-        return {"type": "clip", "lower": self.lower.tolist(), "upper": self.upper.tolist()}
-
-    def prepare(self, X):
-        """The features ``coef_`` applies to: X clipped to [lower, upper] (sparse stays sparse)."""
-        return self.clip(X)
-
-    def clip(self, X):
-        """X clipped to [lower, upper] feature-wise (sparse stays sparse)."""
-        if sp.issparse(X):
-            X = sp.csc_matrix(X, dtype=np.float64, copy=True)
-            cols = np.repeat(np.arange(X.shape[1]), np.diff(X.indptr))
-            X.data = np.clip(X.data, self.lower[cols], self.upper[cols])
-            return X
-        return np.clip(X, self.lower, self.upper)
-
-    def unscale(self, coef, intercept):
-        """Coefficients on raw (clipped) features: w_j / s_j, b - sum_j w_j o_j / s_j."""
-        inv = np.divide(1.0, self.scale, out=np.zeros_like(self.scale), where=self.scale > 0)
-        raw = coef * inv
-        return raw, float(intercept - raw @ self.offset)
-
-
-@dataclass(frozen=True)
-class RowNormalization:
-    """x -> x / ||x||_2 for every row (0 stays 0): a per-record map that reads no other
-    record, so it costs no privacy. Used when the budget cannot locate per-feature
-    bounds (:func:`bounds_resolvable`); the model is then linear in the normalized
-    features and ``coef_`` applies to them."""
-
-    lower = upper = None
-
-    def transform(self, X):
-        from sklearn.preprocessing import normalize
-
-        out = normalize(X, norm="l2", copy=True)
-        return sp.csc_matrix(out) if sp.issparse(out) else out
-
-    prepare = transform
-
-    def to_dict(self):
-        return {"type": "row-normalize"}
-
-    def unscale(self, coef, intercept):
-        return np.asarray(coef, dtype=np.float64), float(intercept)
-
-
-@dataclass(frozen=True)
-class TargetScaling:
-    """y -> (clip(y, lower, upper) - center) / half_width, into [-1, 1]."""
-
-    lower: float
-    upper: float
-    center: float
-    half_width: float
-
-    @classmethod
-    def from_bounds(cls, lower, upper, *, shift):
-        if shift:
-            center, half = 0.5 * (lower + upper), 0.5 * (upper - lower)
-        else:
-            center, half = 0.0, max(abs(lower), abs(upper))
-        return cls(float(lower), float(upper), float(center), float(half))
-
-    def transform(self, y):
-        if self.half_width == 0:
-            return np.zeros_like(y)
-        return (np.clip(y, self.lower, self.upper) - self.center) / self.half_width
 
 
 @dataclass

@@ -139,8 +139,8 @@ def select_features(scores, noise_std, k_max):
 @dataclass(frozen=True)
 class SelectedScaling:
     """The feature map of a model fitted on ``columns`` of p features: the inner map
-    (:class:`~dpopt.pipeline.default_path.Scaling` or
-    :class:`~dpopt.pipeline.default_path.RowNormalization`) applied to those columns;
+    (:class:`~dpopt.preprocessing.feature_maps.Scaling` or
+    :class:`~dpopt.preprocessing.feature_maps.RowNormalization`) applied to those columns;
     coefficients are 0 on every other feature."""
 
     inner: object
