@@ -71,7 +71,8 @@ def population_estimand(est, Xpop, ypop):
     from dpopt.data.losses import get_loss
     from dpopt.pipeline.default_path import InMemoryData
     from dpopt.pipeline.inference import clipped_design, raw_map
-    from dpopt.solvers.objective_perturbation import PerturbedObjective, newton
+    from dpopt.solvers._op_minimize import newton
+    from dpopt.solvers._op_objective import PerturbedObjective
 
     auto = est.auto_
     logistic = est._classifier

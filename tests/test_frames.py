@@ -177,7 +177,7 @@ def test_explicit_solver_takes_public_schema_only():
 
 def test_private_table_encoder_transformer_api():
     df, _ = _table(2000)
-    enc = F.PrivateTableEncoder(epsilon=1.0, delta=1e-6, random_state=0).fit(df)
+    enc = dpopt.PrivateTableEncoder(epsilon=1.0, delta=1e-6, random_state=0).fit(df)
     names = enc.get_feature_names_out()
     assert enc.transform(df).shape == (2000, len(names))
     assert 0 < enc.epsilon_spent_ <= 1.0 + 1e-9 and enc.delta_spent_ == 1e-6

@@ -10,7 +10,8 @@ import scipy.sparse as sp
 
 import dpopt
 from dpopt.solvers import _op_minimize as opmin
-from dpopt.solvers import objective_perturbation as opmod
+from dpopt.solvers import _op_objective as opmod  # the perturbed objective and its design
+from dpopt.solvers import objective_perturbation as opsolver
 from test_objective_perturbation import NAME, logistic_problem, released_gradient
 
 
@@ -129,7 +130,7 @@ def test_fallback_from_a_non_finite_first_stage_restarts_at_zero():
     X = opmod.clip_feature_rows(pb, 1.0)
     reg = np.full(pb.dim, 0.05)
     obj = opmod.PerturbedObjective(X, pb.y, pb.loss, reg, np.full(pb.dim, 0.01))
-    smooth = opmod.smoothness_bound(0.25, 2.0, reg)
+    smooth = opsolver.smoothness_bound(0.25, 2.0, reg)
     g0 = 1.0 * math.sqrt(2.0) + float(np.linalg.norm(obj.lin))
     w, gnorm, _, stage = opmin.minimize_to_tolerance(
         obj, pb.zeros(), 1e-10, convexity=0.05, smoothness=smooth, g0_bound=g0,

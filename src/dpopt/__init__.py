@@ -27,7 +27,7 @@ _LAZY = {
     "reference_optimum": "dpopt.solvers.reference",
     "PrivateHyperparameterSearch": "dpopt.api.tuning",
     "ChunkedProblem": "dpopt.data.chunked",
-    "PrivateTableEncoder": "dpopt.preprocessing.tables",
+    "PrivateTableEncoder": "dpopt.preprocessing.table_encoder",
 }
 _LAZY.update({name: "dpopt.api.estimators" for name in (
     "DPLogisticRegression", "DPLinearRegression", "DPLasso", "DPElasticNet", "DPHuberRegressor")})

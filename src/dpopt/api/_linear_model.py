@@ -29,12 +29,11 @@ from dpopt.data import Problem
 from dpopt.data.chunked import ChunkedProblem, as_dask_arrays, is_chunked_input
 from dpopt.pipeline.multiclass import OneVsRestProblems, fit_default_one_vs_rest, solve_one_vs_rest
 from dpopt.pipeline.selection import default_alpha, fit_selected
+from dpopt.preprocessing.table_encoder import TableEncoder, prepare_default
 from dpopt.preprocessing.tables import (
-    TableEncoder,
     as_pandas,
     is_frame,
     plan_table,
-    prepare_default,
     public_table,
 )
 from dpopt.privacy.budget import Spend, resolve_budget

@@ -1,8 +1,8 @@
 """Audit of the table layer's private selection: a label or a category held by one record.
 
 The distinguishing game of :mod:`dpopt.api.audit`, played on the releases of
-:func:`dpopt.preprocessing.tables.prepare_default` (the labels' and the columns' partition selection of the
-default path). Two replace-one neighbours of n records differ in one record:
+:func:`dpopt.preprocessing.table_encoder.prepare_default` (the labels' and the columns'
+partition selection of the default path). Two replace-one neighbours of n records differ in one record:
 
 * ``kind="label"``: labels "a" (half of the rows) and "b", except one record labelled
   "rare0" in D0 and "rare1" in D1 (the issue's example: 49 zeros and a 1 against 49 zeros
@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dpopt.api.audit import clopper_pearson_upper, empirical_epsilon
-from dpopt.preprocessing.tables import prepare_default
+from dpopt.preprocessing.table_encoder import prepare_default
 
 __all__ = ["SelectionAudit", "selection_audit", "neighbours"]
 

@@ -325,7 +325,7 @@ def _fit_default(args, X, y, loss, penalty, kwargs):
     if math.isinf(args.epsilon):
         raise ValueError("--epsilon inf: the default path's scaling is private; pass --solver "
                          "for a non-private fit")
-    from dpopt.preprocessing.tables import prepare_default
+    from dpopt.preprocessing.table_encoder import prepare_default
 
     delta = default_delta(X.shape[0]) if args.delta is None else args.delta
     rng = check_random_state(args.seed)

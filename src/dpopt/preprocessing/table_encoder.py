@@ -1,0 +1,207 @@
+"""The table layer on the estimators' side (:mod:`dpopt.preprocessing.tables` holds the
+schema and the partition selection): :func:`prepare_default` runs the releases that come
+before the default path's model (labels, categories, missing indicators) as a
+:class:`Prior` of the one composition, :class:`TableEncoder` applies a released schema, and
+:class:`PrivateTableEncoder` is the same layer as a scikit-learn transformer."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from sklearn.base import BaseEstimator, TransformerMixin
+
+from dpopt._core.validation import check_privacy_target, check_random_state
+from dpopt.preprocessing.tables import (
+    Prior,
+    TableSchema,
+    as_pandas,
+    check_two_classes,
+    declared_classes,
+    delta_split,
+    encode_labels,
+    fit_schema,
+    is_frame,
+    label_share,
+    plan_table,
+    select_labels,
+    selection_share,
+)
+from dpopt.privacy import epsilon_of, gdp_mu
+
+
+@dataclass
+class TableEncoder:
+    """What an estimator keeps of its table: the schema and the raw column names."""
+
+    schema: TableSchema | None
+    feature_names_in: np.ndarray | None
+
+    def transform(self, X):
+        if self.schema is None:
+            return X
+        return self.schema.transform(X)
+
+    def get_feature_names_out(self):
+        return np.array(self.schema.feature_names_out(), dtype=object)
+
+
+def prepare_default(X, y, *, epsilon, delta, categories, feature_bounds, classes, classifier,
+                    rng):
+    """The table and label part of the default path: plan (public), select (private),
+    encode. Returns ``(X_float, y, classes, encoder, public_bounds, prior)``.
+
+    ``y`` is returned as given for regression, as indices into ``classes`` for a classifier.
+    """
+    frame = is_frame(X)
+    columns, df = None, None
+    if frame:
+        df = as_pandas(X)
+        columns = plan_table(df, categories)
+    elif categories:
+        raise ValueError("categories= needs X as a DataFrame (columns by name)")
+    select_y = classifier and declared_classes(y, classes) is None
+    k_cols = sum(c.kind == "string" for c in (columns or []))
+    k = k_cols + int(select_y)
+    delta_g, delta_sel = delta_split(delta, k > 0)
+    mu = gdp_mu(epsilon, delta_g)
+    # one threshold delta per data-driven column and for the labels: delta_sel / k each
+    delta_y = delta_sel / k if select_y else 0.0
+    share_y = label_share(X.shape[0], mu, delta_y) if select_y else 0.0
+    share_c = selection_share(columns or [])
+    labels, records = None, []
+    if select_y:
+        labels, records, _ = select_labels(y, mu * math.sqrt(share_y), delta_y, rng)
+    if frame:
+        schema, _ = fit_schema(df, columns, mu * math.sqrt(share_c) if share_c else 0.0,
+                               delta_sel - delta_y, rng)
+        records += list(schema.records)
+        Xf = schema.transform(df)
+        encoder = TableEncoder(schema, np.asarray(df.columns, dtype=object))
+        names = list(df.columns)
+    else:
+        schema, encoder, Xf, names = None, None, X, None
+    share = share_y + share_c
+    mu_sel = mu * math.sqrt(share)
+    if classifier:
+        chosen = labels if select_y else declared_classes(y, classes)
+        check_two_classes(chosen, epsilon)
+        y_out, classes_out = encode_labels(y, chosen), chosen
+    else:
+        y_out, classes_out = y, None
+    bounds = _resolve_bounds(feature_bounds, schema, names, Xf.shape[1])
+    info = {"selection_mu": mu_sel, "selection_delta": delta_sel, "label_share": share_y,
+            "column_share": share_c}
+    if schema is not None:
+        info.update(_schema_info(schema))
+    if select_y:
+        info["labels"] = "selected privately"
+    prior = Prior(share, delta_sel, records, info) if share else None
+    return Xf, y_out, classes_out, encoder, bounds, prior
+
+
+def _schema_info(schema):
+    kinds = {}
+    for c in schema.columns:
+        kinds[c.kind] = kinds.get(c.kind, 0) + 1
+    declared = sum(len(c.levels) for c in schema.columns if c.kind == "declared")
+    selected = sum(len(c.levels) for c in schema.columns if c.kind == "string")
+    return {"columns": kinds, "declared_levels": declared, "selected_levels": selected,
+            "missing_indicators": sum(c.has_missing for c in schema.columns),
+            "threshold": schema.threshold}
+
+
+def _resolve_bounds(feature_bounds, schema, names, width):
+    """(lower, upper) public bounds of the encoded features (NaN: estimate privately)."""
+    if schema is not None:
+        given = _by_name(feature_bounds, names) if feature_bounds is not None else {}
+        kinds = {c.name: c.kind for c in schema.columns}
+        bad = [k for k in given if kinds.get(k) != "numeric"]
+        if bad:
+            raise ValueError(f"feature_bounds: {bad} are not numeric columns (0/1 columns "
+                             f"made by the table layer have public bounds [0, 1] already)")
+        lo, hi = schema.public_bounds(given)
+        return None if np.all(np.isnan(lo)) and np.all(np.isnan(hi)) else (lo, hi)
+    if feature_bounds is None:
+        return None
+    given = _by_name(feature_bounds, list(range(width)))
+    lo, hi = np.full(width, np.nan), np.full(width, np.nan)
+    for j, (a, b) in given.items():
+        lo[j], hi[j] = a, b
+    return lo, hi
+
+
+def _by_name(feature_bounds, names):
+    """{column: (lower, upper)} from a dict keyed by name or index, checked."""
+    if not isinstance(feature_bounds, dict):
+        raise ValueError(f"feature_bounds must be a dict {{column name or index: (lower, "
+                         f"upper)}}, got {feature_bounds!r}")
+    out = {}
+    for key, pair in feature_bounds.items():
+        if isinstance(key, (int, np.integer)) and not isinstance(key, bool):
+            if not -len(names) <= key < len(names):
+                raise ValueError(f"feature_bounds: column index {key} is out of range for "
+                                 f"{len(names)} columns")
+            key = names[key]
+        elif key not in names:
+            raise ValueError(f"feature_bounds: {key!r} is not a column; columns: {names}")
+        try:
+            a, b = (float(v) for v in pair)
+        except (TypeError, ValueError):
+            raise ValueError(f"feature_bounds[{key!r}] must be a pair (lower, upper) of "
+                             f"numbers, got {pair!r}") from None
+        if not (math.isfinite(a) and math.isfinite(b) and a <= b):
+            raise ValueError(f"feature_bounds[{key!r}] = {pair!r}: need finite lower <= upper")
+        out[key] = (a, b)
+    return out
+
+
+class PrivateTableEncoder(TransformerMixin, BaseEstimator):
+    """The table layer as a scikit-learn transformer: ``fit`` runs the private partition
+    selection (module docstring) at ``(epsilon, delta)`` and ``transform`` gives the float
+    matrix (one-hot levels + ``<other>``, bool 0/1, numeric with NaN -> 0, missing
+    indicators). ``public_bounds_`` gives [0, 1] for every 0/1 column (pass it to an
+    estimator's ``feature_bounds=``); ``get_feature_names_out()`` and
+    ``set_output(transform="pandas")`` behave as in scikit-learn. ``epsilon_spent_``,
+    ``delta_spent_`` report the release (one Gaussian mechanism plus the threshold's delta).
+    """
+
+    def __init__(self, *, epsilon=1.0, delta=1e-6, categories=None, random_state=None):
+        self.epsilon = epsilon
+        self.delta = delta
+        self.categories = categories
+        self.random_state = random_state
+
+    def fit(self, X, y=None):
+        epsilon, delta = check_privacy_target(self.epsilon, self.delta)
+        if not is_frame(X):
+            raise ValueError("PrivateTableEncoder needs X as a DataFrame (pandas, polars or "
+                             "pyarrow)")
+        df = as_pandas(X)
+        columns = plan_table(df, self.categories)
+        has_threshold = any(c.kind == "string" for c in columns)
+        delta_g, delta_sel = delta_split(delta, has_threshold)
+        mu = gdp_mu(epsilon, delta_g)
+        schema, _ = fit_schema(df, columns, mu, delta_sel, check_random_state(self.random_state))
+        self.schema_ = schema
+        self.feature_names_in_ = np.asarray(df.columns, dtype=object)
+        self.n_features_in_ = len(df.columns)
+        self.epsilon_spent_ = (epsilon_of(schema.records, delta_g) if schema.records else 0.0)
+        self.delta_spent_ = delta if schema.records else 0.0
+        self.public_bounds_ = {name: (0.0, 1.0) for name in schema.feature_names_out()
+                               if name not in {str(c.name) for c in columns
+                                               if c.kind == "numeric"}}
+        return self
+
+    def transform(self, X):
+        from sklearn.utils.validation import check_is_fitted
+
+        check_is_fitted(self, "schema_")
+        return self.schema_.transform(X)
+
+    def get_feature_names_out(self, input_features=None):
+        from sklearn.utils.validation import check_is_fitted
+
+        check_is_fitted(self, "schema_")
+        return np.array(self.schema_.feature_names_out(), dtype=object)
