@@ -128,11 +128,20 @@ def cmd_demo(args):
     return 0
 
 
+_SAID: set[str] = set()  # the demo's notes already printed
+
+
 def _fit_estimator(estimator, X, y, *, epsilon, delta, random_state):
     """(FitResult, nan, training accuracy, ms) of ``estimator`` (for the demo table)."""
     t0 = time.perf_counter()
-    estimator.set_params(random_state=random_state).fit(X, y)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        estimator.set_params(random_state=random_state).fit(X, y)
     ms = 1e3 * (time.perf_counter() - t0)
+    for w in caught:  # the same note comes with every seed: say each one once
+        if str(w.message) not in _SAID:
+            _SAID.add(str(w.message))
+            print(f"note ({w.category.__name__}): {w.message}", file=sys.stderr)
     return estimator.fit_result_, float("nan"), estimator.score(X, y), ms
 
 
