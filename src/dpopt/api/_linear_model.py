@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import numbers
 import warnings
 
 import numpy as np
@@ -28,7 +27,8 @@ from dpopt._core.validation import (
 from dpopt.data import Problem
 from dpopt.data.chunked import ChunkedProblem, as_dask_arrays, is_chunked_input
 from dpopt.pipeline.multiclass import OneVsRestProblems, fit_default_one_vs_rest, solve_one_vs_rest
-from dpopt.pipeline.selection import default_alpha, fit_selected
+from dpopt.pipeline.selection import fit_selected
+from dpopt.pipeline.selection import resolve_alpha as _resolve_alpha
 from dpopt.preprocessing.table_encoder import TableEncoder, prepare_default
 from dpopt.preprocessing.tables import (
     as_pandas,
@@ -56,19 +56,6 @@ def _check_auto_epsilon(epsilon):
     if math.isinf(epsilon):
         raise ValueError("solver='auto' needs a finite epsilon: its scaling is private; "
                          "pass an explicit solver for a non-private fit")
-
-
-def _resolve_alpha(penalty_kwargs, loss, n):
-    """``alpha="auto"``: scikit-learn's default model on n rows
-    (:func:`dpopt.pipeline.selection.default_alpha`: 1/n for the logistic loss, its C=1)."""
-    if penalty_kwargs.get("alpha") != "auto":
-        return penalty_kwargs
-    if not (isinstance(n, numbers.Integral) or (isinstance(n, float) and n.is_integer())):
-        raise ValueError(f"alpha='auto' is 1/n, but the number of rows is unknown ({n}): give "
-                         f"a Dask array with known chunk sizes (X.compute_chunk_sizes()) or "
-                         f"an explicit alpha")
-    alpha = default_alpha(loss if isinstance(loss, str) else loss.name, n)
-    return {**penalty_kwargs, "alpha": 0.0 if alpha is None else alpha}
 
 
 class _DPLinearModel(BaseEstimator):

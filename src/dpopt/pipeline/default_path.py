@@ -403,8 +403,7 @@ def fit_default(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, 
     if inference:
         _check_inference(loss_name, penalty, penalty_kwargs, n, p, data.chunked)
     delta_total, delta = delta, delta - (prior.delta if prior is not None else 0.0)
-    public = 0 if feature_bounds is None else int(np.sum(~(np.isnan(feature_bounds[0])
-                                                           | np.isnan(feature_bounds[1]))))
+    public = public_count(feature_bounds)
     mu_avail = math.sqrt(max(gdp_mu(epsilon, delta) ** 2 - spent_mu ** 2, 0.0))
     shares = plan_budget(n, p, mu_avail, regression=regression, center=center, public=public,
                          inference=inference)
@@ -475,6 +474,13 @@ def _check_inference(loss_name, penalty, penalty_kwargs, n, p, chunked):
 def unsupported_reason_of(solver, row_mode, degenerate_target=False):
     return unsupported_reason(solver, row_normalized=row_mode,
                               degenerate_target=degenerate_target)
+
+
+def public_count(feature_bounds):
+    """How many features ``feature_bounds`` (lower, upper; NaN where unknown) makes public."""
+    if feature_bounds is None:
+        return 0
+    return int(np.sum(~(np.isnan(feature_bounds[0]) | np.isnan(feature_bounds[1]))))
 
 
 def private_scaling(data, mus, *, fit_intercept, center, regression, rng, bounds=None,

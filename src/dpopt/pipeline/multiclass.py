@@ -58,6 +58,7 @@ from dpopt.pipeline.default_path import (
     choose_solver,
     plan_budget,
     private_scaling,
+    public_count,
     split_mu,
 )
 from dpopt.privacy import Gaussian, ObjectivePerturbation, epsilon_of, gdp_epsilon, gdp_mu
@@ -320,8 +321,7 @@ def fit_default_one_vs_rest(X, labels, n_classes, *, penalty, penalty_kwargs, fi
     n, p = data.shape
     center = fit_intercept and not data.sparse
     delta_total, delta = delta, delta - (prior.delta if prior is not None else 0.0)
-    public = 0 if feature_bounds is None else int(np.sum(~(np.isnan(feature_bounds[0])
-                                                           | np.isnan(feature_bounds[1]))))
+    public = public_count(feature_bounds)
     shares = plan_budget(n, p, gdp_mu(epsilon, delta), regression=False, center=center,
                          public=public)
     if shares is None:

@@ -79,6 +79,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import numbers
 import warnings
 from dataclasses import replace
 
@@ -253,7 +254,7 @@ def fit_selected(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon,
     if chunked or m < MIN_VALIDATION:
         why = ("chunked data: the held-out selection is not implemented out of core"
                if chunked else f"n_samples={n} leaves fewer than {MIN_VALIDATION} held-out rows")
-        kwargs = _resolve_alpha(penalty_kwargs, loss_name, n)
+        kwargs = resolve_alpha(penalty_kwargs, loss_name, n)
         auto = fit(X, y, loss=loss, penalty=penalty, penalty_kwargs=kwargs,
                    fit_intercept=fit_intercept, epsilon=epsilon, delta=delta, rng=rng,
                    regression=regression, **extra)
@@ -263,7 +264,7 @@ def fit_selected(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon,
     warn_if_delta_exceeds_one_over_n(delta, n)  # the guarantee is about all n records
     perm = rng.permutation(n)
     val, train = np.sort(perm[:m]), np.sort(perm[m:])
-    kwargs = _resolve_alpha(penalty_kwargs, loss_name, n - m)
+    kwargs = resolve_alpha(penalty_kwargs, loss_name, n - m)
     with _delta_judged_on(n):
         auto = fit(_rows(X, train), y[train], loss=loss, penalty=penalty,
                    penalty_kwargs=kwargs, fit_intercept=fit_intercept, epsilon=epsilon,
@@ -295,10 +296,16 @@ def _delta_judged_on(n):
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
 
 
-def _resolve_alpha(penalty_kwargs, loss_name, n):
+def resolve_alpha(penalty_kwargs, loss, n):
+    """``alpha="auto"`` resolved to :func:`default_alpha` of ``n`` rows (other values as
+    given); n must be known (a Dask array with unknown chunk sizes is refused)."""
     if penalty_kwargs.get("alpha") != "auto":
         return penalty_kwargs
-    alpha = default_alpha(loss_name, n)
+    if not (isinstance(n, numbers.Integral) or (isinstance(n, float) and n.is_integer())):
+        raise ValueError(f"alpha='auto' is 1/n, but the number of rows is unknown ({n}): give "
+                         f"a Dask array with known chunk sizes (X.compute_chunk_sizes()) or "
+                         f"an explicit alpha")
+    alpha = default_alpha(loss if isinstance(loss, str) else loss.name, n)
     return {**penalty_kwargs, "alpha": 0.0 if alpha is None else alpha}
 
 
