@@ -218,15 +218,31 @@ def test_a_declared_default_mechanism_is_chosen_without_editing_the_pipeline(mon
         "passes": 3}
 
 
-def test_too_few_rows_for_the_target_gives_the_zero_model_and_spends_nothing():
+def test_too_few_rows_for_a_model_releases_a_private_constant():
     rng = np.random.default_rng(0)
-    X, y = rng.standard_normal((30, 3)), rng.standard_normal(30)
+    X, y = rng.standard_normal((30, 3)), 40.0 + rng.standard_normal(30)
     assert auto.plan_budget(30, 3, gdp_mu(1.0, 1 / 900), regression=True, center=True) is None
     with pytest.warns(UserWarning, match="too few"):
         model = dpopt.DPLinearRegression(epsilon=1.0, random_state=0).fit(X, y)
+    # no model: the coefficients are 0, the intercept a private mean of y (not the raw 0)
+    assert np.all(model.coef_ == 0)
+    pred = model.predict(X)
+    assert np.ptp(pred) == 0 and 10.0 < pred[0] < 100.0  # the mode's bin of the grid: [31.6, 56.2]
+    # paid for: two Gaussian releases (the histogram and the mean) composing to the budget
+    assert len(model.fit_result_.mechanisms) == 2
+    assert 0.99 < model.epsilon_spent_ <= 1.0 + 1e-9
+    assert epsilon_of(model.fit_result_.mechanisms, 1 / 900) <= 1.0 + 1e-9
+    assert "no model" in model.privacy_report()
+
+
+def test_too_few_rows_without_intercept_gives_the_zero_model_and_spends_nothing():
+    rng = np.random.default_rng(0)
+    X, y = rng.standard_normal((30, 3)), rng.standard_normal(30)
+    with pytest.warns(UserWarning, match="too few"):
+        model = dpopt.DPLinearRegression(epsilon=1.0, random_state=0,
+                                         fit_intercept=False).fit(X, y)
     assert model.epsilon_spent_ == 0.0 and model.fit_result_.mechanisms == []
-    assert np.all(model.coef_ == 0) and np.all(model.predict(X) == 0)
-    assert "nothing released" in model.privacy_report()
+    assert np.all(model.predict(X) == 0)
 
 
 def test_row_mode_when_the_budget_cannot_locate_feature_bounds():
@@ -283,3 +299,34 @@ def test_absolute_loss_takes_the_subgradient_step_and_learns():
     pred = fit.target.center + fit.target.half_width * (
         np.clip(X, fit.scaling.lower, fit.scaling.upper) @ coef + b)
     assert np.mean(np.abs(pred - y)) < 0.5 * np.mean(np.abs(y - np.median(y)))
+
+
+def test_centred_bounds_give_a_far_narrow_feature_its_spread():
+    rng = np.random.default_rng(0)
+    n = 6000
+    year = rng.integers(2000, 2016, n).astype(float)  # bounds [1778, 3162] on the grid
+    other = rng.standard_normal(n)
+    X = np.column_stack([year, other, (rng.random(n) < 0.004).astype(float)])
+    y = 3.0 * (year - 2008) + other + rng.standard_normal(n)
+    model = dpopt.DPLinearRegression(epsilon=8.0, random_state=0).fit(X, y)
+    plan = model.auto_.plan
+    assert "centred_bounds" in plan["mu_shares"]
+    Z = model.auto_.scaling.transform(X)
+    assert Z[:, 0].std() > 0.2  # min-max on [1778, 3162] alone gives 0.003
+    assert np.all(np.abs(Z) <= 1.0 + 1e-12)
+    assert Z[:, 2].std() > 0.0  # the rare indicator is not narrowed into a constant
+    assert model.score(X, y) > 0.95
+    # one Gaussian record per release, composing to the target
+    assert epsilon_of(model.fit_result_.mechanisms, model.fit_result_.delta) <= 8.0 * (1 + 1e-9)
+
+
+def test_narrowed_keeps_features_whose_range_does_not_surround_the_mean():
+    from dpopt.preprocessing.feature_maps import Scaling
+
+    s = Scaling.from_bounds([0.0, 0.0, 0.0], [1.0, 1.0, 1.0], shift=True, sparse=False)
+    s = s.centered(np.array([0.5, 0.02, 0.5]))
+    out = s.narrowed([0, 1, 2], [-0.1, -0.02, 0.0], [0.05, -0.02, 0.0])
+    np.testing.assert_allclose(out.scale, [0.1, 1.0, 1.0])  # only feature 0 is narrowed
+    np.testing.assert_allclose([out.lower[0], out.upper[0]], [0.4, 0.55])
+    z = out.transform(np.array([[0.0, 1.0, 0.3], [1.0, 0.0, 0.7]]))
+    np.testing.assert_allclose(z[:, 0], [-1.0, 0.5])

@@ -73,7 +73,8 @@ def assert_same_release(ref, got, atol):
     assert got.auto_.plan["solver"] == ref.auto_.plan["solver"]
     assert got.auto_.plan["mu_shares"] == ref.auto_.plan["mu_shares"]
     assert got.auto_.plan["row_bound"] == ref.auto_.plan["row_bound"]
-    np.testing.assert_array_equal(got.feature_bounds_, ref.feature_bounds_)
+    # the grid's bounds, narrowed around the private means (sums over chunks: last bits)
+    np.testing.assert_allclose(got.feature_bounds_, ref.feature_bounds_, rtol=1e-12)
     assert got.fit_result_.params["data"]["layout"] == "chunked"
     assert "accounting as on one machine (unchanged)" in got.privacy_report()
 

@@ -91,7 +91,8 @@ def test_a_classifiers_constant_is_released_only_when_the_majority_is_resolved()
 
 def test_an_unresolved_majority_is_reported_and_the_rule_still_applies():
     X, y = noise_labels(n=400, rate=0.55)
-    clf = fit_quiet(dpopt.DPLogisticRegression(epsilon=0.3, random_state=0), X, y)
+    clf = fit_quiet(dpopt.DPLogisticRegression(epsilon=0.3, random_state=0,
+                                               classes=["no", "yes"]), X, y)
     sel = clf.auto_.plan["selection"]
     assert not sel["constant_resolved"] and "not resolved" in sel["reason"]
     best, use_model = choose(sel["noisy_scores"][0], np.array(sel["noisy_scores"][1:]),
@@ -210,3 +211,41 @@ def test_no_default_fit_raises_a_privacy_leak_warning():
                         (dpopt.DPHuberRegressor(epsilon=1.0), (Xr, yr))]:
         fit_quiet(est.set_params(random_state=0), A, b)
         assert est.privacy_leaks_ == []
+
+
+# ------------------------------------------------------------------ constants from earlier releases
+
+
+def test_undeclared_labels_name_the_majority_from_their_released_counts():
+    X, y = noise_labels(n=400, rate=0.7)
+    hits = 0
+    for seed in range(5):
+        clf = fit_quiet(dpopt.DPLogisticRegression(epsilon=0.5, random_state=seed), X, y)
+        sel = clf.auto_.plan["selection"]
+        assert sel["majority_from"] == "the labels' noisy counts"
+        counts = clf.auto_.plan["table"]["label_counts"]
+        assert len(counts) == 2  # released with the labels: 'no', 'yes' in np.unique order
+        hits += sel["released"] == "model" or np.all(clf.predict(X) == "yes")
+    assert hits == 5
+
+
+def test_declared_labels_leave_the_majority_to_the_held_out_rows():
+    X, y = noise_labels(n=400, rate=0.7)
+    clf = fit_quiet(dpopt.DPLogisticRegression(epsilon=0.5, random_state=0,
+                                               classes=["no", "yes"]), X, y)
+    assert clf.auto_.plan["selection"]["majority_from"] is None
+
+
+def test_adassps_released_sum_of_y_is_the_free_constant():
+    X, y = signal(regression=True)
+    reg = fit_quiet(dpopt.DPLinearRegression(epsilon=1.0, random_state=0), X, y)
+    sel = reg.auto_.plan["selection"]
+    assert sel["noisy_mean_from"].startswith("the training branch")
+    # all of mu_v goes to the scores, and nothing more is spent than the target
+    assert sel["mu_scores"] == sel["mu"] and sel["sigma_mean"] is None
+    assert reg.epsilon_spent_ == pytest.approx(1.0, rel=1e-6)
+    # the free mean is sum(y_scaled) / n_train up to AdaSSP's noise sigma_3 / n_train
+    n_train = len(y) - sel["validation_rows"]
+    sigma_3 = reg.fit_result_.params["sigmas"][2]
+    exact = np.mean(reg.auto_.target.transform(y))
+    assert abs(sel["noisy_mean"] - exact) < 5 * sigma_3 / n_train + 0.05

@@ -57,7 +57,13 @@ from dpopt.preprocessing._bounds import (
     feature_histograms,
     private_bounds_from_counts,
 )
-from dpopt.preprocessing._norms import noisy_means, row_bound_from_counts, row_norm_edges, row_norms
+from dpopt.preprocessing._norms import (
+    noisy_means,
+    noisy_target_mean,
+    row_bound_from_counts,
+    row_norm_edges,
+    row_norms,
+)
 from dpopt.privacy import quantile_counts
 
 # ---------------------------------------------------------------------------
@@ -82,10 +88,21 @@ def _chunk_scaled_sums(xb, yb, *, scaling):
     return np.asarray(scaling.transform(_features(xb)).sum(axis=0)).reshape(1, -1)
 
 
+def _chunk_scaled_feature_counts(xb, yb, *, scaling, columns, grid):
+    """Exact counts of the chunk's scaled features ``columns`` on the public grid."""
+    Z = scaling.transform(_features(xb))
+    return feature_histograms(Z, columns, grid).ravel()[None, :]
+
+
 def _chunk_row_norm_counts(xb, yb, *, scaling, edges):
     """Counts of the scaled rows' norms of the chunk on the public edges."""
     norms = row_norms(scaling.transform(_features(xb)))
     return quantile_counts(norms, edges).astype(np.float64)[None, :]
+
+
+def _chunk_target_sum(xb, yb, *, target):
+    """Sum of the chunk's targets after the (public) target scaling."""
+    return np.array([[np.sum(target.transform(np.asarray(yb, dtype=np.float64)))]])
 
 
 def _scale_block(xb, scaling):
@@ -129,6 +146,13 @@ class ChunkedData:
         sums = self.raw._reduce(_chunk_scaled_sums, self.shape[1], scaling=scaling)
         return noisy_means(sums, self.shape[0], mu, rng)
 
+    def centred_bounds(self, scaling, columns, mu, rng):
+        k = len(columns)
+        counts = self.raw._reduce(_chunk_scaled_feature_counts, k * DEFAULT_GRID.n_bins,
+                                  scaling=scaling, columns=columns, grid=DEFAULT_GRID)
+        return private_bounds_from_counts(counts.reshape(k, DEFAULT_GRID.n_bins), self.shape[0],
+                                          mu, rng, quiet=True)
+
     def row_bound(self, scaling, mu, rng):
         p = self.shape[1]
         edges = row_norm_edges(p)
@@ -139,6 +163,10 @@ class ChunkedData:
     def target_bounds(self, mu, rng):
         counts = self.raw._reduce(_chunk_target_counts, DEFAULT_GRID.n_bins, grid=DEFAULT_GRID)
         return private_bounds_from_counts(counts[None, :], self.shape[0], mu, rng)
+
+    def target_mean(self, target, mu, rng):
+        total = self.raw._reduce(_chunk_target_sum, 1, target=target)
+        return noisy_target_mean(float(np.sum(total)), self.shape[0], mu, rng)
 
     def problem(self, scaling, target, relabel=None, **kwargs):
         """The scaled ChunkedProblem: the scalings applied lazily to every chunk (already

@@ -13,6 +13,9 @@ step                  share mu^2  what it releases (replace-one adjacency)
 ====================  ==========  ============================================================
 feature bounds        10%         per-feature noisy histograms on a public grid -> lower/upper
                                   quantiles (:func:`dpopt.preprocessing.private_feature_bounds`)
+centred bounds        10%         (dense, with an intercept, when the feature bounds take their
+                                  default share) per-feature noisy histograms of the centred
+                                  scaled values -> each feature's spread around its mean
 row-norm bound        3%          noisy log-histogram of the scaled rows' norms -> its 95%
                                   quantile R (:func:`dpopt.privacy.private_quantile`)
 target bounds         5%          (regression) noisy histogram of y -> lower/upper quantiles
@@ -84,8 +87,14 @@ from dpopt.pipeline.chunked import ChunkedData
 from dpopt.pipeline.inference import SUPPORTED as INFERENCE_PATHS
 from dpopt.pipeline.inference import Inference, release_inference, unsupported_reason
 from dpopt.preprocessing import private_feature_bounds, private_target_bounds
-from dpopt.preprocessing._bounds import DEFAULT_BIN_CONFIDENCE, DEFAULT_GRID, ZERO_INFLATED_FALLBACK
-from dpopt.preprocessing._norms import private_means, private_row_bound
+from dpopt.preprocessing._bounds import (
+    DEFAULT_BIN_CONFIDENCE,
+    DEFAULT_GRID,
+    ZERO_INFLATED_FALLBACK,
+    feature_histograms,
+    private_bounds_from_counts,
+)
+from dpopt.preprocessing._norms import noisy_target_mean, private_means, private_row_bound
 from dpopt.preprocessing.feature_maps import (  # noqa: F401 (the maps of AutoFit)
     RowNormalization,
     Scaling,
@@ -103,8 +112,8 @@ from dpopt.solvers._base import chunked_note
 from dpopt.solvers._common import run_length  # noqa: F401 (the rules' run length, public here)
 
 #: Shares of mu^2 (Gaussian-DP) spent on the steps that fix the scale.
-SHARES = {"feature_bounds": 0.10, "feature_means": 0.04, "row_norm": 0.03,
-          "target_bounds": 0.05}
+SHARES = {"feature_bounds": 0.10, "feature_means": 0.04, "centred_bounds": 0.10,
+          "row_norm": 0.03, "target_bounds": 0.05}
 #: Share of mu^2 of the releases of :mod:`dpopt.pipeline.inference` (``inference=True`` only): they
 #: fix a variance, not the model, so they need to be right within tens of percent.
 INFERENCE_SHARE = 0.10
@@ -137,7 +146,8 @@ class AutoFit:
         """One line: the mechanism chosen, the privacy of the whole pipeline and its mu split."""
         plan, r = self.plan, self.result
         if plan.get("unlearnable"):
-            return f"{name} (solver='auto'): nothing released. {plan['reason']}"
+            return (f"{name} (solver='auto'): no model, ({r.epsilon:.4g}, {r.delta:.3g})-DP under "
+                    f"{r.adjacency} adjacency. {plan['reason']}")
         shares = ", ".join(f"{k} mu={v:.3g}" for k, v in plan["mu_shares"].items())
         table = ""
         if plan.get("selection_delta"):
@@ -303,6 +313,8 @@ def plan_budget(n, p, mu, *, regression, center, public=0, inference=False):
             shares["feature_bounds"] = share
             if center:
                 shares["feature_means"] = SHARES["feature_means"]
+                if share == SHARES["feature_bounds"]:  # not where the bounds need MAX_SHARE
+                    shares["centred_bounds"] = SHARES["centred_bounds"]
             shares["row_norm"] = SHARES["row_norm"]
             if inference:
                 shares["inference"] = INFERENCE_SHARE
@@ -353,11 +365,18 @@ class InMemoryData:
     def means(self, scaling, mu, rng):
         return private_means(self.scaled(scaling), mu, rng)
 
+    def centred_bounds(self, scaling, columns, mu, rng):
+        counts = feature_histograms(self.scaled(scaling), columns, DEFAULT_GRID)
+        return private_bounds_from_counts(counts, self.shape[0], mu, rng, quiet=True)
+
     def row_bound(self, scaling, mu, rng):
         return private_row_bound(self.scaled(scaling), mu, rng)
 
     def target_bounds(self, mu, rng):
         return private_target_bounds(self.y, mu, rng)
+
+    def target_mean(self, target, mu, rng):
+        return noisy_target_mean(float(np.sum(target.transform(self.y))), self.shape[0], mu, rng)
 
     def problem(self, scaling, target, relabel=None, **kwargs):
         """The scaled Problem; ``relabel`` (a per-record map of y, e.g. one class against
@@ -408,8 +427,9 @@ def fit_default(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, 
     shares = plan_budget(n, p, mu_avail, regression=regression, center=center, public=public,
                          inference=inference)
     if shares is None:
-        return _no_model(p, loss, penalty, penalty_kwargs, fit_intercept, delta, n, epsilon,
-                         prior)
+        left = mu_avail * math.sqrt(1.0 - (prior.share if prior is not None else 0.0))
+        return _no_model(data, p, loss, penalty, penalty_kwargs, fit_intercept, delta, n,
+                         epsilon, left, rng, prior)
     if prior is not None and prior.share:
         shares["selection"] = prior.share
     mu_total, mus = split_mu(epsilon, delta, shares, spent_mu=spent_mu)
@@ -436,12 +456,13 @@ def fit_default(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, 
         result = solve(problem, solver, epsilon=eps_model, delta=delta, random_state=rng,
                        **options)
 
+    stats = getattr(result, "release", None)
     released = None  # the inference releases: only on a path with a usable noise law
     degenerate = target is not None and target.half_width == 0  # the model is 0
     if "inference" in mus and solver in INFERENCE_PATHS and not degenerate:
         scaled, rec = release_inference(problem, result, solver, row_bound=R,
                                         mu=mus["inference"], rng=rng,
-                                        adassp_release=getattr(result, "release", None))
+                                        adassp_release=stats)
         result.mechanisms = list(result.mechanisms) + rec
         released = Inference.from_scaled(scaled, scaling, target, fit_intercept, n)
     mechanisms = records + list(result.mechanisms)
@@ -459,6 +480,8 @@ def fit_default(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, 
                      accountant="exact" if all(isinstance(m, Gaussian) for m in mechanisms)
                      else result.accountant,
                      params={**result.params, "auto": plan})
+    if stats is not None:  # AdaSSP's noisy statistics (post-processing uses them)
+        result.release = stats
     return AutoFit(result, scaling, target, plan, released)
 
 
@@ -504,6 +527,9 @@ def private_scaling(data, mus, *, fit_intercept, center, regression, rng, bounds
             means, rec = data.means(scaling, mus["feature_means"], rng)
             records += rec
             scaling = scaling.centered(means)
+            if "centred_bounds" in mus:
+                scaling, rec = _narrow(data, scaling, fb, mus["centred_bounds"], rng)
+                records += rec
         R, rec = data.row_bound(scaling, mus["row_norm"], rng)
         records += rec
     target = None
@@ -512,6 +538,25 @@ def private_scaling(data, mus, *, fit_intercept, center, regression, rng, bounds
         records += list(tb.mechanisms)
         target = TargetScaling.from_bounds(tb.lower[0], tb.upper[0], shift=fit_intercept)
     return scaling, target, R, records, columns_note
+
+
+def _narrow(data, scaling, fb, mu, rng):
+    """The centred features' own scale (step "centred bounds"): private bounds of the
+    centred, scaled values of every feature whose bounds were released, then
+    :meth:`Scaling.narrowed`. A feature whose values fill a small part of its first bounds
+    (a year in [1778, 3162] on the public grid, a longitude in [-178, -100]) otherwise
+    spans a sliver of [-1, 1] that the mechanism's noise and ridge swamp; its centred
+    values sit near 0, where the signed-log grid is fine, so the second histogram finds
+    their spread within a factor 10^(1/bins_per_decade). A mean, then a range around it:
+    the location-then-scale refinement of Karwa & Vadhan (ITCS 2018) and Biswas et al.
+    (CoinPress, NeurIPS 2020). One histogram per released feature on the public grid:
+    L2 sensitivity sqrt(2 p') under replace-one, one Gaussian record (mu-GDP), p' the
+    number of released features (public, whatever the data)."""
+    columns = fb.private_index
+    if columns is None or len(columns) == 0:
+        return scaling, []
+    cb = data.centred_bounds(scaling, columns, mu, rng)
+    return scaling.narrowed(columns, cb.lower, cb.upper), list(cb.mechanisms)
 
 
 def _warn_row_normalization(n, p, epsilon):
@@ -541,31 +586,64 @@ def _check_model_share(eps_model, epsilon, delta, n):
             + ". Use a larger epsilon or a delta << 1/n (the default is 1/n^2)")
 
 
-def _no_model(p, loss, penalty, penalty_kwargs, fit_intercept, delta, n, epsilon, prior=None):
-    """The documented result when n is too small to locate the target's range at this
-    epsilon: the zero model, computed without reading the data, so nothing is spent."""
+def _no_model(data, p, loss, penalty, penalty_kwargs, fit_intercept, delta, n, epsilon, mu,
+              rng, prior=None):
+    """The documented result when n is too small to locate the target's range for a model
+    at this epsilon (:func:`plan_budget` returns None): no model, only the intercept.
+
+    With an intercept the constant is released privately with all of ``mu``: half of mu^2
+    on the target's bounds (one histogram, sensitivity sqrt(2)), half on the mean of y
+    clipped to them and mapped to [-1, 1] (sensitivity 2/n under replace-one); both
+    Gaussian, so mu-GDP together (Dong, Roth & Su 2022). Predicting the constant 0 in raw
+    units would be arbitrarily worse than the mean (R^2 of -300 on a target near 40).
+    Without an intercept the constant 0 is the only constant model and nothing is spent.
+
+    The range: the released bounds when the histogram resolves them, else the bin of the
+    largest noisy count (post-processing of the same release; the mode's bin, one factor
+    10^(1/bins_per_decade) wide, where most of y lies): the mean is then that of y clipped
+    to it."""
     import warnings
 
-    reason = (f"n_samples={n} is too few to locate the range of the target privately at "
-              f"epsilon={epsilon:g} (even {MAX_SHARE:.0%} of the budget cannot resolve its "
-              f"histogram): the model is the constant 0 and nothing was spent; use a larger "
-              f"epsilon, or scale y with public bounds and pass an explicit solver")
-    warnings.warn(reason, UserWarning, stacklevel=4)
     problem = Problem(np.zeros((1, p)), np.zeros(1), loss=loss, penalty=penalty,
                       fit_intercept=fit_intercept, **penalty_kwargs)
-    plan = {"solver": "none", "reason": reason, "mu": 0.0, "mu_shares": {}, "unlearnable": True,
-            "scaling": "none", "row_bound": None, "model_options": {}}
-    spent = []
-    if prior is not None and prior.records:  # the table layer's selection ran: it is paid
-        spent = list(prior.records)
-        reason = reason.replace("nothing was spent", "only the table's selection was spent")
-        plan["reason"] = reason
-    result = make_result(problem, np.zeros(p + fit_intercept), solver="none",
+    spent = list(prior.records) if prior is not None else []
+    target, intercept, what = None, 0.0, "the constant 0"
+    if fit_intercept and mu > 0:
+        half = mu / math.sqrt(2.0)
+        tb = data.target_bounds(half, rng)
+        spent += list(tb.mechanisms)
+        lower, upper = _constant_range(tb)
+        target = TargetScaling.from_bounds(lower, upper, shift=True)
+        intercept, rec = data.target_mean(target, half, rng)
+        spent += rec
+        what = "the private mean of y (its range by a histogram, then a noisy mean)"
+    reason = (f"n_samples={n} is too few to fit a model privately at epsilon={epsilon:g} (even "
+              f"{MAX_SHARE:.0%} of the budget cannot locate the target's range for it): the "
+              f"released predictor is {what}; use a larger epsilon, or scale y with public "
+              f"bounds and pass an explicit solver")
+    warnings.warn(reason, UserWarning, stacklevel=4)
+    plan = {"solver": "none", "reason": reason, "mu": mu if target is not None else 0.0,
+            "mu_shares": {}, "unlearnable": True, "constant": what, "scaling": "none",
+            "row_bound": None, "model_options": {}}
+    w = np.zeros(p + fit_intercept)
+    if fit_intercept:
+        w[-1] = intercept
+    result = make_result(problem, w, solver="none",
                          calibration_or_spent=(epsilon_of(spent, delta) if spent else 0.0,
                                                delta + (prior.delta if prior else 0.0),
                                                "none", 0.0), mechanisms=spent,
                          n_iter=0, passes=0.0, checkpoints=Checkpoints(), params={"auto": plan})
-    return AutoFit(result, RowNormalization(), None, plan)
+    return AutoFit(result, RowNormalization(), target, plan)
+
+
+def _constant_range(tb):
+    """(lower, upper) for the constant's mean (:func:`_no_model`): the released target
+    bounds, or the largest noisy count's bin when they did not resolve."""
+    if tb.upper[0] > tb.lower[0] or tb.noisy_counts is None:
+        return float(tb.lower[0]), float(tb.upper[0])
+    lower, upper = tb.grid.bin_ends()
+    k = int(np.argmax(tb.noisy_counts[0]))
+    return float(lower[k]), float(upper[k])
 
 
 def _model_options(solver, problem, mu, R, penalty_kwargs):

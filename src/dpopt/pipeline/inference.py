@@ -97,7 +97,7 @@ def unsupported_reason(solver, *, chunked=False, row_normalized=False, unlearnab
         return ("the target's private bounds collapsed (too few samples for this epsilon): "
                 "the model is the constant 0, there is nothing to give intervals for")
     if unlearnable:
-        return ("the default path released no model (the constant 0: too few samples for "
+        return ("the default path released no model (only a constant: too few samples for "
                 "this epsilon), so there is nothing to give intervals for")
     if chunked:
         return "inference is not implemented on chunked data (fit in memory)"

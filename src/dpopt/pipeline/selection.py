@@ -31,7 +31,10 @@ candidates whose mean absolute errors are 0.1 and 0.01 differ by 0.09 in score, 
 Privacy (replace-one adjacency). Each mean score moves by at most 1/m when one validation
 record is replaced, so the k released means have L2 sensitivity sqrt(k) / m; N(0, sigma^2)
 noise with sigma = sqrt(k) / (m mu_s) makes them a Gaussian mechanism of multiplier
-1 / mu_s, i.e. mu_s-GDP (Dong, Roth & Su 2022). For a regressor the validation branch first
+1 / mu_s, i.e. mu_s-GDP (Dong, Roth & Su 2022). For a regressor the constant is the noisy mean
+of the scaled target. When the training branch's mechanism released one with less noise
+(AdaSSP's X^T y has the intercept's entry sum_i y_i + noise: :func:`released_mean`), it is
+used for free and the scores get all of mu_v. Otherwise the validation branch first
 releases the mean of the scaled target (values in [-1, 1], sensitivity 2/m) with
 N(0, (2 / (m mu_c))^2); the two Gaussians compose to mu_v-GDP with mu_c = mu_s =
 mu_v / sqrt(2) (an even split: neither release is known to need more). A classifier's
@@ -59,9 +62,13 @@ worse (d < 0) the expected loss against the constant, |d| Phi(-2 - |d|/s), is at
 rule), at the price of keeping the constant when the model is better by less than about
 2 s. As epsilon grows, s -> 0 and the rule is the non-private held-out comparison.
 
-When the noise is large (few held-out rows, small epsilon) a classifier's best constant can
-be the minority class. That costs at most (2p - 1) Phi(-(2p - 1) / (2 s)) <= 0.34 s against
-the majority rate p, still of the order of the noise. The alternative, releasing the model
+When the labels were selected privately (the table layer's partition selection on all n
+rows, :func:`released_majority`), their released noisy counts name the majority class and
+its rate, for free; the held-out release then only compares the model with it. With
+declared labels there are no such counts, and when the noise is large (few held-out rows,
+small epsilon) the best constant of the held-out release can be the minority class. That
+costs at most (2p - 1) Phi(-(2p - 1) / (2 s)) <= 0.34 s against the majority rate p, still
+of the order of the noise. The alternative, releasing the model
 whenever the release does not resolve the majority (:func:`constant_resolved`, reported in
 the plan), was measured and rejected: its loss against the constant is bounded only by the
 unresolved gap 2p - 1 <~ 4 s (a model without signal, released where the classes are
@@ -151,11 +158,13 @@ def noisy_scores(per_record, mu, rng):
     return per_record.mean(axis=0) + sigma * rng.standard_normal(k), sigma
 
 
-def choose(noisy_model, noisy_constants, sigma):
+def choose(noisy_model, noisy_constants, sigma, best=None):
     """(index of the best constant, whether the model is released): the model when its
     noisy score exceeds the best constant's by MARGIN standard deviations of the
-    difference (sigma sqrt(2): two independent noises; post-processing only)."""
-    best = int(np.argmax(noisy_constants))
+    difference (sigma sqrt(2): two independent noises; post-processing only). ``best``:
+    the constant already chosen by an earlier release (the labels' noisy counts), else
+    the one with the largest noisy score."""
+    best = int(np.argmax(noisy_constants)) if best is None else int(best)
     return best, bool(noisy_model - noisy_constants[best] > MARGIN * sigma * math.sqrt(2.0))
 
 
@@ -280,7 +289,9 @@ def fit_selected(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon,
         auto.plan["selection"] = {"released": "model", "reason": "no selection: the training "
                                   "branch has no record that dominates a Gaussian score release"}
         return auto
-    return _select(auto, _rows(X, val), y[val], regression, fit_intercept, mu_v, rng)
+    majority = None if regression or not fit_intercept else released_majority(prior)
+    return _select(auto, _rows(X, val), y[val], regression, fit_intercept, mu_v, rng,
+                   n - m, majority)
 
 
 @contextlib.contextmanager
@@ -309,32 +320,76 @@ def resolve_alpha(penalty_kwargs, loss, n):
     return {**penalty_kwargs, "alpha": 0.0 if alpha is None else alpha}
 
 
-def _select(auto, X_val, y_val, regression, fit_intercept, mu_v, rng):
-    mu_scores, constant = mu_v, None
+def released_mean(auto, n_train, sigma_alternative):
+    """The training branch's own noisy mean of the scaled target, when its mechanism
+    released one with less noise than ``sigma_alternative`` (the held-out release's), else
+    None. AdaSSP releases X^T y + N(0, sigma_3^2 I) on rows with the intercept's constant 1
+    appended, so that entry is sum_i y_i + N(0, sigma_3^2) over the clipped, scaled targets
+    of the n_train training rows: divided by n_train it is a noisy mean with standard
+    deviation sigma_3 / n_train (post-processing of a release already paid for: free, and
+    it leaves all of mu_v to the scores). Both standard deviations are public (the
+    mechanisms' calibration), so the choice is post-processing too."""
+    release = getattr(auto.result, "release", None)
+    if release is None or auto.plan.get("solver") != "adassp" or release.xty.size < 1:
+        return None
+    sigma_3 = auto.result.params["sigmas"][2]
+    if not sigma_3 / n_train <= sigma_alternative:
+        return None
+    return float(np.clip(release.xty[-1] / n_train, -1.0, 1.0))
+
+
+def released_majority(prior):
+    """(index of the majority constant among (+1, -1), its rate, whether the counts resolve
+    it) from the label counts the
+    table layer released on all n rows with the labels (:func:`dpopt.preprocessing.tables.select_labels`:
+    the kept labels' noisy counts, classes_[1] -> +1), or None when the labels were
+    declared. Post-processing of a release already in the composition: free, and its noise
+    (sqrt(2) / mu_y on counts of all n rows) is far below the held-out rate's (one part in
+    m). The held-out release then only compares the model with that constant."""
+    counts = None if prior is None else prior.info.get("label_counts")
+    if counts is None or len(counts) != 2:
+        return None
+    total = max(counts[0] + counts[1], 1e-12)
+    best = 0 if counts[1] >= counts[0] else 1  # candidates: model, constant +1, constant -1
+    # resolved: the noisy difference of the counts (std sqrt(2) sigma) beats MARGIN of it
+    resolved = abs(counts[1] - counts[0]) > MARGIN * math.sqrt(2.0) * prior.info["label_sigma"]
+    return best, max(counts) / total, bool(resolved)
+
+
+def _select(auto, X_val, y_val, regression, fit_intercept, mu_v, rng, n_train, majority=None):
+    mu_scores, constant, source = mu_v, None, None
     if regression and fit_intercept:
-        mu_scores = mu_v / math.sqrt(2.0)
-        constant = noisy_mean(auto.target.transform(y_val), mu_scores, rng)
+        half = mu_v / math.sqrt(2.0)
+        constant = released_mean(auto, n_train, 2.0 / (len(y_val) * half))
+        source = "the training branch's release (free)"
+        if constant is None:
+            mu_scores = half
+            constant = noisy_mean(auto.target.transform(y_val), mu_scores, rng)
+            source = "the held-out rows (half of mu_v)"
     cands = candidates(auto, regression, fit_intercept, constant)
     scores = per_record_scores(auto, cands, X_val, y_val, regression)
     noisy, sigma = noisy_scores(scores, mu_scores, rng)
     released_columns = scores.shape[1]
     if scores.shape[1] < len(cands):  # classifier: constant -1 scores 1 - (constant +1)
         noisy = np.append(noisy, 1.0 - noisy[1])
-    best, use_model = choose(noisy[0], noisy[1:], sigma)
-    sigma_mean = None if constant is None else 2.0 / (len(y_val) * mu_scores)
-    resolved = constant_resolved(noisy[1:], sigma)  # reported; the decision does not use it
+    best, use_model = choose(noisy[0], noisy[1:], sigma,
+                             None if majority is None else majority[0])
+    sigma_mean = None if source is None or mu_scores == mu_v else 2.0 / (len(y_val) * mu_scores)
+    resolved = majority[2] if majority is not None else constant_resolved(noisy[1:], sigma)
     name, coef, intercept = cands[0] if use_model else cands[1 + best]
     if not use_model and not regression and fit_intercept:
         # the constant's probability: the noisy rate of its class (post-processing)
-        rate = float(np.clip(noisy[1 + best], 0.5 + 1e-9, 1.0 - 1e-6))
+        rate = noisy[1 + best] if majority is None else majority[1]
+        rate = float(np.clip(rate, 0.5 + 1e-9, 1.0 - 1e-6))
         intercept = math.copysign(math.log(rate / (1.0 - rate)), intercept)
     record = {"released": "model" if use_model else name,
               "candidates": [c[0] for c in cands],
               "noisy_scores": [float(s) for s in noisy], "sigma": sigma, "mu": mu_v,
-              "mu_scores": mu_scores, "noisy_mean": constant,
+              "mu_scores": mu_scores, "noisy_mean": constant, "noisy_mean_from": source,
               "sigma_mean": sigma_mean, "constant_resolved": resolved,
               "validation_rows": int(len(y_val)), "released_columns": released_columns,
-              "margin": MARGIN,
+              "margin": MARGIN, "majority_from": ("the labels' noisy counts" if majority
+                                                  is not None else None),
               "reason": (f"held-out selection on {len(y_val)} rows (Gaussian, mu={mu_v:.3g}, "
                          f"sigma={sigma:.3g}): released {'the model' if use_model else name}"
                          + ("" if resolved else " (which class is the majority is not "

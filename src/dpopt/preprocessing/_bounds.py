@@ -379,7 +379,7 @@ def private_feature_bounds(X, mu, rng, *, quantiles=DEFAULT_QUANTILES, bounds=No
 def private_bounds_from_counts(counts, n, mu, rng, *, quantiles=DEFAULT_QUANTILES, bounds=None,
                                confidence=DEFAULT_CONFIDENCE, grid=DEFAULT_GRID,
                                bin_confidence=DEFAULT_BIN_CONFIDENCE,
-                               fallback=None) -> FeatureBounds:
+                               fallback=None, quiet=False) -> FeatureBounds:
     """:func:`private_feature_bounds` from exact histograms already counted on ``grid``.
 
     ``counts``: shape (p, grid.n_bins), the exact (non-private) counts of the n values of
@@ -387,7 +387,8 @@ def private_bounds_from_counts(counts, n, mu, rng, *, quantiles=DEFAULT_QUANTILE
     Dask array. The release, its sensitivity, its record and the scan are those of
     :func:`private_feature_bounds` (same noise draws from ``rng``): for counts equal to
     ``feature_histograms(X, range(p))`` the two return the same bounds at the same seed.
-    Features with public bounds (``bounds``) are left out of the release.
+    Features with public bounds (``bounds``) are left out of the release. ``quiet``: no
+    warning for unresolved features (a caller that keeps an earlier map for them).
     """
     counts = np.asarray(counts, dtype=np.float64)
     if not isinstance(grid, SignedLogGrid):
@@ -398,11 +399,11 @@ def private_bounds_from_counts(counts, n, mu, rng, *, quantiles=DEFAULT_QUANTILE
     n = check_positive_int(n, "n")
     return _bounds_release(lambda columns: counts[columns], (n, counts.shape[0]), mu, rng,
                            quantiles=quantiles, bounds=bounds, confidence=confidence, grid=grid,
-                           bin_confidence=bin_confidence, fallback=fallback)
+                           bin_confidence=bin_confidence, fallback=fallback, quiet=quiet)
 
 
 def _bounds_release(counts_of, shape, mu, rng, *, quantiles, bounds, confidence, grid,
-                    bin_confidence, fallback=None) -> FeatureBounds:
+                    bin_confidence, fallback=None, quiet=False) -> FeatureBounds:
     """The release and scan shared by the two entry points; ``counts_of(columns)`` gives
     the exact histograms of the released columns."""
     mu = check_mu(mu)
@@ -424,7 +425,8 @@ def _bounds_release(counts_of, shape, mu, rng, *, quantiles, bounds, confidence,
                                                   bin_confidence)
     fell = np.zeros(p, dtype=bool)
     if fallback is None:
-        warn_unresolved(columns[unresolved], sigma, n, stacklevel=4)  # the entry point's caller
+        if not quiet:
+            warn_unresolved(columns[unresolved], sigma, n, stacklevel=4)  # the entry point's caller
     else:
         fb_lo, fb_hi = _check_fallback(fallback)
         m = max(abs(fb_lo), abs(fb_hi))

@@ -35,6 +35,14 @@ def noisy_means(sums, n, mu, rng):
     return np.clip(noisy / n, 0.0, 1.0), [Gaussian(1.0 / mu, 1)]
 
 
+def noisy_target_mean(total, n, mu, rng):
+    """The mean of n targets scaled into [-1, 1] from their exact sum: replacing one record
+    moves the sum by at most 2, so N(0, (2 / mu)^2) noise on it is mu-GDP; clipped to
+    [-1, 1] (post-processing). Returns (mean, records)."""
+    noisy = (total + (2.0 / mu) * rng.standard_normal()) / n
+    return float(np.clip(noisy, -1.0, 1.0)), [Gaussian(1.0 / mu, 1)]
+
+
 def row_norms(X):
     return np.sqrt(row_sq_norms(X))
 

@@ -46,6 +46,26 @@ class Scaling:
         """The same map followed by subtracting ``means`` (in scaled units)."""
         return replace(self, offset=self.offset + np.asarray(means) * self.scale)
 
+    def narrowed(self, columns, lower, upper):
+        """The same centred map with feature ``columns[k]`` clipped to [lower[k], upper[k]]
+        (bounds of its centred, scaled values: private bounds released after centring) and
+        divided by s_k = min(1, max(|lower[k]|, |upper[k]|)), so that it spans [-1, 1]
+        instead of a small part of it. A feature whose bounds do not surround its mean
+        (lower[k] < 0 < upper[k] fails: collapsed, unresolved, or one-sided like a rare
+        indicator, whose bulk is one value) keeps its map: narrowing it would make it a
+        constant. Post-processing of released bounds: free."""
+        columns = np.asarray(columns, dtype=np.intp)
+        lower, upper = np.asarray(lower, float), np.asarray(upper, float)
+        s = np.minimum(1.0, np.maximum(np.abs(lower), np.abs(upper)))
+        keep = (lower < 0) & (upper > 0)
+        c, lower, upper, s = columns[keep], lower[keep], upper[keep], s[keep]
+        lo, hi, sc = self.lower.copy(), self.upper.copy(), self.scale.copy()
+        lo[c] = np.maximum(lo[c], self.offset[c] + lower * sc[c])
+        hi[c] = np.minimum(hi[c], self.offset[c] + upper * sc[c])
+        hi[c] = np.maximum(lo[c], hi[c])
+        sc[c] = sc[c] * s
+        return replace(self, lower=lo, upper=hi, scale=sc)
+
     def to_dict(self):
         """The map ``coef_`` needs at prediction time, for a model file."""
         return {"type": "clip", "lower": self.lower.tolist(), "upper": self.upper.tolist()}

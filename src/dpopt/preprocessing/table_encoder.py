@@ -70,9 +70,10 @@ def prepare_default(X, y, *, epsilon, delta, categories, feature_bounds, classes
     delta_y = delta_sel / k if select_y else 0.0
     share_y = label_share(X.shape[0], mu, delta_y) if select_y else 0.0
     share_c = selection_share(columns or [])
-    labels, records = None, []
+    labels, records, label_counts = None, [], None
     if select_y:
-        labels, records, _ = select_labels(y, mu * math.sqrt(share_y), delta_y, rng)
+        labels, records, _, label_counts = select_labels(y, mu * math.sqrt(share_y), delta_y,
+                                                         rng)
     if frame:
         schema, _ = fit_schema(df, columns, mu * math.sqrt(share_c) if share_c else 0.0,
                                delta_sel - delta_y, rng)
@@ -97,6 +98,8 @@ def prepare_default(X, y, *, epsilon, delta, categories, feature_bounds, classes
         info.update(_schema_info(schema))
     if select_y:
         info["labels"] = "selected privately"
+        info["label_counts"] = label_counts
+        info["label_sigma"] = math.sqrt(2.0) / (mu * math.sqrt(share_y))
     prior = Prior(share, delta_sel, records, info) if share else None
     return Xf, y_out, classes_out, encoder, bounds, prior
 

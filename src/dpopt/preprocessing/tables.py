@@ -34,8 +34,11 @@ Ntoulas, WWW 2009). Every selected part of the table is a vector of counts: for 
 string column the count of each value present, for each column that can hold missing
 values the count of its missing cells, and for a classifier whose labels are not declared
 the count of each label. All counts get independent N(0, sigma^2) noise and a value is kept
-when its noisy count exceeds a threshold tau; only the kept values are released (not the
-counts).
+when its noisy count exceeds a threshold tau; the kept values are released, and for the
+labels their noisy counts too (the default path's held-out selection reads the majority
+class from them). The argument below covers releasing (value, noisy count) pairs: the counts
+of values present in both neighbours are the Gaussian mechanism, and a value present in one
+only is released, with or without its count, in at most delta_sel of fits.
 
 * Sensitivity (replace-one: the same n, one record's row changed). In a string column
   (and the label) a record moves one unit from its old value's count to its new one's:
@@ -133,11 +136,20 @@ def _value_counts(values):
 
 def select_values(counts, sigma, tau, rng):
     """The keys of ``counts`` whose count + N(0, sigma^2) exceeds tau (sorted)."""
+    return list(select_noisy(counts, sigma, tau, rng))
+
+
+def select_noisy(counts, sigma, tau, rng):
+    """{key: noisy count} of the keys of ``counts`` whose count + N(0, sigma^2) exceeds tau
+    (in sorted key order). Releasing the kept keys' noisy counts with them is the same
+    mechanism (Gaussian thresholding releases (key, noisy count) pairs: Desfontaines et al.
+    2022; the counts of keys present in both neighbours are the Gaussian mechanism of the
+    module docstring, a key present in one only is hidden by the threshold)."""
     keys = sorted(counts)
     if not keys:
-        return []
+        return {}
     noisy = np.array([counts[k] for k in keys], float) + rng.standard_normal(len(keys)) * sigma
-    return [k for k, v in zip(keys, noisy) if v > tau]
+    return {k: float(v) for k, v in zip(keys, noisy) if v > tau}
 
 
 def select_labels(y, mu, delta, rng, classes=None):
@@ -147,18 +159,25 @@ def select_labels(y, mu, delta, rng, classes=None):
     Otherwise one partition selection of the label counts (sensitivity sqrt(2) under
     replace-one): ``mu`` is its Gaussian-DP budget, ``delta`` the threshold's delta_sel. The
     records are ``[Gaussian(1 / mu, 1)]``; a label held by one record is kept with
-    probability at most ``delta``. The classes are returned in ``np.unique`` order.
+    probability at most ``delta``. The classes are returned in ``np.unique`` order, with
+    their noisy counts (released with them; ``None`` for declared labels):
+    ``(classes, records, delta_sel, noisy_counts)``.
     """
     declared = declared_classes(y, classes)
     if declared is not None:
-        return declared, [], 0.0
+        return declared, [], 0.0, None
     labels = np.asarray(y)
     sigma = math.sqrt(2.0) / mu
     tau = selection_threshold(sigma, 1, delta)
-    counts = _label_counts(labels)
-    kept = set(select_values({str(k): v for k, v in counts.items()}, sigma, tau, rng))
-    chosen = np.array(sorted(k for k in counts if str(k) in kept))
-    return chosen, [Gaussian(1.0 / mu, 1)], float(delta)
+    chosen, noisy = _kept_labels(_label_counts(labels), sigma, tau, rng)
+    return chosen, [Gaussian(1.0 / mu, 1)], float(delta), noisy
+
+
+def _kept_labels(counts, sigma, tau, rng):
+    """(kept labels in np.unique order, their noisy counts in the same order)."""
+    noisy = select_noisy({str(k): v for k, v in counts.items()}, sigma, tau, rng)
+    chosen = np.array(sorted(k for k in counts if str(k) in noisy))
+    return chosen, [noisy[str(k)] for k in chosen]
 
 
 def label_prior(counts, n, epsilon, delta, rng):
@@ -171,11 +190,10 @@ def label_prior(counts, n, epsilon, delta, rng):
     share = label_share(n, mu, delta_sel)
     mu_y = mu * math.sqrt(share)
     sigma = math.sqrt(2.0) / mu_y
-    kept = set(select_values({str(k): v for k, v in counts.items()}, sigma,
-                             selection_threshold(sigma, 1, delta_sel), rng))
-    classes = np.array(sorted(k for k in counts if str(k) in kept))
+    classes, noisy = _kept_labels(counts, sigma, selection_threshold(sigma, 1, delta_sel), rng)
     info = {"selection_mu": mu_y, "selection_delta": delta_sel, "label_share": share,
-            "column_share": 0.0, "labels": "selected privately"}
+            "column_share": 0.0, "labels": "selected privately", "label_counts": noisy,
+            "label_sigma": sigma}
     return classes, Prior(share, delta_sel, [Gaussian(1.0 / mu_y, 1)], info)
 
 
