@@ -23,7 +23,7 @@ _LAZY = {
     "available_solvers": "dpopt.solvers",
     "get_solver": "dpopt.solvers",
     "register_solver": "dpopt.solvers",
-    "solve": "dpopt.solvers",
+    "solve": "dpopt.api.charge",
     "reference_optimum": "dpopt.solvers.reference",
     "PrivateHyperparameterSearch": "dpopt.api.tuning",
     "ChunkedProblem": "dpopt.data.chunked",
@@ -31,8 +31,9 @@ _LAZY = {
 }
 _LAZY.update({name: "dpopt.api.estimators" for name in (
     "DPLogisticRegression", "DPLinearRegression", "DPLasso", "DPElasticNet", "DPHuberRegressor")})
+_LAZY.update({name: "dpopt.api.transformers" for name in (
+    "PrivateClipper", "PrivateMinMaxScaler", "PrivateStandardScaler", "PrivateRobustScaler")})
 _LAZY.update({name: "dpopt.preprocessing" for name in (
-    "PrivateClipper", "PrivateMinMaxScaler", "PrivateStandardScaler", "PrivateRobustScaler",
     "private_feature_bounds", "private_target_bounds", "FeatureBounds",
     "public_one_hot_encoder")})
 

@@ -62,8 +62,9 @@ from sklearn.utils.validation import _num_samples, check_is_fitted, validate_dat
 
 from dpopt._core.exceptions import PrivacyLeakWarning
 from dpopt._core.validation import check_choice, check_delta, check_scalar, default_delta
+from dpopt.api.charge import charged
 from dpopt.privacy import Laplace
-from dpopt.privacy.budget import Spend, _unbudgeted, resolve_budget
+from dpopt.privacy.budget import Spend, _unbudgeted
 from dpopt.privacy.repetition import (  # noqa: F401 (public here: the search's accounting)
     DISTRIBUTIONS,
     ORDERS,
@@ -360,14 +361,10 @@ class PrivateHyperparameterSearch(MetaEstimatorMixin, BaseEstimator):
         mechanisms = self._probe(candidates, len(train), X, y)
         score_mech = Laplace(1.0 / float(self.score_epsilon))
         total = self._total_epsilon([mechs + [score_mech] for mechs in mechanisms], delta)
-        budget = resolve_budget(self.accountant)
-        if budget is None:
+        with charged(self.accountant, total, delta, label="hyperparameter search") as slot:
             self._search(X, y, train, val, candidates, mechanisms, rng)
-        else:
-            with budget.spend(total, delta, label="hyperparameter search") as slot:
-                self._search(X, y, train, val, candidates, mechanisms, rng)
-                slot.record(Spend("hyperparameter search", total, delta, "replace-one",
-                                  f"rdp ({self.distribution} random stopping)"))
+            slot.record(Spend("hyperparameter search", total, delta, "replace-one",
+                              f"rdp ({self.distribution} random stopping)"))
         self.candidate_mechanisms_ = mechanisms
         self.epsilon_spent_ = total
         self.delta_spent_ = delta

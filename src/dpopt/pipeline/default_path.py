@@ -97,8 +97,7 @@ from dpopt.privacy import (
     gdp_epsilon,
     gdp_mu,
 )
-from dpopt.privacy.budget import _unbudgeted
-from dpopt.solvers import Checkpoints, available_solvers, get_solver, make_result, solve
+from dpopt.solvers import Checkpoints, available_solvers, get_solver, make_result, solve_uncharged
 from dpopt.solvers._base import chunked_note
 from dpopt.solvers._common import run_length  # noqa: F401 (the rules' run length, public here)
 
@@ -432,9 +431,9 @@ def fit_default(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, 
         options["prior_mu"] = math.sqrt(max(mu_total ** 2 - mus["model"] ** 2, 0.0))
         eps_model = epsilon
     _check_model_share(eps_model, epsilon, delta, n)
-    with _unbudgeted():  # the caller charges the whole pipeline once
-        result = solve(problem, solver, epsilon=eps_model, delta=delta, random_state=rng,
-                       **options)
+    # uncharged: the api-level caller charges the whole pipeline once
+    result = solve_uncharged(problem, solver, epsilon=eps_model, delta=delta, random_state=rng,
+                             **options)
 
     released = None  # the inference releases: only on a path with a usable noise law
     degenerate = target is not None and target.half_width == 0  # the model is 0
