@@ -123,3 +123,20 @@ def test_no_solver_asks_whether_its_data_is_chunked():
               for node in ast.walk(tree)
               if isinstance(node, ast.Attribute) and node.attr == "is_chunked"]
     assert asking == []
+
+
+def test_in_memory_and_chunked_problems_share_the_step_protocol():
+    """The methods the solvers call instead of asking ``is_chunked`` exist on both layouts
+    with the same signature (dpopt.data.steps)."""
+    import inspect
+
+    from dpopt.data import Problem
+    from dpopt.data.chunked import ChunkedProblem
+
+    for name in ("poisson_sampler", "proximal_sgd_steps", "block_steps", "max_row_norm",
+                 "gradient_sum" if hasattr(Problem, "gradient_sum") else "clipped_gradient",
+                 "sufficient_statistics", "coordinate_smoothness", "global_smoothness"):
+        assert (inspect.signature(getattr(Problem, name))
+                == inspect.signature(getattr(ChunkedProblem, name))), name
+    assert Problem.block_step_reads_all_rows is False
+    assert ChunkedProblem.block_step_reads_all_rows is True
