@@ -10,6 +10,8 @@ loads scikit-learn), so that ``import dpopt`` and the light CLI commands (``dpop
 ``dpopt solvers``, ``dpopt datasets``) start fast.
 """
 
+import importlib
+
 __version__ = "0.1.0"
 
 _LAZY = {
@@ -47,8 +49,6 @@ _MOVED = {"audit": "dpopt.api.audit", "budget": "dpopt.privacy.budget",
 
 
 def __getattr__(name):
-    import importlib
-
     if name in _MOVED:
         return importlib.import_module(_MOVED[name])
     if name in _LAZY:

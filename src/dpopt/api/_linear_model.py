@@ -10,6 +10,7 @@ import math
 import warnings
 
 import numpy as np
+import pandas as pd
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
@@ -196,8 +197,6 @@ class _DPLinearModel(BaseEstimator):
         if n == 0:
             raise ValueError("X has 0 rows: a fit needs data")
         if self._classifier:
-            import pandas as pd
-
             if pd.isna(pd.Series(np.asarray(y, dtype=object))).any():
                 raise ValueError("y has missing labels: drop those rows first (the labels "
                                  "cannot be imputed)")
@@ -466,6 +465,7 @@ def _classes_of(y):
     then the label set is released as it is, like scikit-learn does. ``y`` may be a Dask
     array (chunked fits: one pass)."""
     if hasattr(y, "dask") and hasattr(y, "compute"):
+        # lazy: dask is an optional dependency (pip install dpopt[dask])
         import dask.array as da
 
         y = da.unique(y).compute()

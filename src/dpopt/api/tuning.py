@@ -54,15 +54,20 @@ import warnings
 from dataclasses import fields, replace
 
 import numpy as np
+import pandas as pd
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator, MetaEstimatorMixin, clone, is_classifier
+from sklearn.compose import ColumnTransformer
 from sklearn.model_selection import ParameterGrid
+from sklearn.pipeline import FeatureUnion, Pipeline
+from sklearn.preprocessing import FunctionTransformer, OneHotEncoder, OrdinalEncoder
 from sklearn.utils import _safe_indexing
 from sklearn.utils.validation import _num_samples, check_is_fitted, validate_data
 
 from dpopt._core.exceptions import PrivacyLeakWarning
 from dpopt._core.validation import check_choice, check_delta, check_scalar, default_delta
 from dpopt.api.charge import charged
+from dpopt.api.estimators import _classes_of
 from dpopt.privacy import Laplace
 from dpopt.privacy.budget import Spend, _unbudgeted
 from dpopt.privacy.repetition import (  # noqa: F401 (public here: the search's accounting)
@@ -90,9 +95,6 @@ def _steps(est, prefix=""):
     """(name, fitted part) of every leaf of a candidate: the steps of a Pipeline, the
     fitted transformers of a ColumnTransformer or FeatureUnion (recursively), or the
     estimator alone."""
-    from sklearn.compose import ColumnTransformer
-    from sklearn.pipeline import FeatureUnion, Pipeline
-
     if isinstance(est, Pipeline):
         parts = list(est.steps)
     elif isinstance(est, ColumnTransformer):
@@ -110,9 +112,6 @@ def _steps(est, prefix=""):
 
 
 def _is_leaf(part):
-    from sklearn.compose import ColumnTransformer
-    from sklearn.pipeline import FeatureUnion, Pipeline
-
     return not isinstance(part, (Pipeline, ColumnTransformer, FeatureUnion))
 
 
@@ -157,8 +156,6 @@ def _is_public(step):
     """A step that learns nothing from the data: a FunctionTransformer, or an encoder
     whose categories are given (public schema, e.g.
     :func:`dpopt.preprocessing.public_one_hot_encoder`)."""
-    from sklearn.preprocessing import FunctionTransformer, OneHotEncoder, OrdinalEncoder
-
     if isinstance(step, FunctionTransformer):
         return True
     return isinstance(step, (OneHotEncoder, OrdinalEncoder)) and \
@@ -224,8 +221,6 @@ def _surrogate(X, n, rng):
     its dtype (numbers, booleans alternating, a categorical column cycling through its
     declared categories, a string column through placeholder values)."""
     if _is_frame(X):
-        import pandas as pd
-
         cols = {}
         for name, dtype in X.dtypes.items():
             if isinstance(dtype, pd.CategoricalDtype):
@@ -393,8 +388,6 @@ class PrivateHyperparameterSearch(MetaEstimatorMixin, BaseEstimator):
         prng = np.random.default_rng(12345)
         Xs = _surrogate(X, n_train, prng)
         if is_classifier(self.estimator):
-            from dpopt.api.estimators import _classes_of
-
             classes = _classes_of(y)
             ys = classes[np.arange(n_train) % len(classes)]
         else:

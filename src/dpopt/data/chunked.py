@@ -376,6 +376,7 @@ class ChunkedProblem:
         """``(client, [(x_future, y_future), ...])`` in row order when every chunk of X and y
         is held by the active distributed client (:meth:`persist`), else ``None``."""
         try:
+            # lazy: distributed is an optional dependency (pip install dpopt[dask])
             from distributed import default_client, futures_of
 
             client = default_client()
@@ -405,6 +406,7 @@ class ChunkedProblem:
         """:meth:`_reduce` on held chunks: one task per chunk, then sums of ``SPLIT_EVERY``
         partial rows at a time up to the root, submitted directly to the scheduler. A
         function that takes ``block_info`` gets its chunk's rows as ``map_blocks`` gives them."""
+        # lazy: dask is an optional dependency (pip install dpopt[dask])
         from dask.utils import has_keyword
 
         def submit(*args):

@@ -97,9 +97,11 @@ def _plot_panels(fams, panels, families, path, title, clip_factor=None):
     Bespoke: :mod:`dpopt.experiments.plotting` has no x axis n, no best-of-grid lines with standard
     errors, no excess-risk axis clipped at the w = 0 reference (``dpopt plot`` draws the raw
     runs through :func:`plot_records`)."""
+    # lazy: matplotlib only when a figure is drawn (~0.5 s to import)
     import matplotlib
 
     matplotlib.use("Agg")
+    # lazy: matplotlib only when a figure is drawn (~0.5 s to import)
     import matplotlib.pyplot as plt
     from matplotlib.ticker import NullFormatter
 

@@ -72,6 +72,7 @@ DP-CD takes one cluster-wide reduction per coordinate, DP-GD one per step).
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -172,8 +173,6 @@ def note_columns(fb, scaling):
 
 def warn_columns(plan, stacklevel=2):
     """One :class:`ColumnWarning` per line of :func:`_column_lines` about columns."""
-    import warnings
-
     for text in _column_lines({k: plan.get(k) for k in ("fallback_features",
                                                          "dropped_features")}):
         warnings.warn(text, ColumnWarning, stacklevel=stacklevel)
@@ -516,8 +515,6 @@ def private_scaling(data, mus, *, fit_intercept, center, regression, rng, bounds
 def _warn_row_normalization(n, p, epsilon):
     """The documented fall-back when the features' ranges cannot be located (public n, p,
     epsilon only): every row is divided by its norm (a per-record map, free)."""
-    import warnings
-
     warnings.warn(f"n_samples={n} is too few to locate the ranges of the {p} features privately "
                   f"at epsilon={epsilon:g}: rows are normalized to unit norm instead (free, and "
                   f"predict does the same); give more data, a larger epsilon, or scale X "
@@ -543,8 +540,6 @@ def _check_model_share(eps_model, epsilon, delta, n):
 def _no_model(p, loss, penalty, penalty_kwargs, fit_intercept, delta, n, epsilon, prior=None):
     """The documented result when n is too small to locate the target's range at this
     epsilon: the zero model, computed without reading the data, so nothing is spent."""
-    import warnings
-
     reason = (f"n_samples={n} is too few to locate the range of the target privately at "
               f"epsilon={epsilon:g} (even {MAX_SHARE:.0%} of the budget cannot resolve its "
               f"histogram): the model is the constant 0 and nothing was spent; use a larger "
