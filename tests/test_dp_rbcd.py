@@ -16,7 +16,6 @@ from _independent_accounting import eq18_epsilon_numeric, gaussian_epsilon
 from _noise_checks import M_PUBLIC, coordinate_noise, eso_noise
 from dpopt._core.exceptions import PrivacyLeakWarning
 from dpopt.privacy import calibrate_gaussian, epsilon_of
-from dpopt.solvers import dp_rbcd
 from dpopt.solvers.dp_rbcd import (
     BernoulliSampler,
     FullSampler,
@@ -494,5 +493,5 @@ noise_spec("dp-rbcd", {"passes": 10, "step": 0.7, "clip": 2.0, "smoothness": M_P
 noise_spec("dp-rbcd", {"passes": 3, "step": 1.0, "clip": 1.0, "smoothness": M_PUBLIC,
                        "sampling": "full"})(eso_noise)
 # _run_pass(problem, z, w, indptr, indices, noise, sigma, scale, incremental, step, M, clips)
-clip_off("dp-rbcd")(unclipping(dp_rbcd, _run_pass=(11,)))
+clip_off("dp-rbcd")(unclipping(dpopt.data.steps, _run_pass=(11,)))  # as MarginBlockSteps calls it
 one_step("dp-rbcd", passes=1, smoothness=np.ones(1))  # p = 1: one coordinate step

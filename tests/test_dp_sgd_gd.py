@@ -21,7 +21,6 @@ from _independent_accounting import (
 )
 from _noise_checks import M_PUBLIC, NORMAL, eso_noise
 from dpopt.privacy import Gaussian, SubsampledGaussian, calibrate, epsilon_of
-from dpopt.solvers import dp_sgd
 from dpopt.solvers._common import poisson_batches
 
 
@@ -328,6 +327,6 @@ noise_spec("dp-sgd", {"passes": 2, "step": 0.3, "clip": 1.0, "smoothness": 2.0, 
 clip_off("dp-gd")(unclipping(dpopt.data.problem, full_gradient=("clip", "clips")))  # as Problem calls it
 # sgd_steps(X_rows, y, row_norms, loss_code, loss_param, prox, w, rows, bounds, noise, gamma,
 #           clip, sigma, batch_size)
-clip_off("dp-sgd")(unclipping(dp_sgd, sgd_steps=(11,)))
+clip_off("dp-sgd")(unclipping(dpopt.data.problem, sgd_steps=(11,)))  # as Problem calls it
 one_step("dp-gd", passes=1, smoothness=1.0)
 one_step("dp-sgd", passes=1, smoothness=1.0, batch_size=30)  # q = 1

@@ -72,7 +72,7 @@ def test_transformer_at_tiny_epsilon_succeeds_within_its_target(name):
 
 @pytest.mark.parametrize("name", TRANSFORMERS)
 def test_failed_transformer_fit_charges_nothing_and_is_not_an_assert(name, monkeypatch):
-    from dpopt.preprocessing import _transformers
+    from dpopt.api import transformers as _transformers
     from dpopt.privacy.budget import Spend
 
     X = np.random.default_rng(0).standard_normal((300, 2))

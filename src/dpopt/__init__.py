@@ -10,6 +10,8 @@ loads scikit-learn), so that ``import dpopt`` and the light CLI commands (``dpop
 ``dpopt solvers``, ``dpopt datasets``) start fast.
 """
 
+import importlib
+
 __version__ = "0.1.0"
 
 _LAZY = {
@@ -23,7 +25,7 @@ _LAZY = {
     "available_solvers": "dpopt.solvers",
     "get_solver": "dpopt.solvers",
     "register_solver": "dpopt.solvers",
-    "solve": "dpopt.solvers",
+    "solve": "dpopt.api.charge",
     "reference_optimum": "dpopt.solvers.reference",
     "PrivateHyperparameterSearch": "dpopt.api.tuning",
     "ChunkedProblem": "dpopt.data.chunked",
@@ -31,8 +33,9 @@ _LAZY = {
 }
 _LAZY.update({name: "dpopt.api.estimators" for name in (
     "DPLogisticRegression", "DPLinearRegression", "DPLasso", "DPElasticNet", "DPHuberRegressor")})
+_LAZY.update({name: "dpopt.api.transformers" for name in (
+    "PrivateClipper", "PrivateMinMaxScaler", "PrivateStandardScaler", "PrivateRobustScaler")})
 _LAZY.update({name: "dpopt.preprocessing" for name in (
-    "PrivateClipper", "PrivateMinMaxScaler", "PrivateStandardScaler", "PrivateRobustScaler",
     "private_feature_bounds", "private_target_bounds", "FeatureBounds",
     "public_one_hot_encoder")})
 
@@ -46,8 +49,6 @@ _MOVED = {"audit": "dpopt.api.audit", "budget": "dpopt.privacy.budget",
 
 
 def __getattr__(name):
-    import importlib
-
     if name in _MOVED:
         return importlib.import_module(_MOVED[name])
     if name in _LAZY:

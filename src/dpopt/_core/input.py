@@ -101,6 +101,7 @@ def _check_shape(shape, name):
 
 
 def _check_frame_columns(frame, name):
+    # lazy: _core stays light for the CLI; pandas only for data frames
     from pandas.api.types import is_bool_dtype, is_numeric_dtype
 
     for column, dtype in zip(frame.columns, frame.dtypes):

@@ -131,7 +131,8 @@ def check_positive_int(value, name):
 
 def check_bool(value, name):
     """A Python or NumPy bool (``fit_intercept``: a 0/1 or a string is refused), as ``bool``."""
-    import numpy as np  # here, so that the CLI's argument checks do not load numpy
+    # lazy: the CLI's argument checks (this module) do not load numpy
+    import numpy as np
 
     if not isinstance(value, (bool, np.bool_)):
         raise ValueError(f"{name} must be a bool, got {value!r}")
@@ -150,7 +151,8 @@ def check_random_state(random_state) -> np.random.Generator:
     ``None`` draws fresh OS entropy; an int or SeedSequence seeds a new
     generator; a Generator is used as is (and advanced).
     """
-    import numpy as np  # here, so that the CLI's argument checks do not load numpy
+    # lazy: the CLI's argument checks (this module) do not load numpy
+    import numpy as np
 
     if random_state is None or isinstance(random_state, (numbers.Integral, np.random.SeedSequence)):
         if isinstance(random_state, bool):
@@ -168,7 +170,8 @@ def check_random_state(random_state) -> np.random.Generator:
 def sklearn_seed(random_state):
     """A seed :func:`check_random_state` accepts, from scikit-learn's ``random_state``
     conventions (a ``RandomState`` is turned into one integer drawn from it)."""
-    import numpy as np  # imported here: this module stays light for the CLI
+    # lazy: the CLI's argument checks (this module) do not load numpy
+    import numpy as np
 
     if isinstance(random_state, np.random.RandomState):
         return int(random_state.randint(0, 2 ** 31 - 1))

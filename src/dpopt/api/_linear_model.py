@@ -6,11 +6,11 @@ The public estimators are in :mod:`dpopt.api.estimators`.
 
 from __future__ import annotations
 
-import contextlib
 import math
 import warnings
 
 import numpy as np
+import pandas as pd
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
@@ -24,6 +24,7 @@ from dpopt._core.validation import (
     default_delta,
     sklearn_seed,
 )
+from dpopt.api.charge import charged, solve
 from dpopt.data import Problem
 from dpopt.data.chunked import ChunkedProblem, as_dask_arrays, is_chunked_input
 from dpopt.pipeline.multiclass import OneVsRestProblems, fit_default_one_vs_rest, solve_one_vs_rest
@@ -36,10 +37,27 @@ from dpopt.preprocessing.tables import (
     plan_table,
     public_table,
 )
-from dpopt.privacy.budget import Spend, resolve_budget
-from dpopt.solvers import check_distributed, get_solver, solve
+from dpopt.privacy.budget import Spend
+from dpopt.solvers import check_distributed, get_solver
 
 _RESERVED_OPTIONS = ("epsilon", "delta", "random_state", "rng", "problem", "budget")
+
+
+def _charged_solve(problem, spec, epsilon, delta, options, accountant, seed):
+    """An explicit solver's fit, charged once (:func:`dpopt.api.charge.charged`): one
+    :func:`dpopt.solve` call, or the k binary fits of a one-vs-rest problem composed as
+    one release (:func:`dpopt.pipeline.multiclass.solve_one_vs_rest`)."""
+    if not isinstance(problem, OneVsRestProblems):
+        return solve(problem, spec.name, epsilon=epsilon, delta=delta, random_state=seed,
+                     budget=accountant, **options)
+    epsilon, delta = check_privacy_target(epsilon, delta, problem[0].n_samples)
+    target = epsilon if spec.private else math.inf  # a non-private solver: refused by a budget
+    with charged(accountant, target, delta, adjacency=spec.adjacency(spec.check_options(options)),
+                 label=spec.name) as slot:
+        result = solve_one_vs_rest(problem, spec.name, epsilon=epsilon, delta=delta,
+                                   random_state=seed, **options)
+        slot.record(result, label=spec.name)
+    return result
 
 
 def _ledger_entry(result, label):
@@ -179,8 +197,6 @@ class _DPLinearModel(BaseEstimator):
         if n == 0:
             raise ValueError("X has 0 rows: a fit needs data")
         if self._classifier:
-            import pandas as pd
-
             if pd.isna(pd.Series(np.asarray(y, dtype=object))).any():
                 raise ValueError("y has missing labels: drop those rows first (the labels "
                                  "cannot be imputed)")
@@ -263,12 +279,10 @@ class _DPLinearModel(BaseEstimator):
         return y
 
     def _solve(self, problem, spec, epsilon, delta, options, earlier=()):
-        budget = resolve_budget(self.accountant)
-        run = solve_one_vs_rest if isinstance(problem, OneVsRestProblems) else solve
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            result = run(problem, spec.name, epsilon=epsilon, delta=delta,
-                         random_state=sklearn_seed(self.random_state), budget=budget, **options)
+            result = _charged_solve(problem, spec, epsilon, delta, options, self.accountant,
+                                    sklearn_seed(self.random_state))
         self.privacy_leaks_ = []
         if not spec.private or math.isinf(result.epsilon):
             msg = (f"{type(self).__name__}: solver {spec.name!r} with epsilon={epsilon:g} is not "
@@ -300,13 +314,10 @@ class _DPLinearModel(BaseEstimator):
         reservation, so a refused fit reads nothing and a failed one charges nothing."""
         _check_auto_epsilon(epsilon)
         rng = check_random_state(sklearn_seed(self.random_state))
-        budget = resolve_budget(self.accountant)
         name = type(self).__name__
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            with contextlib.ExitStack() as stack:
-                slot = (stack.enter_context(budget.spend(epsilon, delta, label=name))
-                        if budget is not None else None)
+            with charged(self.accountant, epsilon, delta, label=name) as slot:
                 X, target, bounds, prior = prepare(rng)
                 inference = bool(getattr(self, "inference", False))
                 if self._n_classes() > 2:  # one-vs-rest, one composition (dpopt.pipeline.multiclass)
@@ -331,8 +342,7 @@ class _DPLinearModel(BaseEstimator):
                     raise RuntimeError(f"internal error: the default path would spend "
                                        f"{auto.result.epsilon} > epsilon={epsilon}; nothing "
                                        f"is released")
-                if slot is not None:
-                    slot.record(_ledger_entry(auto.result, name), label=name)
+                slot.record(_ledger_entry(auto.result, name), label=name)
         self.privacy_leaks_ = []
         self._surface(caught, stacklevel=6)
         self.auto_ = auto
@@ -455,6 +465,7 @@ def _classes_of(y):
     then the label set is released as it is, like scikit-learn does. ``y`` may be a Dask
     array (chunked fits: one pass)."""
     if hasattr(y, "dask") and hasattr(y, "compute"):
+        # lazy: dask is an optional dependency (pip install dpopt[dask])
         import dask.array as da
 
         y = da.unique(y).compute()

@@ -63,9 +63,13 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import stats
 
+import dpopt
 from dpopt._core.exceptions import PrivacyLeakWarning
 from dpopt._core.validation import check_choice, check_delta, check_positive_int, check_scalar
 from dpopt.data import Problem
+from dpopt.pipeline.selection import noisy_scores
+from dpopt.privacy import gdp_epsilon, gdp_mu
+from dpopt.solvers import _base, available_solvers
 
 
 class _DeclaredBySolvers(Mapping):
@@ -76,8 +80,6 @@ class _DeclaredBySolvers(Mapping):
         self._attribute = attribute
 
     def _table(self):
-        from dpopt.solvers import _base, available_solvers
-
         available_solvers()  # imports every solver module
         return {name: dict(getattr(spec, self._attribute))
                 for name, spec in _base._REGISTRY.items()
@@ -382,8 +384,6 @@ def audit(solver, *, epsilon=DEFAULT_EPSILON, delta=DEFAULT_DELTA, n_runs=DEFAUL
 
 
 def _resolve_solver(solver):
-    import dpopt
-
     if isinstance(solver, str):
         spec = dpopt.get_solver(solver)
         if not spec.private:
@@ -433,9 +433,6 @@ def audit_selection(*, epsilon=DEFAULT_EPSILON, delta=DEFAULT_DELTA, n_runs=DEFA
     mu = gdp_mu(epsilon, delta), the claim is (epsilon, delta); the statistic is the sum of
     the noisy means (along the shift). ``noise_scale`` < 1 is a broken variant, for the
     tests only (it multiplies the noise)."""
-    from dpopt.pipeline.selection import noisy_scores
-    from dpopt.privacy import gdp_epsilon, gdp_mu
-
     epsilon = check_scalar(epsilon, "epsilon", low=0.0, low_open=True)
     delta = check_delta(delta)
     n_runs = check_positive_int(n_runs, "n_runs")

@@ -238,6 +238,7 @@ class DPLogisticRegression(InferenceMixin, ClassifierMixin, _DPLinearModel):
         """Chunked labels on the default path: declared (``classes=``) or chosen privately
         from their counts (one pass, summed over the chunks; :func:`dpopt.preprocessing.tables.label_prior`,
         the release of the in-memory path)."""
+        # lazy: dask is an optional dependency (pip install dpopt[dask])
         import dask.array as da
 
         y = y if isinstance(y, da.Array) else da.from_array(np.asarray(y))
@@ -257,6 +258,7 @@ class DPLogisticRegression(InferenceMixin, ClassifierMixin, _DPLinearModel):
 
     def _encode_chunked_y(self, y):
         """The same encoding of a Dask array of labels (one pass for the label set)."""
+        # lazy: dask is an optional dependency (pip install dpopt[dask])
         import dask.array as da
 
         y = y if isinstance(y, da.Array) else da.from_array(np.asarray(y))

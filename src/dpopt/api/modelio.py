@@ -38,6 +38,7 @@ from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
+from sklearn.preprocessing import normalize
 
 from dpopt import __version__
 from dpopt.datasets import load_file
@@ -288,7 +289,6 @@ def margins(model: dict, X):
         raise ValueError(f"DATA has {X.shape[1]} features; the model has {len(model['coef'])}")
     fmap = model.get("feature_map")
     if fmap is not None:  # the default path's map: features clipped to bounds, or rows normalized
-        from sklearn.preprocessing import normalize
 
         if fmap["type"] == "row-normalize" and fmap.get("columns") is not None:
             X = _normalize_columns(X, np.asarray(fmap["columns"], dtype=int), normalize)

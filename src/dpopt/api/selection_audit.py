@@ -23,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 
 from dpopt.api.audit import clopper_pearson_upper, empirical_epsilon
 from dpopt.preprocessing.table_encoder import prepare_default
@@ -55,8 +56,6 @@ class SelectionAudit:
 
 def neighbours(kind, n):
     """``((X0, y0), (X1, y1))``: replace-one neighbours differing in one label / category."""
-    import pandas as pd
-
     base = np.array(["a"] * (n // 2) + ["b"] * (n - n // 2), dtype=object)
     if kind == "label":
         X = np.zeros((n, 1))

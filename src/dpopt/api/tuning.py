@@ -54,16 +54,22 @@ import warnings
 from dataclasses import fields, replace
 
 import numpy as np
+import pandas as pd
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator, MetaEstimatorMixin, clone, is_classifier
+from sklearn.compose import ColumnTransformer
 from sklearn.model_selection import ParameterGrid
+from sklearn.pipeline import FeatureUnion, Pipeline
+from sklearn.preprocessing import FunctionTransformer, OneHotEncoder, OrdinalEncoder
 from sklearn.utils import _safe_indexing
 from sklearn.utils.validation import _num_samples, check_is_fitted, validate_data
 
 from dpopt._core.exceptions import PrivacyLeakWarning
 from dpopt._core.validation import check_choice, check_delta, check_scalar, default_delta
+from dpopt.api.charge import charged
+from dpopt.api.estimators import _classes_of
 from dpopt.privacy import Laplace
-from dpopt.privacy.budget import Spend, _unbudgeted, resolve_budget
+from dpopt.privacy.budget import Spend, _unbudgeted
 from dpopt.privacy.repetition import (  # noqa: F401 (public here: the search's accounting)
     DISTRIBUTIONS,
     ORDERS,
@@ -89,9 +95,6 @@ def _steps(est, prefix=""):
     """(name, fitted part) of every leaf of a candidate: the steps of a Pipeline, the
     fitted transformers of a ColumnTransformer or FeatureUnion (recursively), or the
     estimator alone."""
-    from sklearn.compose import ColumnTransformer
-    from sklearn.pipeline import FeatureUnion, Pipeline
-
     if isinstance(est, Pipeline):
         parts = list(est.steps)
     elif isinstance(est, ColumnTransformer):
@@ -109,9 +112,6 @@ def _steps(est, prefix=""):
 
 
 def _is_leaf(part):
-    from sklearn.compose import ColumnTransformer
-    from sklearn.pipeline import FeatureUnion, Pipeline
-
     return not isinstance(part, (Pipeline, ColumnTransformer, FeatureUnion))
 
 
@@ -156,8 +156,6 @@ def _is_public(step):
     """A step that learns nothing from the data: a FunctionTransformer, or an encoder
     whose categories are given (public schema, e.g.
     :func:`dpopt.preprocessing.public_one_hot_encoder`)."""
-    from sklearn.preprocessing import FunctionTransformer, OneHotEncoder, OrdinalEncoder
-
     if isinstance(step, FunctionTransformer):
         return True
     return isinstance(step, (OneHotEncoder, OrdinalEncoder)) and \
@@ -223,8 +221,6 @@ def _surrogate(X, n, rng):
     its dtype (numbers, booleans alternating, a categorical column cycling through its
     declared categories, a string column through placeholder values)."""
     if _is_frame(X):
-        import pandas as pd
-
         cols = {}
         for name, dtype in X.dtypes.items():
             if isinstance(dtype, pd.CategoricalDtype):
@@ -360,14 +356,10 @@ class PrivateHyperparameterSearch(MetaEstimatorMixin, BaseEstimator):
         mechanisms = self._probe(candidates, len(train), X, y)
         score_mech = Laplace(1.0 / float(self.score_epsilon))
         total = self._total_epsilon([mechs + [score_mech] for mechs in mechanisms], delta)
-        budget = resolve_budget(self.accountant)
-        if budget is None:
+        with charged(self.accountant, total, delta, label="hyperparameter search") as slot:
             self._search(X, y, train, val, candidates, mechanisms, rng)
-        else:
-            with budget.spend(total, delta, label="hyperparameter search") as slot:
-                self._search(X, y, train, val, candidates, mechanisms, rng)
-                slot.record(Spend("hyperparameter search", total, delta, "replace-one",
-                                  f"rdp ({self.distribution} random stopping)"))
+            slot.record(Spend("hyperparameter search", total, delta, "replace-one",
+                              f"rdp ({self.distribution} random stopping)"))
         self.candidate_mechanisms_ = mechanisms
         self.epsilon_spent_ = total
         self.delta_spent_ = delta
@@ -396,8 +388,6 @@ class PrivateHyperparameterSearch(MetaEstimatorMixin, BaseEstimator):
         prng = np.random.default_rng(12345)
         Xs = _surrogate(X, n_train, prng)
         if is_classifier(self.estimator):
-            from dpopt.api.estimators import _classes_of
-
             classes = _classes_of(y)
             ys = classes[np.arange(n_train) % len(classes)]
         else:

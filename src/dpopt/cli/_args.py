@@ -4,6 +4,7 @@ its value with the library's own checks and names the option in its error."""
 from __future__ import annotations
 
 import argparse
+import json
 import math
 
 
@@ -51,8 +52,6 @@ def _positive_int(text):
 
 def _option(text):
     """KEY=VALUE; VALUE parsed as JSON (numbers, true/false, lists), else a string."""
-    import json
-
     key, sep, value = text.partition("=")
     if not sep or not key.isidentifier():
         raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")

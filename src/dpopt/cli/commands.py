@@ -12,6 +12,7 @@ is read.
 from __future__ import annotations
 
 import argparse
+import ast
 import functools
 import sys
 import textwrap
@@ -19,7 +20,16 @@ import time
 import warnings
 from pathlib import Path
 
-from dpopt._core.validation import check_delta, check_epsilon, default_delta
+import dpopt
+from dpopt import __version__
+from dpopt._core.validation import (
+    MAX_EPSILON,
+    MIN_DELTA,
+    MIN_EPSILON,
+    check_delta,
+    check_epsilon,
+    default_delta,
+)
 from dpopt.cli._args import (
     _checked_number,
     _HelpFormatter,
@@ -44,8 +54,6 @@ def solver_catalog():
     ``dpopt/solvers/`` (its packages included) without importing them (importing compiles numba kernels and
     loads dp-accounting). Falls back to the registry when a decorator is not literal.
     """
-    import ast
-
     found = []
     try:
         for path in sorted((Path(__file__).parents[1] / "solvers").rglob("[!_]*.py")):
@@ -63,8 +71,6 @@ def solver_catalog():
     except (OSError, SyntaxError, LookupError):
         found = []
     if not found:
-        import dpopt
-
         found = [(n, dpopt.get_solver(n).description, dpopt.get_solver(n).private)
                  for n in dpopt.available_solvers()]
     return sorted(found)
@@ -74,10 +80,11 @@ def solver_catalog():
 
 def cmd_demo(args):
     """Private L2-logistic regression on scikit-learn's bundled breast-cancer data."""
+    # lazy: the light CLI commands load no heavy module
     import numpy as np
     from sklearn.preprocessing import StandardScaler
 
-    import dpopt
+    # lazy: the light CLI commands load no heavy module
     from dpopt.datasets import load_bundled
 
     data = load_bundled("breast_cancer")
@@ -147,9 +154,8 @@ def _fit_estimator(estimator, X, y, *, epsilon, delta, random_state):
 
 def _fit_solver(problem, name, opts, X, y, f_star, *, epsilon, delta, random_state):
     """(FitResult, relative error, training accuracy, ms) of one explicit solver run."""
+    # lazy: the light CLI commands load no heavy module
     import numpy as np
-
-    import dpopt
 
     t0 = time.perf_counter()
     res = dpopt.solve(problem, name, epsilon=epsilon, delta=delta, random_state=random_state,
@@ -160,8 +166,6 @@ def _fit_solver(problem, name, opts, X, y, f_star, *, epsilon, delta, random_sta
 
 
 def _demo_solvers(problem, p):
-    import dpopt
-
     names = dpopt.available_solvers(private_only=True)
     # Hyperparameters picked on this data set at epsilon = 1 (a small non-private search,
     # as in the papers; the search itself is not private).
@@ -175,6 +179,7 @@ def _demo_solvers(problem, p):
 # -- account -----------------------------------------------------------------
 
 def cmd_account(args):
+    # lazy: the light CLI commands load no heavy module
     from dpopt import privacy
 
     if (args.noise is None) == (args.epsilon is None):
@@ -208,6 +213,7 @@ def cmd_account(args):
 # -- datasets, solvers, reproduce ------------------------------------------------
 
 def cmd_datasets(args):
+    # lazy: the light CLI commands load no heavy module
     from dpopt import datasets
 
     rows = datasets.list_datasets()
@@ -228,6 +234,7 @@ def cmd_solvers(args):
 
 
 def cmd_reproduce(args):
+    # lazy: the light CLI commands load no heavy module
     from dpopt.experiments import available_experiments, get_experiment
 
     if args.list:
@@ -259,6 +266,7 @@ def cmd_reproduce(args):
 
 def cmd_plot(args):
     """Render the figures of a results JSONL to PNG and SVG."""
+    # lazy: the light CLI commands load no heavy module
     from dpopt.experiments import plot_records, plotting
 
     with warnings.catch_warnings(record=True) as caught:
@@ -279,6 +287,7 @@ def cmd_audit(args):
     if args.solver not in private:
         raise ValueError(f"SOLVER must be one of the private solvers {private}, "
                          f"got {args.solver!r}")
+    # lazy: the light CLI commands load no heavy module
     from dpopt.api import audit
 
     print(f"dpopt audit {args.solver}: {args.runs} runs on each of two neighbouring canary "
@@ -292,9 +301,6 @@ def cmd_audit(args):
 # -- parser --------------------------------------------------------------------
 
 def build_parser():
-    from dpopt import __version__
-    from dpopt._core.validation import MAX_EPSILON, MIN_DELTA, MIN_EPSILON
-
     eps_range = f"in [{MIN_EPSILON:g}, {MAX_EPSILON:g}]"
     delta_range = f"in [{MIN_DELTA:g}, 1); a warning when above 1/n"
     parser = argparse.ArgumentParser(

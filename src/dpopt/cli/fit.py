@@ -6,12 +6,15 @@ schema. Heavy modules are imported when a command runs, so ``dpopt --help`` stay
 from __future__ import annotations
 
 import contextlib
+import json
 import math
 import os
+import types
 import warnings
 from pathlib import Path
 
-from dpopt._core.validation import default_delta
+import dpopt
+from dpopt._core.validation import check_random_state, default_delta
 
 
 def _dask_context(args):
@@ -19,6 +22,7 @@ def _dask_context(args):
     the whole experiment; the experiment's ``run_grid`` calls use it."""
     if args.backend != "dask":
         return contextlib.nullcontext()
+    # lazy: the light CLI commands load no heavy module
     from dpopt.experiments.runner import dask_cluster
 
     return dask_cluster(args.scheduler, n_workers=max(1, args.n_jobs))
@@ -50,6 +54,7 @@ def cmd_fit(args):
     X, y = data["X"], data["y"]
     classes = None
     if args.loss == "logistic" and _numeric_target(y):
+        # lazy: the light CLI commands load no heavy module
         from sklearn.utils.multiclass import type_of_target
 
         if type_of_target(y).startswith("continuous"):
@@ -62,8 +67,6 @@ def cmd_fit(args):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         if data["dropped_rows"]:
-            import dpopt
-
             warnings.warn(f"--missing drop removed {len(data['dropped_rows'])} row(s) with a "
                           f"missing value: the number of records depends on the private data, "
                           f"which the guarantee does not cover", dpopt.PrivacyLeakWarning,
@@ -76,6 +79,7 @@ def cmd_fit(args):
 
 
 def _numeric_target(y):
+    # lazy: the light CLI commands load no heavy module
     import numpy as np
 
     return np.asarray(y).dtype.kind in "fiu"
@@ -83,6 +87,7 @@ def _numeric_target(y):
 
 def _check_fit_arguments(args, options):
     """Everything that can be checked before reading the data or fitting."""
+    # lazy: the light CLI commands load no heavy module
     from dpopt.cli.tables import is_table_path
 
     if args.target is not None and not is_table_path(args.data):
@@ -96,8 +101,6 @@ def _check_fit_arguments(args, options):
         raise ValueError("--epsilon inf: the default path's scaling is private; pass --solver "
                          "for a non-private fit")
     if options and args.solver is not None:
-        import dpopt
-
         dpopt.get_solver(args.solver).check_options(options, what="--option")
     if (args.loss, args.penalty) == ("squared", "l2") and not args.alpha:
         raise ValueError("--alpha: --penalty l2 with the squared loss needs --alpha > 0")
@@ -120,9 +123,11 @@ def _check_output_path(path):
 def _read_fit_data(args):
     """X, y and a description of the columns, from a table (CSV, Parquet: a DataFrame for
     the table layer :mod:`dpopt.preprocessing.tables`) or a numeric file (npz, LIBSVM)."""
+    # lazy: the light CLI commands load no heavy module
     from dpopt.cli.tables import is_table_path
 
     if is_table_path(args.data):
+        # lazy: the light CLI commands load no heavy module
         from dpopt.cli.tables import read_table
 
         try:
@@ -133,6 +138,7 @@ def _read_fit_data(args):
         X, y, dropped = _missing_rows(X, y, name, args.missing)
         return {"X": X, "y": y.to_numpy(), "feature_names": list(X.columns), "target": name,
                 "categories": {}, "dropped_rows": dropped, "filled": 0, "frame": True}
+    # lazy: the light CLI commands load no heavy module
     from dpopt.api import modelio
 
     try:
@@ -147,6 +153,7 @@ def _missing_rows(X, y, name, mode):
     """--missing: ``auto`` keeps every row (the table layer's private rule for features; a
     missing target is an error), ``error`` refuses any missing value (naming the columns),
     ``drop`` drops rows with one (reported; not covered by the guarantee)."""
+    # lazy: the light CLI commands load no heavy module
     import numpy as np
 
     gone_y = y.isna().to_numpy()
@@ -170,9 +177,8 @@ def _missing_rows(X, y, name, mode):
 
 def _fit(args, options, X, y):
     """(FitResult, loss, penalty, fit_intercept, how) of the estimator (or solve) fit."""
+    # lazy: the light CLI commands load no heavy module
     import numpy as np
-
-    import dpopt
 
     kind = _ESTIMATORS.get((args.loss, args.penalty))
     if kind is None:
@@ -217,6 +223,7 @@ def _fit(args, options, X, y):
 
 def _declared_classes(text, y):
     """--classes A,B: the declared labels, as numbers when the target is numeric."""
+    # lazy: the light CLI commands load no heavy module
     import numpy as np
 
     labels = [t.strip() for t in text.split(",")]
@@ -283,8 +290,6 @@ def _format_params(all_params, given):
 
 
 def _fit_with_solve(args, options, X, y):
-    import dpopt
-
     loss = dpopt.data.losses.huber(args.huber_threshold or 1.35) if args.loss == "huber" \
         else args.loss
     penalty = args.penalty or "none"
@@ -295,10 +300,12 @@ def _fit_with_solve(args, options, X, y):
         kwargs["l1_ratio"] = 0.5 if args.l1_ratio is None else args.l1_ratio
     if args.solver is None:
         return _fit_default(args, X, y, loss, penalty, kwargs)
+    # lazy: the light CLI commands load no heavy module
     from dpopt.preprocessing.tables import is_frame
 
     table = None
     if is_frame(X):
+        # lazy: the light CLI commands load no heavy module
         from dpopt.preprocessing.tables import public_table
 
         table, X = public_table(X)
@@ -319,12 +326,13 @@ def _fit_default(args, X, y, loss, penalty, kwargs):
     """The estimators' default path (:func:`dpopt.pipeline.default_path.fit_default`) for a loss and penalty
     without an estimator: private scaling, then the mechanism of ``auto.choose_solver``."""
 
-    from dpopt._core.validation import check_random_state
+    # lazy: the light CLI commands load no heavy module
     from dpopt.pipeline.default_path import fit_default
 
     if math.isinf(args.epsilon):
         raise ValueError("--epsilon inf: the default path's scaling is private; pass --solver "
                          "for a non-private fit")
+    # lazy: the light CLI commands load no heavy module
     from dpopt.preprocessing.table_encoder import prepare_default
 
     delta = default_delta(X.shape[0]) if args.delta is None else args.delta
@@ -347,11 +355,10 @@ def _fit_default(args, X, y, loss, penalty, kwargs):
 
 
 def _report(args, data, fitted, classes, caught):
-    import types
-
+    # lazy: the light CLI commands load no heavy module
     import numpy as np
 
-    import dpopt
+    # lazy: the light CLI commands load no heavy module
     from dpopt.api import modelio
     from dpopt.data.losses import get_loss
     from dpopt.data.penalties import get_penalty
@@ -431,8 +438,7 @@ def _report(args, data, fitted, classes, caught):
 def _save(out, model):
     """Write the model; if that fails (the privacy is already spent), print the model JSON so
     that nothing is lost, and say what failed."""
-    import json
-
+    # lazy: the light CLI commands load no heavy module
     from dpopt.api import modelio
 
     try:
@@ -452,11 +458,13 @@ def _plain(v):
 
 
 def _train_target(data, classes, args):
+    # lazy: the light CLI commands load no heavy module
     import numpy as np
 
     if classes is None:
         return data["y"]
     y = data["y"]
+    # lazy: the light CLI commands load no heavy module
     from dpopt.preprocessing.tables import encode_labels
 
     return np.where(encode_labels(y, classes) == 1, 1.0, -1.0)
@@ -467,8 +475,10 @@ def cmd_predict(args):
     training schema is applied (columns by name, categories aligned, unseen values to
     ``<other>``); predictions are written as CSV; accuracy or R^2 is printed when the target
     column is present."""
+    # lazy: the light CLI commands load no heavy module
     import numpy as np
 
+    # lazy: the light CLI commands load no heavy module
     from dpopt.api import modelio
     from dpopt.cli.tables import is_table_path, read_frame
 
@@ -489,6 +499,7 @@ def cmd_predict(args):
     out = {"prediction": pred}
     if model["loss"] == "logistic":
         out["probability"] = np.exp(-np.logaddexp(0.0, -margin))
+    # lazy: the light CLI commands load no heavy module
     import pandas as pd
 
     pd.DataFrame(out).to_csv(args.out, index=False)
@@ -501,6 +512,7 @@ def cmd_predict(args):
             acc = float(np.mean(np.array([str(v) for v in pred[known]]) == truth))
             print(f"accuracy on the {int(known.sum())} rows with a target: {acc:.4f}")
         else:
+            # lazy: the light CLI commands load no heavy module
             from sklearn.metrics import r2_score
 
             r2 = r2_score(np.asarray(y[known], float), pred[known])

@@ -39,6 +39,7 @@ def is_table_path(path) -> bool:
 
 def read_frame(path):
     """The whole table as a DataFrame (ValueError naming the path when unreadable)."""
+    # lazy: the light CLI commands load no heavy module
     import pandas as pd
 
     name = os.fspath(path).lower()
@@ -67,6 +68,7 @@ def integer_features_as_float(X):
     """pandas reads an integer column as int64 only when no cell is missing: that dtype would
     tell (through the table layer's plan) whether some record has a missing value, so every
     integer feature is made float (its missing count is then always part of the release)."""
+    # lazy: the light CLI commands load no heavy module
     import pandas as pd
 
     ints = [c for c in X.columns if pd.api.types.is_integer_dtype(X[c].dtype)]
@@ -77,6 +79,7 @@ def integer_features_as_float(X):
 
 
 def _has_header(path, sep):
+    # lazy: the light CLI commands load no heavy module
     import pandas as pd
 
     first = pd.read_csv(path, sep=sep or ",", header=None, nrows=1, dtype=str,

@@ -92,6 +92,11 @@ from dpopt.data.sources import (  # noqa: F401 (public here: the estimators' ent
     is_chunked_input,
 )
 from dpopt.data.statistics import row_sq_norms, sufficient_statistics
+from dpopt.data.steps import (  # noqa: F401 (sampling_entropy: public here)
+    KeyedPoissonBatches,
+    ReducedBlockSteps,
+    sampling_entropy,
+)
 from dpopt.kernels.grad import _rows_gradient_csr, chunk_gradient_sum
 from dpopt.kernels.sampling import poisson_batches
 
@@ -371,6 +376,7 @@ class ChunkedProblem:
         """``(client, [(x_future, y_future), ...])`` in row order when every chunk of X and y
         is held by the active distributed client (:meth:`persist`), else ``None``."""
         try:
+            # lazy: distributed is an optional dependency (pip install dpopt[dask])
             from distributed import default_client, futures_of
 
             client = default_client()
@@ -400,6 +406,7 @@ class ChunkedProblem:
         """:meth:`_reduce` on held chunks: one task per chunk, then sums of ``SPLIT_EVERY``
         partial rows at a time up to the root, submitted directly to the scheduler. A
         function that takes ``block_info`` gets its chunk's rows as ``map_blocks`` gives them."""
+        # lazy: dask is an optional dependency (pip install dpopt[dask])
         from dask.utils import has_keyword
 
         def submit(*args):
@@ -505,6 +512,29 @@ class ChunkedProblem:
         """F(w) (a diagnostic computed on the private data; one pass)."""
         return self.smooth_objective(w) + self.penalty.value(np.asarray(w, dtype=np.float64))
 
+    # -- the solvers' steps (dpopt.data.steps: the same methods on Problem) ------------
+    #: a block coordinate step is one reduction over every chunk
+    block_step_reads_all_rows = True
+
+    def poisson_sampler(self, rng, rate) -> KeyedPoissonBatches:
+        """DP-SGD's Poisson batches at ``rate``: 128 bits drawn from ``rng`` now, each
+        chunk then regenerating the batches of its rows (module docstring)."""
+        return KeyedPoissonBatches(rng, rate)
+
+    def proximal_sgd_steps(self, w, batches, noise, *, gammas, clip, sigma, batch_size):
+        """``len(noise)`` proximal DP-SGD steps (:meth:`dpopt.Problem.proximal_sgd_steps`),
+        one reduction of the batch's clipped gradient sum per step; returns w."""
+        entropy, first_step, rate = batches
+        for s in range(noise.shape[0]):
+            g = self.sampled_gradient_sum(w, clip=clip, entropy=entropy, step=first_step + s,
+                                          rate=rate)
+            w = self.penalty.prox(w - gammas * (g + sigma * noise[s]) / batch_size, gammas)
+        return w
+
+    def block_steps(self, w) -> ReducedBlockSteps:
+        """DP-RBCD's passes of block steps: one reduction per non-empty block."""
+        return ReducedBlockSteps(self)
+
     # the same as a Problem's (they read only fit_intercept and dim)
     unpack = Problem.unpack
     zeros = Problem.zeros
@@ -521,10 +551,5 @@ class ChunkedProblem:
                 f"loss={self.loss.name}, penalty={self.penalty.name}"
                 f"(alpha={self.penalty.alpha:g}), fit_intercept={self.fit_intercept})")
 
-
-def sampling_entropy(rng) -> tuple[int, int]:
-    """128 bits from the fit's Generator: the root of the chunked dp-sgd sampling streams."""
-    a, b = rng.integers(0, 2 ** 63, size=2)
-    return int(a), int(b)
 
 

@@ -13,7 +13,9 @@ from dpopt._core.validation import check_bool
 from dpopt.data.losses import Loss, get_loss
 from dpopt.data.penalties import Penalty, get_penalty
 from dpopt.data.statistics import row_sq_norms, sufficient_statistics
+from dpopt.data.steps import GeneratorPoissonBatches, MarginBlockSteps
 from dpopt.kernels.grad import full_gradient
+from dpopt.kernels.sgd import sgd_steps
 
 
 class Problem:
@@ -148,8 +150,11 @@ class Problem:
                                      self.fit_intercept)
 
     def max_row_norm(self) -> float:
-        """max_i ||x_i|| of the features (non-private)."""
-        return math.sqrt(float(np.max(row_sq_norms(self.features))))
+        """max_i ||x_i|| of the features (non-private), each row summed in column order
+        (sparse: over CSR rows, as the chunked reduction and objective perturbation's row
+        clipping compute it)."""
+        F = self.X_csr[:, :self.n_features] if self.is_sparse else self.features
+        return math.sqrt(float(np.max(row_sq_norms(F))))
 
     def max_abs_target(self) -> float:
         """max_i |y_i| (non-private)."""
@@ -158,6 +163,27 @@ class Problem:
     def max_row_nnz(self) -> int:
         """omega: the most non-zeros in a row of X (p for dense data, public)."""
         return int(np.diff(self.X_csr.indptr).max()) if self.is_sparse else self.dim
+
+    # -- the solvers' steps (dpopt.data.steps: the same methods on ChunkedProblem) --
+    #: a block coordinate step updates the margins incrementally (no read of every row)
+    block_step_reads_all_rows = False
+
+    def poisson_sampler(self, rng, rate) -> GeneratorPoissonBatches:
+        """DP-SGD's Poisson batches at ``rate``, drawn from ``rng`` a pass at a time."""
+        return GeneratorPoissonBatches(rng, self.n_samples, rate)
+
+    def proximal_sgd_steps(self, w, batches, noise, *, gammas, clip, sigma, batch_size):
+        """``len(noise)`` proximal DP-SGD steps over ``batches`` (of :meth:`poisson_sampler`),
+        w <- prox(w - gammas (sum_{i in B_s} clip_C(grad_i) + sigma noise_s) / batch_size),
+        in place in one compiled call (:func:`dpopt.kernels.sgd.sgd_steps`); returns w."""
+        rows, bounds = batches
+        sgd_steps(self.X_rows, self.y, self.row_norms, self.loss.code, self.loss.param,
+                  self.penalty.arrays, w, rows, bounds, noise, gammas, clip, sigma, batch_size)
+        return w
+
+    def block_steps(self, w) -> MarginBlockSteps:
+        """DP-RBCD's passes of block steps from ``w``, the margins kept up to date."""
+        return MarginBlockSteps(self, w)
 
     # -- smoothness --------------------------------------------------------
     def coordinate_smoothness(self) -> np.ndarray:

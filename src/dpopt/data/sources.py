@@ -18,6 +18,7 @@ DEFAULT_CHUNK_BYTES = 64 * 2 ** 20  # target size of a float64 chunk when the ro
 def _dask():
     """``(dask, dask.array)``, or a clear error when the optional extra is missing."""
     try:
+        # lazy: dask is an optional dependency (pip install dpopt[dask])
         import dask
         import dask.array as da
     except ImportError:  # pragma: no cover - depends on the installation
@@ -103,6 +104,7 @@ def _as_dask(X, y, chunk_rows):
         elif kind == ".zarr":
             X = da.from_zarr(os.fspath(X))
         else:
+            # lazy: dask is an optional dependency (pip install dpopt[dask])
             import dask.dataframe as dd
             X = dd.read_parquet(os.fspath(X))
     elif isinstance(X, np.memmap):

@@ -83,7 +83,8 @@ def _check_finite(values, what, path):
 
 def _finish(X, y, feature_names, path):
     """Check shapes and values, and build the :class:`LoadedData`."""
-    import scipy.sparse as sp  # here: listing datasets does not load scipy
+    # lazy: listing datasets (the light `dpopt datasets`) does not load scipy
+    import scipy.sparse as sp
 
     data = X.data if sp.issparse(X) else X
     _check_finite(data, "X", path)
@@ -106,7 +107,8 @@ def _finish(X, y, feature_names, path):
 
 
 def _sparse_from_npz(f, path):
-    import scipy.sparse as sp  # here: listing datasets does not load scipy
+    # lazy: listing datasets (the light `dpopt datasets`) does not load scipy
+    import scipy.sparse as sp
 
     missing = [k for k in _SPARSE_KEYS if k not in f.files]
     if missing:
@@ -171,7 +173,8 @@ def save_npz(path, X, y, feature_names=None, *, compress=True):
     and ``X_shape``. Returns the path written. ``path`` should end in ``.npz``
     (NumPy appends the suffix otherwise).
     """
-    import scipy.sparse as sp  # here: listing datasets does not load scipy
+    # lazy: listing datasets (the light `dpopt datasets`) does not load scipy
+    import scipy.sparse as sp
 
     if not isinstance(path, (str, os.PathLike)):
         raise ValueError(f"path must be a str or os.PathLike, got {path!r}")
@@ -200,7 +203,10 @@ def load_libsvm(path, n_features=None) -> LoadedData:
     zero- or one-based is detected by scikit-learn (``zero_based="auto"``).
     The file has no feature names, so ``feature_names`` is None.
     """
-    import scipy.sparse as sp  # here: listing datasets does not load scipy
+    # lazy: listing datasets (the light `dpopt datasets`) does not load scipy
+    import scipy.sparse as sp
+
+    # lazy: the light `dpopt datasets` does not load scikit-learn
     from sklearn.datasets import load_svmlight_file
 
     path = _check_path(path)

@@ -120,6 +120,7 @@ class Dataset:
 
 
 def _openml(data_id, raw_dir):
+    # lazy: the light `dpopt datasets` does not load scikit-learn
     from sklearn.datasets import fetch_openml
 
     # liac-arff keeps pandas optional and reads both dense and sparse ARFF files.
@@ -157,6 +158,7 @@ def _binary(target, positive, negative, source):
 
 
 def _fetch_california(raw_dir):
+    # lazy: the light `dpopt datasets` does not load scikit-learn
     from sklearn.datasets import fetch_california_housing
 
     b = fetch_california_housing(data_home=str(raw_dir), download_if_missing=True)
@@ -179,7 +181,8 @@ def _fetch_madelon(raw_dir):
 
 
 def _fetch_dorothea(raw_dir):
-    import scipy.sparse as sp  # here: listing datasets does not load scipy
+    # lazy: listing datasets (the light `dpopt datasets`) does not load scipy
+    import scipy.sparse as sp
 
     b = _openml(4137, raw_dir)
     X = sp.csr_matrix(b.data, dtype=np.float64)
@@ -187,6 +190,7 @@ def _fetch_dorothea(raw_dir):
 
 
 def _fetch_covtype(raw_dir):
+    # lazy: the light `dpopt datasets` does not load scikit-learn
     from sklearn.datasets import fetch_covtype
 
     b = fetch_covtype(data_home=str(raw_dir), download_if_missing=True)
@@ -307,7 +311,8 @@ def content_sha256(X, y) -> str:
     C-ordered bytes (or CSR indptr/indices as int64 and data as float64, after
     sorting indices and dropping explicit zeros) and y as float64 bytes.
     """
-    import scipy.sparse as sp  # here: listing datasets does not load scipy
+    # lazy: listing datasets (the light `dpopt datasets`) does not load scipy
+    import scipy.sparse as sp
 
     h = hashlib.sha256()
     if sp.issparse(X):
@@ -402,7 +407,8 @@ def _save_cache(ds, cache, digest):
 
 
 def _check_finite(X, y, origin):
-    import scipy.sparse as sp  # here: listing datasets does not load scipy
+    # lazy: listing datasets (the light `dpopt datasets`) does not load scipy
+    import scipy.sparse as sp
 
     values = X.data if sp.issparse(X) else np.asarray(X)
     if not (np.all(np.isfinite(values)) and np.all(np.isfinite(np.asarray(y, dtype=float)))):
@@ -514,6 +520,7 @@ def load_bundled(name) -> Dataset:
     malignant as 0). ``diabetes``: 442 x 10 regression, with scikit-learn's
     default scaling (each feature centred and scaled to unit Euclidean norm).
     """
+    # lazy: the light `dpopt datasets` does not load scikit-learn
     from sklearn.datasets import load_breast_cancer, load_diabetes
 
     if not isinstance(name, str) or name not in BUNDLED_DATASETS:

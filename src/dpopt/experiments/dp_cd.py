@@ -69,6 +69,8 @@ from pathlib import Path
 
 import numpy as np
 
+import dpopt
+from dpopt.datasets import make_sparse_lasso
 from dpopt.experiments import register_experiment
 from dpopt.experiments.protocol import (
     best_rows,
@@ -148,8 +150,6 @@ def load_data(data, quick=False):
     """(X, y) of ``data`` ("sparse-lasso" or a named real dataset, never downloaded), or
     None when absent. ``quick``: a fixed 4000-row subsample, Sparse LASSO 200 x 200."""
     if data == "sparse-lasso":
-        from dpopt.datasets import make_sparse_lasso
-
         return make_sparse_lasso(*((200, 200) if quick else (1000, 1000)), 10, 1.0,
                                  random_state=0)
     loaded = local_dataset(data)
@@ -168,8 +168,6 @@ def build_problem(name, quick):
     """A paper problem with its (epsilon, delta = 1/n^2) and its exact (non-private)
     smoothness constants ``M`` and ``beta``, as in the paper (computed once here because
     beta costs an eigenvalue problem; the same values as smoothness="exact")."""
-    import dpopt
-
     spec = PROBLEMS[name]
     data = load_data(spec["data"], quick)
     if data is None:
@@ -212,8 +210,6 @@ def solver_options(algo, config, smooth):
 
 def run_config(config, seed_sequence):
     """All ``config["runs"]`` runs of one configuration (a top-level function for joblib)."""
-    import dpopt
-
     b = get_problem(config["problem"], config.get("quick", False))
     algo = config["algo"]
     solver = "dp-sgd" if algo in SGD_VARIANTS else "dp-cd"

@@ -49,6 +49,7 @@ import numpy as np
 
 import dpopt
 from dpopt._core.exceptions import PrivacyLeakWarning
+from dpopt.datasets import load_dataset, make_imbalanced
 from dpopt.experiments import register_experiment
 from dpopt.experiments.protocol import (
     best_rows,
@@ -107,8 +108,6 @@ def _synthetic(kind, n, p, ratio):
     with N(0, 1) coefficients in the units of X (rescaled so that the response has
     variance about p, as in ``units``); same noise.
     """
-    from dpopt.datasets import make_imbalanced
-
     X, y, coef = make_imbalanced(n, p, ratio, "squared", 1.0, random_state=5, return_coef=True)
     if kind == "synthetic-units":
         return X, y
@@ -128,8 +127,6 @@ def build_problem(dataset, quick):
     if source.startswith("synthetic"):
         X, y = _synthetic(source, **(QUICK if quick else FULL)["synthetic"])
     else:
-        from dpopt.datasets import load_dataset
-
         ds = load_dataset(source)
         X, y = np.asarray(ds.X, dtype=np.float64), ds.y
     if standardize:

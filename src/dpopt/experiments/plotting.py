@@ -151,9 +151,11 @@ def _panel_title(panel, recs):
 
 
 def _figure(n_panels):
+    # lazy: matplotlib only when a figure is drawn (~0.5 s to import)
     import matplotlib
 
     matplotlib.use("Agg", force=False)
+    # lazy: matplotlib only when a figure is drawn (~0.5 s to import)
     import matplotlib.pyplot as plt
 
     ncols = min(3, max(1, n_panels))
@@ -279,6 +281,7 @@ def plot_privacy_utility(records):
 
 
 def _epsilon_ticks(ax, eps):
+    # lazy: matplotlib only when a figure is drawn (~0.5 s to import)
     from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
 
     if eps and len(eps) <= 8:
@@ -288,6 +291,7 @@ def _epsilon_ticks(ax, eps):
 
 
 def _colors():
+    # lazy: matplotlib only when a figure is drawn (~0.5 s to import)
     import matplotlib.pyplot as plt
 
     return plt.rcParams["axes.prop_cycle"].by_key()["color"]
@@ -312,6 +316,7 @@ def render(results, out_dir=None, *, kinds=KINDS, formats=("png", "svg"),
     records = load_records(results)
     if adapt is not None:
         records = adapt(records)
+    # lazy: matplotlib only when a figure is drawn (~0.5 s to import)
     import matplotlib.pyplot as plt
 
     bad = [k for k in kinds if k not in _FIGURES]

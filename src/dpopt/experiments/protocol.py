@@ -22,6 +22,9 @@ from types import MappingProxyType
 
 import numpy as np
 
+import dpopt
+from dpopt.datasets import DatasetNotAvailableError, load_dataset
+from dpopt.experiments import plotting
 from dpopt.experiments.runner import DIVERGED, fit_record, plot_record, relative_error
 
 __all__ = ["DIVERGED", "ProblemBundle", "best_rows", "budget_curves", "bundle", "fit_record", "fmt",
@@ -70,8 +73,6 @@ def bundle(name: str, quick: bool, build: Callable) -> ProblemBundle | None:
 
 @functools.lru_cache(maxsize=16)
 def _cached_bundle(name, quick, build):
-    import dpopt
-
     built = build(name, quick)
     if built is None:
         return None
@@ -87,8 +88,6 @@ def local_dataset(name: str):
     """``(X, y)`` (float64) of the named dataset of :mod:`dpopt.datasets` if a local copy
     exists (``$DPOPT_DATA`` or the cache; nothing is downloaded), else ``None``: the
     reproductions skip a problem whose data are not here."""
-    from dpopt.datasets import DatasetNotAvailableError, load_dataset
-
     try:
         data = load_dataset(name, download=False)
     except DatasetNotAvailableError:
@@ -263,8 +262,6 @@ def save_figure(records: Sequence[Mapping], path, kind: str = "passes",
     save it to ``path``; ``title`` goes above the panels, ``xscale`` (``"log"``) replaces
     the x scale of every panel (points at x <= 0 then fall off). Nothing to draw (no
     records): ``None``, no file."""
-    from dpopt.experiments import plotting
-
     draw = {"passes": plotting.plot_error_vs_passes, "time": plotting.plot_error_vs_time,
             "epsilon": plotting.plot_privacy_utility}
     if kind not in draw:
@@ -273,6 +270,7 @@ def save_figure(records: Sequence[Mapping], path, kind: str = "passes",
         raise ValueError(f"xscale must be None, 'linear' or 'log', got {xscale!r}")
     if not records:
         return None
+    # lazy: matplotlib only when a figure is drawn (~0.5 s to import)
     import matplotlib.pyplot as plt
     from matplotlib.ticker import NullFormatter
 

@@ -156,6 +156,7 @@ def dask_cluster(scheduler: str | None = None, n_workers: int = 1):
     ``n_workers`` single-threaded processes is started and closed at the end.
     """
     try:
+        # lazy: distributed is an optional dependency (pip install dpopt[dask])
         from distributed import Client, LocalCluster, default_client
     except ImportError:  # pragma: no cover - optional dependency
         raise ValueError("backend='dask' needs dask.distributed: pip install 'dpopt[dask]'"

@@ -75,6 +75,7 @@ DP-CD takes one cluster-wide reduction per coordinate, DP-GD one per step).
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -106,8 +107,7 @@ from dpopt.privacy import (
     gdp_epsilon,
     gdp_mu,
 )
-from dpopt.privacy.budget import _unbudgeted
-from dpopt.solvers import Checkpoints, available_solvers, get_solver, make_result, solve
+from dpopt.solvers import Checkpoints, available_solvers, get_solver, make_result, solve_uncharged
 from dpopt.solvers._base import chunked_note
 from dpopt.solvers._common import run_length  # noqa: F401 (the rules' run length, public here)
 
@@ -183,8 +183,6 @@ def note_columns(fb, scaling):
 
 def warn_columns(plan, stacklevel=2):
     """One :class:`ColumnWarning` per line of :func:`_column_lines` about columns."""
-    import warnings
-
     for text in _column_lines({k: plan.get(k) for k in ("fallback_features",
                                                          "dropped_features")}):
         warnings.warn(text, ColumnWarning, stacklevel=stacklevel)
@@ -452,9 +450,9 @@ def fit_default(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, 
         options["prior_mu"] = math.sqrt(max(mu_total ** 2 - mus["model"] ** 2, 0.0))
         eps_model = epsilon
     _check_model_share(eps_model, epsilon, delta, n)
-    with _unbudgeted():  # the caller charges the whole pipeline once
-        result = solve(problem, solver, epsilon=eps_model, delta=delta, random_state=rng,
-                       **options)
+    # uncharged: the api-level caller charges the whole pipeline once
+    result = solve_uncharged(problem, solver, epsilon=eps_model, delta=delta, random_state=rng,
+                             **options)
 
     stats = getattr(result, "release", None)
     released = None  # the inference releases: only on a path with a usable noise law
@@ -562,8 +560,6 @@ def _narrow(data, scaling, fb, mu, rng):
 def _warn_row_normalization(n, p, epsilon):
     """The documented fall-back when the features' ranges cannot be located (public n, p,
     epsilon only): every row is divided by its norm (a per-record map, free)."""
-    import warnings
-
     warnings.warn(f"n_samples={n} is too few to locate the ranges of the {p} features privately "
                   f"at epsilon={epsilon:g}: rows are normalized to unit norm instead (free, and "
                   f"predict does the same); give more data, a larger epsilon, or scale X "
@@ -602,8 +598,6 @@ def _no_model(data, p, loss, penalty, penalty_kwargs, fit_intercept, delta, n, e
     largest noisy count (post-processing of the same release; the mode's bin, one factor
     10^(1/bins_per_decade) wide, where most of y lies): the mean is then that of y clipped
     to it."""
-    import warnings
-
     problem = Problem(np.zeros((1, p)), np.zeros(1), loss=loss, penalty=penalty,
                       fit_intercept=fit_intercept, **penalty_kwargs)
     spent = list(prior.records) if prior is not None else []

@@ -58,7 +58,9 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 import scipy.sparse as sp
+from sklearn.preprocessing import normalize
 
+from dpopt.data import Problem
 from dpopt.data.sources import is_chunked_input
 from dpopt.pipeline.default_path import (
     AutoFit,
@@ -68,6 +70,7 @@ from dpopt.pipeline.default_path import (
     warn_columns,
 )
 from dpopt.privacy import Gaussian, epsilon_of, gdp_mu
+from dpopt.solvers import Checkpoints, make_result
 
 __all__ = ["dimension_limit", "high_dimensional", "release_class_sums", "marginal_scores",
            "select_features", "SelectedScaling", "fit_screened", "fit_routed", "SELECTION_SHARE",
@@ -92,8 +95,6 @@ def high_dimensional(n, p, mu) -> bool:
 
 
 def _normalized_rows(X):
-    from sklearn.preprocessing import normalize
-
     return normalize(sp.csr_matrix(X) if sp.issparse(X) else np.asarray(X, float), norm="l2")
 
 
@@ -203,9 +204,6 @@ class SelectedScaling:
 def _constant_fit(p, rate, loss, penalty, penalty_kwargs, fit_intercept, records, delta, plan):
     """The majority-class model from the released positive share (post-processing): the
     logit of the share as intercept (0 without an intercept), every coefficient 0."""
-    from dpopt.data import Problem
-    from dpopt.solvers import Checkpoints, make_result
-
     problem = Problem(sp.csc_matrix((1, p)), np.ones(1), loss=loss, penalty=penalty,
                       fit_intercept=fit_intercept, **penalty_kwargs)  # a shape, not data
     b = math.log(rate / (1.0 - rate)) if fit_intercept else 0.0

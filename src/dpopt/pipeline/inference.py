@@ -71,8 +71,10 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 import scipy.sparse as sp
 from scipy import special
+from sklearn.utils.validation import check_is_fitted
 
 from dpopt.privacy import Gaussian
 from dpopt.solvers.adassp import solve_psd, symmetric_noise
@@ -361,8 +363,6 @@ def check_alpha(alpha):
 
 def wald_table(inf, names, alpha):
     """statsmodels-style columns: coef, std err, z, P>|z|, [alpha/2, 1 - alpha/2]."""
-    import pandas as pd
-
     se = inf.bse
     bias = np.zeros_like(se) if inf.bias is None else inf.bias
     q = special.ndtri(1.0 - alpha / 2.0)
@@ -394,8 +394,6 @@ class InferenceMixin:
     """``conf_int``, ``bse_`` and ``summary`` for estimators fitted with ``inference=True``."""
 
     def _inference(self):
-        from sklearn.utils.validation import check_is_fitted
-
         check_is_fitted(self, "coef_")
         auto = getattr(self, "auto_", None)
         name = type(self).__name__

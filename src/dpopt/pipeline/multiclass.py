@@ -34,7 +34,8 @@ their records (plus, on the default path, the private scaling that the k fits sh
 Which split applies to an explicit solver is read from the records of the first class's
 fit (their types depend on the solver and its options only, never on the data); when they
 are not Gaussian that fit is discarded unreleased and every class is refitted at the basic
-split. One (epsilon, delta) and one budget charge cover the whole fit.
+split. One (epsilon, delta) covers the whole fit, and its api-level caller charges it once
+(:mod:`dpopt.api.charge`).
 
 The classes themselves come from :func:`dpopt.api.estimators._classes_of` (the one place the
 label set is read); the fits receive class indices 0..k-1.
@@ -62,8 +63,7 @@ from dpopt.pipeline.default_path import (
     split_mu,
 )
 from dpopt.privacy import Gaussian, ObjectivePerturbation, epsilon_of, gdp_epsilon, gdp_mu
-from dpopt.privacy.budget import _unbudgeted, resolve_budget
-from dpopt.solvers import available_solvers, get_solver, solve
+from dpopt.solvers import available_solvers, get_solver, solve_uncharged
 from dpopt.solvers.objective_perturbation import calibrate_objective_perturbation, loss_constants
 
 __all__ = ["one_vs_rest", "solve_one_vs_rest", "fit_default_one_vs_rest", "MulticlassFit"]
@@ -130,13 +130,13 @@ def _check_total(total, epsilon):
 # --------------------------------------------------------------------------- explicit solvers
 
 
-def solve_one_vs_rest(problems, solver, *, epsilon, delta, random_state=None, budget=None,
-                      **options):
+def solve_one_vs_rest(problems, solver, *, epsilon, delta, random_state=None, **options):
     """k binary fits of ``solver``, one per problem of ``problems`` (a sequence of k
     problems sharing X, class c against the rest), as one release (module docstring).
 
-    Same contract as :func:`dpopt.solve`: the target is checked first, ``budget`` (or the
-    enclosing one) is charged once for the whole composition, a failed fit charges nothing.
+    Same checks as :func:`dpopt.solve` (the target first); the result carries the whole
+    composition, which the api-level caller charges once (nothing is charged here: a
+    failed fit returns nothing to charge).
     """
     spec = get_solver(solver)
     k = len(problems)
@@ -144,24 +144,15 @@ def solve_one_vs_rest(problems, solver, *, epsilon, delta, random_state=None, bu
     epsilon, delta = check_privacy_target(epsilon, delta, first.n_samples)
     options = spec.check_options(options)
     rng = check_random_state(random_state)
-    acc = resolve_budget(budget)
-    target = epsilon if spec.private else math.inf
-    with contextlib.ExitStack() as stack:
-        slot = (stack.enter_context(acc.spend(target, delta, adjacency=spec.adjacency(options),
-                                              label=solver)) if acc is not None else None)
-        with _unbudgeted():
-            def run(problem, eps, dlt):
-                return solve(problem, solver, epsilon=eps, delta=dlt, random_state=rng,
-                             **options)
 
-            if _tight_op_split_applies(solver, options, epsilon):
-                result = _op_split_and_run(problems, first, run, epsilon, delta, k, options)
-            else:  # a non-private solver ignores its target: reported as epsilon = inf
-                result = _split_and_run(problems, first, run,
-                                        epsilon if spec.private else math.inf, delta, k)
-        if slot is not None:
-            slot.record(result, label=solver)
-    return result
+    def run(problem, eps, dlt):
+        return solve_uncharged(problem, solver, epsilon=eps, delta=dlt, random_state=rng,
+                               **options)
+
+    if _tight_op_split_applies(solver, options, epsilon):
+        return _op_split_and_run(problems, first, run, epsilon, delta, k, options)
+    # a non-private solver ignores its target: reported as epsilon = inf
+    return _split_and_run(problems, first, run, epsilon if spec.private else math.inf, delta, k)
 
 
 def _tight_op_split_applies(solver, options, epsilon):
@@ -354,10 +345,10 @@ def fit_default_one_vs_rest(X, labels, n_classes, *, penalty, penalty_kwargs, fi
         eps_class = gdp_epsilon(mu_class, delta)
         options = _model_options(solver, first, mu_class, R, penalty_kwargs)
     results = []
-    with _unbudgeted():  # the caller charges the whole pipeline once
-        for c, relabel in enumerate(maps):
-            results.append(solve(first if c == 0 else problem(relabel), solver,
-                                 epsilon=eps_class, delta=delta, random_state=rng, **options))
+    for c, relabel in enumerate(maps):  # uncharged: the api-level caller charges the whole fit
+        results.append(solve_uncharged(first if c == 0 else problem(relabel), solver,
+                                       epsilon=eps_class, delta=delta, random_state=rng,
+                                       **options))
     mechanisms = records + [m for r in results for m in r.mechanisms]
     accountant = "exact" if _all_gaussian(mechanisms) else "pld"
     total = epsilon_of(mechanisms, delta, adjacency=results[0].adjacency, accountant=accountant)

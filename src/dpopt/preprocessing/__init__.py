@@ -7,8 +7,8 @@ solvers' Gaussian mechanisms: ``mu_total^2 = sum_k mu_k^2``):
   release of noisy histograms on a public grid (L2 sensitivity ``sqrt(2 p)``);
 * :func:`private_target_bounds` -- the same for a 1-d target (sensitivity ``sqrt(2)``).
 
-scikit-learn transformers (each with ``epsilon``, ``delta``, ``bounds``,
-``random_state``, ``accountant``): :class:`PrivateClipper`,
+scikit-learn transformers (in :mod:`dpopt.api.transformers`, importable from here; each
+with ``epsilon``, ``delta``, ``bounds``, ``random_state``, ``accountant``): :class:`PrivateClipper`,
 :class:`PrivateMinMaxScaler`, :class:`PrivateStandardScaler`,
 :class:`PrivateRobustScaler`; categorical columns: :func:`public_one_hot_encoder`.
 See docs/preprocessing.md.
@@ -30,14 +30,22 @@ from dpopt.preprocessing._bounds import (
     release_counts,
     release_histograms,
 )
-from dpopt.preprocessing._transformers import (
-    PrivateClipper,
-    PrivateMinMaxScaler,
-    PrivateRobustScaler,
-    PrivateStandardScaler,
-    public_one_hot_encoder,
-    release_clipped_moments,
-)
+from dpopt.preprocessing._transformers import public_one_hot_encoder, release_clipped_moments
+
+#: The private transformers are public estimators charged to a budget, so they live in the
+#: api layer (:mod:`dpopt.api.transformers`); their old import path still works.
+_IN_API = ("PrivateClipper", "PrivateMinMaxScaler", "PrivateRobustScaler",
+           "PrivateStandardScaler")
+
+
+def __getattr__(name):
+    if name in _IN_API:
+        # lazy: a compatibility alias of a class in the api layer (above this one), resolved
+        # on first use so that preprocessing never imports api
+        import importlib
+
+        return getattr(importlib.import_module("dpopt.api.transformers"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = [
     "DEFAULT_BIN_CONFIDENCE", "DEFAULT_CONFIDENCE", "DEFAULT_GRID", "DEFAULT_QUANTILES",

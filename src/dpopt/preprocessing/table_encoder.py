@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.utils.validation import check_is_fitted
 
 from dpopt._core.validation import check_privacy_target, check_random_state
 from dpopt.preprocessing.tables import (
@@ -198,13 +199,9 @@ class PrivateTableEncoder(TransformerMixin, BaseEstimator):
         return self
 
     def transform(self, X):
-        from sklearn.utils.validation import check_is_fitted
-
         check_is_fitted(self, "schema_")
         return self.schema_.transform(X)
 
     def get_feature_names_out(self, input_features=None):
-        from sklearn.utils.validation import check_is_fitted
-
         check_is_fitted(self, "schema_")
         return np.array(self.schema_.feature_names_out(), dtype=object)

@@ -68,6 +68,7 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
+import pandas as pd
 from scipy.stats import norm
 
 from dpopt.privacy import Gaussian, gdp_mu
@@ -104,11 +105,10 @@ def is_frame(X) -> bool:
 
 def as_pandas(X):
     """A pandas DataFrame from a pandas / polars / pyarrow table (narwhals converts)."""
-    import pandas as pd
-
     if isinstance(X, pd.DataFrame):
         return X
     try:
+        # lazy: narwhals is an optional dependency (pip install dpopt[frames])
         import narwhals as nw
     except ImportError:  # pragma: no cover - narwhals is installed with dpopt[frames]
         raise ValueError(f"X is a {type(X).__name__}: install narwhals to fit it, or pass a "
@@ -128,8 +128,6 @@ def selection_threshold(sigma, k, delta_sel):
 
 def _value_counts(values):
     """{value: count} of a 1-d array of hashable values (missing cells as MISSING)."""
-    import pandas as pd
-
     s = pd.Series(np.asarray(values, dtype=object)).where(pd.notna(values), MISSING)
     return s.astype(str).value_counts(sort=False).to_dict() if len(s) else {}
 
@@ -261,8 +259,6 @@ class Column:
 
 
 def _column_kind(name, dtype, declared):
-    import pandas as pd
-
     if name in declared:
         return "declared", True
     if pd.api.types.is_bool_dtype(dtype):
@@ -394,8 +390,6 @@ class TableSchema:
 
     def _encode(self, c, s, out):
         """Write column ``c`` of the values ``s`` into ``out`` (its encoded columns)."""
-        import pandas as pd
-
         absent = pd.isna(s).to_numpy()
         if c.kind == "numeric":
             try:
@@ -438,8 +432,6 @@ def public_table(X, categories=None):
 
 
 def _missing_count(s):
-    import pandas as pd
-
     return int(pd.isna(s).sum())
 
 

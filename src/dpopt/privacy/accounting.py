@@ -42,15 +42,33 @@ by :func:`epsilon_of`:
 from __future__ import annotations
 
 import math
-from dataclasses import replace
-
-import dp_accounting as dpa
-import numpy as np
-from dp_accounting.pld import privacy_loss_distribution as pldlib
-from dp_accounting.rdp import rdp_privacy_accountant as rdp_mod
-from scipy import optimize, special
 
 from dpopt._core.validation import check_choice, check_delta, check_epsilon, check_scalar
+from dpopt.privacy.accountants import (  # noqa: F401 (public or shared: importable from here)
+    _PLD,
+    _RDP_EVENT,
+    _RDP_ORDERS,
+    PLD_DISCRETIZATION,
+    PLD_MAX_POINTS,
+    PLD_SEARCH_DISCRETIZATION,
+    PLD_SEARCH_MAX_POINTS,
+    REFINE_SLACK,
+    SUPPORTED_KINDS,
+    _dominating_epsilon,
+    _gdp_mu_of,
+    _holds,
+    _is_free,
+    _is_non_private,
+    _ops,
+    _pld_epsilon,
+    _pld_loss_range,
+    _pld_of,
+    _rdp_epsilon,
+    gdp_delta,
+    gdp_epsilon,
+    gdp_mu,
+    rdp_accountant,
+)
 from dpopt.privacy.events import (  # noqa: F401 (the records are importable from here too)
     ADJACENCIES,
     MECHANISMS,
@@ -72,66 +90,6 @@ from dpopt.privacy.op_profile import (  # noqa: F401 (objective_perturbation_del
 
 ACCOUNTANTS = ("auto", "exact", "pld", "rdp")
 SAMPLINGS = ("poisson", "without-replacement")
-PLD_DISCRETIZATION = 1e-4  # final certification
-PLD_SEARCH_DISCRETIZATION = 2e-3  # bisection steps (pessimistic, so still an upper bound)
-REFINE_SLACK = 0.02  # refine on the final grid when the coarse search left more epsilon unused
-# Cap on the grid of one mechanism's privacy-loss distribution: tiny noise multipliers
-# have huge loss ranges, and a fixed interval would need billions of points (MemoryError
-# or a hang). Coarser grids keep the pessimistic estimate an upper bound.
-# Beyond PLD_MAX_POINTS nats of loss range (noise multipliers ~1e-3 and below, where
-# epsilon is in the thousands) the PLD is replaced by a dominating bound (_dominating_epsilon).
-PLD_MAX_POINTS = 2e5
-PLD_SEARCH_MAX_POINTS = 2e4
-
-# ---------------------------------------------------------------------------
-# Gaussian differential privacy (exact)
-
-
-def gdp_delta(mu: float, epsilon: float) -> float:
-    """delta(epsilon) of mu-GDP: Phi(-eps/mu + mu/2) - e^eps Phi(-eps/mu - mu/2)."""
-    if mu == 0:
-        return 0.0
-    if math.isinf(mu):
-        return 1.0
-    a = special.ndtr(-epsilon / mu + mu / 2)
-    # e^eps Phi(-eps/mu - mu/2) <= Phi(-eps/mu + mu/2) exactly; the cap only guards the
-    # exponent against round-off (OverflowError for epsilon ~ 1e300).
-    log_b = min(epsilon + special.log_ndtr(-epsilon / mu - mu / 2),
-                special.log_ndtr(-epsilon / mu + mu / 2))
-    return float(max(a - math.exp(log_b), 0.0))
-
-
-def gdp_epsilon(mu: float, delta: float) -> float:
-    """Smallest epsilon >= 0 with delta(epsilon) <= delta for mu-GDP."""
-    if mu == 0:
-        return 0.0
-    if math.isinf(mu):
-        return math.inf
-    if gdp_delta(mu, 0.0) <= delta:
-        return 0.0
-    hi = max(1.0, mu * mu)
-    while gdp_delta(mu, hi) > delta:
-        hi *= 2.0
-    eps = optimize.brentq(lambda e: gdp_delta(mu, e) - delta, 0.0, hi, xtol=1e-14, rtol=1e-14)
-    # brentq brackets the root; step up until the profile certifies it (doubling steps:
-    # fixed relative steps took millions of iterations for tiny epsilons).
-    step = max(eps * 1e-14, 1e-300)
-    while gdp_delta(mu, eps) > delta:
-        eps, step = eps + step, 2.0 * step
-    return float(eps)
-
-
-def gdp_mu(epsilon: float, delta: float) -> float:
-    """Largest mu such that mu-GDP is (epsilon, delta)-DP."""
-    hi = 1.0
-    while gdp_delta(hi, epsilon) < delta:
-        hi *= 2.0
-    mu = optimize.brentq(lambda m: gdp_delta(m, epsilon) - delta, 0.0, hi, xtol=1e-14, rtol=1e-14)
-    step = mu * 1e-14
-    while gdp_delta(mu, epsilon) > delta:
-        mu, step = max(mu - step, 0.0), 2.0 * step
-    return float(mu)
-
 
 # ---------------------------------------------------------------------------
 # composition
@@ -156,8 +114,8 @@ def epsilon_of(mechanisms, delta, *, adjacency="replace-one", accountant="auto",
     if not mechanisms:
         return 0.0
     if accountant == "exact":
-        ops = [m for m in mechanisms if isinstance(m, ObjectivePerturbation)]
-        mu = _gdp_mu_of([m for m in mechanisms if isinstance(m, Gaussian)])
+        ops = _ops(mechanisms)
+        mu = _gdp_mu_of([m for m in mechanisms if m.kind == "gaussian"])
         return _op_exact_epsilon(ops[0], mu, delta) if ops else gdp_epsilon(mu, delta)
     if accountant == "pld":
         return _pld_epsilon(mechanisms, delta, adjacency, _pld_step, _pld_max_points)
@@ -168,9 +126,7 @@ def resolve_accountant(mechanisms, accountant="auto") -> str:
     """The accountant ``"auto"`` resolves to, or a ``ValueError`` if it cannot apply."""
     check_choice(accountant, "accountant", ACCOUNTANTS)
     all_gauss = _exact_applies(mechanisms)
-    pld_ok = not any(isinstance(m, ZCDP) or (isinstance(m, SubsampledGaussian)
-                                              and m.sampling == "without-replacement")
-                     for m in mechanisms)
+    pld_ok = _holds("pld", mechanisms)
     if accountant == "auto":
         return "exact" if all_gauss else ("pld" if pld_ok else "rdp")
     if accountant == "exact" and not all_gauss:
@@ -185,8 +141,7 @@ def resolve_accountant(mechanisms, accountant="auto") -> str:
 
 def _exact_applies(mechanisms) -> bool:
     """Unsampled Gaussians, plus at most one objective perturbation (one count)."""
-    ops = sum(m.count for m in mechanisms if isinstance(m, ObjectivePerturbation))
-    return ops <= 1 and all(isinstance(m, (Gaussian, ObjectivePerturbation)) for m in mechanisms)
+    return _holds("exact", mechanisms) and sum(m.count for m in _ops(mechanisms)) <= 1
 
 
 def _check_mechanisms(mechanisms):
@@ -199,186 +154,36 @@ def _check_mechanisms(mechanisms):
                              f"ZCDP or ObjectivePerturbation records, got {m!r}")
         if isinstance(m.count, bool) or int(m.count) != m.count or m.count < 0:
             raise ValueError(f"count must be a non-negative integer, got {m.count!r}")
-        if isinstance(m, (Gaussian, SubsampledGaussian, Laplace, ObjectivePerturbation)):
-            check_scalar(m.noise_multiplier, "noise_multiplier", low=0.0, allow_inf=True)
-        if isinstance(m, ObjectivePerturbation):
-            check_scalar(m.shift, "shift", low=0.0, allow_inf=True)
-            if isinstance(m.dof, bool) or m.dof not in (1, 2):
-                raise ValueError(f"dof must be 1 or 2, got {m.dof!r}")
-        if isinstance(m, SubsampledGaussian):
-            check_scalar(m.sampling_rate, "sampling_rate", low=0.0, high=1.0)
-            check_choice(m.sampling, "sampling", SAMPLINGS)
-        if isinstance(m, PureDP):
-            check_scalar(m.epsilon, "epsilon", low=0.0, allow_inf=True)
-        if isinstance(m, ZCDP):
-            check_scalar(m.rho, "rho", low=0.0, allow_inf=True)
+        _CHECK[next(c for c in type(m).__mro__ if c in _CHECK)](m)
     return mechanisms
 
 
-def _is_non_private(m) -> bool:
-    if m.count == 0:
-        return False
-    if isinstance(m, ObjectivePerturbation):
-        return m.noise_multiplier == 0 or math.isinf(m.shift)
-    if isinstance(m, (Gaussian, Laplace)):
-        return m.noise_multiplier == 0
-    if isinstance(m, SubsampledGaussian):
-        return m.noise_multiplier == 0 and m.sampling_rate > 0
-    if isinstance(m, PureDP):
-        return math.isinf(m.epsilon)
-    return math.isinf(m.rho)
+def _check_noise(m):
+    check_scalar(m.noise_multiplier, "noise_multiplier", low=0.0, allow_inf=True)
 
 
-def _is_free(m) -> bool:
-    if m.count == 0:
-        return True
-    if isinstance(m, ObjectivePerturbation):
-        return math.isinf(m.noise_multiplier) and m.shift == 0
-    if isinstance(m, (Gaussian, Laplace)):
-        return math.isinf(m.noise_multiplier)
-    if isinstance(m, SubsampledGaussian):
-        return math.isinf(m.noise_multiplier) or m.sampling_rate == 0
-    if isinstance(m, PureDP):
-        return m.epsilon == 0
-    return m.rho == 0
+def _check_op(m):
+    _check_noise(m)
+    check_scalar(m.shift, "shift", low=0.0, allow_inf=True)
+    if isinstance(m.dof, bool) or m.dof not in (1, 2):
+        raise ValueError(f"dof must be 1 or 2, got {m.dof!r}")
 
 
-def _gdp_mu_of(mechanisms) -> float:
-    return math.sqrt(sum(m.count / m.noise_multiplier ** 2 for m in mechanisms))
+def _check_subsampled(m):
+    _check_noise(m)
+    check_scalar(m.sampling_rate, "sampling_rate", low=0.0, high=1.0)
+    check_choice(m.sampling, "sampling", SAMPLINGS)
 
 
-def _pld_epsilon(mechanisms, delta, adjacency, step, max_points=PLD_MAX_POINTS) -> float:
-    width = max(_pld_loss_range(m, adjacency) for m in mechanisms)
-    if width > max_points:  # a grid interval above 1 nat: the PLD is useless and huge
-        return _dominating_epsilon(mechanisms, delta)
-    step = max(step, width / max_points)
-    total = None
-    for m in mechanisms:
-        pld = _pld_of(m, adjacency, step)
-        total = pld if total is None else total.compose(pld)
-    return float(total.get_epsilon_for_delta(delta))
-
-
-def _dominating_epsilon(mechanisms, delta) -> float:
-    """A valid, cruder upper bound: every (sub)sampled Gaussian step is dominated by the
-    unsampled Gaussian with the same multiplier (subsampling only mixes in identical
-    outputs), composed exactly (GDP) with all of delta; Laplace and pure-DP mechanisms
-    by basic composition."""
-    gauss = [Gaussian(m.noise_multiplier, m.count) for m in mechanisms
-             if isinstance(m, (Gaussian, SubsampledGaussian))]
-    pure = sum(m.count / m.noise_multiplier for m in mechanisms if isinstance(m, Laplace))
-    pure += sum(m.count * m.epsilon for m in mechanisms if isinstance(m, PureDP))
-    ops = [m for m in mechanisms if isinstance(m, ObjectivePerturbation)]
-    if ops:  # basic composition: half of delta shared equally by the K objective perturbations
-        k = sum(m.count for m in ops)
-        pure += sum(m.count * _op_exact_epsilon(replace(m, count=1), 0.0, delta / (2 * k))
-                    for m in ops)
-        delta = delta / 2
-    return (gdp_epsilon(_gdp_mu_of(gauss), delta) if gauss else 0.0) + pure
-
-
-def _pld_loss_range(m, adjacency) -> float:
-    """Generous width (in nats) of the truncated privacy-loss support of one PLD building
-    block of ``m``; only used to coarsen the grid (see PLD_MAX_POINTS)."""
-    if isinstance(m, (Gaussian, SubsampledGaussian)):
-        if isinstance(m, Gaussian):
-            s, shift = m.noise_multiplier / math.sqrt(m.count), 1.0
-        else:  # dp-accounting units (see _pld_of); replace-one mixtures are 2 apart
-            s, shift = ((2.0 * m.noise_multiplier, 2.0) if adjacency == "replace-one"
-                        else (m.noise_multiplier, 1.0))
-        # loss of N(0, s^2) vs N(shift, s^2) over |x| <= 10 s + shift (mass e^-50 beyond)
-        return 2.0 * (shift * (10.0 * s + shift) + 0.5 * shift * shift) / (s * s)
-    if isinstance(m, ObjectivePerturbation):
-        mm = 1.0 / m.noise_multiplier
-        return m.count * (m.shift + 0.5 * mm * mm + _OP_PLD_RMAX * mm) + 1e-3
-    if isinstance(m, Laplace):
-        return 2.0 / m.noise_multiplier
-    return 2.0 * m.epsilon
-
-
-def _pld_of(m, adjacency, step):
-    if isinstance(m, Gaussian):
-        return pldlib.from_gaussian_mechanism(
-            standard_deviation=m.noise_multiplier / math.sqrt(m.count), sensitivity=1.0,
-            value_discretization_interval=step)
-    if isinstance(m, SubsampledGaussian):
-        if adjacency == "replace-one":
-            # dp-accounting's REPLACE_ONE multiplier is sigma / C with the replace-one
-            # sensitivity 2C: translate our sigma / (2C).
-            rel, z = dpa.NeighboringRelation.REPLACE_ONE, 2.0 * m.noise_multiplier
-        else:
-            rel, z = dpa.NeighboringRelation.ADD_OR_REMOVE_ONE, m.noise_multiplier
-        single = pldlib.from_gaussian_mechanism(
-            standard_deviation=z, sensitivity=1.0, sampling_prob=m.sampling_rate,
-            value_discretization_interval=step, neighboring_relation=rel)
-        return single.self_compose(m.count)
-    if isinstance(m, ObjectivePerturbation):
-        return _op_pld(m, step)
-    if isinstance(m, Laplace):
-        return pldlib.from_laplace_mechanism(
-            parameter=m.noise_multiplier, sensitivity=1.0,
-            value_discretization_interval=step).self_compose(m.count)
-    # PureDP
-    params = dpa.pld.common.DifferentialPrivacyParameters(m.epsilon, 0.0)
-    return pldlib.from_privacy_parameters(params, value_discretization_interval=step
-                                          ).self_compose(m.count)
-
-
-_RDP_ORDERS = np.concatenate([np.linspace(1.01, 1.99, 50), np.linspace(2, 12, 101),
-                              np.arange(13, 65), [80, 96, 128, 160, 192, 256, 384, 512, 1024]])
-
-
-def _rdp_epsilon(mechanisms, delta, adjacency) -> float:
-    ops = [m for m in mechanisms if isinstance(m, ObjectivePerturbation)]
-    acc = rdp_accountant([m for m in mechanisms if not isinstance(m, ObjectivePerturbation)],
-                         adjacency)
-    if not ops:
-        return float(acc.get_epsilon(delta))
-    # dp-accounting has no event for this curve: add it to the accountant's RDP vector
-    orders = np.asarray(acc._orders, dtype=np.float64)
-    curve = np.asarray(acc._rdp, dtype=np.float64) + sum(_op_rdp(m, orders) for m in ops)
-    return float(rdp_mod.compute_epsilon(orders, curve, delta)[0])
-
-
-def rdp_accountant(mechanisms, adjacency="replace-one", orders=_RDP_ORDERS):
-    """A dp-accounting ``RdpAccountant`` holding the composition of ``mechanisms``
-    (Gaussian and pure-DP records enter as zCDP; see the module docstring)."""
-    wor = [m for m in mechanisms if isinstance(m, SubsampledGaussian)
-           and m.sampling == "without-replacement"]
-    poisson = [m for m in mechanisms if isinstance(m, SubsampledGaussian) and m.sampling == "poisson"]
-    if wor and adjacency != "replace-one":
-        raise ValueError("sampling without replacement is analysed under replace-one adjacency only")
-    if poisson and adjacency == "replace-one":
-        raise ValueError("the RDP accountant has no replace-one analysis of Poisson sampling; "
-                         "use accountant='pld' or adjacency='add-remove'")
-    rel = (dpa.NeighboringRelation.REPLACE_ONE if wor
-           else dpa.NeighboringRelation.ADD_OR_REMOVE_ONE)
-    acc = dpa.rdp.RdpAccountant(orders=list(orders), neighboring_relation=rel)
-    for m in mechanisms:
-        if isinstance(m, ObjectivePerturbation):
-            raise ValueError("rdp_accountant cannot hold ObjectivePerturbation records (no "
-                             "dp-accounting event); use epsilon_of(..., accountant='rdp')")
-        if isinstance(m, Gaussian):
-            acc.compose(dpa.ZCDpEvent(rho=0.5 / m.noise_multiplier ** 2), m.count)
-        elif isinstance(m, SubsampledGaussian) and m.sampling == "poisson":
-            acc.compose(dpa.PoissonSampledDpEvent(
-                m.sampling_rate, dpa.GaussianDpEvent(m.noise_multiplier)), m.count)
-        elif isinstance(m, SubsampledGaussian):
-            if m.dataset_size is None:
-                raise ValueError("sampling without replacement needs dataset_size")
-            # round a fractional batch size up: rounding to nearest (half-to-even) could
-            # account for a smaller batch than the sampler draws (optimistic epsilon)
-            size = min(math.ceil(m.sampling_rate * m.dataset_size - 1e-9), m.dataset_size)
-            acc.compose(dpa.SampledWithoutReplacementDpEvent(
-                m.dataset_size, size, dpa.GaussianDpEvent(m.noise_multiplier)), m.count)
-        elif isinstance(m, Laplace):
-            acc.compose(dpa.LaplaceDpEvent(m.noise_multiplier), m.count)
-        elif isinstance(m, PureDP):
-            # epsilon-DP implies (epsilon^2 / 2)-zCDP (Bun & Steinke 2016, Prop. 1.4)
-            acc.compose(dpa.ZCDpEvent(rho=0.5 * m.epsilon ** 2), m.count)
-        else:
-            acc.compose(dpa.ZCDpEvent(rho=m.rho), m.count)
-    return acc
+#: The parameter checks of each record type (one entry per type of MECHANISMS).
+_CHECK = {
+    Gaussian: _check_noise,
+    Laplace: _check_noise,
+    SubsampledGaussian: _check_subsampled,
+    ObjectivePerturbation: _check_op,
+    PureDP: lambda m: check_scalar(m.epsilon, "epsilon", low=0.0, allow_inf=True),
+    ZCDP: lambda m: check_scalar(m.rho, "rho", low=0.0, allow_inf=True),
+}
 
 
 # ---------------------------------------------------------------------------

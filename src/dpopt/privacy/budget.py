@@ -96,7 +96,7 @@ from dpopt.privacy import (
     epsilon_of,
     resolve_accountant,
 )
-from dpopt.privacy.accounting import PLD_DISCRETIZATION, _is_free, _pld_of
+from dpopt.privacy.accountants import PLD_DISCRETIZATION, _is_free, _pld_of
 
 __all__ = ["BudgetAccountant", "Spend", "current_budget", "convert_to_replace_one"]
 

@@ -1,7 +1,10 @@
 """The records of what a fit released (privacy events): one frozen dataclass per kind of
 mechanism, each with a ``count`` of adaptive repetitions, and the :class:`Calibration` a
 calibration returns. A list of records is a composition; :mod:`dpopt.privacy.accounting`
-says which accountant holds which records and what the list costs.
+says which accountant holds which records and what the list costs. Each record has a
+``kind`` (``"gaussian"``, ``"poisson-gaussian"``, ``"wor-gaussian"``, ``"laplace"``,
+``"pure"``, ``"zcdp"``, ``"objective-perturbation"``): the key of the accountants'
+declarations (which kinds each one holds) and of their per-kind rules.
 
 Noise multipliers are relative to the L2 (Laplace: L1) sensitivity under the stated
 adjacency (``"replace-one"``, the default, or ``"add-remove"``): docs/design.md invariant 1.
@@ -10,6 +13,7 @@ adjacency (``"replace-one"``, the default, or ``"add-remove"``): docs/design.md 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 #: The neighbouring relations a guarantee can be stated under.
 ADJACENCIES = ("replace-one", "add-remove")
@@ -18,6 +22,8 @@ ADJACENCIES = ("replace-one", "add-remove")
 @dataclass(frozen=True)
 class Gaussian:
     """``count`` Gaussian mechanisms with noise multiplier sigma / Delta."""
+
+    kind: ClassVar[str] = "gaussian"  # the key of the accountants' tables
 
     noise_multiplier: float
     count: int = 1
@@ -38,10 +44,17 @@ class SubsampledGaussian:
     sampling: str = "poisson"
     dataset_size: int | None = None
 
+    @property
+    def kind(self) -> str:
+        """The key of the accountants' tables: the sampler decides which analyses apply."""
+        return "poisson-gaussian" if self.sampling == "poisson" else "wor-gaussian"
+
 
 @dataclass(frozen=True)
 class Laplace:
     """``count`` Laplace mechanisms with scale / L1-sensitivity = noise_multiplier."""
+
+    kind: ClassVar[str] = "laplace"  # the key of the accountants' tables
 
     noise_multiplier: float
     count: int = 1
@@ -51,6 +64,8 @@ class Laplace:
 class PureDP:
     """``count`` mechanisms that are each ``epsilon``-DP (delta = 0)."""
 
+    kind: ClassVar[str] = "pure"  # the key of the accountants' tables
+
     epsilon: float
     count: int = 1
 
@@ -58,6 +73,8 @@ class PureDP:
 @dataclass(frozen=True)
 class ZCDP:
     """``count`` mechanisms that are each ``rho``-zCDP."""
+
+    kind: ClassVar[str] = "zcdp"  # the key of the accountants' tables
 
     rho: float
     count: int = 1
@@ -98,6 +115,8 @@ class ObjectivePerturbation:
     eps(a) = shift + m^2/2 + log E[e^{(a-1) m R}] / (a - 1) (first-order
     dominance bounds every E[e^{(a-1) loss}]).
     """
+
+    kind: ClassVar[str] = "objective-perturbation"  # the key of the accountants' tables
 
     noise_multiplier: float
     shift: float = 0.0

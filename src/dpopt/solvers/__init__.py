@@ -18,8 +18,9 @@ from dpopt.solvers._base import (
     distributed_solvers,
     get_solver,
     make_result,
+    prepare_solve,
     register_solver,
-    solve,
+    solve_uncharged,
 )
 
 for _mod in pkgutil.iter_modules(__path__):
@@ -28,4 +29,4 @@ for _mod in pkgutil.iter_modules(__path__):
 
 __all__ = ["Checkpoints", "DefaultUse", "FitResult", "SolverSpec", "available_solvers", "check_distributed",
            "default_delta", "distributed_solvers",
-           "get_solver", "make_result", "register_solver", "solve"]
+           "get_solver", "make_result", "prepare_solve", "register_solver", "solve_uncharged"]

@@ -12,6 +12,7 @@ from types import MappingProxyType
 
 import numpy as np
 
+from dpopt._core.exceptions import PrivacyLeakWarning
 from dpopt._core.validation import (
     check_choice,
     check_positive_int,
@@ -351,8 +352,6 @@ def get_solver(name) -> SolverSpec:
 def _run_noting_leaks(spec, problem, epsilon, delta, rng, options) -> FitResult:
     """Run the solver; the :class:`dpopt.PrivacyLeakWarning` messages it raised (constants
     read from the data) go into ``result.leaks`` and every warning is re-raised as it was."""
-    from dpopt._core.exceptions import PrivacyLeakWarning
-
     caught = []
     try:
         with warnings.catch_warnings(record=True) as caught:
@@ -376,32 +375,48 @@ def _module_of(filename):
     return None
 
 
-def solve(problem: Problem, solver: str = "dp-cd", *, epsilon=1.0, delta=None, random_state=None,
-          budget=None, **options) -> FitResult:
-    """Fit ``problem`` with a registered solver.
+@dataclass(frozen=True)
+class SolveCall:
+    """A checked call of a registered solver (:func:`prepare_solve`): what a budget charge
+    needs before anything runs (``target``: the epsilon reserved, ``inf`` for a non-private
+    solver whatever it was given; ``delta``; ``adjacency``), and :meth:`run`."""
 
-    Parameters
-    ----------
-    problem : Problem or dpopt.data.chunked.ChunkedProblem
-        A ChunkedProblem (Dask arrays / data frames, memory-mapped or on-disk data) is
-        accepted by the solvers registered with ``distributed=True`` only.
-    solver : str
-        A name from :func:`available_solvers`.
-    epsilon : float
-        Target epsilon (> 0; ``inf`` runs the solver without noise).
-    delta : float, optional
-        Target delta in (0, 1); default 1/n^2.
-    random_state : None, int, SeedSequence or Generator
-        Source of all randomness; ``None`` draws fresh OS entropy.
-    budget : dpopt.BudgetAccountant, optional
-        Checked before the fit (refused with ``BudgetExceededError`` if the
-        target would exceed it; nothing is run) and charged after. Default:
-        the accountant of an enclosing ``with dpopt.BudgetAccountant(...)``, if any.
-    **options
-        Solver options (``get_solver(name).option_specs``); unknown names or values
-        outside an option's constraint raise ``ValueError`` before anything runs.
-        ``run_length`` sets the solver's run-length option whatever its name.
-    """
+    spec: SolverSpec
+    problem: object
+    epsilon: float
+    delta: float
+    options: Mapping
+    rng: np.random.Generator
+
+    @property
+    def target(self) -> float:
+        return self.epsilon if self.spec.private else math.inf
+
+    @property
+    def adjacency(self) -> str:
+        return self.spec.adjacency(self.options)
+
+    def run(self) -> FitResult:
+        """Run the solver (no budget charge: :func:`dpopt.solve`, in the api layer, charges)."""
+        return _run_noting_leaks(self.spec, self.problem, self.epsilon, self.delta, self.rng,
+                                 dict(self.options))
+
+    def finish(self, result) -> FitResult:
+        """The checks after the release: a non-finite model raises (a post-processing of the
+        released noisy output, so a charged fit stays charged); chunked data is described."""
+        if not np.all(np.isfinite(result.w)) or (result.checkpoints is not None
+                                                 and np.any(np.isnan(result.checkpoints))):
+            raise ValueError(f"solver {self.spec.name!r} produced a non-finite model (its "
+                             f"iterates overflowed): reduce step or clip, or rescale the data")
+        if getattr(self.problem, "is_chunked", False) is True:
+            result.params["data"] = self.problem.describe()
+        return result
+
+
+def prepare_solve(problem, solver="dp-cd", *, epsilon=1.0, delta=None, random_state=None,
+                  **options) -> SolveCall:
+    """Check a solver call before anything runs: the problem, the solver, the target
+    (epsilon, delta; default delta 1/n^2), the options and the loss / penalty / intercept."""
     chunked = getattr(problem, "is_chunked", False) is True
     if not isinstance(problem, Problem) and not chunked:
         raise ValueError(f"problem must be a dpopt.Problem, got {type(problem).__name__}")
@@ -411,27 +426,16 @@ def solve(problem: Problem, solver: str = "dp-cd", *, epsilon=1.0, delta=None, r
     epsilon, delta = check_privacy_target(epsilon, delta, problem.n_samples)
     options = spec.check_options(options)
     spec.check_problem(problem)
-    rng = check_random_state(random_state)
-    from dpopt.privacy.budget import resolve_budget
+    return SolveCall(spec, problem, epsilon, delta, options, check_random_state(random_state))
 
-    acc = resolve_budget(budget)
-    if acc is None:
-        result = _run_noting_leaks(spec, problem, epsilon, delta, rng, options)
-    else:
-        # a non-private solver spends epsilon = inf whatever target it is given: refused
-        target = epsilon if spec.private else math.inf
-        with acc.spend(target, delta, adjacency=spec.adjacency(options),
-                       label=solver) as slot:
-            result = _run_noting_leaks(spec, problem, epsilon, delta, rng, options)
-            slot.record(result)
-    # checked after recording: the error is a post-processing of a released noisy output
-    if not np.all(np.isfinite(result.w)) or (result.checkpoints is not None
-                                             and np.any(np.isnan(result.checkpoints))):
-        raise ValueError(f"solver {solver!r} produced a non-finite model (its iterates "
-                         f"overflowed): reduce step or clip, or rescale the data")
-    if chunked:
-        result.params["data"] = problem.describe()
-    return result
+
+def solve_uncharged(problem, solver="dp-cd", *, epsilon=1.0, delta=None, random_state=None,
+                    **options) -> FitResult:
+    """:func:`dpopt.solve` without the budget charge, for the pipeline's fits that its
+    caller charges as a whole (an api-level fit). Same checks, same result."""
+    call = prepare_solve(problem, solver, epsilon=epsilon, delta=delta,
+                         random_state=random_state, **options)
+    return call.finish(call.run())
 
 
 def distributed_solvers() -> list[str]:

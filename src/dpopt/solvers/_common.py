@@ -29,6 +29,7 @@ import numpy as np
 from dpopt._core.exceptions import PrivacyLeakWarning
 from dpopt._core.validation import check_choice, check_scalar
 from dpopt.data.losses import get_loss
+from dpopt.data.steps import coordinate_steps  # noqa: F401 (the solvers import it from here)
 from dpopt.kernels.cd import CDWork
 from dpopt.kernels.sampling import poisson_batches  # noqa: F401 (the solvers import it from here)
 from dpopt.privacy import ADJACENCIES
@@ -92,13 +93,6 @@ def coordinate_clips(M, clip):
     if total <= 0:
         raise _all_zero("smoothness")
     return np.where(M > 0, clip * np.sqrt(M / total), 0.0)
-
-
-def coordinate_steps(M, step):
-    """gamma_j = gamma / M_j; a coordinate with M_j = 0 (all-zero column) never moves."""
-    out = np.zeros_like(M)
-    np.divide(step, M, out=out, where=M > 0)
-    return out
 
 
 # ---------------------------------------------------------------------------

@@ -14,6 +14,7 @@ import numpy as np
 import scipy.linalg
 import scipy.sparse as sp
 from scipy.sparse.linalg import LinearOperator, cg
+from threadpoolctl import ThreadpoolController
 
 from dpopt.data.chunked import _design
 
@@ -197,8 +198,6 @@ class PerturbedObjective:
 
 @functools.cache
 def _blas_controller():
-    from threadpoolctl import ThreadpoolController
-
     return ThreadpoolController()
 
 

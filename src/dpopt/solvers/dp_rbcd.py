@@ -98,7 +98,8 @@ On a :class:`dpopt.data.chunked.ChunkedProblem` (row-chunked Dask or on-disk dat
 non-empty block step is one pass over the chunks: every chunk task computes the margins of
 its rows at w and returns the sums of its clipped per-sample gradient entries on S, Dask
 adds them in a tree (one reduction of an |S|-vector), and the client adds the noise and
-takes the prox step of :func:`~dpopt.kernels.block.block_steps` (:func:`chunked_block_steps`).
+takes the prox step of :func:`~dpopt.kernels.block.block_steps`
+(:class:`dpopt.data.steps.ReducedBlockSteps`, behind ``problem.block_steps``).
 The sampler's draws, the noise and the accounting are the in-memory ones, in the same
 order, so at a fixed seed the chunked fit equals the in-memory fit up to rounding (the
 in-memory solver updates its margins incrementally, the chunks recompute them). The cost is
@@ -118,10 +119,6 @@ import math
 import numpy as np
 
 from dpopt._core.validation import check_choice, check_positive_int, check_scalar
-from dpopt.kernels.block import block_steps
-from dpopt.kernels.cd import cd_steps
-from dpopt.kernels.grad import full_gradient
-from dpopt.kernels.prox import prox_vector
 from dpopt.privacy import Gaussian, calibrate_gaussian
 from dpopt.solvers._base import Checkpoints, Option, make_result, one_of, register_solver
 from dpopt.solvers._common import (
@@ -131,11 +128,9 @@ from dpopt.solvers._common import (
     PASSES,
     SMOOTHNESS,
     STEP,
-    cd_work,
     check_clip,
     coordinate_clips,
     coordinate_smoothness,
-    coordinate_steps,
     max_row_nnz,
     mean_noise_std,
 )
@@ -178,9 +173,10 @@ def block_clip_norms(indptr, indices, clips, clip):
 
 
 def check_chunked_blocks(problem, sampling, block_size, sampler=None):
-    """ValueError for a sampling of single coordinates on chunked data (module docstring:
-    one read of the data per block step); a named sampling is checked before any pass."""
-    if not problem.is_chunked:
+    """ValueError for a sampling of single coordinates on data where every block step reads
+    every row (``problem.block_step_reads_all_rows``: chunked data, module docstring); a
+    named sampling is checked before any pass."""
+    if not problem.block_step_reads_all_rows:
         return
     if sampler is not None:
         single = sampler.max_size == 1
@@ -193,23 +189,6 @@ def check_chunked_blocks(problem, sampling, block_size, sampler=None):
                          f"every step is one pass over the data (p passes per pass of DP-RBCD): "
                          f"use large blocks (sampling='nice' or 'bernoulli' with a large "
                          f"block_size, or 'full'), or dp-gd")
-
-
-def chunked_block_steps(problem, w, indptr, indices, noise, sigma, scale, step, M, clips):
-    """The block steps of one pass on a ChunkedProblem, in place on ``w`` (arguments as for
-    :func:`~dpopt.kernels.block.block_steps`): per non-empty block S, one reduction of the
-    |S| clipped gradient sums at w, then the same noise, steps and prox on the client."""
-    pen = problem.penalty
-    for k in range(indptr.shape[0] - 1):
-        block = indices[indptr[k]:indptr[k + 1]]
-        if block.size == 0:
-            continue
-        g = problem.gradient_sum(w, clips=clips, coordinates=block) / problem.n_samples \
-            + sigma[k] * noise[indptr[k]:indptr[k + 1]]
-        gam = np.zeros(block.size)
-        np.divide(step, scale[k] * M[block], out=gam, where=M[block] > 0)
-        w[block] = prox_vector(w[block] - gam * g, gam, pen.l1[block], pen.l2[block],
-                               pen.lo[block], pen.up[block])
 
 
 def _resolve_omega(problem, omega, sampler):
@@ -292,7 +271,7 @@ def fit_dp_rbcd(problem, *, epsilon, delta, rng, sampling="uniform", block_size=
     fixed_scale = float(min(sampler.max_size, omega))
 
     w = problem.zeros()
-    z, work = (None, None) if problem.is_chunked else (problem.margins(w), None)
+    stepper = problem.block_steps(w)  # in memory: margins kept; chunked: a reduction per block
     ck = Checkpoints()
     ck.record(w, 0)
     n_empty = n_updates = 0
@@ -311,12 +290,7 @@ def fit_dp_rbcd(problem, *, epsilon, delta, rng, sampling="uniform", block_size=
             scale = np.minimum(sizes, omega).astype(np.float64)
         else:
             scale = np.full(k, fixed_scale)
-        if problem.is_chunked:
-            chunked_block_steps(problem, w, indptr, indices, noise, sigma, scale, step, M, clips)
-        else:
-            full = sizes == p
-            z, work = _run_pass(problem, z, w, indptr, indices, noise, sigma, scale, ~full,
-                                step, M, clips, work)
+        stepper.run_pass(w, indptr, indices, noise, sigma, scale, step, M, clips)
         n_empty += int(np.count_nonzero(sizes == 0))
         n_updates += int(indptr[-1])
         if t % checkpoint_every == 0 or t == passes:
@@ -331,50 +305,3 @@ def fit_dp_rbcd(problem, *, epsilon, delta, rng, sampling="uniform", block_size=
                                "steps_per_pass": n_steps / passes,
                                "expected_block_size": sampler.expected_size,
                                "coordinate_updates": n_updates, "empty_steps": n_empty})
-
-
-def _run_pass(problem, z, w, indptr, indices, noise, sigma, scale, incremental, step, M, clips,
-              work=None):
-    """One pass of block steps; after a full-set step the margins are recomputed as X w.
-    Returns (margins, work): ``work`` is the :class:`~dpopt.kernels.cd.CDWork` that a pass
-    of singletons leaves open for the next one (``z`` is stale until it is finished).
-
-    The two special cases run the very code of the solvers they reduce to, so that they
-    agree bit for bit: a pass of singletons with unit ESO factor is DP-CD's
-    :func:`~dpopt.kernels.cd.cd_steps`, a pass of full-set steps is DP-GD's fused
-    coordinate-clipped gradient (:func:`~dpopt.kernels.grad.full_gradient`) and vector prox.
-    """
-    p = w.shape[0]
-    sizes = np.diff(indptr)
-    if len(sizes) and np.all(sizes == 1) and np.all(scale == 1.0):
-        sig = np.zeros(p)
-        sig[indices] = sigma  # sigma of a singleton {j} depends on j only
-        work = work or cd_work(problem, z)
-        cd_steps(work, w, indices, noise, coordinate_steps(M, step), clips, sig)
-        return z, work
-    if work is not None:
-        z = work.finish()
-    if len(sizes) and np.all(sizes == p):
-        pen = problem.penalty
-        for k in range(len(sizes)):
-            gam = np.zeros(p)
-            np.divide(step, scale[k] * M, out=gam, where=M > 0)
-            g = full_gradient(problem.X_rows, problem.y, problem.loss.code, problem.loss.param,
-                              w, clips=clips)
-            w[:] = pen.prox(w - gam * (g + sigma[k] * noise[indptr[k]:indptr[k + 1]]), gam)
-        return problem.margins(w), None
-    data = (problem.X, problem.y, problem.loss.code, problem.loss.param, problem.penalty.arrays)
-    if incremental.all():
-        block_steps(*data, z, w, indptr, indices, noise, sigma, scale, incremental, step, M,
-                    clips)
-        return z, None
-    refresh = np.flatnonzero(~incremental)
-    start = 0
-    for stop in list(refresh + 1) + [indptr.shape[0] - 1]:
-        if stop > start:
-            block_steps(*data, z, w, indptr[start:stop + 1], indices, noise, sigma[start:stop],
-                        scale[start:stop], incremental[start:stop], step, M, clips)
-            if not incremental[stop - 1]:
-                z = problem.margins(w)
-            start = stop
-    return z, None

@@ -48,8 +48,6 @@ import math
 import numpy as np
 
 from dpopt._core.validation import check_positive_int, check_scalar
-from dpopt.data.chunked import sampling_entropy
-from dpopt.kernels.sgd import sgd_steps
 from dpopt.privacy import ADJACENCIES, SubsampledGaussian, calibrate
 from dpopt.solvers._base import Checkpoints, DefaultUse, Option, make_result, one_of, register_solver
 from dpopt.solvers._common import (
@@ -63,7 +61,6 @@ from dpopt.solvers._common import (
     adjacency_factor,
     check_clip,
     global_smoothness,
-    poisson_batches,
     run_length,
     scaled_domain,
 )
@@ -86,17 +83,6 @@ OPTIONS = (
     Option("accountant", "pld", one_of(*SUBSAMPLED_ACCOUNTANTS), "rdp: add-remove only"),
     CHECKPOINT_EVERY,
 )
-
-
-def chunked_sgd_pass(problem, w, entropy, first_step, noise, gammas, clip, sigma, rate,
-                     batch_size):
-    """``len(noise)`` proximal DP-SGD steps on a ChunkedProblem (one reduction each); the
-    update is the one of :mod:`dpopt.kernels.sgd`."""
-    for s in range(noise.shape[0]):
-        g = problem.sampled_gradient_sum(w, clip=clip, entropy=entropy, step=first_step + s,
-                                         rate=rate)
-        w = problem.penalty.prox(w - gammas * (g + sigma * noise[s]) / batch_size, gammas)
-    return w
 
 
 def default_settings(*, loss, n, dim, mu, row_bound, alpha=0.0, huber_threshold=1.0):
@@ -159,18 +145,12 @@ def fit_dp_sgd(problem, *, epsilon, delta, rng, passes=10, step=1.0, clip=1.0, b
     w = problem.zeros()
     ck = Checkpoints()
     ck.record(w, 0)
-    entropy = sampling_entropy(rng) if problem.is_chunked else None
+    sampler = problem.poisson_sampler(rng, rate)  # chunked: draws its 128-bit root first
     for t in range(1, passes + 1):
-        if problem.is_chunked:
-            noise = rng.standard_normal((steps_per_pass, problem.dim))
-            w = chunked_sgd_pass(problem, w, entropy, (t - 1) * steps_per_pass, noise, gammas,
-                                 clip, sigma, rate, batch_size)
-        else:
-            rows, bounds = poisson_batches(rng, n, rate, steps_per_pass)
-            noise = rng.standard_normal((steps_per_pass, problem.dim))
-            sgd_steps(problem.X_rows, problem.y, problem.row_norms, problem.loss.code,
-                      problem.loss.param, problem.penalty.arrays, w, rows, bounds, noise, gammas,
-                      clip, sigma, batch_size)
+        batches = sampler.batches((t - 1) * steps_per_pass, steps_per_pass)
+        noise = rng.standard_normal((steps_per_pass, problem.dim))
+        w = problem.proximal_sgd_steps(w, batches, noise, gammas=gammas, clip=clip, sigma=sigma,
+                                       batch_size=batch_size)
         if t % checkpoint_every == 0 or t == passes:
             ck.record(w, t)
     return make_result(problem, w, solver="dp-sgd", calibration_or_spent=cal,

@@ -147,6 +147,8 @@ from scipy import optimize
 
 from dpopt._core.exceptions import PrivacyLeakWarning
 from dpopt._core.validation import check_scalar
+from dpopt.data import Problem
+from dpopt.data.chunked import ChunkedProblem
 from dpopt.privacy import (
     Gaussian,
     ObjectivePerturbation,
@@ -160,7 +162,6 @@ from dpopt.solvers._op_objective import (  # noqa: F401 (clip_feature_rows, loss
     ChunkedPerturbedObjective,
     PerturbedObjective,
     clip_feature_rows,
-    feature_row_norms,
     loss_curvature,
 )
 
@@ -197,11 +198,33 @@ def resolve_row_bound(problem, row_bound) -> float:
     warnings.warn("objective-perturbation computes the row-norm bound from the private data "
                   "without privacy; pass row_bound=<B> (a public bound) to avoid this",
                   PrivacyLeakWarning, stacklevel=3)
-    bound = problem.max_row_norm() if problem.is_chunked else float(feature_row_norms(problem).max())
+    bound = problem.max_row_norm()
     if bound == 0 and not problem.fit_intercept:
         raise ValueError("every row of X is zero: there is no row bound to derive "
                          "(and nothing to learn); pass row_bound=<B>")
     return bound if bound > 0 else 1.0
+
+
+@functools.singledispatch
+def perturbed_objective(problem, bound, reg, lin):
+    """F_b(w) = (1/n) sum_i l(x_i^T w; y_i) + (1/2) sum_j reg_j w_j^2 + lin^T w over the rows
+    clipped to norm ``bound`` (module docstring), one implementation per data layout, chosen
+    by the problem's type (the reduction is this solver's own, so it lives here rather than
+    in the data protocol): in memory the clipped design and a sampled-Hessian Newton method
+    (:class:`PerturbedObjective`); on chunks, rows clipped chunk by chunk inside each
+    reduction (:class:`ChunkedPerturbedObjective`). The same function either way."""
+    raise ValueError(f"problem must be a dpopt.Problem or ChunkedProblem, got "
+                     f"{type(problem).__name__}")
+
+
+@perturbed_objective.register(Problem)
+def _in_memory(problem, bound, reg, lin):
+    return PerturbedObjective(clip_feature_rows(problem, bound), problem.y, problem.loss, reg, lin)
+
+
+@perturbed_objective.register(ChunkedProblem)
+def _on_chunks(problem, bound, reg, lin):
+    return ChunkedPerturbedObjective(problem, bound, reg, lin)
 
 
 # ---------------------------------------------------------------------------
@@ -400,11 +423,7 @@ def fit_objective_perturbation(problem, *, epsilon, delta, rng, row_bound=None,
     if intercept:
         reg[-1] = lam
     lin = sigma * noise / problem.n_samples
-    if problem.is_chunked:  # rows clipped chunk by chunk, inside the reduction
-        obj = ChunkedPerturbedObjective(problem, bound, reg, lin)
-    else:
-        obj = PerturbedObjective(clip_feature_rows(problem, bound), problem.y, problem.loss, reg,
-                                 lin)
+    obj = perturbed_objective(problem, bound, reg, lin)
     tau = tolerance * convexity if private else tolerance * max(convexity, 1e-3)
     target = 0.5 * tau  # half: room for round-off in the computed gradient
     with np.errstate(over="ignore", invalid="ignore"):

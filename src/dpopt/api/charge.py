@@ -1,0 +1,96 @@
+"""The charge point: the one place a :class:`~dpopt.BudgetAccountant` ledger is charged.
+
+Every release a user asks for (``dpopt.solve``, an estimator's ``fit``, a private
+transformer's ``fit``, a private hyperparameter search) is charged here, once, by
+:func:`charged`; the layers below (solvers, pipeline, preprocessing) compute and return
+what they released (a :class:`~dpopt.FitResult` with its records, a
+:class:`~dpopt.privacy.budget.Spend`) and never read or write the ledger.
+
+The protocol of a charge (Dwork & Roth 2014, section 3.5: a budget is a bound on the
+composition of every release of the session):
+
+1. *Reserve* the target (epsilon, delta) before reading the data: refused with
+   :class:`~dpopt.BudgetExceededError` when the reserved targets and the recorded spends
+   could compose past the budget, and then nothing runs.
+2. *Run* the release inside the reservation, in a context where no budget is active, so
+   that a nested fit (the candidates of a hyperparameter search) is not charged a second
+   time: the caller accounts them as a whole.
+3. *Record* what was actually spent (its records, re-composed by the accountant) in place
+   of the reservation. A body that raises before recording releases the reservation: no
+   noisy output left, nothing spent.
+
+The budget is the one passed (``budget=`` / ``accountant=``) or the innermost ``with
+BudgetAccountant(...)`` of the current context (:mod:`dpopt.privacy.budget`, a
+``contextvars`` stack: another thread's block is not seen).
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+
+from dpopt.privacy.budget import _unbudgeted, resolve_budget
+from dpopt.solvers import FitResult, prepare_solve
+
+__all__ = ["charged", "solve"]
+
+
+class _Uncharged:
+    """The slot of a release with no budget in force: recording is a no-op."""
+
+    def record(self, result, *, label=None):
+        return None
+
+
+@contextmanager
+def charged(budget, epsilon, delta, *, adjacency="replace-one", label="fit"):
+    """``with charged(budget, eps, delta, label=...) as slot: ...; slot.record(release)``:
+    reserve the target of one release in ``budget`` (or the context's default; none: no
+    charge), run the body with no budget active, record what ``slot.record`` is given
+    (module docstring). ``epsilon`` is the target reserved (``inf`` for a non-private
+    release, which any finite budget refuses)."""
+    acc = resolve_budget(budget)
+    if acc is None:
+        yield _Uncharged()
+        return
+    with acc.spend(epsilon, delta, adjacency=adjacency, label=label) as slot, _unbudgeted():
+        yield slot
+
+
+def solve(problem, solver: str = "dp-cd", *, epsilon=1.0, delta=None, random_state=None,
+          budget=None, **options) -> FitResult:
+    """Fit ``problem`` with a registered solver.
+
+    Parameters
+    ----------
+    problem : Problem or dpopt.data.chunked.ChunkedProblem
+        A ChunkedProblem (Dask arrays / data frames, memory-mapped or on-disk data) is
+        accepted by the solvers registered with ``distributed=True`` only.
+    solver : str
+        A name from :func:`available_solvers`.
+    epsilon : float
+        Target epsilon (> 0; ``inf`` runs the solver without noise).
+    delta : float, optional
+        Target delta in (0, 1); default 1/n^2.
+    random_state : None, int, SeedSequence or Generator
+        Source of all randomness; ``None`` draws fresh OS entropy.
+    budget : dpopt.BudgetAccountant, optional
+        Checked before the fit (refused with ``BudgetExceededError`` if the
+        target would exceed it; nothing is run) and charged after. Default:
+        the accountant of an enclosing ``with dpopt.BudgetAccountant(...)``, if any.
+    **options
+        Solver options (``get_solver(name).option_specs``); unknown names or values
+        outside an option's constraint raise ``ValueError`` before anything runs.
+        ``run_length`` sets the solver's run-length option whatever its name.
+
+    Every argument is checked before the budget is consulted
+    (:func:`dpopt.solvers.prepare_solve`); the solver runs inside the charge
+    (:func:`charged`); a model that came out non-finite raises after the charge was
+    recorded (the noisy output was released).
+    """
+    call = prepare_solve(problem, solver, epsilon=epsilon, delta=delta,
+                         random_state=random_state, **options)
+    with charged(budget, call.target, call.delta, adjacency=call.adjacency,
+                 label=solver) as slot:
+        result = call.run()
+        slot.record(result)
+    return call.finish(result)
