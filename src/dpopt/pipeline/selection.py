@@ -27,11 +27,20 @@ error: the private target bounds are quantiles on a coarse public grid, so y oft
 small part of [-1, 1], and errors e << 1 differ far more in |e| than in e^2 (two
 candidates whose mean absolute errors are 0.1 and 0.01 differ by 0.09 in score, by about
 0.01 in squared error), while the noise is the same: the held-out choice can see them.
+A regressor has two candidates (the model and one constant), so one number is released:
+the mean paired difference of their scores, each record's difference bounded by
+H = min(1, |b - c| + ||w||_1) (:func:`prediction_gap_bound`, from the released model and
+constant: a model whose predictions stay near the constant needs little noise to be
+compared with it).
 
 Privacy (replace-one adjacency). Each mean score moves by at most 1/m when one validation
 record is replaced, so the k released means have L2 sensitivity sqrt(k) / m; N(0, sigma^2)
 noise with sigma = sqrt(k) / (m mu_s) makes them a Gaussian mechanism of multiplier
-1 / mu_s, i.e. mu_s-GDP (Dong, Roth & Su 2022). For a regressor the constant is the noisy mean
+1 / mu_s, i.e. mu_s-GDP (Dong, Roth & Su 2022). A regressor's paired difference moves by at
+most 2 H / m (one record's difference goes from -H to H), so N(0, (2 H / (m mu_s))^2) makes
+it mu_s-GDP (:func:`noisy_difference`); H is a function of the training branch's output and
+of the constant, both released before it (adaptive composition of Gaussians is GDP
+composition). For a regressor the constant is the noisy mean
 of the scaled target. When the training branch's mechanism released one with less noise
 (AdaSSP's X^T y has the intercept's entry sum_i y_i + noise: :func:`released_mean`), it is
 used for free and the scores get all of mu_v. Otherwise the validation branch first
@@ -338,6 +347,33 @@ def released_mean(auto, n_train, sigma_alternative):
     return float(np.clip(release.xty[-1] / n_train, -1.0, 1.0))
 
 
+def prediction_gap_bound(model, constant):
+    """H = min(1, |b - c| + ||w||_1): a bound on |f(x) - c| over the scaled domain (every
+    scaled feature in [-1, 1]: min-max then centred, narrowed, sparse or row-normalized),
+    hence on each record's score difference |s_model - s_constant| <= min(1, |f(x) - c|)
+    (the clipped absolute error is 1-Lipschitz in the prediction, and clipping predictions
+    to [-1, 1] only brings them closer). A function of released numbers only (the model, the
+    constant): post-processing."""
+    (_, w, b), (_, _, c) = model, constant
+    return float(min(1.0, abs(b - c) + np.sum(np.abs(w))))
+
+
+def noisy_difference(differences, bound, mu, rng):
+    """Mean of m per-record score differences in [-bound, bound] plus N(0, sigma^2),
+    sigma = 2 bound / (m mu): replacing one record moves the mean by at most 2 bound / m
+    (replace-one), so this is a Gaussian mechanism of multiplier 1 / mu, mu-GDP. A bound of
+    H < 1 makes it 1/H times more precise than releasing the two scores (their difference
+    has standard deviation 2 / (m mu)). Returns (noisy mean, sigma)."""
+    m = len(differences)
+    if bound <= 0.0:  # the model is the constant: nothing to compare, nothing released
+        return 0.0, math.inf
+    if np.any(np.abs(differences) > bound * (1 + 1e-9) + 1e-12):
+        raise RuntimeError("internal error: a score difference beyond its bound; nothing is "
+                           "released")
+    sigma = 2.0 * bound / (m * mu)
+    return float(np.mean(differences) + sigma * rng.standard_normal()), sigma
+
+
 def released_majority(prior):
     """(index of the majority constant among (+1, -1), its rate, whether the counts resolve
     it) from the label counts the
@@ -368,14 +404,22 @@ def _select(auto, X_val, y_val, regression, fit_intercept, mu_v, rng, n_train, m
             source = "the held-out rows (half of mu_v)"
     cands = candidates(auto, regression, fit_intercept, constant)
     scores = per_record_scores(auto, cands, X_val, y_val, regression)
-    noisy, sigma = noisy_scores(scores, mu_scores, rng)
-    released_columns = scores.shape[1]
-    if scores.shape[1] < len(cands):  # classifier: constant -1 scores 1 - (constant +1)
-        noisy = np.append(noisy, 1.0 - noisy[1])
-    best, use_model = choose(noisy[0], noisy[1:], sigma,
-                             None if majority is None else majority[0])
+    bound = None
+    if regression:  # one released number: the paired difference, model minus constant
+        bound = prediction_gap_bound(cands[0], cands[1])
+        noisy_d, sigma = noisy_difference(scores[:, 0] - scores[:, 1], bound, mu_scores, rng)
+        noisy, released_columns = np.array([noisy_d]), 1
+        best, use_model = 0, bool(noisy_d > MARGIN * sigma)
+    else:
+        noisy, sigma = noisy_scores(scores, mu_scores, rng)
+        released_columns = scores.shape[1]
+        if scores.shape[1] < len(cands):  # classifier: constant -1 scores 1 - (constant +1)
+            noisy = np.append(noisy, 1.0 - noisy[1])
+        best, use_model = choose(noisy[0], noisy[1:], sigma,
+                                 None if majority is None else majority[0])
     sigma_mean = None if source is None or mu_scores == mu_v else 2.0 / (len(y_val) * mu_scores)
-    resolved = majority[2] if majority is not None else constant_resolved(noisy[1:], sigma)
+    resolved = (True if regression else majority[2] if majority is not None
+                else constant_resolved(noisy[1:], sigma))
     name, coef, intercept = cands[0] if use_model else cands[1 + best]
     if not use_model and not regression and fit_intercept:
         # the constant's probability: the noisy rate of its class (post-processing)
@@ -388,7 +432,7 @@ def _select(auto, X_val, y_val, regression, fit_intercept, mu_v, rng, n_train, m
               "mu_scores": mu_scores, "noisy_mean": constant, "noisy_mean_from": source,
               "sigma_mean": sigma_mean, "constant_resolved": resolved,
               "validation_rows": int(len(y_val)), "released_columns": released_columns,
-              "margin": MARGIN, "majority_from": ("the labels' noisy counts" if majority
+              "margin": MARGIN, "difference_bound": bound, "majority_from": ("the labels' noisy counts" if majority
                                                   is not None else None),
               "reason": (f"held-out selection on {len(y_val)} rows (Gaussian, mu={mu_v:.3g}, "
                          f"sigma={sigma:.3g}): released {'the model' if use_model else name}"

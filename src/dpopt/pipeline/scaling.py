@@ -1,0 +1,184 @@
+"""The scaling steps of the default path (:mod:`dpopt.pipeline.default_path`): the data
+adapter in memory (:class:`InMemoryData`; :class:`dpopt.pipeline.chunked.ChunkedData` is its
+chunked twin) and the private releases that fix the features' and the target's scales
+(:func:`private_scaling`: bounds, means, centred bounds, row norm, target bounds). Every
+release here is a Gaussian mechanism whose sensitivity its function states; the shares of
+mu^2 come from :func:`dpopt.pipeline.default_path.plan_budget`."""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+import scipy.sparse as sp
+
+from dpopt.data import Problem
+from dpopt.data.chunked import is_chunked_input
+from dpopt.pipeline.chunked import ChunkedData
+from dpopt.preprocessing import private_feature_bounds, private_target_bounds
+from dpopt.preprocessing._bounds import (
+    DEFAULT_GRID,
+    ZERO_INFLATED_FALLBACK,
+    feature_histograms,
+    private_bounds_from_counts,
+)
+from dpopt.preprocessing._norms import noisy_target_mean, private_means, private_row_bound
+from dpopt.preprocessing.feature_maps import RowNormalization, Scaling, TargetScaling
+
+
+class ColumnWarning(UserWarning):
+    """Features the default path's scaling fell back on or dropped (:func:`note_columns`)."""
+
+
+def note_columns(fb, scaling):
+    """The plan's record of the features the private bounds could not place, and one
+    :class:`ColumnWarning` per kind (post-processing of the release; nothing is spent):
+    ``fallback_features`` took the public range ``ZERO_INFLATED_FALLBACK`` (bounds
+    collapsed onto the zero bin, or unresolved); ``dropped_features`` are constant after
+    scaling (equal bounds), so the model cannot use them."""
+    fell = (np.flatnonzero(fb.fallback) if fb.fallback is not None
+            else np.zeros(0, dtype=int))
+    dropped = np.flatnonzero(scaling.scale == 0)
+    note = {"fallback_features": fell.tolist(), "dropped_features": dropped.tolist()}
+    warn_columns(note, stacklevel=5)
+    return note
+
+
+class InMemoryData:
+    """The data-dependent steps of :func:`fit_default` on arrays in memory (dense or
+    sparse). :class:`dpopt.pipeline.chunked.ChunkedData` does the same steps on chunked
+    data, with the same releases: the two share every privacy-relevant function."""
+
+    chunked = False
+
+    def __init__(self, X, y):
+        self.X, self.y = X, y
+        self.shape = X.shape
+        self.sparse = sp.issparse(X)
+        self._scaled = None
+
+    def scaled(self, scaling):
+        """``scaling.transform(X)``, computed once per scaling."""
+        if self._scaled is None or self._scaled[0] is not scaling:
+            self._scaled = (scaling, scaling.transform(self.X))
+        return self._scaled[1]
+
+    def feature_bounds(self, mu, rng, bounds=None):
+        return private_feature_bounds(self.X, mu, rng, bounds=bounds,
+                                      fallback=ZERO_INFLATED_FALLBACK)
+
+    def means(self, scaling, mu, rng):
+        return private_means(self.scaled(scaling), mu, rng)
+
+    def centred_bounds(self, scaling, columns, mu, rng):
+        counts = feature_histograms(self.scaled(scaling), columns, DEFAULT_GRID)
+        return private_bounds_from_counts(counts, self.shape[0], mu, rng, quiet=True)
+
+    def row_bound(self, scaling, mu, rng):
+        return private_row_bound(self.scaled(scaling), mu, rng)
+
+    def target_bounds(self, mu, rng):
+        return private_target_bounds(self.y, mu, rng)
+
+    def target_mean(self, target, mu, rng):
+        return noisy_target_mean(float(np.sum(target.transform(self.y))), self.shape[0], mu, rng)
+
+    def problem(self, scaling, target, relabel=None, **kwargs):
+        """The scaled Problem; ``relabel`` (a per-record map of y, e.g. one class against
+        the rest) is applied to the target."""
+        y = self.y if target is None else target.transform(self.y)
+        y = y if relabel is None else relabel(y)
+        return Problem(self.scaled(scaling), y, **kwargs)
+
+
+def _data_of(X, y, loss, fit_intercept):
+    """The data adapter of :func:`fit_default`: in memory, or chunked (a
+    :class:`~dpopt.data.chunked.ChunkedProblem`, or a Dask collection / path with ``y``)."""
+    if getattr(X, "is_chunked", False) is True or is_chunked_input(X):
+        return ChunkedData.of(X, y, loss=loss, fit_intercept=fit_intercept)
+    return InMemoryData(X, y)
+
+
+def private_scaling(data, mus, *, fit_intercept, center, regression, rng, bounds=None,
+                    row_mode=None):
+    """The scaling steps of :func:`fit_default` (the releases of the module table with the
+    mu of ``mus``; rows normalized, for free, when ``mus`` has no ``feature_bounds``).
+    Returns ``(scaling, target_scaling or None, R, records, columns_note)``, the note naming
+    the columns whose bounds fell back or collapsed (:func:`note_columns`). ``bounds``:
+    public (lower, upper) per feature, NaN where unknown (those cost nothing)."""
+    records, columns_note = [], {}
+    if row_mode is None:
+        row_mode = "feature_bounds" not in mus
+    if row_mode:
+        scaling, R = RowNormalization(), 1.0
+    else:
+        fb = data.feature_bounds(mus.get("feature_bounds", math.inf), rng, bounds=bounds)
+        records += list(fb.mechanisms)
+        scaling = Scaling.from_bounds(fb.lower, fb.upper, shift=fit_intercept, sparse=data.sparse)
+        columns_note = note_columns(fb, scaling)
+        if center:
+            means, rec = data.means(scaling, mus["feature_means"], rng)
+            records += rec
+            scaling = scaling.centered(means)
+            if "centred_bounds" in mus:
+                scaling, rec = _narrow(data, scaling, fb, mus["centred_bounds"], rng)
+                records += rec
+        R, rec = data.row_bound(scaling, mus["row_norm"], rng)
+        records += rec
+    target = None
+    if regression:
+        tb = data.target_bounds(mus["target_bounds"], rng)
+        records += list(tb.mechanisms)
+        target = TargetScaling.from_bounds(tb.lower[0], tb.upper[0], shift=fit_intercept)
+    return scaling, target, R, records, columns_note
+
+
+def _narrow(data, scaling, fb, mu, rng):
+    """The centred features' own scale (step "centred bounds"): private bounds of the
+    centred, scaled values of every feature whose bounds were released, then
+    :meth:`Scaling.narrowed`. A feature whose values fill a small part of its first bounds
+    (a year in [1778, 3162] on the public grid, a longitude in [-178, -100]) otherwise
+    spans a sliver of [-1, 1] that the mechanism's noise and ridge swamp; its centred
+    values sit near 0, where the signed-log grid is fine, so the second histogram finds
+    their spread within a factor 10^(1/bins_per_decade). A mean, then a range around it:
+    the location-then-scale refinement of Karwa & Vadhan (ITCS 2018) and Biswas et al.
+    (CoinPress, NeurIPS 2020). One histogram per released feature on the public grid:
+    L2 sensitivity sqrt(2 p') under replace-one, one Gaussian record (mu-GDP), p' the
+    number of released features (public, whatever the data)."""
+    columns = fb.private_index
+    if columns is None or len(columns) == 0:
+        return scaling, []
+    cb = data.centred_bounds(scaling, columns, mu, rng)
+    return scaling.narrowed(columns, cb.lower, cb.upper), list(cb.mechanisms)
+
+
+def warn_columns(plan, stacklevel=2):
+    """One :class:`ColumnWarning` per line of :func:`_column_lines` about columns."""
+    for text in _column_lines({k: plan.get(k) for k in ("fallback_features",
+                                                         "dropped_features")}):
+        warnings.warn(text, ColumnWarning, stacklevel=stacklevel)
+
+
+def _column_lines(plan):
+    """The warning / report lines naming the features the scaling fell back on or dropped."""
+    lines = []
+    sel = plan.get("screen")
+    if sel:
+        lines.append(f"high-dimensional route ({sel['rule']}): a private screen kept "
+                     f"{sel['n_selected']} features (noisy |score| > {sel['threshold']:.3g}); "
+                     f"every other coefficient is 0")
+    fell, dropped = plan.get("fallback_features") or [], plan.get("dropped_features") or []
+    if fell:
+        lo, hi = ZERO_INFLATED_FALLBACK
+        m = max(abs(lo), abs(hi))
+        lines.append(f"features {fell} ({len(fell)}): the private bounds could not place their "
+                     f"values at this budget; they are clipped to a public range instead of "
+                     f"being dropped: [{lo:g}, {hi:g}] where the bulk is exactly 0 "
+                     f"(zero-inflated: exact for 0/1 indicators, counts become 'nonzero'), "
+                     f"[{-m:g}, {m:g}] where nothing could be located. Give public bounds "
+                     f"to keep their scale")
+    if dropped:
+        lines.append(f"features {dropped} ({len(dropped)}) are dropped: their bounds are equal, "
+                     f"so they are constant after scaling and the model cannot use them")
+    return lines
