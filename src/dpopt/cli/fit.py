@@ -68,7 +68,8 @@ def cmd_fit(args):
                           f"missing value: the number of records depends on the private data, "
                           f"which the guarantee does not cover", dpopt.PrivacyLeakWarning,
                           stacklevel=1)
-        fitted = _fit(args, options, X, y)
+        bounds = _feature_bounds(args, None if data["frame"] else data["feature_names"])
+        fitted = _fit(args, options, X, y, bounds)
     if fitted.get("classes") is not None:
         classes = fitted["classes"]
     _report(args, data, fitted, classes, caught)
@@ -89,6 +90,10 @@ def _check_fit_arguments(args, options):
         raise ValueError(f"--target applies to tables (CSV, Parquet) only, got {args.data!r}")
     if args.missing != "auto" and not is_table_path(args.data):
         raise ValueError(f"--missing applies to tables (CSV, Parquet) only, got {args.data!r}")
+    if getattr(args, "feature_bounds", None) and args.solver is not None:
+        raise ValueError("--feature-bounds applies to the default path (no --solver): an "
+                         "explicit solver takes its own clipping options (--option)")
+    _feature_bounds(args)  # a column given twice, before the data are read
     if options and args.solver is None:
         raise ValueError("--option needs --solver: the default (the estimators' solver='auto') "
                          "sets every knob itself")
@@ -103,6 +108,25 @@ def _check_fit_arguments(args, options):
         raise ValueError("--alpha: --penalty l2 with the squared loss needs --alpha > 0")
     if args.out is not None:
         _check_output_path(args.out)
+
+
+def _feature_bounds(args, names=None):
+    """``--feature-bounds``: {column: (lo, hi)} for the estimator's ``feature_bounds=``.
+    With ``names`` (the feature names of a numeric file, whose estimator takes column
+    indices), each name becomes its index; a name that is not a column is refused."""
+    given = getattr(args, "feature_bounds", None) or []
+    out = {}
+    for name, pair in given:
+        if name in out:
+            raise ValueError(f"--feature-bounds: column {name!r} is given twice")
+        out[name] = pair
+    if names is None or not out:
+        return out or None
+    unknown = [k for k in out if k not in names]
+    if unknown:
+        raise ValueError(f"--feature-bounds: {unknown} are not columns of DATA; columns: "
+                         f"{list(names)}")
+    return {list(names).index(k): v for k, v in out.items()}
 
 
 def _check_output_path(path):
@@ -131,7 +155,9 @@ def _read_fit_data(args):
         except ValueError as exc:
             raise ValueError(f"DATA: {exc}") from None
         X, y, dropped = _missing_rows(X, y, name, args.missing)
-        return {"X": X, "y": y.to_numpy(), "feature_names": list(X.columns), "target": name,
+        from dpopt.cli.tables import compact_labels
+
+        return {"X": X, "y": compact_labels(y), "feature_names": list(X.columns), "target": name,
                 "categories": {}, "dropped_rows": dropped, "filled": 0, "frame": True}
     from dpopt.api import modelio
 
@@ -168,7 +194,7 @@ def _missing_rows(X, y, name, mode):
     return X, y, []
 
 
-def _fit(args, options, X, y):
+def _fit(args, options, X, y, bounds=None):
     """(FitResult, loss, penalty, fit_intercept, how) of the estimator (or solve) fit."""
     import numpy as np
 
@@ -176,12 +202,12 @@ def _fit(args, options, X, y):
 
     kind = _ESTIMATORS.get((args.loss, args.penalty))
     if kind is None:
-        return _fit_with_solve(args, options, X, y)
+        return _fit_with_solve(args, options, X, y, bounds)
     params = {"epsilon": args.epsilon, "random_state": args.seed,
               "fit_intercept": not args.no_intercept}
     given = {"delta": args.delta, "alpha": args.alpha, "l1_ratio": args.l1_ratio,
              "threshold": args.huber_threshold, "solver": args.solver,
-             "solver_options": options or None}
+             "solver_options": options or None, "feature_bounds": bounds}
     if kind == "DPLogisticRegression" and args.penalty is not None:
         given["penalty"] = args.penalty
     if kind == "DPLogisticRegression" and args.classes is not None:
@@ -282,7 +308,7 @@ def _format_params(all_params, given):
     return ", ".join(f"{k}={v!r}" for k, v in sorted(shown.items()) if k != "random_state")
 
 
-def _fit_with_solve(args, options, X, y):
+def _fit_with_solve(args, options, X, y, bounds=None):
     import dpopt
 
     loss = dpopt.data.losses.huber(args.huber_threshold or 1.35) if args.loss == "huber" \
@@ -294,7 +320,7 @@ def _fit_with_solve(args, options, X, y):
     if penalty == "elastic_net":
         kwargs["l1_ratio"] = 0.5 if args.l1_ratio is None else args.l1_ratio
     if args.solver is None:
-        return _fit_default(args, X, y, loss, penalty, kwargs)
+        return _fit_default(args, X, y, loss, penalty, kwargs, bounds)
     from dpopt.preprocessing.tables import is_frame
 
     table = None
@@ -315,7 +341,7 @@ def _fit_with_solve(args, options, X, y):
                    f"penalty={penalty})", "options": options}
 
 
-def _fit_default(args, X, y, loss, penalty, kwargs):
+def _fit_default(args, X, y, loss, penalty, kwargs, bounds=None):
     """The estimators' default path (:func:`dpopt.pipeline.default_path.fit_default`) for a loss and penalty
     without an estimator: private scaling, then the mechanism of ``auto.choose_solver``."""
 

@@ -124,11 +124,28 @@ def selection_threshold(sigma, k, delta_sel):
 
 
 def _value_counts(values):
-    """{value: count} of a 1-d array of hashable values (missing cells as MISSING)."""
+    """{value: count} of a column (values keyed by their text, missing cells as MISSING).
+    Counted on the codes of ``pandas.factorize`` (no Python object per row)."""
+    codes, keys = _text_codes(values)
+    counts = np.bincount(codes, minlength=len(keys)) if len(codes) else np.zeros(len(keys))
+    out = {}
+    for key, count in zip(keys, counts.tolist()):
+        if count:
+            out[key] = out.get(key, 0) + int(count)
+    return out
+
+
+def _text_codes(values):
+    """``(codes, keys)``: each cell's index into ``keys``, the texts of the distinct values
+    (``MISSING`` last when a cell is missing; two values with one text share it)."""
     import pandas as pd
 
-    s = pd.Series(np.asarray(values, dtype=object)).where(pd.notna(values), MISSING)
-    return s.astype(str).value_counts(sort=False).to_dict() if len(s) else {}
+    codes, uniques = pd.factorize(values if isinstance(values, pd.Series)
+                                  else pd.Series(np.asarray(values, dtype=object)))
+    keys = [str(u) for u in np.asarray(uniques, dtype=object)] + [MISSING]
+    codes = np.asarray(codes, dtype=np.int64)
+    codes[codes < 0] = len(keys) - 1
+    return codes, keys
 
 
 def select_values(counts, sigma, tau, rng):
@@ -222,7 +239,7 @@ def encode_labels(y, classes):
         for i, c in enumerate(classes.astype(np.float64)):
             index[yv == c] = i
         return index
-    text = np.array([str(v) for v in y], dtype=object)
+    text = y if y.dtype.kind == "U" else np.array([str(v) for v in y], dtype=object)
     for i, c in enumerate(classes):
         index[text == str(c)] = i
     return index
@@ -254,11 +271,25 @@ def _column_kind(name, dtype, declared):
     if pd.api.types.is_numeric_dtype(dtype):
         return "numeric", (pd.api.types.is_float_dtype(dtype)
                            or pd.api.types.is_extension_array_dtype(dtype))
-    if pd.api.types.is_object_dtype(dtype) or pd.api.types.is_string_dtype(dtype):
+    if (pd.api.types.is_object_dtype(dtype) or pd.api.types.is_string_dtype(dtype)
+            or _arrow_dictionary(dtype)):
         return "string", True
     raise ValueError(f"column {name!r} has dtype {dtype}, which dpopt cannot encode: convert "
                      f"it to numbers (e.g. a date to days since an origin), to strings, or to "
                      f"a pandas 'category' with declared categories, or drop it")
+
+
+def _arrow_dictionary(dtype):
+    """An Arrow dictionary column (pyarrow-backed pandas dtype): a storage encoding whose
+    values come from the data (a Parquet or CSV reader makes them), so it is a string
+    column for the table layer, not a declaration (a pandas ``category`` is one)."""
+    import pandas as pd
+
+    if not isinstance(dtype, getattr(pd, "ArrowDtype", ())):
+        return False
+    import pyarrow as pa
+
+    return pa.types.is_dictionary(dtype.pyarrow_dtype)
 
 
 def plan_table(df, categories=None):
@@ -394,10 +425,10 @@ class TableSchema:
             out[~absent, 0] = s[~absent].astype(bool).to_numpy(dtype=np.float64)
         else:
             levels = c.levels + ([MISSING] if c.has_missing else [])
-            codes = pd.Index(levels, dtype=object).get_indexer(
-                s.astype(object).where(~absent, MISSING).astype(str)).astype(np.int64)
-            codes[codes < 0] = len(levels)  # unselected, undeclared or unseen: <other>
-            out[np.arange(len(s)), codes] = 1.0
+            cell_codes, keys = _text_codes(s)
+            to_level = pd.Index(levels, dtype=object).get_indexer(keys).astype(np.int64)
+            to_level[to_level < 0] = len(levels)  # unselected, undeclared or unseen: <other>
+            out[np.arange(len(s)), to_level[cell_codes]] = 1.0
             return
         if c.has_missing:
             out[:, 1] = absent
@@ -438,7 +469,7 @@ def fit_schema(df, columns, mu, delta_sel, rng):
     sigma = sensitivity / mu
     tau = selection_threshold(sigma, k, delta_sel)
     for c in data_driven:
-        kept = select_values(_value_counts(df[c.name].to_numpy()), sigma, tau, rng)
+        kept = select_values(_value_counts(df[c.name]), sigma, tau, rng)
         c.has_missing = MISSING in kept
         c.levels = [v for v in kept if v != MISSING]
     for c in fixed:
