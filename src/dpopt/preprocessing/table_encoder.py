@@ -77,7 +77,8 @@ def prepare_default(X, y, *, epsilon, delta, categories, feature_bounds, classes
         schema, _ = fit_schema(df, columns, mu * math.sqrt(share_c) if share_c else 0.0,
                                delta_sel - delta_y, rng)
         records += list(schema.records)
-        Xf = schema.transform(df)
+        Xf = (schema.transform_sparse(df) if schema.prefers_sparse(len(df))
+              else schema.transform(df))
         encoder = TableEncoder(schema, np.asarray(df.columns, dtype=object))
         names = list(df.columns)
     else:

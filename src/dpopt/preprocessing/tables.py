@@ -84,6 +84,14 @@ SELECTION_SHARE_LABELS = 0.02
 MAX_LABEL_SHARE = 0.3
 #: A class holding this fraction of the rows is kept with probability >= 99.87%.
 MIN_CLASS_FRACTION = 0.05
+#: The encoded design is sparse (CSR) when a row fills at most this share of its columns
+#: (:meth:`TableSchema.prefers_sparse`): CSR then stores at most 3/8 of the dense bytes
+#: (12 bytes per stored entry against 8 per cell).
+SPARSE_DENSITY = 0.25
+#: ... and when the dense design would take at least this many bytes (256 MiB): the default
+#: path holds a few copies of its design (scaled, held-out split), so a dense design above
+#: this reaches gigabytes, while a smaller one keeps the dense scaling (shift + centering).
+SPARSE_MIN_BYTES = 2 ** 28
 #: Share of the fit's delta given to the selection's threshold (delta_sel).
 SELECTION_DELTA_SHARE = 0.1
 
@@ -391,11 +399,7 @@ class TableSchema:
     # ---- the encoding (a per-record map: free)
     def transform(self, df):
         """The float matrix of ``df`` (columns matched by name; unseen levels -> other)."""
-        df = as_pandas(df)
-        missing = [c.name for c in self.columns if c.name not in df.columns]
-        if missing:
-            raise ValueError(f"X lacks the column(s) {missing} of the training schema; "
-                             f"columns given: {list(df.columns)}")
+        df = self._frame(df)
         n = len(df)
         out = np.zeros((n, sum(self._width(c) for c in self.columns)))
         j = 0
@@ -404,6 +408,70 @@ class TableSchema:
             self._encode(c, df[c.name], out[:, j:j + width])
             j += width
         return out
+
+    # ---- the sparse design: at most one stored entry per slot of a row
+    def row_slots(self):
+        """The most entries a row can have in the encoded design (public schema): one per
+        numeric / bool value and per missing indicator, one per categorical column (its
+        level or ``<other>``)."""
+        return sum(1 + int(c.has_missing and c.kind in ("numeric", "bool")) for c in self.columns)
+
+    def prefers_sparse(self, n):
+        """Whether the default path gets the design as CSR (from public n and schema only):
+        the one-hot columns dominate (a row fills at most :data:`SPARSE_DENSITY` of the
+        encoded columns) and the dense design would take at least :data:`SPARSE_MIN_BYTES`.
+        The sparse design changes the model's scaling (no shift, no centering: see
+        docs/tables.md), which costs a little accuracy (Adult: 0.844 against 0.849 dense), so
+        it is kept for designs whose dense copies would strain memory."""
+        width = sum(self._width(c) for c in self.columns)
+        return (width > 0 and self.row_slots() <= SPARSE_DENSITY * width
+                and 8 * n * width >= SPARSE_MIN_BYTES)
+
+    def transform_sparse(self, df):
+        """The design of :meth:`transform` as a CSR matrix, built row-slot by row-slot (each
+        row has exactly :meth:`row_slots` stored entries, some may be explicit zeros): no
+        dense n x width matrix is ever made."""
+        import scipy.sparse as sp
+
+        df = self._frame(df)
+        n, k = len(df), self.row_slots()
+        data = np.zeros((n, k))
+        indices = np.zeros((n, k), dtype=np.int32)
+        slot, j = 0, 0
+        for c in self.columns:
+            width = self._width(c)
+            if c.kind in ("numeric", "bool"):
+                block = np.zeros((n, width))
+                self._encode(c, df[c.name], block)
+                data[:, slot:slot + width] = block
+                indices[:, slot:slot + width] = np.arange(j, j + width)
+                slot += width
+            else:
+                indices[:, slot] = j + self._level_codes(c, df[c.name])
+                data[:, slot] = 1.0
+                slot += 1
+            j += width
+        indptr = np.arange(0, n * k + 1, k, dtype=np.int64)
+        return sp.csr_matrix((data.ravel(), indices.ravel(), indptr), shape=(n, j))
+
+    def _frame(self, df):
+        df = as_pandas(df)
+        missing = [c.name for c in self.columns if c.name not in df.columns]
+        if missing:
+            raise ValueError(f"X lacks the column(s) {missing} of the training schema; "
+                             f"columns given: {list(df.columns)}")
+        return df
+
+    @staticmethod
+    def _level_codes(c, s):
+        """Index of each cell's level in ``c.levels`` (+ ``MISSING``), ``<other>`` last."""
+        import pandas as pd
+
+        levels = c.levels + ([MISSING] if c.has_missing else [])
+        cell_codes, keys = _text_codes(s)
+        to_level = pd.Index(levels, dtype=object).get_indexer(keys).astype(np.int64)
+        to_level[to_level < 0] = len(levels)  # unselected, undeclared or unseen: <other>
+        return to_level[cell_codes]
 
     def _encode(self, c, s, out):
         """Write column ``c`` of the values ``s`` into ``out`` (its encoded columns)."""
@@ -424,11 +492,7 @@ class TableSchema:
         elif c.kind == "bool":
             out[~absent, 0] = s[~absent].astype(bool).to_numpy(dtype=np.float64)
         else:
-            levels = c.levels + ([MISSING] if c.has_missing else [])
-            cell_codes, keys = _text_codes(s)
-            to_level = pd.Index(levels, dtype=object).get_indexer(keys).astype(np.int64)
-            to_level[to_level < 0] = len(levels)  # unselected, undeclared or unseen: <other>
-            out[np.arange(len(s)), to_level[cell_codes]] = 1.0
+            out[np.arange(len(s)), self._level_codes(c, s)] = 1.0
             return
         if c.has_missing:
             out[:, 1] = absent
