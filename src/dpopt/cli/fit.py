@@ -229,7 +229,11 @@ def _fit(args, options, X, y, bounds=None):
     classes = None
     if kind == "DPLogisticRegression" and hasattr(estimator, "classes_"):
         classes = list(estimator.classes_)
-        coef, intercept, classes = _positive_first(coef, intercept, classes, args.positive_label)
+        if len(classes) > 2:  # one-vs-rest: a (k, p) matrix, one row per class
+            coef, intercept = np.asarray(estimator.coef_), np.ravel(estimator.intercept_)
+        else:
+            coef, intercept, classes = _positive_first(coef, intercept, classes,
+                                                       args.positive_label)
     table = getattr(estimator, "table_", None)
     model = (coef, intercept, auto.scaling.to_dict() if auto is not None else None)
     return {"result": estimator.fit_result_, "loss": loss, "penalty": (penalty, penalty_kwargs),
@@ -389,7 +393,7 @@ def _report(args, data, fitted, classes, caught):
     table = fitted.get("table")
     feature_names = (table.feature_names_out() if table is not None
                      else data["feature_names"])
-    p = len(np.ravel((fitted.get("model") or (result.coef,))[0]))
+    p = np.shape((fitted.get("model") or (result.coef,))[0])[-1]
     name, penalty_kwargs = fitted["penalty"]
     info = types.SimpleNamespace(loss=get_loss(fitted["loss"]),
                                  penalty=get_penalty(name, **penalty_kwargs),
@@ -406,6 +410,7 @@ def _report(args, data, fitted, classes, caught):
                                      "dropped_rows": len(data["dropped_rows"])})
     coef = model["coef"]
     nnz = int(np.count_nonzero(coef))
+    multiclass = classes is not None and len(classes) > 2
     print(f"dpopt fit: {args.data} (n={n}, p={p}), loss={info.loss.name}, "
           f"penalty={info.penalty.name}"
           + (f"(alpha={info.penalty.alpha:g})" if info.penalty.name != "none" else ""))
@@ -424,7 +429,15 @@ def _report(args, data, fitted, classes, caught):
             print(f"  {line}")
     if classes is not None:
         how = "declared (public)" if args.classes is not None else "chosen privately"
-        print(f"labels ({how}): {_plain(classes[0])!r} -> -1, {_plain(classes[1])!r} -> +1")
+        if multiclass:
+            print(f"labels ({how}): {', '.join(repr(_plain(c)) for c in classes)} "
+                  f"({len(classes)} classes, one-vs-rest)")
+            if args.positive_label is not None:
+                print(f"warning: --positive-label {args.positive_label} ignored: it applies to "
+                      f"two classes, the fit kept {len(classes)}")
+        else:
+            print(f"labels ({how}): {_plain(classes[0])!r} -> -1, {_plain(classes[1])!r} "
+                  f"-> +1")
     if data["filled"]:
         print(f"missing values: {data['filled']} feature value(s) filled with 0 / no category "
               f"(--missing zero)")
@@ -434,13 +447,17 @@ def _report(args, data, fitted, classes, caught):
               f"numbered from 1 after the header): {shown}"
               + (" ..." if len(data["dropped_rows"]) > 10 else ""))
     print(f"privacy: {fitted.get('report') or result.privacy_report()}")
-    print(f"model: {nnz}/{p} non-zero coefficients, intercept {model['intercept']:.4g}; "
+    shown = (", ".join(f"{b:.4g}" for b in model["intercept"]) if multiclass
+             else f"{model['intercept']:.4g}")
+    print(f"model: {nnz}/{np.size(coef)} non-zero coefficients, intercept {shown}; "
           f"{result.n_iter} updates, {result.passes:g} passes, {result.time:.2f} s")
     for w in others:
         print(f"warning: {w.message}")
     for msg in leaks:
         print(f"PrivacyLeakWarning: {msg}")
-    if args.train_metrics:
+    if args.train_metrics and multiclass:
+        print("training objective: not computed for a one-vs-rest model (one per class)")
+    elif args.train_metrics:
         # the released model in raw units, on the features as predict sees them (the default
         # path's feature map clips them to the private bounds)
         prepare = fitted.get("prepare") or (lambda X: X)
@@ -513,7 +530,12 @@ def cmd_predict(args):
         raise ValueError(f"DATA: {exc}") from None
     pred = modelio.predict(model, X)
     out = {"prediction": pred}
-    if model["loss"] == "logistic":
+    if model["loss"] == "logistic" and margin.ndim == 2:  # one-vs-rest: normalized sigmoids
+        prob = np.exp(-np.logaddexp(0.0, -margin))
+        prob /= np.maximum(prob.sum(axis=1, keepdims=True), np.finfo(float).tiny)
+        for j, c in enumerate(model["classes"]):
+            out[f"probability_{c}"] = prob[:, j]
+    elif model["loss"] == "logistic":
         out["probability"] = np.exp(-np.logaddexp(0.0, -margin))
     import pandas as pd
 
