@@ -29,7 +29,12 @@ from dpopt.data.chunked import ChunkedProblem, as_dask_arrays, is_chunked_input
 from dpopt.pipeline.multiclass import OneVsRestProblems, fit_default_one_vs_rest, solve_one_vs_rest
 from dpopt.pipeline.selection import fit_selected
 from dpopt.pipeline.selection import resolve_alpha as _resolve_alpha
-from dpopt.preprocessing.table_encoder import TableEncoder, prepare_default
+from dpopt.preprocessing.table_encoder import (
+    TableEncoder,
+    dask_table,
+    is_dask_text_frame,
+    prepare_default,
+)
 from dpopt.preprocessing.tables import (
     as_pandas,
     is_frame,
@@ -205,6 +210,9 @@ class _DPLinearModel(BaseEstimator):
             _check_auto_epsilon(epsilon)  # before the data is read
         else:
             check_distributed(spec)
+        encoder = None
+        if is_dask_text_frame(X):  # text columns: the public schema, encoded per partition
+            X, y, encoder = dask_table(X, y, getattr(self, "categories", None))
         X, y = as_dask_arrays(X, y)
         penalty, penalty_kwargs = self._penalty()
 
@@ -219,7 +227,7 @@ class _DPLinearModel(BaseEstimator):
             penalty_kwargs = _resolve_alpha(penalty_kwargs, self._loss(), n)
             self.alpha_ = penalty_kwargs.get("alpha")
             delta = default_delta(n) if delta_given is None else delta_given
-            self.table_ = None
+            self.table_ = encoder
 
             def prepare(rng):
                 target, prior = self._chunked_default_target(y, n, epsilon, delta, rng)
@@ -407,6 +415,9 @@ class _DPLinearModel(BaseEstimator):
         """Margins of chunked data (Dask array, data frame or path, as ``fit`` takes them):
         a lazy Dask array, one task per row chunk, each applying the feature map and the
         model to its chunk (nothing is computed here)."""
+        table = getattr(self, "table_", None)
+        if table is not None and is_dask_text_frame(X):
+            X = X.map_partitions(_encoded_partition, table)
         X, _ = as_dask_arrays(X, None)
         if X.ndim != 2 or X.shape[1] != self.n_features_in_:
             raise ValueError(f"X has shape {X.shape}; the model was fitted on "
@@ -480,3 +491,11 @@ def _log_probabilities(margins):
 def _class_index(y, classes):
     """Class indices 0..k-1 of a chunk of labels (k = len(classes))."""
     return np.searchsorted(classes, y).astype(np.float64)
+
+
+def _encoded_partition(part, table):
+    """One partition of a Dask DataFrame through the fitted table schema (predict)."""
+    import pandas as pd
+
+    return pd.DataFrame(table.transform(part), index=part.index,
+                        columns=table.get_feature_names_out())

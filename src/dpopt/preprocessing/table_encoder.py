@@ -206,3 +206,65 @@ class PrivateTableEncoder(TransformerMixin, BaseEstimator):
 
         check_is_fitted(self, "schema_")
         return np.array(self.schema_.feature_names_out(), dtype=object)
+
+
+def is_dask_text_frame(X):
+    """A Dask DataFrame with a column the chunked path cannot take as numbers (string,
+    object or categorical dtype): :func:`dask_table` encodes it."""
+    if type(X).__name__ != "DataFrame" or not (type(X).__module__ or "").startswith("dask"):
+        return False
+    import pandas as pd
+
+    return any(not (pd.api.types.is_numeric_dtype(d) or pd.api.types.is_bool_dtype(d))
+               for d in X.dtypes)
+
+
+def dask_table(ddf, y, categories=None):
+    """``(encoded Dask DataFrame, y, TableEncoder)`` of a Dask DataFrame with text columns,
+    from the public schema only (no value is read): bool, numeric and declared columns
+    (``categories=``, or a ``category`` dtype with known categories), encoded partition by
+    partition (a per-record map: free). A missing value is imputed at 0 / ``<other>`` without
+    an indicator (as for explicit solvers: no count is selected). A column whose categories
+    would have to be read from the data is refused, naming it: selecting them privately needs
+    the in-memory table layer (compute the frame to pandas) or a declaration."""
+    if isinstance(y, str):
+        if y not in ddf.columns:
+            raise ValueError(f"y={y!r} is not a column of the data frame "
+                             f"(columns: {list(ddf.columns)[:10]})")
+        ddf, y = ddf.drop(columns=[y]), ddf[y]
+    meta = _declared_meta(ddf._meta, categories)
+    columns = plan_table(meta, categories)
+    strings = [c.name for c in columns if c.kind == "string"]
+    if strings:
+        raise ValueError(f"Dask DataFrame column(s) {strings} hold text whose categories are "
+                         f"not declared: declare them (categories={{{strings[0]!r}: [...]}}, "
+                         f"or a 'category' dtype with known categories), or compute the frame "
+                         f"to pandas (.compute()) so that the table layer selects them "
+                         f"privately")
+    schema = TableSchema(columns)
+    names = schema.feature_names_out()
+
+    def encode(part):
+        import pandas as pd
+
+        return pd.DataFrame(schema.transform(part), index=part.index, columns=names)
+
+    import pandas as pd
+
+    encoded = ddf.map_partitions(encode, meta=pd.DataFrame({n: pd.Series(dtype=float)
+                                                            for n in names}))
+    return encoded, y, TableEncoder(schema, np.asarray(ddf.columns, dtype=object))
+
+
+def _declared_meta(meta, categories):
+    """The meta frame with a ``category`` column of unknown categories (Dask's placeholder)
+    made a string column: its categories are data unless declared."""
+    import pandas as pd
+
+    meta = meta.copy()
+    for c in meta.columns:
+        dtype = meta[c].dtype
+        if isinstance(dtype, pd.CategoricalDtype) and "__UNKNOWN_CATEGORIES__" in list(
+                dtype.categories) and c not in (categories or {}):
+            meta[c] = meta[c].astype(object)
+    return meta
