@@ -1,9 +1,11 @@
 """Read a data table (CSV, compressed CSV, Parquet) into a DataFrame (``dpopt fit`` / ``predict``).
 
-The reading is pandas' (``pandas.read_csv`` with the pyarrow-backed string dtype of pandas
->= 3, ``pandas.read_parquet``); nothing is parsed by hand. The columns are then encoded by
-the table layer :mod:`dpopt.preprocessing.tables` (column kinds, private selection of categories,
-missing values), the same code as a DataFrame passed to an estimator.
+The reading is pandas' (``pandas.read_csv``, ``pandas.read_parquet``); nothing is parsed
+by hand. Text columns are parsed into integer codes and handed on as Arrow dictionary
+columns, whose values the table layer still selects privately (:func:`read_frame`). The
+columns are then encoded by the table layer :mod:`dpopt.preprocessing.tables` (column kinds,
+private selection of categories, missing values), the same code as a DataFrame passed to an
+estimator.
 
 * **Header.** A CSV's first row is a header when none of its cells is a number; otherwise
   the columns are named ``col1``, ``col2``, ...
