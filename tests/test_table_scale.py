@@ -108,3 +108,17 @@ def test_dask_frame_with_text_needs_declared_categories():
     assert names[:3] == ["age", "income", "city_c0"] and names[-1] == "member"
     assert est.coef_.shape[1] == len(names) and est.epsilon_spent_ <= 2.0
     assert np.mean(pred == y.to_numpy()) > 0.6
+
+
+def test_clip_sparse_in_column_groups_equals_the_dense_clip(monkeypatch):
+    from dpopt.preprocessing import feature_maps
+
+    rng = np.random.default_rng(0)
+    X = sp.random(500, 60, density=0.1, random_state=0, format="csr")
+    X.data = X.data * 10 - 5
+    before = X.copy()
+    lower, upper = -rng.random(60) * 3, rng.random(60) * 3
+    monkeypatch.setattr(feature_maps, "CLIP_BLOCK", 37)  # many groups, some one column
+    out = feature_maps.clip_sparse(X, lower, upper)
+    np.testing.assert_array_equal(out.toarray(), np.clip(X.toarray(), lower, upper))
+    assert (X != before).nnz == 0  # the input is not modified

@@ -279,8 +279,10 @@ def features(model: dict, X):
     ``<other>``), or is read by the training column names; arrays are taken as they are."""
     data = model.get("data") or {}
     if is_frame(X):
-        if data.get("table"):
-            return TableSchema.from_dict(data["table"]).transform(X)
+        if data.get("table"):  # CSR when one-hot columns dominate a large table
+            schema = TableSchema.from_dict(data["table"])
+            return (schema.transform_sparse(X) if schema.prefers_sparse(len(X))
+                    else schema.transform(X))
         names = data.get("columns") or data.get("feature_names")
         missing = [c for c in (names or []) if c not in X.columns]
         if names and not missing:

@@ -513,7 +513,7 @@ def cmd_predict(args):
     import numpy as np
 
     from dpopt.api import modelio
-    from dpopt.cli.tables import is_table_path, read_frame
+    from dpopt.cli.tables import compact_labels, is_table_path, read_frame
 
     model = modelio.load_model(args.model)
     target = args.target or (model.get("data") or {}).get("target")
@@ -521,7 +521,7 @@ def cmd_predict(args):
     if is_table_path(args.data):
         X = read_frame(args.data)
         if target is not None and target in X.columns:
-            y, X = X[target].to_numpy(), X.drop(columns=[target])
+            y, X = compact_labels(X[target]), X.drop(columns=[target])
     else:
         X, y, _ = modelio.read_data(args.data)
     try:
@@ -543,10 +543,11 @@ def cmd_predict(args):
     print(f"dpopt predict: {args.data} (n={len(pred)}) with {args.model}; predictions written "
           f"to {args.out}")
     if y is not None:
-        known = ~pd.isna(pd.Series(y)).to_numpy()
-        if model["loss"] == "logistic":
-            truth = np.array([str(v) for v in y[known]])
-            acc = float(np.mean(np.array([str(v) for v in pred[known]]) == truth))
+        known = (np.ones(len(y), dtype=bool) if y.dtype.kind == "U"
+                 else ~pd.isna(pd.Series(y)).to_numpy())
+        if model["loss"] == "logistic":  # labels compared by their text
+            acc = float(np.mean(np.asarray(pred[known]).astype(str)
+                                == np.asarray(y[known]).astype(str)))
             print(f"accuracy on the {int(known.sum())} rows with a target: {acc:.4f}")
         else:
             from sklearn.metrics import r2_score
