@@ -91,23 +91,55 @@ def test_cli_reader_keeps_text_compact_and_selected_privately(tmp_path):
     assert kinds["city"] == "string" and kinds["size"] == "string"
 
 
-def test_dask_frame_with_text_needs_declared_categories():
+def _dask(X, y, parts=3):
     dd = pytest.importorskip("dask.dataframe")
-    X, y = _frame(2000, seed=3)
+    return dd.from_pandas(X, npartitions=parts), dd.from_pandas(y, npartitions=parts)
+
+
+def test_dask_frame_with_text_selects_like_the_in_memory_layer():
+    X, y = _frame(3000, seed=3)
     X = X.drop(columns=["size"])
-    ddf, dy = dd.from_pandas(X, npartitions=3), dd.from_pandas(y, npartitions=3)
-    with pytest.raises(ValueError, match=r"\['city'\].*categories=.*compute"):
-        dpopt.DPLogisticRegression(epsilon=1.0, random_state=0).fit(ddf, dy)
-    levels = [f"c{i}" for i in range(30)]
+    ddf, dy = _dask(X, y)
+    acc = dpopt.BudgetAccountant(epsilon=4.0, delta=1e-5)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # Dask: string target to object
-        est = dpopt.DPLogisticRegression(epsilon=2.0, random_state=0,
-                                         categories={"city": levels}).fit(ddf, dy)
+        est = dpopt.DPLogisticRegression(epsilon=2.0, delta=1e-6, random_state=0,
+                                         accountant=acc).fit(ddf, dy)
         pred = np.asarray(est.predict(ddf).compute())
-    names = list(est.table_.get_feature_names_out())
-    assert names[:3] == ["age", "income", "city_c0"] and names[-1] == "member"
-    assert est.coef_.shape[1] == len(names) and est.epsilon_spent_ <= 2.0
+    ref = dpopt.DPLogisticRegression(epsilon=2.0, delta=1e-6, random_state=0).fit(X, y)
+    # the same counts, the same split of the budget, the same noise: the same release
+    assert est.table_.schema.to_dict() == ref.table_.schema.to_dict()
+    assert list(est.classes_) == list(ref.classes_) == ["no", "yes"]
+    assert est.auto_.plan["mu_shares"]["selection"] == ref.auto_.plan["mu_shares"]["selection"]
+    assert est.epsilon_spent_ <= 2.0 and est.delta_spent_ == 1e-6 and len(acc._ledger) == 1
     assert np.mean(pred == y.to_numpy()) > 0.6
+    # a label held by one record leaves one class: refused, nothing charged
+    y1 = pd.Series(["no"] * (len(y) - 1) + ["yes"])
+    with pytest.raises(ValueError, match="kept 1 class"):
+        dpopt.DPLogisticRegression(epsilon=2.0, delta=1e-6, random_state=0,
+                                   accountant=acc).fit(*_dask(X, y1))
+    assert len(acc._ledger) == 1
+
+
+def test_dask_frame_declared_categories_regression_and_explicit_solvers():
+    X, y = _frame(2000, seed=4)
+    X = X.drop(columns=["size"])
+    levels = [f"c{i}" for i in range(30)]
+    target = pd.Series(X["age"].to_numpy() * 0.1 + (X["city"] == "c1").to_numpy())
+    ddf, dt = _dask(X, target)
+    est = dpopt.DPLinearRegression(epsilon=2.0, random_state=0,
+                                   categories={"city": levels}).fit(ddf, dt)
+    names = list(est.table_.get_feature_names_out())
+    ref = dpopt.DPLinearRegression(epsilon=2.0, random_state=0,
+                                   categories={"city": levels}).fit(X, target)
+    assert names == list(ref.table_.get_feature_names_out())
+    assert "city_c0" in names and "income_missing" in names  # selected: 20% missing
+    assert est.coef_.shape[-1] == len(names)
+    # the in-memory fit reports the same (2 + 5e-15 here: round-off of the composition)
+    assert est.epsilon_spent_ == pytest.approx(ref.epsilon_spent_, rel=1e-12, abs=0)
+    with pytest.raises(ValueError, match=r"\['city'\].*categories="):
+        dpopt.DPLinearRegression(epsilon=2.0, alpha=0.1, solver="dp-gd",
+                                 random_state=0).fit(ddf, dt)
 
 
 def test_clip_sparse_in_column_groups_equals_the_dense_clip(monkeypatch):

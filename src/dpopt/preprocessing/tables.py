@@ -165,7 +165,7 @@ def select_values(counts, sigma, tau, rng):
     return [k for k, v in zip(keys, noisy) if v > tau]
 
 
-def select_labels(y, mu, delta, rng, classes=None):
+def select_labels(y, mu, delta, rng, classes=None, counts=None):
     """Labels of y chosen privately: ``(classes, records, delta_sel)``.
 
     ``classes`` given (or y categorical / bool): the declared labels, nothing spent.
@@ -173,14 +173,14 @@ def select_labels(y, mu, delta, rng, classes=None):
     replace-one): ``mu`` is its Gaussian-DP budget, ``delta`` the threshold's delta_sel. The
     records are ``[Gaussian(1 / mu, 1)]``; a label held by one record is kept with
     probability at most ``delta``. The classes are returned in ``np.unique`` order.
+    ``counts`` ({label: count}, summed over chunks) replaces counting ``y``.
     """
     declared = declared_classes(y, classes)
     if declared is not None:
         return declared, [], 0.0
-    labels = np.asarray(y)
     sigma = math.sqrt(2.0) / mu
     tau = selection_threshold(sigma, 1, delta)
-    counts = _label_counts(labels)
+    counts = _label_counts(np.asarray(y)) if counts is None else counts
     kept = set(select_values({str(k): v for k, v in counts.items()}, sigma, tau, rng))
     chosen = np.array(sorted(k for k in counts if str(k) in kept))
     return chosen, [Gaussian(1.0 / mu, 1)], float(delta)
@@ -520,10 +520,13 @@ def _missing_count(s):
     return int(pd.isna(s).sum())
 
 
-def fit_schema(df, columns, mu, delta_sel, rng):
+def fit_schema(df, columns, mu, delta_sel, rng, counts=None):
     """Run the partition selection (module docstring) on ``df``'s columns planned by
     :func:`plan_table`; returns ``(TableSchema, None)``. ``mu``: its Gaussian-DP budget;
-    ``delta_sel``: the threshold's delta (over all its data-driven columns)."""
+    ``delta_sel``: the threshold's delta (over all its data-driven columns). ``counts``:
+    ``({column: {value: count}}, {column: missing count})`` counted elsewhere (over Dask
+    partitions); by default counted on ``df``."""
+    values, missing = counts or ({}, {})
     data_driven = [c for c in columns if c.kind == "string"]
     fixed = [c for c in columns if c.kind != "string" and c.missable]
     k = len(data_driven)
@@ -533,11 +536,13 @@ def fit_schema(df, columns, mu, delta_sel, rng):
     sigma = sensitivity / mu
     tau = selection_threshold(sigma, k, delta_sel)
     for c in data_driven:
-        kept = select_values(_value_counts(df[c.name]), sigma, tau, rng)
+        kept = select_values(values[c.name] if counts else _value_counts(df[c.name]), sigma,
+                             tau, rng)
         c.has_missing = MISSING in kept
         c.levels = [v for v in kept if v != MISSING]
     for c in fixed:
-        noisy = _missing_count(df[c.name]) + rng.standard_normal() * sigma
+        count = missing[c.name] if counts else _missing_count(df[c.name])
+        noisy = count + rng.standard_normal() * sigma
         c.has_missing = bool(noisy > tau)
     schema = TableSchema(columns, [Gaussian(1.0 / mu, 1)], float(delta_sel) if k else 0.0,
                          sigma, tau)
