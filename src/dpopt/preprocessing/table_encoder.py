@@ -295,6 +295,8 @@ def _dask_counts(ddf, y, columns, select_y):
     for c, counts in zip(strings, out):
         values[c] = {}
         for key, count in counts.items():
+            if not count:  # a category no record holds (a categorical's dtype lists it)
+                continue
             text = MISSING if pd.isna(key) else str(key)
             values[c][text] = values[c].get(text, 0) + int(count)
     missing = {c: int(m) for c, m in zip(fixed, out[len(strings):])}
