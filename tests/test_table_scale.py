@@ -154,3 +154,16 @@ def test_clip_sparse_in_column_groups_equals_the_dense_clip(monkeypatch):
     out = feature_maps.clip_sparse(X, lower, upper)
     np.testing.assert_array_equal(out.toarray(), np.clip(X.toarray(), lower, upper))
     assert (X != before).nnz == 0  # the input is not modified
+
+
+def test_dask_category_of_unknown_categories_is_selected_not_declared():
+    X, y = _frame(2000, seed=5)
+    X["city"] = X["city"].astype(pd.CategoricalDtype([f"c{i}" for i in range(40)]))
+    ddf, dy = _dask(X, y)
+    ddf["city"] = ddf["city"].cat.as_unknown()  # Dask has not read them: data
+    est = dpopt.DPLogisticRegression(epsilon=4.0, random_state=0).fit(ddf, dy)
+    plain = X.assign(city=X["city"].astype(object))  # 10 categories no record holds
+    ref = dpopt.DPLogisticRegression(epsilon=4.0, random_state=0).fit(plain, y)
+    kinds = {c.name: c.kind for c in est.table_.schema.columns}
+    assert kinds["city"] == "string" and kinds["size"] == "declared"
+    assert est.table_.schema.to_dict() == ref.table_.schema.to_dict()

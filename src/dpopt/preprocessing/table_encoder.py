@@ -238,7 +238,13 @@ def split_dask_target(ddf, y):
         if y not in ddf.columns:
             raise ValueError(f"y={y!r} is not a column of the data frame "
                              f"(columns: {list(ddf.columns)[:10]})")
-        return ddf.drop(columns=[y]), ddf[y]
+        ddf, y = ddf.drop(columns=[y]), ddf[y]
+    import pandas as pd
+
+    dtype = getattr(y, "dtype", None)
+    if (hasattr(y, "to_dask_array") and dtype is not None and dtype.kind != "O"
+            and pd.api.types.is_string_dtype(dtype)):
+        y = y.astype(object)  # text labels as Python strings (Dask's arrays hold no str dtype)
     return ddf, y
 
 
