@@ -242,7 +242,7 @@ def split_dask_target(ddf, y):
     import pandas as pd
 
     dtype = getattr(y, "dtype", None)
-    if (hasattr(y, "to_dask_array") and dtype is not None and dtype.kind != "O"
+    if (hasattr(y, "to_dask_array") and dtype is not None and not isinstance(dtype, np.dtype)
             and pd.api.types.is_string_dtype(dtype)):
         y = y.astype(object)  # text labels as Python strings (Dask's arrays hold no str dtype)
     return ddf, y
