@@ -13,8 +13,8 @@ numeric         int, float (not bool)                      the value, NaN -> 0 (
 bool            bool, pandas ``boolean``                   0/1 (public [0, 1])
 declared        pandas ``category`` or ``categories=``     one 0/1 column per declared level,
                                                            plus ``<other>`` (public [0, 1])
-string          object / str without a declaration         one 0/1 column per level chosen by
-                                                           private partition selection, plus
+string          object / str / Arrow dictionary            one 0/1 column per level chosen by
+                (no declaration)                           private partition selection, plus
                                                            ``<other>`` (public [0, 1])
 ==============  =========================================  ==================================
 
