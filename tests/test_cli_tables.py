@@ -266,3 +266,75 @@ def test_absolute_loss_takes_the_default_path_and_train_metrics_use_the_released
     assert objective < 0.5 * baseline
     code, out, err = run(["fit", path, "--loss", "absolute", "--epsilon", "inf"], capsys)
     assert code == 2 and "--epsilon inf" in err
+
+
+def test_feature_bounds_option_is_passed_to_the_estimator(table, tmp_path, capsys):
+    path, _ = table
+    out = tmp_path / "fb.json"
+    code, stdout, err = run(["fit", path, "--loss", "logistic", "--epsilon", "1", "--seed", "2",
+                             "--feature-bounds", "age=17:90", "--feature-bounds", "income=0:100",
+                             "--out", out], capsys)
+    assert code == 0, err
+    model = modelio.load_model(out)
+    names = model["data"]["feature_names"]
+    lower, upper = model["feature_map"]["lower"], model["feature_map"]["upper"]
+    assert (lower[names.index("age")], upper[names.index("age")]) == (17.0, 90.0)
+    assert (lower[names.index("income")], upper[names.index("income")]) == (0.0, 100.0)
+    from dpopt.api.estimators import DPLogisticRegression
+    from dpopt.cli.tables import read_table
+
+    X, y, _ = read_table(path, target="bought")
+    est = DPLogisticRegression(epsilon=1.0, random_state=2,
+                               feature_bounds={"age": (17, 90), "income": (0, 100)}).fit(X, y)
+    np.testing.assert_array_equal(model["coef"], est.coef_.ravel())
+
+
+@pytest.mark.parametrize("given, needle", [
+    (["--feature-bounds", "age=17"], "NAME=LO:HI"),
+    (["--feature-bounds", "age=a:9"], "'age'"),
+    (["--feature-bounds", "age=90:17"], "LO <= HI"),
+    (["--feature-bounds", "agee=1:2"], "agee"),
+    (["--feature-bounds", "color=0:1"], "color"),
+    (["--feature-bounds", "age=1:2", "--feature-bounds", "age=3:4"], "twice"),
+    (["--feature-bounds", "age=1:2", "--solver", "dp-cd"], "--solver"),
+])
+def test_feature_bounds_option_errors_name_the_column(table, capsys, given, needle):
+    path, _ = table
+    code, _, err = run(["fit", path, "--loss", "logistic", "--epsilon", "1", *given], capsys)
+    assert code == 2 and needle in err, err
+
+
+def test_fit_and_predict_three_classes(tmp_path, capsys):
+    rng = np.random.default_rng(4)
+    rows = []
+    for _ in range(1500):
+        k = int(rng.integers(3))
+        rows.append([round(float(rng.normal((-2, 0, 2)[k])), 3),
+                     round(float(rng.normal((0, 2, 0)[k])), 3), str(rng.choice(["a", "b"])),
+                     ("cat", "dog", "eel")[k]])
+    path = _write(tmp_path / "three.csv", "x1,x2,shade,kind", rows)
+    out, pred = tmp_path / "m3.json", tmp_path / "p3.csv"
+    code, stdout, err = run(["fit", path, "--loss", "logistic", "--epsilon", "2", "--seed", "1",
+                             "--out", out], capsys)
+    assert code == 0, err
+    assert "'cat', 'dog', 'eel' (3 classes, one-vs-rest)" in stdout
+    model = modelio.load_model(out)
+    assert model["classes"] == ["cat", "dog", "eel"] and model["coef"].shape == (3, 5)
+    from dpopt.api.estimators import DPLogisticRegression
+    from dpopt.cli.tables import read_table
+
+    X, y, _ = read_table(path, target="kind")
+    est = DPLogisticRegression(epsilon=2.0, random_state=1).fit(X, y)
+    np.testing.assert_array_equal(model["coef"], est.coef_)
+    code, stdout, err = run(["predict", out, path, "--out", pred], capsys)
+    assert code == 0, err
+    import pandas as pd
+
+    p = pd.read_csv(pred)
+    truth = np.array([r[3] for r in rows])
+    acc = float(stdout.split("accuracy on the 1500 rows with a target: ")[1].split()[0])
+    assert acc == pytest.approx(np.mean(p["prediction"].to_numpy() == truth), abs=1e-4)
+    assert acc == pytest.approx(est.score(X, y), abs=1e-4) and acc > 0.6
+    probs = p[["probability_cat", "probability_dog", "probability_eel"]].to_numpy()
+    np.testing.assert_allclose(probs.sum(axis=1), 1.0)
+    np.testing.assert_allclose(probs, est.predict_proba(X), atol=1e-12)

@@ -30,7 +30,15 @@ from dpopt.data.chunked import ChunkedProblem, as_dask_arrays, is_chunked_input
 from dpopt.pipeline.multiclass import OneVsRestProblems, fit_default_one_vs_rest, solve_one_vs_rest
 from dpopt.pipeline.selection import fit_selected
 from dpopt.pipeline.selection import resolve_alpha as _resolve_alpha
-from dpopt.preprocessing.table_encoder import TableEncoder, prepare_default
+from dpopt.preprocessing.table_encoder import (
+    TableEncoder,
+    dask_table,
+    encode_partitions,
+    is_dask_text_frame,
+    prepare_dask,
+    prepare_default,
+    split_dask_target,
+)
 from dpopt.preprocessing.tables import (
     as_pandas,
     is_frame,
@@ -221,6 +229,11 @@ class _DPLinearModel(BaseEstimator):
             _check_auto_epsilon(epsilon)  # before the data is read
         else:
             check_distributed(spec)
+        if spec is None and is_dask_text_frame(X):
+            return self._fit_chunked_table(X, y, epsilon, delta_given)
+        encoder = None
+        if is_dask_text_frame(X):  # an explicit solver: the public schema only
+            X, y, encoder = dask_table(X, y, getattr(self, "categories", None))
         X, y = as_dask_arrays(X, y)
         penalty, penalty_kwargs = self._penalty()
 
@@ -256,6 +269,7 @@ class _DPLinearModel(BaseEstimator):
         delta = default_delta(problem.n_samples) if delta_given is None else delta_given
         self.n_features_in_ = problem.n_features
         self.auto_ = None
+        self.table_ = encoder
         if multiclass:  # one-vs-rest (dpopt.pipeline.multiclass): validated once above
             def binary(relabel):
                 return ChunkedProblem(X, target.map_blocks(relabel, dtype=np.float64),
@@ -266,7 +280,40 @@ class _DPLinearModel(BaseEstimator):
             problem = OneVsRestProblems(binary, self._n_classes())
         return self._solve(problem, spec, epsilon, delta, options, label_leaks)
 
-    def _chunked_default_target(self, y, n, epsilon, delta, rng):
+    def _fit_chunked_table(self, X, y, epsilon, delta_given):
+        """The default path on a Dask DataFrame with text columns: the table's releases with
+        their counts summed over the partitions (:func:`prepare_dask`, the same selection
+        as in memory), then the chunked default path on the encoded partitions; one
+        composition, as in memory."""
+        _check_auto_epsilon(epsilon)
+        frame, y = split_dask_target(X, y)
+        n = int(len(frame))
+        penalty, penalty_kwargs = self._penalty()
+        penalty_kwargs = _resolve_alpha(penalty_kwargs, self._loss(), n)
+        self.alpha_ = penalty_kwargs.get("alpha")
+        delta = default_delta(n) if delta_given is None else delta_given
+
+        def prepare(rng):
+            encoded, classes, encoder, bounds, prior = prepare_dask(
+                frame, y, n=n, epsilon=epsilon, delta=delta,
+                categories=getattr(self, "categories", None),
+                feature_bounds=getattr(self, "feature_bounds", None),
+                classes=getattr(self, "classes", None), classifier=self._classifier, rng=rng)
+            self.table_ = encoder
+            Xa, target = as_dask_arrays(encoded, y)
+            if self._classifier:
+                target, _ = self._chunked_default_target(target, n, epsilon, delta, rng,
+                                                         chosen=classes)
+            loss = "squared" if self._n_classes() > 2 else self._loss()
+            problem = ChunkedProblem(Xa, target, loss=loss, penalty=penalty,
+                                     fit_intercept=self.fit_intercept, **penalty_kwargs)
+            return problem, None, bounds, prior
+
+        self._fit_auto(prepare, epsilon, delta, penalty, penalty_kwargs)
+        self.n_features_in_ = self.fit_result_.coef.shape[-1]
+        return self
+
+    def _chunked_default_target(self, y, n, epsilon, delta, rng, chosen=None):
         """The loss's target of chunked data on the default path, and the releases it took
         (regressors: y itself, nothing)."""
         return y, None
@@ -417,6 +464,9 @@ class _DPLinearModel(BaseEstimator):
         """Margins of chunked data (Dask array, data frame or path, as ``fit`` takes them):
         a lazy Dask array, one task per row chunk, each applying the feature map and the
         model to its chunk (nothing is computed here)."""
+        table = getattr(self, "table_", None)
+        if table is not None and is_dask_text_frame(X):
+            X = encode_partitions(X, table)
         X, _ = as_dask_arrays(X, None)
         if X.ndim != 2 or X.shape[1] != self.n_features_in_:
             raise ValueError(f"X has shape {X.shape}; the model was fitted on "

@@ -234,16 +234,19 @@ class DPLogisticRegression(InferenceMixin, ClassifierMixin, _DPLinearModel):
             raise ValueError("DPLogisticRegression needs at least 2 classes in y, got 1 class")
         self.classes_ = classes
 
-    def _chunked_default_target(self, y, n, epsilon, delta, rng):
+    def _chunked_default_target(self, y, n, epsilon, delta, rng, chosen=None):
         """Chunked labels on the default path: declared (``classes=``) or chosen privately
         from their counts (one pass, summed over the chunks; :func:`dpopt.preprocessing.tables.label_prior`,
-        the release of the in-memory path)."""
+        the release of the in-memory path); ``chosen``: already selected with a table's
+        columns (:func:`dpopt.preprocessing.table_encoder.prepare_dask`)."""
         # lazy: dask is an optional dependency (pip install dpopt[dask])
         import dask.array as da
 
         y = y if isinstance(y, da.Array) else da.from_array(np.asarray(y))
         prior = None
-        if self.classes is not None:
+        if chosen is not None:
+            classes = np.asarray(chosen)
+        elif self.classes is not None:
             classes = declared_classes(None, self.classes)
         else:
             values, counts = da.compute(*da.unique(y, return_counts=True))

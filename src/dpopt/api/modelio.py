@@ -11,6 +11,8 @@ Model JSON (``format: "dpopt-model/1"``)::
     {"format", "dpopt_version", "loss", "loss_param", "penalty", "alpha", "l1_ratio",
      "fit_intercept", "solver", "options", "params", "seed",
      "coef": [...], "intercept": float, "classes": [neg, pos] or null,
+     (one-vs-rest, k >= 3 classes: "coef" is k lists, "intercept" k numbers, in the
+     order of "classes")
      "privacy": {"epsilon", "delta", "adjacency", "accountant", "noise_multiplier",
                  "mechanisms": [{"type": "Gaussian", ...}, ...], "leaks": [...]},
      "data": {"path", "n_samples", "n_features", "feature_names", "target",
@@ -110,8 +112,9 @@ def model_dict(problem, result, *, solver, options, seed, classes=None, data=Non
         "options": options,
         "params": result.params,
         "seed": seed,
-        "coef": [float(c) for c in np.ravel(coef)],
-        "intercept": float(intercept),
+        "coef": _coef_list(coef),
+        "intercept": (float(intercept) if np.ndim(coef) < 2
+                      else [float(b) for b in np.ravel(intercept)]),
         "feature_map": feature_map,
         "classes": None if classes is None else [_plain(c) for c in classes],
         "privacy": {"epsilon": _num(result.epsilon), "delta": float(result.delta),
@@ -121,6 +124,15 @@ def model_dict(problem, result, *, solver, options, seed, classes=None, data=Non
                     "leaks": list(getattr(result, "leaks", ()))},
         "data": data or {},
     }
+
+
+def _coef_list(coef):
+    """A binary / regression model's coefficients as a list; a one-vs-rest model's (k, p)
+    matrix as k lists (one per class, in the order of ``classes``)."""
+    coef = np.asarray(coef, dtype=np.float64)
+    if coef.ndim == 2 and coef.shape[0] > 1:
+        return [[float(c) for c in row] for row in coef]
+    return [float(c) for c in np.ravel(coef)]
 
 
 def _plain(v):
@@ -229,8 +241,10 @@ def load_model(path) -> dict:
         raise ValueError(f"model {str(path)!r}: field(s) {missing} missing; not a complete "
                          f"model written by dpopt fit")
     try:
-        model["coef"] = np.asarray(model["coef"], dtype=np.float64).ravel()
-        model["intercept"] = float(model["intercept"])
+        coef = np.asarray(model["coef"], dtype=np.float64)
+        model["coef"] = coef if coef.ndim == 2 else coef.ravel()
+        model["intercept"] = (np.asarray(model["intercept"], dtype=np.float64)
+                              if coef.ndim == 2 else float(model["intercept"]))
     except (TypeError, ValueError):
         raise ValueError(f"model {str(path)!r}: coef and intercept must be numbers") from None
     return model
@@ -266,8 +280,10 @@ def features(model: dict, X):
     ``<other>``), or is read by the training column names; arrays are taken as they are."""
     data = model.get("data") or {}
     if is_frame(X):
-        if data.get("table"):
-            return TableSchema.from_dict(data["table"]).transform(X)
+        if data.get("table"):  # CSR when one-hot columns dominate a large table
+            schema = TableSchema.from_dict(data["table"])
+            return (schema.transform_sparse(X) if schema.prefers_sparse(len(X))
+                    else schema.transform(X))
         names = data.get("columns") or data.get("feature_names")
         missing = [c for c in (names or []) if c not in X.columns]
         if names and not missing:
@@ -279,14 +295,15 @@ def features(model: dict, X):
         except (TypeError, ValueError):
             raise ValueError("DATA has non-numeric columns but the model was fitted on numbers "
                              "only") from None
-    return _check_predict_input(X, len(model["coef"]))
+    return _check_predict_input(X, np.shape(model["coef"])[-1])
 
 
 def margins(model: dict, X):
     """x^T coef + intercept on the model's features (its feature map applied)."""
     X = features(model, X)
-    if X.shape[1] != len(model["coef"]):
-        raise ValueError(f"DATA has {X.shape[1]} features; the model has {len(model['coef'])}")
+    width = np.shape(model["coef"])[-1]
+    if X.shape[1] != width:
+        raise ValueError(f"DATA has {X.shape[1]} features; the model has {width}")
     fmap = model.get("feature_map")
     if fmap is not None:  # the default path's map: features clipped to bounds, or rows normalized
 
@@ -298,7 +315,10 @@ def margins(model: dict, X):
             lower = np.asarray(fmap["lower"], dtype=np.float64)
             upper = np.asarray(fmap["upper"], dtype=np.float64)
             X = _clip_columns(X, lower, upper)  # sparse stays sparse when 0 is in every range
-    return np.asarray(X @ model["coef"]).ravel() + model["intercept"]
+    coef = np.asarray(model["coef"])
+    if coef.ndim == 2:  # one-vs-rest: one margin per class, (n, k)
+        return np.asarray(X @ coef.T) + model["intercept"]
+    return np.asarray(X @ coef).ravel() + model["intercept"]
 
 
 def predict(model: dict, X):
@@ -306,5 +326,7 @@ def predict(model: dict, X):
     margin = margins(model, X)
     if model["loss"] == "logistic":
         classes = model.get("classes") or [-1.0, 1.0]
+        if margin.ndim == 2:  # one-vs-rest: the class of the largest margin
+            return np.asarray(classes, dtype=object)[np.argmax(margin, axis=1)]
         return np.where(margin > 0, classes[1], classes[0])
     return margin

@@ -69,3 +69,22 @@ def _non_negative_float(text):
     if not (value >= 0 and math.isfinite(value)):
         raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text}")
     return value
+
+
+def _feature_bound(text):
+    """NAME=LO:HI (``--feature-bounds``, repeatable): one column's public bounds. The
+    column name is checked against the data when it is read (the estimator's
+    ``feature_bounds=`` names the column in its error); here the form and the numbers."""
+    name, sep, pair = text.rpartition("=")
+    lo, colon, hi = pair.partition(":")
+    if not sep or not name.strip() or not colon:
+        raise argparse.ArgumentTypeError(f"expected NAME=LO:HI (e.g. age=17:90), got {text!r}")
+    try:
+        a, b = float(lo), float(hi)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"column {name.strip()!r}: LO and HI must be numbers, "
+                                         f"got {pair!r}") from None
+    if not (math.isfinite(a) and math.isfinite(b) and a <= b):
+        raise argparse.ArgumentTypeError(f"column {name.strip()!r}: need finite LO <= HI, "
+                                         f"got {pair!r}")
+    return name.strip(), (a, b)

@@ -32,6 +32,7 @@ from dpopt._core.validation import (
 )
 from dpopt.cli._args import (
     _checked_number,
+    _feature_bound,
     _HelpFormatter,
     _non_negative_float,
     _option,
@@ -407,12 +408,19 @@ def build_parser():
     p.add_argument("--target", default=None,
                    help="tables only: label column, its name or number counted from 1 "
                         "(default: the last column)")
-    p.add_argument("--classes", default=None, metavar="A,B",
-                   help="logistic: declare the two labels (public; default: chosen privately "
-                        "from the data by the table layer)")
+    p.add_argument("--classes", default=None, metavar="A,B[,C...]",
+                   help="logistic: declare the labels, two or more (three or more: a "
+                        "one-vs-rest model; public; default: chosen privately from the data by "
+                        "the table layer)")
     p.add_argument("--positive-label", default=None,
                    help="logistic: the label mapped to +1, a string or a number (default: the "
                         "larger label)")
+    p.add_argument("--feature-bounds", type=_feature_bound, action="append",
+                   metavar="NAME=LO:HI",
+                   help="public bounds of a numeric column, repeatable (e.g. --feature-bounds "
+                        "age=17:90): values are clipped to them and no budget is spent on that "
+                        "column's bounds (default: bounds estimated privately; 0/1 columns "
+                        "always have public bounds [0, 1])")
     p.add_argument("--missing", choices=["auto", "error", "drop"], default="auto",
                    help="tables only, missing values (empty, NA, NaN, ?): auto (the private "
                         "rule of dpopt.preprocessing.tables: imputed at 0 / '<other>' plus a privately "

@@ -71,7 +71,8 @@ def cmd_fit(args):
                           f"missing value: the number of records depends on the private data, "
                           f"which the guarantee does not cover", dpopt.PrivacyLeakWarning,
                           stacklevel=1)
-        fitted = _fit(args, options, X, y)
+        bounds = _feature_bounds(args, None if data["frame"] else data["feature_names"])
+        fitted = _fit(args, options, X, y, bounds)
     if fitted.get("classes") is not None:
         classes = fitted["classes"]
     _report(args, data, fitted, classes, caught)
@@ -94,6 +95,10 @@ def _check_fit_arguments(args, options):
         raise ValueError(f"--target applies to tables (CSV, Parquet) only, got {args.data!r}")
     if args.missing != "auto" and not is_table_path(args.data):
         raise ValueError(f"--missing applies to tables (CSV, Parquet) only, got {args.data!r}")
+    if getattr(args, "feature_bounds", None) and args.solver is not None:
+        raise ValueError("--feature-bounds applies to the default path (no --solver): an "
+                         "explicit solver takes its own clipping options (--option)")
+    _feature_bounds(args)  # a column given twice, before the data are read
     if options and args.solver is None:
         raise ValueError("--option needs --solver: the default (the estimators' solver='auto') "
                          "sets every knob itself")
@@ -106,6 +111,25 @@ def _check_fit_arguments(args, options):
         raise ValueError("--alpha: --penalty l2 with the squared loss needs --alpha > 0")
     if args.out is not None:
         _check_output_path(args.out)
+
+
+def _feature_bounds(args, names=None):
+    """``--feature-bounds``: {column: (lo, hi)} for the estimator's ``feature_bounds=``.
+    With ``names`` (the feature names of a numeric file, whose estimator takes column
+    indices), each name becomes its index; a name that is not a column is refused."""
+    given = getattr(args, "feature_bounds", None) or []
+    out = {}
+    for name, pair in given:
+        if name in out:
+            raise ValueError(f"--feature-bounds: column {name!r} is given twice")
+        out[name] = pair
+    if names is None or not out:
+        return out or None
+    unknown = [k for k in out if k not in names]
+    if unknown:
+        raise ValueError(f"--feature-bounds: {unknown} are not columns of DATA; columns: "
+                         f"{list(names)}")
+    return {list(names).index(k): v for k, v in out.items()}
 
 
 def _check_output_path(path):
@@ -136,7 +160,9 @@ def _read_fit_data(args):
         except ValueError as exc:
             raise ValueError(f"DATA: {exc}") from None
         X, y, dropped = _missing_rows(X, y, name, args.missing)
-        return {"X": X, "y": y.to_numpy(), "feature_names": list(X.columns), "target": name,
+        from dpopt.cli.tables import compact_labels
+
+        return {"X": X, "y": compact_labels(y), "feature_names": list(X.columns), "target": name,
                 "categories": {}, "dropped_rows": dropped, "filled": 0, "frame": True}
     # lazy: the light CLI commands load no heavy module
     from dpopt.api import modelio
@@ -175,19 +201,19 @@ def _missing_rows(X, y, name, mode):
     return X, y, []
 
 
-def _fit(args, options, X, y):
+def _fit(args, options, X, y, bounds=None):
     """(FitResult, loss, penalty, fit_intercept, how) of the estimator (or solve) fit."""
     # lazy: the light CLI commands load no heavy module
     import numpy as np
 
     kind = _ESTIMATORS.get((args.loss, args.penalty))
     if kind is None:
-        return _fit_with_solve(args, options, X, y)
+        return _fit_with_solve(args, options, X, y, bounds)
     params = {"epsilon": args.epsilon, "random_state": args.seed,
               "fit_intercept": not args.no_intercept}
     given = {"delta": args.delta, "alpha": args.alpha, "l1_ratio": args.l1_ratio,
              "threshold": args.huber_threshold, "solver": args.solver,
-             "solver_options": options or None}
+             "solver_options": options or None, "feature_bounds": bounds}
     if kind == "DPLogisticRegression" and args.penalty is not None:
         given["penalty"] = args.penalty
     if kind == "DPLogisticRegression" and args.classes is not None:
@@ -209,7 +235,11 @@ def _fit(args, options, X, y):
     classes = None
     if kind == "DPLogisticRegression" and hasattr(estimator, "classes_"):
         classes = list(estimator.classes_)
-        coef, intercept, classes = _positive_first(coef, intercept, classes, args.positive_label)
+        if len(classes) > 2:  # one-vs-rest: a (k, p) matrix, one row per class
+            coef, intercept = np.asarray(estimator.coef_), np.ravel(estimator.intercept_)
+        else:
+            coef, intercept, classes = _positive_first(coef, intercept, classes,
+                                                       args.positive_label)
     table = getattr(estimator, "table_", None)
     model = (coef, intercept, auto.scaling.to_dict() if auto is not None else None)
     return {"result": estimator.fit_result_, "loss": loss, "penalty": (penalty, penalty_kwargs),
@@ -289,7 +319,7 @@ def _format_params(all_params, given):
     return ", ".join(f"{k}={v!r}" for k, v in sorted(shown.items()) if k != "random_state")
 
 
-def _fit_with_solve(args, options, X, y):
+def _fit_with_solve(args, options, X, y, bounds=None):
     loss = dpopt.data.losses.huber(args.huber_threshold or 1.35) if args.loss == "huber" \
         else args.loss
     penalty = args.penalty or "none"
@@ -299,7 +329,7 @@ def _fit_with_solve(args, options, X, y):
     if penalty == "elastic_net":
         kwargs["l1_ratio"] = 0.5 if args.l1_ratio is None else args.l1_ratio
     if args.solver is None:
-        return _fit_default(args, X, y, loss, penalty, kwargs)
+        return _fit_default(args, X, y, loss, penalty, kwargs, bounds)
     # lazy: the light CLI commands load no heavy module
     from dpopt.preprocessing.tables import is_frame
 
@@ -322,7 +352,7 @@ def _fit_with_solve(args, options, X, y):
                    f"penalty={penalty})", "options": options}
 
 
-def _fit_default(args, X, y, loss, penalty, kwargs):
+def _fit_default(args, X, y, loss, penalty, kwargs, bounds=None):
     """The estimators' default path (:func:`dpopt.pipeline.default_path.fit_default`) for a loss and penalty
     without an estimator: private scaling, then the mechanism of ``auto.choose_solver``."""
 
@@ -370,7 +400,7 @@ def _report(args, data, fitted, classes, caught):
     table = fitted.get("table")
     feature_names = (table.feature_names_out() if table is not None
                      else data["feature_names"])
-    p = len(np.ravel((fitted.get("model") or (result.coef,))[0]))
+    p = np.shape((fitted.get("model") or (result.coef,))[0])[-1]
     name, penalty_kwargs = fitted["penalty"]
     info = types.SimpleNamespace(loss=get_loss(fitted["loss"]),
                                  penalty=get_penalty(name, **penalty_kwargs),
@@ -387,6 +417,7 @@ def _report(args, data, fitted, classes, caught):
                                      "dropped_rows": len(data["dropped_rows"])})
     coef = model["coef"]
     nnz = int(np.count_nonzero(coef))
+    multiclass = classes is not None and len(classes) > 2
     print(f"dpopt fit: {args.data} (n={n}, p={p}), loss={info.loss.name}, "
           f"penalty={info.penalty.name}"
           + (f"(alpha={info.penalty.alpha:g})" if info.penalty.name != "none" else ""))
@@ -405,7 +436,15 @@ def _report(args, data, fitted, classes, caught):
             print(f"  {line}")
     if classes is not None:
         how = "declared (public)" if args.classes is not None else "chosen privately"
-        print(f"labels ({how}): {_plain(classes[0])!r} -> -1, {_plain(classes[1])!r} -> +1")
+        if multiclass:
+            print(f"labels ({how}): {', '.join(repr(_plain(c)) for c in classes)} "
+                  f"({len(classes)} classes, one-vs-rest)")
+            if args.positive_label is not None:
+                print(f"warning: --positive-label {args.positive_label} ignored: it applies to "
+                      f"two classes, the fit kept {len(classes)}")
+        else:
+            print(f"labels ({how}): {_plain(classes[0])!r} -> -1, {_plain(classes[1])!r} "
+                  f"-> +1")
     if data["filled"]:
         print(f"missing values: {data['filled']} feature value(s) filled with 0 / no category "
               f"(--missing zero)")
@@ -415,13 +454,17 @@ def _report(args, data, fitted, classes, caught):
               f"numbered from 1 after the header): {shown}"
               + (" ..." if len(data["dropped_rows"]) > 10 else ""))
     print(f"privacy: {fitted.get('report') or result.privacy_report()}")
-    print(f"model: {nnz}/{p} non-zero coefficients, intercept {model['intercept']:.4g}; "
+    shown = (", ".join(f"{b:.4g}" for b in model["intercept"]) if multiclass
+             else f"{model['intercept']:.4g}")
+    print(f"model: {nnz}/{np.size(coef)} non-zero coefficients, intercept {shown}; "
           f"{result.n_iter} updates, {result.passes:g} passes, {result.time:.2f} s")
     for w in others:
         print(f"warning: {w.message}")
     for msg in leaks:
         print(f"PrivacyLeakWarning: {msg}")
-    if args.train_metrics:
+    if args.train_metrics and multiclass:
+        print("training objective: not computed for a one-vs-rest model (one per class)")
+    elif args.train_metrics:
         # the released model in raw units, on the features as predict sees them (the default
         # path's feature map clips them to the private bounds)
         prepare = fitted.get("prepare") or (lambda X: X)
@@ -480,7 +523,7 @@ def cmd_predict(args):
 
     # lazy: the light CLI commands load no heavy module
     from dpopt.api import modelio
-    from dpopt.cli.tables import is_table_path, read_frame
+    from dpopt.cli.tables import compact_labels, is_table_path, read_frame
 
     model = modelio.load_model(args.model)
     target = args.target or (model.get("data") or {}).get("target")
@@ -488,7 +531,7 @@ def cmd_predict(args):
     if is_table_path(args.data):
         X = read_frame(args.data)
         if target is not None and target in X.columns:
-            y, X = X[target].to_numpy(), X.drop(columns=[target])
+            y, X = compact_labels(X[target]), X.drop(columns=[target])
     else:
         X, y, _ = modelio.read_data(args.data)
     try:
@@ -497,7 +540,12 @@ def cmd_predict(args):
         raise ValueError(f"DATA: {exc}") from None
     pred = modelio.predict(model, X)
     out = {"prediction": pred}
-    if model["loss"] == "logistic":
+    if model["loss"] == "logistic" and margin.ndim == 2:  # one-vs-rest: normalized sigmoids
+        prob = np.exp(-np.logaddexp(0.0, -margin))
+        prob /= np.maximum(prob.sum(axis=1, keepdims=True), np.finfo(float).tiny)
+        for j, c in enumerate(model["classes"]):
+            out[f"probability_{c}"] = prob[:, j]
+    elif model["loss"] == "logistic":
         out["probability"] = np.exp(-np.logaddexp(0.0, -margin))
     # lazy: the light CLI commands load no heavy module
     import pandas as pd
@@ -506,10 +554,11 @@ def cmd_predict(args):
     print(f"dpopt predict: {args.data} (n={len(pred)}) with {args.model}; predictions written "
           f"to {args.out}")
     if y is not None:
-        known = ~pd.isna(pd.Series(y)).to_numpy()
-        if model["loss"] == "logistic":
-            truth = np.array([str(v) for v in y[known]])
-            acc = float(np.mean(np.array([str(v) for v in pred[known]]) == truth))
+        known = (np.ones(len(y), dtype=bool) if y.dtype.kind == "U"
+                 else ~pd.isna(pd.Series(y)).to_numpy())
+        if model["loss"] == "logistic":  # labels compared by their text
+            acc = float(np.mean(np.asarray(pred[known]).astype(str)
+                                == np.asarray(y[known]).astype(str)))
             print(f"accuracy on the {int(known.sum())} rows with a target: {acc:.4f}")
         else:
             # lazy: the light CLI commands load no heavy module

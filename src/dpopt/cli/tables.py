@@ -1,9 +1,11 @@
 """Read a data table (CSV, compressed CSV, Parquet) into a DataFrame (``dpopt fit`` / ``predict``).
 
-The reading is pandas' (``pandas.read_csv`` with the pyarrow-backed string dtype of pandas
->= 3, ``pandas.read_parquet``); nothing is parsed by hand. The columns are then encoded by
-the table layer :mod:`dpopt.preprocessing.tables` (column kinds, private selection of categories,
-missing values), the same code as a DataFrame passed to an estimator.
+The reading is pandas' (``pandas.read_csv``, ``pandas.read_parquet``); nothing is parsed
+by hand. Text columns are parsed into integer codes and handed on as Arrow dictionary
+columns, whose values the table layer still selects privately (:func:`read_frame`). The
+columns are then encoded by the table layer :mod:`dpopt.preprocessing.tables` (column kinds,
+private selection of categories, missing values), the same code as a DataFrame passed to an
+estimator.
 
 * **Header.** A CSV's first row is a header when none of its cells is a number; otherwise
   the columns are named ``col1``, ``col2``, ...
@@ -37,31 +39,88 @@ def is_table_path(path) -> bool:
     return name.endswith(CSV_SUFFIXES + PARQUET_SUFFIXES)
 
 
+#: Rows read first to tell text columns from numbers (the whole file is then read once).
+SNIFF_ROWS = 2000
+
+
 def read_frame(path):
-    """The whole table as a DataFrame (ValueError naming the path when unreadable)."""
+    """The whole table as a DataFrame (ValueError naming the path when unreadable).
+
+    Memory: a text column is parsed straight into integer codes (pandas' C parser with
+    ``dtype="category"`` for the columns whose first :data:`SNIFF_ROWS` rows hold text), then
+    handed to the table layer as an Arrow dictionary column (:func:`data_dictionary`): its
+    values stay data, chosen privately like any string column. The peak is about 2.3x the
+    file (``benchmarks/table_memory.py``) where Python string objects made it 4x.
+    """
     # lazy: the light CLI commands load no heavy module
     import pandas as pd
 
     name = os.fspath(path).lower()
     try:
         if name.endswith(PARQUET_SUFFIXES):
-            return pd.read_parquet(path)
-        sep = "\t" if ".tsv" in name else None
+            return compact_text(pd.read_parquet(path))
+        sep = "\t" if ".tsv" in name else ","
         header = "infer" if _has_header(path, sep) else None
-        df = pd.read_csv(path, sep=sep or ",", header=header, na_values=list(EXTRA_MISSING),
-                         skipinitialspace=True)
+        options = {"sep": sep, "header": header, "na_values": list(EXTRA_MISSING),
+                   "skipinitialspace": True}
+        head = pd.read_csv(path, nrows=SNIFF_ROWS, **options)
+        text = {c: "category" for c in head.columns if _is_text(head[c].dtype)}
+        df = pd.read_csv(path, dtype=text or None, **options)
     except (OSError, ValueError, UnicodeDecodeError) as exc:
         raise ValueError(f"cannot read {os.fspath(path)!r}: {exc}") from None
     if header is None:
         df.columns = [f"col{j + 1}" for j in range(df.shape[1])]
     else:  # pandas renames a repeated name ("a", "a.1"): check the header as written
-        raw = pd.read_csv(path, sep=sep or ",", header=None, nrows=1, dtype=str,
+        raw = pd.read_csv(path, sep=sep, header=None, nrows=1, dtype=str,
                           skipinitialspace=True).iloc[0]
         check_unique_columns([str(c).strip() for c in raw])
     if df.shape[0] == 0:
         raise ValueError(f"{os.fspath(path)!r} has no data rows")
     df.columns = [str(c).strip() for c in df.columns]
+    return compact_text(df)
+
+
+def _is_text(dtype):
+    import pandas as pd
+
+    return not (pd.api.types.is_numeric_dtype(dtype) or pd.api.types.is_bool_dtype(dtype))
+
+
+def compact_text(df):
+    """Every categorical column of a file as an Arrow dictionary column (the table layer
+    selects its values privately: categories read from a file are data, not a declaration),
+    made in place column by column (no copy of the whole frame)."""
+    import pandas as pd
+
+    df = df.copy(deep=False)
+    for c in df.columns:
+        if isinstance(df[c].dtype, pd.CategoricalDtype):
+            df[c] = data_dictionary(df[c])
     return df
+
+
+def data_dictionary(s):
+    """A pandas categorical Series as an Arrow ``dictionary<string>`` Series (same codes,
+    values as text; a missing cell stays missing)."""
+    import pandas as pd
+    import pyarrow as pa
+
+    codes = s.cat.codes.to_numpy()
+    values = pa.array([str(v) for v in s.cat.categories], pa.string())
+    array = pa.DictionaryArray.from_arrays(pa.array(codes, mask=codes < 0), values)
+    return pd.Series(pd.arrays.ArrowExtensionArray(array), index=s.index, name=s.name)
+
+
+def compact_labels(y):
+    """A text target as a fixed-width numpy string array (no Python object per row; the
+    labels' selection and encoding work on it directly); numbers stay numbers."""
+    import pandas as pd
+
+    if pd.api.types.is_numeric_dtype(y.dtype) or pd.api.types.is_bool_dtype(y.dtype) \
+            or y.isna().any():
+        return y.to_numpy()
+    codes, uniques = pd.factorize(y)
+    return np.asarray([str(u) for u in uniques], dtype=str)[codes]
 
 
 def integer_features_as_float(X):
@@ -73,8 +132,9 @@ def integer_features_as_float(X):
 
     ints = [c for c in X.columns if pd.api.types.is_integer_dtype(X[c].dtype)]
     if ints:
-        X = X.copy()
-        X[ints] = X[ints].astype(np.float64)
+        X = X.copy(deep=False)
+        for c in ints:  # one column at a time: no copy of the whole frame
+            X[c] = X[c].astype(np.float64)
     return X
 
 
@@ -82,7 +142,7 @@ def _has_header(path, sep):
     # lazy: the light CLI commands load no heavy module
     import pandas as pd
 
-    first = pd.read_csv(path, sep=sep or ",", header=None, nrows=1, dtype=str,
+    first = pd.read_csv(path, sep=sep, header=None, nrows=1, dtype=str,
                         skipinitialspace=True)
     return not any(_is_number(c) for c in first.iloc[0].tolist())
 

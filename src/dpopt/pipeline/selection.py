@@ -432,8 +432,8 @@ def _select(auto, X_val, y_val, regression, fit_intercept, mu_v, rng, n_train, m
               "mu_scores": mu_scores, "noisy_mean": constant, "noisy_mean_from": source,
               "sigma_mean": sigma_mean, "constant_resolved": resolved,
               "validation_rows": int(len(y_val)), "released_columns": released_columns,
-              "margin": MARGIN, "difference_bound": bound, "majority_from": ("the labels' noisy counts" if majority
-                                                  is not None else None),
+              "margin": MARGIN, "difference_bound": bound,
+              "majority_from": "the labels' noisy counts" if majority is not None else None,
               "reason": (f"held-out selection on {len(y_val)} rows (Gaussian, mu={mu_v:.3g}, "
                          f"sigma={sigma:.3g}): released {'the model' if use_model else name}"
                          + ("" if resolved else " (which class is the majority is not "

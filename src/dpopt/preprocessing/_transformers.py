@@ -21,10 +21,9 @@ def _clip_columns(X, lower, upper):
     interval contains 0 (the implicit zeros are unchanged), else it is densified."""
     if sp.issparse(X):
         if np.all((lower <= 0) & (upper >= 0)):
-            X = sp.csc_matrix(X, dtype=np.float64, copy=True)
-            cols = np.repeat(np.arange(X.shape[1]), np.diff(X.indptr))
-            X.data = np.clip(X.data, lower[cols], upper[cols])
-            return X
+            from dpopt.preprocessing.feature_maps import clip_sparse
+
+            return clip_sparse(X, lower, upper)
         X = X.toarray()
     return np.clip(X, lower, upper)
 

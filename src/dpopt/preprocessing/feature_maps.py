@@ -12,6 +12,26 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.preprocessing import normalize
 
+#: Stored values clipped per group of columns (:func:`clip_sparse`): bounds the temporaries.
+CLIP_BLOCK = 1 << 22
+
+
+def clip_sparse(X, lower, upper):
+    """A CSC copy of sparse X with every stored value clipped to its column's
+    [lower_j, upper_j] (implicit zeros untouched), in place on the copy, a group of columns
+    at a time (at most :data:`CLIP_BLOCK` values): no per-value index or bound arrays of the
+    whole matrix."""
+    X = sp.csc_matrix(X, dtype=np.float64, copy=True)
+    indptr, p, start = X.indptr, X.shape[1], 0
+    while start < p:
+        end = int(np.searchsorted(indptr, indptr[start] + CLIP_BLOCK, side="right")) - 1
+        end = min(max(end, start + 1), p)
+        a, b = indptr[start], indptr[end]
+        cols = np.repeat(np.arange(start, end), np.diff(indptr[start:end + 1]))
+        np.clip(X.data[a:b], lower[cols], upper[cols], out=X.data[a:b])
+        start = end
+    return X
+
 
 @dataclass(frozen=True)
 class Scaling:
@@ -77,10 +97,7 @@ class Scaling:
     def clip(self, X):
         """X clipped to [lower, upper] feature-wise (sparse stays sparse)."""
         if sp.issparse(X):
-            X = sp.csc_matrix(X, dtype=np.float64, copy=True)
-            cols = np.repeat(np.arange(X.shape[1]), np.diff(X.indptr))
-            X.data = np.clip(X.data, self.lower[cols], self.upper[cols])
-            return X
+            return clip_sparse(X, self.lower, self.upper)
         return np.clip(X, self.lower, self.upper)
 
     def unscale(self, coef, intercept):

@@ -15,6 +15,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from dpopt._core.validation import check_privacy_target, check_random_state
 from dpopt.preprocessing.tables import (
+    MISSING,
     Prior,
     TableSchema,
     as_pandas,
@@ -63,14 +64,8 @@ def prepare_default(X, y, *, epsilon, delta, categories, feature_bounds, classes
     elif categories:
         raise ValueError("categories= needs X as a DataFrame (columns by name)")
     select_y = classifier and declared_classes(y, classes) is None
-    k_cols = sum(c.kind == "string" for c in (columns or []))
-    k = k_cols + int(select_y)
-    delta_g, delta_sel = delta_split(delta, k > 0)
-    mu = gdp_mu(epsilon, delta_g)
-    # one threshold delta per data-driven column and for the labels: delta_sel / k each
-    delta_y = delta_sel / k if select_y else 0.0
-    share_y = label_share(X.shape[0], mu, delta_y) if select_y else 0.0
-    share_c = selection_share(columns or [])
+    mu, delta_sel, delta_y, share_y, share_c = selection_split(X.shape[0], columns, select_y,
+                                                               epsilon, delta)
     labels, records, label_counts = None, [], None
     if select_y:
         labels, records, _, label_counts = select_labels(y, mu * math.sqrt(share_y), delta_y,
@@ -79,13 +74,12 @@ def prepare_default(X, y, *, epsilon, delta, categories, feature_bounds, classes
         schema, _ = fit_schema(df, columns, mu * math.sqrt(share_c) if share_c else 0.0,
                                delta_sel - delta_y, rng)
         records += list(schema.records)
-        Xf = schema.transform(df)
+        Xf = (schema.transform_sparse(df) if schema.prefers_sparse(len(df))
+              else schema.transform(df))
         encoder = TableEncoder(schema, np.asarray(df.columns, dtype=object))
         names = list(df.columns)
     else:
         schema, encoder, Xf, names = None, None, X, None
-    share = share_y + share_c
-    mu_sel = mu * math.sqrt(share)
     if classifier:
         chosen = labels if select_y else declared_classes(y, classes)
         check_two_classes(chosen, epsilon)
@@ -93,16 +87,36 @@ def prepare_default(X, y, *, epsilon, delta, categories, feature_bounds, classes
     else:
         y_out, classes_out = y, None
     bounds = _resolve_bounds(feature_bounds, schema, names, Xf.shape[1])
-    info = {"selection_mu": mu_sel, "selection_delta": delta_sel, "label_share": share_y,
-            "column_share": share_c}
+    prior = _prior(mu, delta_sel, share_y, share_c, records, schema, select_y, label_counts)
+    return Xf, y_out, classes_out, encoder, bounds, prior
+
+
+def selection_split(n, columns, select_y, epsilon, delta):
+    """``(mu, delta_sel, delta_y, share_y, share_c)`` of the table's releases, from public
+    (n, schema, epsilon, delta) only: the fit's Gaussian-DP mu (at the delta the threshold
+    leaves), the threshold's delta_sel (one delta_sel / k per data-driven column and for the
+    labels), the labels' and the columns' shares of mu^2."""
+    k_cols = sum(c.kind == "string" for c in (columns or []))
+    k = k_cols + int(select_y)
+    delta_g, delta_sel = delta_split(delta, k > 0)
+    mu = gdp_mu(epsilon, delta_g)
+    delta_y = delta_sel / k if select_y else 0.0
+    share_y = label_share(n, mu, delta_y) if select_y else 0.0
+    return mu, delta_sel, delta_y, share_y, selection_share(columns or [])
+
+
+def _prior(mu, delta_sel, share_y, share_c, records, schema, select_y, label_counts=None):
+    """The :class:`Prior` of the table's releases (None when nothing was selected)."""
+    share = share_y + share_c
+    info = {"selection_mu": mu * math.sqrt(share), "selection_delta": delta_sel,
+            "label_share": share_y, "column_share": share_c}
     if schema is not None:
         info.update(_schema_info(schema))
     if select_y:
         info["labels"] = "selected privately"
         info["label_counts"] = label_counts
         info["label_sigma"] = math.sqrt(2.0) / (mu * math.sqrt(share_y))
-    prior = Prior(share, delta_sel, records, info) if share else None
-    return Xf, y_out, classes_out, encoder, bounds, prior
+    return Prior(share, delta_sel, records, info) if share else None
 
 
 def _schema_info(schema):
@@ -205,3 +219,151 @@ class PrivateTableEncoder(TransformerMixin, BaseEstimator):
     def get_feature_names_out(self, input_features=None):
         check_is_fitted(self, "schema_")
         return np.array(self.schema_.feature_names_out(), dtype=object)
+
+
+def is_dask_text_frame(X):
+    """A Dask DataFrame with a column the chunked path cannot take as numbers (string,
+    object or categorical dtype): :func:`prepare_dask` / :func:`dask_table` encode it."""
+    if type(X).__name__ != "DataFrame" or not (type(X).__module__ or "").startswith("dask"):
+        return False
+    import pandas as pd
+
+    return any(not (pd.api.types.is_numeric_dtype(d) or pd.api.types.is_bool_dtype(d))
+               for d in X.dtypes)
+
+
+def split_dask_target(ddf, y):
+    """``(features, target)`` of a Dask DataFrame; ``y`` may name one of its columns."""
+    if isinstance(y, str):
+        if y not in ddf.columns:
+            raise ValueError(f"y={y!r} is not a column of the data frame "
+                             f"(columns: {list(ddf.columns)[:10]})")
+        ddf, y = ddf.drop(columns=[y]), ddf[y]
+    import pandas as pd
+
+    dtype = getattr(y, "dtype", None)
+    if (hasattr(y, "to_dask_array") and dtype is not None and not isinstance(dtype, np.dtype)
+            and pd.api.types.is_string_dtype(dtype)):
+        y = y.astype(object)  # text labels as Python strings (Dask's arrays hold no str dtype)
+    return ddf, y
+
+
+def prepare_dask(ddf, y, *, n, epsilon, delta, categories, feature_bounds, classes,
+                 classifier, rng):
+    """The table releases of the default path on a Dask DataFrame: the plan, the split of
+    the budget, the labels' and the columns' partition selection of :func:`prepare_default`,
+    with every count (values of each string column, missing cells, labels) summed over the
+    partitions by Dask in one pass; only those counts leave the workers, and they enter the
+    same noisy threshold as in memory (same sensitivity: each record is in one partition).
+    Returns ``(encoded Dask DataFrame, classes or None, TableEncoder, public bounds,
+    Prior)``; the encoding is applied partition by partition (a per-record map: free)."""
+    meta = _declared_meta(ddf._meta, categories)
+    columns = plan_table(meta, categories)
+    y_meta = getattr(y, "_meta", None)
+    if str(getattr(y_meta, "dtype", "")) == "category" and "__UNKNOWN_CATEGORIES__" in list(
+            y_meta.cat.categories):
+        y_meta = None  # categories Dask has not read: data, selected privately
+    select_y = classifier and declared_classes(y_meta, classes) is None
+    mu, delta_sel, delta_y, share_y, share_c = selection_split(n, columns, select_y,
+                                                               epsilon, delta)
+    values, missing, label_counts = _dask_counts(ddf, y, columns, select_y)
+    chosen, records, noisy_counts = None, [], None
+    if select_y:
+        chosen, records, _, noisy_counts = select_labels(None, mu * math.sqrt(share_y), delta_y,
+                                                         rng, counts=label_counts)
+    schema, _ = fit_schema(None, columns, mu * math.sqrt(share_c) if share_c else 0.0,
+                           delta_sel - delta_y, rng, counts=(values, missing))
+    records += list(schema.records)
+    if classifier:
+        chosen = chosen if select_y else declared_classes(y_meta, classes)
+        check_two_classes(chosen, epsilon)
+    names = list(ddf.columns)
+    width = len(schema.feature_names_out())
+    bounds = _resolve_bounds(feature_bounds, schema, names, width)
+    prior = _prior(mu, delta_sel, share_y, share_c, records, schema, select_y, noisy_counts)
+    encoder = TableEncoder(schema, np.asarray(names, dtype=object))
+    return encode_partitions(ddf, encoder), chosen, encoder, bounds, prior
+
+
+def _dask_counts(ddf, y, columns, select_y):
+    """``({column: {value text: count}}, {column: missing count}, {label: count})`` summed
+    over the partitions (one ``dask.compute``)."""
+    import dask
+    import pandas as pd
+
+    strings = [c.name for c in columns if c.kind == "string"]
+    fixed = [c.name for c in columns if c.kind != "string" and c.missable]
+    tasks = ([ddf[c].value_counts(dropna=False) for c in strings]
+             + [ddf[c].isna().sum() for c in fixed]
+             + ([_label_count_task(y)] if select_y else []))
+    out = dask.compute(*tasks)
+    values = {}
+    for c, counts in zip(strings, out):
+        values[c] = {}
+        for key, count in counts.items():
+            if not count:  # a category no record holds (a categorical's dtype lists it)
+                continue
+            text = MISSING if pd.isna(key) else str(key)
+            values[c][text] = values[c].get(text, 0) + int(count)
+    missing = {c: int(m) for c, m in zip(fixed, out[len(strings):])}
+    labels = None
+    if select_y:
+        labels = {k: int(v) for k, v in out[-1].items()}
+    return values, missing, labels
+
+
+def _label_count_task(y):
+    if hasattr(y, "value_counts"):
+        return y.value_counts()
+    import dask
+    import dask.array as da
+    import pandas as pd
+
+    values, counts = da.unique(y, return_counts=True)
+    return dask.delayed(lambda v, c: pd.Series(c, index=v))(values, counts)
+
+
+def encode_partitions(ddf, encoder):
+    """The Dask DataFrame of the encoded features, partition by partition."""
+    import pandas as pd
+
+    names = list(encoder.get_feature_names_out())
+    meta = pd.DataFrame({name: pd.Series(dtype=float) for name in names})
+    return ddf.map_partitions(_encode_partition, encoder, names, meta=meta)
+
+
+def _encode_partition(part, encoder, names):
+    import pandas as pd
+
+    return pd.DataFrame(encoder.transform(part), index=part.index, columns=names)
+
+
+def dask_table(ddf, y, categories=None):
+    """``(encoded Dask DataFrame, y, TableEncoder)`` from the public schema only (bool,
+    numeric and declared columns; a missing value imputed at 0 / ``<other>``, no indicator):
+    for explicit solvers on a Dask DataFrame, which release nothing about the columns. A
+    column whose categories would have to be read from the data is refused, naming it."""
+    ddf, y = split_dask_target(ddf, y)
+    columns = plan_table(_declared_meta(ddf._meta, categories), categories)
+    strings = [c.name for c in columns if c.kind == "string"]
+    if strings:
+        raise ValueError(f"Dask DataFrame column(s) {strings} hold text whose categories are "
+                         f"not declared: an explicit solver takes declared categories only "
+                         f"(categories={{{strings[0]!r}: [...]}}, or a 'category' dtype with "
+                         f"known categories); solver='auto' selects them privately")
+    encoder = TableEncoder(TableSchema(columns), np.asarray(ddf.columns, dtype=object))
+    return encode_partitions(ddf, encoder), y, encoder
+
+
+def _declared_meta(meta, categories):
+    """The meta frame with a ``category`` column of unknown categories (Dask's placeholder)
+    made a string column: its categories are data unless declared."""
+    import pandas as pd
+
+    meta = meta.copy()
+    for c in meta.columns:
+        dtype = meta[c].dtype
+        if isinstance(dtype, pd.CategoricalDtype) and "__UNKNOWN_CATEGORIES__" in list(
+                dtype.categories) and c not in (categories or {}):
+            meta[c] = meta[c].astype(object)
+    return meta

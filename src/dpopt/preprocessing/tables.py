@@ -13,8 +13,8 @@ numeric         int, float (not bool)                      the value, NaN -> 0 (
 bool            bool, pandas ``boolean``                   0/1 (public [0, 1])
 declared        pandas ``category`` or ``categories=``     one 0/1 column per declared level,
                                                            plus ``<other>`` (public [0, 1])
-string          object / str without a declaration         one 0/1 column per level chosen by
-                                                           private partition selection, plus
+string          object / str / Arrow dictionary            one 0/1 column per level chosen by
+                (no declaration)                           private partition selection, plus
                                                            ``<other>`` (public [0, 1])
 ==============  =========================================  ==================================
 
@@ -69,6 +69,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
+import scipy.sparse as sp
 from scipy.stats import norm
 
 from dpopt.privacy import Gaussian, gdp_mu
@@ -88,6 +89,14 @@ SELECTION_SHARE_LABELS = 0.02
 MAX_LABEL_SHARE = 0.3
 #: A class holding this fraction of the rows is kept with probability >= 99.87%.
 MIN_CLASS_FRACTION = 0.05
+#: The encoded design is sparse (CSR) when a row fills at most this share of its columns
+#: (:meth:`TableSchema.prefers_sparse`): CSR then stores at most 3/8 of the dense bytes
+#: (12 bytes per stored entry against 8 per cell).
+SPARSE_DENSITY = 0.25
+#: ... and when the dense design would take at least this many bytes (256 MiB): the default
+#: path holds a few copies of its design (scaled, held-out split), so a dense design above
+#: this reaches gigabytes, while a smaller one keeps the dense scaling (shift + centering).
+SPARSE_MIN_BYTES = 2 ** 28
 #: Share of the fit's delta given to the selection's threshold (delta_sel).
 SELECTION_DELTA_SHARE = 0.1
 
@@ -127,9 +136,26 @@ def selection_threshold(sigma, k, delta_sel):
 
 
 def _value_counts(values):
-    """{value: count} of a 1-d array of hashable values (missing cells as MISSING)."""
-    s = pd.Series(np.asarray(values, dtype=object)).where(pd.notna(values), MISSING)
-    return s.astype(str).value_counts(sort=False).to_dict() if len(s) else {}
+    """{value: count} of a column (values keyed by their text, missing cells as MISSING).
+    Counted on the codes of ``pandas.factorize`` (no Python object per row)."""
+    codes, keys = _text_codes(values)
+    counts = np.bincount(codes, minlength=len(keys)) if len(codes) else np.zeros(len(keys))
+    out = {}
+    for key, count in zip(keys, counts.tolist()):
+        if count:
+            out[key] = out.get(key, 0) + int(count)
+    return out
+
+
+def _text_codes(values):
+    """``(codes, keys)``: each cell's index into ``keys``, the texts of the distinct values
+    (``MISSING`` last when a cell is missing; two values with one text share it)."""
+    codes, uniques = pd.factorize(values if isinstance(values, pd.Series)
+                                  else pd.Series(np.asarray(values, dtype=object)))
+    keys = [str(u) for u in np.asarray(uniques, dtype=object)] + [MISSING]
+    codes = np.asarray(codes, dtype=np.int64)
+    codes[codes < 0] = len(keys) - 1
+    return codes, keys
 
 
 def select_values(counts, sigma, tau, rng):
@@ -150,7 +176,7 @@ def select_noisy(counts, sigma, tau, rng):
     return {k: float(v) for k, v in zip(keys, noisy) if v > tau}
 
 
-def select_labels(y, mu, delta, rng, classes=None):
+def select_labels(y, mu, delta, rng, classes=None, counts=None):
     """Labels of y chosen privately: ``(classes, records, delta_sel)``.
 
     ``classes`` given (or y categorical / bool): the declared labels, nothing spent.
@@ -159,15 +185,16 @@ def select_labels(y, mu, delta, rng, classes=None):
     records are ``[Gaussian(1 / mu, 1)]``; a label held by one record is kept with
     probability at most ``delta``. The classes are returned in ``np.unique`` order, with
     their noisy counts (released with them; ``None`` for declared labels):
-    ``(classes, records, delta_sel, noisy_counts)``.
+    ``(classes, records, delta_sel, noisy_counts)``. ``counts`` ({label: count}, summed over
+    chunks) replaces counting ``y``.
     """
     declared = declared_classes(y, classes)
     if declared is not None:
         return declared, [], 0.0, None
-    labels = np.asarray(y)
     sigma = math.sqrt(2.0) / mu
     tau = selection_threshold(sigma, 1, delta)
-    chosen, noisy = _kept_labels(_label_counts(labels), sigma, tau, rng)
+    counts = _label_counts(np.asarray(y)) if counts is None else counts
+    chosen, noisy = _kept_labels(counts, sigma, tau, rng)
     return chosen, [Gaussian(1.0 / mu, 1)], float(delta), noisy
 
 
@@ -238,7 +265,7 @@ def encode_labels(y, classes):
         for i, c in enumerate(classes.astype(np.float64)):
             index[yv == c] = i
         return index
-    text = np.array([str(v) for v in y], dtype=object)
+    text = y if y.dtype.kind == "U" else np.array([str(v) for v in y], dtype=object)
     for i, c in enumerate(classes):
         index[text == str(c)] = i
     return index
@@ -268,11 +295,23 @@ def _column_kind(name, dtype, declared):
     if pd.api.types.is_numeric_dtype(dtype):
         return "numeric", (pd.api.types.is_float_dtype(dtype)
                            or pd.api.types.is_extension_array_dtype(dtype))
-    if pd.api.types.is_object_dtype(dtype) or pd.api.types.is_string_dtype(dtype):
+    if (pd.api.types.is_object_dtype(dtype) or pd.api.types.is_string_dtype(dtype)
+            or _arrow_dictionary(dtype)):
         return "string", True
     raise ValueError(f"column {name!r} has dtype {dtype}, which dpopt cannot encode: convert "
                      f"it to numbers (e.g. a date to days since an origin), to strings, or to "
                      f"a pandas 'category' with declared categories, or drop it")
+
+
+def _arrow_dictionary(dtype):
+    """An Arrow dictionary column (pyarrow-backed pandas dtype): a storage encoding whose
+    values come from the data (a Parquet or CSV reader makes them), so it is a string
+    column for the table layer, not a declaration (a pandas ``category`` is one)."""
+    if not isinstance(dtype, getattr(pd, "ArrowDtype", ())):
+        return False
+    import pyarrow as pa  # lazy: optional dependency, only for Arrow-backed columns
+
+    return pa.types.is_dictionary(dtype.pyarrow_dtype)
 
 
 def plan_table(df, categories=None):
@@ -374,11 +413,7 @@ class TableSchema:
     # ---- the encoding (a per-record map: free)
     def transform(self, df):
         """The float matrix of ``df`` (columns matched by name; unseen levels -> other)."""
-        df = as_pandas(df)
-        missing = [c.name for c in self.columns if c.name not in df.columns]
-        if missing:
-            raise ValueError(f"X lacks the column(s) {missing} of the training schema; "
-                             f"columns given: {list(df.columns)}")
+        df = self._frame(df)
         n = len(df)
         out = np.zeros((n, sum(self._width(c) for c in self.columns)))
         j = 0
@@ -387,6 +422,66 @@ class TableSchema:
             self._encode(c, df[c.name], out[:, j:j + width])
             j += width
         return out
+
+    # ---- the sparse design: at most one stored entry per slot of a row
+    def row_slots(self):
+        """The most entries a row can have in the encoded design (public schema): one per
+        numeric / bool value and per missing indicator, one per categorical column (its
+        level or ``<other>``)."""
+        return sum(1 + int(c.has_missing and c.kind in ("numeric", "bool")) for c in self.columns)
+
+    def prefers_sparse(self, n):
+        """Whether the default path gets the design as CSR (from public n and schema only):
+        the one-hot columns dominate (a row fills at most :data:`SPARSE_DENSITY` of the
+        encoded columns) and the dense design would take at least :data:`SPARSE_MIN_BYTES`.
+        The sparse design changes the model's scaling (no shift, no centering: see
+        docs/tables.md), which costs a little accuracy (Adult: 0.844 against 0.849 dense), so
+        it is kept for designs whose dense copies would strain memory."""
+        width = sum(self._width(c) for c in self.columns)
+        return (width > 0 and self.row_slots() <= SPARSE_DENSITY * width
+                and 8 * n * width >= SPARSE_MIN_BYTES)
+
+    def transform_sparse(self, df):
+        """The design of :meth:`transform` as a CSR matrix, built row-slot by row-slot (each
+        row has exactly :meth:`row_slots` stored entries, some may be explicit zeros): no
+        dense n x width matrix is ever made."""
+        df = self._frame(df)
+        n, k = len(df), self.row_slots()
+        data = np.zeros((n, k))
+        indices = np.zeros((n, k), dtype=np.int32)
+        slot, j = 0, 0
+        for c in self.columns:
+            width = self._width(c)
+            if c.kind in ("numeric", "bool"):
+                block = np.zeros((n, width))
+                self._encode(c, df[c.name], block)
+                data[:, slot:slot + width] = block
+                indices[:, slot:slot + width] = np.arange(j, j + width)
+                slot += width
+            else:
+                indices[:, slot] = j + self._level_codes(c, df[c.name])
+                data[:, slot] = 1.0
+                slot += 1
+            j += width
+        indptr = np.arange(0, n * k + 1, k, dtype=np.int64)
+        return sp.csr_matrix((data.ravel(), indices.ravel(), indptr), shape=(n, j))
+
+    def _frame(self, df):
+        df = as_pandas(df)
+        missing = [c.name for c in self.columns if c.name not in df.columns]
+        if missing:
+            raise ValueError(f"X lacks the column(s) {missing} of the training schema; "
+                             f"columns given: {list(df.columns)}")
+        return df
+
+    @staticmethod
+    def _level_codes(c, s):
+        """Index of each cell's level in ``c.levels`` (+ ``MISSING``), ``<other>`` last."""
+        levels = c.levels + ([MISSING] if c.has_missing else [])
+        cell_codes, keys = _text_codes(s)
+        to_level = pd.Index(levels, dtype=object).get_indexer(keys).astype(np.int64)
+        to_level[to_level < 0] = len(levels)  # unselected, undeclared or unseen: <other>
+        return to_level[cell_codes]
 
     def _encode(self, c, s, out):
         """Write column ``c`` of the values ``s`` into ``out`` (its encoded columns)."""
@@ -405,11 +500,7 @@ class TableSchema:
         elif c.kind == "bool":
             out[~absent, 0] = s[~absent].astype(bool).to_numpy(dtype=np.float64)
         else:
-            levels = c.levels + ([MISSING] if c.has_missing else [])
-            codes = pd.Index(levels, dtype=object).get_indexer(
-                s.astype(object).where(~absent, MISSING).astype(str)).astype(np.int64)
-            codes[codes < 0] = len(levels)  # unselected, undeclared or unseen: <other>
-            out[np.arange(len(s)), codes] = 1.0
+            out[np.arange(len(s)), self._level_codes(c, s)] = 1.0
             return
         if c.has_missing:
             out[:, 1] = absent
@@ -435,10 +526,13 @@ def _missing_count(s):
     return int(pd.isna(s).sum())
 
 
-def fit_schema(df, columns, mu, delta_sel, rng):
+def fit_schema(df, columns, mu, delta_sel, rng, counts=None):
     """Run the partition selection (module docstring) on ``df``'s columns planned by
     :func:`plan_table`; returns ``(TableSchema, None)``. ``mu``: its Gaussian-DP budget;
-    ``delta_sel``: the threshold's delta (over all its data-driven columns)."""
+    ``delta_sel``: the threshold's delta (over all its data-driven columns). ``counts``:
+    ``({column: {value: count}}, {column: missing count})`` counted elsewhere (over Dask
+    partitions); by default counted on ``df``."""
+    values, missing = counts or ({}, {})
     data_driven = [c for c in columns if c.kind == "string"]
     fixed = [c for c in columns if c.kind != "string" and c.missable]
     k = len(data_driven)
@@ -448,11 +542,13 @@ def fit_schema(df, columns, mu, delta_sel, rng):
     sigma = sensitivity / mu
     tau = selection_threshold(sigma, k, delta_sel)
     for c in data_driven:
-        kept = select_values(_value_counts(df[c.name].to_numpy()), sigma, tau, rng)
+        kept = select_values(values[c.name] if counts else _value_counts(df[c.name]), sigma,
+                             tau, rng)
         c.has_missing = MISSING in kept
         c.levels = [v for v in kept if v != MISSING]
     for c in fixed:
-        noisy = _missing_count(df[c.name]) + rng.standard_normal() * sigma
+        count = missing[c.name] if counts else _missing_count(df[c.name])
+        noisy = count + rng.standard_normal() * sigma
         c.has_missing = bool(noisy > tau)
     schema = TableSchema(columns, [Gaussian(1.0 / mu, 1)], float(delta_sel) if k else 0.0,
                          sigma, tau)

@@ -1,0 +1,169 @@
+"""Tables at scale (issue 22): the CLI reader's compact text columns (still selected
+privately), the sparse design of one-hot-heavy tables, and Dask DataFrames with text."""
+
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+import scipy.sparse as sp
+
+import dpopt
+from dpopt.preprocessing import tables
+from dpopt.preprocessing.tables import plan_table, public_table
+
+
+def _frame(n=600, seed=0):
+    rng = np.random.default_rng(seed)
+    income = rng.normal(50, 10, n)
+    income[rng.random(n) < 0.2] = np.nan
+    city = rng.choice([f"c{i}" for i in range(30)], n).astype(object)
+    city[rng.random(n) < 0.05] = None
+    age = rng.integers(18, 80, n).astype(float)
+    y = np.where(0.05 * (age - 45) + (city == "c1") + rng.standard_normal(n) > 0, "yes", "no")
+    return pd.DataFrame({"age": age, "income": income, "city": city,
+                         "member": rng.random(n) < 0.3,
+                         "size": pd.Categorical(rng.choice(["S", "M"], n),
+                                                categories=["S", "M", "L"])}), pd.Series(y)
+
+
+def test_sparse_design_equals_the_dense_one():
+    X, _ = _frame()
+    schema, dense = public_table(X.drop(columns=["city"]))
+    sparse = schema.transform_sparse(X)
+    assert sp.isspmatrix_csr(sparse) and sparse.has_sorted_indices
+    np.testing.assert_array_equal(sparse.toarray(), dense)
+    est = dpopt.DPLogisticRegression(epsilon=50.0, random_state=0)  # selected levels too
+    est.fit(*_frame())
+    full = est.table_.schema
+    Xf, _ = _frame()
+    np.testing.assert_array_equal(full.transform_sparse(Xf).toarray(), full.transform(Xf))
+    assert sparse.nnz == len(X) * schema.row_slots()
+
+
+def test_sparse_only_when_one_hot_dominates_and_the_design_is_large(monkeypatch):
+    est = dpopt.DPLogisticRegression(epsilon=50.0, random_state=0).fit(*_frame())
+    schema = est.table_.schema
+    width = len(schema.feature_names_out())
+    assert schema.row_slots() <= tables.SPARSE_DENSITY * width  # 30 cities + 3 sizes
+    assert not schema.prefers_sparse(600)  # a small design stays dense
+    assert schema.prefers_sparse(tables.SPARSE_MIN_BYTES // (8 * width) + 1)
+    numeric = public_table(_frame()[0][["age", "income"]])[0]
+    assert not numeric.prefers_sparse(10 ** 9)  # no one-hot block: never sparse
+
+
+def test_a_sparse_fit_is_private_and_predicts_with_its_own_map(monkeypatch):
+    X, y = _frame(3000, seed=2)
+    monkeypatch.setattr(tables, "SPARSE_MIN_BYTES", 0)
+    est = dpopt.DPLogisticRegression(epsilon=20.0, random_state=1).fit(X, y)
+    assert est.table_.schema.prefers_sparse(len(X))  # the cities were selected
+    assert est.auto_.scaling.offset.tolist() == [0.0] * est.coef_.shape[1]  # sparse scaling
+    assert est.epsilon_spent_ <= 20.0 and est.privacy_leaks_ == []
+    assert est.score(X, y) > 0.6
+    monkeypatch.setattr(tables, "SPARSE_MIN_BYTES", 2 ** 60)
+    dense = dpopt.DPLogisticRegression(epsilon=20.0, random_state=1).fit(X, y)
+    assert np.any(dense.auto_.scaling.offset != 0)  # dense: shifted to the lower bound
+
+
+def test_cli_reader_keeps_text_compact_and_selected_privately(tmp_path):
+    from dpopt.cli.tables import compact_labels, read_table
+
+    X, y = _frame(800)
+    X["target"] = y
+    path = tmp_path / "t.csv"
+    X.drop(columns=["size"]).to_csv(path, index=False)
+    Xr, yr, _ = read_table(path, target="target")
+    assert isinstance(Xr["city"].dtype, pd.ArrowDtype)
+    kinds = {c.name: c.kind for c in plan_table(Xr)}
+    assert kinds["city"] == "string"  # its values are data: chosen privately, not declared
+    labels = compact_labels(yr)
+    assert labels.dtype.kind == "U" and set(labels) == {"yes", "no"}
+    # the same values as pandas' own reader: the same encoding
+    est = dpopt.DPLogisticRegression(epsilon=5.0, random_state=0).fit(Xr, labels)
+    plain = pd.read_csv(path).drop(columns=["target"])
+    plain[["age"]] = plain[["age"]].astype(float)
+    ref = dpopt.DPLogisticRegression(epsilon=5.0, random_state=0).fit(plain, y)
+    np.testing.assert_array_equal(est.coef_, ref.coef_)
+    # a Parquet file's categorical column is data too (not a declaration)
+    X.assign(city=X["city"].astype("category")).to_parquet(tmp_path / "t.parquet")
+    Xp, _, _ = read_table(tmp_path / "t.parquet", target="target")
+    kinds = {c.name: c.kind for c in plan_table(Xp)}
+    assert kinds["city"] == "string" and kinds["size"] == "string"
+
+
+def _dask(X, y, parts=3):
+    dd = pytest.importorskip("dask.dataframe")
+    return dd.from_pandas(X, npartitions=parts), dd.from_pandas(y, npartitions=parts)
+
+
+def test_dask_frame_with_text_selects_like_the_in_memory_layer():
+    X, y = _frame(3000, seed=3)
+    X = X.drop(columns=["size"])
+    ddf, dy = _dask(X, y)
+    acc = dpopt.BudgetAccountant(epsilon=4.0, delta=1e-5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # Dask: string target to object
+        est = dpopt.DPLogisticRegression(epsilon=2.0, delta=1e-6, random_state=0,
+                                         accountant=acc).fit(ddf, dy)
+        pred = np.asarray(est.predict(ddf).compute())
+    ref = dpopt.DPLogisticRegression(epsilon=2.0, delta=1e-6, random_state=0).fit(X, y)
+    # the same counts, the same split of the budget, the same noise: the same release
+    assert est.table_.schema.to_dict() == ref.table_.schema.to_dict()
+    assert list(est.classes_) == list(ref.classes_) == ["no", "yes"]
+    assert est.auto_.plan["mu_shares"]["selection"] == ref.auto_.plan["mu_shares"]["selection"]
+    assert est.epsilon_spent_ <= 2.0 and est.delta_spent_ == 1e-6 and len(acc._ledger) == 1
+    assert np.mean(pred == y.to_numpy()) > 0.6
+    # a label held by one record leaves one class: refused, nothing charged
+    y1 = pd.Series(["no"] * (len(y) - 1) + ["yes"])
+    with pytest.raises(ValueError, match="kept 1 class"):
+        dpopt.DPLogisticRegression(epsilon=2.0, delta=1e-6, random_state=0,
+                                   accountant=acc).fit(*_dask(X, y1))
+    assert len(acc._ledger) == 1
+
+
+def test_dask_frame_declared_categories_regression_and_explicit_solvers():
+    X, y = _frame(2000, seed=4)
+    X = X.drop(columns=["size"])
+    levels = [f"c{i}" for i in range(30)]
+    target = pd.Series(X["age"].to_numpy() * 0.1 + (X["city"] == "c1").to_numpy())
+    ddf, dt = _dask(X, target)
+    est = dpopt.DPLinearRegression(epsilon=2.0, random_state=0,
+                                   categories={"city": levels}).fit(ddf, dt)
+    names = list(est.table_.get_feature_names_out())
+    ref = dpopt.DPLinearRegression(epsilon=2.0, random_state=0,
+                                   categories={"city": levels}).fit(X, target)
+    assert names == list(ref.table_.get_feature_names_out())
+    assert "city_c0" in names and "income_missing" in names  # selected: 20% missing
+    assert est.coef_.shape[-1] == len(names)
+    # the in-memory fit reports the same (2 + 5e-15 here: round-off of the composition)
+    assert est.epsilon_spent_ == pytest.approx(ref.epsilon_spent_, rel=1e-12, abs=0)
+    with pytest.raises(ValueError, match=r"\['city'\].*categories="):
+        dpopt.DPLinearRegression(epsilon=2.0, alpha=0.1, solver="dp-gd",
+                                 random_state=0).fit(ddf, dt)
+
+
+def test_clip_sparse_in_column_groups_equals_the_dense_clip(monkeypatch):
+    from dpopt.preprocessing import feature_maps
+
+    rng = np.random.default_rng(0)
+    X = sp.random(500, 60, density=0.1, random_state=0, format="csr")
+    X.data = X.data * 10 - 5
+    before = X.copy()
+    lower, upper = -rng.random(60) * 3, rng.random(60) * 3
+    monkeypatch.setattr(feature_maps, "CLIP_BLOCK", 37)  # many groups, some one column
+    out = feature_maps.clip_sparse(X, lower, upper)
+    np.testing.assert_array_equal(out.toarray(), np.clip(X.toarray(), lower, upper))
+    assert (X != before).nnz == 0  # the input is not modified
+
+
+def test_dask_category_of_unknown_categories_is_selected_not_declared():
+    X, y = _frame(2000, seed=5)
+    X["city"] = X["city"].astype(pd.CategoricalDtype([f"c{i}" for i in range(40)]))
+    ddf, dy = _dask(X, y)
+    ddf["city"] = ddf["city"].cat.as_unknown()  # Dask has not read them: data
+    est = dpopt.DPLogisticRegression(epsilon=4.0, random_state=0).fit(ddf, dy)
+    plain = X.assign(city=X["city"].astype(object))  # 10 categories no record holds
+    ref = dpopt.DPLogisticRegression(epsilon=4.0, random_state=0).fit(plain, y)
+    kinds = {c.name: c.kind for c in est.table_.schema.columns}
+    assert kinds["city"] == "string" and kinds["size"] == "declared"
+    assert est.table_.schema.to_dict() == ref.table_.schema.to_dict()
