@@ -431,36 +431,37 @@ def _no_model(data, p, loss, penalty, penalty_kwargs, fit_intercept, delta, n, e
     """The documented result when n is too small to locate the target's range for a model
     at this epsilon (:func:`plan_budget` returns None): no model, only the intercept.
 
-    With an intercept the constant is released privately with all of ``mu``: half of mu^2
-    on the target's bounds (one histogram, sensitivity sqrt(2)), half on the mean of y
-    clipped to them and mapped to [-1, 1] (sensitivity 2/n under replace-one); both
-    Gaussian, so mu-GDP together (Dong, Roth & Su 2022). Predicting the constant 0 in raw
-    units would be arbitrarily worse than the mean (R^2 of -300 on a target near 40).
-    Without an intercept the constant 0 is the only constant model and nothing is spent.
-
-    The range: the released bounds when the histogram resolves them, else the bin of the
-    largest noisy count (post-processing of the same release; the mode's bin, one factor
-    10^(1/bins_per_decade) wide, where most of y lies): the mean is then that of y clipped
-    to it."""
+    With an intercept the constant is released privately with ``mu``: 3/4 of mu^2 on the
+    target's bounds (one histogram, sensitivity sqrt(2): the larger share, because a bound
+    that does not clear its threshold leaves nothing to centre on, while the mean's noise
+    degrades smoothly), then, if they resolved, 1/4 on the mean of y clipped to them and
+    mapped to [-1, 1] (sensitivity 2/n under replace-one); Gaussian, so mu-GDP together
+    (Dong, Roth & Su 2022). Predicting the raw constant 0 is arbitrarily worse than the
+    mean when y sits far from 0 (R^2 of -300 on a target near 40), but with no resolved
+    range there is no safe guess: a noisy histogram's largest bin can be a noise bin 10^9
+    away. So the constant is 0 when the bounds do not resolve, and without an intercept
+    (the only constant model then; nothing is spent)."""
     problem = Problem(np.zeros((1, p)), np.zeros(1), loss=loss, penalty=penalty,
                       fit_intercept=fit_intercept, **penalty_kwargs)
     spent = list(prior.records) if prior is not None else []
-    target, intercept, what = None, 0.0, "the constant 0"
+    target, intercept, what, tb = None, 0.0, "the constant 0", None
     if fit_intercept and mu > 0:
-        half = mu / math.sqrt(2.0)
-        tb = data.target_bounds(half, rng)
+        tb = data.target_bounds(mu * math.sqrt(0.75), rng)
         spent += list(tb.mechanisms)
-        lower, upper = _constant_range(tb)
-        target = TargetScaling.from_bounds(lower, upper, shift=True)
-        intercept, rec = data.target_mean(target, half, rng)
-        spent += rec
-        what = "the private mean of y (its range by a histogram, then a noisy mean)"
+        if tb.upper[0] > tb.lower[0]:
+            target = TargetScaling.from_bounds(tb.lower[0], tb.upper[0], shift=True)
+            intercept, rec = data.target_mean(target, mu * 0.5, rng)
+            spent += rec
+            what = "the private mean of y (its range by a histogram, then a noisy mean)"
+        else:
+            what = "the constant 0 (the histogram of y did not resolve its range)"
     reason = (f"n_samples={n} is too few to fit a model privately at epsilon={epsilon:g} (even "
               f"{MAX_SHARE:.0%} of the budget cannot locate the target's range for it): the "
               f"released predictor is {what}; use a larger epsilon, or scale y with public "
               f"bounds and pass an explicit solver")
     warnings.warn(reason, UserWarning, stacklevel=4)
-    plan = {"solver": "none", "reason": reason, "mu": mu if target is not None else 0.0,
+    spent_mu = mu if target is not None else mu * math.sqrt(0.75) if tb is not None else 0.0
+    plan = {"solver": "none", "reason": reason, "mu": spent_mu,
             "mu_shares": {}, "unlearnable": True, "constant": what, "scaling": "none",
             "row_bound": None, "model_options": {}}
     w = np.zeros(p + fit_intercept)
@@ -472,16 +473,6 @@ def _no_model(data, p, loss, penalty, penalty_kwargs, fit_intercept, delta, n, e
                                                "none", 0.0), mechanisms=spent,
                          n_iter=0, passes=0.0, checkpoints=Checkpoints(), params={"auto": plan})
     return AutoFit(result, RowNormalization(), target, plan)
-
-
-def _constant_range(tb):
-    """(lower, upper) for the constant's mean (:func:`_no_model`): the released target
-    bounds, or the largest noisy count's bin when they did not resolve."""
-    if tb.upper[0] > tb.lower[0] or tb.noisy_counts is None:
-        return float(tb.lower[0]), float(tb.upper[0])
-    lower, upper = tb.grid.bin_ends()
-    k = int(np.argmax(tb.noisy_counts[0]))
-    return float(lower[k]), float(upper[k])
 
 
 def _model_options(solver, problem, mu, R, penalty_kwargs):
