@@ -160,6 +160,7 @@ def _read_fit_data(args):
         except ValueError as exc:
             raise ValueError(f"DATA: {exc}") from None
         X, y, dropped = _missing_rows(X, y, name, args.missing)
+        # lazy: the light CLI commands load no heavy module
         from dpopt.cli.tables import compact_labels
 
         return {"X": X, "y": compact_labels(y), "feature_names": list(X.columns), "target": name,

@@ -53,6 +53,7 @@ def read_frame(path):
     file (``benchmarks/table_memory.py``) where Python string objects made it 4x.
     """
     # lazy: the light CLI commands load no heavy module
+    # lazy: the light CLI commands load no heavy module
     import pandas as pd
 
     name = os.fspath(path).lower()
@@ -81,6 +82,7 @@ def read_frame(path):
 
 
 def _is_text(dtype):
+    # lazy: the light CLI commands load no heavy module
     import pandas as pd
 
     return not (pd.api.types.is_numeric_dtype(dtype) or pd.api.types.is_bool_dtype(dtype))
@@ -90,6 +92,7 @@ def compact_text(df):
     """Every categorical column of a file as an Arrow dictionary column (the table layer
     selects its values privately: categories read from a file are data, not a declaration),
     made in place column by column (no copy of the whole frame)."""
+    # lazy: the light CLI commands load no heavy module
     import pandas as pd
 
     df = df.copy(deep=False)
@@ -102,6 +105,7 @@ def compact_text(df):
 def data_dictionary(s):
     """A pandas categorical Series as an Arrow ``dictionary<string>`` Series (same codes,
     values as text; a missing cell stays missing)."""
+    # lazy: the light CLI commands load no heavy module (pyarrow: optional)
     import pandas as pd
     import pyarrow as pa
 
@@ -114,6 +118,7 @@ def data_dictionary(s):
 def compact_labels(y):
     """A text target as a fixed-width numpy string array (no Python object per row; the
     labels' selection and encoding work on it directly); numbers stay numbers."""
+    # lazy: the light CLI commands load no heavy module
     import pandas as pd
 
     if pd.api.types.is_numeric_dtype(y.dtype) or pd.api.types.is_bool_dtype(y.dtype) \
@@ -128,6 +133,7 @@ def integer_features_as_float(X):
     tell (through the table layer's plan) whether some record has a missing value, so every
     integer feature is made float (its missing count is then always part of the release)."""
     # lazy: the light CLI commands load no heavy module
+    # lazy: the light CLI commands load no heavy module
     import pandas as pd
 
     ints = [c for c in X.columns if pd.api.types.is_integer_dtype(X[c].dtype)]
@@ -139,6 +145,7 @@ def integer_features_as_float(X):
 
 
 def _has_header(path, sep):
+    # lazy: the light CLI commands load no heavy module
     # lazy: the light CLI commands load no heavy module
     import pandas as pd
 

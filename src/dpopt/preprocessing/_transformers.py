@@ -10,6 +10,7 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.preprocessing import OneHotEncoder
 
+from dpopt.preprocessing.feature_maps import clip_sparse
 from dpopt.privacy.accounting import Gaussian
 from dpopt.privacy.mechanisms import gaussian_noise
 
@@ -21,8 +22,6 @@ def _clip_columns(X, lower, upper):
     interval contains 0 (the implicit zeros are unchanged), else it is densified."""
     if sp.issparse(X):
         if np.all((lower <= 0) & (upper >= 0)):
-            from dpopt.preprocessing.feature_maps import clip_sparse
-
             return clip_sparse(X, lower, upper)
         X = X.toarray()
     return np.clip(X, lower, upper)

@@ -10,6 +10,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
@@ -226,8 +227,6 @@ def is_dask_text_frame(X):
     object or categorical dtype): :func:`prepare_dask` / :func:`dask_table` encode it."""
     if type(X).__name__ != "DataFrame" or not (type(X).__module__ or "").startswith("dask"):
         return False
-    import pandas as pd
-
     return any(not (pd.api.types.is_numeric_dtype(d) or pd.api.types.is_bool_dtype(d))
                for d in X.dtypes)
 
@@ -239,8 +238,6 @@ def split_dask_target(ddf, y):
             raise ValueError(f"y={y!r} is not a column of the data frame "
                              f"(columns: {list(ddf.columns)[:10]})")
         ddf, y = ddf.drop(columns=[y]), ddf[y]
-    import pandas as pd
-
     dtype = getattr(y, "dtype", None)
     if (hasattr(y, "to_dask_array") and dtype is not None and not isinstance(dtype, np.dtype)
             and pd.api.types.is_string_dtype(dtype)):
@@ -288,9 +285,8 @@ def prepare_dask(ddf, y, *, n, epsilon, delta, categories, feature_bounds, class
 def _dask_counts(ddf, y, columns, select_y):
     """``({column: {value text: count}}, {column: missing count}, {label: count})`` summed
     over the partitions (one ``dask.compute``)."""
+    # lazy: dask is an optional dependency (pip install dpopt[dask])
     import dask
-    import pandas as pd
-
     strings = [c.name for c in columns if c.kind == "string"]
     fixed = [c.name for c in columns if c.kind != "string" and c.missable]
     tasks = ([ddf[c].value_counts(dropna=False) for c in strings]
@@ -315,26 +311,21 @@ def _dask_counts(ddf, y, columns, select_y):
 def _label_count_task(y):
     if hasattr(y, "value_counts"):
         return y.value_counts()
+    # lazy: dask is an optional dependency (pip install dpopt[dask])
     import dask
     import dask.array as da
-    import pandas as pd
-
     values, counts = da.unique(y, return_counts=True)
     return dask.delayed(lambda v, c: pd.Series(c, index=v))(values, counts)
 
 
 def encode_partitions(ddf, encoder):
     """The Dask DataFrame of the encoded features, partition by partition."""
-    import pandas as pd
-
     names = list(encoder.get_feature_names_out())
     meta = pd.DataFrame({name: pd.Series(dtype=float) for name in names})
     return ddf.map_partitions(_encode_partition, encoder, names, meta=meta)
 
 
 def _encode_partition(part, encoder, names):
-    import pandas as pd
-
     return pd.DataFrame(encoder.transform(part), index=part.index, columns=names)
 
 
@@ -358,8 +349,6 @@ def dask_table(ddf, y, categories=None):
 def _declared_meta(meta, categories):
     """The meta frame with a ``category`` column of unknown categories (Dask's placeholder)
     made a string column: its categories are data unless declared."""
-    import pandas as pd
-
     meta = meta.copy()
     for c in meta.columns:
         dtype = meta[c].dtype
