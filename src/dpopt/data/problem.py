@@ -13,6 +13,7 @@ from dpopt._core.validation import check_bool
 from dpopt.data.losses import Loss, get_loss
 from dpopt.data.penalties import Penalty, get_penalty
 from dpopt.data.statistics import row_sq_norms, sufficient_statistics
+from dpopt.kernels.design import block_rows, copy_columns_to_fortran, copy_rows_to_fortran
 from dpopt.kernels.grad import full_gradient
 
 
@@ -241,6 +242,8 @@ def _dense_design(arr, fit_intercept):
     n, p = arr.shape
     if not fit_intercept and arr.dtype == np.float64 and arr.flags.f_contiguous:
         out = arr
+    elif arr.dtype == np.float64 and (arr.flags.c_contiguous or arr.flags.f_contiguous):
+        return _compiled_design(arr, fit_intercept)
     else:
         out = np.empty((n, p + int(bool(fit_intercept))), order="F")
         if fit_intercept:
@@ -258,6 +261,22 @@ def _dense_design(arr, fit_intercept):
             # the smallest non-zero magnitude; the mask only when the tile has zeros
             if a.min() < _MIN_ABS and np.min(a, where=a > 0, initial=np.inf) < _MIN_ABS:
                 _report_bad_values(out[:, :p])
+    return out
+
+
+def _compiled_design(arr, fit_intercept):
+    """:func:`_dense_design` of a contiguous float64 array by one compiled pass
+    (:mod:`dpopt.kernels.design`: the copy and the magnitude checks together)."""
+    n, p = arr.shape
+    out = np.empty((n, p + int(bool(fit_intercept))), order="F")
+    if arr.flags.c_contiguous:
+        big, small, nans = copy_rows_to_fortran(arr, out, block_rows(p))
+    else:
+        big, small, nans = copy_columns_to_fortran(arr, out)
+    if fit_intercept:
+        out[:, p] = 1.0
+    if nans or not big <= _MAX_ABS or small < _MIN_ABS:
+        _report_bad_values(out[:, :p])
     return out
 
 

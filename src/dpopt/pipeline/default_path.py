@@ -85,7 +85,7 @@ from dpopt.pipeline.inference import SUPPORTED as INFERENCE_PATHS
 from dpopt.pipeline.inference import Inference, release_inference, unsupported_reason
 from dpopt.preprocessing import private_feature_bounds, private_target_bounds
 from dpopt.preprocessing._bounds import DEFAULT_BIN_CONFIDENCE, DEFAULT_GRID, ZERO_INFLATED_FALLBACK
-from dpopt.preprocessing._norms import private_means, private_row_bound
+from dpopt.preprocessing._norms import noisy_means, private_row_bound
 from dpopt.preprocessing.feature_maps import (  # noqa: F401 (the maps of AutoFit)
     RowNormalization,
     Scaling,
@@ -351,7 +351,8 @@ class InMemoryData:
                                       fallback=ZERO_INFLATED_FALLBACK)
 
     def means(self, scaling, mu, rng):
-        return private_means(self.scaled(scaling), mu, rng)
+        # the column sums of the scaled X, without storing it (Scaling.column_sums)
+        return noisy_means(scaling.column_sums(self.X), self.shape[0], mu, rng)
 
     def row_bound(self, scaling, mu, rng):
         return private_row_bound(self.scaled(scaling), mu, rng)

@@ -174,8 +174,8 @@ def constant_resolved(noisy_constants, sigma):
 # --------------------------------------------------------------------------- candidates
 
 
-def _margins(auto, X, coef, intercept):
-    Xs = auto.scaling.transform(X)
+def _margins(auto, Xs, coef, intercept):
+    """Margins of a candidate on the scaled features ``Xs`` (``auto.scaling.transform``)."""
     columns = getattr(auto.scaling, "columns", None)  # the screening route's kept columns:
     if columns is not None:  # its scaled features are those columns, its coef has all p
         coef = coef[columns]
@@ -209,7 +209,8 @@ def per_record_scores(auto, cands, X_val, y_val, regression):
     """Per-record scores in [0, 1] (module docstring), one column per released number:
     for a classifier with an intercept the two constants share one column (their scores
     sum to 1), so only the model's and the positive-label rate are released."""
-    margins = [_margins(auto, X_val, c, b) for _, c, b in cands]
+    Xs = auto.scaling.transform(X_val)  # once for all candidates
+    margins = [_margins(auto, Xs, c, b) for _, c, b in cands]
     if regression:
         y = np.clip(auto.target.transform(y_val), -1.0, 1.0)  # exact bound despite rounding
         return np.column_stack([1.0 - np.minimum(np.abs(y - np.clip(f, -1.0, 1.0)), 1.0)

@@ -12,6 +12,15 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.preprocessing import normalize
 
+from dpopt.kernels import clipscale
+
+
+def _compiled(X, p):
+    """Whether the compiled maps take X: a dense contiguous float64 matrix of p columns
+    (anything else takes the NumPy expression, which also raises on a shape mismatch)."""
+    return (isinstance(X, np.ndarray) and X.dtype == np.float64 and X.ndim == 2
+            and X.shape[1] == p and (X.flags.c_contiguous or X.flags.f_contiguous))
+
 
 @dataclass(frozen=True)
 class Scaling:
@@ -35,12 +44,31 @@ class Scaling:
         return cls(lower, upper, offset, scale)
 
     def transform(self, X):
-        inv = np.divide(1.0, self.scale, out=np.zeros_like(self.scale), where=self.scale > 0)
+        inv = self._inverse_scale()
         if sp.issparse(X):  # offset is 0 for sparse data
             X = self.clip(X) @ sp.diags(inv)
             X.eliminate_zeros()
             return sp.csc_matrix(X)
+        if _compiled(X, self.scale.shape[0]):  # one pass, bit for bit the NumPy expression below
+            kernel = (clipscale.clip_scale_rows if X.flags.c_contiguous
+                      else clipscale.clip_scale_columns)
+            return kernel(X, *self._arrays(inv), np.empty_like(X))
         return (np.clip(X, self.lower, self.upper) - self.offset) * inv
+
+    def column_sums(self, X):
+        """``transform(X).sum(axis=0)`` as a 1-d array, without storing the transform
+        when X is a C-ordered float64 array with at least two columns (the compiled sum
+        adds in NumPy's order, so the result is the same bit for bit)."""
+        if _compiled(X, self.scale.shape[0]) and X.flags.c_contiguous and X.shape[1] >= 2:
+            return clipscale.clip_scale_column_sums(X, *self._arrays(self._inverse_scale()))
+        return np.asarray(self.transform(X).sum(axis=0)).ravel()
+
+    def _inverse_scale(self):
+        return np.divide(1.0, self.scale, out=np.zeros_like(self.scale), where=self.scale > 0)
+
+    def _arrays(self, inv):
+        return tuple(np.ascontiguousarray(np.broadcast_to(a, inv.shape), dtype=np.float64)
+                     for a in (self.lower, self.upper, self.offset, inv))
 
     def centered(self, means):
         """The same map followed by subtracting ``means`` (in scaled units)."""

@@ -1,0 +1,56 @@
+"""The copy of a dense float64 matrix into the kernels' Fortran-ordered design, with the
+magnitude checks of :class:`dpopt.data.Problem` done on the values while they pass.
+
+One pass instead of NumPy's copy (a transposition for C-ordered input, which NumPy does
+element by element with a stride of 8 p bytes on one side) followed by separate passes for
+``abs``, ``max`` and the smallest non-zero magnitude. A C-ordered input is read in blocks
+of :func:`block_rows` rows (a block of about 1 MiB stays in cache while its columns are
+written out as contiguous runs). The values are copied, not computed: the design is the input bit for bit.
+"""
+
+import numpy as np
+from numba import njit
+
+#: Bytes of a block of rows of a C-ordered input (about the size of a core's L2 cache).
+BLOCK_BYTES = 1 << 20
+
+
+def block_rows(p):
+    """Rows per block of a C-ordered input of p columns: about :data:`BLOCK_BYTES`, between
+    8 and 1024 rows (longer runs per column on the output side bring nothing more)."""
+    return int(min(1024, max(8, BLOCK_BYTES // (8 * max(p, 1)))))
+
+
+@njit(cache=True, nogil=True)
+def copy_rows_to_fortran(src, out, block):
+    """out[:, :p] = src (C-ordered, (n, p)), ``block`` rows at a time; returns
+    (max |x|, min non-zero |x|, #NaN)."""
+    n, p = src.shape
+    big, small, nans = 0.0, np.inf, 0
+    for i0 in range(0, n, block):
+        i1 = min(i0 + block, n)
+        for j in range(p):
+            for i in range(i0, i1):
+                v = src[i, j]
+                out[i, j] = v
+                a = abs(v)
+                nans += a != a
+                big = max(big, a)
+                small = min(small, a) if a > 0.0 else small
+    return big, small, nans
+
+
+@njit(cache=True, nogil=True)
+def copy_columns_to_fortran(src, out):
+    """out[:, :p] = src (Fortran-ordered, (n, p)), column by column; the same statistics."""
+    n, p = src.shape
+    big, small, nans = 0.0, np.inf, 0
+    for j in range(p):
+        for i in range(n):
+            v = src[i, j]
+            out[i, j] = v
+            a = abs(v)
+            nans += a != a
+            big = max(big, a)
+            small = min(small, a) if a > 0.0 else small
+    return big, small, nans
