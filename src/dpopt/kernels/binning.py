@@ -67,11 +67,12 @@ def _bin(v, edges, table, zero, steps):
 
 
 @njit(cache=True, nogil=True)
-def dense_counts_by_rows(X, columns, edges, table, zero, steps, n_bins):
-    """Counts (len(columns), n_bins) of the columns ``columns`` of a C-ordered X, read row
-    by row (contiguous)."""
+def dense_counts_by_rows(X, rows, columns, edges, table, zero, steps, n_bins):
+    """Counts (len(columns), n_bins) of the columns ``columns`` over the rows ``rows`` of a
+    C-ordered X, read row by row (contiguous)."""
     counts = np.zeros((columns.shape[0], n_bins), dtype=np.int64)
-    for i in range(X.shape[0]):
+    for t in range(rows.shape[0]):
+        i = rows[t]
         for r in range(columns.shape[0]):
             counts[r, _bin(X[i, columns[r]], edges, table, zero, steps)] += 1
     return counts
@@ -100,3 +101,15 @@ def csc_counts(data, indptr, n_rows, columns, edges, table, zero, steps, n_bins)
         for t in range(start, stop):
             counts[r, _bin(data[t], edges, table, zero, steps)] += 1
     return counts
+
+
+@njit(cache=True, nogil=True)
+def all_finite_rows(X, rows):
+    """Whether every value of the rows ``rows`` of X is finite (stops at the first that is
+    not)."""
+    for t in range(rows.shape[0]):
+        i = rows[t]
+        for j in range(X.shape[1]):
+            if not np.isfinite(X[i, j]):
+                return False
+    return True

@@ -33,19 +33,20 @@ def _clip(x, lo, hi):
 
 
 @njit(cache=True, nogil=True)
-def clip_scale_rows(X, lower, upper, offset, inv, out):
-    """out[i, j] = (clip(X[i, j], lower[j], upper[j]) - offset[j]) * inv[j], row by row
-    (C-ordered X and out)."""
-    n, p = X.shape
-    for i in range(n):
+def clip_scale_rows(X, rows, lower, upper, offset, inv, out):
+    """out[t, j] = (clip(X[i, j], lower[j], upper[j]) - offset[j]) * inv[j] with i = rows[t],
+    row by row (C-ordered X and out)."""
+    p = X.shape[1]
+    for t in range(rows.shape[0]):
+        i = rows[t]
         for j in range(p):
-            out[i, j] = (_clip(X[i, j], lower[j], upper[j]) - offset[j]) * inv[j]
+            out[t, j] = (_clip(X[i, j], lower[j], upper[j]) - offset[j]) * inv[j]
     return out
 
 
 @njit(cache=True, nogil=True)
 def clip_scale_columns(X, lower, upper, offset, inv, out):
-    """The same map column by column (Fortran-ordered X and out)."""
+    """The same map of all rows, column by column (Fortran-ordered X and out)."""
     n, p = X.shape
     for j in range(p):
         lo, hi, o, s = lower[j], upper[j], offset[j], inv[j]
@@ -55,12 +56,29 @@ def clip_scale_columns(X, lower, upper, offset, inv, out):
 
 
 @njit(cache=True, nogil=True)
-def clip_scale_column_sums(X, lower, upper, offset, inv):
-    """sum_i (clip(X[i, j], lower[j], upper[j]) - offset[j]) * inv[j] for every j, adding
-    row after row (C-ordered X: NumPy's order for ``axis=0``), without storing the map."""
-    n, p = X.shape
+def clip_scale_rows_to_fortran(X, rows, lower, upper, offset, inv, out, block):
+    """The same map of the rows ``rows`` of a C-ordered X into a Fortran-ordered ``out``,
+    ``block`` rows at a time (a block of X stays in cache while each of its columns is
+    written as one contiguous run)."""
+    n, p = rows.shape[0], X.shape[1]
+    for t0 in range(0, n, block):
+        t1 = min(t0 + block, n)
+        for j in range(p):
+            lo, hi, o, s = lower[j], upper[j], offset[j], inv[j]
+            for t in range(t0, t1):
+                out[t, j] = (_clip(X[rows[t], j], lo, hi) - o) * s
+    return out
+
+
+@njit(cache=True, nogil=True)
+def clip_scale_column_sums(X, rows, lower, upper, offset, inv):
+    """sum over i in ``rows`` of (clip(X[i, j], lower[j], upper[j]) - offset[j]) * inv[j]
+    for every j, adding row after row in the order of ``rows`` (C-ordered X: NumPy's order
+    for ``axis=0`` of ``X[rows]``), without storing the map."""
+    p = X.shape[1]
     acc = np.zeros(p)
-    for i in range(n):
+    for t in range(rows.shape[0]):
+        i = rows[t]
         for j in range(p):
             acc[j] += (_clip(X[i, j], lower[j], upper[j]) - offset[j]) * inv[j]
     return acc

@@ -54,3 +54,18 @@ def copy_columns_to_fortran(src, out):
             big = max(big, a)
             small = min(small, a) if a > 0.0 else small
     return big, small, nans
+
+
+@njit(cache=True, nogil=True)
+def magnitude_stats(X):
+    """(max |x|, min non-zero |x|, #NaN) of a Fortran-ordered X, column by column (the
+    checks of a design that needs no copy)."""
+    n, p = X.shape
+    big, small, nans = 0.0, np.inf, 0
+    for j in range(p):
+        for i in range(n):
+            a = abs(X[i, j])
+            nans += a != a
+            big = max(big, a)
+            small = min(small, a) if a > 0.0 else small
+    return big, small, nans

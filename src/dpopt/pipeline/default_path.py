@@ -334,16 +334,20 @@ class InMemoryData:
 
     chunked = False
 
-    def __init__(self, X, y):
-        self.X, self.y = X, y
+    def __init__(self, X, y, fit_intercept=False):
+        self.X, self.y, self.fit_intercept = X, y, fit_intercept
         self.shape = X.shape
         self.sparse = sp.issparse(X)
         self._scaled = None
 
     def scaled(self, scaling):
-        """``scaling.transform(X)``, computed once per scaling."""
+        """``scaling.transform(X)``, computed once per scaling (``Scaling.design``: laid out
+        as the Problem's design, which then needs no copy)."""
         if self._scaled is None or self._scaled[0] is not scaling:
-            self._scaled = (scaling, scaling.transform(self.X))
+            design = getattr(scaling, "design", None)
+            Xs = (design(self.X, self.fit_intercept) if design is not None
+                  else scaling.transform(self.X))
+            self._scaled = (scaling, Xs)
         return self._scaled[1]
 
     def feature_bounds(self, mu, rng, bounds=None):
@@ -373,7 +377,7 @@ def _data_of(X, y, loss, fit_intercept):
     :class:`~dpopt.data.chunked.ChunkedProblem`, or a Dask collection / path with ``y``)."""
     if getattr(X, "is_chunked", False) is True or is_chunked_input(X):
         return ChunkedData.of(X, y, loss=loss, fit_intercept=fit_intercept)
-    return InMemoryData(X, y)
+    return InMemoryData(X, y, fit_intercept)
 
 
 def fit_default(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, delta, rng,

@@ -89,6 +89,7 @@ import scipy.sparse as sp
 from dpopt._core.exceptions import WeakPrivacyWarning
 from dpopt._core.validation import warn_if_delta_exceeds_one_over_n
 from dpopt.data.chunked import is_chunked_input
+from dpopt.data.rows import RowSubset
 from dpopt.pipeline.feature_selection import fit_routed
 from dpopt.privacy import Gaussian, ObjectivePerturbation
 
@@ -225,7 +226,10 @@ def per_record_scores(auto, cands, X_val, y_val, regression):
 
 
 def _rows(X, index):
-    return X[index] if not sp.issparse(X) else sp.csr_matrix(X)[index]
+    """The records ``index`` of X: for a C-ordered float64 array, a
+    :class:`~dpopt.data.rows.RowSubset` (the scaling's compiled passes read the rows in place
+    instead of a copy of most of X)."""
+    return RowSubset.of(X, index) if not sp.issparse(X) else sp.csr_matrix(X)[index]
 
 
 def fit_selected(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, delta, rng,

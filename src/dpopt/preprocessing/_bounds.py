@@ -68,7 +68,9 @@ import numpy as np
 import scipy.sparse as sp
 
 from dpopt._core.validation import check_positive_int, check_scalar
+from dpopt.data.rows import RowSubset, rows_of
 from dpopt.kernels import binning
+from dpopt.kernels.binning import all_finite_rows
 from dpopt.privacy.accounting import Gaussian
 from dpopt.privacy.mechanisms import gaussian_noise, noisy_scan
 
@@ -190,7 +192,14 @@ class FeatureBounds:
 
 
 def check_matrix(X, name="X"):
-    """A float64 2-d dense array or a CSC matrix (CSR/COO converted, never densified)."""
+    """A float64 2-d dense array or a CSC matrix (CSR/COO converted, never densified); a
+    :class:`~dpopt.data.rows.RowSubset` stays one (its rows checked in place)."""
+    if isinstance(X, RowSubset):
+        if X.shape[0] < 1 or X.shape[1] < 1:
+            raise ValueError(f"{name} must be a non-empty 2-d array, got shape {X.shape}")
+        if not all_finite_rows(X.base, X.rows):
+            raise ValueError(f"{name} contains NaN or infinity")
+        return X
     if sp.issparse(X):
         X = sp.csc_matrix(X, dtype=np.float64)
         values = X.data
@@ -272,10 +281,10 @@ def feature_histograms(X, columns, grid=DEFAULT_GRID) -> np.ndarray:
         counts = binning.csc_counts(np.asarray(X.data, dtype=np.float64),
                                     X.indptr.astype(np.int64), n, *args)
     else:
-        X = np.asarray(X, dtype=np.float64)
-        kernel = (binning.dense_counts_by_rows if X.flags.c_contiguous
-                  else binning.dense_counts_by_columns)
-        counts = kernel(X, *args)
+        X = X if isinstance(X, RowSubset) else np.asarray(X, dtype=np.float64)
+        source = rows_of(X)  # C-ordered (or a RowSubset of such): read row by row
+        counts = (binning.dense_counts_by_rows(*source, *args) if source is not None
+                  else binning.dense_counts_by_columns(X, *args))
     return counts.astype(np.float64)
 
 
