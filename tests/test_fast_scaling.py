@@ -183,3 +183,63 @@ def test_problem_design_refuses_bad_values_as_before(order, bad, match):
     X[17, 2] = bad
     with pytest.raises(ValueError, match=match):
         Problem(X, np.ones(40), fit_intercept=True)
+
+
+# ---------------------------------------------------------------- rows read in place
+
+
+def test_row_subset_gives_what_the_copy_gives():
+    from dpopt.data.rows import RowSubset
+
+    rng = np.random.default_rng(7)
+    X = rng.standard_normal((3000, 6)) * 10.0 ** rng.uniform(-3, 5, 6)
+    rows = np.sort(rng.permutation(3000)[:2100])
+    sub, copy = RowSubset(X, rows), X[rows]
+    np.testing.assert_array_equal(np.asarray(sub), copy)
+    np.testing.assert_array_equal(sub[:, 2], copy[:, 2])
+    np.testing.assert_array_equal(feature_histograms(sub, range(6)),
+                                  numpy_counts(copy, range(6), DEFAULT_GRID))
+    for scaling in scalings(6, rng):
+        np.testing.assert_array_equal(scaling.transform(sub), scaling.transform(copy))
+        np.testing.assert_array_equal(scaling.column_sums(sub), scaling.transform(copy).sum(0))
+        design = scaling.design(sub, intercept=True)
+        np.testing.assert_array_equal(design, scaling.transform(copy))
+        problem = Problem(design, np.ones(2100), fit_intercept=True)
+        assert np.shares_memory(problem.X, design) and np.all(problem.X[:, 6] == 1.0)
+
+
+@pytest.mark.filterwarnings("ignore:the budget:UserWarning")
+def test_row_subset_refuses_bad_rows_and_checks_its_own_rows():
+    from dpopt.data.rows import RowSubset
+
+    X = np.ones((10, 2))
+    with pytest.raises(ValueError, match="row indices"):
+        RowSubset(X, [0, 10])
+    with pytest.raises(ValueError, match="C-ordered float64"):
+        RowSubset(np.ones((10, 2), order="F"), [0])
+    X[3, 1] = np.nan
+    private_feature_bounds(RowSubset(X, [0, 1, 2, 4]), 1.0, np.random.default_rng(0))
+    with pytest.raises(ValueError, match="NaN or infinity"):
+        private_feature_bounds(RowSubset(X, [0, 3]), 1.0, np.random.default_rng(0))
+
+
+def test_default_fit_is_the_same_with_the_training_rows_copied(monkeypatch):
+    """The held-out split reads the training rows in place; with the former copies
+    (X[train], X[val]) the default fit releases the same numbers, bit for bit."""
+    import warnings
+
+    import dpopt
+    from dpopt.data.rows import RowSubset
+
+    rng = np.random.default_rng(8)
+    X = rng.standard_normal((4000, 5)) * [1.0, 10.0, 0.1, 3.0, 1.0]
+    y = (X @ [1.0, 0.1, -5.0, 0.2, 0.0] + rng.standard_normal(4000) > 0).astype(int)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fast = dpopt.DPLogisticRegression(epsilon=1.0, random_state=3).fit(X, y)
+        monkeypatch.setattr(RowSubset, "of", classmethod(lambda cls, Z, rows: Z[rows]))
+        copied = dpopt.DPLogisticRegression(epsilon=1.0, random_state=3).fit(X, y)
+    np.testing.assert_array_equal(fast.coef_, copied.coef_)
+    np.testing.assert_array_equal(fast.intercept_, copied.intercept_)
+    assert fast.fit_result_.params["auto"]["selection"] == \
+        copied.fit_result_.params["auto"]["selection"]
