@@ -243,3 +243,14 @@ def test_default_fit_is_the_same_with_the_training_rows_copied(monkeypatch):
     np.testing.assert_array_equal(fast.intercept_, copied.intercept_)
     assert fast.fit_result_.params["auto"]["selection"] == \
         copied.fit_result_.params["auto"]["selection"]
+
+
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_design_of_a_whole_array_is_the_transform_with_a_column_of_ones(order):
+    rng = np.random.default_rng(10)
+    X = np.array(rng.standard_normal((500, 4)) * 3.0, order=order)
+    for scaling in scalings(4, rng):
+        design = scaling.design(X, intercept=True)
+        np.testing.assert_array_equal(design, scaling.transform(X))
+        assert design.flags.f_contiguous and np.all(design.base[:, 4] == 1.0)
+        np.testing.assert_array_equal(scaling.design(X, intercept=False), scaling.transform(X))
