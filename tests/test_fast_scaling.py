@@ -254,3 +254,19 @@ def test_design_of_a_whole_array_is_the_transform_with_a_column_of_ones(order):
         np.testing.assert_array_equal(design, scaling.transform(X))
         assert design.flags.f_contiguous and np.all(design.base[:, 4] == 1.0)
         np.testing.assert_array_equal(scaling.design(X, intercept=False), scaling.transform(X))
+
+
+@pytest.mark.parametrize("bad,match", [(np.nan, "NaN or infinity"), (-np.inf, "NaN or infinity"),
+                                       (1e200, "overflow"), (-1e-200, "underflow")])
+def test_a_prepared_design_is_checked_like_a_copied_one(bad, match):
+    """A design laid out by Scaling.design (a column of ones after p columns, Fortran
+    order) is taken without a copy, after the same magnitude checks."""
+    base = np.ones((30, 4), order="F")
+    base[:, :3] = np.random.default_rng(11).standard_normal((30, 3))
+    base[0, 1] = 0.0
+    assert Problem(base[:, :3], np.ones(30), fit_intercept=True).X is base
+    base[12, 2] = bad
+    with pytest.raises(ValueError, match=match):
+        Problem(base[:, :3], np.ones(30), fit_intercept=True)
+    base[12, 2], base[5, 3] = 0.5, 2.0  # not a column of ones: copied as before
+    assert Problem(base[:, :3], np.ones(30), fit_intercept=True).X is not base

@@ -11,6 +11,12 @@ written out as contiguous runs). The values are copied, not computed: the design
 import numpy as np
 from numba import njit
 
+from dpopt.kernels.binning import INF_BITS, _float_bits
+from dpopt.kernels.vecmath import _bits_to_float
+
+#: Above the bits of every magnitude but NaN's: "no non-zero value seen".
+_NO_NONZERO = INF_BITS + 1
+
 #: Bytes of a block of rows of a C-ordered input (about the size of a core's L2 cache).
 BLOCK_BYTES = 1 << 20
 
@@ -58,14 +64,19 @@ def copy_columns_to_fortran(src, out):
 
 @njit(cache=True, nogil=True)
 def magnitude_stats(X):
-    """(max |x|, min non-zero |x|, #NaN) of a Fortran-ordered X, column by column (the
-    checks of a design that needs no copy)."""
+    """(max |x|, min non-zero |x|, #NaN > 0) of a Fortran-ordered X, column by column (the
+    checks of a design that needs no copy). On the bits without the sign, which order the
+    magnitudes of doubles as integers do (NaN above +inf): an integer maximum and minimum,
+    which vectorize. With a NaN the first number is not the largest magnitude (the caller
+    reports the bad values anyway)."""
     n, p = X.shape
-    big, small, nans = 0.0, np.inf, 0
+    top, low = 0, _NO_NONZERO
     for j in range(p):
         for i in range(n):
-            a = abs(X[i, j])
-            nans += a != a
-            big = max(big, a)
-            small = min(small, a) if a > 0.0 else small
+            a = _float_bits(X[i, j]) & 0x7FFFFFFFFFFFFFFF
+            top = max(top, a)
+            low = min(low, a if a != 0 else _NO_NONZERO)
+    nans = 1 if top > INF_BITS else 0
+    big = _bits_to_float(min(top, INF_BITS))
+    small = np.inf if low == _NO_NONZERO else _bits_to_float(low)
     return big, small, nans
