@@ -5,7 +5,10 @@ One pass instead of NumPy's copy (a transposition for C-ordered input, which Num
 element by element with a stride of 8 p bytes on one side) followed by separate passes for
 ``abs``, ``max`` and the smallest non-zero magnitude. A C-ordered input is read in blocks
 of :func:`block_rows` rows (a block of about 1 MiB stays in cache while its columns are
-written out as contiguous runs). The values are copied, not computed: the design is the input bit for bit.
+written out as contiguous runs). The values are copied, not computed: the design is the
+input bit for bit. The checks run on the values' bits without the sign, which order the
+magnitudes of doubles as integers do (+inf above every finite value, NaN above +inf): an
+integer maximum and a minimum over the non-zero ones, reductions that vectorize.
 """
 
 import numpy as np
@@ -30,36 +33,43 @@ def block_rows(p):
 @njit(cache=True, nogil=True)
 def copy_rows_to_fortran(src, out, block):
     """out[:, :p] = src (C-ordered, (n, p)), ``block`` rows at a time; returns
-    (max |x|, min non-zero |x|, #NaN)."""
+    :func:`magnitude_stats` of src."""
     n, p = src.shape
-    big, small, nans = 0.0, np.inf, 0
+    top, low = 0, _NO_NONZERO
     for i0 in range(0, n, block):
         i1 = min(i0 + block, n)
         for j in range(p):
             for i in range(i0, i1):
                 v = src[i, j]
                 out[i, j] = v
-                a = abs(v)
-                nans += a != a
-                big = max(big, a)
-                small = min(small, a) if a > 0.0 else small
-    return big, small, nans
+                a = _float_bits(v) & 0x7FFFFFFFFFFFFFFF
+                top = max(top, a)
+                low = min(low, a if a != 0 else _NO_NONZERO)
+    return _stats(top, low)
 
 
 @njit(cache=True, nogil=True)
 def copy_columns_to_fortran(src, out):
     """out[:, :p] = src (Fortran-ordered, (n, p)), column by column; the same statistics."""
     n, p = src.shape
-    big, small, nans = 0.0, np.inf, 0
+    top, low = 0, _NO_NONZERO
     for j in range(p):
         for i in range(n):
             v = src[i, j]
             out[i, j] = v
-            a = abs(v)
-            nans += a != a
-            big = max(big, a)
-            small = min(small, a) if a > 0.0 else small
-    return big, small, nans
+            a = _float_bits(v) & 0x7FFFFFFFFFFFFFFF
+            top = max(top, a)
+            low = min(low, a if a != 0 else _NO_NONZERO)
+    return _stats(top, low)
+
+
+@njit(cache=True, nogil=True)
+def _stats(top, low):
+    """(max |x|, min non-zero |x|, 1 if a NaN was seen else 0) from the largest and the
+    smallest non-zero of the values' bits without the sign."""
+    big = _bits_to_float(min(top, INF_BITS))
+    small = np.inf if low == _NO_NONZERO else _bits_to_float(low)
+    return big, small, 1 if top > INF_BITS else 0
 
 
 @njit(cache=True, nogil=True)
@@ -76,7 +86,4 @@ def magnitude_stats(X):
             a = _float_bits(X[i, j]) & 0x7FFFFFFFFFFFFFFF
             top = max(top, a)
             low = min(low, a if a != 0 else _NO_NONZERO)
-    nans = 1 if top > INF_BITS else 0
-    big = _bits_to_float(min(top, INF_BITS))
-    small = np.inf if low == _NO_NONZERO else _bits_to_float(low)
-    return big, small, nans
+    return _stats(top, low)
