@@ -50,14 +50,14 @@ def adversarial_values(grid, rng, size):
 
 @pytest.mark.parametrize("grid", GRIDS, ids=lambda g: f"{g.min_decade}_{g.max_decade}_{g.bins_per_decade}")
 def test_lookup_table_gives_the_searchsorted_count(grid):
-    padded, table, steps = grid_lookup(grid.edges)
+    padded, table, first, steps = grid_lookup(grid.edges)
     rng = np.random.default_rng(1)
     values = np.abs(np.concatenate([adversarial_values(grid, rng, 4000),
                                     10.0 ** rng.uniform(-320, 308, 4000)]))
     X = values[:, None]
     got = feature_histograms(X, [0], grid)
     np.testing.assert_array_equal(got, numpy_counts(X, [0], grid))
-    assert padded[-1] == np.inf and steps >= 1
+    assert padded[-1] == np.inf and steps >= 1 and table[0] == 0
 
 
 @pytest.mark.parametrize("grid", GRIDS, ids=lambda g: f"{g.min_decade}_{g.max_decade}_{g.bins_per_decade}")

@@ -274,8 +274,8 @@ def feature_histograms(X, columns, grid=DEFAULT_GRID) -> np.ndarray:
     found from a table of the grid's cells and checked against its edges), only faster."""
     n = X.shape[0]
     columns = np.asarray(columns, dtype=np.int64).reshape(-1)
-    edges, table, steps = _lookup(grid)
-    args = (columns, edges, table, grid.zero_bin, steps, grid.n_bins)
+    edges, table, first, steps = _lookup(grid)
+    args = (columns, edges, table, first, grid.zero_bin, steps, grid.n_bins)
     if sp.issparse(X):
         X = X if X.format == "csc" else sp.csc_matrix(X)
         counts = binning.csc_counts(np.asarray(X.data, dtype=np.float64),
