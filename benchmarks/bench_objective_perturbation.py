@@ -14,6 +14,9 @@
    (public ``row_bound = sqrt(p)``, epsilon = 1, delta = 1/n^2) and (b) the default fit
    ``DPLogisticRegression(epsilon=1)``.
 
+The breakdown of the whole default fit (scaling, held-out selection, solver) is printed by
+``benchmarks/bench_default_fit.py`` (docs/default_path.md, "Speed").
+
 Times are the best of ``--repeats`` runs after one warm-up fit (imports, Numba compilation
 and the cached calibration are not timed; the cold first fit is printed too). The machine
 may be shared: ratios measured in the same run are the comparable numbers.

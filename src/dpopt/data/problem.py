@@ -14,6 +14,12 @@ from dpopt.data.losses import Loss, get_loss
 from dpopt.data.penalties import Penalty, get_penalty
 from dpopt.data.statistics import row_sq_norms, sufficient_statistics
 from dpopt.data.steps import GeneratorPoissonBatches, MarginBlockSteps
+from dpopt.kernels.design import (
+    block_rows,
+    copy_columns_to_fortran,
+    copy_rows_to_fortran,
+    magnitude_stats,
+)
 from dpopt.kernels.grad import full_gradient
 from dpopt.kernels.sgd import sgd_steps
 
@@ -265,8 +271,13 @@ def _dense_design(arr, fit_intercept):
     separate passes for isfinite, abs, the non-zero minimum, hstack and asfortranarray.
     """
     n, p = arr.shape
+    prepared = _prepared_design(arr) if fit_intercept else None
+    if prepared is not None:
+        return prepared
     if not fit_intercept and arr.dtype == np.float64 and arr.flags.f_contiguous:
         out = arr
+    elif arr.dtype == np.float64 and (arr.flags.c_contiguous or arr.flags.f_contiguous):
+        return _compiled_design(arr, fit_intercept)
     else:
         out = np.empty((n, p + int(bool(fit_intercept))), order="F")
         if fit_intercept:
@@ -284,6 +295,40 @@ def _dense_design(arr, fit_intercept):
             # the smallest non-zero magnitude; the mask only when the tile has zeros
             if a.min() < _MIN_ABS and np.min(a, where=a > 0, initial=np.inf) < _MIN_ABS:
                 _report_bad_values(out[:, :p])
+    return out
+
+
+def _prepared_design(arr):
+    """The design of ``arr`` with an intercept, without a copy, when ``arr`` is the first p
+    columns of a Fortran-ordered float64 (n, p + 1) array whose last column is all ones
+    (what :meth:`dpopt.preprocessing.feature_maps.Scaling.design` returns): that array,
+    after the magnitude checks of ``arr``. None otherwise."""
+    base = arr.base
+    n, p = arr.shape
+    if not (isinstance(base, np.ndarray) and arr.dtype == np.float64
+            and base.dtype == np.float64 and arr.flags.f_contiguous and base.flags.f_contiguous
+            and base.shape == (n, p + 1) and base.ctypes.data == arr.ctypes.data
+            and np.all(base[:, p] == 1.0)):
+        return None
+    big, small, nans = magnitude_stats(arr)
+    if nans or not big <= _MAX_ABS or small < _MIN_ABS:
+        _report_bad_values(arr)
+    return base
+
+
+def _compiled_design(arr, fit_intercept):
+    """:func:`_dense_design` of a contiguous float64 array by one compiled pass
+    (:mod:`dpopt.kernels.design`: the copy and the magnitude checks together)."""
+    n, p = arr.shape
+    out = np.empty((n, p + int(bool(fit_intercept))), order="F")
+    if arr.flags.c_contiguous:
+        big, small, nans = copy_rows_to_fortran(arr, out, block_rows(p))
+    else:
+        big, small, nans = copy_columns_to_fortran(arr, out)
+    if fit_intercept:
+        out[:, p] = 1.0
+    if nans or not big <= _MAX_ABS or small < _MIN_ABS:
+        _report_bad_values(out[:, :p])
     return out
 
 

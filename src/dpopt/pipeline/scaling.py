@@ -23,7 +23,7 @@ from dpopt.preprocessing._bounds import (
     feature_histograms,
     private_bounds_from_counts,
 )
-from dpopt.preprocessing._norms import noisy_target_mean, private_means, private_row_bound
+from dpopt.preprocessing._norms import noisy_means, noisy_target_mean, private_row_bound
 from dpopt.preprocessing.feature_maps import RowNormalization, Scaling, TargetScaling
 
 
@@ -52,16 +52,20 @@ class InMemoryData:
 
     chunked = False
 
-    def __init__(self, X, y):
-        self.X, self.y = X, y
+    def __init__(self, X, y, fit_intercept=False):
+        self.X, self.y, self.fit_intercept = X, y, fit_intercept
         self.shape = X.shape
         self.sparse = sp.issparse(X)
         self._scaled = None
 
     def scaled(self, scaling):
-        """``scaling.transform(X)``, computed once per scaling."""
+        """``scaling.transform(X)``, computed once per scaling (``Scaling.design``: laid out
+        as the Problem's design, which then needs no copy)."""
         if self._scaled is None or self._scaled[0] is not scaling:
-            self._scaled = (scaling, scaling.transform(self.X))
+            design = getattr(scaling, "design", None)
+            Xs = (design(self.X, self.fit_intercept) if design is not None
+                  else scaling.transform(self.X))
+            self._scaled = (scaling, Xs)
         return self._scaled[1]
 
     def feature_bounds(self, mu, rng, bounds=None):
@@ -69,7 +73,8 @@ class InMemoryData:
                                       fallback=ZERO_INFLATED_FALLBACK)
 
     def means(self, scaling, mu, rng):
-        return private_means(self.scaled(scaling), mu, rng)
+        # the column sums of the scaled X, without storing it (Scaling.column_sums)
+        return noisy_means(scaling.column_sums(self.X), self.shape[0], mu, rng)
 
     def centred_bounds(self, scaling, columns, mu, rng):
         counts = feature_histograms(self.scaled(scaling), columns, DEFAULT_GRID)
@@ -97,7 +102,7 @@ def _data_of(X, y, loss, fit_intercept):
     :class:`~dpopt.data.chunked.ChunkedProblem`, or a Dask collection / path with ``y``)."""
     if getattr(X, "is_chunked", False) is True or is_chunked_input(X):
         return ChunkedData.of(X, y, loss=loss, fit_intercept=fit_intercept)
-    return InMemoryData(X, y)
+    return InMemoryData(X, y, fit_intercept)
 
 
 def private_scaling(data, mus, *, fit_intercept, center, regression, rng, bounds=None,

@@ -105,6 +105,7 @@ import scipy.sparse as sp
 from dpopt._core.exceptions import WeakPrivacyWarning
 from dpopt._core.validation import warn_if_delta_exceeds_one_over_n
 from dpopt.data.chunked import is_chunked_input
+from dpopt.data.rows import RowSubset
 from dpopt.pipeline.feature_selection import fit_routed
 from dpopt.privacy import Gaussian, ObjectivePerturbation
 
@@ -192,8 +193,8 @@ def constant_resolved(noisy_constants, sigma):
 # --------------------------------------------------------------------------- candidates
 
 
-def _margins(auto, X, coef, intercept):
-    Xs = auto.scaling.transform(X)
+def _margins(auto, Xs, coef, intercept):
+    """Margins of a candidate on the scaled features ``Xs`` (``auto.scaling.transform``)."""
     columns = getattr(auto.scaling, "columns", None)  # the screening route's kept columns:
     if columns is not None:  # its scaled features are those columns, its coef has all p
         coef = coef[columns]
@@ -227,7 +228,8 @@ def per_record_scores(auto, cands, X_val, y_val, regression):
     """Per-record scores in [0, 1] (module docstring), one column per released number:
     for a classifier with an intercept the two constants share one column (their scores
     sum to 1), so only the model's and the positive-label rate are released."""
-    margins = [_margins(auto, X_val, c, b) for _, c, b in cands]
+    Xs = auto.scaling.transform(X_val)  # once for all candidates
+    margins = [_margins(auto, Xs, c, b) for _, c, b in cands]
     if regression:
         y = np.clip(auto.target.transform(y_val), -1.0, 1.0)  # exact bound despite rounding
         return np.column_stack([1.0 - np.minimum(np.abs(y - np.clip(f, -1.0, 1.0)), 1.0)
@@ -242,7 +244,10 @@ def per_record_scores(auto, cands, X_val, y_val, regression):
 
 
 def _rows(X, index):
-    return X[index] if not sp.issparse(X) else sp.csr_matrix(X)[index]
+    """The records ``index`` of X: for a C-ordered float64 array, a
+    :class:`~dpopt.data.rows.RowSubset` (the scaling's compiled passes read the rows in place
+    instead of a copy of most of X)."""
+    return RowSubset.of(X, index) if not sp.issparse(X) else sp.csr_matrix(X)[index]
 
 
 def fit_selected(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, delta, rng,

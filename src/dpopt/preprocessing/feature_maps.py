@@ -12,6 +12,18 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.preprocessing import normalize
 
+from dpopt.data.rows import rows_of
+from dpopt.kernels import clipscale
+from dpopt.kernels.design import block_rows
+
+
+def _compiled(X, p):
+    """Whether the compiled maps take X: a dense contiguous float64 matrix of p columns
+    (anything else takes the NumPy expression, which also raises on a shape mismatch)."""
+    return (isinstance(X, np.ndarray) and X.dtype == np.float64 and X.ndim == 2
+            and X.shape[1] == p and (X.flags.c_contiguous or X.flags.f_contiguous))
+
+
 #: Stored values clipped per group of columns (:func:`clip_sparse`): bounds the temporaries.
 CLIP_BLOCK = 1 << 22
 
@@ -55,12 +67,62 @@ class Scaling:
         return cls(lower, upper, offset, scale)
 
     def transform(self, X):
-        inv = np.divide(1.0, self.scale, out=np.zeros_like(self.scale), where=self.scale > 0)
+        inv = self._inverse_scale()
         if sp.issparse(X):  # offset is 0 for sparse data
             X = self.clip(X) @ sp.diags(inv)
             X.eliminate_zeros()
             return sp.csc_matrix(X)
+        source = self._source(X)
+        if source is not None:  # one pass, value for value the NumPy expression below
+            base, rows = source
+            return clipscale.clip_scale_rows(base, rows, *self._arrays(inv),
+                                             np.empty((rows.shape[0], base.shape[1])))
+        if _compiled(X, self.scale.shape[0]) and X.flags.f_contiguous:
+            return clipscale.clip_scale_columns(X, *self._arrays(inv), np.empty_like(X))
         return (np.clip(X, self.lower, self.upper) - self.offset) * inv
+
+    def design(self, X, intercept):
+        """``transform(X)``; with ``intercept``, for a contiguous float64 X (or a
+        :class:`~dpopt.data.rows.RowSubset` of one), as the first p columns of a
+        Fortran-ordered (n, p + 1) array whose last column is ones: the design
+        :class:`dpopt.data.Problem` builds with an intercept, which it then takes without
+        a copy (one array of n (p + 1) values instead of two)."""
+        p = self.scale.shape[0]
+        source = self._source(X)
+        fortran = _compiled(X, p) and X.flags.f_contiguous
+        if not intercept or (source is None and not fortran):
+            return self.transform(X)
+        out = np.empty((X.shape[0], p + 1), order="F")
+        arrays = self._arrays(self._inverse_scale())
+        if source is not None:
+            clipscale.clip_scale_rows_to_fortran(*source, *arrays, out[:, :p], block_rows(p))
+        else:
+            clipscale.clip_scale_columns(X, *arrays, out[:, :p])
+        out[:, p] = 1.0
+        return out[:, :p]
+
+    def column_sums(self, X):
+        """``transform(X).sum(axis=0)`` as a 1-d array, without storing the transform
+        when X is a C-ordered float64 array with at least two columns, or a
+        :class:`~dpopt.data.rows.RowSubset` of one (the compiled sum adds in NumPy's
+        order, so the result is the same bit for bit)."""
+        source = self._source(X)
+        if source is not None and X.shape[1] >= 2:
+            return clipscale.clip_scale_column_sums(*source, *self._arrays(self._inverse_scale()))
+        return np.asarray(self.transform(X).sum(axis=0)).ravel()
+
+    def _source(self, X):
+        """(base, rows) for the compiled row passes (:func:`dpopt.data.rows.rows_of`),
+        when X has this map's p columns; else None."""
+        source = rows_of(X)
+        return source if source is not None and X.shape[1] == self.scale.shape[0] else None
+
+    def _inverse_scale(self):
+        return np.divide(1.0, self.scale, out=np.zeros_like(self.scale), where=self.scale > 0)
+
+    def _arrays(self, inv):
+        return tuple(np.ascontiguousarray(np.broadcast_to(a, inv.shape), dtype=np.float64)
+                     for a in (self.lower, self.upper, self.offset, inv))
 
     def centered(self, means):
         """The same map followed by subtracting ``means`` (in scaled units)."""

@@ -63,8 +63,11 @@ def objective_perturbation_delta(epsilon, op, gaussian_mu=0.0) -> float:
     return _op_delta_bounds(float(epsilon), op, float(gaussian_mu))[1]
 
 
+@functools.lru_cache(maxsize=64)
 def _op_exact_epsilon(op, mu, delta) -> float:
-    """Smallest epsilon >= 0 whose certified delta bound is <= delta (count 1)."""
+    """Smallest epsilon >= 0 whose certified delta bound is <= delta (count 1). A pure
+    function of its (public, hashable) arguments, so remembered: a default fit asks it for
+    the same composition twice (the mechanism's result and the pipeline's total)."""
     if op.count != 1:
         raise ValueError("the exact accountant handles one objective perturbation (count 1)")
 
