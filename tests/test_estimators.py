@@ -51,25 +51,10 @@ def _public_smoothness(p, curvature=1.0, intercept=True):
 
 # The default classifier selects its labels privately (dpopt.preprocessing.tables): on the checks' tens of
 # samples no label clears the threshold at epsilon=1, so it runs at a large epsilon.
-# A DataFrame goes through the table layer, which counts each column's missing cells privately
-# (a share of epsilon): the default path's noise draws then differ from the same array's fit,
-# and a regressor's private constant (scikit-learn's 200-row check data is too small for a
-# model) moves by more than the check's atol. Same privacy, different draws.
-_FRAME_VS_ARRAY = {"check_regressor_data_not_an_array": "the table layer's private missing "
-                   "counts take a share of epsilon on DataFrames, so the noise differs"}
-
-
-def _expected_failures(estimator):
-    default_regressor = (getattr(estimator, "solver", "auto") == "auto"
-                         and not isinstance(estimator, DPLogisticRegression))
-    return _FRAME_VS_ARRAY if default_regressor else {}
-
-
 @pytest.mark.filterwarnings("ignore::dpopt.PrivacyLeakWarning")
 @parametrize_with_checks([cls(epsilon=100.0) if cls is DPLogisticRegression else cls()
                           for cls in ALL]
-                         + [DPLogisticRegression(solver="dp-gd"), DPLasso(solver="dp-gd")],
-                         expected_failed_checks=_expected_failures)
+                         + [DPLogisticRegression(solver="dp-gd"), DPLasso(solver="dp-gd")])
 def test_sklearn_compatible(estimator, check):
     check(estimator)
 
