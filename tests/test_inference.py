@@ -200,7 +200,7 @@ def test_quick_coverage(model, reps):
     loose, since 6-20 replicates only tell a broken interval from a working one."""
     pytest.importorskip("statsmodels")
     cov = _coverage_module()
-    rows = cov.run_block(model, "hetero", 2.0, 5000, 3, 0, reps, sm_reps=2)
+    rows = cov.run_block(model, "hetero", 5000, 3, 0, reps, sm_reps=2, epsilons=(2.0,))
     s = cov.summarize_rows(rows)
     assert s["reps"] == reps and s["errors"] == 0
     assert s["coverage"].mean() >= 0.75

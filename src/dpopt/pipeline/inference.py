@@ -75,7 +75,7 @@ import scipy.sparse as sp
 from scipy import special
 
 from dpopt.privacy import Gaussian
-from dpopt.solvers.adassp import solve_psd, symmetric_noise
+from dpopt.solvers.adassp import symmetric_noise
 from dpopt.solvers.objective_perturbation import clip_feature_rows
 
 #: Mechanisms of the default path whose released model has a known noise law here.
@@ -136,11 +136,6 @@ def psd_part(M, floor=0.0):
     return (vecs * np.maximum(vals, floor)) @ vecs.T
 
 
-def inverse_floored(M, floor):
-    vals, vecs = np.linalg.eigh(0.5 * (M + M.T))
-    return (vecs / np.maximum(vals, floor)) @ vecs.T
-
-
 def clipped_design(problem, row_bound):
     """The rows the mechanisms saw: feature parts rescaled to norm <= R, intercept 1 last."""
     U = clip_feature_rows(problem, row_bound)  # sparse, a ClippedRows view, or dense
@@ -155,117 +150,102 @@ class ScaledInference:
     cov: np.ndarray
     method: str
     notes: tuple = ()
-    bias: np.ndarray | None = None  # bound on the bias left (intervals widen by it)
+    unavailable: str | None = None  # why the releases cannot give intervals
 
 
 def least_squares_inference(problem, result, release, row_bound, mu, rng):
-    """AdaSSP's noisy statistics + one released meat + a parametric bootstrap of the
-    privacy noise (module docstring)."""
-    p = result.params
+    """AdaSSP's noisy statistics, its noise law and one released meat (module docstring)."""
     n, d = problem.n_samples, problem.dim
+    _, sigma_gram, sigma_xty = result.params["sigmas"]
     penalty = np.diag(n * np.asarray(problem.penalty.l2, dtype=np.float64))
-    theta = debiased_ridge(release.xtx + penalty, release.xty, release.ridge, solve_psd)
+    M = 0.5 * (release.xtx + release.xtx.T) + penalty
+    fit = noisy_normal_equations(M, release.xty, sigma_gram)
+    # residuals at the corrected estimate (at AdaSSP's own model if there is none)
+    theta = fit.estimate if fit.unavailable is None else np.asarray(result.w, dtype=np.float64)
     U = clipped_design(problem, row_bound)
-    y = np.clip(problem.y, -1.0, 1.0)
-    r = np.clip(y - U @ theta, -RESIDUAL_BOUND, RESIDUAL_BOUND)
+    r = np.clip(np.clip(problem.y, -1.0, 1.0) - U @ theta, -RESIDUAL_BOUND, RESIDUAL_BOUND)
     B_a2 = row_bound ** 2 + problem.fit_intercept
     S, _, rec = release_gram(U, r * r, RESIDUAL_BOUND ** 2, B_a2, mu, rng)
-    S = psd_part(S) * n / max(n - d, 1)  # HC1 small-sample factor
-    gram = deflated_gram(release.xtx, p["sigmas"][1])
-    corrected, cov, bias = bootstrap_corrected(gram, penalty, theta, S, p, rng, release.ridge)
+    if fit.unavailable is not None:
+        return ScaledInference(theta, np.full((d, d), np.nan), METHOD_LS,
+                               unavailable=fit.unavailable), [rec]
+    # the noisy meat enters linearly (unbiased): only the sum is projected on the PSD cone
+    S = S * n / max(n - d, 1)  # HC1 small-sample factor
+    noise = sigma_xty ** 2 * np.eye(d) + gram_noise_cov(theta, sigma_gram)
+    cov = fit.propagator @ psd_part(S + noise) @ fit.propagator.T
     notes = ()
     if release.ridge > 0:
-        notes = (f"AdaSSP's adaptive ridge ({release.ridge:.3g}) is removed by one Newton step "
-                 f"and the bootstrap's bias correction",)
-    return ScaledInference(corrected, cov, "sandwich (HC1) + parametric bootstrap of AdaSSP's "
-                           "noise", notes, bias), [rec]
+        notes = (f"AdaSSP's adaptive ridge ({release.ridge:.3g}) is not used by the intervals: "
+                 f"they solve the noisy normal equations without it (the noisy Gram matrix "
+                 f"is positive definite here) and correct the second-order bias of its noise",)
+    return ScaledInference(fit.estimate, cov, METHOD_LS, notes), [rec]
 
 
-#: Replicates of the parametric bootstrap of AdaSSP's noise (post-processing).
-BOOTSTRAP_REPLICATES = 2000
+METHOD_LS = "sandwich (HC1) + delta method of AdaSSP's noise"
 
 
-def debiased_ridge(M, b, ridge, solve):
-    """w = (M + ridge I)^{-1} b followed by one Newton step on (M, b) from w, which
-    removes the ridge's bias to first order: w + ridge (M + ridge I)^{-1} w (= w if
-    ridge = 0)."""
-    d = b.size
-    w = solve(M + ridge * np.eye(d), b)[0]
-    if ridge == 0:
-        return w
-    return w + ridge * solve(M + ridge * np.eye(d), w)[0]
+@dataclass
+class NoisyNormalEquations:
+    """theta = (I + B)^{-1} M^{-1} b and its propagator (I + B)^{-1} M^{-1}, or the reason
+    why the released Gram matrix cannot support them."""
+
+    estimate: np.ndarray | None
+    propagator: np.ndarray | None
+    unavailable: str | None = None
 
 
-def deflated_gram(noisy, sigma):
-    """The Gram matrix of the bootstrap world: the released X^T X + E with every eigenvalue
-    lowered by sigma sqrt(d), the root-mean-square eigenvalue of the noise E (floored at a
-    tiny positive value). The noise spreads the spectrum (E's extreme eigenvalues are about
-    +-2 sigma sqrt(d)), so a direction whose noisy eigenvalue is within the noise may carry
-    almost no information; lowering the spectrum keeps the bootstrap world from being
-    better conditioned than the data, at the price of wider intervals for directions whose
-    eigenvalue is a few sigma sqrt(d) (relative widening O(sigma sqrt(d) / eigenvalue))."""
-    d = noisy.shape[0]
-    vals, vecs = np.linalg.eigh(0.5 * (noisy + noisy.T))
-    floor = 1e-9 * max(float(np.max(np.abs(vals))), 1e-300)
-    return (vecs * np.maximum(vals - sigma * math.sqrt(d), floor)) @ vecs.T
+def noisy_normal_equations(M, b, sigma):
+    """Solve the noisy normal equations M theta = b (M = X^T X + E + penalty, b = X^T y + e)
+    and remove the second-order bias of the Gram noise E (entries N(0, sigma^2) on and above
+    the diagonal, mirrored).
+
+    With G the noiseless matrix, theta_hat = M^{-1} b = theta + M^{-1} (xi + e - E theta)
+    exactly (xi the sampling part of X^T y), so theta_hat is unbiased but for the
+    dependence of M^{-1} on E: expanding M^{-1} = G^{-1} - G^{-1} E G^{-1} + ..., the mean
+    is (I + B) theta + O(sigma^3) (:func:`noise_bias_operator`); the estimate is
+    (I + B)^{-1} theta_hat. Where the expansion does not converge, no intervals."""
+    Minv, B, reason = noise_bias_operator(M, sigma)
+    if reason is not None:
+        return NoisyNormalEquations(None, None, REFUSED_LS.format(why=reason))
+    propagator = np.linalg.solve(np.eye(M.shape[0]) + B, Minv)
+    return NoisyNormalEquations(propagator @ b, propagator)
 
 
-#: Largest bias correction (1 / share of a direction the estimator keeps on average).
-MIN_RETAINED = 0.5
+def noise_bias_operator(M, sigma):
+    """(M^{-1}, B, reason): the second-order bias operator of the inverse of a matrix
+    released with symmetric Gaussian noise E (iid N(0, sigma^2) on and above the diagonal).
+
+    With G = M - E, E[(G + E)^{-1}] G = I + B + O(sigma^3), B = G^{-1} E[E G^{-1} E], and
+    for symmetric A, E[E A E]_ik sums A_jl E[E_ij E_lk] over {i, j} = {l, k}:
+    sigma^2 (A - diag(A) + tr(A) I). B is estimated with M for G. The expansion of
+    (G + E)^{-1} is a series whose terms shrink like the powers of B: where B's spectral
+    radius is not below 1, or M is not positive definite, the released matrix does not
+    determine its inverse to first order and ``reason`` says so (a delta method built on it
+    would not hold). Post-processing of M."""
+    vals, vecs = np.linalg.eigh(0.5 * (M + M.T))
+    if vals[0] <= 0:
+        return None, None, "the noisy matrix is not positive definite"
+    Minv = (vecs / vals) @ vecs.T
+    B = sigma ** 2 * Minv @ (Minv - np.diag(np.diag(Minv)) + np.trace(Minv) * np.eye(M.shape[0]))
+    radius = float(np.max(np.abs(np.linalg.eigvals(B))))
+    if not radius < 1.0:
+        return Minv, B, (f"the second-order effect of its noise does not vanish (spectral "
+                         f"radius {radius:.2g} >= 1)")
+    return Minv, B, None
 
 
-def bootstrap_corrected(gram, penalty, theta, meat, params, rng, ridge):
-    """(estimate, covariance, bias bound): ``theta`` corrected for the bias of AdaSSP's
-    ridge and noise, its covariance, and a bound on the bias left.
-
-    With the noise fixed, a replicate of :func:`bootstrap_adassp` is linear in the true
-    theta, so the replicates' mean is T theta with T = mean(W_b) A, A = G + n alpha P.
-    T is similar to the symmetric A^{1/2} mean(W_b) A^{1/2} = V diag(t) V^T, t_k in (0, 1]
-    the share of direction k the estimator keeps on average; the corrected estimate divides
-    direction k by m_k = max(t_k, MIN_RETAINED). Where t_k >= MIN_RETAINED that is T^{-1}
-    (no bias left, to this order). Below, the direction is mostly ridge (its Gram eigenvalue
-    is within the noise) and a full correction would multiply the noise by 1 / t_k: the
-    correction is capped and the bias left, (m_k / t_k - 1) times the corrected component,
-    is returned (``bias``, per coordinate) for the intervals to widen by. The covariance
-    is T_c^{-1} Cov(replicates at the corrected theta) T_c^{-T}."""
-    operators, noise = bootstrap_adassp(gram, penalty, meat, params, rng, ridge)
-    A = gram + penalty
-    vals, vecs = np.linalg.eigh(0.5 * (A + A.T))
-    vals = np.maximum(vals, 1e-300)
-    root, inv_root = (vecs * np.sqrt(vals)) @ vecs.T, (vecs / np.sqrt(vals)) @ vecs.T
-    W = operators.mean(axis=0)
-    t, V = np.linalg.eigh(0.5 * (root @ (W + W.T) @ root))
-    t = np.maximum(t, 1e-12)
-    m = np.maximum(t, MIN_RETAINED)
-    Tinv = inv_root @ (V / m) @ V.T @ root
-    corrected = Tinv @ theta
-    draws = np.einsum("bij,bj->bi", operators, A @ corrected + noise)
-    left = inv_root @ (V * (m / t - 1.0)) @ V.T @ root @ corrected
-    return corrected, Tinv @ np.cov(draws, rowvar=False) @ Tinv.T, left
+REFUSED_LS = ("the noisy Gram matrix released by AdaSSP does not determine the coefficients "
+              "at this n and epsilon ({why}), so the delta method behind the intervals does "
+              "not hold; use a larger epsilon or more data")
 
 
-def bootstrap_adassp(gram, penalty, meat, params, rng, ridge):
-    """Replicates of AdaSSP under the estimated model (Ferrando, Wang & Sheldon 2022, OLS
-    variant): the Gram matrix G, X^T y = (G + n alpha P) theta + xi with xi ~ N(0, meat)
-    (sampling), and AdaSSP's three releases with their own noise scales (the eigenvalue,
-    the Gram matrix, X^T y; the ridge by AdaSSP's rule), solved by :func:`debiased_ridge`.
-    Returns the replicates' linear operators W_b (the estimate is W_b X^T y*_b) and the
-    noise xi_b + e_b, so that the replicates can be formed at any theta."""
-    _, s2, s3 = params["sigmas"]
-    d, B = penalty.shape[0], BOOTSTRAP_REPLICATES
-    ridge = np.full(B, float(ridge))
-    rows, cols = np.triu_indices(d)
-    E = np.zeros((B, d, d))
-    E[:, rows, cols] = s2 * rng.standard_normal((B, rows.size))
-    E[:, cols, rows] = E[:, rows, cols]
-    chol = np.linalg.cholesky(meat + 1e-12 * max(np.trace(meat), 1e-300) * np.eye(d) / d)
-    noise = rng.standard_normal((B, d)) @ chol.T + s3 * rng.standard_normal((B, d))
-    vals, vecs = np.linalg.eigh(gram + penalty + E + ridge[:, None, None] * np.eye(d))
-    floor = d * np.finfo(np.float64).eps * np.max(np.abs(vals), axis=1, keepdims=True)
-    inv = np.divide(1.0, vals, out=np.zeros_like(vals), where=vals > floor)
-    # debiased_ridge is (M + ridge I)^{-1} (I + ridge (M + ridge I)^{-1}) on X^T y
-    gain = inv * (1.0 + ridge[:, None] * inv)
-    return np.einsum("bij,bj,bkj->bik", vecs, gain, vecs), noise
+def gram_noise_cov(theta, sigma):
+    """Cov(E theta) for the symmetric Gaussian E of AdaSSP (iid N(0, sigma^2) on and above
+    the diagonal): entry (i, k) sums theta_j theta_l Cov(E_ij, E_kl), which is sigma^2 when
+    {i, j} = {k, l}: sigma^2 (||theta||^2 I + theta theta^T - diag(theta^2))."""
+    theta = np.asarray(theta, dtype=np.float64)
+    return sigma ** 2 * ((theta @ theta) * np.eye(theta.size) + np.outer(theta, theta)
+                         - np.diag(theta * theta))
 
 
 def logistic_inference(problem, result, row_bound, mu, rng):
@@ -281,11 +261,26 @@ def logistic_inference(problem, result, row_bound, mu, rng):
     Hs, sigma_h, rec_h = release_gram(U, s * (1.0 - s), 0.25, B_a2, mu_h, rng)
     Ss, _, rec_s = release_gram(U, s * s, 1.0, B_a2, mu_s, rng)
     alpha = np.asarray(problem.penalty.l2, dtype=np.float64)
-    Hinv = inverse_floored(Hs + n * np.diag(alpha), sigma_h)  # summed scale
+    H = Hs + n * np.diag(alpha)  # summed scale
+    Hinv = inverse_floored(H, sigma_h)
+    floored = int(np.sum(np.linalg.eigvalsh(0.5 * (H + H.T)) < sigma_h))
     theta = w + n * Hinv @ (p["regularization"] * w)
     priv = p["sigma"] ** 2 * np.eye(d)
     cov = Hinv @ (psd_part(Ss) * n / max(n - d, 1) + priv) @ Hinv + p["sigma_out"] ** 2 * np.eye(d)
-    return ScaledInference(theta, cov, "sandwich + objective-perturbation noise"), [rec_h, rec_s]
+    notes = () if not floored else (FLOORED_NOTE.format(k=floored, d=d),)
+    return ScaledInference(theta, cov, METHOD_LOGISTIC, notes), [rec_h, rec_s]
+
+
+METHOD_LOGISTIC = "sandwich + objective-perturbation noise"
+FLOORED_NOTE = ("{k} of the {d} eigenvalues of the released Hessian are within its noise (floored "
+                "at one noise standard deviation): the covariance in those directions is not "
+                "determined by the data and the intervals can under-cover (docs/inference.md)")
+
+
+def inverse_floored(M, floor):
+    """M's inverse with its eigenvalues floored at ``floor`` (M symmetrized)."""
+    vals, vecs = np.linalg.eigh(0.5 * (M + M.T))
+    return (vecs / np.maximum(vals, floor)) @ vecs.T
 
 
 def release_inference(problem, result, solver, *, row_bound, mu, rng, adassp_release=None):
@@ -328,21 +323,15 @@ class Inference:
     method: str
     n_samples: int
     notes: tuple = ()
-    bias: np.ndarray | None = None  # |bias| bound per raw coordinate (widens the interval)
+    unavailable: str | None = None  # the releases were made but cannot give intervals
 
     @classmethod
     def from_scaled(cls, scaled, scaling, target, fit_intercept, n_samples):
         dim = scaled.estimate.size
         A, c = raw_map(scaling, target, dim, fit_intercept)
-        notes, bias = scaled.notes, None
-        if scaled.bias is not None and np.any(scaled.bias != 0):
-            bias = np.abs(A @ scaled.bias)
-            notes = notes + ("the noisy Gram matrix barely determines some directions at this "
-                             "budget (eigenvalue within the privacy noise): their bias "
-                             "correction is capped and the intervals of the coefficients "
-                             "loading on them are widened by the bias left (column 'bias')",)
         return cls(A @ scaled.estimate + c, A @ scaled.cov @ A.T, fit_intercept,
-                   np.asarray(scaling.scale) <= 0, scaled.method, int(n_samples), notes, bias)
+                   np.asarray(scaling.scale) <= 0, scaled.method, int(n_samples),
+                   scaled.notes, scaled.unavailable)
 
     @property
     def bse(self):
@@ -364,19 +353,13 @@ def wald_table(inf, names, alpha):
     import pandas as pd
 
     se = inf.bse
-    bias = np.zeros_like(se) if inf.bias is None else inf.bias
     q = special.ndtri(1.0 - alpha / 2.0)
     with np.errstate(divide="ignore", invalid="ignore"):
         z = inf.estimate / se
-        # with a bias bound b the test is conservative: |coef| - b against N(0, se^2)
-        pval = 2.0 * special.ndtr(-np.maximum(np.abs(inf.estimate) - bias, 0.0) / se)
+        pval = 2.0 * special.ndtr(-np.abs(z))
     lo, hi = f"[{alpha / 2:g}", f"{1 - alpha / 2:g}]"
-    table = pd.DataFrame({"coef": inf.estimate, "std err": se, "z": z, "P>|z|": pval,
-                          lo: inf.estimate - q * se - bias, hi: inf.estimate + q * se + bias},
-                         index=names)
-    if inf.bias is not None:
-        table["bias"] = bias
-    return table
+    return pd.DataFrame({"coef": inf.estimate, "std err": se, "z": z, "P>|z|": pval,
+                         lo: inf.estimate - q * se, hi: inf.estimate + q * se}, index=names)
 
 
 def render(table, header):
@@ -411,6 +394,8 @@ class InferenceMixin:
                                  f"for intervals; refit with inference=True (it spends a share "
                                  f"of the same epsilon)")
             raise ValueError(f"{name}: no intervals for this fit: {reason}")
+        if auto.inference.unavailable is not None:
+            raise ValueError(f"{name}: no intervals for this fit: {auto.inference.unavailable}")
         return auto.inference
 
     @property
