@@ -13,13 +13,23 @@ import statsmodels.api as sm
 import dpopt
 
 
+EPSILONS = (1.0, 2.0, 4.0)
+
+
 def main():
     data = np.load(Path(os.environ["DPOPT_DATA"]) / "california.npz")
     X = pd.DataFrame(data["X"], columns=[str(c) for c in data["feature_names"]])
     y = data["y"]
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", dpopt.PrivacyLeakWarning)
-        est = dpopt.DPLinearRegression(epsilon=1.0, inference=True, random_state=0).fit(X, y)
+    for epsilon in EPSILONS:  # the intervals are refused where the noise law says so
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", dpopt.PrivacyLeakWarning)
+            est = dpopt.DPLinearRegression(epsilon=epsilon, inference=True,
+                                           random_state=0).fit(X, y)
+        try:
+            est.summary()
+            break
+        except ValueError as exc:
+            print(f"epsilon = {epsilon}: {exc}\n")
     print(est.privacy_report())
     print()
     print(est.summary_text())

@@ -28,23 +28,31 @@ psi_i for the per-record score at the estimate and H for the Hessian of the summ
 
     Var(theta_hat) ~ H^{-1} (sum_i psi_i psi_i^T) H^{-1}  +  H^{-1} Sigma_priv H^{-1}.
 
-* Least squares (AdaSSP). The released X^T X + E and X^T y + e give the Hessian (no new
-  release); the meat sum_i r_i^2 u_i u_i^T, r_i = clip(y_i - u_i^T theta_hat, -2, 2) (|y_i|
-  <= 1 after scaling, so the clip binds only on rows predicted outside the target range),
-  is released once: the Gaussian mechanism of :func:`release_gram`, L2 sensitivity
-  sqrt(2) * 4 * B_a^2 (replace-one; B_a^2 = R^2 + [intercept]). AdaSSP's adaptive ridge
-  lambda shrinks the estimate: one Newton step on the noisy statistics removes it to first
-  order (:func:`debiased_ridge`), and a parametric bootstrap on the noisy sufficient
-  statistics (the OLS variant of Ferrando, Wang & Sheldon) gives the rest: the replicates
-  draw X^T y* = G theta + xi + e*, xi ~ N(0, meat) (sampling, HC1), the Gram matrix
-  G + E* with AdaSSP's noise scales, and recompute the estimator at the released ridge
-  (conditioning on it). A replicate is linear in theta for fixed noise, so the replicates'
-  mean is T theta; T^{-1} removes the bias (capped where the estimator keeps less than half
-  of a direction, with the bias left bounding a widening of the interval: see
-  :func:`bootstrap_corrected`), and T^{-1} Cov(replicates) T^{-T} is the covariance. G is
-  the released Gram matrix with its spectrum lowered by the noise's root-mean-square
-  eigenvalue (:func:`deflated_gram`), so the bootstrap world is not better conditioned
-  than the data.
+* Least squares (AdaSSP; Wang, UAI 2018). AdaSSP releases M = X^T X + E (+ the user's
+  penalty), E symmetric with iid N(0, sigma_2^2) entries on and above the diagonal, and
+  b = X^T y + e, e ~ N(0, sigma_3^2 I), then solves with an adaptive ridge lambda. The
+  intervals do not use the ridge: where M is positive definite, theta_hat = M^{-1} b
+  satisfies exactly theta_hat - theta = M^{-1} (xi + e - E theta), xi = X^T y - G theta
+  the sampling part (G = X^T X + penalty, theta the estimand). So, to first order,
+
+      Cov(theta_hat) = M^{-1} (meat + sigma_3^2 I + Cov(E theta)) M^{-1},
+      Cov(E theta) = sigma_2^2 (||theta||^2 I + theta theta^T - diag(theta^2))
+
+  (:func:`gram_noise_cov`), with the released noise scales used exactly; the meat
+  sum_i r_i^2 u_i u_i^T, r_i = clip(y_i - u_i^T theta_hat, -2, 2) (|y_i| <= 1 after
+  scaling, so the clip binds only on rows predicted outside the target range), is
+  released once: the Gaussian mechanism of :func:`release_gram`, L2 sensitivity
+  sqrt(2) * 4 * B_a^2 (replace-one; B_a^2 = R^2 + [intercept]); its noise enters the
+  covariance linearly, and only the sum in brackets is projected on the PSD cone. M^{-1}
+  depends on E, which biases theta_hat at second order: E[theta_hat] = (I + B) theta,
+  B = G^{-1} E[E G^{-1} E] = sigma_2^2 G^{-1} (G^{-1} - diag(G^{-1}) + tr(G^{-1}) I)
+  (:func:`noise_bias_operator`, estimated with M); the estimate is (I + B)^{-1} theta_hat
+  and its covariance is mapped by (I + B)^{-1} too. The plug-in M^{-1} (.) M^{-1} is, to
+  second order, the mean over E of the conditional covariance, so no further correction
+  is made. Validity: the expansion is a series in B; where B's spectral radius is not
+  below 1, or M is not positive definite, the released statistics do not determine
+  theta to first order and no intervals are given (a reason names it) -- a rule of the
+  noise law, no tuned constant.
 * Logistic (objective perturbation). The released w is the minimizer of the loss plus
   (lambda + alpha)/2 ||w||^2 + b^T w / n, b ~ N(0, sigma^2 I), then + N(0, sigma_out^2 I).
   Two Gram-type releases at the (public) released w: the Hessian sum_i l''(u_i^T w) u_i
@@ -61,8 +69,10 @@ mu (:func:`dpopt.pipeline.default_path.plan_budget`), so the whole fit, model an
 composition: one (epsilon, delta) in ``privacy_report()``, one charge to a
 :class:`~dpopt.BudgetAccountant`. Everything after the releases (sandwich, mapping to raw
 units, intervals, p-values) is post-processing. The released matrices are projected on the
-positive semi-definite cone (eigenvalues clipped) before use; the Hessian's eigenvalues are
-floored at one noise standard deviation, which can only widen the intervals.
+positive semi-definite cone (eigenvalues clipped) before use; the logistic Hessian's
+eigenvalues are floored at one noise standard deviation (a stop-gap: where the floor binds
+the Hessian is not determined and the summary says so; docs/inference.md shows the
+small-n under-coverage it leaves).
 """
 
 from __future__ import annotations
@@ -159,7 +169,8 @@ def least_squares_inference(problem, result, release, row_bound, mu, rng):
     _, sigma_gram, sigma_xty = result.params["sigmas"]
     penalty = np.diag(n * np.asarray(problem.penalty.l2, dtype=np.float64))
     M = 0.5 * (release.xtx + release.xtx.T) + penalty
-    fit = noisy_normal_equations(M, release.xty, sigma_gram)
+    fit = noisy_normal_equations(M, release.xty, sigma_gram, eigen_lower=(
+        None if math.isinf(result.params["sigmas"][0]) else release.lambda_min))
     # residuals at the corrected estimate (at AdaSSP's own model if there is none)
     theta = fit.estimate if fit.unavailable is None else np.asarray(result.w, dtype=np.float64)
     U = clipped_design(problem, row_bound)
@@ -194,7 +205,7 @@ class NoisyNormalEquations:
     unavailable: str | None = None
 
 
-def noisy_normal_equations(M, b, sigma):
+def noisy_normal_equations(M, b, sigma, eigen_lower=None):
     """Solve the noisy normal equations M theta = b (M = X^T X + E + penalty, b = X^T y + e)
     and remove the second-order bias of the Gram noise E (entries N(0, sigma^2) on and above
     the diagonal, mirrored).
@@ -203,12 +214,36 @@ def noisy_normal_equations(M, b, sigma):
     exactly (xi the sampling part of X^T y), so theta_hat is unbiased but for the
     dependence of M^{-1} on E: expanding M^{-1} = G^{-1} - G^{-1} E G^{-1} + ..., the mean
     is (I + B) theta + O(sigma^3) (:func:`noise_bias_operator`); the estimate is
-    (I + B)^{-1} theta_hat. Where the expansion does not converge, no intervals."""
+    (I + B)^{-1} theta_hat. Where the expansion does not converge, no intervals.
+
+    ``eigen_lower``: AdaSSP's private lower bound on lambda_min(X^T X) (its eigenvalue
+    release, a (1 - rho)-confidence bound from a release independent of E). M's own
+    spectrum cannot tell a direction the data determine from one whose eigenvalue the noise
+    pushed up (the plug-in radius is then small exactly when it is wrong), so the
+    convergence is also checked at the smallest eigenvalue G can have: the radius of B is
+    about sigma^2 (tr(G^{-1}) + 1 / lambda_min) / lambda_min, evaluated at lambda_min =
+    eigen_lower (and tr(G^{-1}) by M's)."""
     Minv, B, reason = noise_bias_operator(M, sigma)
+    if reason is None and eigen_lower is not None:
+        reason = eigen_bound_reason(eigen_lower, np.trace(Minv), sigma)
     if reason is not None:
         return NoisyNormalEquations(None, None, REFUSED_LS.format(why=reason))
     propagator = np.linalg.solve(np.eye(M.shape[0]) + B, Minv)
     return NoisyNormalEquations(propagator @ b, propagator)
+
+
+def eigen_bound_reason(eigen_lower, trace_inv, sigma):
+    """Why the series of :func:`noise_bias_operator` may diverge at the smallest eigenvalue
+    the data allow (None if it converges there)."""
+    if eigen_lower <= 0:
+        return ("the private lower bound on the smallest eigenvalue of X^T X is 0: some "
+                "direction may carry no information")
+    radius = sigma ** 2 * (trace_inv + 1.0 / eigen_lower) / eigen_lower
+    if radius >= 1.0:
+        return (f"at the private lower bound {eigen_lower:.3g} on the smallest eigenvalue of "
+                f"X^T X, the second-order effect of the noise does not vanish (radius "
+                f"{radius:.2g} >= 1)")
+    return None
 
 
 def noise_bias_operator(M, sigma):
