@@ -341,25 +341,40 @@ def mc_se(c, reps):
 
 def summarize(out):
     """Markdown table of every cell with results (coefficients; the intercept separately).
-    MC s.e. is sqrt(c (1 - c) / k) for the mean coverage c over the k intervals given of
-    the worst-covered coefficient (the per-coefficient coverage's standard error)."""
-    lines = ["| cell | reps | no interval | coef. given | mean coverage (coef) | "
+    MC s.e. = sqrt(c (1 - c) / k), k the fits that gave intervals (for the worst
+    coefficient: the fits that gave it one). Logistic cells also give the share of fits
+    whose released Hessian was floored and the mean coverage of the others."""
+    lines = ["| cell | fits | no interval | mean coverage (coef) ± MC s.e. | "
              "min coverage (coef) ± MC s.e. | intercept | width / statsmodels (coef: median, "
-             "max) |", "|---|---|---|---|---|---|---|---|"]
+             "max) | Hessian floored: share; coverage of the rest |",
+             "|---|---|---|---|---|---|---|---|"]
     for name, rows in cell_rows(out).items():
         s = summarize_rows(rows)
         if s is None:
             lines.append(f"| {name} | {len(rows)} | {len(rows)} | | | | | |")
             continue
-        cov, wr = s["coverage"][:-1], s["width_ratio"]
+        cov, wr, k = s["coverage"][:-1], s["width_ratio"], s["reps"]
         worst = int(np.nanargmin(cov)) if np.isfinite(cov).any() else 0
         ratio = "" if wr is None else f"{np.nanmedian(wr[:-1]):.2f}, {np.nanmax(wr[:-1]):.2f}"
         lines.append(
-            f"| {name} | {len(rows)} | {s['errors']} | {s['given']:.3f} | "
-            f"{np.nanmean(cov):.3f} ± {mc_se(np.nanmean(cov), s['n_given'][:-1].sum()):.3f} | "
+            f"| {name} | {len(rows)} | {s['errors']} | "
+            f"{np.nanmean(cov):.3f} ± {mc_se(np.nanmean(cov), k):.3f} | "
             f"{cov[worst]:.3f} ± {mc_se(cov[worst], s['n_given'][worst]):.3f} | "
-            f"{s['coverage'][-1]:.3f} | {ratio} |")
+            f"{s['coverage'][-1]:.3f} | {ratio} | {floored_split(rows)} |")
     return "\n".join(lines)
+
+
+def floored_split(rows):
+    ok = [r for r in rows if r["covered"] is not None]
+    flags = [r["floored"] == 1 for r in ok]
+    if not ok or not name_is_logistic(rows) or not any(flags):
+        return ""
+    rest = [np.nanmean(r["covered"][:-1]) for r, f in zip(ok, flags) if not f]
+    return f"{np.mean(flags):.2f}; " + (f"{np.mean(rest):.3f}" if rest else "-")
+
+
+def name_is_logistic(rows):
+    return any(r["floored"] != "" for r in rows) and any(r["floored"] == 1 for r in rows)
 
 
 def all_groups():
