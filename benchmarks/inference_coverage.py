@@ -328,10 +328,10 @@ def summarize_rows(rows):
 def cell_rows(out):
     """{cell name: rows} from every group file under ``out``."""
     cells = {}
-    for group in itertools.product(MODELS, NOISES, NS, PS):
-        for row in read_group(group_path(out, *group)):
-            model, noise, n, p = group
-            cells.setdefault((model, noise, row["eps"], n, p), []).append(row)
+    for path in out.glob("*.csv.gz"):
+        model, noise, n, p = path.name[:-len(".csv.gz")].split("-")
+        for row in read_group(path):
+            cells.setdefault((model, noise, row["eps"], int(n[1:]), int(p[1:])), []).append(row)
     return {cell_name(*k): v for k, v in sorted(cells.items())}
 
 

@@ -207,6 +207,24 @@ def test_quick_coverage(model, reps):
     assert np.all(s["width_ratio"] > 1.0)  # private intervals are wider than non-private ones
 
 
+
+def test_coverage_results_round_trip_and_resume(tmp_path):
+    """The benchmark's compact results: a gzipped CSV per cell group, read back exactly
+    (flags, widths to 4 digits), and the blocks already there are skipped on a rerun."""
+    cov = _coverage_module()
+    rows = cov.run_block("linear", "homo", 5000, 3, 0, 2, sm_reps=1, epsilons=(2.0, 4.0))
+    path = cov.group_path(tmp_path, "linear", "homo", 5000, 3)
+    cov.append_rows(path, rows)
+    back = cov.read_group(path)
+    assert [(r["eps"], r["rep"]) for r in back] == [(2.0, 0), (4.0, 0), (2.0, 1), (4.0, 1)]
+    for a, b in zip(rows, back):
+        np.testing.assert_array_equal(a["covered"], b["covered"])
+        np.testing.assert_allclose(a["width"], b["width"], rtol=1e-3)
+    assert back[0]["sm_width"] is not None and back[2]["sm_width"] is None
+    assert cov.done_blocks(path) == {0}
+    assert "linear-homo-eps2-n5000-p3" in cov.summarize(tmp_path)
+
+
 def test_summary_uses_pandas_feature_names():
     pd = pytest.importorskip("pandas")
     X, y = data(n=5000, logistic=True)
