@@ -139,7 +139,7 @@ class Population:
         fsum = fsum + (factor - 1.0) @ Zc
         Fy = Fy + Zc.T @ ((factor - 1.0) * y[out])
         M = np.block([[F, fsum[:, None]], [fsum[None, :], np.array([[float(N)]])]])
-        return np.linalg.solve(M, np.append(Fy, y.sum()))
+        return np.linalg.lstsq(M, np.append(Fy, y.sum()), rcond=None)[0]
 
     def _logistic(self, est, Z, m, out, factor):
         from scipy import special
@@ -155,7 +155,8 @@ class Population:
             prob = special.expit(-yy * (U @ theta))  # |l'|
             root = np.sqrt(prob * (1.0 - prob))
             Uw = U * root[:, None]
-            step = np.linalg.solve(Uw.T @ Uw, U.T @ (-yy * prob))
+            # least-norm step: a feature whose bounds collapsed is a zero column
+            step = np.linalg.lstsq(Uw.T @ Uw, U.T @ (-yy * prob), rcond=None)[0]
             theta -= step
             if np.max(np.abs(step)) < 1e-8 * max(1.0, np.max(np.abs(theta))):
                 break

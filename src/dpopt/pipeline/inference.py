@@ -62,6 +62,10 @@ psi_i for the per-record score at the estimate and H for the Hessian of the summ
   user's penalty alone removes the added ridge lambda (to first order):
   theta_hat = w + (H/n + diag(alpha))^{-1} lambda w; the noise b enters as
   (H/n + alpha)^{-1} b / n, so Sigma_priv = sigma^2 I (summed scale) plus the output noise.
+  The step is computed with the released Hessian H + E_h, so it errs by
+  -H^{-1} E_h step to first order: Sigma_priv also gets Cov(E_h step) (the same law as
+  AdaSSP's E theta, :func:`gram_noise_cov`, at the Hessian's noise scale). Where OP's ridge
+  is large against H / n (small n, small epsilon) this term is what widens the interval.
 
 Privacy. Every release above is a Gaussian mechanism on clipped rows with the stated
 sensitivity; its noise is calibrated to the ``inference`` share of the fit's Gaussian-DP
@@ -299,7 +303,15 @@ def logistic_inference(problem, result, row_bound, mu, rng):
     H = Hs + n * np.diag(alpha)  # summed scale
     Hinv = inverse_floored(H, sigma_h)
     floored = int(np.sum(np.linalg.eigvalsh(0.5 * (H + H.T)) < sigma_h))
-    theta = w + n * Hinv @ (p["regularization"] * w)
+    ridge = n * float(p["regularization"])
+    # the step's curvature is the floored Hessian: its expansion in the ridge converges
+    # only when the ridge is below that curvature's smallest eigenvalue
+    lam_min = max(float(np.linalg.eigvalsh(0.5 * (H + H.T))[0]), sigma_h)
+    if not lam_min > ridge:
+        return ScaledInference(w, np.full((d, d), np.nan), METHOD_LOGISTIC,
+                               unavailable=REFUSED_LOGISTIC.format(ridge=ridge, lam=lam_min)), \
+            [rec_h, rec_s]
+    theta = w + n * Hinv @ (p["regularization"] * w)  # the Newton step removing OP's ridge
     priv = p["sigma"] ** 2 * np.eye(d)
     cov = Hinv @ (psd_part(Ss) * n / max(n - d, 1) + priv) @ Hinv + p["sigma_out"] ** 2 * np.eye(d)
     notes = () if not floored else (FLOORED_NOTE.format(k=floored, d=d),)
@@ -307,6 +319,10 @@ def logistic_inference(problem, result, row_bound, mu, rng):
 
 
 METHOD_LOGISTIC = "sandwich + objective-perturbation noise"
+REFUSED_LOGISTIC = ("objective perturbation's ridge (n lambda = {ridge:.3g}) is not small against "
+                    "the released Hessian (smallest eigenvalue {lam:.3g}): one Newton step cannot "
+                    "remove the shrinkage it causes, and the intervals would be centred on a "
+                    "biased estimate; use a larger epsilon or more data")
 FLOORED_NOTE = ("{k} of the {d} eigenvalues of the released Hessian are within its noise (floored "
                 "at one noise standard deviation): the covariance in those directions is not "
                 "determined by the data and the intervals can under-cover (docs/inference.md)")
