@@ -62,10 +62,10 @@ psi_i for the per-record score at the estimate and H for the Hessian of the summ
   user's penalty alone removes the added ridge lambda (to first order):
   theta_hat = w + (H/n + diag(alpha))^{-1} lambda w; the noise b enters as
   (H/n + alpha)^{-1} b / n, so Sigma_priv = sigma^2 I (summed scale) plus the output noise.
-  The step is computed with the released Hessian H + E_h, so it errs by
-  -H^{-1} E_h step to first order: Sigma_priv also gets Cov(E_h step) (the same law as
-  AdaSSP's E theta, :func:`gram_noise_cov`, at the Hessian's noise scale). Where OP's ridge
-  is large against H / n (small n, small epsilon) this term is what widens the interval.
+  The step is exact for a quadratic loss; as a series in n lambda H^{-1} it converges only
+  while n lambda is below the smallest eigenvalue of the curvature it uses (the released
+  Hessian, floored at its noise level): otherwise (small n and epsilon, where OP's ridge is
+  large) it cannot undo the shrinkage, the estimate stays biased and no intervals are given.
 
 Privacy. Every release above is a Gaussian mechanism on clipped rows with the stated
 sensitivity; its noise is calibrated to the ``inference`` share of the fit's Gaussian-DP
