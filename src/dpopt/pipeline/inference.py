@@ -63,9 +63,10 @@ psi_i for the per-record score at the estimate and H for the Hessian of the summ
   theta_hat = w + (H/n + diag(alpha))^{-1} lambda w; the noise b enters as
   (H/n + alpha)^{-1} b / n, so Sigma_priv = sigma^2 I (summed scale) plus the output noise.
   The step is exact for a quadratic loss; as a series in n lambda H^{-1} it converges only
-  while n lambda is below the smallest eigenvalue of the curvature it uses (the released
-  Hessian, floored at its noise level): otherwise (small n and epsilon, where OP's ridge is
-  large) it cannot undo the shrinkage, the estimate stays biased and no intervals are given.
+  while n lambda is below the smallest eigenvalue of the released Hessian (not the floored
+  one: a floor carries no information): otherwise (small n and epsilon, where OP's ridge
+  is large or the Hessian's release is within its noise) it cannot undo the shrinkage, the
+  estimate stays biased and no intervals are given.
 
 Privacy. Every release above is a Gaussian mechanism on clipped rows with the stated
 sensitivity; its noise is calibrated to the ``inference`` share of the fit's Gaussian-DP
@@ -304,9 +305,9 @@ def logistic_inference(problem, result, row_bound, mu, rng):
     Hinv = inverse_floored(H, sigma_h)
     floored = int(np.sum(np.linalg.eigvalsh(0.5 * (H + H.T)) < sigma_h))
     ridge = n * float(p["regularization"])
-    # the step's curvature is the floored Hessian: its expansion in the ridge converges
-    # only when the ridge is below that curvature's smallest eigenvalue
-    lam_min = max(float(np.linalg.eigvalsh(0.5 * (H + H.T))[0]), sigma_h)
+    # the step's expansion in the ridge converges only when the ridge is below the released
+    # curvature's smallest eigenvalue (not the floored one: the floor is no information)
+    lam_min = float(np.linalg.eigvalsh(0.5 * (H + H.T))[0])
     if not lam_min > ridge:
         return ScaledInference(w, np.full((d, d), np.nan), METHOD_LOGISTIC,
                                unavailable=REFUSED_LOGISTIC.format(ridge=ridge, lam=lam_min)), \
