@@ -285,3 +285,16 @@ def test_inference_fits_on_all_rows(linear):
     X, _, est = linear
     assert "inference=True" in est.auto_.plan["selection"]["reason"]
     assert est.auto_.inference.n_samples == X.shape[0]
+
+
+def test_logistic_intervals_refused_where_the_newton_step_cannot_remove_the_ridge():
+    """n = 1000, epsilon = 0.5: objective perturbation's ridge is not below the released
+    Hessian's smallest eigenvalue, so one Newton step cannot undo its shrinkage (the first
+    version gave intervals here that covered 0.33-0.85): the model is released, the
+    intervals are refused with the reason."""
+    X, y = data(n=1000, logistic=True)
+    est = dpopt.DPLogisticRegression(epsilon=0.5, penalty="none", inference=True,
+                                     random_state=0, classes=[0, 1]).fit(X, y)
+    assert est.auto_.plan["solver"] == "objective-perturbation" and est.coef_.shape == (1, 3)
+    with pytest.raises(ValueError, match="objective perturbation's ridge"):
+        est.summary()
