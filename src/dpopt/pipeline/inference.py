@@ -166,6 +166,10 @@ class ScaledInference:
     method: str
     notes: tuple = ()
     unavailable: str | None = None  # why the releases cannot give intervals
+    # the covariance's own noise: cov = P (C + N) P^T with N symmetric Gaussian of entry
+    # scale ``noise_scale`` (the released meat's); gives per-coordinate degrees of freedom
+    propagator: np.ndarray | None = None
+    noise_scale: float = 0.0
 
 
 def least_squares_inference(problem, result, release, row_bound, mu, rng):
@@ -181,7 +185,7 @@ def least_squares_inference(problem, result, release, row_bound, mu, rng):
     U = clipped_design(problem, row_bound)
     r = np.clip(np.clip(problem.y, -1.0, 1.0) - U @ theta, -RESIDUAL_BOUND, RESIDUAL_BOUND)
     B_a2 = row_bound ** 2 + problem.fit_intercept
-    S, _, rec = release_gram(U, r * r, RESIDUAL_BOUND ** 2, B_a2, mu, rng)
+    S, sigma_meat, rec = release_gram(U, r * r, RESIDUAL_BOUND ** 2, B_a2, mu, rng)
     if fit.unavailable is not None:
         return ScaledInference(theta, np.full((d, d), np.nan), METHOD_LS,
                                unavailable=fit.unavailable), [rec]
@@ -194,7 +198,8 @@ def least_squares_inference(problem, result, release, row_bound, mu, rng):
         notes = (f"AdaSSP's adaptive ridge ({release.ridge:.3g}) is not used by the intervals: "
                  f"they solve the noisy normal equations without it (the noisy Gram matrix "
                  f"is positive definite here) and correct the second-order bias of its noise",)
-    return ScaledInference(fit.estimate, cov, METHOD_LS, notes), [rec]
+    return ScaledInference(fit.estimate, cov, METHOD_LS, notes, propagator=fit.propagator,
+                           noise_scale=sigma_meat * n / max(n - d, 1)), [rec]
 
 
 METHOD_LS = "sandwich (HC1) + delta method of AdaSSP's noise"
@@ -376,14 +381,19 @@ class Inference:
     n_samples: int
     notes: tuple = ()
     unavailable: str | None = None  # the releases were made but cannot give intervals
+    dof: np.ndarray | None = None  # Satterthwaite degrees of freedom per coordinate
 
     @classmethod
     def from_scaled(cls, scaled, scaling, target, fit_intercept, n_samples):
         dim = scaled.estimate.size
         A, c = raw_map(scaling, target, dim, fit_intercept)
-        return cls(A @ scaled.estimate + c, A @ scaled.cov @ A.T, fit_intercept,
+        cov = A @ scaled.cov @ A.T
+        dof = None
+        if scaled.propagator is not None and scaled.noise_scale > 0:
+            dof = satterthwaite_dof(A @ scaled.propagator, np.diag(cov), scaled.noise_scale)
+        return cls(A @ scaled.estimate + c, cov, fit_intercept,
                    np.asarray(scaling.scale) <= 0, scaled.method, int(n_samples),
-                   scaled.notes, scaled.unavailable)
+                   scaled.notes, scaled.unavailable, dof)
 
     @property
     def bse(self):
@@ -391,6 +401,20 @@ class Inference:
         p = self.dropped.size
         se[:p][self.dropped] = np.nan
         return se
+
+
+def satterthwaite_dof(P, variances, noise_scale):
+    """Degrees of freedom of each estimated variance v_j = a_j (C + N) a_j^T (a_j row j of
+    P) whose part N is Gaussian noise, symmetric with iid N(0, s^2) entries on and above the
+    diagonal: Var(a N a^T) = s^2 (2 ||a||^4 - sum_k a_k^4) (each upper entry counts twice
+    off the diagonal), and the moment match v ~ (v_true / nu) chi^2_nu gives
+    nu = 2 v^2 / Var (Satterthwaite, Biometrics Bulletin 1946). The Wald interval then uses
+    Student's t with nu degrees of freedom: a variance estimated from a noisy release is
+    itself uncertain, and z would under-cover where that noise is comparable to it."""
+    sq = np.sum(P * P, axis=1)
+    var = noise_scale ** 2 * (2.0 * sq * sq - np.sum(P ** 4, axis=1))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(var > 0, 2.0 * np.asarray(variances) ** 2 / var, np.inf)
 
 
 def check_alpha(alpha):
@@ -405,10 +429,14 @@ def wald_table(inf, names, alpha):
     import pandas as pd
 
     se = inf.bse
-    q = special.ndtri(1.0 - alpha / 2.0)
+    dof = np.full(se.shape, np.inf) if inf.dof is None else np.maximum(inf.dof, 1.0)
+    finite = np.isfinite(dof)
+    q = np.where(finite, special.stdtrit(np.where(finite, dof, 1.0), 1.0 - alpha / 2.0),
+                 special.ndtri(1.0 - alpha / 2.0))
     with np.errstate(divide="ignore", invalid="ignore"):
         z = inf.estimate / se
-        pval = 2.0 * special.ndtr(-np.abs(z))
+        pval = np.where(finite, 2.0 * special.stdtr(np.where(finite, dof, 1.0), -np.abs(z)),
+                        2.0 * special.ndtr(-np.abs(z)))
     lo, hi = f"[{alpha / 2:g}", f"{1 - alpha / 2:g}]"
     return pd.DataFrame({"coef": inf.estimate, "std err": se, "z": z, "P>|z|": pval,
                          lo: inf.estimate - q * se, hi: inf.estimate + q * se}, index=names)
