@@ -298,3 +298,18 @@ def test_logistic_intervals_refused_where_the_newton_step_cannot_remove_the_ridg
     assert est.auto_.plan["solver"] == "objective-perturbation" and est.coef_.shape == (1, 3)
     with pytest.raises(ValueError, match="objective perturbation's ridge"):
         est.summary()
+
+
+def test_satterthwaite_dof_matches_the_variance_of_the_noisy_quadratic_form():
+    """Var(a N a^T) = s^2 (2 ||a||^4 - sum a^4) for AdaSSP-style symmetric noise N (checked
+    by simulation), and nu = 2 v^2 / Var: more noise, fewer degrees of freedom, wider t."""
+    from dpopt.pipeline.inference import satterthwaite_dof
+    from dpopt.solvers.adassp import symmetric_noise
+
+    rng = np.random.default_rng(2)
+    a = np.array([[0.5, -1.0, 2.0]])
+    forms = [float(a[0] @ symmetric_noise(3, rng) @ a[0]) for _ in range(40000)]
+    nu = satterthwaite_dof(a, np.array([1.0]), 1.0)[0]
+    assert 2.0 / np.var(forms) == pytest.approx(nu, rel=0.05)
+    assert satterthwaite_dof(a, np.array([1.0]), 2.0)[0] == pytest.approx(nu / 4)
+    assert np.isinf(satterthwaite_dof(a, np.array([1.0]), 0.0)[0])
