@@ -49,7 +49,9 @@ psi_i for the per-record score at the estimate and H for the Hessian of the summ
   (:func:`noise_bias_operator`, estimated with M); the estimate is (I + B)^{-1} theta_hat
   and its covariance is mapped by (I + B)^{-1} too. The plug-in M^{-1} (.) M^{-1} is, to
   second order, the mean over E of the conditional covariance, so no further correction
-  is made. Validity: the expansion is a series in B; where B's spectral radius is not
+  is made. The meat's noise makes each variance uncertain: the interval is Student's t
+  with Satterthwaite's degrees of freedom (:func:`satterthwaite_dof`). Validity: the
+  expansion is a series in B; where B's spectral radius is not
   below 1, or M is not positive definite, the released statistics do not determine
   theta to first order and no intervals are given (a reason names it) -- a rule of the
   noise law, no tuned constant.
