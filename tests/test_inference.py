@@ -200,11 +200,29 @@ def test_quick_coverage(model, reps):
     loose, since 6-20 replicates only tell a broken interval from a working one."""
     pytest.importorskip("statsmodels")
     cov = _coverage_module()
-    rows = cov.run_block(model, "hetero", 2.0, 5000, 3, 0, reps, sm_reps=2)
+    rows = cov.run_block(model, "hetero", 5000, 3, 0, reps, sm_reps=2, epsilons=(2.0,))
     s = cov.summarize_rows(rows)
     assert s["reps"] == reps and s["errors"] == 0
     assert s["coverage"].mean() >= 0.75
     assert np.all(s["width_ratio"] > 1.0)  # private intervals are wider than non-private ones
+
+
+
+def test_coverage_results_round_trip_and_resume(tmp_path):
+    """The benchmark's compact results: a gzipped CSV per cell group, read back exactly
+    (flags, widths to 4 digits), and the blocks already there are skipped on a rerun."""
+    cov = _coverage_module()
+    rows = cov.run_block("linear", "homo", 5000, 3, 0, 2, sm_reps=1, epsilons=(2.0, 4.0))
+    path = cov.group_path(tmp_path, "linear", "homo", 5000, 3)
+    cov.append_rows(path, rows)
+    back = cov.read_group(path)
+    assert [(r["eps"], r["rep"]) for r in back] == [(2.0, 0), (4.0, 0), (2.0, 1), (4.0, 1)]
+    for a, b in zip(rows, back):
+        np.testing.assert_array_equal(a["covered"], b["covered"])
+        np.testing.assert_allclose(a["width"], b["width"], rtol=1e-3)
+    assert back[0]["sm_width"] is not None and back[2]["sm_width"] is None
+    assert cov.done_blocks(path) == {0}
+    assert "linear-homo-eps2-n5000-p3" in cov.summarize(tmp_path)
 
 
 def test_summary_uses_pandas_feature_names():
@@ -214,3 +232,84 @@ def test_summary_uses_pandas_feature_names():
     est = dpopt.DPLogisticRegression(epsilon=1.0, inference=True, random_state=0).fit(frame, y)
     assert list(est.summary().index) == ["age", "income", "height", "intercept"]
     assert "income" in est.summary_text()
+
+
+def test_gram_noise_cov_is_the_covariance_of_E_theta():
+    """Cov(E theta) for AdaSSP's symmetric noise (iid N(0, sigma^2) on and above the
+    diagonal): sigma^2 (||theta||^2 I + theta theta^T - diag(theta^2)), checked by simulation."""
+    from dpopt.pipeline.inference import gram_noise_cov
+    from dpopt.solvers.adassp import symmetric_noise
+
+    rng = np.random.default_rng(0)
+    theta, sigma = np.array([1.0, -2.0, 0.5, 0.0]), 1.5
+    draws = np.array([sigma * symmetric_noise(4, rng) @ theta for _ in range(40000)])
+    np.testing.assert_allclose(np.cov(draws, rowvar=False), gram_noise_cov(theta, sigma),
+                               atol=0.12 * sigma ** 2 * theta @ theta / 4)
+
+
+def test_noise_bias_operator_is_the_second_order_bias_of_the_noisy_inverse():
+    """E[(G + E)^{-1}] G = I + B + O(sigma^3): the simulated mean agrees with B far better
+    than with no correction, and the series is refused where B's radius reaches 1."""
+    from dpopt.pipeline.inference import noise_bias_operator
+    from dpopt.solvers.adassp import symmetric_noise
+
+    rng = np.random.default_rng(1)
+    G = np.array([[40.0, 5.0, 0.0], [5.0, 20.0, 2.0], [0.0, 2.0, 12.0]])
+    sigma = 1.5
+    _, B, reason = noise_bias_operator(G, sigma)
+    assert reason is None
+    mean = np.mean([np.linalg.inv(G + sigma * symmetric_noise(3, rng)) @ G
+                    for _ in range(40000)], axis=0)
+    assert np.abs(mean - np.eye(3) - B).max() < 0.25 * np.abs(B).max()
+    assert np.abs(mean - np.eye(3)).max() > 0.5 * np.abs(B).max()
+    assert noise_bias_operator(G, 12.0)[2] is not None  # radius >= 1: no intervals
+    assert "positive definite" in noise_bias_operator(G - 13.0 * np.eye(3), 0.1)[2]
+
+
+def test_least_squares_intervals_refused_where_the_gram_matrix_is_undetermined():
+    """Two nearly collinear features at n = 5000, epsilon = 1: the noisy Gram matrix does not
+    determine them; the fit is released but the intervals are refused, naming why."""
+    rng = np.random.default_rng(0)
+    x1 = rng.uniform(0, 1, 5000)
+    X = np.column_stack([x1, x1 + 0.05 * rng.uniform(0, 1, 5000), rng.uniform(0, 1, 5000)])
+    y = 1 + X @ [1.0, -1.0, 0.5] + rng.normal(0, 0.3, 5000)
+    est = dpopt.DPLinearRegression(epsilon=1.0, inference=True, random_state=0).fit(X, y)
+    assert est.coef_.shape == (3,)
+    with pytest.raises(ValueError, match="does not determine the coefficients"):
+        est.conf_int()
+
+
+def test_inference_fits_on_all_rows(linear):
+    """inference=True skips the held-out choice against the constant: the intervals are of
+    the model fitted on all n rows (and are not conditional on a selection)."""
+    X, _, est = linear
+    assert "inference=True" in est.auto_.plan["selection"]["reason"]
+    assert est.auto_.inference.n_samples == X.shape[0]
+
+
+def test_logistic_intervals_refused_where_the_newton_step_cannot_remove_the_ridge():
+    """n = 1000, epsilon = 0.5: objective perturbation's ridge is not below the released
+    Hessian's smallest eigenvalue, so one Newton step cannot undo its shrinkage (the first
+    version gave intervals here that covered 0.33-0.85): the model is released, the
+    intervals are refused with the reason."""
+    X, y = data(n=1000, logistic=True)
+    est = dpopt.DPLogisticRegression(epsilon=0.5, penalty="none", inference=True,
+                                     random_state=0, classes=[0, 1]).fit(X, y)
+    assert est.auto_.plan["solver"] == "objective-perturbation" and est.coef_.shape == (1, 3)
+    with pytest.raises(ValueError, match="objective perturbation's ridge"):
+        est.summary()
+
+
+def test_satterthwaite_dof_matches_the_variance_of_the_noisy_quadratic_form():
+    """Var(a N a^T) = s^2 (2 ||a||^4 - sum a^4) for AdaSSP-style symmetric noise N (checked
+    by simulation), and nu = 2 v^2 / Var: more noise, fewer degrees of freedom, wider t."""
+    from dpopt.pipeline.inference import satterthwaite_dof
+    from dpopt.solvers.adassp import symmetric_noise
+
+    rng = np.random.default_rng(2)
+    a = np.array([[0.5, -1.0, 2.0]])
+    forms = [float(a[0] @ symmetric_noise(3, rng) @ a[0]) for _ in range(40000)]
+    nu = satterthwaite_dof(a, np.array([1.0]), 1.0)[0]
+    assert 2.0 / np.var(forms) == pytest.approx(nu, rel=0.05)
+    assert satterthwaite_dof(a, np.array([1.0]), 2.0)[0] == pytest.approx(nu / 4)
+    assert np.isinf(satterthwaite_dof(a, np.array([1.0]), 0.0)[0])

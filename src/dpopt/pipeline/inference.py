@@ -28,23 +28,33 @@ psi_i for the per-record score at the estimate and H for the Hessian of the summ
 
     Var(theta_hat) ~ H^{-1} (sum_i psi_i psi_i^T) H^{-1}  +  H^{-1} Sigma_priv H^{-1}.
 
-* Least squares (AdaSSP). The released X^T X + E and X^T y + e give the Hessian (no new
-  release); the meat sum_i r_i^2 u_i u_i^T, r_i = clip(y_i - u_i^T theta_hat, -2, 2) (|y_i|
-  <= 1 after scaling, so the clip binds only on rows predicted outside the target range),
-  is released once: the Gaussian mechanism of :func:`release_gram`, L2 sensitivity
-  sqrt(2) * 4 * B_a^2 (replace-one; B_a^2 = R^2 + [intercept]). AdaSSP's adaptive ridge
-  lambda shrinks the estimate: one Newton step on the noisy statistics removes it to first
-  order (:func:`debiased_ridge`), and a parametric bootstrap on the noisy sufficient
-  statistics (the OLS variant of Ferrando, Wang & Sheldon) gives the rest: the replicates
-  draw X^T y* = G theta + xi + e*, xi ~ N(0, meat) (sampling, HC1), the Gram matrix
-  G + E* with AdaSSP's noise scales, and recompute the estimator at the released ridge
-  (conditioning on it). A replicate is linear in theta for fixed noise, so the replicates'
-  mean is T theta; T^{-1} removes the bias (capped where the estimator keeps less than half
-  of a direction, with the bias left bounding a widening of the interval: see
-  :func:`bootstrap_corrected`), and T^{-1} Cov(replicates) T^{-T} is the covariance. G is
-  the released Gram matrix with its spectrum lowered by the noise's root-mean-square
-  eigenvalue (:func:`deflated_gram`), so the bootstrap world is not better conditioned
-  than the data.
+* Least squares (AdaSSP; Wang, UAI 2018). AdaSSP releases M = X^T X + E (+ the user's
+  penalty), E symmetric with iid N(0, sigma_2^2) entries on and above the diagonal, and
+  b = X^T y + e, e ~ N(0, sigma_3^2 I), then solves with an adaptive ridge lambda. The
+  intervals do not use the ridge: where M is positive definite, theta_hat = M^{-1} b
+  satisfies exactly theta_hat - theta = M^{-1} (xi + e - E theta), xi = X^T y - G theta
+  the sampling part (G = X^T X + penalty, theta the estimand). So, to first order,
+
+      Cov(theta_hat) = M^{-1} (meat + sigma_3^2 I + Cov(E theta)) M^{-1},
+      Cov(E theta) = sigma_2^2 (||theta||^2 I + theta theta^T - diag(theta^2))
+
+  (:func:`gram_noise_cov`), with the released noise scales used exactly; the meat
+  sum_i r_i^2 u_i u_i^T, r_i = clip(y_i - u_i^T theta_hat, -2, 2) (|y_i| <= 1 after
+  scaling, so the clip binds only on rows predicted outside the target range), is
+  released once: the Gaussian mechanism of :func:`release_gram`, L2 sensitivity
+  sqrt(2) * 4 * B_a^2 (replace-one; B_a^2 = R^2 + [intercept]); its noise enters the
+  covariance linearly, and only the sum in brackets is projected on the PSD cone. M^{-1}
+  depends on E, which biases theta_hat at second order: E[theta_hat] = (I + B) theta,
+  B = G^{-1} E[E G^{-1} E] = sigma_2^2 G^{-1} (G^{-1} - diag(G^{-1}) + tr(G^{-1}) I)
+  (:func:`noise_bias_operator`, estimated with M); the estimate is (I + B)^{-1} theta_hat
+  and its covariance is mapped by (I + B)^{-1} too. The plug-in M^{-1} (.) M^{-1} is, to
+  second order, the mean over E of the conditional covariance, so no further correction
+  is made. The meat's noise makes each variance uncertain: the interval is Student's t
+  with Satterthwaite's degrees of freedom (:func:`satterthwaite_dof`). Validity: the
+  expansion is a series in B; where B's spectral radius is not
+  below 1, or M is not positive definite, the released statistics do not determine
+  theta to first order and no intervals are given (a reason names it) -- a rule of the
+  noise law, no tuned constant.
 * Logistic (objective perturbation). The released w is the minimizer of the loss plus
   (lambda + alpha)/2 ||w||^2 + b^T w / n, b ~ N(0, sigma^2 I), then + N(0, sigma_out^2 I).
   Two Gram-type releases at the (public) released w: the Hessian sum_i l''(u_i^T w) u_i
@@ -54,6 +64,11 @@ psi_i for the per-record score at the estimate and H for the Hessian of the summ
   user's penalty alone removes the added ridge lambda (to first order):
   theta_hat = w + (H/n + diag(alpha))^{-1} lambda w; the noise b enters as
   (H/n + alpha)^{-1} b / n, so Sigma_priv = sigma^2 I (summed scale) plus the output noise.
+  The step is exact for a quadratic loss; as a series in n lambda H^{-1} it converges only
+  while n lambda is below the smallest eigenvalue of the released Hessian (not the floored
+  one: a floor carries no information): otherwise (small n and epsilon, where OP's ridge
+  is large or the Hessian's release is within its noise) it cannot undo the shrinkage, the
+  estimate stays biased and no intervals are given.
 
 Privacy. Every release above is a Gaussian mechanism on clipped rows with the stated
 sensitivity; its noise is calibrated to the ``inference`` share of the fit's Gaussian-DP
@@ -61,8 +76,10 @@ mu (:func:`dpopt.pipeline.default_path.plan_budget`), so the whole fit, model an
 composition: one (epsilon, delta) in ``privacy_report()``, one charge to a
 :class:`~dpopt.BudgetAccountant`. Everything after the releases (sandwich, mapping to raw
 units, intervals, p-values) is post-processing. The released matrices are projected on the
-positive semi-definite cone (eigenvalues clipped) before use; the Hessian's eigenvalues are
-floored at one noise standard deviation, which can only widen the intervals.
+positive semi-definite cone (eigenvalues clipped) before use; the logistic Hessian's
+eigenvalues are floored at one noise standard deviation (a stop-gap: where the floor binds
+the Hessian is not determined and the summary says so; docs/inference.md shows the
+small-n under-coverage it leaves).
 """
 
 from __future__ import annotations
@@ -77,7 +94,7 @@ from scipy import special
 from sklearn.utils.validation import check_is_fitted
 
 from dpopt.privacy import Gaussian
-from dpopt.solvers.adassp import solve_psd, symmetric_noise
+from dpopt.solvers.adassp import symmetric_noise
 from dpopt.solvers.objective_perturbation import clip_feature_rows
 
 #: Mechanisms of the default path whose released model has a known noise law here.
@@ -138,11 +155,6 @@ def psd_part(M, floor=0.0):
     return (vecs * np.maximum(vals, floor)) @ vecs.T
 
 
-def inverse_floored(M, floor):
-    vals, vecs = np.linalg.eigh(0.5 * (M + M.T))
-    return (vecs / np.maximum(vals, floor)) @ vecs.T
-
-
 def clipped_design(problem, row_bound):
     """The rows the mechanisms saw: feature parts rescaled to norm <= R, intercept 1 last."""
     U = clip_feature_rows(problem, row_bound)  # sparse, a ClippedRows view, or dense
@@ -157,117 +169,132 @@ class ScaledInference:
     cov: np.ndarray
     method: str
     notes: tuple = ()
-    bias: np.ndarray | None = None  # bound on the bias left (intervals widen by it)
+    unavailable: str | None = None  # why the releases cannot give intervals
+    # the covariance's own noise: cov = P (C + N) P^T with N symmetric Gaussian of entry
+    # scale ``noise_scale`` (the released meat's); gives per-coordinate degrees of freedom
+    propagator: np.ndarray | None = None
+    noise_scale: float = 0.0
 
 
 def least_squares_inference(problem, result, release, row_bound, mu, rng):
-    """AdaSSP's noisy statistics + one released meat + a parametric bootstrap of the
-    privacy noise (module docstring)."""
-    p = result.params
+    """AdaSSP's noisy statistics, its noise law and one released meat (module docstring)."""
     n, d = problem.n_samples, problem.dim
+    _, sigma_gram, sigma_xty = result.params["sigmas"]
     penalty = np.diag(n * np.asarray(problem.penalty.l2, dtype=np.float64))
-    theta = debiased_ridge(release.xtx + penalty, release.xty, release.ridge, solve_psd)
+    M = 0.5 * (release.xtx + release.xtx.T) + penalty
+    fit = noisy_normal_equations(M, release.xty, sigma_gram, eigen_lower=(
+        None if math.isinf(result.params["sigmas"][0]) else release.lambda_min))
+    # residuals at the corrected estimate (at AdaSSP's own model if there is none)
+    theta = fit.estimate if fit.unavailable is None else np.asarray(result.w, dtype=np.float64)
     U = clipped_design(problem, row_bound)
-    y = np.clip(problem.y, -1.0, 1.0)
-    r = np.clip(y - U @ theta, -RESIDUAL_BOUND, RESIDUAL_BOUND)
+    r = np.clip(np.clip(problem.y, -1.0, 1.0) - U @ theta, -RESIDUAL_BOUND, RESIDUAL_BOUND)
     B_a2 = row_bound ** 2 + problem.fit_intercept
-    S, _, rec = release_gram(U, r * r, RESIDUAL_BOUND ** 2, B_a2, mu, rng)
-    S = psd_part(S) * n / max(n - d, 1)  # HC1 small-sample factor
-    gram = deflated_gram(release.xtx, p["sigmas"][1])
-    corrected, cov, bias = bootstrap_corrected(gram, penalty, theta, S, p, rng, release.ridge)
+    S, sigma_meat, rec = release_gram(U, r * r, RESIDUAL_BOUND ** 2, B_a2, mu, rng)
+    if fit.unavailable is not None:
+        return ScaledInference(theta, np.full((d, d), np.nan), METHOD_LS,
+                               unavailable=fit.unavailable), [rec]
+    # the noisy meat enters linearly (unbiased): only the sum is projected on the PSD cone
+    S = S * n / max(n - d, 1)  # HC1 small-sample factor
+    noise = sigma_xty ** 2 * np.eye(d) + gram_noise_cov(theta, sigma_gram)
+    cov = fit.propagator @ psd_part(S + noise) @ fit.propagator.T
     notes = ()
     if release.ridge > 0:
-        notes = (f"AdaSSP's adaptive ridge ({release.ridge:.3g}) is removed by one Newton step "
-                 f"and the bootstrap's bias correction",)
-    return ScaledInference(corrected, cov, "sandwich (HC1) + parametric bootstrap of AdaSSP's "
-                           "noise", notes, bias), [rec]
+        notes = (f"AdaSSP's adaptive ridge ({release.ridge:.3g}) is not used by the intervals: "
+                 f"they solve the noisy normal equations without it (the noisy Gram matrix "
+                 f"is positive definite here) and correct the second-order bias of its noise",)
+    return ScaledInference(fit.estimate, cov, METHOD_LS, notes, propagator=fit.propagator,
+                           noise_scale=sigma_meat * n / max(n - d, 1)), [rec]
 
 
-#: Replicates of the parametric bootstrap of AdaSSP's noise (post-processing).
-BOOTSTRAP_REPLICATES = 2000
+METHOD_LS = "sandwich (HC1) + delta method of AdaSSP's noise"
 
 
-def debiased_ridge(M, b, ridge, solve):
-    """w = (M + ridge I)^{-1} b followed by one Newton step on (M, b) from w, which
-    removes the ridge's bias to first order: w + ridge (M + ridge I)^{-1} w (= w if
-    ridge = 0)."""
-    d = b.size
-    w = solve(M + ridge * np.eye(d), b)[0]
-    if ridge == 0:
-        return w
-    return w + ridge * solve(M + ridge * np.eye(d), w)[0]
+@dataclass
+class NoisyNormalEquations:
+    """theta = (I + B)^{-1} M^{-1} b and its propagator (I + B)^{-1} M^{-1}, or the reason
+    why the released Gram matrix cannot support them."""
+
+    estimate: np.ndarray | None
+    propagator: np.ndarray | None
+    unavailable: str | None = None
 
 
-def deflated_gram(noisy, sigma):
-    """The Gram matrix of the bootstrap world: the released X^T X + E with every eigenvalue
-    lowered by sigma sqrt(d), the root-mean-square eigenvalue of the noise E (floored at a
-    tiny positive value). The noise spreads the spectrum (E's extreme eigenvalues are about
-    +-2 sigma sqrt(d)), so a direction whose noisy eigenvalue is within the noise may carry
-    almost no information; lowering the spectrum keeps the bootstrap world from being
-    better conditioned than the data, at the price of wider intervals for directions whose
-    eigenvalue is a few sigma sqrt(d) (relative widening O(sigma sqrt(d) / eigenvalue))."""
-    d = noisy.shape[0]
-    vals, vecs = np.linalg.eigh(0.5 * (noisy + noisy.T))
-    floor = 1e-9 * max(float(np.max(np.abs(vals))), 1e-300)
-    return (vecs * np.maximum(vals - sigma * math.sqrt(d), floor)) @ vecs.T
+def noisy_normal_equations(M, b, sigma, eigen_lower=None):
+    """Solve the noisy normal equations M theta = b (M = X^T X + E + penalty, b = X^T y + e)
+    and remove the second-order bias of the Gram noise E (entries N(0, sigma^2) on and above
+    the diagonal, mirrored).
+
+    With G the noiseless matrix, theta_hat = M^{-1} b = theta + M^{-1} (xi + e - E theta)
+    exactly (xi the sampling part of X^T y), so theta_hat is unbiased but for the
+    dependence of M^{-1} on E: expanding M^{-1} = G^{-1} - G^{-1} E G^{-1} + ..., the mean
+    is (I + B) theta + O(sigma^3) (:func:`noise_bias_operator`); the estimate is
+    (I + B)^{-1} theta_hat. Where the expansion does not converge, no intervals.
+
+    ``eigen_lower``: AdaSSP's private lower bound on lambda_min(X^T X) (its eigenvalue
+    release, a (1 - rho)-confidence bound from a release independent of E). M's own
+    spectrum cannot tell a direction the data determine from one whose eigenvalue the noise
+    pushed up (the plug-in radius is then small exactly when it is wrong), so the
+    convergence is also checked at the smallest eigenvalue G can have: the radius of B is
+    about sigma^2 (tr(G^{-1}) + 1 / lambda_min) / lambda_min, evaluated at lambda_min =
+    eigen_lower (and tr(G^{-1}) by M's)."""
+    Minv, B, reason = noise_bias_operator(M, sigma)
+    if reason is None and eigen_lower is not None:
+        reason = eigen_bound_reason(eigen_lower, np.trace(Minv), sigma)
+    if reason is not None:
+        return NoisyNormalEquations(None, None, REFUSED_LS.format(why=reason))
+    propagator = np.linalg.solve(np.eye(M.shape[0]) + B, Minv)
+    return NoisyNormalEquations(propagator @ b, propagator)
 
 
-#: Largest bias correction (1 / share of a direction the estimator keeps on average).
-MIN_RETAINED = 0.5
+def eigen_bound_reason(eigen_lower, trace_inv, sigma):
+    """Why the series of :func:`noise_bias_operator` may diverge at the smallest eigenvalue
+    the data allow (None if it converges there)."""
+    if eigen_lower <= 0:
+        return ("the private lower bound on the smallest eigenvalue of X^T X is 0: some "
+                "direction may carry no information")
+    radius = sigma ** 2 * (trace_inv + 1.0 / eigen_lower) / eigen_lower
+    if radius >= 1.0:
+        return (f"at the private lower bound {eigen_lower:.3g} on the smallest eigenvalue of "
+                f"X^T X, the second-order effect of the noise does not vanish (radius "
+                f"{radius:.2g} >= 1)")
+    return None
 
 
-def bootstrap_corrected(gram, penalty, theta, meat, params, rng, ridge):
-    """(estimate, covariance, bias bound): ``theta`` corrected for the bias of AdaSSP's
-    ridge and noise, its covariance, and a bound on the bias left.
+def noise_bias_operator(M, sigma):
+    """(M^{-1}, B, reason): the second-order bias operator of the inverse of a matrix
+    released with symmetric Gaussian noise E (iid N(0, sigma^2) on and above the diagonal).
 
-    With the noise fixed, a replicate of :func:`bootstrap_adassp` is linear in the true
-    theta, so the replicates' mean is T theta with T = mean(W_b) A, A = G + n alpha P.
-    T is similar to the symmetric A^{1/2} mean(W_b) A^{1/2} = V diag(t) V^T, t_k in (0, 1]
-    the share of direction k the estimator keeps on average; the corrected estimate divides
-    direction k by m_k = max(t_k, MIN_RETAINED). Where t_k >= MIN_RETAINED that is T^{-1}
-    (no bias left, to this order). Below, the direction is mostly ridge (its Gram eigenvalue
-    is within the noise) and a full correction would multiply the noise by 1 / t_k: the
-    correction is capped and the bias left, (m_k / t_k - 1) times the corrected component,
-    is returned (``bias``, per coordinate) for the intervals to widen by. The covariance
-    is T_c^{-1} Cov(replicates at the corrected theta) T_c^{-T}."""
-    operators, noise = bootstrap_adassp(gram, penalty, meat, params, rng, ridge)
-    A = gram + penalty
-    vals, vecs = np.linalg.eigh(0.5 * (A + A.T))
-    vals = np.maximum(vals, 1e-300)
-    root, inv_root = (vecs * np.sqrt(vals)) @ vecs.T, (vecs / np.sqrt(vals)) @ vecs.T
-    W = operators.mean(axis=0)
-    t, V = np.linalg.eigh(0.5 * (root @ (W + W.T) @ root))
-    t = np.maximum(t, 1e-12)
-    m = np.maximum(t, MIN_RETAINED)
-    Tinv = inv_root @ (V / m) @ V.T @ root
-    corrected = Tinv @ theta
-    draws = np.einsum("bij,bj->bi", operators, A @ corrected + noise)
-    left = inv_root @ (V * (m / t - 1.0)) @ V.T @ root @ corrected
-    return corrected, Tinv @ np.cov(draws, rowvar=False) @ Tinv.T, left
+    With G = M - E, E[(G + E)^{-1}] G = I + B + O(sigma^3), B = G^{-1} E[E G^{-1} E], and
+    for symmetric A, E[E A E]_ik sums A_jl E[E_ij E_lk] over {i, j} = {l, k}:
+    sigma^2 (A - diag(A) + tr(A) I). B is estimated with M for G. The expansion of
+    (G + E)^{-1} is a series whose terms shrink like the powers of B: where B's spectral
+    radius is not below 1, or M is not positive definite, the released matrix does not
+    determine its inverse to first order and ``reason`` says so (a delta method built on it
+    would not hold). Post-processing of M."""
+    vals, vecs = np.linalg.eigh(0.5 * (M + M.T))
+    if vals[0] <= 0:
+        return None, None, "the noisy matrix is not positive definite"
+    Minv = (vecs / vals) @ vecs.T
+    B = sigma ** 2 * Minv @ (Minv - np.diag(np.diag(Minv)) + np.trace(Minv) * np.eye(M.shape[0]))
+    radius = float(np.max(np.abs(np.linalg.eigvals(B))))
+    if not radius < 1.0:
+        return Minv, B, (f"the second-order effect of its noise does not vanish (spectral "
+                         f"radius {radius:.2g} >= 1)")
+    return Minv, B, None
 
 
-def bootstrap_adassp(gram, penalty, meat, params, rng, ridge):
-    """Replicates of AdaSSP under the estimated model (Ferrando, Wang & Sheldon 2022, OLS
-    variant): the Gram matrix G, X^T y = (G + n alpha P) theta + xi with xi ~ N(0, meat)
-    (sampling), and AdaSSP's three releases with their own noise scales (the eigenvalue,
-    the Gram matrix, X^T y; the ridge by AdaSSP's rule), solved by :func:`debiased_ridge`.
-    Returns the replicates' linear operators W_b (the estimate is W_b X^T y*_b) and the
-    noise xi_b + e_b, so that the replicates can be formed at any theta."""
-    _, s2, s3 = params["sigmas"]
-    d, B = penalty.shape[0], BOOTSTRAP_REPLICATES
-    ridge = np.full(B, float(ridge))
-    rows, cols = np.triu_indices(d)
-    E = np.zeros((B, d, d))
-    E[:, rows, cols] = s2 * rng.standard_normal((B, rows.size))
-    E[:, cols, rows] = E[:, rows, cols]
-    chol = np.linalg.cholesky(meat + 1e-12 * max(np.trace(meat), 1e-300) * np.eye(d) / d)
-    noise = rng.standard_normal((B, d)) @ chol.T + s3 * rng.standard_normal((B, d))
-    vals, vecs = np.linalg.eigh(gram + penalty + E + ridge[:, None, None] * np.eye(d))
-    floor = d * np.finfo(np.float64).eps * np.max(np.abs(vals), axis=1, keepdims=True)
-    inv = np.divide(1.0, vals, out=np.zeros_like(vals), where=vals > floor)
-    # debiased_ridge is (M + ridge I)^{-1} (I + ridge (M + ridge I)^{-1}) on X^T y
-    gain = inv * (1.0 + ridge[:, None] * inv)
-    return np.einsum("bij,bj,bkj->bik", vecs, gain, vecs), noise
+REFUSED_LS = ("the noisy Gram matrix released by AdaSSP does not determine the coefficients "
+              "at this n and epsilon ({why}), so the delta method behind the intervals does "
+              "not hold; use a larger epsilon or more data")
+
+
+def gram_noise_cov(theta, sigma):
+    """Cov(E theta) for the symmetric Gaussian E of AdaSSP (iid N(0, sigma^2) on and above
+    the diagonal): entry (i, k) sums theta_j theta_l Cov(E_ij, E_kl), which is sigma^2 when
+    {i, j} = {k, l}: sigma^2 (||theta||^2 I + theta theta^T - diag(theta^2))."""
+    theta = np.asarray(theta, dtype=np.float64)
+    return sigma ** 2 * ((theta @ theta) * np.eye(theta.size) + np.outer(theta, theta)
+                         - np.diag(theta * theta))
 
 
 def logistic_inference(problem, result, row_bound, mu, rng):
@@ -283,11 +310,38 @@ def logistic_inference(problem, result, row_bound, mu, rng):
     Hs, sigma_h, rec_h = release_gram(U, s * (1.0 - s), 0.25, B_a2, mu_h, rng)
     Ss, _, rec_s = release_gram(U, s * s, 1.0, B_a2, mu_s, rng)
     alpha = np.asarray(problem.penalty.l2, dtype=np.float64)
-    Hinv = inverse_floored(Hs + n * np.diag(alpha), sigma_h)  # summed scale
-    theta = w + n * Hinv @ (p["regularization"] * w)
+    H = Hs + n * np.diag(alpha)  # summed scale
+    Hinv = inverse_floored(H, sigma_h)
+    floored = int(np.sum(np.linalg.eigvalsh(0.5 * (H + H.T)) < sigma_h))
+    ridge = n * float(p["regularization"])
+    # the step's expansion in the ridge converges only when the ridge is below the released
+    # curvature's smallest eigenvalue (not the floored one: the floor is no information)
+    lam_min = float(np.linalg.eigvalsh(0.5 * (H + H.T))[0])
+    if not lam_min > ridge:
+        return ScaledInference(w, np.full((d, d), np.nan), METHOD_LOGISTIC,
+                               unavailable=REFUSED_LOGISTIC.format(ridge=ridge, lam=lam_min)), \
+            [rec_h, rec_s]
+    theta = w + n * Hinv @ (p["regularization"] * w)  # the Newton step removing OP's ridge
     priv = p["sigma"] ** 2 * np.eye(d)
     cov = Hinv @ (psd_part(Ss) * n / max(n - d, 1) + priv) @ Hinv + p["sigma_out"] ** 2 * np.eye(d)
-    return ScaledInference(theta, cov, "sandwich + objective-perturbation noise"), [rec_h, rec_s]
+    notes = () if not floored else (FLOORED_NOTE.format(k=floored, d=d),)
+    return ScaledInference(theta, cov, METHOD_LOGISTIC, notes), [rec_h, rec_s]
+
+
+METHOD_LOGISTIC = "sandwich + objective-perturbation noise"
+REFUSED_LOGISTIC = ("objective perturbation's ridge (n lambda = {ridge:.3g}) is not small against "
+                    "the released Hessian (smallest eigenvalue {lam:.3g}): one Newton step cannot "
+                    "remove the shrinkage it causes, and the intervals would be centred on a "
+                    "biased estimate; use a larger epsilon or more data")
+FLOORED_NOTE = ("{k} of the {d} eigenvalues of the released Hessian are within its noise (floored "
+                "at one noise standard deviation): the covariance in those directions is not "
+                "determined by the data and the intervals can under-cover (docs/inference.md)")
+
+
+def inverse_floored(M, floor):
+    """M's inverse with its eigenvalues floored at ``floor`` (M symmetrized)."""
+    vals, vecs = np.linalg.eigh(0.5 * (M + M.T))
+    return (vecs / np.maximum(vals, floor)) @ vecs.T
 
 
 def release_inference(problem, result, solver, *, row_bound, mu, rng, adassp_release=None):
@@ -330,21 +384,20 @@ class Inference:
     method: str
     n_samples: int
     notes: tuple = ()
-    bias: np.ndarray | None = None  # |bias| bound per raw coordinate (widens the interval)
+    unavailable: str | None = None  # the releases were made but cannot give intervals
+    dof: np.ndarray | None = None  # Satterthwaite degrees of freedom per coordinate
 
     @classmethod
     def from_scaled(cls, scaled, scaling, target, fit_intercept, n_samples):
         dim = scaled.estimate.size
         A, c = raw_map(scaling, target, dim, fit_intercept)
-        notes, bias = scaled.notes, None
-        if scaled.bias is not None and np.any(scaled.bias != 0):
-            bias = np.abs(A @ scaled.bias)
-            notes = notes + ("the noisy Gram matrix barely determines some directions at this "
-                             "budget (eigenvalue within the privacy noise): their bias "
-                             "correction is capped and the intervals of the coefficients "
-                             "loading on them are widened by the bias left (column 'bias')",)
-        return cls(A @ scaled.estimate + c, A @ scaled.cov @ A.T, fit_intercept,
-                   np.asarray(scaling.scale) <= 0, scaled.method, int(n_samples), notes, bias)
+        cov = A @ scaled.cov @ A.T
+        dof = None
+        if scaled.propagator is not None and scaled.noise_scale > 0:
+            dof = satterthwaite_dof(A @ scaled.propagator, np.diag(cov), scaled.noise_scale)
+        return cls(A @ scaled.estimate + c, cov, fit_intercept,
+                   np.asarray(scaling.scale) <= 0, scaled.method, int(n_samples),
+                   scaled.notes, scaled.unavailable, dof)
 
     @property
     def bse(self):
@@ -352,6 +405,20 @@ class Inference:
         p = self.dropped.size
         se[:p][self.dropped] = np.nan
         return se
+
+
+def satterthwaite_dof(P, variances, noise_scale):
+    """Degrees of freedom of each estimated variance v_j = a_j (C + N) a_j^T (a_j row j of
+    P) whose part N is Gaussian noise, symmetric with iid N(0, s^2) entries on and above the
+    diagonal: Var(a N a^T) = s^2 (2 ||a||^4 - sum_k a_k^4) (each upper entry counts twice
+    off the diagonal), and the moment match v ~ (v_true / nu) chi^2_nu gives
+    nu = 2 v^2 / Var (Satterthwaite, Biometrics Bulletin 1946). The Wald interval then uses
+    Student's t with nu degrees of freedom: a variance estimated from a noisy release is
+    itself uncertain, and z would under-cover where that noise is comparable to it."""
+    sq = np.sum(P * P, axis=1)
+    var = noise_scale ** 2 * (2.0 * sq * sq - np.sum(P ** 4, axis=1))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(var > 0, 2.0 * np.asarray(variances) ** 2 / var, np.inf)
 
 
 def check_alpha(alpha):
@@ -364,19 +431,17 @@ def check_alpha(alpha):
 def wald_table(inf, names, alpha):
     """statsmodels-style columns: coef, std err, z, P>|z|, [alpha/2, 1 - alpha/2]."""
     se = inf.bse
-    bias = np.zeros_like(se) if inf.bias is None else inf.bias
-    q = special.ndtri(1.0 - alpha / 2.0)
+    dof = np.full(se.shape, np.inf) if inf.dof is None else np.maximum(inf.dof, 1.0)
+    finite = np.isfinite(dof)
+    q = np.where(finite, special.stdtrit(np.where(finite, dof, 1.0), 1.0 - alpha / 2.0),
+                 special.ndtri(1.0 - alpha / 2.0))
     with np.errstate(divide="ignore", invalid="ignore"):
         z = inf.estimate / se
-        # with a bias bound b the test is conservative: |coef| - b against N(0, se^2)
-        pval = 2.0 * special.ndtr(-np.maximum(np.abs(inf.estimate) - bias, 0.0) / se)
+        pval = np.where(finite, 2.0 * special.stdtr(np.where(finite, dof, 1.0), -np.abs(z)),
+                        2.0 * special.ndtr(-np.abs(z)))
     lo, hi = f"[{alpha / 2:g}", f"{1 - alpha / 2:g}]"
-    table = pd.DataFrame({"coef": inf.estimate, "std err": se, "z": z, "P>|z|": pval,
-                          lo: inf.estimate - q * se - bias, hi: inf.estimate + q * se + bias},
-                         index=names)
-    if inf.bias is not None:
-        table["bias"] = bias
-    return table
+    return pd.DataFrame({"coef": inf.estimate, "std err": se, "z": z, "P>|z|": pval,
+                         lo: inf.estimate - q * se, hi: inf.estimate + q * se}, index=names)
 
 
 def render(table, header):
@@ -409,6 +474,8 @@ class InferenceMixin:
                                  f"for intervals; refit with inference=True (it spends a share "
                                  f"of the same epsilon)")
             raise ValueError(f"{name}: no intervals for this fit: {reason}")
+        if auto.inference.unavailable is not None:
+            raise ValueError(f"{name}: no intervals for this fit: {auto.inference.unavailable}")
         return auto.inference
 
     @property

@@ -274,9 +274,10 @@ def fit_selected(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon,
     chunked = getattr(X, "is_chunked", False) is True or is_chunked_input(X)
     n = X.shape[0] if not getattr(X, "is_chunked", False) else X.n_samples
     m = int(math.floor(VALIDATION_FRACTION * n))
-    if chunked or m < MIN_VALIDATION:
+    if chunked or m < MIN_VALIDATION or inference:
         why = ("chunked data: the held-out selection is not implemented out of core"
-               if chunked else f"n_samples={n} leaves fewer than {MIN_VALIDATION} held-out rows")
+               if chunked else INFERENCE_NO_SELECTION if inference
+               else f"n_samples={n} leaves fewer than {MIN_VALIDATION} held-out rows")
         kwargs = resolve_alpha(penalty_kwargs, loss_name, n)
         auto = fit(X, y, loss=loss, penalty=penalty, penalty_kwargs=kwargs,
                    fit_intercept=fit_intercept, epsilon=epsilon, delta=delta, rng=rng,
@@ -306,6 +307,14 @@ def fit_selected(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon,
     majority = None if regression or not fit_intercept else released_majority(prior)
     return _select(auto, _rows(X, val), y[val], regression, fit_intercept, mu_v, rng,
                    n - m, majority)
+
+
+#: Why ``inference=True`` fits on all rows (docs/inference.md): the intervals are the test
+#: of the model against no signal, the held-out choice would make them conditional on the
+#: model's release (post-selection), and training on (1 - f) n rows widens them by up to
+#: 1 / (1 - f) = 1.25 where the privacy noise dominates.
+INFERENCE_NO_SELECTION = ("inference=True: the model is fitted on all rows and its intervals "
+                          "test it against no signal")
 
 
 @contextlib.contextmanager
