@@ -83,8 +83,8 @@ class Population:
     """A large sample of a cell group and the estimand of a fit on it.
 
     The estimand is the minimizer of the fit's loss on the population after the fit's maps:
-    features clipped to the released bounds, mapped to [0, 1] (cached per bounds), centred
-    by the released means, rows whose feature norm exceeds R rescaled to norm R, the
+    features clipped to the released bounds, shifted by the lower bound and divided by the
+    map's scale (cached per bounds and scale), centred by the released means, rows whose feature norm exceeds R rescaled to norm R, the
     target clipped and mapped to [-1, 1] (least squares). Least squares solves the normal
     equations from cached moments, corrected on the rescaled rows only; logistic runs
     Newton's method from the fit's released w."""
@@ -96,10 +96,10 @@ class Population:
         self.cache, self.last = {}, {}
 
     def prepared(self, scaling, target):
-        key = (scaling.lower.tobytes(), scaling.upper.tobytes(),
+        key = (scaling.lower.tobytes(), scaling.upper.tobytes(), scaling.scale.tobytes(),
                None if target is None else (target.lower, target.upper))
         if key not in self.cache:
-            width = scaling.upper - scaling.lower
+            width = scaling.scale  # the map's divisor (narrowed around the mean: not upper - lower)
             inv = np.divide(1.0, width, out=np.zeros_like(width), where=width > 0)
             Z = (np.clip(self.X, scaling.lower, scaling.upper) - scaling.lower) * inv
             y = target.transform(self.y) if target is not None else self.y
@@ -112,7 +112,7 @@ class Population:
         auto = est.auto_
         scaling, R = auto.scaling, auto.plan["row_bound"]
         Z, y, sq, ZtZ, zsum, Zty = self.prepared(scaling, auto.target)
-        width = scaling.upper - scaling.lower
+        width = scaling.scale
         m = np.divide(scaling.offset - scaling.lower, width, out=np.zeros_like(width),
                       where=width > 0)
         norms2 = sq - 2.0 * (Z @ m) + m @ m
