@@ -249,3 +249,18 @@ def test_adassps_released_sum_of_y_is_the_free_constant():
     sigma_3 = reg.fit_result_.params["sigmas"][2]
     exact = np.mean(reg.auto_.target.transform(y))
     assert abs(sel["noisy_mean"] - exact) < 5 * sigma_3 / n_train + 0.05
+
+
+def test_the_paired_difference_and_the_constant_have_the_stated_noise():
+    from dpopt.pipeline.selection import noisy_difference, noisy_mean
+
+    rng = np.random.default_rng(3)
+    diffs = rng.uniform(-0.3, 0.3, 200)
+    draws = np.array([noisy_difference(diffs, 0.3, 0.5, rng)[0] for _ in range(4000)])
+    assert draws.std() == pytest.approx(2 * 0.3 / (200 * 0.5), rel=0.06)  # 2 H / (m mu)
+    assert draws.mean() == pytest.approx(diffs.mean(), abs=0.002)
+    with pytest.raises(RuntimeError, match="beyond its bound"):
+        noisy_difference(diffs, 0.1, 0.5, rng)
+    values = rng.uniform(-0.2, 0.2, 100)
+    means = np.array([noisy_mean(values, 2.0, rng) for _ in range(4000)])
+    assert means.std() == pytest.approx(2 / (100 * 2.0), rel=0.06)  # sensitivity 2/m

@@ -102,7 +102,8 @@ def _chunk_row_norm_counts(xb, yb, *, scaling, edges):
 
 def _chunk_target_sum(xb, yb, *, target):
     """Sum of the chunk's targets after the (public) target scaling."""
-    return np.array([[np.sum(target.transform(np.asarray(yb, dtype=np.float64)))]])
+    scaled = np.clip(target.transform(np.asarray(yb, dtype=np.float64)), -1.0, 1.0)
+    return np.array([[np.sum(scaled)]])
 
 
 def _scale_block(xb, scaling):

@@ -87,7 +87,8 @@ class InMemoryData:
         return private_target_bounds(self.y, mu, rng)
 
     def target_mean(self, target, mu, rng):
-        return noisy_target_mean(float(np.sum(target.transform(self.y))), self.shape[0], mu, rng)
+        total = float(np.sum(np.clip(target.transform(self.y), -1.0, 1.0)))  # exact bound
+        return noisy_target_mean(total, self.shape[0], mu, rng)
 
     def problem(self, scaling, target, relabel=None, **kwargs):
         """The scaled Problem; ``relabel`` (a per-record map of y, e.g. one class against

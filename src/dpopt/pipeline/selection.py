@@ -107,6 +107,7 @@ from dpopt._core.validation import warn_if_delta_exceeds_one_over_n
 from dpopt.data.chunked import is_chunked_input
 from dpopt.data.rows import RowSubset
 from dpopt.pipeline.feature_selection import fit_routed
+from dpopt.preprocessing._norms import noisy_target_mean
 from dpopt.privacy import Gaussian, ObjectivePerturbation
 
 __all__ = ["VALIDATION_FRACTION", "MARGIN", "fit_selected", "validation_mu", "default_alpha",
@@ -217,11 +218,10 @@ def candidates(auto, regression, fit_intercept, constant=None):
 
 
 def noisy_mean(values, mu, rng):
-    """Mean of m values in [-1, 1] plus N(0, (2 / (m mu))^2): replacing one value moves the
-    mean by at most 2/m, so this is mu-GDP; clipped to [-1, 1] (post-processing)."""
-    m = len(values)
+    """Mean of m values in [-1, 1] plus N(0, (2 / (m mu))^2), mu-GDP
+    (:func:`dpopt.preprocessing._norms.noisy_target_mean` of their sum)."""
     values = np.clip(values, -1.0, 1.0)  # already in [-1, 1] up to rounding; the bound is exact
-    return float(np.clip(np.mean(values) + (2.0 / (m * mu)) * rng.standard_normal(), -1, 1))
+    return noisy_target_mean(float(np.sum(values)), len(values), mu, rng)[0]
 
 
 def per_record_scores(auto, cands, X_val, y_val, regression):
@@ -454,11 +454,6 @@ def _select(auto, X_val, y_val, regression, fit_intercept, mu_v, rng, n_train, m
                                                 "resolved at this budget)"))}
     plan = {**auto.plan, "selection": record}
     result = auto.result
-    if not use_model and getattr(auto, "inference", None) is not None:
-        # intervals describe the model, which is not what is released
-        auto = replace(auto, inference=None)
-        plan["inference_unavailable"] = ("the held-out selection released the constant "
-                                         "predictor, not the model")
     if not use_model:
         w = np.append(coef, intercept) if fit_intercept else coef.copy()
         result = replace(result, coef=coef.reshape(np.shape(result.coef)),
