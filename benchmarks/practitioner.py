@@ -506,6 +506,9 @@ def main(argv=None):
     ap.add_argument("--datasets", default=",".join(REAL + GENERATED),
                     help="comma-separated names (default: every real and generated table)")
     ap.add_argument("--seeds", type=int, default=None, help=f"seeds (default {SEEDS}; quick 2)")
+    ap.add_argument("--epsilons", default=None,
+                    help="comma-separated epsilons (default: the protocol's; a look at a few "
+                         "cells, not the protocol's table)")
     ap.add_argument("--out", default=None, help="write the markdown table here (default: none)")
     ap.add_argument("--figure", default=None, help="write the figure here (default: none)")
     ap.add_argument("--rows", default=None, help="also write the rows as JSON here")
@@ -525,6 +528,8 @@ def main(argv=None):
         return report(list(rows.values()), max(r["seeds"] for r in rows.values()), args, None)
     epsilons, seeds = ((0.25, 1.0), 2) if args.quick else (EPSILONS, SEEDS)
     seeds = args.seeds or seeds
+    if args.epsilons:
+        epsilons = tuple(float(e) for e in args.epsilons.split(","))
     t0 = time.perf_counter()
     rows = run(args.datasets.split(","), epsilons, seeds)
     if not rows:
