@@ -112,8 +112,10 @@ def test_selection_sensitivity_threshold_and_its_delta():
 def test_labels_declared_bool_categorical_and_arrays():
     df, y = _table()
     m = dpopt.DPLogisticRegression(classes=["no", "yes"], random_state=0).fit(df, y)
-    assert list(m.classes_) == ["no", "yes"] and "labels" not in m.auto_.plan["table"]
-    assert m.auto_.plan["table"]["label_share"] == 0.0
+    # declared: not selected, but their noisy counts are released for the held-out choice
+    assert list(m.classes_) == ["no", "yes"]
+    assert m.auto_.plan["table"]["labels"] == "declared; their noisy counts released"
+    assert 0.0 < m.auto_.plan["table"]["label_share"] <= 0.3
     m = dpopt.DPLogisticRegression(random_state=0).fit(df, y == "yes")
     assert list(m.classes_) == [False, True]
     m = dpopt.DPLogisticRegression(random_state=0).fit(df, pd.Categorical(y))

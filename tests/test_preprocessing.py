@@ -131,6 +131,47 @@ def test_spread_data_with_tiny_budget_is_unresolved_not_wrong():
         assert fb.unresolved[0] or inside >= 0.4, (fb.lower, fb.upper)
 
 
+def test_coarsened_counts_are_the_coarse_grids_histograms():
+    """Summing the default grid's counts into a coarser grid gives that grid's own
+    histogram (every edge of the coarser grid is an edge of the default one), overflow,
+    zero and the smallest bins included; the noise bound grows as sqrt(bins merged)."""
+    from dpopt.preprocessing._bounds import (DEFAULT_GRID, coarsened, coarser_grids,
+                                             feature_histograms)
+
+    rng = np.random.default_rng(0)
+    x = np.concatenate([rng.uniform(-400, 400, 500), [0.0, 5e9, -5e9, 1e-5, -1e-5, 1e-4,
+                                                      -1e-4, 10 ** 0.25, 10 ** 0.5]])
+    fine = feature_histograms(x[:, None], [0], DEFAULT_GRID)
+    grids = coarser_grids(DEFAULT_GRID)
+    assert [g.bins_per_decade for g in grids] == [2, 1]
+    for g in grids:
+        summed, sigma = coarsened(fine, 3.0, DEFAULT_GRID, g)
+        np.testing.assert_array_equal(summed, feature_histograms(x[:, None], [0], g))
+        assert sigma == pytest.approx(3.0 * math.sqrt(4 / g.bins_per_decade))
+
+
+def test_data_spread_over_decades_are_read_again_on_a_coarser_grid():
+    """A column spread evenly over three decades puts n/12 records in each default bin and
+    n/3 in each bin of the coarsest grid: where the noise hides the former, the same released
+    counts summed into coarser bins locate it (one record, the same sigma: free)."""
+    from dpopt.preprocessing._bounds import DEFAULT_GRID, _scan_bounds
+
+    X = 10 ** np.random.default_rng(5).uniform(0, 3, (640, 1))
+    found, fine_only = 0, 0
+    for seed in range(20):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            fb = private_feature_bounds(X, 0.08, np.random.default_rng(seed))
+        assert len(fb.mechanisms) == 1
+        fine_only += not _scan_bounds(fb.noisy_counts, fb.sigma, 640, (0.01, 0.99), 4.0,
+                                      DEFAULT_GRID, 4.5)[2][0]
+        if not fb.unresolved[0]:
+            found += 1
+            assert 1.0 <= fb.lower[0] < fb.upper[0] <= 1000.0  # edges around the data
+            assert np.mean((X >= fb.lower) & (X <= fb.upper)) >= 0.5
+    assert found >= 15 and fine_only <= 10
+
+
 # ---------------------------------------------------------------------------
 # accuracy of the bounds
 

@@ -80,6 +80,28 @@ def test_choose_keeps_the_constant_unless_the_model_is_clearly_better():
     assert choose(0.5, np.array([0.3, 0.7]), sigma) == (1, False)
 
 
+def test_the_classifier_margin_bounds_the_worst_expected_loss_and_is_the_smallest_that_does():
+    from dpopt.pipeline.selection import (ACCURACY_TOLERANCE, classifier_margin,
+                                          classifier_threshold, worst_expected_loss)
+
+    assert worst_expected_loss(0.0) == pytest.approx(0.17, abs=0.002)
+    assert worst_expected_loss(2.0) == pytest.approx(0.0033, abs=0.0002)
+    for sd in (0.005, 0.03, 0.1, 0.5, 1.5, 3.0):
+        k = classifier_margin(sd)
+        assert sd * worst_expected_loss(k) <= ACCURACY_TOLERANCE
+        if 0 < k < 6:
+            assert sd * worst_expected_loss(k - 0.05) > ACCURACY_TOLERANCE
+    assert classifier_margin(0.02) == 0.0 and classifier_margin(2.0) > 2.0
+    # Monte-Carlo: a model worse than the constant by any d is released rarely enough that
+    # the expected loss stays within the tolerance
+    rng = np.random.default_rng(0)
+    threshold, k, sd = classifier_threshold(0.02, 400)
+    assert sd == pytest.approx(math.sqrt(2 * 0.02 ** 2 + 1 / 400))
+    for d in (0.01, 0.03, 0.06, 0.12):
+        released = (-d + sd * rng.standard_normal(200_000)) > threshold
+        assert d * released.mean() <= ACCURACY_TOLERANCE * 1.05
+
+
 def test_a_classifiers_constant_is_released_only_when_the_majority_is_resolved():
     sigma = 0.05
     edge = MARGIN * 2 * sigma  # the noise of 2 s - 1 is twice that of s
@@ -95,8 +117,9 @@ def test_an_unresolved_majority_is_reported_and_the_rule_still_applies():
                                                classes=["no", "yes"]), X, y)
     sel = clf.auto_.plan["selection"]
     assert not sel["constant_resolved"] and "not resolved" in sel["reason"]
+    counts = clf.auto_.plan["table"]["label_counts"]  # the majority: the larger noisy count
     best, use_model = choose(sel["noisy_scores"][0], np.array(sel["noisy_scores"][1:]),
-                             sel["sigma"])
+                             sel["sigma"], best=0 if counts[1] >= counts[0] else 1)
     assert sel["released"] == ("model" if use_model else sel["candidates"][1 + best])
 
 
@@ -154,8 +177,10 @@ def test_whole_pipeline_is_one_charge_of_the_training_branch():
     assert len(acc.ledger) == 1 and acc.ledger[0].epsilon == clf.epsilon_spent_
     assert clf.epsilon_spent_ == pytest.approx(0.6, rel=1e-6)
     sel = clf.auto_.plan["selection"]
-    # the score release is dominated by the training branch's records
-    assert sel["mu"] == pytest.approx(validation_mu(clf.fit_result_.mechanisms))
+    # the score release is dominated by the training branch's records (after the table
+    # layer's one record: the declared labels' noisy counts, released on all rows)
+    assert clf.auto_.plan["table"]["labels"] == "declared; their noisy counts released"
+    assert sel["mu"] == pytest.approx(validation_mu(clf.fit_result_.mechanisms[1:]))
     assert sel["mu"] <= gdp_mu(0.6, 1e-6) * (1 + 1e-9)
     assert sel["sigma"] == pytest.approx(math.sqrt(sel["released_columns"])
                                          / (sel["validation_rows"] * sel["mu"]))
@@ -229,11 +254,51 @@ def test_undeclared_labels_name_the_majority_from_their_released_counts():
     assert hits == 5
 
 
-def test_declared_labels_leave_the_majority_to_the_held_out_rows():
+def test_declared_labels_name_the_majority_from_their_noisy_counts_on_all_rows():
     X, y = noise_labels(n=400, rate=0.7)
-    clf = fit_quiet(dpopt.DPLogisticRegression(epsilon=0.5, random_state=0,
+    for seed in range(5):
+        clf = fit_quiet(dpopt.DPLogisticRegression(epsilon=0.5, random_state=seed,
+                                                   classes=["no", "yes"]), X, y)
+        plan = clf.auto_.plan
+        assert plan["selection"]["majority_from"] == "the labels' noisy counts"
+        assert plan["table"]["labels"] == "declared; their noisy counts released"
+        assert len(plan["table"]["label_counts"]) == 2
+        # the counts are one more Gaussian record of the one composition, within epsilon
+        assert clf.epsilon_spent_ == pytest.approx(0.5, rel=1e-6)
+        assert plan["selection"]["released"] == "model" or np.all(clf.predict(X) == "yes")
+
+
+def test_declared_label_counts_have_the_stated_noise():
+    """Too little noise is the worst bug: the counts' noise has sd sqrt(2) / mu_y, with
+    mu_y the share of mu^2 of :func:`declared_label_share`; nothing else is added."""
+    from dpopt.preprocessing.table_encoder import declared_label_share, prepare_default
+
+    y = np.array(["no"] * 280 + ["yes"] * 120)
+    X = np.zeros((400, 2))
+    eps, delta = 0.5, 1 / 400 ** 2
+    mu_y = gdp_mu(eps, delta) * math.sqrt(declared_label_share(400, gdp_mu(eps, delta)))
+    draws = []
+    for seed in range(3000):
+        *_, prior = prepare_default(X, y, epsilon=eps, delta=delta, categories=None,
+                                    feature_bounds=None, classes=["no", "yes"],
+                                    classifier=True, rng=np.random.default_rng(seed),
+                                    count_declared=True)
+        draws.append(np.array(prior.info["label_counts"]) - [280, 120])
+        assert prior.delta == 0.0 and len(prior.records) == 1
+        assert prior.records[0] == Gaussian(1 / mu_y, 1)
+    draws = np.array(draws)
+    assert np.abs(draws.mean(axis=0)).max() < 4 * math.sqrt(2) / mu_y / math.sqrt(3000)
+    np.testing.assert_allclose(draws.std(axis=0), math.sqrt(2) / mu_y, rtol=0.06)
+
+
+def test_declared_labels_spend_nothing_when_no_selection_uses_their_counts():
+    X, y = noise_labels(n=400, rate=0.7)
+    clf = fit_quiet(dpopt.DPLogisticRegression(epsilon=1.0, random_state=0, inference=True,
                                                classes=["no", "yes"]), X, y)
-    assert clf.auto_.plan["selection"]["majority_from"] is None
+    assert "label_counts" not in clf.auto_.plan.get("table", {})
+    tiny = fit_quiet(dpopt.DPLogisticRegression(epsilon=4.0, random_state=0,
+                                                classes=["no", "yes"]), X[:60], y[:60])
+    assert "label_counts" not in tiny.auto_.plan.get("table", {})
 
 
 def test_adassps_released_sum_of_y_is_the_free_constant():
@@ -264,3 +329,91 @@ def test_the_paired_difference_and_the_constant_have_the_stated_noise():
     values = rng.uniform(-0.2, 0.2, 100)
     means = np.array([noisy_mean(values, 2.0, rng) for _ in range(4000)])
     assert means.std() == pytest.approx(2 / (100 * 2.0), rel=0.06)  # sensitivity 2/m
+
+
+# ------------------------------------------------------------------ the constant of a small regression
+
+
+def small_regression(n=330, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, 4)) * 5
+    return X, rng.uniform(25, 345, n)
+
+
+def test_too_few_rows_for_a_model_release_the_mean_of_all_rows():
+    """When the training rows could not fit a model (public n, epsilon), the constant is the
+    private mean of y computed from all n rows, in one charge, not from the training rows."""
+    X, y = small_regression()
+    errors = []
+    for seed in range(8):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            reg = dpopt.DPLinearRegression(epsilon=0.5, random_state=seed).fit(X, y)
+        sel = reg.auto_.plan["selection"]
+        assert "released from all rows" in sel["reason"]
+        assert sel["released"] == "noisy mean of y" and np.all(reg.coef_ == 0)
+        assert reg.epsilon_spent_ <= 0.5 * (1 + 1e-9)
+        errors.append(reg.intercept_ - y.mean())
+    # the range [25, 345] is about 320 wide: the mean's noise is a few percent of it
+    assert np.sqrt(np.mean(np.square(errors))) < 0.15 * 320
+
+
+def test_the_mean_of_y_spends_on_its_bounds_only_what_they_need():
+    from dpopt.pipeline.scaling import InMemoryData, bounds_resolvable, private_mean_of_y
+
+    rng = np.random.default_rng(0)
+    for n, mu in [(20_000, 1.0), (330, 0.14)]:
+        y = rng.uniform(25, 345, n)
+        target, mean, records, what, spent = private_mean_of_y(
+            InMemoryData(np.zeros((n, 1)), y), mu, np.random.default_rng(1))
+        share = next((s for s in (0.25, 0.5) if bounds_resolvable(n / 2, 1, mu * math.sqrt(s))),
+                     0.75)
+        assert [r.noise_multiplier for r in records] == pytest.approx(
+            [1 / (mu * math.sqrt(share)), 1 / (mu * math.sqrt(1 - share))])
+        assert sum(1 / r.noise_multiplier ** 2 for r in records) == pytest.approx(mu ** 2)
+        assert spent == mu and target is not None and "private mean" in what
+    assert records[0].noise_multiplier == pytest.approx(1 / (0.14 * math.sqrt(0.75)))  # small n
+
+
+def test_a_collapsed_training_target_falls_back_to_the_held_out_mean(monkeypatch):
+    """If the training rows' histogram of y does not resolve (the model is the constant 0
+    in raw units), the held-out rows release the private mean of y instead."""
+    from dpopt.pipeline import scaling
+    from dpopt.preprocessing._bounds import FeatureBounds
+
+    X, y = signal(n=2000, regression=True)
+    calls = []
+    original = scaling.InMemoryData.target_bounds
+
+    def collapse_first(self, mu, rng):
+        out = original(self, mu, rng)
+        calls.append(self.shape[0])
+        if len(calls) == 1:  # the training branch's release: spent, but unresolved
+            return FeatureBounds(np.zeros(1), np.zeros(1), out.mechanisms)
+        return out
+
+    monkeypatch.setattr(scaling.InMemoryData, "target_bounds", collapse_first)
+    reg = fit_quiet(dpopt.DPLinearRegression(epsilon=2.0, random_state=0), X, y)
+    sel = reg.auto_.plan["selection"]
+    assert calls == [1600, 400] and sel["released"] == "noisy mean of y (held-out)"
+    assert np.all(reg.coef_ == 0) and abs(reg.intercept_ - y.mean()) < 0.1 * np.ptp(y)
+    assert reg.epsilon_spent_ <= 2.0 * (1 + 1e-9)
+
+
+def test_the_high_dimensional_route_names_the_majority_from_its_class_share():
+    """p >> n without signal: the screen's released class share names the majority, so the
+    held-out release never picks the minority class by its noise (it did on 1 fit of 5 at
+    epsilon = 0.25 in the practitioner benchmark's sparse-wide table)."""
+    import scipy.sparse as sp
+
+    rng = np.random.default_rng(0)
+    n, p = 600, 20_000
+    X = sp.random(n, p, density=0.002, format="csr", random_state=rng)
+    y = np.where(rng.random(n) < 0.1, 1.0, -1.0)
+    for seed in range(5):
+        clf = fit_quiet(dpopt.DPLogisticRegression(epsilon=0.25, random_state=seed,
+                                                   classes=[-1.0, 1.0]), X, y)
+        sel = clf.auto_.plan["selection"]
+        assert "screen" in clf.auto_.plan
+        assert sel["majority_from"] == "the screen's class share"
+        assert np.mean(clf.predict(X) == -1.0) == 1.0

@@ -27,8 +27,9 @@ from dpopt._core.validation import (
 from dpopt.api.charge import charged, solve
 from dpopt.data import Problem
 from dpopt.data.chunked import ChunkedProblem, as_dask_arrays, is_chunked_input
+from dpopt.pipeline.feature_selection import high_dimensional
 from dpopt.pipeline.multiclass import OneVsRestProblems, fit_default_one_vs_rest, solve_one_vs_rest
-from dpopt.pipeline.selection import fit_selected
+from dpopt.pipeline.selection import fit_selected, selection_runs
 from dpopt.pipeline.selection import resolve_alpha as _resolve_alpha
 from dpopt.preprocessing.table_encoder import (
     TableEncoder,
@@ -45,6 +46,7 @@ from dpopt.preprocessing.tables import (
     plan_table,
     public_table,
 )
+from dpopt.privacy import gdp_mu
 from dpopt.privacy.budget import Spend
 from dpopt.solvers import check_distributed, get_solver
 
@@ -177,11 +179,18 @@ class _DPLinearModel(BaseEstimator):
         penalty, penalty_kwargs = self._penalty()
         out = {}
 
+        # two declared classes: their noisy counts name the majority for the held-out choice
+        # (not on the high-dimensional route, which releases its own class share)
+        count_declared = (self._classifier and self.fit_intercept and selection_runs(
+            n, inference=bool(getattr(self, "inference", False)))
+            and not high_dimensional(n, X.shape[1], gdp_mu(epsilon, delta)))
+
         def prepare(rng):
             Xf, yy, classes, encoder, bounds, prior = prepare_default(
                 X, y, epsilon=epsilon, delta=delta, categories=getattr(self, "categories", None),
                 feature_bounds=getattr(self, "feature_bounds", None),
-                classes=getattr(self, "classes", None), classifier=self._classifier, rng=rng)
+                classes=getattr(self, "classes", None), classifier=self._classifier, rng=rng,
+                count_declared=count_declared)
             out.update(classes=classes, encoder=encoder)
             target = self._encode_classes(yy, classes) if self._classifier else yy
             return Xf, target, bounds, prior

@@ -89,13 +89,11 @@ from dpopt.pipeline.scaling import (  # noqa: F401 (the scaling steps, public he
     InMemoryData,
     _column_lines,
     _data_of,
+    bounds_resolvable,
     note_columns,
+    private_mean_of_y,
     private_scaling,
     warn_columns,
-)
-from dpopt.preprocessing._bounds import (
-    DEFAULT_BIN_CONFIDENCE,
-    DEFAULT_GRID,
 )
 from dpopt.preprocessing.feature_maps import (  # noqa: F401 (the maps of AutoFit)
     RowNormalization,
@@ -221,21 +219,6 @@ def rules(solver, *, loss, n, dim, mu, row_bound, alpha=0.0, huber_threshold=1.0
 # --------------------------------------------------------------------------- the pipeline
 
 
-def bounds_resolvable(n, p, mu_bounds):
-    """Whether the feature-bound release can see a feature's bulk, from public (n, p, mu).
-
-    The release adds N(0, sigma^2) with sigma = sqrt(2p) / mu_bounds to every count,
-    and a bin is trusted when its noisy count exceeds t sigma (t =
-    ``DEFAULT_BIN_CONFIDENCE`` of :mod:`dpopt.preprocessing`). A feature whose
-    values span one decade fills about ``bins_per_decade`` bins of the public grid,
-    about n / bins_per_decade records each: the bounds are resolvable when that
-    count clears the threshold. Below it, every feature would collapse and be
-    dropped, so the default path normalizes rows instead (:class:`RowNormalization`).
-    """
-    sigma = math.sqrt(2.0 * p) / mu_bounds
-    return n / DEFAULT_GRID.bins_per_decade >= DEFAULT_BIN_CONFIDENCE * sigma
-
-
 def plan_budget(n, p, mu, *, regression, center, public=0, inference=False):
     """Shares of mu^2 for the scaling steps, from public (n, p, mu) only.
 
@@ -245,9 +228,10 @@ def plan_budget(n, p, mu, *, regression, center, public=0, inference=False):
     features are centred (dense data with an intercept). A regression target gets
     ``SHARES["target_bounds"]`` or ``MAX_SHARE`` likewise; if even that cannot
     resolve one histogram, no private fit can learn the target's scale: the plan is
-    then ``None`` (see :func:`fit_default`). ``public`` of the p features have public
-    bounds (``feature_bounds=``, the 0/1 columns of :mod:`dpopt.preprocessing.tables`): only the others
-    are released, and when none is left the bounds cost nothing.
+    then ``None`` (see :func:`fit_default` and :func:`model_possible`). ``public`` of the p
+    features have public bounds (``feature_bounds=``, the 0/1 columns of
+    :mod:`dpopt.preprocessing.tables`): only the others are released, and when none is
+    left the bounds cost nothing.
     ``inference``: :data:`INFERENCE_SHARE` for the
     releases of :mod:`dpopt.pipeline.inference` (only with per-feature bounds: a row-normalized
     model has no raw-unit coefficients).
@@ -278,6 +262,17 @@ def plan_budget(n, p, mu, *, regression, center, public=0, inference=False):
     return shares
 
 
+def model_possible(n, epsilon, delta, prior=None):
+    """Whether the default path can fit a regression model on n rows, from public facts
+    only: :func:`plan_budget` is not None, i.e. the target's histogram is resolvable on the
+    default grid at ``MAX_SHARE`` of what the ``prior`` releases leave. Otherwise the
+    released predictor is the private mean of y (:func:`_no_model`), and the held-out
+    selection (:mod:`dpopt.pipeline.selection`) asks first, so that the constant is
+    computed from all n rows."""
+    mu = gdp_mu(epsilon, delta - (prior.delta if prior is not None else 0.0))
+    return bounds_resolvable(n, 1, mu * math.sqrt(MAX_SHARE))
+
+
 def split_mu(epsilon, delta, shares, *, spent_mu=0.0):
     """(mu, {step: mu_step}): ``model`` gets what the shares leave (sum of mu^2 = mu^2).
     ``spent_mu``: Gaussian-DP mu already spent by an earlier release of the same fit; the
@@ -290,7 +285,8 @@ def split_mu(epsilon, delta, shares, *, spent_mu=0.0):
 
 
 def fit_default(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, delta, rng,
-                regression, spent_mu=0.0, feature_bounds=None, prior=None, inference=False):
+                regression, spent_mu=0.0, feature_bounds=None, prior=None, inference=False,
+                constant_only=False):
     """Run the default path (module docstring) and return an :class:`AutoFit`.
 
     ``y`` is already encoded for the loss ({-1, +1} labels for logistic). ``X`` may also
@@ -304,6 +300,10 @@ def fit_default(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, 
     errors (its share of mu is in the plan and the composition); a ValueError before the
     data is read when the path cannot give them
     (:func:`dpopt.pipeline.inference.unsupported_reason`).
+
+    ``constant_only``: release only the constant (:func:`_no_model`), as when
+    :func:`plan_budget` finds no model possible; the held-out selection asks for it when
+    its training rows could not fit a model (:func:`model_possible`).
 
     ``spent_mu``: the Gaussian-DP mu a release before this call spent (the screening route
     of :func:`dpopt.pipeline.feature_selection.fit_routed` calls here on the kept columns),
@@ -319,8 +319,8 @@ def fit_default(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, 
     delta_total, delta = delta, delta - (prior.delta if prior is not None else 0.0)
     public = public_count(feature_bounds)
     mu_avail = math.sqrt(max(gdp_mu(epsilon, delta) ** 2 - spent_mu ** 2, 0.0))
-    shares = plan_budget(n, p, mu_avail, regression=regression, center=center, public=public,
-                         inference=inference)
+    shares = None if constant_only else plan_budget(
+        n, p, mu_avail, regression=regression, center=center, public=public, inference=inference)
     if shares is None:
         left = mu_avail * math.sqrt(1.0 - (prior.share if prior is not None else 0.0))
         return _no_model(data, p, loss, penalty, penalty_kwargs, fit_intercept, delta, n,
@@ -431,36 +431,24 @@ def _no_model(data, p, loss, penalty, penalty_kwargs, fit_intercept, delta, n, e
     """The documented result when n is too small to locate the target's range for a model
     at this epsilon (:func:`plan_budget` returns None): no model, only the intercept.
 
-    With an intercept the constant is released privately with ``mu``: 3/4 of mu^2 on the
-    target's bounds (one histogram, sensitivity sqrt(2): the larger share, because a bound
-    that does not clear its threshold leaves nothing to centre on, while the mean's noise
-    degrades smoothly), then, if they resolved, 1/4 on the mean of y clipped to them and
-    mapped to [-1, 1] (sensitivity 2/n under replace-one); Gaussian, so mu-GDP together
-    (Dong, Roth & Su 2022). Predicting the raw constant 0 is arbitrarily worse than the
-    mean when y sits far from 0 (R^2 of -300 on a target near 40), but with no resolved
-    range there is no safe guess: a noisy histogram's largest bin can be a noise bin 10^9
-    away. So the constant is 0 when the bounds do not resolve, and without an intercept
-    (the only constant model then; nothing is spent)."""
+    With an intercept the constant is the private mean of y released with ``mu``
+    (:func:`dpopt.pipeline.scaling.private_mean_of_y`: its range, then its mean; 0 when the
+    range does not resolve). Predicting the raw constant 0 is arbitrarily worse than the
+    mean when y sits far from 0 (R^2 of -300 on a target near 40), hence the coarser grids
+    of that release. Without an intercept the constant is 0 (the only constant model then;
+    nothing is spent)."""
     problem = Problem(np.zeros((1, p)), np.zeros(1), loss=loss, penalty=penalty,
                       fit_intercept=fit_intercept, **penalty_kwargs)
     spent = list(prior.records) if prior is not None else []
-    target, intercept, what, tb = None, 0.0, "the constant 0", None
+    target, intercept, what, spent_mu = None, 0.0, "the constant 0", 0.0
     if fit_intercept and mu > 0:
-        tb = data.target_bounds(mu * math.sqrt(0.75), rng)
-        spent += list(tb.mechanisms)
-        if tb.upper[0] > tb.lower[0]:
-            target = TargetScaling.from_bounds(tb.lower[0], tb.upper[0], shift=True)
-            intercept, rec = data.target_mean(target, mu * 0.5, rng)
-            spent += rec
-            what = "the private mean of y (its range by a histogram, then a noisy mean)"
-        else:
-            what = "the constant 0 (the histogram of y did not resolve its range)"
+        target, intercept, rec, what, spent_mu = private_mean_of_y(data, mu, rng)
+        spent += rec
     reason = (f"n_samples={n} is too few to fit a model privately at epsilon={epsilon:g} (even "
               f"{MAX_SHARE:.0%} of the budget cannot locate the target's range for it): the "
               f"released predictor is {what}; use a larger epsilon, or scale y with public "
               f"bounds and pass an explicit solver")
     warnings.warn(reason, UserWarning, stacklevel=4)
-    spent_mu = mu if target is not None else mu * math.sqrt(0.75) if tb is not None else 0.0
     plan = {"solver": "none", "reason": reason, "mu": spent_mu,
             "mu_shares": {}, "unlearnable": True, "constant": what, "scaling": "none",
             "row_bound": None, "model_options": {}}

@@ -235,7 +235,8 @@ def fit_screened(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon,
                  "threshold": noise_std * math.sqrt(2.0 * math.log(max(p, 2))),
                  "columns": columns.tolist() if columns.size <= 50 else f"{columns.size} columns",
                  "rule": f"p={p} > dimension_limit(n={n}, mu={mu:.3g}) = "
-                         f"{dimension_limit(n, mu):.0f}"}
+                         f"{dimension_limit(n, mu):.0f}",
+                 "class_rate": rate, "class_rate_sigma": sigma / n}
     if columns.size == 0:
         plan = {"solver": "none", "reason": "high-dimensional route: no feature's noisy marginal "
                 "score cleared the universal threshold; the model is the majority-class "
@@ -271,7 +272,8 @@ def fit_screened(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon,
 
 
 def fit_routed(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, delta, rng,
-               regression=False, feature_bounds=None, prior=None, inference=False):
+               regression=False, feature_bounds=None, prior=None, inference=False,
+               constant_only=False):
     """The default path (:func:`dpopt.pipeline.default_path.fit_default`), through the
     screening route (:func:`fit_screened`) when the problem is a classification in memory
     with more features than a private full-dimensional fit can use (:func:`high_dimensional`,
@@ -287,4 +289,4 @@ def fit_routed(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, d
     return fit_default(X, y, loss=loss, penalty=penalty, penalty_kwargs=penalty_kwargs,
                        fit_intercept=fit_intercept, epsilon=epsilon, delta=delta, rng=rng,
                        regression=regression, feature_bounds=feature_bounds, prior=prior,
-                       inference=inference)
+                       inference=inference, constant_only=constant_only)

@@ -18,6 +18,7 @@ from dpopt.data.chunked import is_chunked_input
 from dpopt.pipeline.chunked import ChunkedData
 from dpopt.preprocessing import private_feature_bounds, private_target_bounds
 from dpopt.preprocessing._bounds import (
+    DEFAULT_BIN_CONFIDENCE,
     DEFAULT_GRID,
     ZERO_INFLATED_FALLBACK,
     feature_histograms,
@@ -25,6 +26,52 @@ from dpopt.preprocessing._bounds import (
 )
 from dpopt.preprocessing._norms import noisy_means, noisy_target_mean, private_row_bound
 from dpopt.preprocessing.feature_maps import RowNormalization, Scaling, TargetScaling
+
+
+def bounds_resolvable(n, p, mu_bounds):
+    """Whether the feature-bound release can see a feature's bulk, from public (n, p, mu).
+
+    The release adds N(0, sigma^2) with sigma = sqrt(2p) / mu_bounds to every count,
+    and a bin is trusted when its noisy count exceeds t sigma (t =
+    ``DEFAULT_BIN_CONFIDENCE`` of :mod:`dpopt.preprocessing`). A feature whose
+    values span one decade fills about ``bins_per_decade`` bins of the public grid,
+    about n / bins_per_decade records each: the bounds are resolvable when that
+    count clears the threshold. Below it, every feature would collapse and be
+    dropped, so the default path normalizes rows instead (:class:`RowNormalization`).
+    """
+    sigma = math.sqrt(2.0 * p) / mu_bounds
+    return n / DEFAULT_GRID.bins_per_decade >= DEFAULT_BIN_CONFIDENCE * sigma
+
+
+def private_mean_of_y(data, mu, rng):
+    """The constant predictor released with ``mu`` alone (no model): a share s of mu^2 on
+    the target's bounds (one histogram, sensitivity sqrt(2); read again on coarser grids
+    where the default one does not resolve, free), then, if they resolved, the rest on the
+    mean of y clipped to them and mapped to [-1, 1] (sensitivity 2/n under replace-one);
+    Gaussian, so mu-GDP together (Dong, Roth & Su 2022). s = 3/4, or 1/4 or 1/2 where that
+    already resolves the default grid with twice the records per bin that
+    :func:`bounds_resolvable` asks (its rule assumes a decade spread evenly over the bins;
+    a skewed target puts fewer records in some, and the bounds must hold half of n): a
+    bound that does not clear its threshold leaves nothing to centre on, while the mean's
+    noise degrades smoothly, so the bounds get what they need and the mean the rest (all
+    from public n and mu). With no resolved range there is no safe guess (a noisy
+    histogram's largest bin can be a noise bin 10^9 away), so the constant is then 0.
+
+    Returns ``(TargetScaling or None, the constant in its scaled units, records, what, mu
+    spent)``."""
+    n = data.shape[0]
+    share = next((s for s in (0.25, 0.5) if bounds_resolvable(n / 2, 1, mu * math.sqrt(s))),
+                 0.75)
+    tb = data.target_bounds(mu * math.sqrt(share), rng)
+    records = list(tb.mechanisms)
+    lo, hi = float(tb.lower[0]), float(tb.upper[0])
+    if not hi > lo:
+        return (None, 0.0, records, "the constant 0 (the histogram of y did not resolve its "
+                "range)", mu * math.sqrt(share))
+    target = TargetScaling.from_bounds(lo, hi, shift=True)
+    mean, rec = data.target_mean(target, mu * math.sqrt(1.0 - share), rng)
+    return (target, mean, records + rec, "the private mean of y (its range by a histogram, "
+            "then a noisy mean)", mu)
 
 
 class ColumnWarning(UserWarning):

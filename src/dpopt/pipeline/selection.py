@@ -62,26 +62,35 @@ branch is all Gaussian (AdaSSP, DP-CD, DP-GD), mu_v is its whole mu; an objectiv
 perturbation record of multiplier z counts as a Gaussian of multiplier z, which it
 dominates (:func:`validation_mu`).
 
-Decision. The best constant c is the one with the largest noisy score; the model is
-released when its noisy score beats c's by more than two standard deviations s of the noisy
-difference (:data:`MARGIN`: a one-sided test at level Phi(-2) = 2.3%). With a true
-difference d the model is released with probability Phi(d/s - 2), so when the model is
-worse (d < 0) the expected loss against the constant, |d| Phi(-2 - |d|/s), is at most
-0.0033 s (0.033 s with one standard deviation, 0.17 s for a plain argmax, the minimax-regret
-rule), at the price of keeping the constant when the model is better by less than about
-2 s. As epsilon grows, s -> 0 and the rule is the non-private held-out comparison.
+Decision. The best constant c is the one named by an earlier release (below), else the one
+with the largest noisy score; the model is released when its noisy score beats c's by more
+than k standard deviations s of the noisy difference. With a true difference d the model
+is released with probability Phi(d/s - k), so when the model is worse (d < 0) the expected
+loss against the constant, |d| Phi(-k - |d|/s), is at most s g(k) with
+g(k) = max_t t Phi(-k - t) (:func:`worst_expected_loss`: 0.17 for the argmax k = 0, 0.033
+for k = 1, 0.0033 for k = 2). A regressor takes k = 2 (:data:`MARGIN`): its scores are on
+the private target scale, where no tolerance in R^2 can be stated without the data. A
+classifier's scores are accuracies, so its k is the smallest with s g(k) below
+:data:`ACCURACY_TOLERANCE` (:func:`classifier_margin`), with s the standard deviation of
+the noisy difference as an estimate of the *population* difference: the privacy noise and
+the held-out sample's own, at most 1 / sqrt(m) (:func:`classifier_threshold`, public):
+the expected accuracy is never more than half a percentage point below the constant's,
+and the model is kept out no more often than that guarantee needs (k = 0 once s <= 0.03,
+k > 2 when s > 1.5). As epsilon grows, s -> 1 / sqrt(m) and the rule is the non-private
+held-out comparison with that margin.
 
-When the labels were selected privately (the table layer's partition selection on all n
-rows, :func:`released_majority`), their released noisy counts name the majority class and
-its rate, for free; the held-out release then only compares the model with it. With
-declared labels there are no such counts, and when the noise is large (few held-out rows,
-small epsilon) the best constant of the held-out release can be the minority class. That
-costs at most (2p - 1) Phi(-(2p - 1) / (2 s)) <= 0.34 s against the majority rate p, still
-of the order of the noise. The alternative, releasing the model
-whenever the release does not resolve the majority (:func:`constant_resolved`, reported in
-the plan), was measured and rejected: its loss against the constant is bounded only by the
-unresolved gap 2p - 1 <~ 4 s (a model without signal, released where the classes are
-nearly balanced, falls below the majority rate; docs/practitioner.md).
+Which constant. When the labels were selected privately (the table layer's partition
+selection on all n rows, :func:`released_majority`), their released noisy counts name the
+majority class and its rate, for free; declared labels get the same noisy counts, released
+by the table layer on all n rows for this use (a Gaussian of sensitivity sqrt(2) over the
+public classes; :func:`dpopt.preprocessing.table_encoder.noisy_class_counts`); the
+high-dimensional route releases the positive share with its screen
+(:func:`screened_majority`). Otherwise (none of these: a held-out choice without counts)
+the best constant of the held-out release can be the minority class when the noise is
+large; that costs at most (2p - 1) Phi(-(2p - 1) / (2 s)) <= 0.34 s against the majority
+rate p. Releasing the model whenever the majority is not resolved
+(:func:`constant_resolved`, reported in the plan) was measured and rejected: its loss
+against the constant is bounded only by the unresolved gap 2p - 1 <~ 4 s.
 
 What it costs: the model is trained on (1 - f) n rows, so at a fixed epsilon its noise is
 that of a fit on (1 - f) n rows (the noise of a Gaussian mechanism on a mean scales as
@@ -101,23 +110,31 @@ from dataclasses import replace
 
 import numpy as np
 import scipy.sparse as sp
+from scipy import special
 
 from dpopt._core.exceptions import WeakPrivacyWarning
 from dpopt._core.validation import warn_if_delta_exceeds_one_over_n
 from dpopt.data.chunked import is_chunked_input
 from dpopt.data.rows import RowSubset
+from dpopt.pipeline.default_path import model_possible
 from dpopt.pipeline.feature_selection import fit_routed
+from dpopt.pipeline.scaling import InMemoryData, private_mean_of_y
 from dpopt.preprocessing._norms import noisy_target_mean
 from dpopt.privacy import Gaussian, ObjectivePerturbation
 
-__all__ = ["VALIDATION_FRACTION", "MARGIN", "fit_selected", "validation_mu", "default_alpha",
-           "noisy_scores", "noisy_mean", "choose", "constant_resolved"]
+__all__ = ["VALIDATION_FRACTION", "MARGIN", "ACCURACY_TOLERANCE", "fit_selected",
+           "selection_runs", "classifier_margin", "classifier_threshold",
+           "worst_expected_loss", "validation_mu",
+           "default_alpha", "noisy_scores", "noisy_mean", "choose", "constant_resolved"]
 
 #: Share of the records held out to choose between the model and the constant.
 VALIDATION_FRACTION = 0.2
 #: The model is released when its noisy score beats the constant's by this many standard
 #: deviations of the noisy difference.
 MARGIN = 2.0
+#: A classifier's held-out choice keeps its worst-case expected loss of accuracy against the
+#: constant below this (:func:`classifier_margin`): half a percentage point.
+ACCURACY_TOLERANCE = 0.005
 #: Fewer validation records than this: no selection (one record would move a score by
 #: more than 1/MIN_VALIDATION); the model of the whole data is released as before.
 MIN_VALIDATION = 20
@@ -169,14 +186,53 @@ def noisy_scores(per_record, mu, rng):
     return per_record.mean(axis=0) + sigma * rng.standard_normal(k), sigma
 
 
-def choose(noisy_model, noisy_constants, sigma, best=None):
+def worst_expected_loss(k):
+    """max over t >= 0 of t Phi(-k - t): in units of the noise's standard deviation s, the
+    largest expected loss against the constant of releasing the model when its noisy
+    advantage exceeds k s, over models worse than the constant by t s (a model worse by d
+    is released with probability Phi(-k - d / s)). 0.17 at k = 0 (the argmax), 0.033 at
+    k = 1, 0.0033 at k = 2."""
+    t = np.linspace(0.0, 10.0, 2001)
+    return float(np.max(t * special.ndtr(-k - t)))
+
+
+def classifier_margin(sd):
+    """The margin of a classifier's choice, in standard deviations ``sd`` of the noisy
+    difference (public: the release's calibration): the smallest k on a grid of 0.05 in
+    [0, 6] with sd * worst_expected_loss(k) <= ACCURACY_TOLERANCE. The released model's
+    expected accuracy is then never more than ACCURACY_TOLERANCE below the constant's,
+    whatever the data, and no margin is kept that this guarantee does not need: where the
+    held-out comparison is precise (many rows, large epsilon) the rule is the argmax of the
+    noisy scores, where it is noisy the margin grows beyond 2 (Wald's minimax-regret view
+    of a one-sided test, with the loss bounded instead of the level)."""
+    for k in np.arange(0.0, 6.0 + 1e-9, 0.05):
+        if sd * worst_expected_loss(k) <= ACCURACY_TOLERANCE:
+            return float(k)
+    return 6.0
+
+
+def choose(noisy_model, noisy_constants, sigma, best=None, threshold=None):
     """(index of the best constant, whether the model is released): the model when its
-    noisy score exceeds the best constant's by MARGIN standard deviations of the
-    difference (sigma sqrt(2): two independent noises; post-processing only). ``best``:
-    the constant already chosen by an earlier release (the labels' noisy counts), else
-    the one with the largest noisy score."""
+    noisy score exceeds the best constant's by ``threshold``, by default MARGIN standard
+    deviations of the difference (sigma sqrt(2): two independent noises; post-processing
+    only). ``best``: the constant already chosen by an earlier release (the labels' noisy
+    counts), else the one with the largest noisy score."""
     best = int(np.argmax(noisy_constants)) if best is None else int(best)
-    return best, bool(noisy_model - noisy_constants[best] > MARGIN * sigma * math.sqrt(2.0))
+    if threshold is None:
+        threshold = MARGIN * sigma * math.sqrt(2.0)
+    return best, bool(noisy_model - noisy_constants[best] > threshold)
+
+
+def classifier_threshold(sigma, m):
+    """(threshold, margin k, sd): a classifier's model is released when its noisy accuracy
+    beats the constant's by k sd, sd = sqrt(2 sigma^2 + 1/m) the standard deviation of the
+    noisy difference as an estimate of the population difference (the two scores' privacy
+    noise, and the held-out sample's: a per-record difference of two accuracies lies in
+    [-1, 1], so its mean over m rows has variance at most 1/m), k = :func:`classifier_margin`
+    of sd. Public: sigma and m."""
+    sd = math.sqrt(2.0 * sigma ** 2 + 1.0 / m)
+    k = classifier_margin(sd)
+    return k * sd, k, sd
 
 
 def constant_resolved(noisy_constants, sigma):
@@ -274,16 +330,24 @@ def fit_selected(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon,
     chunked = getattr(X, "is_chunked", False) is True or is_chunked_input(X)
     n = X.shape[0] if not getattr(X, "is_chunked", False) else X.n_samples
     m = int(math.floor(VALIDATION_FRACTION * n))
-    if chunked or m < MIN_VALIDATION or inference:
+    constant_only = (regression and fit_intercept and selection_runs(n, chunked=chunked)
+                     and not model_possible(n - m, epsilon, delta, prior))
+    if constant_only or not selection_runs(n, chunked=chunked, inference=inference):
         why = ("chunked data: the held-out selection is not implemented out of core"
                if chunked else INFERENCE_NO_SELECTION if inference
-               else f"n_samples={n} leaves fewer than {MIN_VALIDATION} held-out rows")
+               else f"n_samples={n} leaves fewer than {MIN_VALIDATION} held-out rows"
+               if not constant_only else
+               f"n_samples={n} is too few for a model at epsilon={epsilon:g}, so the constant "
+               f"is released from all rows")
         kwargs = resolve_alpha(penalty_kwargs, loss_name, n)
+        if constant_only:
+            extra["constant_only"] = True
         auto = fit(X, y, loss=loss, penalty=penalty, penalty_kwargs=kwargs,
                    fit_intercept=fit_intercept, epsilon=epsilon, delta=delta, rng=rng,
                    regression=regression, **extra)
         auto.plan["alpha"] = kwargs.get("alpha")
-        auto.plan["selection"] = {"released": "model", "reason": f"no selection: {why}"}
+        auto.plan["selection"] = {"released": ("noisy mean of y" if auto.plan.get("unlearnable")
+                                               else "model"), "reason": f"no selection: {why}"}
         return auto
     warn_if_delta_exceeds_one_over_n(delta, n)  # the guarantee is about all n records
     perm = rng.permutation(n)
@@ -304,9 +368,18 @@ def fit_selected(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon,
         auto.plan["selection"] = {"released": "model", "reason": "no selection: the training "
                                   "branch has no record that dominates a Gaussian score release"}
         return auto
-    majority = None if regression or not fit_intercept else released_majority(prior)
+    majority = (None if regression or not fit_intercept
+                else released_majority(prior) or screened_majority(auto.plan))
     return _select(auto, _rows(X, val), y[val], regression, fit_intercept, mu_v, rng,
                    n - m, majority)
+
+
+def selection_runs(n, *, chunked=False, inference=False):
+    """Whether :func:`fit_selected` holds rows out to choose between the model and the
+    constant, from public facts (n, the data's layout, ``inference``): the table layer
+    releases the declared labels' counts only then (they name the majority class)."""
+    return (not chunked and not inference
+            and int(math.floor(VALIDATION_FRACTION * n)) >= MIN_VALIDATION)
 
 
 #: Why ``inference=True`` fits on all rows (docs/inference.md): the intervals are the test
@@ -406,7 +479,45 @@ def released_majority(prior):
     return best, max(counts) / total, bool(resolved)
 
 
+def screened_majority(plan):
+    """(index of the majority constant among (+1, -1), its rate, whether it is resolved)
+    from the positive-class share the high-dimensional route released with its screen
+    (:func:`dpopt.pipeline.feature_selection.fit_screened`: n_+ plus N(0, s^2) on the
+    training rows, so a rate with noise s / n), or None off that route. A release of the
+    training branch, already in its records: reading it is post-processing, and its noise is
+    far below the held-out rate's on m = n / 4 of those rows."""
+    screen = plan.get("screen")
+    if not screen or "class_rate" not in screen:
+        return None
+    rate, sd = screen["class_rate"], screen["class_rate_sigma"]
+    best = 0 if rate >= 0.5 else 1  # candidates: model, constant +1, constant -1
+    return best, max(rate, 1.0 - rate), bool(abs(2.0 * rate - 1.0) > MARGIN * 2.0 * sd)
+
+
+def _held_out_mean(auto, X_val, y_val, mu_v, rng):
+    """The released predictor when the training branch's target scale collapsed (its
+    histogram of y did not resolve: the model is the constant 0 in raw units): the private
+    mean of the held-out y (:func:`dpopt.pipeline.scaling.private_mean_of_y` with mu_v, the
+    same domination argument as the score release), 0 if that range does not resolve
+    either. Nothing is compared: both candidates are constants, and 0 has no claim."""
+    target, mean, _, what, _ = private_mean_of_y(InMemoryData(X_val, y_val), mu_v, rng)
+    r = auto.result
+    coef = np.zeros_like(np.asarray(r.coef, dtype=np.float64))
+    w = np.append(coef.ravel(), mean)
+    record = {"released": "noisy mean of y (held-out)", "candidates": ["noisy mean of y"],
+              "mu": mu_v, "validation_rows": int(len(y_val)),
+              "reason": (f"held-out constant on {len(y_val)} rows (Gaussian, mu={mu_v:.3g}): "
+                         f"the training rows' histogram of y did not resolve its range, so "
+                         f"the released predictor is {what}")}
+    plan = {**auto.plan, "selection": record}
+    result = replace(r, coef=coef, intercept=float(mean), w=w,
+                     params={**r.params, "auto": plan})
+    return replace(auto, result=result, plan=plan, target=target)
+
+
 def _select(auto, X_val, y_val, regression, fit_intercept, mu_v, rng, n_train, majority=None):
+    if regression and fit_intercept and auto.target is not None and auto.target.half_width == 0:
+        return _held_out_mean(auto, X_val, y_val, mu_v, rng)
     mu_scores, constant, source = mu_v, None, None
     if regression and fit_intercept:
         half = mu_v / math.sqrt(2.0)
@@ -429,8 +540,9 @@ def _select(auto, X_val, y_val, regression, fit_intercept, mu_v, rng, n_train, m
         released_columns = scores.shape[1]
         if scores.shape[1] < len(cands):  # classifier: constant -1 scores 1 - (constant +1)
             noisy = np.append(noisy, 1.0 - noisy[1])
+        threshold, margin, _ = classifier_threshold(sigma, len(y_val))
         best, use_model = choose(noisy[0], noisy[1:], sigma,
-                                 None if majority is None else majority[0])
+                                 None if majority is None else majority[0], threshold)
     sigma_mean = None if source is None or mu_scores == mu_v else 2.0 / (len(y_val) * mu_scores)
     resolved = (True if regression else majority[2] if majority is not None
                 else constant_resolved(noisy[1:], sigma))
@@ -446,8 +558,9 @@ def _select(auto, X_val, y_val, regression, fit_intercept, mu_v, rng, n_train, m
               "mu_scores": mu_scores, "noisy_mean": constant, "noisy_mean_from": source,
               "sigma_mean": sigma_mean, "constant_resolved": resolved,
               "validation_rows": int(len(y_val)), "released_columns": released_columns,
-              "margin": MARGIN, "difference_bound": bound,
-              "majority_from": "the labels' noisy counts" if majority is not None else None,
+              "margin": MARGIN if regression else margin, "difference_bound": bound,
+              "majority_from": (None if majority is None else "the labels' noisy counts"
+                                if "screen" not in auto.plan else "the screen's class share"),
               "reason": (f"held-out selection on {len(y_val)} rows (Gaussian, mu={mu_v:.3g}, "
                          f"sigma={sigma:.3g}): released {'the model' if use_model else name}"
                          + ("" if resolved else " (which class is the majority is not "

@@ -32,8 +32,11 @@ as soon as the bins whose own noisy count exceeds ``t sigma`` (``bin_confidence`
 t = 4.5) hold more than the target tail: no growing margin for tails that sit in
 a few well-populated bins (false stop at most 3.7e-4 per scan). Both ends are rounded
 outwards to bin edges. A feature whose scans never stop or cross, or whose
-bounds hold less than half of the records (noisy count), is *unresolved*: it
-gets [0, 0] and a warning.
+bounds hold less than half of the records (noisy count), is read again on coarser
+grids (2, then 1 bin per decade: :func:`coarsened` sums its released counts, so this is
+free): a column spread over both signs and several decades (centred data, |x| from
+0.1 to 10) fills many bins of the default grid with few records each, and a coarser bin
+holds several of them. Still unresolved after that, it gets [0, 0] and a warning.
 
 Zero-inflated columns (``fallback``). A column of counts or indicators that is zero in
 most rows has its 1% and 99% quantiles at 0 whenever fewer than 1% of its values are
@@ -78,7 +81,7 @@ __all__ = ["SignedLogGrid", "FeatureBounds", "DEFAULT_QUANTILES", "DEFAULT_CONFI
            "DEFAULT_BIN_CONFIDENCE", "ZERO_INFLATED_FALLBACK", "collapsed_to_zero",
            "private_feature_bounds", "private_target_bounds", "release_histograms",
            "release_counts", "feature_histograms", "private_bounds_from_counts",
-           "histogram_bounds", "histogram_quantiles"]
+           "histogram_bounds", "histogram_quantiles", "coarsened", "coarser_grids"]
 
 #: Default (lower, upper) quantile levels; see docs/preprocessing.md for the reasoning.
 DEFAULT_QUANTILES = (0.01, 0.99)
@@ -321,8 +324,30 @@ def histogram_bounds(noisy, sigma, n, quantiles, confidence=DEFAULT_CONFIDENCE, 
     lower stop above the upper one), or the bounds hold less than half of the
     records (noisy count): the noise is then comparable to n, a scan can run
     through the data and stop on noise beyond it or on one populated bin at the
-    far side, and neither end can be trusted. Unresolved features get bounds
-    [0, 0] (dropped)."""
+    far side, and neither end can be trusted. Unresolved features are read again on
+    :func:`coarser_grids` (post-processing of the same counts); those still unresolved
+    get bounds [0, 0] (dropped)."""
+    noisy = np.atleast_2d(np.asarray(noisy, dtype=np.float64))
+    lower, upper, unresolved = _scan_bounds(noisy, sigma, n, quantiles, confidence, grid,
+                                            bin_confidence)
+    for coarse in coarser_grids(grid):
+        rows = np.flatnonzero(unresolved)
+        if rows.size == 0:
+            break
+        counts, s_c = coarsened(noisy[rows], sigma, grid, coarse)
+        lo, hi, still = _scan_bounds(counts, s_c, n, quantiles, confidence, coarse,
+                                     bin_confidence, inside_margin=confidence)
+        done = rows[~still]
+        lower[done], upper[done], unresolved[done] = lo[~still], hi[~still], False
+    return np.where(unresolved, 0.0, lower), np.where(unresolved, 0.0, upper), unresolved
+
+
+def _scan_bounds(noisy, sigma, n, quantiles, confidence, grid, bin_confidence,
+                 inside_margin=0.0):
+    """The two scans of :func:`histogram_bounds` on one grid (no coarser reading).
+    ``inside_margin``: the noisy count inside the bounds must exceed n/2 by that many
+    standard deviations of its noise (the coarser readings ask ``confidence``: a second
+    look at the same counts must not accept bounds that hold half of n by noise alone)."""
     lo_q, hi_q = quantiles
     lo_end, hi_end = grid.bin_ends()
     b_lo = noisy_scan(noisy, lo_q * n, sigma, confidence, from_top=False,
@@ -330,11 +355,39 @@ def histogram_bounds(noisy, sigma, n, quantiles, confidence=DEFAULT_CONFIDENCE, 
     b_hi = noisy_scan(noisy, (1.0 - hi_q) * n, sigma, confidence, from_top=True,
                       bin_confidence=bin_confidence)
     lower, upper = lo_end[b_lo], hi_end[b_hi]
-    cum = np.concatenate([np.zeros((len(b_lo), 1)), np.cumsum(np.atleast_2d(noisy), axis=1)], 1)
+    cum = np.concatenate([np.zeros((len(b_lo), 1)), np.cumsum(noisy, axis=1)], 1)
     rows = np.arange(len(b_lo))
     inside = cum[rows, np.maximum(b_hi, b_lo) + 1] - cum[rows, b_lo]  # noisy count in [lower, upper]
-    unresolved = (b_lo < 0) | (b_hi < 0) | (b_lo > b_hi) | (inside < n / 2)
-    return np.where(unresolved, 0.0, lower), np.where(unresolved, 0.0, upper), unresolved
+    spread = inside_margin * sigma * np.sqrt(np.abs(b_hi - b_lo) + 1.0)
+    unresolved = (b_lo < 0) | (b_hi < 0) | (b_lo > b_hi) | (inside - spread < n / 2)
+    return lower.astype(np.float64), upper.astype(np.float64), unresolved
+
+
+def coarser_grids(grid):
+    """The grids an unresolved histogram on ``grid`` is read again on: 2 and 1 bins per
+    decade over the same decades, where they divide ``grid.bins_per_decade`` (then every
+    edge of the coarser grid is an edge of ``grid``, and each bin of ``grid`` lies in
+    exactly one coarser bin)."""
+    b = grid.bins_per_decade
+    return tuple(SignedLogGrid(grid.min_decade, grid.max_decade, c) for c in (2, 1)
+                 if c < b and b % c == 0)
+
+
+def coarsened(noisy, sigma, grid, coarse):
+    """Noisy histograms on ``grid`` (one per row) summed into the bins of ``coarse``
+    (post-processing of the release, free), and a bound on their noise's standard
+    deviation: a coarse bin sums at most ``grid.bins_per_decade / coarse.bins_per_decade``
+    independent noises of standard deviation ``sigma``, so the scan's margins stay valid.
+    Each bin of ``grid`` is placed by a point it contains: its outer end (positive bins are
+    closed on the right, negative ones on the left), twice that end for the overflow bins."""
+    lo, hi = grid.bin_ends()
+    point = np.where(hi > 0, hi, np.where(lo < 0, lo, 0.0))
+    point[0], point[-1] = 2.0 * lo[0], 2.0 * hi[-1]
+    index = coarse.bin_index(point)
+    noisy = np.atleast_2d(np.asarray(noisy, dtype=np.float64))
+    summed = np.zeros((noisy.shape[0], coarse.n_bins))
+    np.add.at(summed, (slice(None), index), noisy)
+    return summed, sigma * math.sqrt(grid.bins_per_decade / coarse.bins_per_decade)
 
 
 def warn_unresolved(features, sigma, n, stacklevel=3):

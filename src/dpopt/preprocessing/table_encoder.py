@@ -16,7 +16,10 @@ from sklearn.utils.validation import check_is_fitted
 
 from dpopt._core.validation import check_privacy_target, check_random_state
 from dpopt.preprocessing.tables import (
+    MAX_LABEL_SHARE,
+    MIN_CLASS_FRACTION,
     MISSING,
+    SELECTION_SHARE_LABELS,
     Prior,
     TableSchema,
     as_pandas,
@@ -31,7 +34,7 @@ from dpopt.preprocessing.tables import (
     select_labels,
     selection_share,
 )
-from dpopt.privacy import epsilon_of, gdp_mu
+from dpopt.privacy import Gaussian, epsilon_of, gdp_mu
 
 
 @dataclass
@@ -51,11 +54,16 @@ class TableEncoder:
 
 
 def prepare_default(X, y, *, epsilon, delta, categories, feature_bounds, classes, classifier,
-                    rng):
+                    rng, count_declared=False):
     """The table and label part of the default path: plan (public), select (private),
     encode. Returns ``(X_float, y, classes, encoder, public_bounds, prior)``.
 
     ``y`` is returned as given for regression, as indices into ``classes`` for a classifier.
+    ``count_declared``: two declared classes get noisy counts on all n rows
+    (:func:`noisy_class_counts`, share
+    :func:`declared_label_share`), from which the held-out
+    selection of the default path reads the majority class as it does from selected labels'
+    counts (the caller says whether that selection runs: otherwise nothing is spent).
     """
     frame = is_frame(X)
     columns, df = None, None
@@ -64,13 +72,20 @@ def prepare_default(X, y, *, epsilon, delta, categories, feature_bounds, classes
         columns = plan_table(df, categories)
     elif categories:
         raise ValueError("categories= needs X as a DataFrame (columns by name)")
-    select_y = classifier and declared_classes(y, classes) is None
+    declared = declared_classes(y, classes) if classifier else None
+    select_y = classifier and declared is None
     mu, delta_sel, delta_y, share_y, share_c = selection_split(X.shape[0], columns, select_y,
                                                                epsilon, delta)
+    count_y = count_declared and declared is not None and len(declared) == 2
+    if count_y:
+        share_y = declared_label_share(X.shape[0], mu)
     labels, records, label_counts = None, [], None
     if select_y:
         labels, records, _, label_counts = select_labels(y, mu * math.sqrt(share_y), delta_y,
                                                          rng)
+    elif count_y:
+        label_counts, records = noisy_class_counts(encode_labels(y, declared), 2,
+                                                   mu * math.sqrt(share_y), rng)
     if frame:
         schema, _ = fit_schema(df, columns, mu * math.sqrt(share_c) if share_c else 0.0,
                                delta_sel - delta_y, rng)
@@ -88,8 +103,31 @@ def prepare_default(X, y, *, epsilon, delta, categories, feature_bounds, classes
     else:
         y_out, classes_out = y, None
     bounds = _resolve_bounds(feature_bounds, schema, names, Xf.shape[1])
-    prior = _prior(mu, delta_sel, share_y, share_c, records, schema, select_y, label_counts)
+    prior = _prior(mu, delta_sel, share_y, share_c, records, schema, select_y, label_counts,
+                   count_y)
     return Xf, y_out, classes_out, encoder, bounds, prior
+
+
+def declared_label_share(n, mu):
+    """The share of mu^2 of the declared labels' noisy counts (:func:`noisy_class_counts`),
+    from public (n, mu) only: the smallest share that tells the majority of a 55/45 split
+    (class rates differing by 2 ``MIN_CLASS_FRACTION``) with probability >= Phi(3): the
+    difference of two counts carries noise of standard deviation sqrt(2) sigma =
+    2 / (mu sqrt(share)), so 3 * 2 / (mu sqrt(share)) <= 2 MIN_CLASS_FRACTION n; kept
+    within [``SELECTION_SHARE_LABELS``, ``MAX_LABEL_SHARE``] like :func:`label_share`."""
+    need = (3.0 / (mu * MIN_CLASS_FRACTION * max(n, 1))) ** 2
+    return min(MAX_LABEL_SHARE, max(SELECTION_SHARE_LABELS, need))
+
+
+def noisy_class_counts(index, k, mu, rng):
+    """Counts of the k declared classes (``index``: each record's class index) plus
+    N(0, sigma^2) each, sigma = sqrt(2) / mu: replacing one record moves one unit from one
+    count to another (L2 sensitivity sqrt(2), replace-one), so this is a Gaussian mechanism
+    of multiplier 1 / mu (mu-GDP) over a public set of classes: no threshold, no delta of
+    its own. Returns (noisy counts in class order, records)."""
+    counts = np.bincount(np.asarray(index, dtype=np.int64), minlength=k).astype(np.float64)
+    noisy = counts + (math.sqrt(2.0) / mu) * rng.standard_normal(k)
+    return noisy.tolist(), [Gaussian(1.0 / mu, 1)]
 
 
 def selection_split(n, columns, select_y, epsilon, delta):
@@ -106,15 +144,17 @@ def selection_split(n, columns, select_y, epsilon, delta):
     return mu, delta_sel, delta_y, share_y, selection_share(columns or [])
 
 
-def _prior(mu, delta_sel, share_y, share_c, records, schema, select_y, label_counts=None):
+def _prior(mu, delta_sel, share_y, share_c, records, schema, select_y, label_counts=None,
+           count_y=False):
     """The :class:`Prior` of the table's releases (None when nothing was selected)."""
     share = share_y + share_c
     info = {"selection_mu": mu * math.sqrt(share), "selection_delta": delta_sel,
             "label_share": share_y, "column_share": share_c}
     if schema is not None:
         info.update(_schema_info(schema))
-    if select_y:
-        info["labels"] = "selected privately"
+    if select_y or count_y:
+        info["labels"] = ("selected privately" if select_y
+                          else "declared; their noisy counts released")
         info["label_counts"] = label_counts
         info["label_sigma"] = math.sqrt(2.0) / (mu * math.sqrt(share_y))
     return Prior(share, delta_sel, records, info) if share else None

@@ -581,14 +581,6 @@ def delta_split(delta, has_threshold):
     return delta * (1.0 - SELECTION_DELTA_SHARE), delta * SELECTION_DELTA_SHARE
 
 
-# --------------------------------------------------------------------------- estimator side
-
-
-# --------------------------------------------------------------------------- transformer
-
-
-
-
 @dataclass
 class Prior:
     """Releases run before :func:`dpopt.pipeline.default_path.fit_default`, composed with it: a share of
