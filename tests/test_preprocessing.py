@@ -135,8 +135,7 @@ def test_coarsened_counts_are_the_coarse_grids_histograms():
     """Summing the default grid's counts into a coarser grid gives that grid's own
     histogram (every edge of the coarser grid is an edge of the default one), overflow,
     zero and the smallest bins included; the noise bound grows as sqrt(bins merged)."""
-    from dpopt.preprocessing._bounds import (DEFAULT_GRID, coarsened, coarser_grids,
-                                             feature_histograms)
+    from dpopt.preprocessing._bounds import DEFAULT_GRID, coarsened, coarser_grids, feature_histograms
 
     rng = np.random.default_rng(0)
     x = np.concatenate([rng.uniform(-400, 400, 500), [0.0, 5e9, -5e9, 1e-5, -1e-5, 1e-4,

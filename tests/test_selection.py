@@ -81,8 +81,12 @@ def test_choose_keeps_the_constant_unless_the_model_is_clearly_better():
 
 
 def test_the_classifier_margin_bounds_the_worst_expected_loss_and_is_the_smallest_that_does():
-    from dpopt.pipeline.selection import (ACCURACY_TOLERANCE, classifier_margin,
-                                          classifier_threshold, worst_expected_loss)
+    from dpopt.pipeline.selection import (
+        ACCURACY_TOLERANCE,
+        classifier_margin,
+        classifier_threshold,
+        worst_expected_loss,
+    )
 
     assert worst_expected_loss(0.0) == pytest.approx(0.17, abs=0.002)
     assert worst_expected_loss(2.0) == pytest.approx(0.0033, abs=0.0002)
