@@ -206,6 +206,22 @@ def test_selection_audit_one_record_value_is_not_released(kind):
     assert res.consistent and res.released == 0, res.summary()
 
 
+def test_declared_label_counts_audit_is_consistent_and_catches_too_little_noise(monkeypatch):
+    """The declared labels' noisy counts: the empirical epsilon of the best threshold test on
+    the count difference stays below the claim; with a tenth of the noise (the worst bug:
+    too little noise) the audit sees a violation."""
+    from dpopt.api.selection_audit import selection_audit
+    from dpopt.preprocessing import table_encoder as TE
+
+    res = selection_audit("counts", epsilon=1.0, delta=1e-3, n=200, n_runs=1500)
+    assert res.consistent, res.summary()
+    honest = TE.noisy_class_counts
+    monkeypatch.setattr(TE, "noisy_class_counts",
+                        lambda index, k, mu, rng: honest(index, k, 10.0 * mu, rng))
+    broken = selection_audit("counts", epsilon=1.0, delta=1e-3, n=200, n_runs=1500)
+    assert not broken.consistent, broken.summary()
+
+
 def test_selection_audit_catches_a_threshold_that_lets_rare_values_through(monkeypatch):
     from dpopt.api.selection_audit import selection_audit
 

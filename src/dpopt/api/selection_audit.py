@@ -8,7 +8,12 @@ partition selection of the default path). Two replace-one neighbours of n record
   "rare0" in D0 and "rare1" in D1 (the issue's example: 49 zeros and a 1 against 49 zeros
   and a 2, with a well-populated second class so that a fit exists);
 * ``kind="category"``: a string column with "x" and "y", except one record holding "rare0"
-  in D0 and "rare1" in D1 (a regression target, so only the column is selected).
+  in D0 and "rare1" in D1 (a regression target, so only the column is selected);
+* ``kind="counts"``: two declared labels "a" and "b", one record labelled "a" in D0 and "b"
+  in D1; the release is the declared labels' noisy counts
+  (:func:`dpopt.preprocessing.table_encoder.noisy_class_counts`), and the score of a run is
+  its noisy count of "a" minus that of "b" (a threshold test on it is the likelihood-ratio
+  test of the Gaussian release).
 
 The score of a run is +1 when its output contains "rare0", -1 when it contains "rare1", 0
 otherwise; the audit reports the empirical lower bound on epsilon of the best threshold
@@ -47,10 +52,12 @@ class SelectionAudit:
         return self.epsilon_lb <= self.epsilon
 
     def summary(self) -> str:
-        return (f"selection audit ({self.kind}): epsilon lower bound {self.epsilon_lb:.3f} vs "
-                f"claimed {self.epsilon:g} ({'consistent' if self.consistent else 'VIOLATED'}); "
-                f"the value of one record released in {self.released}/{self.n_runs} runs "
-                f"(rate <= {self.released_upper:.2g} at 95%; threshold delta_sel "
+        head = (f"selection audit ({self.kind}): epsilon lower bound {self.epsilon_lb:.3f} vs "
+                f"claimed {self.epsilon:g} ({'consistent' if self.consistent else 'VIOLATED'})")
+        if self.kind == "counts":  # a Gaussian over public classes: nothing is thresholded
+            return f"{head}; {self.n_runs} runs per neighbour"
+        return (f"{head}; the value of one record released in {self.released}/{self.n_runs} "
+                f"runs (rate <= {self.released_upper:.2g} at 95%; threshold delta_sel "
                 f"{self.delta_sel:.2g})")
 
 
@@ -68,14 +75,25 @@ def neighbours(kind, n):
         c0[-1], c1[-1] = "rare0", "rare1"
         y = np.linspace(0.0, 1.0, n)
         return (pd.DataFrame({"city": c0}), y), (pd.DataFrame({"city": c1}), y)
-    raise ValueError(f"kind must be 'label' or 'category', got {kind!r}")
+    if kind == "counts":
+        X = np.zeros((n, 1))
+        y0, y1 = base.copy(), base.copy()
+        y0[-1], y1[-1] = "a", "b"
+        return (X, y0), (X, y1)
+    raise ValueError(f"kind must be 'label', 'category' or 'counts', got {kind!r}")
 
 
 def _released(kind, X, y, epsilon, delta, rng):
-    """The set of released values of one run of the default path's table releases."""
+    """The set of released values of one run of the default path's table releases (for
+    ``kind="counts"``, the difference of the two noisy counts)."""
+    counts = kind == "counts"
     _, _, classes, encoder, _, prior = prepare_default(
-        X, y, epsilon=epsilon, delta=delta, categories=None, feature_bounds=None, classes=None,
-        classifier=kind == "label", rng=rng)
+        X, y, epsilon=epsilon, delta=delta, categories=None, feature_bounds=None,
+        classes=["a", "b"] if counts else None, classifier=kind != "category", rng=rng,
+        count_declared=counts)
+    if counts:
+        a, b = prior.info["label_counts"]
+        return a - b, prior.delta
     if kind == "label":
         return {str(c) for c in classes}, prior.delta
     return set(encoder.schema.columns[0].levels), prior.delta
@@ -95,9 +113,9 @@ def selection_audit(kind="label", *, epsilon=1.0, delta=1e-3, n=200, n_runs=2000
                                            np.random.default_rng(seeds[b * n_runs + k]))
             except ValueError:  # the labels' selection left one class: nothing released
                 out = set()
-            scores[b, k] = ("rare0" in out) - ("rare1" in out)
+            scores[b, k] = out if kind == "counts" else ("rare0" in out) - ("rare1" in out)
     lb = empirical_epsilon(scores[1], scores[0], delta, confidence=confidence)[0]
-    released = int(np.sum(scores[0] > 0))
+    released = 0 if kind == "counts" else int(np.sum(scores[0] > 0))
     level = 1.0 - (1.0 - confidence)
     return SelectionAudit(kind, epsilon, delta, lb, released,
                           float(clopper_pearson_upper(released, n_runs, level)), delta_sel,
