@@ -80,32 +80,6 @@ def test_choose_keeps_the_constant_unless_the_model_is_clearly_better():
     assert choose(0.5, np.array([0.3, 0.7]), sigma) == (1, False)
 
 
-def test_the_classifier_margin_bounds_the_worst_expected_loss_and_is_the_smallest_that_does():
-    from dpopt.pipeline.selection import (
-        ACCURACY_TOLERANCE,
-        classifier_margin,
-        classifier_threshold,
-        worst_expected_loss,
-    )
-
-    assert worst_expected_loss(0.0) == pytest.approx(0.17, abs=0.002)
-    assert worst_expected_loss(2.0) == pytest.approx(0.0033, abs=0.0002)
-    for sd in (0.005, 0.03, 0.1, 0.5, 1.5, 3.0):
-        k = classifier_margin(sd)
-        assert sd * worst_expected_loss(k) <= ACCURACY_TOLERANCE
-        if 0 < k < 6:
-            assert sd * worst_expected_loss(k - 0.05) > ACCURACY_TOLERANCE
-    assert classifier_margin(0.02) == 0.0 and classifier_margin(2.0) > 2.0
-    # Monte-Carlo: a model worse than the constant by any d is released rarely enough that
-    # the expected loss stays within the tolerance
-    rng = np.random.default_rng(0)
-    threshold, k, sd = classifier_threshold(0.02, 400)
-    assert sd == pytest.approx(math.sqrt(2 * 0.02 ** 2 + 1 / 400))
-    for d in (0.01, 0.03, 0.06, 0.12):
-        released = (-d + sd * rng.standard_normal(200_000)) > threshold
-        assert d * released.mean() <= ACCURACY_TOLERANCE * 1.05
-
-
 def test_a_classifiers_constant_is_released_only_when_the_majority_is_resolved():
     sigma = 0.05
     edge = MARGIN * 2 * sigma  # the noise of 2 s - 1 is twice that of s
