@@ -49,7 +49,7 @@ from dpopt.pipeline import default_path, selection
 STAGES = [("row split (held-out selection)", selection, "_rows"),
           ("private scaling", default_path, "private_scaling"),
           ("scaled problem (design copy)", default_path.InMemoryData, "problem"),
-          ("mechanism (solver)", default_path, "solve"),
+          ("mechanism (solver)", default_path, "solve_uncharged"),
           ("accounting of the composition", default_path, "epsilon_of"),
           ("held-out selection (scores)", selection, "_select")]
 

@@ -149,6 +149,26 @@ def test_transform_and_column_sums_equal_numpy(shape):
             np.testing.assert_array_equal(scaling.column_sums(Z), ref.sum(axis=0))
 
 
+@pytest.mark.parametrize("grid", GRIDS[:3])
+def test_histograms_of_the_map_equal_those_of_its_output(grid):
+    """The fused pass (clip, scale and bin without storing the map) counts exactly what
+    binning the stored transform counts, for C and Fortran layouts and row subsets."""
+    from dpopt.data.rows import RowSubset
+    from dpopt.preprocessing._bounds import scaled_feature_histograms
+
+    rng = np.random.default_rng(11)
+    X = rng.standard_normal((1500, 7)) * 10.0 ** rng.uniform(-3, 4, 7)
+    X[rng.random(X.shape) < 0.1] = -0.0
+    X[:50] = adversarial_values(grid, rng, (50, 7))
+    rows = np.sort(rng.permutation(1500)[:1100])
+    columns = [0, 3, 6, 2]
+    for scaling in scalings(7, rng):
+        for Z in (X, np.asfortranarray(X), RowSubset(X, rows)):
+            ref = numpy_counts(scaling.transform(np.asarray(Z)), columns, grid)
+            np.testing.assert_array_equal(scaled_feature_histograms(Z, scaling, columns, grid),
+                                          ref)
+
+
 def test_transform_keeps_numpys_errors_and_dtypes():
     scaling = Scaling.from_bounds(np.zeros(3), np.ones(3), shift=True, sparse=False)
     with pytest.raises(ValueError):

@@ -30,6 +30,8 @@ from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic
 
+from dpopt.kernels.clipscale import _clip
+
 #: Right shift of the bits of |v| giving its cell (16 - 1 sign bit = 15 bits of key).
 _CELL_SHIFT = 48
 
@@ -86,6 +88,23 @@ def dense_counts_by_rows(X, rows, columns, edges, table, first, zero, steps, n_b
         i = rows[t]
         for r in range(columns.shape[0]):
             counts[r, _bin(X[i, columns[r]], edges, table, first, zero, steps)] += 1
+    return counts
+
+
+@njit(cache=True, nogil=True)
+def clip_scale_counts_by_rows(X, rows, lower, upper, offset, inv, columns, edges, table, first,
+                              zero, steps, n_bins):
+    """Counts of the columns ``columns`` of the map (clip(X[i, j], lower[j], upper[j]) -
+    offset[j]) * inv[j] (:mod:`dpopt.kernels.clipscale`, the same two IEEE operations, so
+    the same values and bins) over the rows ``rows`` of a C-ordered X, without storing the
+    map: the counts of ``dense_counts_by_rows`` on its output."""
+    counts = np.zeros((columns.shape[0], n_bins), dtype=np.int64)
+    for t in range(rows.shape[0]):
+        i = rows[t]
+        for r in range(columns.shape[0]):
+            j = columns[r]
+            v = (_clip(X[i, j], lower[j], upper[j]) - offset[j]) * inv[j]
+            counts[r, _bin(v, edges, table, first, zero, steps)] += 1
     return counts
 
 

@@ -21,8 +21,8 @@ from dpopt.preprocessing._bounds import (
     DEFAULT_BIN_CONFIDENCE,
     DEFAULT_GRID,
     ZERO_INFLATED_FALLBACK,
-    feature_histograms,
     private_bounds_from_counts,
+    scaled_feature_histograms,
 )
 from dpopt.preprocessing._norms import noisy_means, noisy_target_mean, private_row_bound
 from dpopt.preprocessing.feature_maps import RowNormalization, Scaling, TargetScaling
@@ -124,7 +124,9 @@ class InMemoryData:
         return noisy_means(scaling.column_sums(self.X), self.shape[0], mu, rng)
 
     def centred_bounds(self, scaling, columns, mu, rng):
-        counts = feature_histograms(self.scaled(scaling), columns, DEFAULT_GRID)
+        # the counts of scaling.transform(X), without storing it (the design that follows
+        # uses the narrowed map, another array)
+        counts = scaled_feature_histograms(self.X, scaling, columns, DEFAULT_GRID)
         return private_bounds_from_counts(counts, self.shape[0], mu, rng, quiet=True)
 
     def row_bound(self, scaling, mu, rng):

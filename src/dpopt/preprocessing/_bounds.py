@@ -291,6 +291,20 @@ def feature_histograms(X, columns, grid=DEFAULT_GRID) -> np.ndarray:
     return counts.astype(np.float64)
 
 
+def scaled_feature_histograms(X, scaling, columns, grid=DEFAULT_GRID) -> np.ndarray:
+    """:func:`feature_histograms` of ``scaling.transform(X)``, the same counts, computed
+    without storing the transform where the map has a compiled row pass
+    (``scaling.compiled_source``: :func:`dpopt.kernels.binning.clip_scale_counts_by_rows`)."""
+    source = getattr(scaling, "compiled_source", lambda X: None)(X)
+    if source is None:
+        return feature_histograms(scaling.transform(X), columns, grid)
+    columns = np.asarray(columns, dtype=np.int64).reshape(-1)
+    edges, table, first, steps = _lookup(grid)
+    return binning.clip_scale_counts_by_rows(*source, columns, edges, table, first,
+                                             grid.zero_bin, steps,
+                                             grid.n_bins).astype(np.float64)
+
+
 @functools.lru_cache(maxsize=8)
 def _lookup(grid):
     """The kernels' lookup of a (frozen, hashable) grid: :func:`binning.grid_lookup`."""

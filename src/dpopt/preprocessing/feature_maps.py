@@ -111,6 +111,13 @@ class Scaling:
             return clipscale.clip_scale_column_sums(*source, *self._arrays(self._inverse_scale()))
         return np.asarray(self.transform(X).sum(axis=0)).ravel()
 
+    def compiled_source(self, X):
+        """``(base, rows, lower, upper, offset, inv)`` for kernels that apply this map row
+        by row without storing it (a C-ordered float64 X with this map's p columns, or a
+        :class:`~dpopt.data.rows.RowSubset` of one); None otherwise."""
+        source = self._source(X)
+        return None if source is None else (*source, *self._arrays(self._inverse_scale()))
+
     def _source(self, X):
         """(base, rows) for the compiled row passes (:func:`dpopt.data.rows.rows_of`),
         when X has this map's p columns; else None."""
