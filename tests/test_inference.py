@@ -79,10 +79,61 @@ def test_inference_is_in_the_one_composition(which, request):
     # the releases are Gaussian mechanisms at the inference share (split for logistic)
     mu_inf = plan["mu_shares"]["inference"]
     zs = [m.noise_multiplier for m in est.fit_result_.mechanisms if isinstance(m, Gaussian)]
-    shares = (1.0,) if which == "linear" else (1 / 3, 2 / 3)
+    shares = (1.0,) if which == "linear" else logistic_shares(est, X.shape[0])
     wanted = [1 / (mu_inf * math.sqrt(share)) for share in shares]
     for z in wanted:
         assert any(v == pytest.approx(z, rel=1e-12) for v in zs)
+
+
+def logistic_shares(est, n):
+    """The Hessian's and the meat's shares of the inference mu^2, from the fit's public
+    quantities (dpopt.pipeline.inference.logistic_split)."""
+    from dpopt.pipeline.inference import logistic_split
+
+    params = est.fit_result_.params
+    a = logistic_split(n, est.n_features_in_ + 1, est.auto_.plan["row_bound"] ** 2 + 1,
+                       params["sigma"])
+    return a, 1.0 - a
+
+
+def test_logistic_split_follows_the_privacy_noise():
+    """The Hessian's share minimises the first-order error of H^{-1} (S + P) H^{-1}:
+    1/3 without model noise (P = 0, S ~ H), towards 1 as P dominates, in between at
+    a / (1 - a) = (h + P) / (2 h), h the public bound on the mean curvature."""
+    from dpopt.pipeline.inference import logistic_split
+
+    assert logistic_split(10_000, 4, 2.0, 0.0) == pytest.approx(1 / 3)
+    h = 10_000 * 0.25 * 2.0 / 4
+    a = logistic_split(10_000, 4, 2.0, math.sqrt(h))
+    assert a / (1 - a) == pytest.approx(1.0)
+    shares = [logistic_split(10_000, 11, 4.0, s) for s in (1.0, 10.0, 100.0, 1000.0)]
+    assert shares == sorted(shares) and shares[-1] > 0.95
+    # more data: the curvature grows with n, the model noise does not -> back towards 1/3
+    assert logistic_split(100_000, 11, 4.0, 30.0) < logistic_split(10_000, 11, 4.0, 30.0)
+
+
+def test_logistic_hessian_inverse_is_corrected_for_its_noise():
+    """E[M^{-1}] = (I + B) H^{-1} for a Hessian released with symmetric Gaussian noise, so
+    the plug-in sandwich over-states the variance; (I + B)^{-1} M^{-1} removes the
+    second-order part (checked by simulation), and a Hessian within its noise is refused."""
+    from dpopt.pipeline.inference import logistic_refusal, noise_bias_operator
+    from dpopt.solvers.adassp import symmetric_noise
+
+    rng = np.random.default_rng(4)
+    Q = np.linalg.qr(rng.normal(size=(5, 5)))[0]
+    H = (Q * np.array([60.0, 90.0, 150.0, 400.0, 900.0])) @ Q.T
+    sigma, target = 8.0, np.linalg.inv(H)[0, 0]
+    plug, corrected = [], []
+    for _ in range(4000):
+        M = H + sigma * symmetric_noise(5, rng)
+        Minv, B, why = noise_bias_operator(M, sigma)
+        assert why is None
+        plug.append(Minv[0, 0])
+        corrected.append(np.linalg.solve(np.eye(5) + B, Minv)[0, 0])
+    assert abs(np.mean(corrected) / target - 1) < 0.5 * abs(np.mean(plug) / target - 1)
+    assert logistic_refusal(H, sigma, ridge=1.0) is None
+    assert "ridge" in logistic_refusal(H, sigma, ridge=100.0)
+    assert "does not determine its inverse" in logistic_refusal(H, 60.0, ridge=1.0)
 
 
 def test_inference_charges_the_budget_once():
@@ -221,7 +272,8 @@ def test_coverage_results_round_trip_and_resume(tmp_path):
         np.testing.assert_array_equal(a["covered"], b["covered"])
         np.testing.assert_allclose(a["width"], b["width"], rtol=1e-3)
     assert back[0]["sm_width"] is not None and back[2]["sm_width"] is None
-    assert cov.done_blocks(path) == {0}
+    assert cov.done_blocks(path, (2.0, 4.0)) == {0}
+    assert cov.done_blocks(path, (2.0, 1.0)) == set()  # a block is done per epsilon
     assert "linear-homo-eps2-n5000-p3" in cov.summarize(tmp_path)
 
 

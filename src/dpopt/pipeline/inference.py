@@ -59,16 +59,22 @@ psi_i for the per-record score at the estimate and H for the Hessian of the summ
   (lambda + alpha)/2 ||w||^2 + b^T w / n, b ~ N(0, sigma^2 I), then + N(0, sigma_out^2 I).
   Two Gram-type releases at the (public) released w: the Hessian sum_i l''(u_i^T w) u_i
   u_i^T (0 <= l'' <= 1/4: sensitivity sqrt(2) B_a^2 / 4) and the meat sum_i l'(u_i^T w)^2
-  u_i u_i^T (|l'| <= 1: sensitivity sqrt(2) B_a^2), with 1/3 and 2/3 of the share
-  (:data:`LOGISTIC_SPLIT`). One Newton step on the loss with the
+  u_i u_i^T (|l'| <= 1: sensitivity sqrt(2) B_a^2), the share split between them by
+  :func:`logistic_split` (a function of public quantities: n, the dimension, B_a and
+  objective perturbation's noise scale). One Newton step on the loss with the
   user's penalty alone removes the added ridge lambda (to first order):
   theta_hat = w + (H/n + diag(alpha))^{-1} lambda w; the noise b enters as
   (H/n + alpha)^{-1} b / n, so Sigma_priv = sigma^2 I (summed scale) plus the output noise.
-  The step is exact for a quadratic loss; as a series in n lambda H^{-1} it converges only
-  while n lambda is below the smallest eigenvalue of the released Hessian (not the floored
-  one: a floor carries no information): otherwise (small n and epsilon, where OP's ridge
-  is large or the Hessian's release is within its noise) it cannot undo the shrinkage, the
-  estimate stays biased and no intervals are given.
+  The covariance uses the TRUE Hessian (w's noise is shaped by it, not by the release),
+  and E[M^{-1}] = (I + B) H^{-1} for the released M = H + E (B the second-order bias
+  operator of its noise, as for AdaSSP): the plug-in M^{-1} (.) M^{-1} over-states the
+  variance (1.6-2.5x, n = 1e4, p = 10, epsilon = 1), so H^{-1} is estimated by
+  (I + B)^{-1} M^{-1}, in the step and in the sandwich. The step is exact for a quadratic
+  loss; as a series in n lambda H^{-1} it converges only while n lambda is below the
+  smallest eigenvalue of the released Hessian, and the inverse needs B's spectral radius
+  below 1 (:func:`logistic_refusal`): otherwise (small n and epsilon, where OP's ridge is
+  large or the Hessian's release is within its noise) the shrinkage or the Hessian's
+  inverse is not determined and no intervals are given.
 
 Privacy. Every release above is a Gaussian mechanism on clipped rows with the stated
 sensitivity; its noise is calibrated to the ``inference`` share of the fit's Gaussian-DP
@@ -76,10 +82,8 @@ mu (:func:`dpopt.pipeline.default_path.plan_budget`), so the whole fit, model an
 composition: one (epsilon, delta) in ``privacy_report()``, one charge to a
 :class:`~dpopt.BudgetAccountant`. Everything after the releases (sandwich, mapping to raw
 units, intervals, p-values) is post-processing. The released matrices are projected on the
-positive semi-definite cone (eigenvalues clipped) before use; the logistic Hessian's
-eigenvalues are floored at one noise standard deviation (a stop-gap: where the floor binds
-the Hessian is not determined and the summary says so; docs/inference.md shows the
-small-n under-coverage it leaves).
+positive semi-definite cone (eigenvalues clipped) before use (the logistic Hessian is
+not: where it is near singular the refusal above applies).
 """
 
 from __future__ import annotations
@@ -101,12 +105,8 @@ from dpopt.solvers.objective_perturbation import clip_feature_rows
 SUPPORTED = ("adassp", "objective-perturbation")
 #: Bound on |residual| used for the least-squares meat (targets are in [-1, 1]).
 RESIDUAL_BOUND = 2.0
-#: Shares of the inference mu^2 (logistic: Hessian, meat); least squares uses one release.
-#: The variance H^{-1} S H^{-1} has relative error dS/S - 2 dH/H; with S ~ H (information
-#: identity) and noise sd Delta_k / mu_k, its variance is 4 Delta_H^2 / a + Delta_S^2 / (1 - a)
-#: (over mu^2 H^2) for a Hessian share a, minimal at a = 1 / (1 + Delta_S / (2 Delta_H)) = 1/3
-#: (Delta_S = 4 Delta_H).
-LOGISTIC_SPLIT = (1.0 / 3.0, 2.0 / 3.0)
+#: Bounds on the logistic loss's curvature and squared slope: 0 <= l'' <= 1/4, l'^2 <= 1.
+LOGISTIC_CURVATURE, LOGISTIC_SLOPE_SQ = 0.25, 1.0
 
 
 def unsupported_reason(solver, *, chunked=False, row_normalized=False, unlearnable=False,
@@ -306,26 +306,80 @@ def logistic_inference(problem, result, row_bound, mu, rng):
     z = U @ w
     s = special.expit(-problem.y * z)  # |l'(z; y)| = 1 / (1 + e^{y z})
     B_a2 = row_bound ** 2 + problem.fit_intercept
-    mu_h, mu_s = (mu * math.sqrt(share) for share in LOGISTIC_SPLIT)
-    Hs, sigma_h, rec_h = release_gram(U, s * (1.0 - s), 0.25, B_a2, mu_h, rng)
-    Ss, _, rec_s = release_gram(U, s * s, 1.0, B_a2, mu_s, rng)
     alpha = np.asarray(problem.penalty.l2, dtype=np.float64)
-    H = Hs + n * np.diag(alpha)  # summed scale
-    Hinv = inverse_floored(H, sigma_h)
-    floored = int(np.sum(np.linalg.eigvalsh(0.5 * (H + H.T)) < sigma_h))
+    share_h = logistic_split(n, d, B_a2, p["sigma"], float(np.mean(alpha)))
+    mu_h, mu_s = mu * math.sqrt(share_h), mu * math.sqrt(1.0 - share_h)
+    Hs, sigma_h, rec_h = release_gram(U, s * (1.0 - s), LOGISTIC_CURVATURE, B_a2, mu_h, rng)
+    Ss, _, rec_s = release_gram(U, s * s, LOGISTIC_SLOPE_SQ, B_a2, mu_s, rng)
+    H = 0.5 * (Hs + Hs.T) + n * np.diag(alpha)  # summed scale
     ridge = n * float(p["regularization"])
-    # the step's expansion in the ridge converges only when the ridge is below the released
-    # curvature's smallest eigenvalue (not the floored one: the floor is no information)
-    lam_min = float(np.linalg.eigvalsh(0.5 * (H + H.T))[0])
-    if not lam_min > ridge:
+    reason = logistic_refusal(H, sigma_h, ridge)
+    if reason is not None:
         return ScaledInference(w, np.full((d, d), np.nan), METHOD_LOGISTIC,
-                               unavailable=REFUSED_LOGISTIC.format(ridge=ridge, lam=lam_min)), \
-            [rec_h, rec_s]
+                               unavailable=reason), [rec_h, rec_s]
+    # H^{-1} estimated without the second-order bias of the Hessian's noise:
+    # E[M^{-1}] = (I + B) H^{-1}, so H^{-1} ~ (I + B)^{-1} M^{-1} (noise_bias_operator)
+    Minv, B, _ = noise_bias_operator(H, sigma_h)
+    Hinv = np.linalg.solve(np.eye(d) + B, Minv)
     theta = w + n * Hinv @ (p["regularization"] * w)  # the Newton step removing OP's ridge
     priv = p["sigma"] ** 2 * np.eye(d)
-    cov = Hinv @ (psd_part(Ss) * n / max(n - d, 1) + priv) @ Hinv + p["sigma_out"] ** 2 * np.eye(d)
-    notes = () if not floored else (FLOORED_NOTE.format(k=floored, d=d),)
-    return ScaledInference(theta, cov, METHOD_LOGISTIC, notes), [rec_h, rec_s]
+    bracket = psd_part(Ss) * n / max(n - d, 1) + priv
+    cov = Hinv @ bracket @ Hinv.T + p["sigma_out"] ** 2 * np.eye(d)
+    return ScaledInference(theta, 0.5 * (cov + cov.T), METHOD_LOGISTIC), [rec_h, rec_s]
+
+
+def logistic_refusal(H, sigma_h, ridge):
+    """Why the released Hessian H (symmetric noise of entry scale ``sigma_h``) cannot carry
+    the logistic intervals, or None.
+
+    Two series must converge. The Newton step removing OP's ridge is a series in
+    n lambda H^{-1}: it needs n lambda below H's smallest eigenvalue (the released one: a
+    floor would carry no information). The inverse of the released Hessian is a series in
+    the bias operator B of its noise (:func:`noise_bias_operator`): the covariance and the
+    step use (I + B)^{-1} M^{-1}, which needs B's spectral radius below 1 (as for AdaSSP's
+    Gram matrix; the radius is at least sigma_h^2 / lambda_min^2, so a Hessian whose
+    smallest eigenvalue is within its noise is refused here, not floored)."""
+    lam_min = float(np.linalg.eigvalsh(H)[0])
+    if not lam_min > ridge:
+        return REFUSED_LOGISTIC.format(ridge=ridge, lam=lam_min)
+    why = noise_bias_operator(H, sigma_h)[2]
+    return None if why is None else REFUSED_HESSIAN.format(why=why)
+
+
+def logistic_split(n, dim, row_sq_bound, sigma_op, alpha=0.0):
+    """Share of the inference mu^2 given to the logistic Hessian release (the meat gets
+    the rest), from public quantities only.
+
+    What the two releases are for. The covariance is V = H^{-1} (S + P) H^{-1} with
+    P = sigma_op^2 I the objective-perturbation noise (known exactly: its scale is
+    calibrated from public quantities). Along an eigenvector of H with eigenvalue h (and
+    S ~ h there, the information identity E[l'^2 | x] = l'' of a well-specified model),
+    V = (h + P) / h^2, so to first order dV / V = dS / (h + P) - 2 dH / h: the Hessian's
+    noise counts twice and against h alone, the meat's once and against h + P. With
+    sensitivities Delta_H = sqrt(2) B_a^2 / 4 and Delta_S = sqrt(2) B_a^2 (module
+    docstring) and shares a, 1 - a of mu^2, the noise of a quadratic form v^T E v scales
+    like Delta / (mu sqrt(share)) for both, and the variance of dV / V is proportional to
+
+        4 Delta_H^2 / (a h^2) + Delta_S^2 / ((1 - a) (h + P)^2),
+
+    minimal at a / (1 - a) = 2 Delta_H (h + P) / (Delta_S h) = (h + P) / (2 h). Without
+    privacy noise in the model (P = 0) this is the fixed split 1/3, 2/3 of the first
+    version; where P dominates the bracket (small epsilon, or small n: P does not grow with
+    n, h does) the meat's noise is negligible against P and the Hessian -- whose noise also
+    decides whether the Newton step is valid at all (``REFUSED_LOGISTIC``) -- should get
+    almost everything. h is private; the split uses the public upper bound on the mean
+    eigenvalue of the summed Hessian, h <= n (beta B_a^2 / dim + mean(alpha)), beta = 1/4
+    (tr(H) <= n beta B_a^2 since l'' <= beta and ||u||^2 <= B_a^2). The optimal a
+    decreases in h, so this is the smallest share the optimum can take for a direction of
+    average curvature; the weaker directions -- the ones that decide the refusal -- would
+    want more. The share is a function of public quantities only (n is public under
+    replace-one adjacency, the others were released before), and the two Gaussian
+    mechanisms compose to the inference mu for every value of a (mu^2 a + mu^2 (1 - a)):
+    given the earlier releases the pair is one mu-GDP mechanism, whatever split they
+    chose, so adaptive composition holds with the plan's mu unchanged."""
+    h = n * (LOGISTIC_CURVATURE * row_sq_bound / dim + alpha)
+    ratio = 2.0 * LOGISTIC_CURVATURE * (h + sigma_op ** 2) / (LOGISTIC_SLOPE_SQ * h)
+    return ratio / (1.0 + ratio)
 
 
 METHOD_LOGISTIC = "sandwich + objective-perturbation noise"
@@ -333,15 +387,9 @@ REFUSED_LOGISTIC = ("objective perturbation's ridge (n lambda = {ridge:.3g}) is 
                     "the released Hessian (smallest eigenvalue {lam:.3g}): one Newton step cannot "
                     "remove the shrinkage it causes, and the intervals would be centred on a "
                     "biased estimate; use a larger epsilon or more data")
-FLOORED_NOTE = ("{k} of the {d} eigenvalues of the released Hessian are within its noise (floored "
-                "at one noise standard deviation): the covariance in those directions is not "
-                "determined by the data and the intervals can under-cover (docs/inference.md)")
-
-
-def inverse_floored(M, floor):
-    """M's inverse with its eigenvalues floored at ``floor`` (M symmetrized)."""
-    vals, vecs = np.linalg.eigh(0.5 * (M + M.T))
-    return (vecs / np.maximum(vals, floor)) @ vecs.T
+REFUSED_HESSIAN = ("the Hessian released for the logistic intervals does not determine its inverse "
+                   "at this n and epsilon ({why}), so the delta method behind the intervals does "
+                   "not hold; use a larger epsilon or more data")
 
 
 def release_inference(problem, result, solver, *, row_bound, mu, rng, adassp_release=None):
