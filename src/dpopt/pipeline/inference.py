@@ -68,7 +68,7 @@ psi_i for the per-record score at the estimate and H for the Hessian of the summ
   The covariance uses the TRUE Hessian (w's noise is shaped by it, not by the release),
   and E[M^{-1}] = (I + B) H^{-1} for the released M = H + E (B the second-order bias
   operator of its noise, as for AdaSSP): the plug-in M^{-1} (.) M^{-1} over-states the
-  variance (1.6-2.5x, n = 1e4, p = 10, epsilon = 1), so H^{-1} is estimated by
+  variance (1.6-2.5x, n = 1e4, p = 10, epsilon = 1, in one measurement), so H^{-1} is estimated by
   (I + B)^{-1} M^{-1}, in the step and in the sandwich. The step is exact for a quadratic
   loss; as a series in n lambda H^{-1} it converges only while n lambda is below the
   smallest eigenvalue of the released Hessian, and the inverse needs B's spectral radius
