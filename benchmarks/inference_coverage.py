@@ -20,10 +20,12 @@ the first ``sm_reps`` replicates (the width reference). Work runs in blocks of 5
 replicates; each cell group (model, noise, n, p) has one gzipped CSV under ``--out`` with a
 row per (epsilon, replicate): covered flags and widths per coordinate (intercept last). A
 rerun skips the blocks already in the file, so a run can be stopped (``--minutes``) and
-resumed; blocks run in order of block index (n = 1e5 at a third of the pace).
+resumed; blocks run in order of block index (n = 1e5 at a third of the pace). ``--eps``
+runs a subset of the epsilons (a block counts as done per epsilon).
 
     python benchmarks/inference_coverage.py --quick                 # a few cells, 50 reps
     nice -n 10 python benchmarks/inference_coverage.py --full --jobs 2 --minutes 40
+    python benchmarks/inference_coverage.py --groups linear,n100000-p10 --eps 4 --reps 1000
     python benchmarks/inference_coverage.py --summarize             # the table of what ran
 """
 
