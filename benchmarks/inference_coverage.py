@@ -87,10 +87,10 @@ class Population:
     The estimand is the minimizer of the fit's loss on the population after the fit's maps:
     features clipped to the released bounds, shifted by the lower bound and divided by the
     map's scale (cached per bounds and scale), centred by the released means, rows whose
-    feature norm exceeds R rescaled to norm R, the target clipped and mapped to [-1, 1]
-    (least squares). Least squares solves the normal equations from cached moments,
-    corrected on the rescaled rows only; logistic runs Newton's method from the fit's
-    released w."""
+    feature norm exceeds R rescaled to norm R, the
+    target clipped and mapped to [-1, 1] (least squares). Least squares solves the normal
+    equations from cached moments, corrected on the rescaled rows only; logistic runs
+    Newton's method from the fit's released w."""
 
     def __init__(self, model, noise, n, p, key):
         n_pop = int(min(max(20 * n, 200_000), 2_000_000))
