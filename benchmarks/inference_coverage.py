@@ -20,10 +20,12 @@ the first ``sm_reps`` replicates (the width reference). Work runs in blocks of 5
 replicates; each cell group (model, noise, n, p) has one gzipped CSV under ``--out`` with a
 row per (epsilon, replicate): covered flags and widths per coordinate (intercept last). A
 rerun skips the blocks already in the file, so a run can be stopped (``--minutes``) and
-resumed; blocks run in order of block index (n = 1e5 at a third of the pace).
+resumed; blocks run in order of block index (n = 1e5 at a third of the pace). ``--eps``
+runs a subset of the epsilons (a block counts as done per epsilon).
 
     python benchmarks/inference_coverage.py --quick                 # a few cells, 50 reps
     nice -n 10 python benchmarks/inference_coverage.py --full --jobs 2 --minutes 40
+    python benchmarks/inference_coverage.py --groups linear,n100000-p10 --eps 4 --reps 1000
     python benchmarks/inference_coverage.py --summarize             # the table of what ran
 """
 
@@ -267,12 +269,14 @@ def append_rows(path, rows):
     tmp.replace(path)
 
 
-def done_blocks(path):
-    reps = {r["rep"] for r in read_group(path)}
-    return {r // BLOCK for r in reps}
+def done_blocks(path, epsilons=EPSILONS):
+    """Blocks already run at every one of ``epsilons``."""
+    rows = read_group(path)
+    return set.intersection(*({r["rep"] // BLOCK for r in rows if r["eps"] == e}
+                              for e in epsilons))
 
 
-def run_group_blocks(group, blocks, out, sm_reps, deadline):
+def run_group_blocks(group, blocks, out, sm_reps, deadline, epsilons=EPSILONS):
     """One worker's share: blocks of one cell group (the population built once)."""
     model, noise, n, p = group
     pop = Population(model, noise, n, p, [MODELS.index(model), NOISES.index(noise), n, p])
@@ -280,30 +284,33 @@ def run_group_blocks(group, blocks, out, sm_reps, deadline):
     for block in blocks:
         if time.time() > deadline:
             break
-        rows = run_block(model, noise, n, p, block, BLOCK, sm_reps, population=pop)
+        rows = run_block(model, noise, n, p, block, BLOCK, sm_reps, epsilons, pop)
         append_rows(group_path(out, *group), rows)
         finished.append(block)
     return group_name(*group), finished
 
 
-def run(groups, reps, jobs, out, sm_reps, minutes):
+def run(groups, reps, jobs, out, sm_reps, minutes, epsilons=EPSILONS):
     """Blocks of every group up to ``reps`` replicates, block index first (every group
     gains replicates evenly), n <= 1e4 before n = 1e5; stops starting blocks after
-    ``minutes``. Each task is a run of consecutive blocks of one group (one population)."""
+    ``minutes``. Each task is a run of consecutive blocks of one group (one population).
+    ``epsilons``: a subset of the grid's (a block is done when it ran at all of them)."""
     from joblib import Parallel, delayed
 
     out.mkdir(parents=True, exist_ok=True)
     deadline = time.time() + 60.0 * minutes
     tasks = []
     for group in groups:
-        todo = sorted(set(range(math.ceil(reps / BLOCK))) - done_blocks(group_path(out, *group)))
+        done = done_blocks(group_path(out, *group), epsilons)
+        todo = sorted(set(range(math.ceil(reps / BLOCK))) - done)
         per = 4 if group[2] < 100_000 else 1
         for i in range(0, len(todo), per):
             tasks.append((group, todo[i:i + per]))
     # n = 1e5 costs ~10x a smaller cell: it gets its blocks at 1/3 of the others' pace
     tasks.sort(key=lambda t: (t[1][0] * (3 if t[0][2] == 100_000 else 1), t[0]))
     for name, blocks in Parallel(n_jobs=jobs, return_as="generator_unordered")(
-            delayed(run_group_blocks)(g, b, out, sm_reps, deadline) for g, b in tasks):
+            delayed(run_group_blocks)(g, b, out, sm_reps, deadline, epsilons)
+            for g, b in tasks):
         if blocks:
             print(f"{time.strftime('%H:%M:%S')} {name}: blocks {blocks}", flush=True)
 
@@ -392,6 +399,7 @@ def main(argv=None):
     ap.add_argument("--jobs", type=int, default=1)
     ap.add_argument("--minutes", type=float, default=math.inf, help="stop starting blocks after")
     ap.add_argument("--sm-reps", type=int, default=50)
+    ap.add_argument("--eps", default=None, help="comma-separated subset of the epsilons")
     ap.add_argument("--out", type=Path, default=OUT)
     ap.add_argument("--summarize", action="store_true")
     args = ap.parse_args(argv)
@@ -406,7 +414,10 @@ def main(argv=None):
         groups = [g for g in groups if all(s in group_name(*g) for s in args.groups.split(","))]
     if not (args.full or args.quick or args.groups):
         ap.error("choose --full, --quick, --groups or --summarize")
-    run(groups, reps, args.jobs, args.out, args.sm_reps, args.minutes)
+    epsilons = EPSILONS if args.eps is None else tuple(float(e) for e in args.eps.split(","))
+    if not set(epsilons) <= set(EPSILONS):
+        ap.error(f"--eps must be a subset of {EPSILONS}")
+    run(groups, reps, args.jobs, args.out, args.sm_reps, args.minutes, epsilons)
     print(summarize(args.out))
     return 0
 

@@ -79,10 +79,37 @@ def test_inference_is_in_the_one_composition(which, request):
     # the releases are Gaussian mechanisms at the inference share (split for logistic)
     mu_inf = plan["mu_shares"]["inference"]
     zs = [m.noise_multiplier for m in est.fit_result_.mechanisms if isinstance(m, Gaussian)]
-    shares = (1.0,) if which == "linear" else (1 / 3, 2 / 3)
+    shares = (1.0,) if which == "linear" else logistic_shares(est, X.shape[0])
     wanted = [1 / (mu_inf * math.sqrt(share)) for share in shares]
     for z in wanted:
         assert any(v == pytest.approx(z, rel=1e-12) for v in zs)
+
+
+def logistic_shares(est, n):
+    """The Hessian's and the meat's shares of the inference mu^2, from the fit's public
+    quantities (dpopt.pipeline.inference.logistic_split)."""
+    from dpopt.pipeline.inference import logistic_split
+
+    params = est.fit_result_.params
+    a = logistic_split(n, est.n_features_in_ + 1, est.auto_.plan["row_bound"] ** 2 + 1,
+                       params["sigma"])
+    return a, 1.0 - a
+
+
+def test_logistic_split_follows_the_privacy_noise():
+    """The Hessian's share minimises the first-order error of H^{-1} (S + P) H^{-1}:
+    1/3 without model noise (P = 0, S ~ H), towards 1 as P dominates, in between at
+    a / (1 - a) = (h + P) / (2 h), h the public bound on the mean curvature."""
+    from dpopt.pipeline.inference import logistic_split
+
+    assert logistic_split(10_000, 4, 2.0, 0.0) == pytest.approx(1 / 3)
+    h = 10_000 * 0.25 * 2.0 / 4
+    a = logistic_split(10_000, 4, 2.0, math.sqrt(h))
+    assert a / (1 - a) == pytest.approx(1.0)
+    shares = [logistic_split(10_000, 11, 4.0, s) for s in (1.0, 10.0, 100.0, 1000.0)]
+    assert shares == sorted(shares) and shares[-1] > 0.95
+    # more data: the curvature grows with n, the model noise does not -> back towards 1/3
+    assert logistic_split(100_000, 11, 4.0, 30.0) < logistic_split(10_000, 11, 4.0, 30.0)
 
 
 def test_inference_charges_the_budget_once():
@@ -221,7 +248,8 @@ def test_coverage_results_round_trip_and_resume(tmp_path):
         np.testing.assert_array_equal(a["covered"], b["covered"])
         np.testing.assert_allclose(a["width"], b["width"], rtol=1e-3)
     assert back[0]["sm_width"] is not None and back[2]["sm_width"] is None
-    assert cov.done_blocks(path) == {0}
+    assert cov.done_blocks(path, (2.0, 4.0)) == {0}
+    assert cov.done_blocks(path, (2.0, 1.0)) == set()  # a block is done per epsilon
     assert "linear-homo-eps2-n5000-p3" in cov.summarize(tmp_path)
 
 

@@ -59,8 +59,9 @@ psi_i for the per-record score at the estimate and H for the Hessian of the summ
   (lambda + alpha)/2 ||w||^2 + b^T w / n, b ~ N(0, sigma^2 I), then + N(0, sigma_out^2 I).
   Two Gram-type releases at the (public) released w: the Hessian sum_i l''(u_i^T w) u_i
   u_i^T (0 <= l'' <= 1/4: sensitivity sqrt(2) B_a^2 / 4) and the meat sum_i l'(u_i^T w)^2
-  u_i u_i^T (|l'| <= 1: sensitivity sqrt(2) B_a^2), with 1/3 and 2/3 of the share
-  (:data:`LOGISTIC_SPLIT`). One Newton step on the loss with the
+  u_i u_i^T (|l'| <= 1: sensitivity sqrt(2) B_a^2), the share split between them by
+  :func:`logistic_split` (a function of public quantities: n, the dimension, B_a and
+  objective perturbation's noise scale). One Newton step on the loss with the
   user's penalty alone removes the added ridge lambda (to first order):
   theta_hat = w + (H/n + diag(alpha))^{-1} lambda w; the noise b enters as
   (H/n + alpha)^{-1} b / n, so Sigma_priv = sigma^2 I (summed scale) plus the output noise.
@@ -68,7 +69,11 @@ psi_i for the per-record score at the estimate and H for the Hessian of the summ
   while n lambda is below the smallest eigenvalue of the released Hessian (not the floored
   one: a floor carries no information): otherwise (small n and epsilon, where OP's ridge
   is large or the Hessian's release is within its noise) it cannot undo the shrinkage, the
-  estimate stays biased and no intervals are given.
+  estimate stays biased and no intervals are given. The plug-in M^{-1} (.) M^{-1} with the
+  released M = H + E over-states the variance at second order (E[M^{-1}] = (I + B) H^{-1},
+  :func:`noise_bias_operator`); removing that bias was tried and not kept: the fits that
+  pass the refusal are those whose noise raised M's spectrum, and corrected intervals
+  under-covered there (docs/inference.md).
 
 Privacy. Every release above is a Gaussian mechanism on clipped rows with the stated
 sensitivity; its noise is calibrated to the ``inference`` share of the fit's Gaussian-DP
@@ -101,12 +106,8 @@ from dpopt.solvers.objective_perturbation import clip_feature_rows
 SUPPORTED = ("adassp", "objective-perturbation")
 #: Bound on |residual| used for the least-squares meat (targets are in [-1, 1]).
 RESIDUAL_BOUND = 2.0
-#: Shares of the inference mu^2 (logistic: Hessian, meat); least squares uses one release.
-#: The variance H^{-1} S H^{-1} has relative error dS/S - 2 dH/H; with S ~ H (information
-#: identity) and noise sd Delta_k / mu_k, its variance is 4 Delta_H^2 / a + Delta_S^2 / (1 - a)
-#: (over mu^2 H^2) for a Hessian share a, minimal at a = 1 / (1 + Delta_S / (2 Delta_H)) = 1/3
-#: (Delta_S = 4 Delta_H).
-LOGISTIC_SPLIT = (1.0 / 3.0, 2.0 / 3.0)
+#: Bounds on the logistic loss's curvature and squared slope: 0 <= l'' <= 1/4, l'^2 <= 1.
+LOGISTIC_CURVATURE, LOGISTIC_SLOPE_SQ = 0.25, 1.0
 
 
 def unsupported_reason(solver, *, chunked=False, row_normalized=False, unlearnable=False,
@@ -306,10 +307,11 @@ def logistic_inference(problem, result, row_bound, mu, rng):
     z = U @ w
     s = special.expit(-problem.y * z)  # |l'(z; y)| = 1 / (1 + e^{y z})
     B_a2 = row_bound ** 2 + problem.fit_intercept
-    mu_h, mu_s = (mu * math.sqrt(share) for share in LOGISTIC_SPLIT)
-    Hs, sigma_h, rec_h = release_gram(U, s * (1.0 - s), 0.25, B_a2, mu_h, rng)
-    Ss, _, rec_s = release_gram(U, s * s, 1.0, B_a2, mu_s, rng)
     alpha = np.asarray(problem.penalty.l2, dtype=np.float64)
+    share_h = logistic_split(n, d, B_a2, p["sigma"], float(np.mean(alpha)))
+    mu_h, mu_s = mu * math.sqrt(share_h), mu * math.sqrt(1.0 - share_h)
+    Hs, sigma_h, rec_h = release_gram(U, s * (1.0 - s), LOGISTIC_CURVATURE, B_a2, mu_h, rng)
+    Ss, _, rec_s = release_gram(U, s * s, LOGISTIC_SLOPE_SQ, B_a2, mu_s, rng)
     H = Hs + n * np.diag(alpha)  # summed scale
     Hinv = inverse_floored(H, sigma_h)
     floored = int(np.sum(np.linalg.eigvalsh(0.5 * (H + H.T)) < sigma_h))
@@ -326,6 +328,42 @@ def logistic_inference(problem, result, row_bound, mu, rng):
     cov = Hinv @ (psd_part(Ss) * n / max(n - d, 1) + priv) @ Hinv + p["sigma_out"] ** 2 * np.eye(d)
     notes = () if not floored else (FLOORED_NOTE.format(k=floored, d=d),)
     return ScaledInference(theta, cov, METHOD_LOGISTIC, notes), [rec_h, rec_s]
+
+
+def logistic_split(n, dim, row_sq_bound, sigma_op, alpha=0.0):
+    """Share of the inference mu^2 given to the logistic Hessian release (the meat gets
+    the rest), from public quantities only.
+
+    What the two releases are for. The covariance is V = H^{-1} (S + P) H^{-1} with
+    P = sigma_op^2 I the objective-perturbation noise (known exactly: its scale is
+    calibrated from public quantities). Along an eigenvector of H with eigenvalue h (and
+    S ~ h there, the information identity E[l'^2 | x] = l'' of a well-specified model),
+    V = (h + P) / h^2, so to first order dV / V = dS / (h + P) - 2 dH / h: the Hessian's
+    noise counts twice and against h alone, the meat's once and against h + P. With
+    sensitivities Delta_H = sqrt(2) B_a^2 / 4 and Delta_S = sqrt(2) B_a^2 (module
+    docstring) and shares a, 1 - a of mu^2, the noise of a quadratic form v^T E v scales
+    like Delta / (mu sqrt(share)) for both, and the variance of dV / V is proportional to
+
+        4 Delta_H^2 / (a h^2) + Delta_S^2 / ((1 - a) (h + P)^2),
+
+    minimal at a / (1 - a) = 2 Delta_H (h + P) / (Delta_S h) = (h + P) / (2 h). Without
+    privacy noise in the model (P = 0) this is the fixed split 1/3, 2/3 of the first
+    version; where P dominates the bracket (small epsilon, or small n: P does not grow with
+    n, h does) the meat's noise is negligible against P and the Hessian -- whose noise also
+    decides whether the Newton step is valid at all (``REFUSED_LOGISTIC``) -- should get
+    almost everything. h is private; the split uses the public upper bound on the mean
+    eigenvalue of the summed Hessian, h <= n (beta B_a^2 / dim + mean(alpha)), beta = 1/4
+    (tr(H) <= n beta B_a^2 since l'' <= beta and ||u||^2 <= B_a^2). The optimal a
+    decreases in h, so this is the smallest share the optimum can take for a direction of
+    average curvature; the weaker directions -- the ones that decide the refusal -- would
+    want more. The share is a function of public quantities only (n is public under
+    replace-one adjacency, the others were released before), and the two Gaussian
+    mechanisms compose to the inference mu for every value of a (mu^2 a + mu^2 (1 - a)):
+    given the earlier releases the pair is one mu-GDP mechanism, whatever split they
+    chose, so adaptive composition holds with the plan's mu unchanged."""
+    h = n * (LOGISTIC_CURVATURE * row_sq_bound / dim + alpha)
+    ratio = 2.0 * LOGISTIC_CURVATURE * (h + sigma_op ** 2) / (LOGISTIC_SLOPE_SQ * h)
+    return ratio / (1.0 + ratio)
 
 
 METHOD_LOGISTIC = "sandwich + objective-perturbation noise"
