@@ -1,23 +1,13 @@
 """The default-fit speed benchmark (benchmarks/bench_default_fit.py) runs: every stage it
 times still exists (it wraps them by name), on a small problem."""
 
-import importlib.util
-from pathlib import Path
-
 import numpy as np
 
-PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_default_fit.py"
-
-
-def _module():
-    spec = importlib.util.spec_from_file_location("bench_default_fit", PATH)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+from _benchmarks import load_benchmark
 
 
 def test_the_timed_stages_exist_and_a_small_comparison_runs():
-    bench = _module()
+    bench = load_benchmark("bench_default_fit")
     for _, owner, name in bench.STAGES:
         assert callable(getattr(owner, name)), name
     rng = np.random.default_rng(0)

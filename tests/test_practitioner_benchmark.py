@@ -1,20 +1,14 @@
 """The practitioner benchmark (benchmarks/practitioner.py) runs, on the bundled datasets."""
 
-import importlib.util
-from pathlib import Path
-
 import numpy as np
 import pandas as pd
 import pytest
 
-PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "practitioner.py"
+from _benchmarks import load_benchmark
 
 
 def _module():
-    spec = importlib.util.spec_from_file_location("practitioner", PATH)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_benchmark("practitioner")
 
 
 def test_quick_run_on_bundled_data_writes_table_and_figure(tmp_path, capsys):

@@ -395,3 +395,24 @@ def test_the_high_dimensional_route_names_the_majority_from_its_class_share():
         assert "screen" in clf.auto_.plan
         assert sel["majority_from"] == "the screen's class share"
         assert np.mean(clf.predict(X) == -1.0) == 1.0
+
+
+def test_the_private_mean_of_y_has_the_stated_noise():
+    """Too little noise is the worst bug: given the bounds it released, the constant differs
+    from the exact mean of y clipped to them and mapped to [-1, 1] by Gaussian noise of sd
+    2 / (n mu_m), mu_m = mu sqrt(1 - share) (replace-one sensitivity 2/n); nothing else."""
+    from dpopt.pipeline.scaling import InMemoryData, private_mean_of_y
+
+    n, mu = 20_000, 0.5
+    y = np.random.default_rng(0).uniform(25, 345, n)
+    data = InMemoryData(np.zeros((n, 1)), y)
+    errors = []
+    for seed in range(1500):
+        target, mean, records, _, _ = private_mean_of_y(data, mu, np.random.default_rng(seed))
+        exact = float(np.mean(np.clip(target.transform(y), -1.0, 1.0)))
+        errors.append(mean - exact)
+        mu_m = 1.0 / records[-1].noise_multiplier
+    sd = 2.0 / (n * mu_m)
+    assert abs(np.mean(errors)) < 4 * sd / math.sqrt(1500)
+    assert np.std(errors) == pytest.approx(sd, rel=0.06)
+    assert mu_m == pytest.approx(mu * math.sqrt(0.75))  # bounds took 1/4 of mu^2 at this n

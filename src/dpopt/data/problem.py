@@ -16,7 +16,6 @@ from dpopt.data.statistics import row_sq_norms, sufficient_statistics
 from dpopt.data.steps import GeneratorPoissonBatches, MarginBlockSteps
 from dpopt.kernels.design import (
     block_rows,
-    copy_columns_to_fortran,
     copy_rows_to_fortran,
     magnitude_stats,
 )
@@ -324,7 +323,7 @@ def _compiled_design(arr, fit_intercept):
     if arr.flags.c_contiguous:
         big, small, nans = copy_rows_to_fortran(arr, out, block_rows(p))
     else:
-        big, small, nans = copy_columns_to_fortran(arr, out)
+        big, small, nans = copy_rows_to_fortran(arr, out, max(arr.shape[0], 1))
     if fit_intercept:
         out[:, p] = 1.0
     if nans or not big <= _MAX_ABS or small < _MIN_ABS:

@@ -26,11 +26,10 @@ as ``np.where`` puts it).
 """
 
 import numpy as np
-from llvmlite import ir
-from numba import njit, types
-from numba.extending import intrinsic
+from numba import njit
 
 from dpopt.kernels.clipscale import _clip
+from dpopt.kernels.vecmath import _float_to_bits as _float_bits
 
 #: Right shift of the bits of |v| giving its cell (16 - 1 sign bit = 15 bits of key).
 _CELL_SHIFT = 48
@@ -51,17 +50,6 @@ def grid_lookup(edges):
     table = np.searchsorted(edges, lows, side="left").astype(np.int64)
     steps = int(max(np.max(np.diff(table), initial=0), edges.size - table[-1]))
     return np.append(edges, np.inf), table, int(first), max(steps, 1)
-
-
-@intrinsic
-def _float_bits(typingctx, x):
-    """The bits of a float64 as an int64 (an LLVM bitcast)."""
-    sig = types.int64(types.float64)
-
-    def codegen(context, builder, signature, args):
-        return builder.bitcast(args[0], ir.IntType(64))
-
-    return sig, codegen
 
 
 @njit(cache=True, nogil=True, inline="always")

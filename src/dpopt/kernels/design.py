@@ -14,8 +14,9 @@ integer maximum and a minimum over the non-zero ones, reductions that vectorize.
 import numpy as np
 from numba import njit
 
-from dpopt.kernels.binning import INF_BITS, _float_bits
+from dpopt.kernels.binning import INF_BITS
 from dpopt.kernels.vecmath import _bits_to_float
+from dpopt.kernels.vecmath import _float_to_bits as _float_bits
 
 #: Above the bits of every magnitude but NaN's: "no non-zero value seen".
 _NO_NONZERO = INF_BITS + 1
@@ -32,8 +33,9 @@ def block_rows(p):
 
 @njit(cache=True, nogil=True)
 def copy_rows_to_fortran(src, out, block):
-    """out[:, :p] = src (C-ordered, (n, p)), ``block`` rows at a time; returns
-    :func:`magnitude_stats` of src."""
+    """out[:, :p] = src (n, p), ``block`` rows at a time (a C-ordered src: a block stays in
+    cache while each of its columns is written; a Fortran-ordered one: ``block = n``, column
+    by column); returns :func:`magnitude_stats` of src."""
     n, p = src.shape
     top, low = 0, _NO_NONZERO
     for i0 in range(0, n, block):
@@ -45,21 +47,6 @@ def copy_rows_to_fortran(src, out, block):
                 a = _float_bits(v) & 0x7FFFFFFFFFFFFFFF
                 top = max(top, a)
                 low = min(low, a if a != 0 else _NO_NONZERO)
-    return _stats(top, low)
-
-
-@njit(cache=True, nogil=True)
-def copy_columns_to_fortran(src, out):
-    """out[:, :p] = src (Fortran-ordered, (n, p)), column by column; the same statistics."""
-    n, p = src.shape
-    top, low = 0, _NO_NONZERO
-    for j in range(p):
-        for i in range(n):
-            v = src[i, j]
-            out[i, j] = v
-            a = _float_bits(v) & 0x7FFFFFFFFFFFFFFF
-            top = max(top, a)
-            low = min(low, a if a != 0 else _NO_NONZERO)
     return _stats(top, low)
 
 

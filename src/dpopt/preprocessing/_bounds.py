@@ -292,10 +292,11 @@ def feature_histograms(X, columns, grid=DEFAULT_GRID) -> np.ndarray:
 
 
 def scaled_feature_histograms(X, scaling, columns, grid=DEFAULT_GRID) -> np.ndarray:
-    """:func:`feature_histograms` of ``scaling.transform(X)``, the same counts, computed
-    without storing the transform where the map has a compiled row pass
+    """:func:`feature_histograms` of ``scaling.transform(X)`` for a
+    :class:`~dpopt.preprocessing.feature_maps.Scaling`, the same counts, computed without
+    storing the transform where the map has a compiled row pass
     (``scaling.compiled_source``: :func:`dpopt.kernels.binning.clip_scale_counts_by_rows`)."""
-    source = getattr(scaling, "compiled_source", lambda X: None)(X)
+    source = scaling.compiled_source(X)
     if source is None:
         return feature_histograms(scaling.transform(X), columns, grid)
     columns = np.asarray(columns, dtype=np.int64).reshape(-1)
