@@ -368,3 +368,21 @@ def test_default_chunked_fit_on_raw_data_reads_nothing_unpaid(estimator, labels)
     assert model.privacy_leaks_ == []
     assert model.epsilon_spent_ == pytest.approx(1.0, rel=1e-6)
     assert not model.privacy_report().startswith("NOT end-to-end private")
+
+
+def test_the_private_mean_of_a_concentrated_target_equals_the_in_memory_one():
+    """Location, scale, mean: the chunked adapter counts the second look's equal bins over
+    the chunks, and the three releases equal the in-memory ones at the same seed."""
+    from dpopt.pipeline.chunked import ChunkedData
+    from dpopt.pipeline.scaling import InMemoryData, private_mean_of_y
+
+    n = 4000
+    y = 1000.0 + 30.0 * np.random.default_rng(7).standard_normal(n)
+    X = np.zeros((n, 1))
+    ref = private_mean_of_y(InMemoryData(X, y), 1.0, np.random.default_rng(3))
+    problem = ChunkedProblem(da.from_array(X, chunks=(1000, 1)), da.from_array(y, chunks=1000),
+                             loss="squared", fit_intercept=True)
+    got = private_mean_of_y(ChunkedData(problem), 1.0, np.random.default_rng(3))
+    assert len(ref[2]) == 3 and "read again" in ref[3]
+    assert got[0] == ref[0] and got[1] == pytest.approx(ref[1], abs=1e-12)
+    assert got[2] == ref[2] and got[3] == ref[3]

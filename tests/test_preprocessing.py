@@ -163,7 +163,7 @@ def test_data_spread_over_decades_are_read_again_on_a_coarser_grid():
             fb = private_feature_bounds(X, 0.08, np.random.default_rng(seed))
         assert len(fb.mechanisms) == 1
         fine_only += not _scan_bounds(fb.noisy_counts, fb.sigma, 640, (0.01, 0.99), 4.0,
-                                      DEFAULT_GRID, 4.5)[2][0]
+                                      DEFAULT_GRID.bin_ends(), 4.5)[2][0]
         if not fb.unresolved[0]:
             found += 1
             assert 1.0 <= fb.lower[0] < fb.upper[0] <= 1000.0  # edges around the data

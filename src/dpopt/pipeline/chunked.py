@@ -53,9 +53,12 @@ import scipy.sparse as sp
 from dpopt.data.chunked import ChunkedProblem, _features
 from dpopt.preprocessing._bounds import (
     DEFAULT_GRID,
+    REFINE_BINS,
     ZERO_INFLATED_FALLBACK,
     feature_histograms,
+    linear_counts,
     private_bounds_from_counts,
+    refined_bounds,
 )
 from dpopt.preprocessing._norms import (
     noisy_means,
@@ -98,6 +101,11 @@ def _chunk_row_norm_counts(xb, yb, *, scaling, edges):
     """Counts of the scaled rows' norms of the chunk on the public edges."""
     norms = row_norms(scaling.transform(_features(xb)))
     return quantile_counts(norms, edges).astype(np.float64)[None, :]
+
+
+def _chunk_target_linear_counts(xb, yb, *, lower, upper):
+    """Exact counts of the chunk's clipped targets on the equal bins of [lower, upper]."""
+    return linear_counts(np.asarray(yb, dtype=np.float64), lower, upper)[None, :]
 
 
 def _chunk_target_sum(xb, yb, *, target):
@@ -164,6 +172,11 @@ class ChunkedData:
     def target_bounds(self, mu, rng):
         counts = self.raw._reduce(_chunk_target_counts, DEFAULT_GRID.n_bins, grid=DEFAULT_GRID)
         return private_bounds_from_counts(counts[None, :], self.shape[0], mu, rng)
+
+    def refined_target_bounds(self, lower, upper, mu, rng):
+        counts = self.raw._reduce(_chunk_target_linear_counts, REFINE_BINS, lower=lower,
+                                  upper=upper)
+        return refined_bounds(np.ravel(counts), self.shape[0], lower, upper, mu, rng)
 
     def target_mean(self, target, mu, rng):
         total = self.raw._reduce(_chunk_target_sum, 1, target=target)

@@ -85,6 +85,8 @@ from dpopt.data import Problem
 from dpopt.pipeline.inference import SUPPORTED as INFERENCE_PATHS
 from dpopt.pipeline.inference import Inference, release_inference, unsupported_reason
 from dpopt.pipeline.scaling import (  # noqa: F401 (the scaling steps, public here too)
+    MAX_SHARE,
+    SHARES,
     ColumnWarning,
     InMemoryData,
     _column_lines,
@@ -110,14 +112,9 @@ from dpopt.solvers import Checkpoints, available_solvers, get_solver, make_resul
 from dpopt.solvers._base import chunked_note
 from dpopt.solvers._common import run_length  # noqa: F401 (the rules' run length, public here)
 
-#: Shares of mu^2 (Gaussian-DP) spent on the steps that fix the scale.
-SHARES = {"feature_bounds": 0.10, "feature_means": 0.04, "centred_bounds": 0.10,
-          "row_norm": 0.03, "target_bounds": 0.05}
 #: Share of mu^2 of the releases of :mod:`dpopt.pipeline.inference` (``inference=True`` only): they
 #: fix a variance, not the model, so they need to be right within tens of percent.
 INFERENCE_SHARE = 0.10
-#: The largest share a scaling step may take when its default share cannot resolve it.
-MAX_SHARE = 0.30
 
 
 

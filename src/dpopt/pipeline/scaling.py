@@ -20,12 +20,22 @@ from dpopt.preprocessing import private_feature_bounds, private_target_bounds
 from dpopt.preprocessing._bounds import (
     DEFAULT_BIN_CONFIDENCE,
     DEFAULT_GRID,
+    REFINE_BINS,
     ZERO_INFLATED_FALLBACK,
+    concentrated,
+    linear_counts,
     private_bounds_from_counts,
+    refined_bounds,
     scaled_feature_histograms,
 )
 from dpopt.preprocessing._norms import noisy_means, noisy_target_mean, private_row_bound
 from dpopt.preprocessing.feature_maps import RowNormalization, Scaling, TargetScaling
+
+#: Shares of mu^2 (Gaussian-DP) spent on the steps that fix the scale.
+SHARES = {"feature_bounds": 0.10, "feature_means": 0.04, "centred_bounds": 0.10,
+          "row_norm": 0.03, "target_bounds": 0.05}
+#: The largest share a scaling step may take when its default share cannot resolve it.
+MAX_SHARE = 0.30
 
 
 def bounds_resolvable(n, p, mu_bounds):
@@ -43,19 +53,39 @@ def bounds_resolvable(n, p, mu_bounds):
     return n / DEFAULT_GRID.bins_per_decade >= DEFAULT_BIN_CONFIDENCE * sigma
 
 
+def refine_resolvable(n, mu_refine):
+    """Whether :func:`refined_bounds` at ``mu_refine`` can narrow a range, from public n
+    and mu: a bulk that fills half of the 16 equal bins (a narrowing by 2, the least that
+    pays for the half of the mean's budget the step takes) puts about n/8 records in
+    each, and a bin is trusted when its noisy count exceeds t sigma, sigma = sqrt(2) /
+    mu_refine (the rule of :func:`bounds_resolvable`)."""
+    return n / (REFINE_BINS / 2) >= DEFAULT_BIN_CONFIDENCE * math.sqrt(2.0) / mu_refine
+
+
 def private_mean_of_y(data, mu, rng):
-    """The constant predictor released with ``mu`` alone (no model): a share s of mu^2 on
-    the target's bounds (one histogram, sensitivity sqrt(2); read again on coarser grids
-    where the default one does not resolve, free), then, if they resolved, the rest on the
-    mean of y clipped to them and mapped to [-1, 1] (sensitivity 2/n under replace-one);
-    Gaussian, so mu-GDP together (Dong, Roth & Su 2022). s = 3/4, or 1/4 or 1/2 where that
-    already resolves the default grid with twice the records per bin that
-    :func:`bounds_resolvable` asks (its rule assumes a decade spread evenly over the bins;
-    a skewed target puts fewer records in some, and the bounds must hold half of n): a
-    bound that does not clear its threshold leaves nothing to centre on, while the mean's
-    noise degrades smoothly, so the bounds get what they need and the mean the rest (all
-    from public n and mu). With no resolved range there is no safe guess (a noisy
-    histogram's largest bin can be a noise bin 10^9 away), so the constant is then 0.
+    """The constant predictor released with ``mu`` alone (no model): location, then scale,
+    then the mean, three Gaussian mechanisms, so mu-GDP together (Dong, Roth & Su 2022).
+
+    1. The target's bounds: one histogram on the public log grid (sensitivity sqrt(2); read
+       again on coarser grids where the default one does not resolve, free), a share s of
+       mu^2. s = 3/4, or 1/4 or 1/2 where that already resolves the default grid with twice
+       the records per bin that :func:`bounds_resolvable` asks (its rule assumes a decade
+       spread evenly over the bins; a skewed target puts fewer records in some, and the
+       bounds must hold half of n): a bound that does not clear its threshold leaves
+       nothing to centre on, while the mean's noise degrades smoothly, so the bounds get
+       what they need and the mean the rest (all from public n and mu). With no resolved
+       range there is no safe guess (a noisy histogram's largest bin can be a noise bin
+       10^9 away), so the constant is then 0.
+    2. Where those bounds are :func:`~dpopt.preprocessing._bounds.concentrated` (one sign,
+       at most two log bins wide: the grid located the target but not its spread), half of
+       the rest reads them again on 16 equal bins (:func:`refined_bounds`, sensitivity
+       sqrt(2)). The mean's noise is proportional to the width of its range, so narrowing
+       a range of ten standard deviations to three pays for the budget it takes. Whether
+       this step runs is a function of the first release; both branches spend the same
+       total mu^2, which fully adaptive composition allows for Gaussian mechanisms (Smith &
+       Thakurta 2022, GDP privacy filters).
+    3. The mean of y clipped to the range and mapped to [-1, 1] (sensitivity 2/n under
+       replace-one), with what is left.
 
     Returns ``(TargetScaling or None, the constant in its scaled units, records, what, mu
     spent)``."""
@@ -68,10 +98,16 @@ def private_mean_of_y(data, mu, rng):
     if not hi > lo:
         return (None, 0.0, records, "the constant 0 (the histogram of y did not resolve its "
                 "range)", mu * math.sqrt(share))
+    rest, what = 1.0 - share, "the private mean of y (its range by a histogram, then a noisy mean)"
+    if concentrated(lo, hi) and refine_resolvable(n, mu * math.sqrt(0.5 * rest)):
+        rest *= 0.5
+        lo, hi, record = data.refined_target_bounds(lo, hi, mu * math.sqrt(rest), rng)
+        records.append(record)
+        what = ("the private mean of y (its range by a histogram, read again on equal bins, "
+                "then a noisy mean)")
     target = TargetScaling.from_bounds(lo, hi, shift=True)
-    mean, rec = data.target_mean(target, mu * math.sqrt(1.0 - share), rng)
-    return (target, mean, records + rec, "the private mean of y (its range by a histogram, "
-            "then a noisy mean)", mu)
+    mean, rec = data.target_mean(target, mu * math.sqrt(rest), rng)
+    return target, mean, records + rec, what, mu
 
 
 class ColumnWarning(UserWarning):
@@ -135,6 +171,10 @@ class InMemoryData:
     def target_bounds(self, mu, rng):
         return private_target_bounds(self.y, mu, rng)
 
+    def refined_target_bounds(self, lower, upper, mu, rng):
+        counts = linear_counts(self.y, lower, upper)
+        return refined_bounds(counts, self.shape[0], lower, upper, mu, rng)
+
     def target_mean(self, target, mu, rng):
         total = float(np.sum(np.clip(target.transform(self.y), -1.0, 1.0)))  # exact bound
         return noisy_target_mean(total, self.shape[0], mu, rng)
@@ -185,8 +225,34 @@ def private_scaling(data, mus, *, fit_intercept, center, regression, rng, bounds
     if regression:
         tb = data.target_bounds(mus["target_bounds"], rng)
         records += list(tb.mechanisms)
-        target = TargetScaling.from_bounds(tb.lower[0], tb.upper[0], shift=fit_intercept)
+        lo, hi = float(tb.lower[0]), float(tb.upper[0])
+        mu_r = refine_mu(data.shape[0], mus) if fit_intercept and concentrated(lo, hi) else None
+        if mu_r is not None:
+            lo, hi, record = data.refined_target_bounds(lo, hi, mu_r, rng)
+            records.append(record)
+            mus["target_refine"] = mu_r
+            mus["model"] = math.sqrt(mus["model"] ** 2 - mu_r ** 2)
+        target = TargetScaling.from_bounds(lo, hi, shift=fit_intercept)
     return scaling, target, R, records, columns_note
+
+
+def refine_mu(n, mus):
+    """The mu of the model path's second look at a concentrated target range, or None.
+
+    The model's noise, in the target's units, is proportional to the width of the
+    target's range, so a range that the log grid left ten standard deviations wide (a
+    target of 40 +- 2.5 in [31.6, 56.2]) costs the model what a 3-times narrower one
+    would not. The second look (:func:`refined_bounds`) takes the larger of
+    ``SHARES["target_bounds"]`` of the whole mu^2 and the least mu at which
+    :func:`refine_resolvable` holds, out of the model's own mu^2, and only while the
+    model keeps at least half of it (its noise grows by at most sqrt(2), less than the
+    narrowing it buys). Whether it runs depends on the released target bounds; the
+    total mu^2 is the same on both branches (fully adaptive composition, Smith &
+    Thakurta 2022). ``mus`` is the plan's split (:func:`split_mu`)."""
+    whole = math.sqrt(sum(m ** 2 for m in mus.values()))
+    least = (REFINE_BINS / 2) * DEFAULT_BIN_CONFIDENCE * math.sqrt(2.0) / n
+    mu_r = max(whole * math.sqrt(SHARES["target_bounds"]), least)
+    return mu_r if mu_r ** 2 <= 0.5 * mus["model"] ** 2 else None
 
 
 def _narrow(data, scaling, fb, mu, rng):
