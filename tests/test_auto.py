@@ -360,3 +360,9 @@ def test_a_concentrated_target_range_is_read_again_from_the_models_share():
         plain = dpopt.DPLinearRegression(epsilon=1.0, random_state=0).fit(X[:4500],
                                                                           y[:4500] - 1000)
     assert "target_refine" not in plain.auto_.plan["mu_shares"]
+    # nor with inference=True: the intervals' estimand keeps the unclipped target
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        inf = dpopt.DPLinearRegression(epsilon=1.0, random_state=0,
+                                       inference=True).fit(X[:4500], y[:4500])
+    assert "target_refine" not in inf.auto_.plan["mu_shares"]
