@@ -53,12 +53,9 @@ import scipy.sparse as sp
 from dpopt.data.chunked import ChunkedProblem, _features
 from dpopt.preprocessing._bounds import (
     DEFAULT_GRID,
-    REFINE_BINS,
     ZERO_INFLATED_FALLBACK,
     feature_histograms,
-    linear_counts,
     private_bounds_from_counts,
-    refined_bounds,
 )
 from dpopt.preprocessing._norms import (
     noisy_means,
@@ -67,6 +64,7 @@ from dpopt.preprocessing._norms import (
     row_norm_edges,
     row_norms,
 )
+from dpopt.preprocessing._refine import REFINE_BINS, linear_counts, refined_bounds
 from dpopt.privacy import quantile_counts
 
 # ---------------------------------------------------------------------------

@@ -20,15 +20,12 @@ from dpopt.preprocessing import private_feature_bounds, private_target_bounds
 from dpopt.preprocessing._bounds import (
     DEFAULT_BIN_CONFIDENCE,
     DEFAULT_GRID,
-    REFINE_BINS,
     ZERO_INFLATED_FALLBACK,
-    concentrated,
-    linear_counts,
     private_bounds_from_counts,
-    refined_bounds,
     scaled_feature_histograms,
 )
 from dpopt.preprocessing._norms import noisy_means, noisy_target_mean, private_row_bound
+from dpopt.preprocessing._refine import REFINE_BINS, concentrated, linear_counts, refined_bounds
 from dpopt.preprocessing.feature_maps import RowNormalization, Scaling, TargetScaling
 
 #: Shares of mu^2 (Gaussian-DP) spent on the steps that fix the scale.

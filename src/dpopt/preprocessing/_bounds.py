@@ -81,8 +81,7 @@ __all__ = ["SignedLogGrid", "FeatureBounds", "DEFAULT_QUANTILES", "DEFAULT_CONFI
            "DEFAULT_BIN_CONFIDENCE", "ZERO_INFLATED_FALLBACK", "collapsed_to_zero",
            "private_feature_bounds", "private_target_bounds", "release_histograms",
            "release_counts", "feature_histograms", "private_bounds_from_counts",
-           "histogram_bounds", "histogram_quantiles", "coarsened", "coarser_grids",
-           "REFINE_BINS", "concentrated", "linear_counts", "refined_bounds"]
+           "histogram_bounds", "histogram_quantiles", "coarsened", "coarser_grids"]
 
 #: Default (lower, upper) quantile levels; see docs/preprocessing.md for the reasoning.
 DEFAULT_QUANTILES = (0.01, 0.99)
@@ -574,88 +573,3 @@ def private_target_bounds(y, mu, rng, *, quantiles=DEFAULT_QUANTILES, bounds=Non
     return private_feature_bounds(v[:, None], mu, rng, quantiles=quantiles, bounds=bounds,
                                   confidence=confidence, grid=grid, bin_confidence=bin_confidence)
 
-
-# ---------------------------------------------------------------------------
-# a second look at a concentrated range (location, then scale)
-
-#: Equal-width bins of the grid on which a concentrated range is read again
-#: (:func:`refined_bounds`): a relative resolution of 1/16 of the range.
-REFINE_BINS = 16
-
-
-def concentrated(lower, upper, grid=DEFAULT_GRID) -> bool:
-    """Whether ``[lower, upper]``, read on ``grid``, leaves the spread inside it unknown:
-    one sign and at most two bins of the grid wide (``|upper| / |lower| <= 10^(2 /
-    bins_per_decade)``, 3.16 on the default grid). A log grid places a value within a
-    factor of one bin (1.78), not within its own spread: a target of 40 +- 2.5 gets
-    [31.6, 56.2], ten of its standard deviations. A range that spans more bins has
-    already been read at the grid's resolution, so a second look cannot narrow it much.
-    A function of released numbers and the public grid only (post-processing)."""
-    lo, hi = abs(float(lower)), abs(float(upper))
-    if not (float(lower) * float(upper) > 0.0):
-        return False
-    # two bins up to rounding: the edges are computed powers of ten
-    return max(lo, hi) <= min(lo, hi) * 10.0 ** (2.0 / grid.bins_per_decade) * (1.0 + 1e-9)
-
-
-def linear_counts(values, lower, upper, bins=REFINE_BINS) -> np.ndarray:
-    """Exact counts of ``values`` clipped into ``[lower, upper]`` on ``bins`` equal bins
-    (every value is counted once, so replacing one record moves one unit between two
-    bins). Per-chunk counts add up to the counts of the whole."""
-    v = np.clip(np.asarray(values, dtype=np.float64), lower, upper)
-    return np.histogram(v, bins=bins, range=(lower, upper))[0].astype(np.float64)
-
-
-def refined_bounds(counts, n, lower, upper, mu, rng, *, quantiles=DEFAULT_QUANTILES,
-                   confidence=DEFAULT_CONFIDENCE, bin_confidence=DEFAULT_BIN_CONFIDENCE):
-    """Bounds inside a released range ``[lower, upper]`` from one more Gaussian histogram:
-    ``counts`` = :func:`linear_counts` of the n values, released with N(0, sigma^2) per
-    count, sigma = sqrt(2) / mu (replace-one sensitivity sqrt(2): one record leaves one
-    bin and enters another; under add-remove one count moves, sensitivity 1, so the
-    record is conservative there), i.e. the Gaussian mechanism of multiplier 1 / mu,
-    mu-GDP. The bounds are read by the scans of :func:`histogram_bounds` (same quantiles
-    and margins, and the check of its coarser readings: the noisy count inside must
-    exceed n/2 by ``confidence`` standard deviations of its noise); where a scan never
-    stops, the scans cross or that check fails, ``[lower, upper]`` is kept. Each end is
-    then widened to the fences of :func:`skew_adjusted_fences` (from the quartiles,
-    interpolated in the noisy cumulative counts) where they are wider, and kept inside
-    ``[lower, upper]``: the bounds clip the target, and a
-    scan at a small budget stops at the first bin its noise lets it trust, about one
-    standard deviation from the centre at n = 200, which biases a clipped mean and
-    shrinks a fitted slope. The quartiles' noisy counts are sums of many bins, accurate
-    where a tail's single bins are not.
-    Returns ``(lower, upper, record)``; the record is spent whatever is read."""
-    mu = check_mu(mu)
-    counts = np.asarray(counts, dtype=np.float64)
-    if counts.ndim != 1 or counts.size < 2:
-        raise ValueError(f"counts must be a 1-d array of at least 2 bins, got shape "
-                         f"{counts.shape}")
-    if not (np.isfinite(lower) and np.isfinite(upper) and lower < upper):
-        raise ValueError(f"need finite lower < upper, got {lower}, {upper}")
-    quantiles = check_quantiles(quantiles)
-    noisy, sigma, record = release_counts(counts[None, :], mu, rng)
-    edges = np.linspace(lower, upper, counts.size + 1)
-    lo, hi, unresolved = _scan_bounds(noisy, sigma, n, quantiles, confidence,
-                                      (edges[:-1], edges[1:]), bin_confidence,
-                                      inside_margin=confidence)
-    if unresolved[0]:
-        return float(lower), float(upper), record
-    low, high = skew_adjusted_fences(*(
-        float(histogram_quantiles(noisy, n, q, ends=(edges[:-1], edges[1:]))[0])
-        for q in (0.25, 0.5, 0.75)))
-    return (max(float(lower), min(float(lo[0]), low)),
-            min(float(upper), max(float(hi[0]), high)), record)
-
-
-def skew_adjusted_fences(q25, q50, q75):
-    """The adjusted boxplot's fences (Hubert & Vandervieren 2008) from three quartiles:
-    ``[q25 - 1.5 e^(-4b) IQR, q75 + 1.5 e^(3b) IQR]`` for a skewness b >= 0 (mirrored for
-    b < 0), with the quartile skewness b = (q75 + q25 - 2 q50) / IQR (Bowley) in place of
-    their medcouple, which needs the data. b = 0 gives Tukey's fences (1.5 IQR: 99.3% of
-    a normal inside); a right-skewed target gets a longer upper fence (lognormal(0, 1):
-    b = 0.32, 98% inside instead of 92%)."""
-    iqr = max(q75 - q25, 0.0)
-    b = 0.0 if iqr == 0.0 else float(np.clip((q75 + q25 - 2.0 * q50) / iqr, -1.0, 1.0))
-    down, up = (math.exp(-4.0 * b), math.exp(3.0 * b)) if b >= 0 else \
-        (math.exp(-3.0 * b), math.exp(4.0 * b))
-    return q25 - 1.5 * down * iqr, q75 + 1.5 * up * iqr
