@@ -452,37 +452,3 @@ def test_a_concentrated_target_is_read_again_on_equal_bins():
         scaling.concentrated = original
     assert len(records) == 2 and "read again" not in what
     assert refined < 0.5 * once and refined < 0.02 * 30
-
-
-def test_the_second_look_is_only_taken_where_it_can_narrow():
-    from dpopt.pipeline.scaling import refine_resolvable
-    from dpopt.preprocessing._refine import concentrated
-
-    assert concentrated(31.6, 56.2) and concentrated(-178.0, -100.0)
-    assert concentrated(100.0, 316.3) is False  # three bins: already read at the grid's step
-    assert not concentrated(-1.0, 1.0) and not concentrated(0.0, 1.0)
-    assert not concentrated(100.0, 100.0) and not concentrated(0.0, 0.0)  # nothing to read
-    # public: a bulk on 8 of 16 bins (n/8 records each) must clear 4.5 sigma, sigma = sqrt(2)/mu
-    assert refine_resolvable(225, 0.32) and not refine_resolvable(225, 0.099)
-
-
-def test_the_second_look_adds_the_stated_noise(monkeypatch):
-    """Too little noise is the worst bug: the equal-bin histogram is released with sigma =
-    sqrt(2) / mu per count (replace-one: one record leaves a bin and enters another)."""
-    from dpopt.preprocessing import _bounds, _refine
-
-    drawn = []
-    original = _bounds.gaussian_noise
-    monkeypatch.setattr(_bounds, "gaussian_noise",
-                        lambda rng, sigma, size: drawn.append((sigma, size)) or
-                        original(rng, sigma, size))
-    counts = _refine.linear_counts(np.r_[np.full(300, 2.0), np.full(700, 3.0)], 1.0, 5.0)
-    assert counts.sum() == 1000 and counts.size == _refine.REFINE_BINS
-    lo, hi, record = _refine.refined_bounds(counts, 1000, 1.0, 5.0, 0.4, np.random.default_rng(0))
-    assert drawn == [(math.sqrt(2) / 0.4, (1, 16))] and record.noise_multiplier == 2.5
-    assert 1.0 <= lo <= 2.0 and 3.0 <= hi <= 5.0
-    # no resolution at a tiny budget: the range is kept (the record is still spent)
-    assert _refine.refined_bounds(counts, 1000, 1.0, 5.0, 1e-4,
-                                  np.random.default_rng(0))[:2] == (1.0, 5.0)
-    with pytest.raises(ValueError, match="lower < upper"):
-        _refine.refined_bounds(counts, 1000, 5.0, 1.0, 0.4, np.random.default_rng(0))

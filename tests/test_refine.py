@@ -1,0 +1,64 @@
+"""The second look at a concentrated range (:mod:`dpopt.preprocessing._refine`): when it is
+taken, its noise, its sensitivity, and what it reads."""
+
+import math
+
+import numpy as np
+import pytest
+
+from dpopt.preprocessing import _bounds, _refine
+
+
+def test_the_second_look_is_only_taken_where_it_can_narrow():
+    from dpopt.pipeline.scaling import refine_resolvable
+
+    assert _refine.concentrated(31.6, 56.2) and _refine.concentrated(-178.0, -100.0)
+    assert _refine.concentrated(100.0, 316.3) is False  # three bins: already read at the grid's step
+    assert not _refine.concentrated(-1.0, 1.0) and not _refine.concentrated(0.0, 1.0)
+    assert not _refine.concentrated(100.0, 100.0) and not _refine.concentrated(0.0, 0.0)  # nothing to read
+    # public: a bulk on 8 of 16 bins (n/8 records each) must clear 4.5 sigma, sigma = sqrt(2)/mu
+    assert refine_resolvable(225, 0.32) and not refine_resolvable(225, 0.099)
+
+
+def test_the_second_look_adds_the_stated_noise(monkeypatch):
+    """Too little noise is the worst bug: the equal-bin histogram is released with sigma =
+    sqrt(2) / mu per count (replace-one: one record leaves a bin and enters another)."""
+    drawn = []
+    original = _bounds.gaussian_noise
+    monkeypatch.setattr(_bounds, "gaussian_noise",
+                        lambda rng, sigma, size: drawn.append((sigma, size)) or
+                        original(rng, sigma, size))
+    counts = _refine.linear_counts(np.r_[np.full(300, 2.0), np.full(700, 3.0)], 1.0, 5.0)
+    assert counts.sum() == 1000 and counts.size == _refine.REFINE_BINS
+    lo, hi, record = _refine.refined_bounds(counts, 1000, 1.0, 5.0, 0.4, np.random.default_rng(0))
+    assert drawn == [(math.sqrt(2) / 0.4, (1, 16))] and record.noise_multiplier == 2.5
+    assert 1.0 <= lo <= 2.0 and 3.0 <= hi <= 5.0
+    # no resolution at a tiny budget: the range is kept (the record is still spent)
+    assert _refine.refined_bounds(counts, 1000, 1.0, 5.0, 1e-4,
+                                  np.random.default_rng(0))[:2] == (1.0, 5.0)
+    with pytest.raises(ValueError, match="lower < upper"):
+        _refine.refined_bounds(counts, 1000, 5.0, 1.0, 0.4, np.random.default_rng(0))
+
+
+def test_replacing_one_record_moves_the_counts_by_at_most_sqrt2():
+    """The sensitivity the noise is calibrated to: one record leaves one bin and enters
+    another (values beyond the range are clipped into the end bins)."""
+    rng = np.random.default_rng(1)
+    for _ in range(200):
+        y = rng.normal(40, 5, 50)
+        z = y.copy()
+        z[rng.integers(50)] = rng.choice([rng.normal(40, 5), -1e6, 1e6, 40.0])
+        moved = _refine.linear_counts(y, 31.6, 56.2) - _refine.linear_counts(z, 31.6, 56.2)
+        assert np.linalg.norm(moved) <= math.sqrt(2) + 1e-12
+        assert _refine.linear_counts(z, 31.6, 56.2).sum() == 50
+
+
+def test_the_fences_follow_the_skew():
+    """Tukey's 1.5 IQR when the quartiles are symmetric; a longer upper fence for a right
+    skew (and the mirror for a left one)."""
+    assert _refine.skew_adjusted_fences(-1.0, 0.0, 1.0) == (-4.0, 4.0)
+    lo, hi = _refine.skew_adjusted_fences(0.0, 0.3, 1.0)  # b = 0.4
+    assert hi - 1.0 > 1.5 and 0.0 - lo < 1.5
+    lo2, hi2 = _refine.skew_adjusted_fences(-1.0, -0.3, 0.0)  # the mirror
+    assert (lo2, hi2) == pytest.approx((-hi, -lo))
+    assert _refine.skew_adjusted_fences(2.0, 2.0, 2.0) == (2.0, 2.0)  # no spread: no fence
