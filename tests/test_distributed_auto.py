@@ -105,6 +105,16 @@ def test_auto_chunked_equals_in_memory(estimator, kwargs, classify, mechanism, a
 
 
 @on_cluster
+def test_auto_chunked_reads_a_concentrated_target_again_as_in_memory():
+    """A target of about 1003 +- 3 is concentrated on the log grid: both layouts take the
+    second look (its equal-bin counts summed over the chunks) and release the same model."""
+    X, y = raw_data()
+    ref, got = fit_pair(dpopt.DPLinearRegression, y + 1000.0, CHUNKINGS[0])
+    assert "target_refine" in ref.auto_.plan["mu_shares"]
+    assert_same_release(ref, got, TOL)
+
+
+@on_cluster
 def test_auto_chunked_l1_goes_to_dp_gd_and_equals_the_same_plan_in_memory(monkeypatch):
     X, y = raw_data(seed=1)
     got = [dpopt.DPLasso(epsilon=1.0, alpha=0.01, random_state=2).fit(*as_dask(X, y, rows))
