@@ -392,6 +392,8 @@ def test_selection_release_is_dominated_by_the_training_branch(estimator):
     else:
         est = dpopt.DPLinearRegression(epsilon=1.0, delta=delta, random_state=0)
         est.fit(X, z + rng.standard_normal(800) + 20)  # a target the histogram places
+        # in two bins ([10, 31.6]): its second look is one more Gaussian in the composition
+        assert "target_refine" in est.auto_.plan["mu_shares"]
     sel = est.auto_.plan["selection"]
     mechs = est.fit_result_.mechanisms
     nu = math.sqrt(sum(m.count / m.noise_multiplier ** 2 for m in mechs
