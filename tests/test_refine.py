@@ -62,3 +62,17 @@ def test_the_fences_follow_the_skew():
     lo2, hi2 = _refine.skew_adjusted_fences(-1.0, -0.3, 0.0)  # the mirror
     assert (lo2, hi2) == pytest.approx((-hi, -lo))
     assert _refine.skew_adjusted_fences(2.0, 2.0, 2.0) == (2.0, 2.0)  # no spread: no fence
+
+
+def test_the_model_path_pays_the_second_look_only_while_the_model_keeps_half():
+    """refine_mu: the larger of 5% of the whole mu^2 and the least mu that 16 bins need
+    (n/8 records per bin above 4.5 sigma, sigma = sqrt(2)/mu), or None when that would
+    take more than half of the model's mu^2; all from public n and the plan's split."""
+    from dpopt.pipeline.scaling import refine_mu
+
+    least = lambda n: 8 * 4.5 * math.sqrt(2.0) / n  # noqa: E731
+    mus = {"target_bounds": 0.2, "model": 0.9}  # whole mu^2 = 0.85
+    assert refine_mu(100_000, mus) == pytest.approx(math.sqrt(0.05 * 0.85))
+    assert refine_mu(150, mus) == pytest.approx(least(150))  # 0.34: larger than 5%
+    assert refine_mu(60, mus) is None  # least(60) = 0.85 > 0.9 / sqrt(2)
+    assert mus == {"target_bounds": 0.2, "model": 0.9}  # a pure function of the plan
