@@ -36,6 +36,8 @@ def test_the_second_look_adds_the_stated_noise(monkeypatch):
     # no resolution at a tiny budget: the range is kept (the record is still spent)
     assert _refine.refined_bounds(counts, 1000, 1.0, 5.0, 1e-4,
                                   np.random.default_rng(0))[:2] == (1.0, 5.0)
+    with pytest.raises(ValueError, match="n"):
+        _refine.refined_bounds(counts, 0, 1.0, 5.0, 0.4, np.random.default_rng(0))
     with pytest.raises(ValueError, match="lower < upper"):
         _refine.refined_bounds(counts, 1000, 5.0, 1.0, 0.4, np.random.default_rng(0))
 

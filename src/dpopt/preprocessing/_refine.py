@@ -22,6 +22,7 @@ import math
 
 import numpy as np
 
+from dpopt._core.validation import check_positive_int
 from dpopt.preprocessing._bounds import (
     DEFAULT_BIN_CONFIDENCE,
     DEFAULT_CONFIDENCE,
@@ -85,6 +86,7 @@ def refined_bounds(counts, n, lower, upper, mu, rng, *, quantiles=DEFAULT_QUANTI
     where a tail's single bins are not.
     Returns ``(lower, upper, record)``; the record is spent whatever is read."""
     mu = check_mu(mu)
+    n = check_positive_int(n, "n")
     counts = np.asarray(counts, dtype=np.float64)
     if counts.ndim != 1 or counts.size < 2:
         raise ValueError(f"counts must be a 1-d array of at least 2 bins, got shape "
