@@ -52,11 +52,17 @@ def bounds_resolvable(n, p, mu_bounds):
 
 def refine_resolvable(n, mu_refine):
     """Whether :func:`refined_bounds` at ``mu_refine`` can narrow a range, from public n
-    and mu: a bulk that fills half of the 16 equal bins (a narrowing by 2, the least that
-    pays for the half of the mean's budget the step takes) puts about n/8 records in
-    each, and a bin is trusted when its noisy count exceeds t sigma, sigma = sqrt(2) /
-    mu_refine (the rule of :func:`bounds_resolvable`)."""
-    return n / (REFINE_BINS / 2) >= DEFAULT_BIN_CONFIDENCE * math.sqrt(2.0) / mu_refine
+    and mu: ``mu_refine >= least_refine_mu(n)``."""
+    return mu_refine >= least_refine_mu(n)
+
+
+def least_refine_mu(n):
+    """The least mu at which :func:`refined_bounds` can narrow a range of n values: a bulk
+    that fills half of the 16 equal bins (a narrowing by 2, the least that pays for the
+    budget the step takes) puts about n/8 records in each, and a bin is trusted when its
+    noisy count exceeds t sigma, sigma = sqrt(2) / mu (the rule of
+    :func:`bounds_resolvable`): n/8 >= t sqrt(2) / mu."""
+    return (REFINE_BINS / 2) * DEFAULT_BIN_CONFIDENCE * math.sqrt(2.0) / n
 
 
 def private_mean_of_y(data, mu, rng):
@@ -244,14 +250,13 @@ def refine_mu(n, mus):
     target of 40 +- 2.5 in [31.6, 56.2]) costs the model what a 3-times narrower one
     would not. The second look (:func:`refined_bounds`) takes the larger of
     ``SHARES["target_bounds"]`` of the whole mu^2 and the least mu at which
-    :func:`refine_resolvable` holds, out of the model's own mu^2, and only while the
+    :func:`least_refine_mu`, out of the model's own mu^2, and only while the
     model keeps at least half of it (its noise grows by at most sqrt(2), less than the
     narrowing it buys). Whether it runs depends on the released target bounds; the
     total mu^2 is the same on both branches (fully adaptive composition, Smith &
     Thakurta 2022). ``mus`` is the plan's split (:func:`split_mu`)."""
     whole = math.sqrt(sum(m ** 2 for m in mus.values()))
-    least = (REFINE_BINS / 2) * DEFAULT_BIN_CONFIDENCE * math.sqrt(2.0) / n
-    mu_r = max(whole * math.sqrt(SHARES["target_bounds"]), least)
+    mu_r = max(whole * math.sqrt(SHARES["target_bounds"]), least_refine_mu(n))
     return mu_r if mu_r ** 2 <= 0.5 * mus["model"] ** 2 else None
 
 

@@ -572,4 +572,3 @@ def private_target_bounds(y, mu, rng, *, quantiles=DEFAULT_QUANTILES, bounds=Non
         raise ValueError("y contains NaN or infinity")
     return private_feature_bounds(v[:, None], mu, rng, quantiles=quantiles, bounds=bounds,
                                   confidence=confidence, grid=grid, bin_confidence=bin_confidence)
-

@@ -106,9 +106,9 @@ class Scaling:
         when X is a C-ordered float64 array with at least two columns, or a
         :class:`~dpopt.data.rows.RowSubset` of one (the compiled sum adds in NumPy's
         order, so the result is the same bit for bit)."""
-        source = self._source(X)
+        source = self.compiled_source(X)
         if source is not None and X.shape[1] >= 2:
-            return clipscale.clip_scale_column_sums(*source, *self._arrays(self._inverse_scale()))
+            return clipscale.clip_scale_column_sums(*source)
         return np.asarray(self.transform(X).sum(axis=0)).ravel()
 
     def compiled_source(self, X):

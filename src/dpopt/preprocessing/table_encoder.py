@@ -15,6 +15,7 @@ from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
 from dpopt._core.validation import check_privacy_target, check_random_state
+from dpopt.preprocessing._bounds import release_counts
 from dpopt.preprocessing.tables import (
     MAX_LABEL_SHARE,
     MIN_CLASS_FRACTION,
@@ -34,7 +35,7 @@ from dpopt.preprocessing.tables import (
     select_labels,
     selection_share,
 )
-from dpopt.privacy import Gaussian, epsilon_of, gdp_mu
+from dpopt.privacy import epsilon_of, gdp_mu
 
 
 @dataclass
@@ -126,8 +127,8 @@ def noisy_class_counts(index, k, mu, rng):
     of multiplier 1 / mu (mu-GDP) over a public set of classes: no threshold, no delta of
     its own. Returns (noisy counts in class order, records)."""
     counts = np.bincount(np.asarray(index, dtype=np.int64), minlength=k).astype(np.float64)
-    noisy = counts + (math.sqrt(2.0) / mu) * rng.standard_normal(k)
-    return noisy.tolist(), [Gaussian(1.0 / mu, 1)]
+    noisy, _, record = release_counts(counts[None, :], mu, rng)  # one histogram: sqrt(2)/mu
+    return noisy[0].tolist(), [record]
 
 
 def selection_split(n, columns, select_y, epsilon, delta):
