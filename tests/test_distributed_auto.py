@@ -145,6 +145,25 @@ def test_auto_chunked_row_normalization_when_bounds_are_out_of_reach():
 
 
 @on_cluster
+def test_auto_chunked_coarse_grid_bounds_as_in_memory():
+    """Too few rows for the default grid, enough for one bin per decade: both layouts release
+    the classifier's feature histograms on the coarse grid (chunk counts summed) and the same
+    model."""
+    from sklearn.datasets import load_breast_cancer
+
+    X, y = load_breast_cancer(return_X_y=True)
+    kw = dict(epsilon=1.0, random_state=3, classes=[0, 1])
+    ref = dpopt.DPLogisticRegression(**kw).fit(X, y)
+    got = dpopt.DPLogisticRegression(**kw).fit(da.from_array(X, chunks=(150, 30)),
+                                               da.from_array(y, chunks=150))
+    assert ref.auto_.plan["coarse_grid"] and got.auto_.plan["coarse_grid"]
+    assert not np.allclose(ref.coef_, 0.0)
+    np.testing.assert_allclose(got.coef_, ref.coef_, rtol=0, atol=OP_TOL)
+    assert got.fit_result_.mechanisms == ref.fit_result_.mechanisms
+    np.testing.assert_allclose(got.feature_bounds_, ref.feature_bounds_, rtol=1e-12)
+
+
+@on_cluster
 def test_fit_default_takes_dask_arrays_and_chunked_problems():
     X, y = raw_data(seed=2)
     kw = dict(loss="squared", penalty="l2", penalty_kwargs={"alpha": 0.01}, fit_intercept=True,

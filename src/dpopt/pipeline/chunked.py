@@ -141,12 +141,11 @@ class ChunkedData:
             return cls(X)
         return cls(ChunkedProblem(X, y, loss=loss, fit_intercept=fit_intercept))
 
-    def feature_bounds(self, mu, rng, bounds=None):
+    def feature_bounds(self, mu, rng, bounds=None, grid=DEFAULT_GRID):
         p = self.shape[1]
-        counts = self.raw._reduce(_chunk_feature_counts, p * DEFAULT_GRID.n_bins,
-                                  grid=DEFAULT_GRID)
-        return private_bounds_from_counts(counts.reshape(p, DEFAULT_GRID.n_bins), self.shape[0],
-                                          mu, rng, bounds=bounds,
+        counts = self.raw._reduce(_chunk_feature_counts, p * grid.n_bins, grid=grid)
+        return private_bounds_from_counts(counts.reshape(p, grid.n_bins), self.shape[0],
+                                          mu, rng, bounds=bounds, grid=grid,
                                           fallback=ZERO_INFLATED_FALLBACK)
 
     def means(self, scaling, mu, rng):

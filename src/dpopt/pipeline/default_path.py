@@ -91,12 +91,14 @@ from dpopt.pipeline.scaling import (  # noqa: F401 (the scaling steps, public he
     InMemoryData,
     _column_lines,
     _data_of,
+    bounds_grid,
     bounds_resolvable,
     note_columns,
     private_mean_of_y,
     private_scaling,
     warn_columns,
 )
+from dpopt.preprocessing._bounds import COARSE_GRID, DEFAULT_GRID
 from dpopt.preprocessing.feature_maps import (  # noqa: F401 (the maps of AutoFit)
     RowNormalization,
     Scaling,
@@ -220,9 +222,10 @@ def plan_budget(n, p, mu, *, regression, center, public=0, inference=False):
     """Shares of mu^2 for the scaling steps, from public (n, p, mu) only.
 
     Feature bounds get ``SHARES["feature_bounds"]``, or ``MAX_SHARE`` when that is
-    what :func:`bounds_resolvable` needs, or nothing: then rows are normalized
-    (free) and no mean or row norm is needed either. Means are released only when
-    features are centred (dense data with an intercept). A regression target gets
+    what :func:`bounds_resolvable` needs, on the default grid, or else (a classifier
+    without ``inference``) on the coarse one (:func:`~dpopt.pipeline.scaling.bounds_grid`),
+    or nothing: then rows are normalized (free) and no mean or row norm is needed either.
+    Means are released only when features are centred (dense data with an intercept). A regression target gets
     ``SHARES["target_bounds"]`` or ``MAX_SHARE`` likewise; if even that cannot
     resolve one histogram, no private fit can learn the target's scale: the plan is
     then ``None`` (see :func:`fit_default` and :func:`model_possible`). ``public`` of the p
@@ -239,12 +242,18 @@ def plan_budget(n, p, mu, *, regression, center, public=0, inference=False):
             shares["feature_means"] = SHARES["feature_means"]
         shares["row_norm"] = SHARES["row_norm"]
     p = p - public
-    for share in (() if p <= 0 else (SHARES["feature_bounds"], MAX_SHARE)):
-        if bounds_resolvable(n, p, mu * math.sqrt(share)):
+    # the coarse grid: classifiers only, and not for inference (module docstring of
+    # dpopt.pipeline.scaling.bounds_grid says why)
+    grids = (DEFAULT_GRID,) if regression or inference else (DEFAULT_GRID, COARSE_GRID)
+    tries = [(share, grid) for grid in grids
+             for share in (SHARES["feature_bounds"], MAX_SHARE)] if p > 0 else []
+    for share, grid in tries:
+        if bounds_resolvable(n, p, mu * math.sqrt(share), grid):
             shares["feature_bounds"] = share
             if center:
                 shares["feature_means"] = SHARES["feature_means"]
-                if share == SHARES["feature_bounds"]:  # not where the bounds need MAX_SHARE
+                if share == SHARES["feature_bounds"] and grid is DEFAULT_GRID:
+                    # not where the bounds need MAX_SHARE or the coarse grid
                     shares["centred_bounds"] = SHARES["centred_bounds"]
             shares["row_norm"] = SHARES["row_norm"]
             if inference:
@@ -360,7 +369,9 @@ def fit_default(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, 
     mechanisms = records + list(result.mechanisms)
     total = epsilon_of(mechanisms, delta, adjacency=result.adjacency)
     plan = {"solver": solver, "reason": why, "mu": mu_total, "mu_shares": mus,
-            "scaling": "row-normalized" if row_mode else "private feature bounds",
+            "scaling": ("row-normalized" if row_mode else "private feature bounds"
+                        + (" (coarse grid, 1 bin per decade)" if columns_note.get("coarse_grid")
+                           else "")),
             "row_bound": R, "model_options": _public(options), "public_bounds": public,
             **columns_note}
     if prior is not None:

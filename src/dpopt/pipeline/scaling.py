@@ -18,6 +18,7 @@ from dpopt.data.chunked import is_chunked_input
 from dpopt.pipeline.chunked import ChunkedData
 from dpopt.preprocessing import private_feature_bounds, private_target_bounds
 from dpopt.preprocessing._bounds import (
+    COARSE_GRID,
     DEFAULT_BIN_CONFIDENCE,
     DEFAULT_GRID,
     ZERO_INFLATED_FALLBACK,
@@ -35,19 +36,50 @@ SHARES = {"feature_bounds": 0.10, "feature_means": 0.04, "centred_bounds": 0.10,
 MAX_SHARE = 0.30
 
 
-def bounds_resolvable(n, p, mu_bounds):
-    """Whether the feature-bound release can see a feature's bulk, from public (n, p, mu).
+def bounds_resolvable(n, p, mu_bounds, grid=DEFAULT_GRID):
+    """Whether the feature-bound release on ``grid`` can see a feature's bulk, from public
+    (n, p, mu).
 
     The release adds N(0, sigma^2) with sigma = sqrt(2p) / mu_bounds to every count,
     and a bin is trusted when its noisy count exceeds t sigma (t =
     ``DEFAULT_BIN_CONFIDENCE`` of :mod:`dpopt.preprocessing`). A feature whose
-    values span one decade fills about ``bins_per_decade`` bins of the public grid,
+    values span one decade fills about ``grid.bins_per_decade`` bins of the grid,
     about n / bins_per_decade records each: the bounds are resolvable when that
     count clears the threshold. Below it, every feature would collapse and be
-    dropped, so the default path normalizes rows instead (:class:`RowNormalization`).
+    dropped (see :func:`bounds_grid` for the coarser grid, then row normalization:
+    :class:`RowNormalization`).
     """
     sigma = math.sqrt(2.0 * p) / mu_bounds
-    return n / DEFAULT_GRID.bins_per_decade >= DEFAULT_BIN_CONFIDENCE * sigma
+    return n / grid.bins_per_decade >= DEFAULT_BIN_CONFIDENCE * sigma
+
+
+def bounds_grid(n, p, mu_bounds):
+    """The public grid of the feature-bound release at ``mu_bounds``, or None.
+
+    The default grid (4 bins per decade) where :func:`bounds_resolvable` says it can see a
+    feature's bulk; else :data:`~dpopt.preprocessing._bounds.COARSE_GRID` (1 bin per
+    decade: a decade's records sit in one bin, four times the count, at the same noise),
+    where that can; else None, and rows are normalized. The coarse bounds place each
+    range within a factor of 10 of the data's, which is what min-max scaling needs to put
+    features of very different units (an area near 1,000 beside a ratio near 0.1) on
+    comparable scales; row normalization leaves the largest unit to dominate every row.
+    Reading the default grid's counts on coarser bins after the release (the free second
+    reading of :func:`~dpopt.preprocessing._bounds.histogram_bounds`) sums four noises per
+    bin, so it needs twice the records; releasing on the coarse grid does not.
+
+    The plan (:func:`dpopt.pipeline.default_path.plan_budget`) offers the coarse grid to
+    classifiers only. A regression's held-out choice releases, at these sizes, mostly the
+    constant, and its constant is read off the model's own release (AdaSSP's noisy X^T y,
+    whose noise grows with R and shrinks with the model's share), so the budget the coarse
+    bounds take from the model costs it more than the scales give (measured on the
+    practitioner benchmark's 225-row regression, docs/default_path.md); a classifier's
+    constant comes from label counts released on all rows and does not depend on the
+    model's share. Nor with ``inference=True``: the intervals were validated on the default
+    grid's scaling."""
+    for grid in (DEFAULT_GRID, COARSE_GRID):
+        if bounds_resolvable(n, p, mu_bounds, grid):
+            return grid
+    return None
 
 
 def refine_resolvable(n, mu_refine):
@@ -154,8 +186,8 @@ class InMemoryData:
             self._scaled = (scaling, Xs)
         return self._scaled[1]
 
-    def feature_bounds(self, mu, rng, bounds=None):
-        return private_feature_bounds(self.X, mu, rng, bounds=bounds,
+    def feature_bounds(self, mu, rng, bounds=None, grid=DEFAULT_GRID):
+        return private_feature_bounds(self.X, mu, rng, bounds=bounds, grid=grid,
                                       fallback=ZERO_INFLATED_FALLBACK)
 
     def means(self, scaling, mu, rng):
@@ -204,17 +236,23 @@ def private_scaling(data, mus, *, fit_intercept, center, regression, rng, bounds
     mu of ``mus``; rows normalized, for free, when ``mus`` has no ``feature_bounds``).
     Returns ``(scaling, target_scaling or None, R, records, columns_note)``, the note naming
     the columns whose bounds fell back or collapsed (:func:`note_columns`). ``bounds``:
-    public (lower, upper) per feature, NaN where unknown (those cost nothing)."""
+    public (lower, upper) per feature, NaN where unknown (those cost nothing). The feature
+    bounds' histograms are on :func:`bounds_grid` of their mu (the note has ``coarse_grid``
+    True when that is the coarse grid)."""
     records, columns_note = [], {}
     if row_mode is None:
         row_mode = "feature_bounds" not in mus
     if row_mode:
         scaling, R = RowNormalization(), 1.0
     else:
-        fb = data.feature_bounds(mus.get("feature_bounds", math.inf), rng, bounds=bounds)
+        mu_b = mus.get("feature_bounds", math.inf)
+        private = data.shape[1] - (0 if bounds is None else int(np.sum(
+            ~(np.isnan(bounds[0]) | np.isnan(bounds[1])))))
+        grid = bounds_grid(data.shape[0], private, mu_b) if private else DEFAULT_GRID
+        fb = data.feature_bounds(mu_b, rng, bounds=bounds, grid=grid or DEFAULT_GRID)
         records += list(fb.mechanisms)
         scaling = Scaling.from_bounds(fb.lower, fb.upper, shift=fit_intercept, sparse=data.sparse)
-        columns_note = note_columns(fb, scaling)
+        columns_note = {**note_columns(fb, scaling), "coarse_grid": grid is COARSE_GRID}
         if center:
             means, rec = data.means(scaling, mus["feature_means"], rng)
             records += rec

@@ -78,6 +78,7 @@ from dpopt.privacy.accounting import Gaussian
 from dpopt.privacy.mechanisms import gaussian_noise, noisy_scan
 
 __all__ = ["SignedLogGrid", "FeatureBounds", "DEFAULT_QUANTILES", "DEFAULT_CONFIDENCE",
+           "COARSE_GRID",
            "DEFAULT_BIN_CONFIDENCE", "ZERO_INFLATED_FALLBACK", "collapsed_to_zero",
            "private_feature_bounds", "private_target_bounds", "release_histograms",
            "release_counts", "feature_histograms", "private_bounds_from_counts",
@@ -153,6 +154,10 @@ class SignedLogGrid:
 
 
 DEFAULT_GRID = SignedLogGrid()
+#: The default grid's decades at one bin each: where n is too small for the default grid
+#: (``dpopt.pipeline.scaling.bounds_grid``), a feature's bulk then fills one or two bins
+#: holding several times the records, and its range is located within a factor of 10.
+COARSE_GRID = SignedLogGrid(DEFAULT_GRID.min_decade, DEFAULT_GRID.max_decade, 1)
 
 
 @dataclass
