@@ -251,7 +251,7 @@ def test_row_mode_when_even_the_coarse_grid_cannot_locate_feature_bounds():
     mu = gdp_mu(1.0, 1 / n ** 2)
     from dpopt.preprocessing._bounds import COARSE_GRID
     assert not auto.bounds_resolvable(n, p, mu * math.sqrt(auto.MAX_SHARE), COARSE_GRID)
-    shares = auto.plan_budget(n, p, mu, regression=False, center=True)
+    shares = auto.plan_budget(n, p, mu, regression=False, center=True, coarse=True)
     assert shares == {}  # nothing spent on scaling: rows are normalized (free)
     X = rng.lognormal(size=(n, p)) * np.logspace(-2, 3, p)
     y = (X[:, -1] > np.median(X[:, -1])).astype(int)
@@ -276,11 +276,14 @@ def test_the_coarse_grid_places_features_the_default_grid_cannot(monkeypatch):
     mu_b = mu * math.sqrt(auto.MAX_SHARE)
     assert bounds_grid(n, p, mu_b) is COARSE_GRID and bounds_grid(4 * n, p, mu_b) is DEFAULT_GRID
     assert bounds_grid(n // 4, p, mu_b) is None
-    assert auto.plan_budget(n, p, mu, regression=False, center=True)["feature_bounds"] == \
-        auto.MAX_SHARE
-    # not for a regression (its constant pays for the share) nor with inference
-    assert "feature_bounds" not in auto.plan_budget(n, p, mu, regression=True, center=True)
-    assert auto.plan_budget(n, p, mu, regression=False, center=True, inference=True) == {}
+    assert auto.plan_budget(n, p, mu, regression=False, center=True,
+                            coarse=True)["feature_bounds"] == auto.MAX_SHARE
+    # not for a regression (its constant pays for the share), with inference, or multiclass
+    assert "feature_bounds" not in auto.plan_budget(n, p, mu, regression=True, center=True,
+                                                    coarse=True)
+    assert auto.plan_budget(n, p, mu, regression=False, center=True, inference=True,
+                            coarse=True) == {}
+    assert auto.plan_budget(n, p, mu, regression=False, center=True) == {}
     from sklearn.datasets import load_breast_cancer
     from sklearn.model_selection import train_test_split
 

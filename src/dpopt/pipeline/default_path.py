@@ -218,14 +218,15 @@ def rules(solver, *, loss, n, dim, mu, row_bound, alpha=0.0, huber_threshold=1.0
 # --------------------------------------------------------------------------- the pipeline
 
 
-def plan_budget(n, p, mu, *, regression, center, public=0, inference=False):
+def plan_budget(n, p, mu, *, regression, center, public=0, inference=False, coarse=False):
     """Shares of mu^2 for the scaling steps, from public (n, p, mu) only.
 
     Feature bounds get ``SHARES["feature_bounds"]``, or ``MAX_SHARE`` when that is
-    what :func:`bounds_resolvable` needs, on the default grid, or else (a classifier
-    without ``inference``) on the coarse one (:func:`~dpopt.pipeline.scaling.bounds_grid`),
-    or nothing: then rows are normalized (free) and no mean or row norm is needed either.
-    Means are released only when features are centred (dense data with an intercept). A regression target gets
+    what :func:`bounds_resolvable` needs, on the default grid, or else (``coarse``: a
+    binary classifier without ``inference``) on the coarse one
+    (:func:`~dpopt.pipeline.scaling.bounds_grid`), or nothing: then rows are normalized
+    (free) and no mean or row norm is needed either. Means are released only when
+    features are centred (dense data with an intercept). A regression target gets
     ``SHARES["target_bounds"]`` or ``MAX_SHARE`` likewise; if even that cannot
     resolve one histogram, no private fit can learn the target's scale: the plan is
     then ``None`` (see :func:`fit_default` and :func:`model_possible`). ``public`` of the p
@@ -242,9 +243,10 @@ def plan_budget(n, p, mu, *, regression, center, public=0, inference=False):
             shares["feature_means"] = SHARES["feature_means"]
         shares["row_norm"] = SHARES["row_norm"]
     p = p - public
-    # the coarse grid: classifiers only, and not for inference (module docstring of
-    # dpopt.pipeline.scaling.bounds_grid says why)
-    grids = (DEFAULT_GRID,) if regression or inference else (DEFAULT_GRID, COARSE_GRID)
+    # the coarse grid: binary classifiers only, and not for inference
+    # (dpopt.pipeline.scaling.bounds_grid says why)
+    grids = ((DEFAULT_GRID, COARSE_GRID) if coarse and not (regression or inference)
+             else (DEFAULT_GRID,))
     tries = [(share, grid) for grid in grids
              for share in (SHARES["feature_bounds"], MAX_SHARE)] if p > 0 else []
     for share, grid in tries:
@@ -326,7 +328,8 @@ def fit_default(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, 
     public = public_count(feature_bounds)
     mu_avail = math.sqrt(max(gdp_mu(epsilon, delta) ** 2 - spent_mu ** 2, 0.0))
     shares = None if constant_only else plan_budget(
-        n, p, mu_avail, regression=regression, center=center, public=public, inference=inference)
+        n, p, mu_avail, regression=regression, center=center, public=public, inference=inference,
+        coarse=True)
     if shares is None:
         left = mu_avail * math.sqrt(1.0 - (prior.share if prior is not None else 0.0))
         return _no_model(data, p, loss, penalty, penalty_kwargs, fit_intercept, delta, n,
