@@ -414,6 +414,11 @@ def test_selection_release_is_dominated_by_the_training_branch(estimator):
     ratio = sens / sel["sigma"]
     if sel["sigma_mean"] is not None:
         ratio = math.hypot(ratio, (2 / sel["validation_rows"]) / sel["sigma_mean"])
+    # a regressor's constant on all rows: both sides meet it (it is among the mechanisms)
+    mu_c = est.auto_.plan.get("constant_mu", 0.0)
+    assert (mu_c > 0) == (estimator == "linear")
+    assert (Gaussian(1 / mu_c, 1) in mechs) if mu_c else True
+    ratio = math.hypot(ratio, mu_c)
     for e in np.linspace(0.0, 3.0, 13):
         d_val = hockey_stick_gaussian(ratio, 1.0, e)
         assert d_val <= train_delta(e) * (1 + 1e-6) + 1e-13, e

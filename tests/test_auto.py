@@ -62,8 +62,12 @@ def test_budget_split_is_the_documented_one(cls):
     shares = dict(auto.SHARES)
     if not regression:
         shares.pop("target_bounds")
+    # a regressor's constant on all rows takes mu_c first (dpopt.pipeline.constant)
+    mu_c = plan["mu_shares"].get("constant", 0.0)
+    assert (mu_c > 0) == regression
     for step, share in shares.items():
-        assert plan["mu_shares"][step] == pytest.approx(mu * math.sqrt(share), rel=1e-12)
+        assert plan["mu_shares"][step] == pytest.approx(
+            math.sqrt(mu ** 2 - mu_c ** 2) * math.sqrt(share), rel=1e-12)
     assert sum(v ** 2 for v in plan["mu_shares"].values()) == pytest.approx(mu ** 2, rel=1e-9)
     # every scaling release is a Gaussian mechanism with multiplier 1 / mu_step
     gauss = [m for m in model.fit_result_.mechanisms if isinstance(m, Gaussian)]

@@ -16,7 +16,7 @@ from dpopt.pipeline.selection import (
     noisy_scores,
     validation_mu,
 )
-from dpopt.privacy import Gaussian, ObjectivePerturbation, gdp_mu
+from dpopt.privacy import Gaussian, ObjectivePerturbation, epsilon_of, gdp_mu
 
 
 def noise_labels(n=1500, p=5, rate=0.8, seed=0):
@@ -283,15 +283,70 @@ def test_adassps_released_sum_of_y_is_the_free_constant():
     X, y = signal(regression=True)
     reg = fit_quiet(dpopt.DPLinearRegression(epsilon=1.0, random_state=0), X, y)
     sel = reg.auto_.plan["selection"]
-    assert sel["noisy_mean_from"].startswith("the training branch")
+    assert sel["noisy_mean_from"] == ("the training branch's release and the release on all "
+                                      "rows (free)")
     # all of mu_v goes to the scores, and nothing more is spent than the target
     assert sel["mu_scores"] == sel["mu"] and sel["sigma_mean"] is None
     assert reg.epsilon_spent_ == pytest.approx(1.0, rel=1e-6)
-    # the free mean is sum(y_scaled) / n_train up to AdaSSP's noise sigma_3 / n_train
+    # AdaSSP's mean, sum(y_scaled) / n_train up to its noise sigma_3 / n_train, pooled with
+    # the one on all rows (noise 2 / (n mu_c))
     n_train = len(y) - sel["validation_rows"]
-    sigma_3 = reg.fit_result_.params["sigmas"][2]
+    sd = 1 / math.hypot(n_train / reg.fit_result_.params["sigmas"][2],
+                        len(y) * reg.auto_.plan["constant_mu"] / 2)
     exact = np.mean(reg.auto_.target.transform(y))
-    assert abs(sel["noisy_mean"] - exact) < 5 * sigma_3 / n_train + 0.05
+    assert abs(sel["noisy_mean"] - exact) < 5 * sd + 0.05
+
+
+def test_a_regressors_constant_is_released_on_all_rows(monkeypatch):
+    """The constant's own release: mu_c = constant_mu(n, mu) kept out of the training branch,
+    the mean of y on all n rows with N(0, (2 / mu_c)^2) on its sum (captured at the call),
+    its record in the composition, the total at most the target."""
+    from dpopt.pipeline import constant
+    from dpopt.pipeline.constant import CONSTANT_LOSS, constant_mu
+
+    n, mu = 15000, gdp_mu(1.0, 1e-8)
+    assert constant_mu(n, mu) == pytest.approx(8 / (n * math.sqrt(CONSTANT_LOSS)))
+    assert (constant_mu(n, mu) / mu) ** 2 < 0.01  # large n: under 1% of mu^2
+    assert constant_mu(225, mu) == pytest.approx(mu * math.sqrt(0.1))  # small n: the cap
+    calls = []
+    original = constant.noisy_target_mean
+    monkeypatch.setattr(constant, "noisy_target_mean", lambda total, m, mu_, rng: calls.append(
+        (m, mu_)) or original(total, m, mu_, rng))
+    rng = np.random.default_rng(2)
+    X = rng.standard_normal((300, 4))
+    y = 40 + X @ np.array([0.5, -0.3, 0.2, 0.1]) + 2.0 * rng.standard_normal(300)
+    reg = fit_quiet(dpopt.DPLinearRegression(epsilon=4.0, delta=1e-6, random_state=0), X, y)
+    mu_c = reg.auto_.plan["constant_mu"]
+    assert mu_c == pytest.approx(constant_mu(300, gdp_mu(4.0, 1e-6)))
+    assert calls == [(300, mu_c)]  # all rows, at mu_c
+    assert Gaussian(1 / mu_c, 1) in reg.fit_result_.mechanisms
+    # the training branch shared what mu_c left: every record together is the target
+    assert epsilon_of(reg.fit_result_.mechanisms, 1e-6) == pytest.approx(reg.epsilon_spent_)
+    assert 3.99 < reg.epsilon_spent_ <= 4.0 + 1e-9
+    mus = reg.auto_.plan["mu_shares"]
+    assert mus["constant"] == mu_c
+    assert sum(v ** 2 for v in mus.values()) == pytest.approx(gdp_mu(4.0, 1e-6) ** 2)
+
+
+def test_a_small_regressions_released_constant_is_near_the_exact_mean():
+    """Do no harm on 225 rows: the held-out choice releases the constant, now pooled from
+    AdaSSP's and an all-rows release. Over 20 seeds at epsilon 2 its R^2 against the
+    exact training mean's is within 0.04 (it was 0.10 without the all-rows release)."""
+    rng = np.random.default_rng(1004)
+    X = rng.standard_normal((300, 8)) * rng.uniform(1, 100, 8)
+    y = ((X / X.std(0)) @ rng.uniform(-1, 1, 8)) + 2.0 * rng.standard_normal(300) + 40
+    Xtr, ytr, yte = X[:225], y[:225], y[225:]
+
+    def r2(pred):
+        return 1 - np.sum((yte - pred) ** 2) / np.sum((yte - yte.mean()) ** 2)
+
+    scores = []
+    for seed in range(20):
+        reg = fit_quiet(dpopt.DPLinearRegression(epsilon=2.0, random_state=seed), Xtr, ytr)
+        if np.all(reg.coef_ == 0):
+            scores.append(r2(np.full(len(yte), reg.intercept_)))
+    assert len(scores) >= 15
+    assert np.mean(scores) > r2(np.full(len(yte), ytr.mean())) - 0.04
 
 
 def test_the_paired_difference_and_the_constant_have_the_stated_noise():
@@ -353,13 +408,16 @@ def test_the_mean_of_y_spends_on_its_bounds_only_what_they_need():
     assert records[0].noise_multiplier == pytest.approx(1 / (0.14 * math.sqrt(0.75)))  # small n
 
 
-def test_a_collapsed_training_target_falls_back_to_the_held_out_mean(monkeypatch):
+@pytest.mark.parametrize("n, rows", [(20000, "held-out"), (2000, "all")])
+def test_a_collapsed_training_target_falls_back_to_a_private_mean(monkeypatch, n, rows):
     """If the training rows' histogram of y does not resolve (the model is the constant 0
-    in raw units), the held-out rows release the private mean of y instead."""
+    in raw units), the private mean of y is released instead: by the held-out rows with
+    mu_v, or by all rows with the constant's own mu_c where n mu_c >= m mu_v (its records
+    then join the composition)."""
     from dpopt.pipeline import scaling
     from dpopt.preprocessing._bounds import FeatureBounds
 
-    X, y = signal(n=2000, regression=True)
+    X, y = signal(n=n, regression=True)
     calls = []
     original = scaling.InMemoryData.target_bounds
 
@@ -373,9 +431,17 @@ def test_a_collapsed_training_target_falls_back_to_the_held_out_mean(monkeypatch
     monkeypatch.setattr(scaling.InMemoryData, "target_bounds", collapse_first)
     reg = fit_quiet(dpopt.DPLinearRegression(epsilon=2.0, random_state=0), X, y)
     sel = reg.auto_.plan["selection"]
-    assert calls == [1600, 400] and sel["released"] == "noisy mean of y (held-out)"
+    m = n // 5
+    assert calls == [n - m, m if rows == "held-out" else n]
+    assert sel["released"] == f"noisy mean of y ({rows})"
     assert np.all(reg.coef_ == 0) and abs(reg.intercept_ - y.mean()) < 0.1 * np.ptp(y)
     assert reg.epsilon_spent_ <= 2.0 * (1 + 1e-9)
+    mechs = reg.fit_result_.mechanisms
+    assert reg.epsilon_spent_ == pytest.approx(epsilon_of(mechs, reg.fit_result_.delta))
+    if rows == "all":  # the constant's own mu_c, kept out of the training branch
+        from dpopt.pipeline.constant import constant_mu
+
+        assert sel["mu"] == reg.auto_.plan["constant_mu"] == constant_mu(n, gdp_mu(2.0, 1 / n**2))
 
 
 def test_the_high_dimensional_route_names_the_majority_from_its_class_share():

@@ -59,6 +59,7 @@ import numbers
 import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 
 import numpy as np
 from scipy import stats
@@ -67,6 +68,7 @@ import dpopt
 from dpopt._core.exceptions import PrivacyLeakWarning
 from dpopt._core.validation import check_choice, check_delta, check_positive_int, check_scalar
 from dpopt.data import Problem
+from dpopt.pipeline.constant import release_constant
 from dpopt.pipeline.selection import noisy_scores
 from dpopt.privacy import gdp_epsilon, gdp_mu
 from dpopt.solvers import _base, available_solvers
@@ -456,3 +458,34 @@ def audit_selection(*, epsilon=DEFAULT_EPSILON, delta=DEFAULT_DELTA, n_runs=DEFA
                        confidence=confidence,
                        options={"n_validation": n_validation, "n_columns": n_columns,
                                 "noise_scale": noise_scale})
+
+
+def audit_constant(*, epsilon=DEFAULT_EPSILON, delta=DEFAULT_DELTA, n_runs=DEFAULT_RUNS,
+                   n=50, random_state=0, confidence=0.95, noise_scale=1.0) -> AuditResult:
+    """Empirical lower bound on the epsilon of a regressor's constant on all rows
+    (:func:`dpopt.pipeline.constant.release_constant`: the mean of n targets scaled into
+    [-1, 1], N(0, (2 / mu)^2) on their sum). Neighbouring target sets of ``n`` records, all
+    0 except the canary, at -1 on D0 and +1 on D1 (the worst case: the sum moves by 2). The
+    release runs at mu = gdp_mu(epsilon, delta) through the fit's code, with the identity
+    as the target scale; the statistic is the noisy mean. ``noise_scale`` < 1 is a broken
+    variant, for the tests only (it multiplies the noise)."""
+    epsilon = check_scalar(epsilon, "epsilon", low=0.0, low_open=True)
+    delta = check_delta(delta)
+    n_runs = check_positive_int(n_runs, "n_runs")
+    mu = gdp_mu(epsilon, delta)
+    identity = SimpleNamespace(transform=lambda v: v)
+    rng = np.random.default_rng(random_state)
+    scores = np.empty((2, n_runs))
+    for b, canary in enumerate((-1.0, 1.0)):
+        y = np.zeros(n)
+        y[0] = canary
+        for k in range(n_runs):
+            noisy = release_constant(identity, y, mu, rng)[0]
+            scores[b, k] = y.mean() + noise_scale * (noisy - y.mean())
+    lb, point, t, direction, fpr, fnr, fu, nu = empirical_epsilon(
+        scores[0], scores[1], delta, confidence=confidence)
+    return AuditResult(solver="constant on all rows (held-out choice, regression)",
+                       epsilon=gdp_epsilon(mu, delta), delta=delta, adjacency="replace-one",
+                       epsilon_lb=lb, epsilon_point=point, threshold=t, direction=direction,
+                       fpr=fpr, fnr=fnr, fpr_upper=fu, fnr_upper=nu, n_runs=n_runs,
+                       confidence=confidence, options={"n": n, "noise_scale": noise_scale})

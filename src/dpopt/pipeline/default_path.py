@@ -270,14 +270,16 @@ def plan_budget(n, p, mu, *, regression, center, public=0, inference=False, coar
     return shares
 
 
-def model_possible(n, epsilon, delta, prior=None):
+def model_possible(n, epsilon, delta, prior=None, spent_mu=0.0):
     """Whether the default path can fit a regression model on n rows, from public facts
     only: :func:`plan_budget` is not None, i.e. the target's histogram is resolvable on the
     default grid at ``MAX_SHARE`` of what the ``prior`` releases leave. Otherwise the
     released predictor is the private mean of y (:func:`_no_model`), and the held-out
     selection (:mod:`dpopt.pipeline.selection`) asks first, so that the constant is
-    computed from all n rows."""
+    computed from all n rows. ``spent_mu``: what a release before the model path keeps
+    (the held-out choice's constant on all rows)."""
     mu = gdp_mu(epsilon, delta - (prior.delta if prior is not None else 0.0))
+    mu = math.sqrt(max(mu ** 2 - spent_mu ** 2, 0.0))
     return bounds_resolvable(n, 1, mu * math.sqrt(MAX_SHARE))
 
 
@@ -326,16 +328,18 @@ def fit_default(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, 
         _check_inference(loss_name, penalty, penalty_kwargs, n, p, data.chunked)
     delta_total, delta = delta, delta - (prior.delta if prior is not None else 0.0)
     public = public_count(feature_bounds)
-    mu_avail = math.sqrt(max(gdp_mu(epsilon, delta) ** 2 - spent_mu ** 2, 0.0))
+    whole = gdp_mu(epsilon, delta)
+    mu_avail = math.sqrt(max(whole ** 2 - spent_mu ** 2, 0.0))
+    prior_sq = prior.share * whole ** 2 if prior is not None else 0.0  # a share of the whole
     shares = None if constant_only else plan_budget(
         n, p, mu_avail, regression=regression, center=center, public=public, inference=inference,
         coarse=True)
     if shares is None:
-        left = mu_avail * math.sqrt(1.0 - (prior.share if prior is not None else 0.0))
+        left = math.sqrt(max(mu_avail ** 2 - prior_sq, 0.0))
         return _no_model(data, p, loss, penalty, penalty_kwargs, fit_intercept, delta, n,
                          epsilon, left, rng, prior)
-    if prior is not None and prior.share:
-        shares["selection"] = prior.share
+    if prior_sq:
+        shares["selection"] = prior_sq / mu_avail ** 2
     mu_total, mus = split_mu(epsilon, delta, shares, spent_mu=spent_mu)
     row_mode = "feature_bounds" not in shares and public < p
     if row_mode:

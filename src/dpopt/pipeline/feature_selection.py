@@ -273,20 +273,21 @@ def fit_screened(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon,
 
 def fit_routed(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, delta, rng,
                regression=False, feature_bounds=None, prior=None, inference=False,
-               constant_only=False):
+               constant_only=False, spent_mu=0.0):
     """The default path (:func:`dpopt.pipeline.default_path.fit_default`), through the
     screening route (:func:`fit_screened`) when the problem is a classification in memory
     with more features than a private full-dimensional fit can use (:func:`high_dimensional`,
     from public n, p and mu only). Same arguments and result as ``fit_default``. The route
     is not taken after releases of the table layer (``prior``: private labels or categories)
     or with public ``feature_bounds``: its screen would need their budget (declare the
-    labels with ``classes=`` to use it)."""
+    labels with ``classes=`` to use it), nor after another release (``spent_mu``, the
+    held-out choice's constant of a regression)."""
     chunked = getattr(X, "is_chunked", False) is True or is_chunked_input(X)
     if (not (regression or chunked or inference) and prior is None and feature_bounds is None
-            and high_dimensional(*X.shape, gdp_mu(epsilon, delta))):
+            and not spent_mu and high_dimensional(*X.shape, gdp_mu(epsilon, delta))):
         return fit_screened(X, y, loss=loss, penalty=penalty, penalty_kwargs=penalty_kwargs,
                             fit_intercept=fit_intercept, epsilon=epsilon, delta=delta, rng=rng)
     return fit_default(X, y, loss=loss, penalty=penalty, penalty_kwargs=penalty_kwargs,
                        fit_intercept=fit_intercept, epsilon=epsilon, delta=delta, rng=rng,
                        regression=regression, feature_bounds=feature_bounds, prior=prior,
-                       inference=inference, constant_only=constant_only)
+                       inference=inference, constant_only=constant_only, spent_mu=spent_mu)

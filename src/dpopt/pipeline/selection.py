@@ -40,13 +40,13 @@ noise with sigma = sqrt(k) / (m mu_s) makes them a Gaussian mechanism of multipl
 most 2 H / m (one record's difference goes from -H to H), so N(0, (2 H / (m mu_s))^2) makes
 it mu_s-GDP (:func:`noisy_difference`); H is a function of the training branch's output and
 of the constant, both released before it (adaptive composition of Gaussians is GDP
-composition). For a regressor the constant is the noisy mean
-of the scaled target. When the training branch's mechanism released one with less noise
-(AdaSSP's X^T y has the intercept's entry sum_i y_i + noise: :func:`released_mean`), it is
-used for free and the scores get all of mu_v. Otherwise the validation branch first
-releases the mean of the scaled target (values in [-1, 1], sensitivity 2/m) with
-N(0, (2 / (m mu_c))^2); the two Gaussians compose to mu_v-GDP with mu_c = mu_s =
-mu_v / sqrt(2) (an even split: neither release is known to need more). A classifier's
+composition). For a regressor the constant is the noisy mean of the scaled target,
+released on all n rows with a share mu_c kept out of the training branch and pooled with
+AdaSSP's own noisy mean (:mod:`dpopt.pipeline.constant`, where its privacy is argued); when
+neither is more precise, the validation branch first releases the mean of its scaled
+target (values in [-1, 1], sensitivity 2/m) with N(0, (2 / (m mu_m))^2); the two Gaussians
+compose to mu_v-GDP with mu_m = mu_s = mu_v / sqrt(2) (an even split: neither release is
+known to need more). A classifier's
 validation branch spends all of mu_v on the scores. The split is independent of the data, so a
 replaced record is either a training record (the pipeline's privacy is that of the training
 branch: the scores are post-processing of its output on unchanged validation records) or a
@@ -111,11 +111,12 @@ from dpopt._core.exceptions import WeakPrivacyWarning
 from dpopt._core.validation import warn_if_delta_exceeds_one_over_n
 from dpopt.data.chunked import is_chunked_input
 from dpopt.data.rows import RowSubset
+from dpopt.pipeline.constant import all_rows_mean, composed, constant_mu, pooled_mean
 from dpopt.pipeline.default_path import model_possible
 from dpopt.pipeline.feature_selection import fit_routed
 from dpopt.pipeline.scaling import InMemoryData, private_mean_of_y
 from dpopt.preprocessing._norms import noisy_target_mean
-from dpopt.privacy import Gaussian, ObjectivePerturbation
+from dpopt.privacy import Gaussian, ObjectivePerturbation, gdp_mu
 
 __all__ = ["VALIDATION_FRACTION", "MARGIN", "fit_selected", "selection_runs", "validation_mu",
            "default_alpha", "noisy_scores", "noisy_mean", "choose", "constant_resolved"]
@@ -281,8 +282,10 @@ def fit_selected(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon,
     chunked = getattr(X, "is_chunked", False) is True or is_chunked_input(X)
     n = X.shape[0] if not getattr(X, "is_chunked", False) else X.n_samples
     m = int(math.floor(VALIDATION_FRACTION * n))
-    constant_only = (regression and fit_intercept and selection_runs(n, chunked=chunked)
-                     and not model_possible(n - m, epsilon, delta, prior))
+    runs = regression and fit_intercept and selection_runs(n, chunked=chunked)
+    # a share kept for the constant on all rows (dpopt.pipeline.constant)
+    mu_c = constant_mu(n, gdp_mu(epsilon, delta - (prior.delta if prior else 0.0))) if runs else 0
+    constant_only = runs and not model_possible(n - m, epsilon, delta, prior, spent_mu=mu_c)
     if constant_only or not selection_runs(n, chunked=chunked, inference=inference):
         why = ("chunked data: the held-out selection is not implemented out of core"
                if chunked else INFERENCE_NO_SELECTION if inference
@@ -304,6 +307,8 @@ def fit_selected(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon,
     perm = rng.permutation(n)
     val, train = np.sort(perm[:m]), np.sort(perm[m:])
     kwargs = resolve_alpha(penalty_kwargs, loss_name, n - m)
+    if mu_c:
+        extra["spent_mu"] = mu_c
     with _delta_judged_on(n):
         auto = fit(_rows(X, train), y[train], loss=loss, penalty=penalty,
                    penalty_kwargs=kwargs, fit_intercept=fit_intercept, epsilon=epsilon,
@@ -321,8 +326,15 @@ def fit_selected(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon,
         return auto
     majority = (None if regression or not fit_intercept
                 else released_majority(prior) or screened_majority(auto.plan))
+    all_rows = None
+    if mu_c and auto.target is not None:
+        if auto.target.half_width == 0 and n * mu_c >= m * mu_v:  # more than the held-out
+            return _held_out_mean(auto, X, y, mu_c, rng, prior, spent=True)
+        if auto.target.half_width > 0:
+            all_rows, auto = all_rows_mean(auto, y, mu_c, rng, prior)
+            auto.plan["mu_shares"]["constant"] = mu_c  # the plan's split: sum of mu^2 = mu^2
     return _select(auto, _rows(X, val), y[val], regression, fit_intercept, mu_v, rng,
-                   n - m, majority)
+                   n - m, majority, all_rows)
 
 
 def selection_runs(n, *, chunked=False, inference=False):
@@ -365,24 +377,6 @@ def resolve_alpha(penalty_kwargs, loss, n):
                          f"an explicit alpha")
     alpha = default_alpha(loss if isinstance(loss, str) else loss.name, n)
     return {**penalty_kwargs, "alpha": 0.0 if alpha is None else alpha}
-
-
-def released_mean(auto, n_train, sigma_alternative):
-    """The training branch's own noisy mean of the scaled target, when its mechanism
-    released one with less noise than ``sigma_alternative`` (the held-out release's), else
-    None. AdaSSP releases X^T y + N(0, sigma_3^2 I) on rows with the intercept's constant 1
-    appended, so that entry is sum_i y_i + N(0, sigma_3^2) over the clipped, scaled targets
-    of the n_train training rows: divided by n_train it is a noisy mean with standard
-    deviation sigma_3 / n_train (post-processing of a release already paid for: free, and
-    it leaves all of mu_v to the scores). Both standard deviations are public (the
-    mechanisms' calibration), so the choice is post-processing too."""
-    release = getattr(auto.result, "release", None)
-    if release is None or auto.plan.get("solver") != "adassp" or release.xty.size < 1:
-        return None
-    sigma_3 = auto.result.params["sigmas"][2]
-    if not sigma_3 / n_train <= sigma_alternative:
-        return None
-    return float(np.clip(release.xty[-1] / n_train, -1.0, 1.0))
 
 
 def prediction_gap_bound(model, constant):
@@ -445,35 +439,44 @@ def screened_majority(plan):
     return best, max(rate, 1.0 - rate), bool(abs(2.0 * rate - 1.0) > MARGIN * 2.0 * sd)
 
 
-def _held_out_mean(auto, X_val, y_val, mu_v, rng):
+def _held_out_mean(auto, X_val, y_val, mu_v, rng, prior=None, spent=False):
     """The released predictor when the training branch's target scale collapsed (its
     histogram of y did not resolve: the model is the constant 0 in raw units): the private
     mean of the held-out y (:func:`dpopt.pipeline.scaling.private_mean_of_y` with mu_v, the
     same domination argument as the score release), 0 if that range does not resolve
-    either. Nothing is compared: both candidates are constants, and 0 has no claim."""
-    target, mean, _, what, _ = private_mean_of_y(InMemoryData(X_val, y_val), mu_v, rng)
+    either. Nothing is compared: both candidates are constants, and 0 has no claim.
+    ``spent``: the rows are all n rows and mu the constant's own mu_c (kept out of the
+    training branch), whose records join the composition."""
+    target, mean, records, what, spent_mu = private_mean_of_y(InMemoryData(X_val, y_val), mu_v,
+                                                              rng)
     r = auto.result
     coef = np.zeros_like(np.asarray(r.coef, dtype=np.float64))
     w = np.append(coef.ravel(), mean)
-    record = {"released": "noisy mean of y (held-out)", "candidates": ["noisy mean of y"],
+    rows = "all" if spent else "held-out"
+    record = {"released": f"noisy mean of y ({rows})", "candidates": ["noisy mean of y"],
               "mu": mu_v, "validation_rows": int(len(y_val)),
-              "reason": (f"held-out constant on {len(y_val)} rows (Gaussian, mu={mu_v:.3g}): "
+              "reason": (f"{rows} constant on {len(y_val)} rows (Gaussian, mu={mu_v:.3g}): "
                          f"the training rows' histogram of y did not resolve its range, so "
                          f"the released predictor is {what}")}
     plan = {**auto.plan, "selection": record}
-    result = replace(r, coef=coef, intercept=float(mean), w=w,
-                     params={**r.params, "auto": plan})
-    return replace(auto, result=result, plan=plan, target=target)
+    if spent:  # the constant's own mu_c, in the plan's split
+        plan.update(constant_mu=mu_v, mu_shares={**plan["mu_shares"], "constant": mu_v})
+    changes = dict(coef=coef, intercept=float(mean), w=w, params={**r.params, "auto": plan})
+    if spent:  # its Gaussians compose to exactly one of mu = spent_mu (GDP): one record, as
+        # on the other branch (a search's data-independent probe expects that structure)
+        merged = [Gaussian(1.0 / spent_mu, 1)]
+        return replace(composed(auto, merged, prior, **changes), plan=plan, target=target)
+    return replace(auto, result=replace(r, **changes), plan=plan, target=target)
 
 
-def _select(auto, X_val, y_val, regression, fit_intercept, mu_v, rng, n_train, majority=None):
+def _select(auto, X_val, y_val, regression, fit_intercept, mu_v, rng, n_train, majority=None,
+            all_rows=None):
     if regression and fit_intercept and auto.target is not None and auto.target.half_width == 0:
         return _held_out_mean(auto, X_val, y_val, mu_v, rng)
     mu_scores, constant, source = mu_v, None, None
     if regression and fit_intercept:
         half = mu_v / math.sqrt(2.0)
-        constant = released_mean(auto, n_train, 2.0 / (len(y_val) * half))
-        source = "the training branch's release (free)"
+        constant, source = pooled_mean(auto, n_train, all_rows, 2.0 / (len(y_val) * half))
         if constant is None:
             mu_scores = half
             constant = noisy_mean(auto.target.transform(y_val), mu_scores, rng)

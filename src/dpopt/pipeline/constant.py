@@ -1,0 +1,121 @@
+"""A regressor's constant candidate in the held-out choice (:mod:`dpopt.pipeline.selection`):
+released on all rows, and pooled with what the training branch already released.
+
+At small n the held-out choice mostly releases the constant, so its precision is what the
+fit delivers. Drawn from the training branch alone (AdaSSP's noisy X^T y, whose intercept
+entry carries noise proportional to the row bound, on 80% of the rows) or from the held-out
+rows (20% of the rows, half of mu_v), it lost up to 0.1 of R^2 on a 225-row table where the
+exact mean loses 0.016 (docs/default_path.md). So the choice keeps mu_c out of the training
+branch and spends it on the mean of y over all n rows.
+
+Mechanism (:func:`release_constant`). The targets are clipped to the training branch's
+released target scale (post-processing of its release) and mapped to [-1, 1]; their sum
+moves by at most 2 when one record is replaced (replace-one adjacency, n public), and
+N(0, (2 / mu_c)^2) on it is the Gaussian mechanism of multiplier 1 / mu_c, mu_c-GDP (Dong,
+Roth & Su 2022), recorded as ``Gaussian(1 / mu_c)``.
+
+Privacy of the whole. The training branch runs on sqrt(mu^2 - mu_c^2) (its ``spent_mu``). A
+training record meets that branch and this release; a held-out record meets the score
+release (dominated by the branch's own records: ``selection.validation_mu``) and this one.
+Either way the records reported, the branch's and this Gaussian, dominate the pipeline, so
+its (epsilon, delta) is theirs (:func:`composed`); fully adaptive composition of Gaussians
+(Smith & Thakurta 2022) covers that the release's range is the training branch's output.
+
+Its share (:func:`constant_mu`) follows from public (n, mu). The released constant is then
+the inverse-variance average of the noisy means available (:func:`pooled_mean`,
+post-processing).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import numpy as np
+
+from dpopt.pipeline.scaling import SHARES
+from dpopt.preprocessing._norms import noisy_target_mean
+from dpopt.privacy import Gaussian, epsilon_of
+
+__all__ = ["CONSTANT_LOSS", "constant_mu", "release_constant", "all_rows_mean", "composed",
+           "pooled_mean", "released_mean"]
+
+#: The R^2 a regressor's released constant may lose to its noise (:func:`constant_mu`): a
+#: tenth of the do-no-harm tolerance (0.01).
+CONSTANT_LOSS = 0.001
+
+
+def constant_mu(n, mu):
+    """mu_c of the constant on all n rows, from public (n, mu): the least at which its noise
+    costs at most :data:`CONSTANT_LOSS` of R^2, and at most the default share of the
+    largest scaling step (``SHARES["feature_bounds"]``, 10% of mu^2). The mean of n targets
+    scaled into [-1, 1] has noise 2 / (n mu_c); the scaled target's standard deviation is
+    at least about 1/4 (its range is its private 1%/99% quantiles, +-2.33 standard
+    deviations of a normal target, each end rounded outwards by at most a factor 10^(1/4)
+    on the grid), so the loss is at most (8 / (n mu_c))^2. Large n needs almost nothing
+    (0.8% of mu^2 at n = 15,000, epsilon = 1); small n takes the cap. A larger cap (30%)
+    left the training branch's target histogram too little: it placed too narrow a range
+    more often (measured, docs/default_path.md)."""
+    return min(mu * math.sqrt(SHARES["feature_bounds"]), 8.0 / (n * math.sqrt(CONSTANT_LOSS)))
+
+
+def release_constant(target, y, mu_c, rng):
+    """The release of the module docstring on the n targets ``y`` scaled by ``target`` (the
+    training branch's target scale): (noisy mean, its standard deviation, records)."""
+    total = float(np.sum(np.clip(target.transform(y), -1.0, 1.0)))  # exact bound
+    mean, records = noisy_target_mean(total, len(y), mu_c, rng)
+    return mean, 2.0 / (len(y) * mu_c), records
+
+
+def all_rows_mean(auto, y, mu_c, rng, prior):
+    """:func:`release_constant` with the training branch's scale. Returns ((mean, its
+    standard deviation), ``auto`` with the record in its composition and
+    ``plan["constant_mu"]``)."""
+    mean, sd, records = release_constant(auto.target, y, mu_c, rng)
+    auto.plan["constant_mu"] = mu_c
+    return (mean, sd), composed(auto, records, prior)
+
+
+def composed(auto, records, prior, **changes):
+    """``auto`` with ``records`` (releases on all rows) added to its composition and its
+    (epsilon, delta) recomputed from them (the table layer's ``prior`` keeps its delta)."""
+    r = auto.result
+    mechanisms = list(r.mechanisms) + list(records)
+    total = epsilon_of(mechanisms, r.delta - (prior.delta if prior is not None else 0.0),
+                       adjacency=r.adjacency)
+    exact = all(isinstance(m, Gaussian) for m in mechanisms)
+    result = replace(r, epsilon=total, mechanisms=mechanisms,
+                     accountant="exact" if exact else r.accountant, **changes)
+    if getattr(r, "release", None) is not None:  # not a field: AdaSSP's noisy statistics
+        result.release = r.release
+    return replace(auto, result=result)
+
+
+def pooled_mean(auto, n_train, all_rows, sigma_alternative):
+    """The constant from the noisy means already released: AdaSSP's (:func:`released_mean`)
+    and the one on all rows (``all_rows`` = (mean, sd), or None), averaged with weights
+    1/sd^2 (independent Gaussian noises; the two also differ by the training rows'
+    sampling, a 1/n term), when that is more precise than ``sigma_alternative`` (the
+    held-out release's). Post-processing. Returns (mean, source) or (None, None)."""
+    found = [(v, sd, what) for v, sd, what in (
+        (*(released_mean(auto, n_train) or (None, None)), "the training branch's release"),
+        (*(all_rows or (None, None)), "the release on all rows")) if v is not None]
+    weights = [1.0 / sd ** 2 for _, sd, _ in found]
+    if not found or 1.0 / math.sqrt(sum(weights)) > sigma_alternative:
+        return None, None
+    mean = sum(w * v for w, (v, _, _) in zip(weights, found)) / sum(weights)
+    return float(np.clip(mean, -1.0, 1.0)), " and ".join(w for _, _, w in found) + " (free)"
+
+
+def released_mean(auto, n_train):
+    """The training branch's own noisy mean of the scaled target and its standard
+    deviation, or None. AdaSSP releases X^T y + N(0, sigma_3^2 I) on rows with the
+    intercept's constant 1 appended, so that entry is sum_i y_i + N(0, sigma_3^2) over the
+    clipped, scaled targets of the n_train training rows: divided by n_train it is a noisy
+    mean of standard deviation sigma_3 / n_train (post-processing of a release already
+    paid for). The standard deviation is public (the mechanism's calibration)."""
+    release = getattr(auto.result, "release", None)
+    if release is None or auto.plan.get("solver") != "adassp" or release.xty.size < 1:
+        return None
+    sigma_3 = auto.result.params["sigmas"][2]
+    return float(np.clip(release.xty[-1] / n_train, -1.0, 1.0)), sigma_3 / n_train
