@@ -449,15 +449,20 @@ def audit_selection(*, epsilon=DEFAULT_EPSILON, delta=DEFAULT_DELTA, n_runs=DEFA
             noisy, sigma = noisy_scores(per, mu, rng)
             exact = per.mean(axis=0)
             scores[b, k] = float(np.sum(exact + noise_scale * (noisy - exact)))
+    return _release_audit("selection (held-out score release)", scores, mu, delta, confidence,
+                          {"n_validation": n_validation, "n_columns": n_columns,
+                           "noise_scale": noise_scale})
+
+
+def _release_audit(solver, scores, mu, delta, confidence, options):
+    """The :class:`AuditResult` of a mu-GDP release from its scores on D0 and D1."""
     lb, point, t, direction, fpr, fnr, fu, nu = empirical_epsilon(
         scores[0], scores[1], delta, confidence=confidence)
-    return AuditResult(solver="selection (held-out score release)",
-                       epsilon=gdp_epsilon(mu, delta), delta=delta, adjacency="replace-one",
-                       epsilon_lb=lb, epsilon_point=point, threshold=t, direction=direction,
-                       fpr=fpr, fnr=fnr, fpr_upper=fu, fnr_upper=nu, n_runs=n_runs,
-                       confidence=confidence,
-                       options={"n_validation": n_validation, "n_columns": n_columns,
-                                "noise_scale": noise_scale})
+    return AuditResult(solver=solver, epsilon=gdp_epsilon(mu, delta), delta=delta,
+                       adjacency="replace-one", epsilon_lb=lb, epsilon_point=point,
+                       threshold=t, direction=direction, fpr=fpr, fnr=fnr, fpr_upper=fu,
+                       fnr_upper=nu, n_runs=scores.shape[1], confidence=confidence,
+                       options=options)
 
 
 def audit_constant(*, epsilon=DEFAULT_EPSILON, delta=DEFAULT_DELTA, n_runs=DEFAULT_RUNS,
@@ -482,10 +487,5 @@ def audit_constant(*, epsilon=DEFAULT_EPSILON, delta=DEFAULT_DELTA, n_runs=DEFAU
         for k in range(n_runs):
             noisy = release_constant(identity, y, mu, rng)[0]
             scores[b, k] = y.mean() + noise_scale * (noisy - y.mean())
-    lb, point, t, direction, fpr, fnr, fu, nu = empirical_epsilon(
-        scores[0], scores[1], delta, confidence=confidence)
-    return AuditResult(solver="constant on all rows (held-out choice, regression)",
-                       epsilon=gdp_epsilon(mu, delta), delta=delta, adjacency="replace-one",
-                       epsilon_lb=lb, epsilon_point=point, threshold=t, direction=direction,
-                       fpr=fpr, fnr=fnr, fpr_upper=fu, fnr_upper=nu, n_runs=n_runs,
-                       confidence=confidence, options={"n": n, "noise_scale": noise_scale})
+    return _release_audit("constant on all rows (held-out choice, regression)", scores, mu,
+                          delta, confidence, {"n": n, "noise_scale": noise_scale})
