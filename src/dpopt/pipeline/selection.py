@@ -283,8 +283,9 @@ def fit_selected(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon,
     n = X.shape[0] if not getattr(X, "is_chunked", False) else X.n_samples
     m = int(math.floor(VALIDATION_FRACTION * n))
     runs = regression and fit_intercept and selection_runs(n, chunked=chunked)
-    # a share kept for the constant on all rows (dpopt.pipeline.constant)
-    mu_c = constant_mu(n, gdp_mu(epsilon, delta - (prior.delta if prior else 0.0))) if runs else 0
+    # a share kept for the constant on all rows (dpopt.pipeline.constant; no selection, none)
+    mu_c = (constant_mu(n, gdp_mu(epsilon, delta - (prior.delta if prior else 0.0)))
+            if runs and not inference else 0.0)
     constant_only = runs and not model_possible(n - m, epsilon, delta, prior, spent_mu=mu_c)
     if constant_only or not selection_runs(n, chunked=chunked, inference=inference):
         why = ("chunked data: the held-out selection is not implemented out of core"
