@@ -28,7 +28,8 @@ from dpopt.api.charge import charged, solve
 from dpopt.data import Problem
 from dpopt.data.chunked import ChunkedProblem, as_dask_arrays, is_chunked_input
 from dpopt.pipeline.feature_selection import high_dimensional
-from dpopt.pipeline.multiclass import OneVsRestProblems, fit_default_one_vs_rest, solve_one_vs_rest
+from dpopt.pipeline.multiclass import OneVsRestProblems, solve_one_vs_rest
+from dpopt.pipeline.multiclass_selection import fit_selected_one_vs_rest
 from dpopt.pipeline.selection import fit_selected, selection_runs
 from dpopt.pipeline.selection import resolve_alpha as _resolve_alpha
 from dpopt.preprocessing.table_encoder import (
@@ -179,7 +180,7 @@ class _DPLinearModel(BaseEstimator):
         penalty, penalty_kwargs = self._penalty()
         out = {}
 
-        # two declared classes: their noisy counts name the majority for the held-out choice
+        # declared classes: their noisy counts name the majority for the held-out choice
         # (not on the high-dimensional route, which releases its own class share)
         count_declared = (self._classifier and self.fit_intercept and selection_runs(
             n, inference=bool(getattr(self, "inference", False)))
@@ -380,9 +381,8 @@ class _DPLinearModel(BaseEstimator):
                     if inference:
                         raise ValueError("inference=True gives intervals for a binary or linear "
                                          "model; the one-vs-rest fit of k >= 3 classes has none")
-                    n = X.n_samples if getattr(X, "is_chunked", False) else X.shape[0]
-                    penalty_kwargs = _resolve_alpha(penalty_kwargs, self._loss(), n)
-                    auto = fit_default_one_vs_rest(
+                    # the model or the majority class (dpopt.pipeline.multiclass_selection)
+                    auto = fit_selected_one_vs_rest(
                         X, target, self._n_classes(), penalty=penalty,
                         penalty_kwargs=penalty_kwargs, fit_intercept=self.fit_intercept,
                         epsilon=epsilon, delta=delta, rng=rng, feature_bounds=bounds,

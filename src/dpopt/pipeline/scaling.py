@@ -75,10 +75,10 @@ def bounds_grid(n, p, mu_bounds):
     practitioner benchmark's 225-row regression, docs/default_path.md); a classifier's
     constant comes from label counts released on all rows and does not depend on the
     model's share. Nor with ``inference=True``: the intervals were validated on the default
-    grid's scaling. Nor for k >= 3 classes (:mod:`dpopt.pipeline.multiclass`): its fit has
-    no held-out choice against the constant to fall back on, and the coarse bounds' share
-    left its k models worse than row normalization on a 178-row, 3-class table (wine:
-    accuracy 0.20-0.24 against 0.33-0.40 at epsilon = 1)."""
+    grid's scaling. Nor for k >= 3 classes (:mod:`dpopt.pipeline.multiclass`): the coarse
+    bounds' share left its k models worse than row normalization on a 178-row, 3-class
+    table (wine: accuracy 0.20-0.24 against 0.33-0.40 at epsilon = 1, measured before the
+    one-vs-rest fit had its own held-out choice)."""
     for grid in (DEFAULT_GRID, COARSE_GRID):
         if bounds_resolvable(n, p, mu_bounds, grid):
             return grid

@@ -60,7 +60,7 @@ def prepare_default(X, y, *, epsilon, delta, categories, feature_bounds, classes
     encode. Returns ``(X_float, y, classes, encoder, public_bounds, prior)``.
 
     ``y`` is returned as given for regression, as indices into ``classes`` for a classifier.
-    ``count_declared``: two declared classes get noisy counts on all n rows
+    ``count_declared``: declared classes get noisy counts on all n rows
     (:func:`noisy_class_counts`, share
     :func:`declared_label_share`), from which the held-out
     selection of the default path reads the majority class as it does from selected labels'
@@ -77,7 +77,7 @@ def prepare_default(X, y, *, epsilon, delta, categories, feature_bounds, classes
     select_y = classifier and declared is None
     mu, delta_sel, delta_y, share_y, share_c = selection_split(X.shape[0], columns, select_y,
                                                                epsilon, delta)
-    count_y = count_declared and declared is not None and len(declared) == 2
+    count_y = count_declared and declared is not None and len(declared) >= 2
     if count_y:
         share_y = declared_label_share(X.shape[0], mu)
     labels, records, label_counts = None, [], None
@@ -85,7 +85,7 @@ def prepare_default(X, y, *, epsilon, delta, categories, feature_bounds, classes
         labels, records, _, label_counts = select_labels(y, mu * math.sqrt(share_y), delta_y,
                                                          rng)
     elif count_y:
-        label_counts, records = noisy_class_counts(encode_labels(y, declared), 2,
+        label_counts, records = noisy_class_counts(encode_labels(y, declared), len(declared),
                                                    mu * math.sqrt(share_y), rng)
     if frame:
         schema, _ = fit_schema(df, columns, mu * math.sqrt(share_c) if share_c else 0.0,

@@ -1,0 +1,135 @@
+"""Do no harm for k >= 3 classes: the one-vs-rest default fit or the majority class, chosen
+privately on held-out rows.
+
+The binary default path releases the better of its model and the constant
+(:mod:`dpopt.pipeline.selection`); the one-vs-rest fit (:mod:`dpopt.pipeline.multiclass`) had no
+such check, and on a 178-row, 3-class table it scored below the majority class at epsilon
+= 1. :func:`fit_selected_one_vs_rest` applies the same protocol:
+
+1. one data-independent split, by a permutation from the fit's generator, into training
+   rows (1 - f) and m = f n validation rows (f = ``VALIDATION_FRACTION``; at least
+   ``MIN_VALIDATION`` rows, an intercept and in-memory data, else no selection);
+2. the one-vs-rest default path on the training rows at the whole (epsilon, delta);
+3. on the validation rows one Gaussian release of the mean per-record scores, all in
+   [0, 1]: whether the model predicts the label, and for each class c whether the label
+   is c (the accuracy of the constant c). k + 1 means of values in [0, 1] moved by at most
+   1/m each when one record is replaced: L2 sensitivity sqrt(k + 1) / m, and
+   :func:`dpopt.pipeline.selection.noisy_scores` adds N(0, (sqrt(k + 1) / (m mu_v))^2) to
+   each, a Gaussian mechanism of multiplier 1 / mu_v (the sensitivity is really at most
+   sqrt(3) / m: the model's column and two class columns move; the release keeps the
+   audited, conservative one);
+4. the model is released when its noisy score beats the best constant's by ``MARGIN``
+   standard deviations of the noisy difference (:func:`dpopt.pipeline.selection.choose`); the
+   best constant is the majority of the labels' noisy counts released on all rows by the
+   table layer when there are any, else the class of the largest noisy rate.
+
+Privacy is that of the binary choice: a replaced record is a training record (the scores
+are post-processing of the training branch's output) or a validation record (the score
+release, given the unchanged training output), and mu_v is the Gaussian-DP parameter the
+training branch's own records dominate (:func:`dpopt.pipeline.selection.validation_mu`), so the
+training branch's records describe the whole pipeline: its (epsilon, delta) is the fit's.
+
+The constant, when released, is a one-vs-rest model with zero coefficients and the
+intercepts logit(rate_c) of the noisy class rates (clipped): it predicts the chosen class
+and its probabilities are the rates (post-processing).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import numpy as np
+
+from dpopt.pipeline.multiclass import fit_default_one_vs_rest
+from dpopt.pipeline.selection import (
+    MARGIN,
+    MIN_VALIDATION,
+    VALIDATION_FRACTION,
+    _delta_judged_on,
+    _margins,
+    _rows,
+    choose,
+    noisy_scores,
+    resolve_alpha,
+    validation_mu,
+)
+
+__all__ = ["fit_selected_one_vs_rest", "class_scores"]
+
+
+def fit_selected_one_vs_rest(X, labels, n_classes, *, penalty, penalty_kwargs, fit_intercept,
+                             epsilon, delta, rng, feature_bounds=None, prior=None):
+    """:func:`dpopt.pipeline.multiclass.fit_default_one_vs_rest` with the held-out choice of
+    the module docstring; same arguments and result, ``plan["selection"]`` records it.
+    ``labels`` are class indices 0..k-1; ``penalty_kwargs["alpha"]`` may be ``"auto"``."""
+    chunked = getattr(X, "is_chunked", False) is True
+    n = X.n_samples if chunked else X.shape[0]
+    m = int(math.floor(VALIDATION_FRACTION * n))
+    kw = dict(penalty=penalty, fit_intercept=fit_intercept, epsilon=epsilon, delta=delta,
+              rng=rng, feature_bounds=feature_bounds, prior=prior)
+    if chunked or not fit_intercept or m < MIN_VALIDATION:
+        kwargs = resolve_alpha(penalty_kwargs, "logistic", n)
+        auto = fit_default_one_vs_rest(X, labels, n_classes, penalty_kwargs=kwargs, **kw)
+        auto.plan["alpha"] = kwargs.get("alpha")
+        auto.plan["selection"] = {"released": "model", "reason": "no selection: chunked data, "
+                                  "no intercept, or too few rows to hold out"}
+        return auto
+    labels = np.asarray(labels)
+    perm = rng.permutation(n)
+    val, train = np.sort(perm[:m]), np.sort(perm[m:])
+    kwargs = resolve_alpha(penalty_kwargs, "logistic", n - m)
+    with _delta_judged_on(n):
+        auto = fit_default_one_vs_rest(_rows(X, train), labels[train], n_classes,
+                                       penalty_kwargs=kwargs, **kw)
+    auto.plan["alpha"] = kwargs.get("alpha")
+    own = auto.result.mechanisms[len(prior.records) if prior is not None else 0:]
+    mu_v = validation_mu(own)
+    if mu_v == 0.0:
+        auto.plan["selection"] = {"released": "model", "reason": "no selection: the training "
+                                  "branch has no record that dominates a Gaussian score release"}
+        return auto
+    noisy, sigma = noisy_scores(class_scores(auto, _rows(X, val), labels[val], n_classes),
+                                mu_v, rng)
+    counts = None if prior is None else prior.info.get("label_counts")
+    majority = (int(np.argmax(counts)) if counts is not None and len(counts) == n_classes
+                else None)
+    best, use_model = choose(noisy[0], noisy[1:], sigma, majority)
+    record = {"released": "model" if use_model else f"constant class {best}",
+              "candidates": ["model"] + [f"constant class {c}" for c in range(n_classes)],
+              "noisy_scores": [float(s) for s in noisy], "sigma": sigma, "mu": mu_v,
+              "validation_rows": m, "released_columns": n_classes + 1, "margin": MARGIN,
+              "majority_from": None if majority is None else "the labels' noisy counts",
+              "reason": (f"held-out selection on {m} rows (Gaussian, mu={mu_v:.3g}, "
+                         f"sigma={sigma:.3g}): released "
+                         f"{'the model' if use_model else f'the constant class {best}'}")}
+    plan = {**auto.plan, "selection": record}
+    result = auto.result
+    if not use_model:
+        result = replace(result, **_constant(result, noisy[1:], best))
+    result = replace(result, params={**result.params, "auto": plan})
+    return replace(auto, result=result, plan=plan)
+
+
+def class_scores(auto, X_val, y_val, n_classes):
+    """Per-record scores of the candidates (m, k + 1) in {0, 1}: the model's correctness
+    (the class of the largest one-vs-rest margin) and the one-hot label (each constant's
+    correctness)."""
+    Xs = auto.scaling.transform(X_val)
+    r = auto.result
+    margins = np.column_stack([_margins(auto, Xs, np.asarray(c, float), float(b))
+                               for c, b in zip(r.coef, r.intercept)])
+    onehot = (np.asarray(y_val)[:, None] == np.arange(n_classes)[None, :]).astype(np.float64)
+    return np.column_stack([np.argmax(margins, axis=1) == y_val, onehot]).astype(np.float64)
+
+
+def _constant(result, rates, best):
+    """The one-vs-rest form of the constant ``best``: zero coefficients, intercepts the logits
+    of the noisy rates, the chosen class's raised above the others'."""
+    p = np.clip(np.asarray(rates, dtype=np.float64), 1e-3, 1.0 - 1e-3)
+    b = np.log(p / (1.0 - p))
+    b[best] = max(b[best], b.max() + 1e-6)
+    coef = np.zeros_like(np.asarray(result.coef, dtype=np.float64))
+    w = np.column_stack([coef, b]) if np.ndim(result.w) == 2 and result.w.shape[1] > coef.shape[1] \
+        else coef
+    return {"coef": coef, "intercept": b, "w": w}

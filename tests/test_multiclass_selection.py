@@ -1,0 +1,102 @@
+"""Do no harm for k >= 3 classes (dpopt.pipeline.multiclass_selection): the one-vs-rest
+default fit or the majority class, chosen on held-out rows."""
+
+import math
+import warnings
+
+import numpy as np
+import pytest
+
+import dpopt
+from dpopt.pipeline import multiclass_selection
+from dpopt.pipeline.selection import validation_mu
+from dpopt.privacy import Gaussian, epsilon_of
+
+
+def fit(X, y, **kw):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return dpopt.DPLogisticRegression(**kw).fit(X, y)
+
+
+def no_signal(n=600, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, 4)) * [1, 10, 100, 0.1]
+    y = rng.choice(3, size=n, p=[0.6, 0.25, 0.15])
+    return X, y
+
+
+def test_without_signal_the_majority_class_is_released():
+    X, y = no_signal()
+    Xt, yt = no_signal(n=4000, seed=1)
+    fits = [fit(X, y, epsilon=1.0, random_state=s, classes=[0, 1, 2]) for s in range(5)]
+    for f in fits:
+        sel = f.auto_.plan["selection"]
+        assert sel["released"] == "constant class 0"  # the majority, named by noisy counts
+        assert sel["majority_from"] == "the labels' noisy counts"
+        assert np.all(f.coef_ == 0) and np.all(f.predict(Xt) == 0)
+        np.testing.assert_allclose(f.predict_proba(Xt).sum(axis=1), 1.0)
+    assert np.mean([f.score(Xt, yt) for f in fits]) >= np.mean(yt == 0) - 0.005
+
+
+def test_with_signal_at_a_large_budget_the_model_is_released():
+    rng = np.random.default_rng(3)
+    X = rng.standard_normal((3000, 4))
+    y = np.argmax(X[:, :3] * 2 + rng.standard_normal((3000, 3)), axis=1)
+    f = fit(X, y, epsilon=8.0, random_state=0, classes=[0, 1, 2])
+    assert f.auto_.plan["selection"]["released"] == "model"
+    assert f.score(X, y) > 0.7
+
+
+def test_the_score_release_adds_the_stated_noise_and_the_fit_spends_its_target(monkeypatch):
+    """k + 1 scores in [0, 1] on m held-out rows: sigma = sqrt(k + 1) / (m mu_v), mu_v the GDP
+    parameter the training branch's own records dominate (captured at the call); the total
+    is the training branch's, at most the target."""
+    calls = []
+    original = multiclass_selection.noisy_scores
+
+    def spy(per, mu, rng):
+        out = original(per, mu, rng)
+        calls.append((per.shape, mu, out[1]))
+        return out
+
+    monkeypatch.setattr(multiclass_selection, "noisy_scores", spy)
+    X, y = no_signal()
+    f = fit(X, y, epsilon=2.0, delta=1e-6, random_state=0, classes=[0, 1, 2])
+    sel = f.auto_.plan["selection"]
+    (shape, mu, sigma), = calls
+    m = sel["validation_rows"]
+    assert shape == (m, 4) and m == 120
+    assert sigma == pytest.approx(math.sqrt(4) / (m * mu), rel=1e-12)
+    assert len(f.auto_.plan["table"]["label_counts"]) == 3
+    own = f.fit_result_.mechanisms[1:]  # after the declared labels' counts (one record)
+    assert mu == pytest.approx(validation_mu(own), rel=1e-12) and mu > 0
+    assert f.fit_result_.mechanisms[0] == Gaussian(f.fit_result_.mechanisms[0].noise_multiplier)
+    assert f.epsilon_spent_ <= 2.0 * (1 + 1e-9)
+    assert f.epsilon_spent_ == pytest.approx(
+        epsilon_of(f.fit_result_.mechanisms, 1e-6 - f.auto_.plan["selection_delta"],
+                   accountant=f.fit_result_.accountant), rel=1e-9)
+
+
+def test_replacing_one_record_moves_the_scores_by_at_most_the_stated_sensitivity():
+    """Each of the k + 1 means moves by at most 1/m (the release's sqrt(k + 1) / m bound);
+    in fact at most three move (the model's and two classes')."""
+    X, y = no_signal()
+    f = fit(X, y, epsilon=8.0, random_state=0, classes=[0, 1, 2])
+    rng = np.random.default_rng(5)
+    Xv, yv = X[:50], y[:50].copy()
+    base = multiclass_selection.class_scores(f.auto_, Xv, yv, 3).mean(axis=0)
+    for _ in range(100):
+        X2, y2 = Xv.copy(), yv.copy()
+        i = rng.integers(50)
+        X2[i] = rng.standard_normal(4) * [1, 10, 100, 0.1] * rng.uniform(0, 50)
+        y2[i] = rng.integers(3)
+        moved = multiclass_selection.class_scores(f.auto_, X2, y2, 3).mean(axis=0) - base
+        assert np.abs(moved).max() <= 1 / 50 + 1e-12
+        assert np.linalg.norm(moved) <= math.sqrt(3) / 50 + 1e-12
+
+
+def test_a_tiny_multiclass_fit_runs_without_the_choice():
+    X, y = no_signal(n=90)
+    f = fit(X, y, epsilon=4.0, random_state=0, classes=[0, 1, 2])
+    assert f.auto_.plan["selection"]["reason"].startswith("no selection")
