@@ -49,10 +49,10 @@ from dpopt.pipeline.selection import (
     _delta_judged_on,
     _margins,
     _rows,
+    branch_mu,
     choose,
     noisy_scores,
     resolve_alpha,
-    validation_mu,
 )
 
 __all__ = ["fit_selected_one_vs_rest", "class_scores"]
@@ -83,11 +83,8 @@ def fit_selected_one_vs_rest(X, labels, n_classes, *, penalty, penalty_kwargs, f
         auto = fit_default_one_vs_rest(_rows(X, train), labels[train], n_classes,
                                        penalty_kwargs=kwargs, **kw)
     auto.plan["alpha"] = kwargs.get("alpha")
-    own = auto.result.mechanisms[len(prior.records) if prior is not None else 0:]
-    mu_v = validation_mu(own)
+    mu_v = branch_mu(auto, prior)
     if mu_v == 0.0:
-        auto.plan["selection"] = {"released": "model", "reason": "no selection: the training "
-                                  "branch has no record that dominates a Gaussian score release"}
         return auto
     noisy, sigma = noisy_scores(class_scores(auto, _rows(X, val), labels[val], n_classes),
                                 mu_v, rng)

@@ -319,11 +319,8 @@ def fit_selected(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon,
         auto.plan["selection"] = {"released": "model", "reason": "no selection: nothing was "
                                   "learned on the training rows"}
         return auto
-    own = auto.result.mechanisms[len(prior.records) if prior is not None else 0:]
-    mu_v = validation_mu(own)
+    mu_v = branch_mu(auto, prior)
     if mu_v == 0.0:
-        auto.plan["selection"] = {"released": "model", "reason": "no selection: the training "
-                                  "branch has no record that dominates a Gaussian score release"}
         return auto
     majority = (None if regression or not fit_intercept
                 else released_majority(prior) or screened_majority(auto.plan))
@@ -336,6 +333,17 @@ def fit_selected(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon,
             auto.plan["mu_shares"]["constant"] = mu_c  # the plan's split: sum of mu^2 = mu^2
     return _select(auto, _rows(X, val), y[val], regression, fit_intercept, mu_v, rng,
                    n - m, majority, all_rows)
+
+
+def branch_mu(auto, prior):
+    """mu_v: what the training branch's own records (after the table layer's ``prior``)
+    dominate (:func:`validation_mu`); when it is 0, ``auto.plan["selection"]`` says that
+    there is no selection."""
+    mu_v = validation_mu(auto.result.mechanisms[len(prior.records) if prior is not None else 0:])
+    if mu_v == 0.0:
+        auto.plan["selection"] = {"released": "model", "reason": "no selection: the training "
+                                  "branch has no record that dominates a Gaussian score release"}
+    return mu_v
 
 
 def selection_runs(n, *, chunked=False, inference=False):
