@@ -100,3 +100,22 @@ def test_a_tiny_multiclass_fit_runs_without_the_choice():
     X, y = no_signal(n=90)
     f = fit(X, y, epsilon=4.0, random_state=0, classes=[0, 1, 2])
     assert f.auto_.plan["selection"]["reason"].startswith("no selection")
+
+
+def test_the_held_out_release_is_dominated_by_the_training_branch_independently():
+    """Independent check (tests/_independent_accounting.py): with an L1 penalty every record
+    is Gaussian (dp-cd), and the score release's delta(epsilon) (sensitivity sqrt(k + 1)/m,
+    its sigma from the plan) is at most the training branch's on a grid of epsilon."""
+    from _independent_accounting import hockey_stick_gaussian
+
+    X, y = no_signal()
+    f = fit(X, y, epsilon=1.0, delta=1e-6, random_state=0, classes=[0, 1, 2], penalty="l1")
+    sel = f.auto_.plan["selection"]
+    mechs = f.fit_result_.mechanisms[1:]  # the training branch's own (after the counts)
+    assert all(isinstance(m, Gaussian) for m in mechs)
+    nu = math.sqrt(sum(m.count / m.noise_multiplier ** 2 for m in mechs))
+    ratio = math.sqrt(sel["released_columns"]) / sel["validation_rows"] / sel["sigma"]
+    assert ratio == pytest.approx(sel["mu"], rel=1e-9) and ratio <= nu * (1 + 1e-12)
+    for e in np.linspace(0.0, 3.0, 13):
+        assert hockey_stick_gaussian(ratio, 1.0, e) <= hockey_stick_gaussian(1.0, 1.0 / nu, e) \
+            * (1 + 1e-6) + 1e-13
