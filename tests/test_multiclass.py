@@ -183,8 +183,10 @@ def test_chunked_default_fit_equals_in_memory(default_fit, monkeypatch):
     monkeypatch.setattr(multiclass_selection, "MIN_VALIDATION", 10 ** 18)
     clf = dpopt.DPLogisticRegression(epsilon=EPS, delta=DELTA, random_state=0).fit(X, labels)
     assert clf.auto_.plan["selection"]["reason"].startswith("no selection")
+    monkeypatch.undo()  # chunked data: no held-out choice, whatever MIN_VALIDATION says
     chunked = dpopt.DPLogisticRegression(epsilon=EPS, delta=DELTA, random_state=0)
     chunked.fit(da.from_array(X, chunks=(400, -1)), da.from_array(labels, chunks=400))
+    assert chunked.auto_.plan["selection"]["reason"].startswith("no selection: chunked")
     assert list(chunked.classes_) == list(clf.classes_)
     # same plan, same releases, Newton to the same tolerance
     np.testing.assert_allclose(chunked.coef_, clf.coef_, rtol=1e-5, atol=1e-5)

@@ -41,6 +41,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from dpopt.data.chunked import is_chunked_input
 from dpopt.pipeline.multiclass import fit_default_one_vs_rest
 from dpopt.pipeline.selection import (
     MARGIN,
@@ -63,8 +64,8 @@ def fit_selected_one_vs_rest(X, labels, n_classes, *, penalty, penalty_kwargs, f
     """:func:`dpopt.pipeline.multiclass.fit_default_one_vs_rest` with the held-out choice of
     the module docstring; same arguments and result, ``plan["selection"]`` records it.
     ``labels`` are class indices 0..k-1; ``penalty_kwargs["alpha"]`` may be ``"auto"``."""
-    chunked = getattr(X, "is_chunked", False) is True
-    n = X.n_samples if chunked else X.shape[0]
+    chunked = getattr(X, "is_chunked", False) is True or is_chunked_input(X)
+    n = X.n_samples if getattr(X, "is_chunked", False) is True else X.shape[0]
     m = int(math.floor(VALIDATION_FRACTION * n))
     kw = dict(penalty=penalty, fit_intercept=fit_intercept, epsilon=epsilon, delta=delta,
               rng=rng, feature_bounds=feature_bounds, prior=prior)
@@ -127,6 +128,4 @@ def _constant(result, rates, best):
     b = np.log(p / (1.0 - p))
     b[best] = max(b[best], b.max() + 1e-6)
     coef = np.zeros_like(np.asarray(result.coef, dtype=np.float64))
-    w = np.column_stack([coef, b]) if np.ndim(result.w) == 2 and result.w.shape[1] > coef.shape[1] \
-        else coef
-    return {"coef": coef, "intercept": b, "w": w}
+    return {"coef": coef, "intercept": b, "w": np.column_stack([coef, b])}  # an intercept
