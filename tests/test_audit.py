@@ -250,6 +250,17 @@ def test_selection_score_release_passes_the_audit_and_its_broken_variant_is_caug
     assert not broken.consistent, broken.summary()
 
 
+def test_the_one_vs_rest_class_scores_pass_the_audit_and_their_broken_variant_is_caught():
+    """The k >= 3 held-out release (dpopt.pipeline.multiclass_selection, sensitivity sqrt(3)/m):
+    consistent at the claimed budget, caught with a quarter of the noise."""
+    from dpopt.api.audit import audit_class_scores
+
+    ok = audit_class_scores(n_runs=1000)
+    assert ok.consistent and ok.epsilon == pytest.approx(2.0, rel=1e-6), ok.summary()
+    broken = audit_class_scores(n_runs=1000, noise_scale=0.25)
+    assert not broken.consistent, broken.summary()
+
+
 def test_the_regression_constant_on_all_rows_passes_the_audit_and_its_broken_variant_is_caught():
     """The held-out choice's constant on all rows (dpopt.pipeline.constant): consistent at the
     claimed budget, caught with a quarter of the noise."""

@@ -49,25 +49,26 @@ def test_with_signal_at_a_large_budget_the_model_is_released():
 
 
 def test_the_score_release_adds_the_stated_noise_and_the_fit_spends_its_target(monkeypatch):
-    """k + 1 scores in [0, 1] on m held-out rows: sigma = sqrt(k + 1) / (m mu_v), mu_v the GDP
-    parameter the training branch's own records dominate (captured at the call); the total
-    is the training branch's, at most the target."""
+    """k + 1 scores on m held-out rows: sigma = sqrt(3) / (m mu_v), mu_v the GDP parameter
+    the training branch's own records dominate (captured at the call); the total is the
+    training branch's, at most the target."""
     calls = []
-    original = multiclass_selection.noisy_scores
+    original = multiclass_selection.noisy_class_scores
 
     def spy(per, mu, rng):
         out = original(per, mu, rng)
         calls.append((per.shape, mu, out[1]))
         return out
 
-    monkeypatch.setattr(multiclass_selection, "noisy_scores", spy)
+    monkeypatch.setattr(multiclass_selection, "noisy_class_scores", spy)
     X, y = no_signal()
     f = fit(X, y, epsilon=2.0, delta=1e-6, random_state=0, classes=[0, 1, 2])
     sel = f.auto_.plan["selection"]
     (shape, mu, sigma), = calls
     m = sel["validation_rows"]
     assert shape == (m, 4) and m == 120
-    assert sigma == pytest.approx(math.sqrt(4) / (m * mu), rel=1e-12)
+    assert sigma == pytest.approx(math.sqrt(3) / (m * mu), rel=1e-12)
+    assert sel["sensitivity"] == pytest.approx(math.sqrt(3) / m)
     assert len(f.auto_.plan["table"]["label_counts"]) == 3
     own = f.fit_result_.mechanisms[1:]  # after the declared labels' counts (one record)
     assert mu == pytest.approx(validation_mu(own), rel=1e-12) and mu > 0
@@ -79,8 +80,8 @@ def test_the_score_release_adds_the_stated_noise_and_the_fit_spends_its_target(m
 
 
 def test_replacing_one_record_moves_the_scores_by_at_most_the_stated_sensitivity():
-    """Each of the k + 1 means moves by at most 1/m (the release's sqrt(k + 1) / m bound);
-    in fact at most three move (the model's and two classes')."""
+    """At most three of the k + 1 means move, by at most 1/m each (the model's and two
+    classes'): the release's sqrt(3) / m. Scores of any other shape are refused."""
     X, y = no_signal()
     f = fit(X, y, epsilon=8.0, random_state=0, classes=[0, 1, 2])
     rng = np.random.default_rng(5)
@@ -94,6 +95,10 @@ def test_replacing_one_record_moves_the_scores_by_at_most_the_stated_sensitivity
         moved = multiclass_selection.class_scores(f.auto_, X2, y2, 3).mean(axis=0) - base
         assert np.abs(moved).max() <= 1 / 50 + 1e-12
         assert np.linalg.norm(moved) <= math.sqrt(3) / 50 + 1e-12
+    bad = multiclass_selection.class_scores(f.auto_, Xv, yv, 3)
+    bad[0, 1:] = 1.0  # two labels on one record: the bound would not hold
+    with pytest.raises(RuntimeError, match="nothing is released"):
+        multiclass_selection.noisy_class_scores(bad, 1.0, rng)
 
 
 def test_a_tiny_multiclass_fit_runs_without_the_choice():
@@ -104,8 +109,8 @@ def test_a_tiny_multiclass_fit_runs_without_the_choice():
 
 def test_the_held_out_release_is_dominated_by_the_training_branch_independently():
     """Independent check (tests/_independent_accounting.py): with an L1 penalty every record
-    is Gaussian (dp-cd), and the score release's delta(epsilon) (sensitivity sqrt(k + 1)/m,
-    its sigma from the plan) is at most the training branch's on a grid of epsilon."""
+    is Gaussian (dp-cd), and the score release's delta(epsilon) (sensitivity sqrt(3)/m, its
+    sigma from the plan) is at most the training branch's on a grid of epsilon."""
     from _independent_accounting import hockey_stick_gaussian
 
     X, y = no_signal()
@@ -114,7 +119,7 @@ def test_the_held_out_release_is_dominated_by_the_training_branch_independently(
     mechs = f.fit_result_.mechanisms[1:]  # the training branch's own (after the counts)
     assert all(isinstance(m, Gaussian) for m in mechs)
     nu = math.sqrt(sum(m.count / m.noise_multiplier ** 2 for m in mechs))
-    ratio = math.sqrt(sel["released_columns"]) / sel["validation_rows"] / sel["sigma"]
+    ratio = math.sqrt(3) / sel["validation_rows"] / sel["sigma"]
     assert ratio == pytest.approx(sel["mu"], rel=1e-9) and ratio <= nu * (1 + 1e-12)
     for e in np.linspace(0.0, 3.0, 13):
         assert hockey_stick_gaussian(ratio, 1.0, e) <= hockey_stick_gaussian(1.0, 1.0 / nu, e) \

@@ -69,6 +69,7 @@ from dpopt._core.exceptions import PrivacyLeakWarning
 from dpopt._core.validation import check_choice, check_delta, check_positive_int, check_scalar
 from dpopt.data import Problem
 from dpopt.pipeline.constant import release_constant
+from dpopt.pipeline.multiclass_selection import noisy_class_scores
 from dpopt.pipeline.selection import noisy_scores
 from dpopt.privacy import gdp_epsilon, gdp_mu
 from dpopt.solvers import _base, available_solvers
@@ -442,16 +443,23 @@ def audit_selection(*, epsilon=DEFAULT_EPSILON, delta=DEFAULT_DELTA, n_runs=DEFA
     d0 = np.zeros((n_validation, n_columns))
     d1 = d0.copy()
     d1[0] = 1.0
-    rng = np.random.default_rng(random_state)
-    scores = np.empty((2, n_runs))
-    for b, per in enumerate((d0, d1)):
-        for k in range(n_runs):
-            noisy, sigma = noisy_scores(per, mu, rng)
-            exact = per.mean(axis=0)
-            scores[b, k] = float(np.sum(exact + noise_scale * (noisy - exact)))
+    scores = _projected_runs(noisy_scores, d0, d1, np.ones(n_columns), mu, n_runs,
+                             noise_scale, np.random.default_rng(random_state))
     return _release_audit("selection (held-out score release)", scores, mu, delta, confidence,
                           {"n_validation": n_validation, "n_columns": n_columns,
                            "noise_scale": noise_scale})
+
+
+def _projected_runs(release, d0, d1, direction, mu, n_runs, noise_scale, rng):
+    """(2, n_runs) statistics of a release of per-record score means on D0 and D1: the noisy
+    means (their noise times ``noise_scale``) projected on ``direction``."""
+    scores = np.empty((2, n_runs))
+    for b, per in enumerate((d0, d1)):
+        exact = per.mean(axis=0)
+        for k in range(n_runs):
+            noisy = release(per, mu, rng)[0]
+            scores[b, k] = float(direction @ (exact + noise_scale * (noisy - exact)))
+    return scores
 
 
 def _release_audit(solver, scores, mu, delta, confidence, options):
@@ -489,3 +497,31 @@ def audit_constant(*, epsilon=DEFAULT_EPSILON, delta=DEFAULT_DELTA, n_runs=DEFAU
             scores[b, k] = y.mean() + noise_scale * (noisy - y.mean())
     return _release_audit("constant on all rows (held-out choice, regression)", scores, mu,
                           delta, confidence, {"n": n, "noise_scale": noise_scale})
+
+
+def audit_class_scores(*, epsilon=DEFAULT_EPSILON, delta=DEFAULT_DELTA, n_runs=DEFAULT_RUNS,
+                       n_validation=50, n_classes=3, random_state=0, confidence=0.95,
+                       noise_scale=1.0) -> AuditResult:
+    """Empirical lower bound on the epsilon of the one-vs-rest held-out release
+    (:func:`dpopt.pipeline.multiclass_selection.noisy_class_scores`, sensitivity sqrt(3)/m).
+    Neighbouring held-out sets of ``n_validation`` records labelled 0 and scored wrong,
+    except the canary: wrong and labelled 0 on D0, right and labelled 1 on D1 (the worst
+    case: three means move by 1/m). The statistic is the projection of the noisy means on
+    that shift (model + class 1 - class 0). ``noise_scale`` < 1 is a broken variant, for
+    the tests only (it multiplies the noise)."""
+    epsilon = check_scalar(epsilon, "epsilon", low=0.0, low_open=True)
+    delta = check_delta(delta)
+    n_runs = check_positive_int(n_runs, "n_runs")
+    mu = gdp_mu(epsilon, delta)
+    d0 = np.zeros((n_validation, n_classes + 1))
+    d0[:, 1] = 1.0
+    d1 = d0.copy()
+    d1[0] = 0.0
+    d1[0, [0, 2]] = 1.0
+    direction = np.zeros(n_classes + 1)
+    direction[[0, 2]], direction[1] = 1.0, -1.0
+    scores = _projected_runs(noisy_class_scores, d0, d1, direction, mu, n_runs, noise_scale,
+                             np.random.default_rng(random_state))
+    return _release_audit("one-vs-rest held-out selection (class scores)", scores, mu, delta,
+                          confidence, {"n_validation": n_validation, "n_classes": n_classes,
+                                       "noise_scale": noise_scale})

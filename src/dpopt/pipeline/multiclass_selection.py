@@ -10,14 +10,13 @@ such check, and on a 178-row, 3-class table it scored below the majority class a
    rows (1 - f) and m = f n validation rows (f = ``VALIDATION_FRACTION``; at least
    ``MIN_VALIDATION`` rows, an intercept and in-memory data, else no selection);
 2. the one-vs-rest default path on the training rows at the whole (epsilon, delta);
-3. on the validation rows one Gaussian release of the mean per-record scores, all in
-   [0, 1]: whether the model predicts the label, and for each class c whether the label
-   is c (the accuracy of the constant c). k + 1 means of values in [0, 1] moved by at most
-   1/m each when one record is replaced: L2 sensitivity sqrt(k + 1) / m, and
-   :func:`dpopt.pipeline.selection.noisy_scores` adds N(0, (sqrt(k + 1) / (m mu_v))^2) to
-   each, a Gaussian mechanism of multiplier 1 / mu_v (the sensitivity is really at most
-   sqrt(3) / m: the model's column and two class columns move; the release keeps the
-   audited, conservative one);
+3. on the validation rows one Gaussian release of the mean per-record scores
+   (:func:`noisy_class_scores`): whether the model predicts the label, and for each class c
+   whether the label is c (the accuracy of the constant c). Replacing one record (x, y) by
+   (x', y') moves the model's mean by at most 1/m (its correctness goes from 0 or 1 to 0
+   or 1) and two class means by 1/m each (y's down, y''s up), so the k + 1 means have L2
+   sensitivity sqrt(3) / m whatever k; N(0, (sqrt(3) / (m mu_v))^2) on each is a Gaussian
+   mechanism of multiplier 1 / mu_v (audited: :func:`dpopt.api.audit.audit_class_scores`);
 4. the model is released when its noisy score beats the best constant's by ``MARGIN``
    standard deviations of the noisy difference (:func:`dpopt.pipeline.selection.choose`); the
    best constant is the majority of the labels' noisy counts released on all rows by the
@@ -52,11 +51,10 @@ from dpopt.pipeline.selection import (
     _rows,
     branch_mu,
     choose,
-    noisy_scores,
     resolve_alpha,
 )
 
-__all__ = ["fit_selected_one_vs_rest", "class_scores"]
+__all__ = ["fit_selected_one_vs_rest", "class_scores", "noisy_class_scores"]
 
 
 def fit_selected_one_vs_rest(X, labels, n_classes, *, penalty, penalty_kwargs, fit_intercept,
@@ -87,8 +85,8 @@ def fit_selected_one_vs_rest(X, labels, n_classes, *, penalty, penalty_kwargs, f
     mu_v = branch_mu(auto, prior)
     if mu_v == 0.0:
         return auto
-    noisy, sigma = noisy_scores(class_scores(auto, _rows(X, val), labels[val], n_classes),
-                                mu_v, rng)
+    noisy, sigma = noisy_class_scores(class_scores(auto, _rows(X, val), labels[val],
+                                                   n_classes), mu_v, rng)
     counts = None if prior is None else prior.info.get("label_counts")
     majority = (int(np.argmax(counts)) if counts is not None and len(counts) == n_classes
                 else None)
@@ -96,7 +94,8 @@ def fit_selected_one_vs_rest(X, labels, n_classes, *, penalty, penalty_kwargs, f
     record = {"released": "model" if use_model else f"constant class {best}",
               "candidates": ["model"] + [f"constant class {c}" for c in range(n_classes)],
               "noisy_scores": [float(s) for s in noisy], "sigma": sigma, "mu": mu_v,
-              "validation_rows": m, "released_columns": n_classes + 1, "margin": MARGIN,
+              "validation_rows": m, "released_columns": n_classes + 1,
+              "sensitivity": math.sqrt(3.0) / m, "margin": MARGIN,
               "majority_from": None if majority is None else "the labels' noisy counts",
               "reason": (f"held-out selection on {m} rows (Gaussian, mu={mu_v:.3g}, "
                          f"sigma={sigma:.3g}): released "
@@ -119,6 +118,22 @@ def class_scores(auto, X_val, y_val, n_classes):
                                for c, b in zip(r.coef, r.intercept)])
     onehot = (np.asarray(y_val)[:, None] == np.arange(n_classes)[None, :]).astype(np.float64)
     return np.column_stack([np.argmax(margins, axis=1) == y_val, onehot]).astype(np.float64)
+
+
+def noisy_class_scores(per_record, mu, rng):
+    """Mean of each column of ``per_record`` ((m, k + 1): a 0/1 column, then a one-hot row
+    per record; :func:`class_scores`) plus N(0, sigma^2), sigma = sqrt(3) / (m mu): replacing
+    one record moves at most three means by 1/m each (module docstring), so this is a
+    Gaussian mechanism of multiplier 1 / mu, mu-GDP. The structure the bound needs is
+    checked, not assumed. Returns (noisy means, sigma)."""
+    m = per_record.shape[0]
+    first, onehot = per_record[:, 0], per_record[:, 1:]
+    if not (np.all((first == 0) | (first == 1)) and np.all((onehot == 0) | (onehot == 1))
+            and np.all(onehot.sum(axis=1) == 1)):
+        raise RuntimeError("internal error: class scores that are not a 0/1 column and a "
+                           "one-hot label; nothing is released")
+    sigma = math.sqrt(3.0) / (m * mu)
+    return per_record.mean(axis=0) + sigma * rng.standard_normal(per_record.shape[1]), sigma
 
 
 def _constant(result, rates, best):
