@@ -14,9 +14,13 @@ from dpopt.privacy import Gaussian, epsilon_of
 
 
 def fit(X, y, **kw):
+    """A default fit; a PrivacyLeakWarning fails the test (nothing read for free)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return dpopt.DPLogisticRegression(**kw).fit(X, y)
+        warnings.simplefilter("error", dpopt.PrivacyLeakWarning)
+        f = dpopt.DPLogisticRegression(**kw).fit(X, y)
+    assert f.privacy_leaks_ == []
+    return f
 
 
 def no_signal(n=600, seed=0):
