@@ -91,11 +91,11 @@ from dpopt.pipeline.scaling import (  # noqa: F401 (the scaling steps, public he
     InMemoryData,
     _column_lines,
     _data_of,
-    bounds_grid,
     bounds_resolvable,
     note_columns,
     private_mean_of_y,
     private_scaling,
+    public_count,
     warn_columns,
 )
 from dpopt.preprocessing._bounds import COARSE_GRID, DEFAULT_GRID
@@ -407,13 +407,6 @@ def _check_inference(loss_name, penalty, penalty_kwargs, n, p, chunked):
 def unsupported_reason_of(solver, row_mode, degenerate_target=False):
     return unsupported_reason(solver, row_normalized=row_mode,
                               degenerate_target=degenerate_target)
-
-
-def public_count(feature_bounds):
-    """How many features ``feature_bounds`` (lower, upper; NaN where unknown) makes public."""
-    if feature_bounds is None:
-        return 0
-    return int(np.sum(~(np.isnan(feature_bounds[0]) | np.isnan(feature_bounds[1]))))
 
 
 def _warn_row_normalization(n, p, epsilon):

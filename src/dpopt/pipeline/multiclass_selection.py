@@ -52,6 +52,7 @@ from dpopt.pipeline.selection import (
     branch_mu,
     choose,
     resolve_alpha,
+    split_rows,
 )
 
 __all__ = ["fit_selected_one_vs_rest", "class_scores", "noisy_class_scores"]
@@ -75,8 +76,7 @@ def fit_selected_one_vs_rest(X, labels, n_classes, *, penalty, penalty_kwargs, f
                                   "no intercept, or too few rows to hold out"}
         return auto
     labels = np.asarray(labels)
-    perm = rng.permutation(n)
-    val, train = np.sort(perm[:m]), np.sort(perm[m:])
+    val, train = split_rows(n, m, rng)
     kwargs = resolve_alpha(penalty_kwargs, "logistic", n - m)
     with _delta_judged_on(n):
         auto = fit_default_one_vs_rest(_rows(X, train), labels[train], n_classes,

@@ -85,6 +85,13 @@ def bounds_grid(n, p, mu_bounds):
     return None
 
 
+def public_count(feature_bounds):
+    """How many features ``feature_bounds`` (lower, upper; NaN where unknown) makes public."""
+    if feature_bounds is None:
+        return 0
+    return int(np.sum(~(np.isnan(feature_bounds[0]) | np.isnan(feature_bounds[1]))))
+
+
 def refine_resolvable(n, mu_refine):
     """Whether :func:`refined_bounds` at ``mu_refine`` can narrow a range, from public n
     and mu: ``mu_refine >= least_refine_mu(n)``."""
@@ -249,10 +256,9 @@ def private_scaling(data, mus, *, fit_intercept, center, regression, rng, bounds
         scaling, R = RowNormalization(), 1.0
     else:
         mu_b = mus.get("feature_bounds", math.inf)
-        private = data.shape[1] - (0 if bounds is None else int(np.sum(
-            ~(np.isnan(bounds[0]) | np.isnan(bounds[1])))))
-        grid = bounds_grid(data.shape[0], private, mu_b) if private else DEFAULT_GRID
-        fb = data.feature_bounds(mu_b, rng, bounds=bounds, grid=grid or DEFAULT_GRID)
+        private = data.shape[1] - public_count(bounds)
+        grid = (bounds_grid(data.shape[0], private, mu_b) if private else None) or DEFAULT_GRID
+        fb = data.feature_bounds(mu_b, rng, bounds=bounds, grid=grid)
         records += list(fb.mechanisms)
         scaling = Scaling.from_bounds(fb.lower, fb.upper, shift=fit_intercept, sparse=data.sparse)
         columns_note = {**note_columns(fb, scaling), "coarse_grid": grid is COARSE_GRID}

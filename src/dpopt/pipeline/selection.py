@@ -305,8 +305,7 @@ def fit_selected(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon,
                                                else "model"), "reason": f"no selection: {why}"}
         return auto
     warn_if_delta_exceeds_one_over_n(delta, n)  # the guarantee is about all n records
-    perm = rng.permutation(n)
-    val, train = np.sort(perm[:m]), np.sort(perm[m:])
+    val, train = split_rows(n, m, rng)
     kwargs = resolve_alpha(penalty_kwargs, loss_name, n - m)
     if mu_c:
         extra["spent_mu"] = mu_c
@@ -333,6 +332,13 @@ def fit_selected(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon,
             auto.plan["mu_shares"]["constant"] = mu_c  # the plan's split: sum of mu^2 = mu^2
     return _select(auto, _rows(X, val), y[val], regression, fit_intercept, mu_v, rng,
                    n - m, majority, all_rows)
+
+
+def split_rows(n, m, rng):
+    """(validation, training) row indices, sorted: m rows held out by a permutation from
+    the fit's generator (independent of the data)."""
+    perm = rng.permutation(n)
+    return np.sort(perm[:m]), np.sort(perm[m:])
 
 
 def branch_mu(auto, prior):
