@@ -477,3 +477,81 @@ custom_noise_test("adassp")(test_released_noise_has_the_calibrated_scales)
 # rows and targets unclipped, the noise still calibrated to row_bound and target_bound
 clip_off("adassp")(unclipping(dpopt.data.problem,
                               sufficient_statistics=(2, 3, "row_bound", "target_bound")))
+
+
+# ---------------------------------------------------------------------------
+# ridge="sure": the ridge chosen from the release (post-processing)
+
+
+def _noisy_release(G, b, ridge, s2, s3, rng):
+    d = b.size
+    E = A.symmetric_noise(d, rng)
+    return A.Release(0.0, ridge, G + s2 * E, b + s3 * rng.standard_normal(d))
+
+
+def test_stein_estimate_is_unbiased_for_the_in_sample_loss():
+    """Over the release's noise, the criterion without its Cp term (target_bound = 0) has the
+    mean of the true in-sample loss w^T X^T X w - 2 w^T X^T y at every factor; dropping the
+    Stein corrections (the naive plug-in) is biased by many standard errors."""
+    rng = np.random.default_rng(3)
+    X, y = regression(n=200, p=3, scale=1.0)
+    Xa = np.hstack([X, np.ones((200, 1))])
+    G, b = Xa.T @ Xa, Xa.T @ y
+    s2, s3, ridge = 15.0, 10.0, 60.0
+    est, true, naive = [], [], []
+    for _ in range(3000):
+        rel = _noisy_release(G, b, ridge, s2, s3, rng)
+        _, _, estimates = A.sure_ridge(rel, np.zeros(4), s2, s3, 0.0)
+        ws = [np.linalg.solve(rel.xtx + f * ridge * np.eye(4), rel.xty) for f in A.SURE_FACTORS]
+        est.append(estimates)
+        true.append([w @ G @ w - 2 * w @ b for w in ws])
+        naive.append([w @ rel.xtx @ w - 2 * w @ rel.xty for w in ws])
+    est, true, naive = map(np.array, (est, true, naive))
+    se = (est - true).std(axis=0) / math.sqrt(len(est))
+    assert np.all(np.abs((est - true).mean(axis=0)) < 4 * se)
+    assert np.all(np.abs((naive - true).mean(axis=0)) > 10 * se)
+
+
+def test_sure_ridge_is_post_processing_of_the_same_release():
+    """ridge="sure" draws and releases exactly what "adaptive" does (same records, noise
+    scales, statistics); its model is the ridge solution at the reported factor, the one of
+    smallest criterion."""
+    X, y = regression(n=400, p=4, scale=1.0)
+    pb = dpopt.Problem(X, y, fit_intercept=True)
+    for seed in range(5):
+        ada = fit(pb, epsilon=1.0, random_state=seed)
+        sure = fit(pb, epsilon=1.0, random_state=seed, ridge="sure")
+        assert sure.mechanisms == ada.mechanisms and sure.params["sigmas"] == ada.params["sigmas"]
+        np.testing.assert_array_equal(sure.release.xtx, ada.release.xtx)
+        np.testing.assert_array_equal(sure.release.xty, ada.release.xty)
+        assert ada.params["ridge_factor"] == 1.0 and ada.params["sure_estimates"] is None
+        f, crit = sure.params["ridge_factor"], np.array(sure.params["sure_estimates"])
+        assert f in A.SURE_FACTORS and crit[A.SURE_FACTORS.index(f)] == np.nanmin(crit)
+        rel = sure.release
+        expected = np.linalg.solve(rel.xtx + f * rel.ridge * np.eye(5), rel.xty)
+        np.testing.assert_allclose(sure.w, expected, rtol=1e-8, atol=1e-10)
+
+
+def test_sure_ridge_skips_factors_that_leave_the_matrix_indefinite():
+    rel = A.Release(0.0, 4.0, np.diag([10.0, -3.0, 5.0]), np.ones(3))
+    f, w, estimates = A.sure_ridge(rel, np.zeros(3), 1.0, 1.0, 1.0)
+    # -3 + 4 f > 0 only for f = 1 (the next factor gives -1)
+    assert f == 1.0 and np.isfinite(estimates[0]) and np.all(np.isnan(estimates[1:]))
+    assert A.sure_ridge(A.Release(0.0, 0.0, -np.eye(2), np.ones(2)), np.zeros(2), 1.0, 1.0,
+                        1.0) is None
+
+
+def test_ridge_option_is_checked():
+    X, y = regression(n=10, p=2)
+    with pytest.raises(ValueError, match="ridge"):
+        fit(dpopt.Problem(X, y), ridge="smallest")
+
+
+def test_default_path_chooses_the_ridge_by_sure():
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((3000, 4))
+    y = X @ np.array([1.0, -1.0, 0.5, 0.0]) + rng.standard_normal(3000)
+    model = dpopt.DPLinearRegression(epsilon=1.0, random_state=0).fit(X, y)
+    params = model.fit_result_.params
+    assert model.auto_.plan["solver"] == "adassp" and params["ridge_rule"] == "sure"
+    assert params["ridge_factor"] in A.SURE_FACTORS

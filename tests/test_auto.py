@@ -124,8 +124,12 @@ def test_regression_target_is_mapped_back():
     a = model.auto_
     Xs = a.scaling.transform(X[:50])
     scaled = Xs @ a.result.coef + a.result.intercept
-    np.testing.assert_allclose(model.predict(X[:50]),
-                               a.target.center + a.target.half_width * scaled, rtol=1e-9)
+    raw = a.target.center + a.target.half_width * scaled
+    # predictions are clipped to the private range the target was clipped to
+    assert model.target_range_ == (a.target.lower, a.target.upper)
+    lo, hi = model.target_range_
+    assert np.any((raw < lo) | (raw > hi))  # this data has predictions beyond it
+    np.testing.assert_allclose(model.predict(X[:50]), np.clip(raw, lo, hi), rtol=1e-9)
 
 
 def test_sparse_input_stays_sparse_and_keeps_zeros():
@@ -185,7 +189,7 @@ def test_rules_read_no_data_and_follow_their_formulas():
                     huber_threshold=0.5)
     assert cd["clip"] == pytest.approx(0.5 * 2) and cd["smoothness"].shape == (4,)
     assert auto.rules("adassp", loss="squared", n=10, dim=2, mu=1.0, row_bound=3.0) == {
-        "row_bound": 3.0, "target_bound": 1.0}  # its declared DefaultUse.settings
+        "row_bound": 3.0, "target_bound": 1.0, "ridge": "sure"}  # its declared DefaultUse.settings
     with pytest.raises(ValueError, match="no rule"):
         auto.rules("dp-svrg", loss="squared", n=10, dim=2, mu=1.0, row_bound=1.0)
 

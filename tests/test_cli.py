@@ -167,3 +167,29 @@ def test_fit_default_path_model_file_predicts_like_the_estimator(data_dir, tmp_p
     est = DPLogisticRegression(random_state=3).fit(X, y)
     np.testing.assert_allclose(model["coef"], est.coef_.ravel())
     np.testing.assert_array_equal(modelio.predict(model, X), est.predict(X))
+
+
+def test_a_regression_model_file_clips_predictions_like_the_estimator(tmp_path, capsys):
+    """The default path's regressor clips its predictions to target_range_; the model file
+    carries that range, so `dpopt predict` (modelio.predict) gives the same numbers."""
+    import pandas as pd
+
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((2000, 3))
+    y = 50 + 10 * (X @ np.array([1.0, -1.0, 0.5])) + 5 * rng.standard_normal(2000)
+    table = pd.DataFrame(X, columns=["a", "b", "c"]).assign(y=y)
+    path = tmp_path / "reg.csv"
+    table.to_csv(path, index=False)
+    out = tmp_path / "reg.json"
+    code, _, err = run(["fit", str(path), "--loss", "squared", "--epsilon", "2", "--target",
+                        "y", "--seed", "1", "--out", str(out)], capsys)
+    assert code == 0, err
+    model = modelio.load_model(out)
+    from dpopt import DPLinearRegression
+
+    est = DPLinearRegression(epsilon=2.0, random_state=1).fit(table[["a", "b", "c"]], y)
+    assert model["target_range"] == list(est.target_range_)
+    wide = table[["a", "b", "c"]] * 4  # predictions beyond the range
+    pred, (lo, hi) = modelio.predict(model, wide), est.target_range_
+    assert lo <= pred.min() and pred.max() <= hi and np.any((pred == lo) | (pred == hi))
+    np.testing.assert_allclose(pred, est.predict(wide), rtol=1e-12)

@@ -137,7 +137,7 @@ class _DPLinearModel(BaseEstimator):
         penalty, penalty_kwargs = self._penalty()
         penalty_kwargs = _resolve_alpha(penalty_kwargs, self._loss(), X.shape[0])
         self.alpha_ = penalty_kwargs.get("alpha")
-        self.auto_ = None
+        self.auto_ = self.target_range_ = None
         if self._n_classes() > 2:  # one-vs-rest (dpopt.pipeline.multiclass): k problems, one release
             def binary(relabel):
                 return Problem(X, relabel(target), loss=self._loss(), penalty=penalty,
@@ -278,7 +278,7 @@ class _DPLinearModel(BaseEstimator):
         problem = problem_of(target, "squared" if multiclass else None)
         delta = default_delta(problem.n_samples) if delta_given is None else delta_given
         self.n_features_in_ = problem.n_features
-        self.auto_ = None
+        self.auto_ = self.target_range_ = None
         self.table_ = encoder
         if multiclass:  # one-vs-rest (dpopt.pipeline.multiclass): validated once above
             def binary(relabel):
@@ -410,6 +410,7 @@ class _DPLinearModel(BaseEstimator):
                            if np.ndim(self.intercept_) else float(intercept))
         self.feature_bounds_ = (None if auto.scaling.lower is None else
                                 (auto.scaling.lower, auto.scaling.upper))
+        self.target_range_ = _target_range(auto)
         return self
 
     def _check_params(self):
@@ -507,13 +508,27 @@ class _DPLinearModel(BaseEstimator):
 
 class _Regressor(RegressorMixin, _DPLinearModel):
     def predict(self, X):
-        """X @ coef_ + intercept_ (features clipped to ``feature_bounds_`` on the default path)."""
-        return self._decision(X)
+        """X @ coef_ + intercept_; on the default path the features are clipped to
+        ``feature_bounds_`` and the prediction to ``target_range_``, as the fit and its
+        held-out choice saw them (docs/default_path.md)."""
+        margins = self._decision(X)
+        bounds = getattr(self, "target_range_", None)
+        return margins if bounds is None else margins.clip(*bounds)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.regressor_tags.poor_score = True  # see DPLogisticRegression.__sklearn_tags__
         return tags
+
+
+def _target_range(auto):
+    """(lower, upper): the private range a regressor's target was clipped to on the default
+    path (the prediction's range), or None (a classifier, or a collapsed range: the
+    released predictor is then a constant)."""
+    target = getattr(auto, "target", None)
+    if target is None or not target.half_width > 0:
+        return None
+    return float(target.lower), float(target.upper)
 
 
 def _classes_of(y):

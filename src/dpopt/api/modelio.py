@@ -87,14 +87,16 @@ def mechanism_dict(m) -> dict:
 
 
 def model_dict(problem, result, *, solver, options, seed, classes=None, data=None,
-               model=None) -> dict:
+               model=None, target_range=None) -> dict:
     """The JSON-ready description of a fitted model (module docstring).
 
     ``model``: optional ``(coef, intercept, feature_map)`` of an estimator whose
     coefficients apply to mapped features (the default path: ``feature_map`` is
     ``{"type": "clip", "lower": [...], "upper": [...]}`` or ``{"type": "row-normalize"}``, with
     ``"columns"`` when only those columns were selected and normalized);
-    by default the result's own coefficients, on the raw features.
+    by default the result's own coefficients, on the raw features. ``target_range``: a
+    regressor's (lower, upper) that predictions are clipped to (the default path's
+    ``target_range_``), or None.
     """
     coef, intercept, feature_map = model or (result.coef, result.intercept, None)
 
@@ -116,6 +118,7 @@ def model_dict(problem, result, *, solver, options, seed, classes=None, data=Non
         "intercept": (float(intercept) if np.ndim(coef) < 2
                       else [float(b) for b in np.ravel(intercept)]),
         "feature_map": feature_map,
+        "target_range": None if target_range is None else [float(v) for v in target_range],
         "classes": None if classes is None else [_plain(c) for c in classes],
         "privacy": {"epsilon": _num(result.epsilon), "delta": float(result.delta),
                     "adjacency": result.adjacency, "accountant": result.accountant,
@@ -322,11 +325,13 @@ def margins(model: dict, X):
 
 
 def predict(model: dict, X):
-    """Predictions of a loaded model: the margin for regression, the class for logistic."""
+    """Predictions of a loaded model: the margin for regression (clipped to the model's
+    ``target_range`` when it has one), the class for logistic."""
     margin = margins(model, X)
     if model["loss"] == "logistic":
         classes = model.get("classes") or [-1.0, 1.0]
         if margin.ndim == 2:  # one-vs-rest: the class of the largest margin
             return np.asarray(classes, dtype=object)[np.argmax(margin, axis=1)]
         return np.where(margin > 0, classes[1], classes[0])
-    return margin
+    bounds = model.get("target_range")  # the default path's prediction range
+    return margin if bounds is None else np.clip(margin, *bounds)

@@ -245,6 +245,7 @@ def _fit(args, options, X, y, bounds=None):
     model = (coef, intercept, auto.scaling.to_dict() if auto is not None else None)
     return {"result": estimator.fit_result_, "loss": loss, "penalty": (penalty, penalty_kwargs),
             "model": model, "report": estimator.privacy_report(), "classes": classes,
+            "target_range": getattr(estimator, "target_range_", None),
             "table": table.schema if table is not None else None,
             "prepare": _prepare_of(auto, table),
             "fit_intercept": estimator.fit_intercept, "solver": estimator.solver,
@@ -408,6 +409,7 @@ def _report(args, data, fitted, classes, caught):
                                  fit_intercept=fitted["fit_intercept"])
     model = modelio.model_dict(info, result, solver=result.solver, options=fitted["options"],
                                seed=args.seed, classes=classes, model=fitted.get("model"),
+                               target_range=fitted.get("target_range"),
                                data={"path": str(args.data), "n_samples": n, "n_features": p,
                                      "feature_names": feature_names,
                                      "columns": data["feature_names"],

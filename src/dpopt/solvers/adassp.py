@@ -109,6 +109,40 @@ Random draws, in order: ``rng.standard_normal()`` (step 1, skipped when s_1 = 0)
 ``rng.standard_normal(d)`` (the noise of X^T y). At epsilon = inf the draws happen and are
 multiplied by 0.
 
+Choosing the ridge for prediction (``ridge="sure"``, the default path's setting). The
+ridge of step 2 keeps the noisy system well posed whatever the data; for prediction it is a
+worst-case choice, since the best ridge depends on how w* lies along the spectrum of X^T X,
+which nothing public gives. The released statistics themselves say which ridge predicts
+best, without any further release: for w(lambda) = (X^T X + E + lambda I + n alpha P)^{-1}
+(X^T y + e), the in-sample loss sum_i (y_i - u_i^T w)^2 is y^T y - 2 w^T X^T y + w^T X^T X w,
+and Stein's lemma (Stein, "Estimation of the mean of a multivariate normal distribution",
+Ann. Statist. 1981; E[g Z] = s^2 E[dZ g] for Z ~ N(0, s^2)) turns the two unknown terms into
+functions of the release that are unbiased over the noise: with G = (X^T X + E + lambda I
++ n alpha P)^{-1},
+
+    E[w^T e]     = sigma_3^2 E[tr G]                                   (dw/de = G),
+    E[w^T E w]   = -2 sigma_2^2 E[tr(G) ||w||^2 + w^T G w - sum_i G_ii w_i^2]
+
+(dw/dE_ij = -G (e_i e_j^T + e_j e_i^T) w for the entries i <= j of the symmetric noise, each
+of variance sigma_2^2). Hence the estimate of the loss up to the constant y^T y,
+
+    L(lambda) = w^T (X^T X + E) w + 2 sigma_2^2 (tr(G) ||w||^2 + w^T G w - sum_i G_ii w_i^2)
+                - 2 (w^T (X^T y + e) - sigma_3^2 tr G),
+
+is an estimate of how well w(lambda) fits the training rows. It does not see the sampling
+noise of y, which favours less shrinkage on few rows; the loss on new targets at the same
+rows adds 2 s^2 df(lambda) (Mallows, "Some comments on C_p", Technometrics 1973), with s^2
+the residual variance, at most B_y^2 for clipped targets, and df(lambda) = tr(G X^T X),
+estimated by sum_k max(v_k, 0) / (v_k + lambda) over the eigenvalues v_k of the noisy matrix.
+The criterion L(lambda) + 2 B_y^2 df(lambda) (an upper bound of that optimism, so it errs
+towards shrinkage) is computed for lambda = lambda_AdaSSP * 2^-k, k = 0..6
+(:data:`SURE_FACTORS`; only values at which the matrix is positive definite, where w is
+smooth in the noise and the lemma applies) on one eigendecomposition, and the smallest is
+kept (:func:`sure_ridge`). Only less shrinkage than step 2's is tried: that ridge already
+covers the noise's most negative eigenvalue with probability 1 - rho, so more has no reason
+from the noise. Post-processing of the release: privacy is unchanged. Measured in
+docs/adassp.md.
+
 The fit's :class:`FitResult` carries the released :class:`Release` as the attribute
 ``release`` (used by :mod:`dpopt.pipeline.inference`; post-processing).
 
@@ -130,7 +164,8 @@ from dpopt._core.exceptions import PrivacyLeakWarning
 from dpopt._core.validation import check_scalar
 from dpopt.data.statistics import row_scales, sufficient_statistics  # noqa: F401 (tests read them here)
 from dpopt.privacy import Calibration, Gaussian, calibrate
-from dpopt.solvers._base import Checkpoints, DefaultUse, Option, make_result, register_solver
+from dpopt.solvers._base import (Checkpoints, DefaultUse, Option, make_result, one_of,
+                                 register_solver)
 
 DEFAULT_SPLIT = (0.1, 0.45, 0.45)
 
@@ -243,8 +278,46 @@ def solve_psd(M, b):
     return V @ ((V.T @ b) / vals[keep]), int(vals.size - keep.sum())
 
 
+#: Multiples of step 2's ridge tried by ``ridge="sure"`` (module docstring).
+SURE_FACTORS = tuple(2.0 ** -k for k in range(7))
+
+
+def sure_ridge(release, penalty, sigma_gram, sigma_xty, target_bound):
+    """(factor, w, estimates): the multiple of the release's ridge among :data:`SURE_FACTORS`
+    whose solution has the smallest estimated prediction loss (module docstring: the Stein
+    estimate of the in-sample loss plus Mallows' 2 B_y^2 df), that solution, and every
+    factor's estimate (nan where the matrix is not positive definite). ``penalty``: the
+    diagonal n alpha P. Post-processing of ``release``; ``sigma_gram``, ``sigma_xty`` are
+    its public noise scales, ``target_bound`` the public B_y. None when no factor gives a
+    positive definite matrix."""
+    gram = 0.5 * (release.xtx + release.xtx.T)
+    vals, vecs = np.linalg.eigh(gram + np.diag(penalty))
+    b = vecs.T @ release.xty
+    squares = vecs * vecs
+    tol = vals.size * np.finfo(np.float64).eps * float(np.max(np.abs(vals)))
+    best, estimates = None, []
+    for f in SURE_FACTORS:
+        den = vals + f * release.ridge
+        if not den.min() > tol:
+            estimates.append(math.nan)
+            continue
+        v = b / den  # w in the eigenbasis
+        w = vecs @ v
+        trace = float(np.sum(1.0 / den))
+        quad = float(np.sum(vals * v * v) - np.sum(penalty * w * w))  # w^T (X^T X + E) w
+        stein = 2.0 * sigma_gram ** 2 * (trace * float(v @ v) + float(np.sum(v * v / den))
+                                         - float((squares @ (1.0 / den)) @ (w * w)))
+        loss = quad + stein - 2.0 * (float(b @ v) - sigma_xty ** 2 * trace)
+        loss += 2.0 * target_bound ** 2 * float(np.sum(np.maximum(vals, 0.0) / den))  # Cp
+        estimates.append(loss)
+        if best is None or loss < best[2]:
+            best = (f, w, loss)
+    return None if best is None else (best[0], best[1], estimates)
+
+
 def adassp_from_statistics(xtx, xty, n, *, epsilon, delta, rng, row_bound, target_bound,
-                           fit_intercept, l2, rho=0.05, budget_split=DEFAULT_SPLIT):
+                           fit_intercept, l2, rho=0.05, budget_split=DEFAULT_SPLIT,
+                           ridge="adaptive"):
     """Steps 1-4 from clipped statistics (e.g. sums of :func:`sufficient_statistics` over
     row blocks, clipped to ``row_bound`` and ``target_bound``): calibrate to (epsilon,
     delta), release, solve. ``l2`` is the per-coordinate L2 penalty (alpha, 0 for the
@@ -260,11 +333,18 @@ def adassp_from_statistics(xtx, xty, n, *, epsilon, delta, rng, row_bound, targe
             and math.isfinite(rel.ridge)):
         raise ValueError("the noisy sufficient statistics overflowed: rescale the data or give "
                          "smaller row_bound / target_bound")
-    M = rel.xtx + np.diag(rel.ridge + n * np.asarray(l2, dtype=np.float64))
-    w, dropped = solve_psd(M, rel.xty)
+    penalty = n * np.asarray(l2, dtype=np.float64)
+    chosen = (sure_ridge(rel, penalty, sigmas[1], sigmas[2], target_bound) if ridge == "sure"
+              else None)
+    if chosen is None:
+        w, dropped = solve_psd(rel.xtx + np.diag(rel.ridge + penalty), rel.xty)
+        factor, estimates = 1.0, None
+    else:
+        (factor, w, estimates), dropped = chosen, 0
     params = {"row_bound": row_bound, "target_bound": target_bound, "rho": rho,
               "budget_split": shares, "noise_multipliers": zs, "sensitivities": deltas,
               "sigmas": sigmas, "lambda_min_estimate": rel.lambda_min, "ridge": rel.ridge,
+              "ridge_rule": ridge, "ridge_factor": factor, "sure_estimates": estimates,
               "dropped_directions": dropped, "release": rel}
     return w, cal, mechanism_records(cal.noise_multiplier, shares), params
 
@@ -293,6 +373,9 @@ OPTIONS = (
            "estimate, in (0, 1)"),
     Option("budget_split", DEFAULT_SPLIT, None, "shares of mu^2 of the three releases "
            "(lambda_min, X^T X, X^T y)"),
+    Option("ridge", "adaptive", one_of("adaptive", "sure"), "'adaptive': the paper's ridge "
+           "(step 2); 'sure': the multiple 2^-k (k = 0..6) of it with the smallest Stein "
+           "estimate of the in-sample loss (post-processing, no budget)"),
 )
 
 
@@ -302,7 +385,7 @@ OPTIONS = (
 # X^T X and eigenvalue releases are checked in tests/test_adassp.py.
 def default_settings(*, row_bound, **public):
     """AdaSSP on the default path's scaled domain: rows of norm <= R, targets in [-1, 1]."""
-    return {"row_bound": row_bound, "target_bound": 1.0}
+    return {"row_bound": row_bound, "target_bound": 1.0, "ridge": "sure"}
 
 
 @register_solver("adassp", description="AdaSSP: sufficient-statistics perturbation with an adaptive "
@@ -319,14 +402,16 @@ def default_settings(*, row_bound, **public):
                      why="squared loss with an L2 or no penalty: sufficient-statistics "
                          "perturbation with adaptive ridge (AdaSSP) needs one pass and no tuning"))
 def fit_adassp(problem, *, epsilon, delta, rng, row_bound=None, target_bound=None, rho=0.05,
-               budget_split=DEFAULT_SPLIT):
+               budget_split=DEFAULT_SPLIT, ridge="adaptive"):
     """Fit squared-loss regression (no penalty or L2) with AdaSSP (module docstring).
 
     ``row_bound``: public bound B on the L2 norm of each row's features (rows are rescaled
     to it); ``target_bound``: public bound on |y| (targets clipped); ``None`` takes them from
     the data with a PrivacyLeakWarning. ``rho`` in (0, 1): failure probability of each of
     the two high-probability bounds behind the ridge. ``budget_split``: shares of mu^2 of
-    the eigenvalue, X^T X and X^T y releases. One pass over the data.
+    the eigenvalue, X^T X and X^T y releases. ``ridge``: "adaptive" (step 2) or "sure" (the
+    multiple of it with the smallest Stein estimate of the in-sample loss, module
+    docstring). One pass over the data.
     """
     check_scalar(rho, "rho", low=0.0, high=1.0, low_open=True, high_open=True)
     check_budget_split(budget_split)
@@ -339,7 +424,7 @@ def fit_adassp(problem, *, epsilon, delta, rng, row_bound=None, target_bound=Non
     w, cal, records, params = adassp_from_statistics(
         xtx, xty, n, epsilon=epsilon, delta=delta, rng=rng, row_bound=B, target_bound=By,
         fit_intercept=problem.fit_intercept, l2=problem.penalty.l2, rho=rho,
-        budget_split=budget_split)
+        budget_split=budget_split, ridge=ridge)
     ck.record(w, 1)
     release = params.pop("release")
     result = make_result(problem, w, solver="adassp", calibration_or_spent=cal,
