@@ -164,8 +164,7 @@ from dpopt._core.exceptions import PrivacyLeakWarning
 from dpopt._core.validation import check_scalar
 from dpopt.data.statistics import row_scales, sufficient_statistics  # noqa: F401 (tests read them here)
 from dpopt.privacy import Calibration, Gaussian, calibrate
-from dpopt.solvers._base import (Checkpoints, DefaultUse, Option, make_result, one_of,
-                                 register_solver)
+from dpopt.solvers._base import Checkpoints, DefaultUse, Option, make_result, one_of, register_solver
 
 DEFAULT_SPLIT = (0.1, 0.45, 0.45)
 
