@@ -290,3 +290,42 @@ def test_a_prepared_design_is_checked_like_a_copied_one(bad, match):
         Problem(base[:, :3], np.ones(30), fit_intercept=True)
     base[12, 2], base[5, 3] = 0.5, 2.0  # not a column of ones: copied as before
     assert Problem(base[:, :3], np.ones(30), fit_intercept=True).X is not base
+
+
+def test_threaded_passes_give_the_serial_results():
+    """Above PARALLEL_MIN_SIZE values the counting passes and the design write run on
+    Numba's threads, each chunk of rows on its own: the counts (integers) and the design
+    (an element-wise map) are exactly those of one thread and of the NumPy reference."""
+    import numba
+
+    from dpopt.data.rows import RowSubset
+    from dpopt.kernels.vecmath import PARALLEL_MIN_SIZE
+    from dpopt.preprocessing._bounds import scaled_feature_histograms
+
+    rng = np.random.default_rng(12)
+    p = 40
+    n = PARALLEL_MIN_SIZE // p + 7  # just above the threshold, an uneven split
+    X = rng.standard_normal((n, p)) * 10.0 ** rng.uniform(-3, 4, p)
+    X[:100] = adversarial_values(DEFAULT_GRID, rng, (100, p))
+    rows = np.sort(rng.permutation(n)[: n - 3])  # a RowSubset still above the threshold
+    columns = np.arange(p)
+    scaling = scalings(p, rng)[0]
+    before = numba.get_num_threads()
+    out = {}
+    try:
+        for threads in sorted({1, numba.config.NUMBA_NUM_THREADS, 2} - {0}):
+            if threads > numba.config.NUMBA_NUM_THREADS:
+                continue
+            numba.set_num_threads(threads)
+            out[threads] = (feature_histograms(X, columns),
+                            feature_histograms(RowSubset(X, rows), columns),
+                            scaled_feature_histograms(RowSubset(X, rows), scaling, columns),
+                            np.asarray(scaling.design(RowSubset(X, rows), True)))
+    finally:
+        numba.set_num_threads(before)
+    ref = (numpy_counts(X, columns, DEFAULT_GRID), numpy_counts(X[rows], columns, DEFAULT_GRID),
+           numpy_counts(scaling.transform(X[rows]), columns, DEFAULT_GRID),
+           scaling.transform(X[rows]))
+    for got in out.values():
+        for a, b in zip(got, ref):
+            np.testing.assert_array_equal(a, b)

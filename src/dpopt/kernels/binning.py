@@ -25,10 +25,12 @@ and infinity are refused by the callers before counting (a NaN would land in the
 as ``np.where`` puts it).
 """
 
+import numba
 import numpy as np
-from numba import njit
+from numba import njit, prange
 
 from dpopt.kernels.clipscale import _clip
+from dpopt.kernels.vecmath import PARALLEL_MIN_SIZE
 from dpopt.kernels.vecmath import _float_to_bits as _float_bits
 
 #: Right shift of the bits of |v| giving its cell (16 - 1 sign bit = 15 bits of key).
@@ -94,6 +96,62 @@ def clip_scale_counts_by_rows(X, rows, lower, upper, offset, inv, columns, edges
             v = (_clip(X[i, j], lower[j], upper[j]) - offset[j]) * inv[j]
             counts[r, _bin(v, edges, table, first, zero, steps)] += 1
     return counts
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _dense_counts_in_chunks(X, rows, columns, edges, table, first, zero, steps, n_bins,
+                            n_chunks):
+    """:func:`dense_counts_by_rows` on ``n_chunks`` consecutive runs of ``rows`` at once
+    (Numba's threads), each into its own counts, then added: integers, so exactly the same
+    counts whatever the number of threads."""
+    n, size = rows.shape[0], (rows.shape[0] + n_chunks - 1) // n_chunks
+    parts = np.zeros((n_chunks, columns.shape[0], n_bins), dtype=np.int64)
+    for c in prange(n_chunks):
+        for t in range(c * size, min(n, (c + 1) * size)):
+            i = rows[t]
+            for r in range(columns.shape[0]):
+                parts[c, r, _bin(X[i, columns[r]], edges, table, first, zero, steps)] += 1
+    return parts.sum(axis=0)
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _clip_scale_counts_in_chunks(X, rows, lower, upper, offset, inv, columns, edges, table,
+                                 first, zero, steps, n_bins, n_chunks):
+    """:func:`clip_scale_counts_by_rows` in chunks, as :func:`_dense_counts_in_chunks`."""
+    n, size = rows.shape[0], (rows.shape[0] + n_chunks - 1) // n_chunks
+    parts = np.zeros((n_chunks, columns.shape[0], n_bins), dtype=np.int64)
+    for c in prange(n_chunks):
+        for t in range(c * size, min(n, (c + 1) * size)):
+            i = rows[t]
+            for r in range(columns.shape[0]):
+                j = columns[r]
+                v = (_clip(X[i, j], lower[j], upper[j]) - offset[j]) * inv[j]
+                parts[c, r, _bin(v, edges, table, first, zero, steps)] += 1
+    return parts.sum(axis=0)
+
+
+def _chunks(rows, columns):
+    """Number of row chunks for a counting pass: Numba's threads on a large pass, else 1."""
+    threads = numba.get_num_threads()
+    return threads if threads > 1 and rows.shape[0] * columns.shape[0] >= PARALLEL_MIN_SIZE else 1
+
+
+def counts_by_rows(X, rows, columns, edges, table, first, zero, steps, n_bins):
+    """:func:`dense_counts_by_rows`, on Numba's threads for a large pass (same counts)."""
+    k = _chunks(rows, columns)
+    if k == 1:
+        return dense_counts_by_rows(X, rows, columns, edges, table, first, zero, steps, n_bins)
+    return _dense_counts_in_chunks(X, rows, columns, edges, table, first, zero, steps, n_bins, k)
+
+
+def clip_scale_counts(X, rows, lower, upper, offset, inv, columns, edges, table, first, zero,
+                      steps, n_bins):
+    """:func:`clip_scale_counts_by_rows`, on Numba's threads for a large pass (same counts)."""
+    k = _chunks(rows, columns)
+    args = (X, rows, lower, upper, offset, inv, columns, edges, table, first, zero, steps,
+            n_bins)
+    return (clip_scale_counts_by_rows(*args) if k == 1
+            else _clip_scale_counts_in_chunks(*args, k))
 
 
 @njit(cache=True, nogil=True)

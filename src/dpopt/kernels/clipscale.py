@@ -19,8 +19,11 @@ NumPy expression in the tests; the maps are post-processing of private bounds, s
 are computed changes no privacy argument, only the time.
 """
 
+import numba
 import numpy as np
-from numba import njit
+from numba import njit, prange
+
+from dpopt.kernels.vecmath import PARALLEL_MIN_SIZE
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -68,6 +71,28 @@ def clip_scale_rows_to_fortran(X, rows, lower, upper, offset, inv, out, block):
             for t in range(t0, t1):
                 out[t, j] = (_clip(X[rows[t], j], lo, hi) - o) * s
     return out
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _clip_scale_blocks_parallel(X, rows, lower, upper, offset, inv, out, block):
+    """:func:`clip_scale_rows_to_fortran` with the blocks on Numba's threads (each block
+    writes its own rows of ``out``: the same values)."""
+    n, p = rows.shape[0], X.shape[1]
+    for b in prange((n + block - 1) // block):
+        t0 = b * block
+        t1 = min(t0 + block, n)
+        for j in range(p):
+            lo, hi, o, s = lower[j], upper[j], offset[j], inv[j]
+            for t in range(t0, t1):
+                out[t, j] = (_clip(X[rows[t], j], lo, hi) - o) * s
+    return out
+
+
+def clip_scale_to_fortran(X, rows, lower, upper, offset, inv, out, block):
+    """:func:`clip_scale_rows_to_fortran`, on Numba's threads for a large pass."""
+    if (rows.shape[0] * X.shape[1] >= PARALLEL_MIN_SIZE and numba.get_num_threads() > 1):
+        return _clip_scale_blocks_parallel(X, rows, lower, upper, offset, inv, out, block)
+    return clip_scale_rows_to_fortran(X, rows, lower, upper, offset, inv, out, block)
 
 
 @njit(cache=True, nogil=True)

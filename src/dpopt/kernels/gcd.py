@@ -28,6 +28,7 @@ from numba import njit, prange
 from dpopt.kernels.grad import _coordclip_csc, csc_arrays, is_sparse
 from dpopt.kernels.losses import LOGISTIC, loss_deriv, loss_derivs
 from dpopt.kernels.prox import prox_scalar
+from dpopt.kernels.vecmath import PARALLEL_MIN_SIZE  # noqa: F401 (tests read it here)
 
 GS_L = 0  # |g_j + l2_j w_j| / sqrt(curv_j)                 (smooth penalty, Nutini et al. 2015)
 GS_S = 1  # dist(-g_j, d psi_j(w_j)) / sqrt(curv_j)
@@ -99,9 +100,6 @@ def _clipgrad_dense_parallel(X, d, clip, n_div):
     for b in prange((X.shape[1] + 3) // 4):
         _columns4(X, d, clip, n_div, g, 4 * b)
     return g
-
-
-PARALLEL_MIN_SIZE = 1 << 21  # n * p from which the dense kernel uses Numba's threads
 
 
 def clipped_gradient(X, y, loss_code, loss_param, z, clip):

@@ -29,6 +29,10 @@ from numba.extending import intrinsic
 
 FASTMATH = {"contract", "reassoc", "nsz", "arcp"}
 
+#: Values (rows x columns) from which a dense pass uses Numba's threads (the greedy-CD
+#: gradient, the histogram counts); below, starting the threads costs more than it saves.
+PARALLEL_MIN_SIZE = 1 << 21
+
 _LOG2E = 1.4426950408889634
 _LN2_HI = 6.93147180369123816490e-01
 _LN2_LO = 1.90821492927058770002e-10

@@ -291,7 +291,7 @@ def feature_histograms(X, columns, grid=DEFAULT_GRID) -> np.ndarray:
     else:
         X = X if isinstance(X, RowSubset) else np.asarray(X, dtype=np.float64)
         source = rows_of(X)  # C-ordered (or a RowSubset of such): read row by row
-        counts = (binning.dense_counts_by_rows(*source, *args) if source is not None
+        counts = (binning.counts_by_rows(*source, *args) if source is not None
                   else binning.dense_counts_by_columns(X, *args))
     return counts.astype(np.float64)
 
@@ -300,15 +300,14 @@ def scaled_feature_histograms(X, scaling, columns, grid=DEFAULT_GRID) -> np.ndar
     """:func:`feature_histograms` of ``scaling.transform(X)`` for a
     :class:`~dpopt.preprocessing.feature_maps.Scaling`, the same counts, computed without
     storing the transform where the map has a compiled row pass
-    (``scaling.compiled_source``: :func:`dpopt.kernels.binning.clip_scale_counts_by_rows`)."""
+    (``scaling.compiled_source``: :func:`dpopt.kernels.binning.clip_scale_counts`)."""
     source = scaling.compiled_source(X)
     if source is None:
         return feature_histograms(scaling.transform(X), columns, grid)
     columns = np.asarray(columns, dtype=np.int64).reshape(-1)
     edges, table, first, steps = _lookup(grid)
-    return binning.clip_scale_counts_by_rows(*source, columns, edges, table, first,
-                                             grid.zero_bin, steps,
-                                             grid.n_bins).astype(np.float64)
+    return binning.clip_scale_counts(*source, columns, edges, table, first, grid.zero_bin,
+                                     steps, grid.n_bins).astype(np.float64)
 
 
 @functools.lru_cache(maxsize=8)

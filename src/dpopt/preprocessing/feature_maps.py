@@ -95,7 +95,7 @@ class Scaling:
         out = np.empty((X.shape[0], p + 1), order="F")
         arrays = self._arrays(self._inverse_scale())
         if source is not None:
-            clipscale.clip_scale_rows_to_fortran(*source, *arrays, out[:, :p], block_rows(p))
+            clipscale.clip_scale_to_fortran(*source, *arrays, out[:, :p], block_rows(p))
         else:
             clipscale.clip_scale_columns(X, *arrays, out[:, :p])
         out[:, p] = 1.0
