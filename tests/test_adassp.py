@@ -498,11 +498,13 @@ def test_stein_estimate_is_unbiased_for_the_in_sample_loss():
     Xa = np.hstack([X, np.ones((200, 1))])
     G, b = Xa.T @ Xa, Xa.T @ y
     s2, s3, ridge = 15.0, 10.0, 60.0
+    ridged = np.array([1.0, 1.0, 1.0, 0.0])  # as the default path: the intercept not shrunk
     est, true, naive = [], [], []
     for _ in range(3000):
         rel = _noisy_release(G, b, ridge, s2, s3, rng)
-        _, _, estimates = A.sure_ridge(rel, np.zeros(4), s2, s3, 0.0)
-        ws = [np.linalg.solve(rel.xtx + f * ridge * np.eye(4), rel.xty) for f in A.SURE_FACTORS]
+        _, _, estimates = A.sure_ridge(rel, np.zeros(4), s2, s3, 0.0, ridged)
+        ws = [np.linalg.solve(rel.xtx + f * ridge * np.diag(ridged), rel.xty)
+              for f in A.SURE_FACTORS]
         est.append(estimates)
         true.append([w @ G @ w - 2 * w @ b for w in ws])
         naive.append([w @ rel.xtx @ w - 2 * w @ rel.xty for w in ws])
@@ -528,8 +530,27 @@ def test_sure_ridge_is_post_processing_of_the_same_release():
         f, crit = sure.params["ridge_factor"], np.array(sure.params["sure_estimates"])
         assert f in A.SURE_FACTORS and crit[A.SURE_FACTORS.index(f)] == np.nanmin(crit)
         rel = sure.release
-        expected = np.linalg.solve(rel.xtx + f * rel.ridge * np.eye(5), rel.xty)
+        features_only = np.diag([1.0, 1.0, 1.0, 1.0, 0.0])  # the intercept is not shrunk
+        expected = np.linalg.solve(rel.xtx + f * rel.ridge * features_only, rel.xty)
         np.testing.assert_allclose(sure.w, expected, rtol=1e-8, atol=1e-10)
+
+
+def test_sure_ridge_leaves_the_intercept_unshrunk():
+    """With no signal and a mean far from 0, the paper's ridge pulls the intercept towards
+    0 by about lambda / (n + lambda); the "sure" fit keeps it at the mean (up to its noise)."""
+    rng = np.random.default_rng(4)
+    n = 20000
+    X = 0.05 * rng.standard_normal((n, 6))  # a small lambda_min: the ridge is not 0
+    y = 0.8 + 0.05 * rng.standard_normal(n)
+    pb = dpopt.Problem(X, y, fit_intercept=True)
+    kw = {"epsilon": 0.1, "row_bound": 3.0, "target_bound": 1.0}
+    for seed in range(3):
+        ada = fit(pb, random_state=seed, **kw)
+        sure = fit(pb, random_state=seed, ridge="sure", **kw)
+        shrink = ada.params["ridge"] / (n + ada.params["ridge"])
+        assert shrink > 0.1  # the setting where the bias matters: 0.8 * shrink > 0.08
+        bias = 0.8 * shrink
+        assert abs(sure.intercept - y.mean()) < bias / 2 < abs(ada.intercept - y.mean())
 
 
 def test_sure_ridge_skips_factors_that_leave_the_matrix_indefinite():
