@@ -3,7 +3,8 @@
     python benchmarks/practitioner.py                 # full: every table x 6 epsilons x 5 seeds
     python benchmarks/practitioner.py --quick         # 2 epsilons x 2 seeds (a smoke run)
     python benchmarks/practitioner.py --out docs/practitioner.md --figure docs/practitioner.png
-    python benchmarks/practitioner.py --frames        # the 12 raw tables + raw Adult (eps=1)
+    python benchmarks/practitioner.py --frames        # the 12 raw tables + raw Adult (eps=1),
+                                                      # beside scikit-learn and the constant
 
 The protocol is :data:`HEADER` (written before the first result, issue 24). Tables:
 :data:`REAL` (the shared data of ``$DPOPT_DATA``, its raw tables encoded numerically by
@@ -440,17 +441,56 @@ def frame_fit(X, y, Xte, yte, task, seed, epsilon=FRAMES_EPSILON):
     return float(model.score(Xte, yte)), seconds, None
 
 
+def frame_references(X, y, Xte, yte, task):
+    """(scikit-learn's default model, the constant) on the same raw frames: numeric columns
+    median-imputed and standardized, the others (strings, booleans, categories)
+    mode-imputed and one-hot encoded (unseen values ignored), then ``LinearRegression()`` or
+    ``LogisticRegression(max_iter=5000)``; the constant is the training mean (R²) or the
+    training majority class (accuracy)."""
+    from sklearn.compose import make_column_selector, make_column_transformer
+    from sklearn.impute import SimpleImputer
+    from sklearn.linear_model import LinearRegression, LogisticRegression
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import OneHotEncoder, StandardScaler
+
+    numeric = make_pipeline(SimpleImputer(strategy="median"), StandardScaler())
+    other = make_pipeline(SimpleImputer(strategy="most_frequent"),
+                          OneHotEncoder(handle_unknown="ignore"))
+    X, Xte = X.copy(), Xte.copy()
+    for frame in (X, Xte):  # one dtype per non-numeric column (bools with gaps are objects)
+        for c in frame.columns:
+            if not pd_is_numeric(frame[c]):
+                frame[c] = frame[c].astype("string").astype(object).where(frame[c].notna(),
+                                                                           np.nan)
+    prep = make_column_transformer((numeric, make_column_selector(dtype_include="number")),
+                                   (other, make_column_selector(dtype_exclude="number")))
+    model = LinearRegression() if task == "regression" else LogisticRegression(max_iter=5000)
+    sk = float(make_pipeline(prep, model).fit(X, y).score(Xte, yte))
+    if task == "regression":
+        yt, ye = np.asarray(y, dtype=float), np.asarray(yte, dtype=float)
+        return sk, float(1.0 - np.sum((ye - yt.mean()) ** 2) / np.sum((ye - ye.mean()) ** 2))
+    return sk, float(np.mean(np.asarray(yte) == y.value_counts().idxmax()))
+
+
+def pd_is_numeric(column):
+    import pandas as pd
+
+    return pd.api.types.is_numeric_dtype(column) and not pd.api.types.is_bool_dtype(column)
+
+
 def run_frames(data_dir, seeds, log=print):
     rows = []
     for m, df in frame_tables(data_dir):
         y, X = df[m["target"]], df.drop(columns=[m["target"]])
-        out = []
+        out, refs = [], []
         for seed in range(seeds):
             perm = np.random.default_rng(seed).permutation(len(df))
             k = int(0.75 * len(df))
             tr, te = perm[:k], perm[k:]
-            out.append(frame_fit(X.iloc[tr], y.iloc[tr], X.iloc[te], y.iloc[te], m["task"], seed))
-        rows.append(_frame_row(m["name"], m["task"], out))
+            split = (X.iloc[tr], y.iloc[tr], X.iloc[te], y.iloc[te], m["task"])
+            out.append(frame_fit(*split, seed))
+            refs.append(frame_references(*split))
+        rows.append(_frame_row(m["name"], m["task"], out, refs))
         log(rows[-1])
     try:
         Xtr, Xte, ytr, yte = adult_frames()
@@ -458,28 +498,49 @@ def run_frames(data_dir, seeds, log=print):
         log(f"adult: not available ({exc})")
     else:
         out = [frame_fit(Xtr, ytr, Xte, yte, "binary", seed) for seed in range(seeds)]
-        rows.append(_frame_row("adult (raw strings)", "binary", out))
+        rows.append(_frame_row("adult (raw strings)", "binary", out,
+                               [frame_references(Xtr, ytr, Xte, yte, "binary")]))
         log(rows[-1])
     return rows
 
 
-def _frame_row(name, task, out):
+def _frame_row(name, task, out, refs):
     scores = np.array([o[0] for o in out])
     errors = sorted({o[2] for o in out if o[2]})
     return {"name": name, "task": task, "score": float(np.nanmean(scores)) if
             np.isfinite(scores).any() else math.nan, "sd": float(np.nanstd(scores)) if
             np.isfinite(scores).any() else math.nan, "fits": int(np.isfinite(scores).sum()),
-            "seconds": float(np.median([o[1] for o in out])), "errors": errors}
+            "seconds": float(np.median([o[1] for o in out])), "errors": errors,
+            "sklearn": float(np.mean([r[0] for r in refs])),
+            "constant": float(np.mean([r[1] for r in refs]))}
+
+
+def _frame_harm(r):
+    """Below the do-no-harm target (accuracy < constant - 0.005, R² < -0.01)."""
+    if r["task"] == "regression":
+        return r["score"] < -0.01
+    return r["score"] < r["constant"] - 0.005
 
 
 def frames_table(rows, seeds):
-    lines = [f"| table | task | score (eps={FRAMES_EPSILON:g}, mean ± sd of {seeds} seeds) | "
-             f"fits | median fit s | error |", "|---|---|---|---|---|---|"]
+    lines = [f"| table | task | scikit-learn | constant | default fit (eps={FRAMES_EPSILON:g}, "
+             f"mean ± sd of {seeds} seeds) | share | fits | median fit s | error |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         metric = "R²" if r["task"] == "regression" else "acc"
         err = "; ".join(e[:90] for e in r["errors"])
-        lines.append(f"| {r['name']} | {r['task']} | {metric} {r['score']:.3f} ± {r['sd']:.3f} | "
+        gain = r["sklearn"] - r["constant"]
+        share = (r["score"] - r["constant"]) / gain if gain > 0 else math.nan
+        flag = "⚠ " if _frame_harm(r) else ""
+        lines.append(f"| {r['name']} | {r['task']} | {r['sklearn']:.3f} | {r['constant']:.3f} | "
+                     f"{flag}{metric} {r['score']:.3f} ± {r['sd']:.3f} | {share:.2f} | "
                      f"{r['fits']}/{seeds} | {r['seconds']:.2f} | {err} |")
+    harm = [r["name"] for r in rows if _frame_harm(r)]
+    lines += ["", f"Do no harm (accuracy ≥ constant − 0.005, R² ≥ −0.01): "
+              f"{len(rows) - len(harm)} of {len(rows)} tables"
+              + (f"; below: {', '.join(harm)}" if harm else ""),
+              "share: the default fit's share of scikit-learn's gain over the constant "
+              "(nan where scikit-learn does not beat the constant)."]
     return "\n".join(lines)
 
 
