@@ -502,7 +502,7 @@ def test_stein_estimate_is_unbiased_for_the_in_sample_loss():
     est, true, naive = [], [], []
     for _ in range(3000):
         rel = _noisy_release(G, b, ridge, s2, s3, rng)
-        _, _, estimates = A.sure_ridge(rel, np.zeros(4), s2, s3, 0.0, ridged)
+        _, _, estimates = A.sure_ridge(rel, np.zeros(4), s2, s3, 0.0, intercept=True)
         ws = [np.linalg.solve(rel.xtx + f * ridge * np.diag(ridged), rel.xty)
               for f in A.SURE_FACTORS]
         est.append(estimates)

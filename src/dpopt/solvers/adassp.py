@@ -141,7 +141,8 @@ is an estimate of how well w(lambda) fits the training rows. It does not see the
 noise of y, which favours less shrinkage on few rows; the loss on new targets at the same
 rows adds 2 s^2 df(lambda) (Mallows, "Some comments on C_p", Technometrics 1973), with s^2
 the residual variance, at most B_y^2 for clipped targets, and df(lambda) = tr(G X^T X),
-estimated by tr(G M_+) with M_+ the positive semi-definite part of the noisy X^T X + E.
+estimated from the noisy matrix: 1 for the intercept plus sum_k max(v_k, 0) / (v_k + lambda)
+over the eigenvalues v_k of the features' block with the intercept profiled out.
 The criterion L(lambda) + 2 B_y^2 df(lambda) (an upper bound of that optimism, so it errs
 towards shrinkage) is computed for lambda = lambda_AdaSSP * 2^-k, k = 0..6
 (:data:`SURE_FACTORS`; only values at which the matrix is positive definite, where w is
@@ -289,37 +290,59 @@ def solve_psd(M, b):
 SURE_FACTORS = tuple(2.0 ** -k for k in range(7))
 
 
-def sure_ridge(release, penalty, sigma_gram, sigma_xty, target_bound, ridged=None):
+def sure_ridge(release, penalty, sigma_gram, sigma_xty, target_bound, intercept=False):
     """(factor, w, estimates): the multiple of the release's ridge among :data:`SURE_FACTORS`
     whose solution has the smallest estimated prediction loss (module docstring: the Stein
     estimate of the in-sample loss plus Mallows' 2 B_y^2 df), that solution, and every
     factor's estimate (nan where the matrix is not positive definite). ``penalty``: the
-    diagonal n alpha P; ``ridged``: 1 for the coordinates the ridge applies to, 0 for the
-    others (default: all). Post-processing of ``release``; ``sigma_gram``, ``sigma_xty``
-    are its public noise scales, ``target_bound`` the public B_y. None when no factor gives
-    a positive definite matrix."""
+    diagonal n alpha P; ``intercept``: the last coordinate is the intercept, which the
+    ridge leaves out. Post-processing of ``release``; ``sigma_gram``, ``sigma_xty`` are its
+    public noise scales, ``target_bound`` the public B_y. None when no factor gives a
+    positive definite matrix.
+
+    One eigendecomposition serves every factor: with the intercept profiled out (its
+    entry m = n + noise, its column c), the feature block of G is S^-1 for the Schur
+    complement S = F + D - c c^T / m, whose ridge is lambda I, and the intercept's row of
+    G follows from S^-1 c (block inversion); df is tr(S^-1 S_+) + 1, the intercept's own
+    degree of freedom added to the features' after profiling it out."""
     gram = 0.5 * (release.xtx + release.xtx.T)
-    d = gram.shape[0]
-    s, u = np.linalg.eigh(gram)
-    gram_plus = (u * np.maximum(s, 0.0)) @ u.T  # the PSD part, for df
-    ridged = np.ones(d) if ridged is None else np.asarray(ridged, dtype=np.float64)
+    M, b = gram + np.diag(penalty), np.asarray(release.xty, dtype=np.float64)
+    k = M.shape[0] - 1 if intercept else M.shape[0]
+    F, c, m = M[:k, :k], M[:k, k:], (M[k, k] if intercept else 1.0)
+    if intercept and not m > 0:
+        return None
+    schur = F - (c @ c.T) / m if intercept else F
+    vals, vecs = np.linalg.eigh(schur)
+    squares = vecs * vecs
+    b_f = vecs.T @ (b[:k] - c[:, 0] * b[k] / m if intercept else b[:k])
+    c_f = vecs.T @ c[:, 0] if intercept else np.zeros(k)
+    tol = M.shape[0] * np.finfo(np.float64).eps * float(np.max(np.abs(np.diag(M))))
     best, estimates = None, []
     for f in SURE_FACTORS:
-        diagonal = penalty + f * release.ridge * ridged
-        vals, vecs = np.linalg.eigh(gram + np.diag(diagonal))
-        if not vals[0] > d * np.finfo(np.float64).eps * float(np.max(np.abs(vals))):
+        den = vals + f * release.ridge
+        if not den.min() > tol:
             estimates.append(math.nan)
             continue
-        b = vecs.T @ release.xty
-        v = b / vals  # w in the eigenbasis
+        v = b_f / den  # the features' w in the eigenbasis of S
         w = vecs @ v
-        g_diag = (vecs * vecs) @ (1.0 / vals)  # the diagonal of G
-        trace = float(np.sum(1.0 / vals))
+        sc = c_f / den  # S^-1 c in that basis
+        g_diag = squares @ (1.0 / den)
+        trace, cgc = float(np.sum(1.0 / den)), float(c_f @ sc)
+        if intercept:
+            w = np.append(w, (b[k] - c[:, 0] @ w) / m)
+            corner = 1.0 / m + cgc / m ** 2  # G's intercept entry
+            g_diag = np.append(g_diag, corner)
+            trace += corner
+            # w^T G w by blocks: S^-1 on the features, -S^-1 c / m off, corner
+            wf = vecs.T @ w[:k]
+            wgw = (float(wf @ (wf / den)) - 2.0 * w[k] * float(wf @ sc) / m
+                   + corner * w[k] ** 2)
+        else:
+            wgw = float(np.sum(v * v / den))
         quad = float(w @ gram @ w)  # w^T (X^T X + E) w
-        stein = 2.0 * sigma_gram ** 2 * (trace * float(w @ w) + float(np.sum(v * v / vals))
-                                         - float(g_diag @ (w * w)))
-        df = float(np.sum(((vecs / vals) @ vecs.T) * gram_plus))  # tr(G X^T X), estimated
-        loss = (quad + stein - 2.0 * (float(b @ v) - sigma_xty ** 2 * trace)
+        stein = 2.0 * sigma_gram ** 2 * (trace * float(w @ w) + wgw - float(g_diag @ (w * w)))
+        df = float(np.sum(np.maximum(vals, 0.0) / den)) + (1.0 if intercept else 0.0)
+        loss = (quad + stein - 2.0 * (float(b @ w) - sigma_xty ** 2 * trace)
                 + 2.0 * target_bound ** 2 * df)
         estimates.append(loss)
         if best is None or loss < best[2]:
@@ -346,9 +369,7 @@ def adassp_from_statistics(xtx, xty, n, *, epsilon, delta, rng, row_bound, targe
         raise ValueError("the noisy sufficient statistics overflowed: rescale the data or give "
                          "smaller row_bound / target_bound")
     penalty = n * np.asarray(l2, dtype=np.float64)
-    ridged = np.ones(xty.size)
-    ridged[-1] = 0.0 if fit_intercept else 1.0  # "sure": the intercept is not shrunk
-    chosen = (sure_ridge(rel, penalty, sigmas[1], sigmas[2], target_bound, ridged)
+    chosen = (sure_ridge(rel, penalty, sigmas[1], sigmas[2], target_bound, fit_intercept)
               if ridge == "sure" else None)
     if chosen is None:
         w, dropped = solve_psd(rel.xtx + np.diag(rel.ridge + penalty), rel.xty)
