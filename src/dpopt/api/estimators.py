@@ -9,7 +9,8 @@ the default path of :mod:`dpopt.pipeline.default_path`: private end to end, ``ep
 only knob (private feature / row-norm / target bounds, scaling, and a
 mechanism chosen from the loss, penalty, n and p; ``auto_`` and
 ``fit_result_.params["auto"]`` say what was chosen and why; ``predict`` applies
-the same feature map, ``feature_bounds_``). Any registered solver can be named
+the same feature map, ``feature_bounds_``, and a regressor clips its predictions to
+``target_range_``, the private range its target was clipped to). Any registered solver can be named
 instead (``solver=``, with ``solver_options``; it must support the estimator's
 loss and penalty); the estimator then builds a :class:`dpopt.Problem` from the
 data as given and calls :func:`dpopt.solve`:
