@@ -69,15 +69,33 @@ def _bin(v, edges, table, first, zero, steps):
     return zero + sign * (1 + k)
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _count_rows(counts, X, rows, t0, t1, columns, edges, table, first, zero, steps):
+    """Add the bins of the rows ``rows[t0:t1]`` of the columns ``columns`` to ``counts``."""
+    for t in range(t0, t1):
+        i = rows[t]
+        for r in range(columns.shape[0]):
+            counts[r, _bin(X[i, columns[r]], edges, table, first, zero, steps)] += 1
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _count_mapped_rows(counts, X, rows, t0, t1, lower, upper, offset, inv, columns, edges,
+                       table, first, zero, steps):
+    """:func:`_count_rows` of the map (clip(X[i, j], lower[j], upper[j]) - offset[j]) * inv[j]."""
+    for t in range(t0, t1):
+        i = rows[t]
+        for r in range(columns.shape[0]):
+            j = columns[r]
+            v = (_clip(X[i, j], lower[j], upper[j]) - offset[j]) * inv[j]
+            counts[r, _bin(v, edges, table, first, zero, steps)] += 1
+
+
 @njit(cache=True, nogil=True)
 def dense_counts_by_rows(X, rows, columns, edges, table, first, zero, steps, n_bins):
     """Counts (len(columns), n_bins) of the columns ``columns`` over the rows ``rows`` of a
     C-ordered X, read row by row (contiguous)."""
     counts = np.zeros((columns.shape[0], n_bins), dtype=np.int64)
-    for t in range(rows.shape[0]):
-        i = rows[t]
-        for r in range(columns.shape[0]):
-            counts[r, _bin(X[i, columns[r]], edges, table, first, zero, steps)] += 1
+    _count_rows(counts, X, rows, 0, rows.shape[0], columns, edges, table, first, zero, steps)
     return counts
 
 
@@ -89,12 +107,8 @@ def clip_scale_counts_by_rows(X, rows, lower, upper, offset, inv, columns, edges
     the same values and bins) over the rows ``rows`` of a C-ordered X, without storing the
     map: the counts of ``dense_counts_by_rows`` on its output."""
     counts = np.zeros((columns.shape[0], n_bins), dtype=np.int64)
-    for t in range(rows.shape[0]):
-        i = rows[t]
-        for r in range(columns.shape[0]):
-            j = columns[r]
-            v = (_clip(X[i, j], lower[j], upper[j]) - offset[j]) * inv[j]
-            counts[r, _bin(v, edges, table, first, zero, steps)] += 1
+    _count_mapped_rows(counts, X, rows, 0, rows.shape[0], lower, upper, offset, inv, columns,
+                       edges, table, first, zero, steps)
     return counts
 
 
@@ -107,10 +121,8 @@ def _dense_counts_in_chunks(X, rows, columns, edges, table, first, zero, steps, 
     n, size = rows.shape[0], (rows.shape[0] + n_chunks - 1) // n_chunks
     parts = np.zeros((n_chunks, columns.shape[0], n_bins), dtype=np.int64)
     for c in prange(n_chunks):
-        for t in range(c * size, min(n, (c + 1) * size)):
-            i = rows[t]
-            for r in range(columns.shape[0]):
-                parts[c, r, _bin(X[i, columns[r]], edges, table, first, zero, steps)] += 1
+        _count_rows(parts[c], X, rows, c * size, min(n, (c + 1) * size), columns, edges, table,
+                    first, zero, steps)
     return parts.sum(axis=0)
 
 
@@ -121,12 +133,8 @@ def _clip_scale_counts_in_chunks(X, rows, lower, upper, offset, inv, columns, ed
     n, size = rows.shape[0], (rows.shape[0] + n_chunks - 1) // n_chunks
     parts = np.zeros((n_chunks, columns.shape[0], n_bins), dtype=np.int64)
     for c in prange(n_chunks):
-        for t in range(c * size, min(n, (c + 1) * size)):
-            i = rows[t]
-            for r in range(columns.shape[0]):
-                j = columns[r]
-                v = (_clip(X[i, j], lower[j], upper[j]) - offset[j]) * inv[j]
-                parts[c, r, _bin(v, edges, table, first, zero, steps)] += 1
+        _count_mapped_rows(parts[c], X, rows, c * size, min(n, (c + 1) * size), lower, upper,
+                           offset, inv, columns, edges, table, first, zero, steps)
     return parts.sum(axis=0)
 
 

@@ -58,18 +58,22 @@ def clip_scale_columns(X, lower, upper, offset, inv, out):
     return out
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _write_block(X, rows, lower, upper, offset, inv, out, t0, t1):
+    """out[t, j] for the rows t0..t1 - 1, column after column (each a contiguous run)."""
+    for j in range(X.shape[1]):
+        lo, hi, o, s = lower[j], upper[j], offset[j], inv[j]
+        for t in range(t0, t1):
+            out[t, j] = (_clip(X[rows[t], j], lo, hi) - o) * s
+
+
 @njit(cache=True, nogil=True)
 def clip_scale_rows_to_fortran(X, rows, lower, upper, offset, inv, out, block):
     """The same map of the rows ``rows`` of a C-ordered X into a Fortran-ordered ``out``,
     ``block`` rows at a time (a block of X stays in cache while each of its columns is
     written as one contiguous run)."""
-    n, p = rows.shape[0], X.shape[1]
-    for t0 in range(0, n, block):
-        t1 = min(t0 + block, n)
-        for j in range(p):
-            lo, hi, o, s = lower[j], upper[j], offset[j], inv[j]
-            for t in range(t0, t1):
-                out[t, j] = (_clip(X[rows[t], j], lo, hi) - o) * s
+    for t0 in range(0, rows.shape[0], block):
+        _write_block(X, rows, lower, upper, offset, inv, out, t0, min(t0 + block, rows.shape[0]))
     return out
 
 
@@ -77,14 +81,9 @@ def clip_scale_rows_to_fortran(X, rows, lower, upper, offset, inv, out, block):
 def _clip_scale_blocks_parallel(X, rows, lower, upper, offset, inv, out, block):
     """:func:`clip_scale_rows_to_fortran` with the blocks on Numba's threads (each block
     writes its own rows of ``out``: the same values)."""
-    n, p = rows.shape[0], X.shape[1]
+    n = rows.shape[0]
     for b in prange((n + block - 1) // block):
-        t0 = b * block
-        t1 = min(t0 + block, n)
-        for j in range(p):
-            lo, hi, o, s = lower[j], upper[j], offset[j], inv[j]
-            for t in range(t0, t1):
-                out[t, j] = (_clip(X[rows[t], j], lo, hi) - o) * s
+        _write_block(X, rows, lower, upper, offset, inv, out, b * block, min(b * block + block, n))
     return out
 
 
