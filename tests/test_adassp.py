@@ -576,3 +576,4 @@ def test_default_path_chooses_the_ridge_by_sure():
     params = model.fit_result_.params
     assert model.auto_.plan["solver"] == "adassp" and params["ridge_rule"] == "sure"
     assert params["ridge_factor"] in A.SURE_FACTORS
+    assert model.privacy_leaks_ == [] and model.epsilon_spent_ <= 1.0 * (1 + 1e-9)
