@@ -410,10 +410,11 @@ def test_the_mean_of_y_spends_on_its_bounds_only_what_they_need():
 
 @pytest.mark.parametrize("n, rows", [(20000, "held-out"), (2000, "all")])
 def test_a_collapsed_training_target_falls_back_to_a_private_mean(monkeypatch, n, rows):
-    """If the training rows' histogram of y does not resolve (the model is the constant 0
-    in raw units), the private mean of y is released instead: by the held-out rows with
-    mu_v, or by all rows with the constant's own mu_c where n mu_c >= m mu_v (its records
-    then join the composition)."""
+    """If the training rows' histogram of y does not resolve, the model's share releases
+    the private mean of y on those rows instead (a second histogram at that larger budget);
+    if that does not resolve either (forced here), the private mean of y is released by the
+    held-out rows with mu_v, or by all rows with the constant's own mu_c where
+    n mu_c >= m mu_v (its records then join the composition)."""
     from dpopt.pipeline import scaling
     from dpopt.preprocessing._bounds import FeatureBounds
 
@@ -421,18 +422,18 @@ def test_a_collapsed_training_target_falls_back_to_a_private_mean(monkeypatch, n
     calls = []
     original = scaling.InMemoryData.target_bounds
 
-    def collapse_first(self, mu, rng):
+    def collapse_two(self, mu, rng):
         out = original(self, mu, rng)
         calls.append(self.shape[0])
-        if len(calls) == 1:  # the training branch's release: spent, but unresolved
+        if len(calls) <= 2:  # the training branch's two looks: spent, but unresolved
             return FeatureBounds(np.zeros(1), np.zeros(1), out.mechanisms)
         return out
 
-    monkeypatch.setattr(scaling.InMemoryData, "target_bounds", collapse_first)
+    monkeypatch.setattr(scaling.InMemoryData, "target_bounds", collapse_two)
     reg = fit_quiet(dpopt.DPLinearRegression(epsilon=2.0, random_state=0), X, y)
     sel = reg.auto_.plan["selection"]
     m = n // 5
-    assert calls == [n - m, m if rows == "held-out" else n]
+    assert calls == [n - m, n - m, m if rows == "held-out" else n]
     assert sel["released"] == f"noisy mean of y ({rows})"
     assert np.all(reg.coef_ == 0) and abs(reg.intercept_ - y.mean()) < 0.1 * np.ptp(y)
     assert reg.epsilon_spent_ <= 2.0 * (1 + 1e-9)
@@ -442,6 +443,45 @@ def test_a_collapsed_training_target_falls_back_to_a_private_mean(monkeypatch, n
         from dpopt.pipeline.constant import constant_mu
 
         assert sel["mu"] == reg.auto_.plan["constant_mu"] == constant_mu(n, gdp_mu(2.0, 1 / n**2))
+
+
+def test_a_collapsed_training_target_spends_the_model_share_on_its_mean(monkeypatch):
+    """The training rows' histogram of y collapses (forced); the model's share then
+    releases the private mean of y on the training rows (its own range at that budget,
+    then its mean), pooled with the constant on all rows: no model is fitted on a constant
+    target, the composition is the planned one (sum of mu^2 = mu^2, epsilon spent = the
+    target), and the released constant is near the mean of y."""
+    from dpopt.pipeline import scaling
+    from dpopt.pipeline.constant import constant_mu
+    from dpopt.preprocessing._bounds import FeatureBounds
+
+    n = 2000
+    X, y = signal(n=n, regression=True)
+    y = y + 40.0
+    calls = []
+    original = scaling.InMemoryData.target_bounds
+
+    def collapse_first(self, mu, rng):
+        out = original(self, mu, rng)
+        calls.append((self.shape[0], mu))
+        if len(calls) == 1:
+            return FeatureBounds(np.zeros(1), np.zeros(1), out.mechanisms)
+        return out
+
+    monkeypatch.setattr(scaling.InMemoryData, "target_bounds", collapse_first)
+    reg = fit_quiet(dpopt.DPLinearRegression(epsilon=2.0, random_state=0), X, y)
+    plan, m = reg.auto_.plan, n // 5
+    assert plan["target_collapsed"] and plan["solver"] == "none"
+    assert plan["selection"]["released"] == "noisy mean of y (pooled)"
+    assert [c[0] for c in calls] == [n - m, n - m]  # the second look on the training rows
+    assert calls[1][1] < plan["mu_shares"]["model"]  # a share of the model's mu
+    mu = gdp_mu(2.0, 1 / n ** 2)
+    mechs = reg.fit_result_.mechanisms
+    assert all(isinstance(r, Gaussian) for r in mechs)
+    assert sum(r.count / r.noise_multiplier ** 2 for r in mechs) == pytest.approx(mu ** 2)
+    assert reg.epsilon_spent_ == pytest.approx(2.0, rel=1e-6)
+    assert plan["constant_mu"] == constant_mu(n, mu)
+    assert np.all(reg.coef_ == 0) and abs(reg.intercept_ - y.mean()) < 0.05 * np.std(y)
 
 
 def test_the_high_dimensional_route_names_the_majority_from_its_class_share():

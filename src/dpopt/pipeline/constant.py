@@ -109,11 +109,17 @@ def pooled_mean(auto, n_train, all_rows, sigma_alternative):
 
 def released_mean(auto, n_train):
     """The training branch's own noisy mean of the scaled target and its standard
-    deviation, or None. AdaSSP releases X^T y + N(0, sigma_3^2 I) on rows with the
+    deviation, or None. When its target histogram collapsed, the branch released the
+    private mean of y with the model's share (``plan["target_collapsed"]``,
+    :func:`dpopt.pipeline.default_path.fit_default`): that mean and its public standard
+    deviation. AdaSSP releases X^T y + N(0, sigma_3^2 I) on rows with the
     intercept's constant 1 appended, so that entry is sum_i y_i + N(0, sigma_3^2) over the
     clipped, scaled targets of the n_train training rows: divided by n_train it is a noisy
     mean of standard deviation sigma_3 / n_train (post-processing of a release already
     paid for). The standard deviation is public (the mechanism's calibration)."""
+    if auto.plan.get("target_collapsed"):  # the branch released a mean instead of a model
+        sd = auto.plan.get("constant_sd")
+        return None if sd is None else (float(auto.result.intercept), sd)
     release = getattr(auto.result, "release", None)
     if release is None or auto.plan.get("solver") != "adassp" or release.xty.size < 1:
         return None

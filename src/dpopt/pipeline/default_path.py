@@ -109,6 +109,7 @@ from dpopt.privacy import (
     epsilon_of,
     gdp_epsilon,
     gdp_mu,
+    resolve_accountant,
 )
 from dpopt.solvers import Checkpoints, available_solvers, get_solver, make_result, solve_uncharged
 from dpopt.solvers._base import chunked_note
@@ -348,6 +349,13 @@ def fit_default(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, 
         data, mus, fit_intercept=fit_intercept, center=center, regression=regression, rng=rng,
         bounds=feature_bounds, row_mode=row_mode)
     records = (list(prior.records) if prior is not None else []) + records
+    scaled_how = ("row-normalized" if row_mode else "private feature bounds"
+                  + (" (coarse grid, 1 bin per decade)" if columns_note.get("coarse_grid")
+                     else ""))
+    if target is not None and target.half_width == 0 and fit_intercept and not inference:
+        return _mean_instead(data, p, loss, penalty, penalty_kwargs, delta, delta_total,
+                             mu_total, mus, scaling, target, records, R, rng,
+                             {"scaling": scaled_how, **columns_note}, prior)
     problem = data.problem(scaling, target, loss=loss, penalty=penalty,
                            fit_intercept=fit_intercept, **penalty_kwargs)
     solver, why = choose_solver(loss_name, problem.penalty.name, n, p, available_solvers(),
@@ -376,10 +384,7 @@ def fit_default(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, 
     mechanisms = records + list(result.mechanisms)
     total = epsilon_of(mechanisms, delta, adjacency=result.adjacency)
     plan = {"solver": solver, "reason": why, "mu": mu_total, "mu_shares": mus,
-            "scaling": ("row-normalized" if row_mode else "private feature bounds"
-                        + (" (coarse grid, 1 bin per decade)" if columns_note.get("coarse_grid")
-                           else "")),
-            "row_bound": R, "model_options": _public(options), "public_bounds": public,
+            "scaling": scaled_how, "row_bound": R, "model_options": _public(options), "public_bounds": public,
             **columns_note}
     if prior is not None:
         plan["table"] = prior.info
@@ -469,6 +474,43 @@ def _no_model(data, p, loss, penalty, penalty_kwargs, fit_intercept, delta, n, e
                                                "none", 0.0), mechanisms=spent,
                          n_iter=0, passes=0.0, checkpoints=Checkpoints(), params={"auto": plan})
     return AutoFit(result, RowNormalization(), target, plan)
+
+
+def _mean_instead(data, p, loss, penalty, penalty_kwargs, delta, delta_total, mu_total, mus,
+                  scaling, target, records, R, rng, columns_note, prior):
+    """The training rows' target histogram collapsed (both bounds in one bin: the target's
+    scale is unknown, so a model would predict one value): the model's share releases the
+    private mean of y instead (:func:`dpopt.pipeline.scaling.private_mean_of_y` with
+    mu_model, its own range at that larger budget, then its mean), so the budget is not
+    spent on a model of a constant target. The composition is the planned one (the
+    mechanism's mu_model-GDP replaced by Gaussians of the same total mu, Dong, Roth & Su
+    2022); which branch runs is a function of released numbers (adaptive composition).
+    ``plan["constant_sd"]`` is the mean's standard deviation in its scaled units (public),
+    for pooling (:func:`dpopt.pipeline.constant.released_mean`). When even that range does
+    not resolve, the collapsed range is kept and the constant is its point."""
+    n = data.shape[0]
+    found, mean, rec, what, _ = private_mean_of_y(data, mus["model"], rng)
+    mechanisms = records + rec
+    if found is None:
+        found, mean, sd = target, 0.0, None
+    else:
+        sd = 2.0 * rec[-1].noise_multiplier / n  # the mean's Gaussian: sum noise 2 / mu
+    problem = Problem(np.zeros((1, p)), np.zeros(1), loss=loss, penalty=penalty,
+                      fit_intercept=True, **penalty_kwargs)
+    w = np.zeros(p + 1)
+    w[-1] = mean
+    plan = {"solver": "none", "reason": (f"the training rows' histogram of y collapsed to one "
+                                         f"value: the model's share released {what}"),
+            "mu": mu_total, "mu_shares": mus, "target_collapsed": True, "constant": what,
+            "constant_sd": sd, "row_bound": R, "model_options": {}, **columns_note}
+    if prior is not None:
+        plan["table"] = prior.info
+        plan["selection_delta"] = prior.delta
+    result = make_result(problem, w, solver="none", calibration_or_spent=(
+        epsilon_of(mechanisms, delta), delta_total, resolve_accountant(mechanisms, "auto"),
+        0.0), mechanisms=mechanisms,
+        n_iter=0, passes=0.0, checkpoints=Checkpoints(), params={"auto": plan})
+    return AutoFit(result, scaling, found, plan)
 
 
 def _model_options(solver, problem, mu, R, penalty_kwargs):

@@ -330,8 +330,29 @@ def fit_selected(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon,
         if auto.target.half_width > 0:
             all_rows, auto = all_rows_mean(auto, y, mu_c, rng, prior)
             auto.plan["mu_shares"]["constant"] = mu_c  # the plan's split: sum of mu^2 = mu^2
+            if auto.plan.get("target_collapsed"):  # two noisy means, no model: pool them
+                return _pooled_constant(auto, n - m, all_rows)
     return _select(auto, _rows(X, val), y[val], regression, fit_intercept, mu_v, rng,
                    n - m, majority, all_rows)
+
+
+def _pooled_constant(auto, n_train, all_rows):
+    """The released predictor when the training branch released the private mean of y
+    instead of a model (its target histogram collapsed): that mean and the one on all rows,
+    pooled with weights 1/sd^2 (:func:`dpopt.pipeline.constant.pooled_mean`). Both are
+    constants, so nothing is compared and the held-out rows release nothing.
+    Post-processing."""
+    mean, source = pooled_mean(auto, n_train, all_rows, math.inf)
+    r = auto.result
+    coef = np.zeros_like(np.asarray(r.coef, dtype=np.float64))
+    record = {"released": "noisy mean of y (pooled)", "candidates": ["noisy mean of y"],
+              "noisy_mean": mean, "noisy_mean_from": source,
+              "reason": (f"no model: the training rows' histogram of y collapsed, so the "
+                         f"training branch released the private mean of y; released {source}")}
+    plan = {**auto.plan, "selection": record}
+    result = replace(r, coef=coef, intercept=float(mean), w=np.append(coef.ravel(), mean),
+                     params={**r.params, "auto": plan})
+    return replace(auto, result=result, plan=plan)
 
 
 def split_rows(n, m, rng):
