@@ -384,8 +384,8 @@ def fit_default(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, 
     mechanisms = records + list(result.mechanisms)
     total = epsilon_of(mechanisms, delta, adjacency=result.adjacency)
     plan = {"solver": solver, "reason": why, "mu": mu_total, "mu_shares": mus,
-            "scaling": scaled_how, "row_bound": R, "model_options": _public(options), "public_bounds": public,
-            **columns_note}
+            "scaling": scaled_how, "row_bound": R, "model_options": _public(options),
+            "public_bounds": public, **columns_note}
     if prior is not None:
         plan["table"] = prior.info
         plan["selection_delta"] = prior.delta
