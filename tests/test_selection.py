@@ -446,14 +446,17 @@ def test_a_collapsed_training_target_falls_back_to_a_private_mean(monkeypatch, n
 
 
 def test_a_collapsed_training_target_spends_the_model_share_on_its_mean(monkeypatch):
-    """The training rows' histogram of y collapses (forced); the model's share then
-    releases the private mean of y on the training rows (its own range at that budget,
-    then its mean), pooled with the constant on all rows: no model is fitted on a constant
-    target, the composition is the planned one (sum of mu^2 = mu^2, epsilon spent = the
-    target), and the released constant is near the mean of y."""
+    """The training rows' histogram of y collapses (forced); AdaSSP's releases then give the
+    private mean of y on the training rows (its range with AdaSSP's X^T X multiplier, its
+    mean with the X^T y one: a subsequence of the planned records), pooled with the
+    constant on all rows: no model is fitted on a constant target, and the released
+    constant is near the mean of y."""
     from dpopt.pipeline import scaling
     from dpopt.pipeline.constant import constant_mu
     from dpopt.preprocessing._bounds import FeatureBounds
+    from dpopt.privacy import gdp_epsilon
+    from dpopt.solvers.adassp import DEFAULT_SPLIT as ADASSP_SPLIT
+    from dpopt.solvers.adassp import calibrate_adassp, check_budget_split
 
     n = 2000
     X, y = signal(n=n, regression=True)
@@ -474,12 +477,22 @@ def test_a_collapsed_training_target_spends_the_model_share_on_its_mean(monkeypa
     assert plan["target_collapsed"] and plan["solver"] == "none"
     assert plan["selection"]["released"] == "noisy mean of y (pooled)"
     assert [c[0] for c in calls] == [n - m, n - m]  # the second look on the training rows
-    assert calls[1][1] < plan["mu_shares"]["model"]  # a share of the model's mu
+    # AdaSSP's calibration at the model's share: its X^T X and X^T y multipliers, in order
     mu = gdp_mu(2.0, 1 / n ** 2)
+    eps_model = gdp_epsilon(plan["mu_shares"]["model"], 1 / n ** 2)
+    _, zs = calibrate_adassp(eps_model, 1 / n ** 2, check_budget_split(ADASSP_SPLIT))
     mechs = reg.fit_result_.mechanisms
     assert all(isinstance(r, Gaussian) for r in mechs)
-    assert sum(r.count / r.noise_multiplier ** 2 for r in mechs) == pytest.approx(mu ** 2)
-    assert reg.epsilon_spent_ == pytest.approx(2.0, rel=1e-6)
+    bounds, mean, constant = mechs[-3:]
+    assert bounds.noise_multiplier >= zs[1] and mean.noise_multiplier >= zs[2]
+    assert bounds.noise_multiplier == pytest.approx(zs[1], rel=1e-12)
+    assert mean.noise_multiplier == pytest.approx(zs[2], rel=1e-12)
+    assert calls[1][1] == pytest.approx(1 / zs[1], rel=1e-12)
+    assert constant == Gaussian(1 / plan["constant_mu"], 1)
+    # z_1 (the eigenvalue's share) is not spent: a little less than the whole mu^2
+    total = sum(r.count / r.noise_multiplier ** 2 for r in mechs)
+    assert total == pytest.approx(mu ** 2 - 1 / zs[0] ** 2, rel=1e-6) and total < mu ** 2
+    assert reg.epsilon_spent_ < 2.0
     assert plan["constant_mu"] == constant_mu(n, mu)
     assert np.all(reg.coef_ == 0) and abs(reg.intercept_ - y.mean()) < 0.05 * np.std(y)
 

@@ -114,6 +114,8 @@ from dpopt.privacy import (
 from dpopt.solvers import Checkpoints, available_solvers, get_solver, make_result, solve_uncharged
 from dpopt.solvers._base import chunked_note
 from dpopt.solvers._common import run_length  # noqa: F401 (the rules' run length, public here)
+from dpopt.solvers.adassp import DEFAULT_SPLIT as ADASSP_SPLIT
+from dpopt.solvers.adassp import calibrate_adassp, check_budget_split
 
 #: Share of mu^2 of the releases of :mod:`dpopt.pipeline.inference` (``inference=True`` only): they
 #: fix a variance, not the model, so they need to be right within tens of percent.
@@ -352,10 +354,6 @@ def fit_default(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, 
     scaled_how = ("row-normalized" if row_mode else "private feature bounds"
                   + (" (coarse grid, 1 bin per decade)" if columns_note.get("coarse_grid")
                      else ""))
-    if target is not None and target.half_width == 0 and fit_intercept and not inference:
-        return _mean_instead(data, p, loss, penalty, penalty_kwargs, delta, delta_total,
-                             mu_total, mus, scaling, target, records, R, rng,
-                             {"scaling": scaled_how, **columns_note}, prior)
     problem = data.problem(scaling, target, loss=loss, penalty=penalty,
                            fit_intercept=fit_intercept, **penalty_kwargs)
     solver, why = choose_solver(loss_name, problem.penalty.name, n, p, available_solvers(),
@@ -368,6 +366,11 @@ def fit_default(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, 
         options["prior_mu"] = math.sqrt(max(mu_total ** 2 - mus["model"] ** 2, 0.0))
         eps_model = epsilon
     _check_model_share(eps_model, epsilon, delta, n)
+    if (solver == "adassp" and target is not None and target.half_width == 0 and fit_intercept
+            and not inference):
+        return _mean_instead(data, p, problem, eps_model, delta, delta_total, mu_total, mus,
+                             scaling, target, records, R, rng,
+                             {"scaling": scaled_how, **columns_note}, prior, options)
     # uncharged: the api-level caller charges the whole pipeline once
     result = solve_uncharged(problem, solver, epsilon=eps_model, delta=delta, random_state=rng,
                              **options)
@@ -476,31 +479,41 @@ def _no_model(data, p, loss, penalty, penalty_kwargs, fit_intercept, delta, n, e
     return AutoFit(result, RowNormalization(), target, plan)
 
 
-def _mean_instead(data, p, loss, penalty, penalty_kwargs, delta, delta_total, mu_total, mus,
-                  scaling, target, records, R, rng, columns_note, prior):
+def _mean_instead(data, p, problem, eps_model, delta, delta_total, mu_total, mus, scaling,
+                  target, records, R, rng, columns_note, prior, options):
     """The training rows' target histogram collapsed (both bounds in one bin: the target's
-    scale is unknown, so a model would predict one value): the model's share releases the
-    private mean of y instead (:func:`dpopt.pipeline.scaling.private_mean_of_y` with
-    mu_model, its own range at that larger budget, then its mean), so the budget is not
-    spent on a model of a constant target. The composition is the planned one (the
-    mechanism's mu_model-GDP replaced by Gaussians of the same total mu, Dong, Roth & Su
-    2022); which branch runs is a function of released numbers (adaptive composition).
-    ``plan["constant_sd"]`` is the mean's standard deviation in its scaled units (public),
-    for pooling (:func:`dpopt.pipeline.constant.released_mean`). When even that range does
-    not resolve, the collapsed range is kept and the constant is its point."""
+    scale is unknown, so AdaSSP would fit a model of one value): AdaSSP's own releases are
+    spent on the private mean of y instead. Its calibration at the model's epsilon gives
+    the multipliers (z_1, z_2, z_3) of its three releases (:func:`~dpopt.solvers.adassp.calibrate_adassp`);
+    the target's histogram is released again with z_2 (sensitivity sqrt(2), as the first
+    look, a far larger share than the first look had), and where it resolves, the mean of
+    y clipped to that range with z_3 (sensitivity 2 on the sum). The records are
+    ``Gaussian(z_2), Gaussian(z_3)``: a subsequence of AdaSSP's planned records, so every
+    accounting that holds for the planned model holds here (a search's data-independent
+    probe accounts exactly those), and z_1 is not spent. Which branch runs is a function of
+    released numbers (adaptive composition). ``plan["constant_sd"]`` is the mean's
+    standard deviation in its scaled units (public), for pooling
+    (:func:`dpopt.pipeline.constant.released_mean`). When even that range does not
+    resolve, the collapsed range is kept and the constant is its point."""
     n = data.shape[0]
-    found, mean, rec, what, _ = private_mean_of_y(data, mus["model"], rng)
+    shares = check_budget_split(options.get("budget_split", ADASSP_SPLIT))
+    _, zs = calibrate_adassp(eps_model, delta, shares)
+    mu_bounds, mu_mean = (_mu_of(z) for z in zs[1:])
+    tb = data.target_bounds(mu_bounds, rng)
+    rec = list(tb.mechanisms)
+    lo, hi = float(tb.lower[0]), float(tb.upper[0])
+    found, mean, sd = target, 0.0, None
+    what = "the constant at the collapsed range (a second histogram did not resolve it)"
+    if hi > lo:
+        found = TargetScaling.from_bounds(lo, hi, shift=True)
+        mean, spent = data.target_mean(found, mu_mean, rng)
+        rec += spent
+        sd, what = 2.0 / (n * mu_mean), "the private mean of y (its range, then its mean)"
     mechanisms = records + rec
-    if found is None:
-        found, mean, sd = target, 0.0, None
-    else:
-        sd = 2.0 * rec[-1].noise_multiplier / n  # the mean's Gaussian: sum noise 2 / mu
-    problem = Problem(np.zeros((1, p)), np.zeros(1), loss=loss, penalty=penalty,
-                      fit_intercept=True, **penalty_kwargs)
     w = np.zeros(p + 1)
     w[-1] = mean
     plan = {"solver": "none", "reason": (f"the training rows' histogram of y collapsed to one "
-                                         f"value: the model's share released {what}"),
+                                         f"value: AdaSSP's releases gave {what} instead"),
             "mu": mu_total, "mu_shares": mus, "target_collapsed": True, "constant": what,
             "constant_sd": sd, "row_bound": R, "model_options": {}, **columns_note}
     if prior is not None:
@@ -511,6 +524,13 @@ def _mean_instead(data, p, loss, penalty, penalty_kwargs, delta, delta_total, mu
         0.0), mechanisms=mechanisms,
         n_iter=0, passes=0.0, checkpoints=Checkpoints(), params={"auto": plan})
     return AutoFit(result, scaling, found, plan)
+
+
+def _mu_of(z):
+    """1 / z, rounded down where needed so that the record's multiplier 1 / mu is at least
+    z (its release then has at least the noise of the planned one)."""
+    mu = 1.0 / z
+    return mu if 1.0 / mu >= z else math.nextafter(mu, 0.0)
 
 
 def _model_options(solver, problem, mu, R, penalty_kwargs):
