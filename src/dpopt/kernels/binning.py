@@ -25,13 +25,12 @@ and infinity are refused by the callers before counting (a NaN would land in the
 as ``np.where`` puts it).
 """
 
-import numba
 import numpy as np
 from numba import njit, prange
 
 from dpopt.kernels.clipscale import _clip
-from dpopt.kernels.vecmath import PARALLEL_MIN_SIZE
 from dpopt.kernels.vecmath import _float_to_bits as _float_bits
+from dpopt.kernels.vecmath import threads_for
 
 #: Right shift of the bits of |v| giving its cell (16 - 1 sign bit = 15 bits of key).
 _CELL_SHIFT = 48
@@ -140,8 +139,7 @@ def _clip_scale_counts_in_chunks(X, rows, lower, upper, offset, inv, columns, ed
 
 def _chunks(rows, columns):
     """Number of row chunks for a counting pass: Numba's threads on a large pass, else 1."""
-    threads = numba.get_num_threads()
-    return threads if threads > 1 and rows.shape[0] * columns.shape[0] >= PARALLEL_MIN_SIZE else 1
+    return threads_for(rows.shape[0] * columns.shape[0])
 
 
 def counts_by_rows(X, rows, columns, edges, table, first, zero, steps, n_bins):

@@ -19,11 +19,10 @@ NumPy expression in the tests; the maps are post-processing of private bounds, s
 are computed changes no privacy argument, only the time.
 """
 
-import numba
 import numpy as np
 from numba import njit, prange
 
-from dpopt.kernels.vecmath import PARALLEL_MIN_SIZE
+from dpopt.kernels.vecmath import threads_for
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -89,7 +88,7 @@ def _clip_scale_blocks_parallel(X, rows, lower, upper, offset, inv, out, block):
 
 def clip_scale_to_fortran(X, rows, lower, upper, offset, inv, out, block):
     """:func:`clip_scale_rows_to_fortran`, on Numba's threads for a large pass."""
-    if (rows.shape[0] * X.shape[1] >= PARALLEL_MIN_SIZE and numba.get_num_threads() > 1):
+    if threads_for(rows.shape[0] * X.shape[1]) > 1:
         return _clip_scale_blocks_parallel(X, rows, lower, upper, offset, inv, out, block)
     return clip_scale_rows_to_fortran(X, rows, lower, upper, offset, inv, out, block)
 

@@ -21,14 +21,13 @@ solver uses to bound their sensitivity (see :mod:`dpopt.solvers.dp_gcd`).
 
 import math
 
-import numba
 import numpy as np
 from numba import njit, prange
 
 from dpopt.kernels.grad import _coordclip_csc, csc_arrays, is_sparse
 from dpopt.kernels.losses import LOGISTIC, loss_deriv, loss_derivs
 from dpopt.kernels.prox import prox_scalar
-from dpopt.kernels.vecmath import PARALLEL_MIN_SIZE  # noqa: F401 (tests read it here)
+from dpopt.kernels.vecmath import PARALLEL_MIN_SIZE, threads_for  # noqa: F401 (tests read it)
 
 GS_L = 0  # |g_j + l2_j w_j| / sqrt(curv_j)                 (smooth penalty, Nutini et al. 2015)
 GS_S = 1  # dist(-g_j, d psi_j(w_j)) / sqrt(curv_j)
@@ -118,7 +117,7 @@ def clipped_gradient_from_derivs(X, d, clip):
     n = float(X.shape[0])
     if is_sparse(X):
         return _coordclip_csc(*csc_arrays(X), d, clip, n)
-    if X.shape[0] * X.shape[1] >= PARALLEL_MIN_SIZE and numba.get_num_threads() > 1:
+    if threads_for(X.shape[0] * X.shape[1]) > 1:
         return _clipgrad_dense_parallel(X, d, clip, n)
     return _clipgrad_dense(X, d, clip, n)
 

@@ -21,6 +21,7 @@ IEEE meaning, so clipping is enforced element by element exactly as written.
 Re-association only changes the rounding of sums of already-clipped terms.
 """
 
+import numba
 import numpy as np
 from llvmlite import ir
 from numba import njit, types
@@ -30,8 +31,16 @@ from numba.extending import intrinsic
 FASTMATH = {"contract", "reassoc", "nsz", "arcp"}
 
 #: Values (rows x columns) from which a dense pass uses Numba's threads (the greedy-CD
-#: gradient, the histogram counts); below, starting the threads costs more than it saves.
+#: gradient, the histogram counts, the design write); below, starting the threads costs
+#: more than it saves.
 PARALLEL_MIN_SIZE = 1 << 21
+
+
+def threads_for(n_values):
+    """Numba's thread count for a pass over ``n_values`` values: 1 below
+    :data:`PARALLEL_MIN_SIZE` (or with one thread configured)."""
+    threads = numba.get_num_threads()
+    return threads if threads > 1 and n_values >= PARALLEL_MIN_SIZE else 1
 
 _LOG2E = 1.4426950408889634
 _LN2_HI = 6.93147180369123816490e-01

@@ -343,16 +343,21 @@ def _pooled_constant(auto, n_train, all_rows):
     constants, so nothing is compared and the held-out rows release nothing.
     Post-processing."""
     mean, source = pooled_mean(auto, n_train, all_rows, math.inf)
-    r = auto.result
-    coef = np.zeros_like(np.asarray(r.coef, dtype=np.float64))
     record = {"released": "noisy mean of y (pooled)", "candidates": ["noisy mean of y"],
               "noisy_mean": mean, "noisy_mean_from": source,
               "reason": (f"no model: the training rows' histogram of y collapsed, so the "
                          f"training branch released the private mean of y; released {source}")}
     plan = {**auto.plan, "selection": record}
-    result = replace(r, coef=coef, intercept=float(mean), w=np.append(coef.ravel(), mean),
-                     params={**r.params, "auto": plan})
-    return replace(auto, result=result, plan=plan)
+    return replace(auto, result=replace(auto.result, **_constant_model(auto.result, mean, plan)),
+                   plan=plan)
+
+
+def _constant_model(result, mean, plan):
+    """The FitResult fields of the constant ``mean`` (scaled units): zero coefficients, the
+    intercept, and ``plan`` as its ``params["auto"]``."""
+    coef = np.zeros_like(np.asarray(result.coef, dtype=np.float64))
+    return dict(coef=coef, intercept=float(mean), w=np.append(coef.ravel(), mean),
+                params={**result.params, "auto": plan})
 
 
 def split_rows(n, m, rng):
@@ -485,9 +490,6 @@ def _held_out_mean(auto, X_val, y_val, mu_v, rng, prior=None, spent=False):
     training branch), whose records join the composition."""
     target, mean, records, what, spent_mu = private_mean_of_y(InMemoryData(X_val, y_val), mu_v,
                                                               rng)
-    r = auto.result
-    coef = np.zeros_like(np.asarray(r.coef, dtype=np.float64))
-    w = np.append(coef.ravel(), mean)
     rows = "all" if spent else "held-out"
     record = {"released": f"noisy mean of y ({rows})", "candidates": ["noisy mean of y"],
               "mu": mu_v, "validation_rows": int(len(y_val)),
@@ -497,12 +499,12 @@ def _held_out_mean(auto, X_val, y_val, mu_v, rng, prior=None, spent=False):
     plan = {**auto.plan, "selection": record}
     if spent:  # the constant's own mu_c, in the plan's split
         plan.update(constant_mu=mu_v, mu_shares={**plan["mu_shares"], "constant": mu_v})
-    changes = dict(coef=coef, intercept=float(mean), w=w, params={**r.params, "auto": plan})
+    changes = _constant_model(auto.result, mean, plan)
     if spent:  # its Gaussians compose to exactly one of mu = spent_mu (GDP): one record, as
         # on the other branch (a search's data-independent probe expects that structure)
         merged = [Gaussian(1.0 / spent_mu, 1)]
         return replace(composed(auto, merged, prior, **changes), plan=plan, target=target)
-    return replace(auto, result=replace(r, **changes), plan=plan, target=target)
+    return replace(auto, result=replace(auto.result, **changes), plan=plan, target=target)
 
 
 def _select(auto, X_val, y_val, regression, fit_intercept, mu_v, rng, n_train, majority=None,
