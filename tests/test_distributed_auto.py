@@ -38,9 +38,9 @@ OP_TOL = 2e-6  # objective perturbation: 2 x its default tolerance (1e-6)
 
 @pytest.fixture(autouse=True)
 def _in_memory_without_the_held_out_choice(monkeypatch):
-    """Chunked data runs the default path without the held-out choice between the model and
-    the constant (dpopt.pipeline.selection, not implemented out of core): the in-memory references
-    here run without it too, so both are the same plan on the same rows."""
+    """The fits here compare the default path itself, on all rows: the held-out choice
+    between the model and the constant (dpopt.pipeline.selection) is off for both layouts
+    (tests/test_chunked_selection.py compares the two with it)."""
     from dpopt.pipeline import selection
 
     monkeypatch.setattr(selection, "MIN_VALIDATION", 10 ** 18)

@@ -57,14 +57,14 @@ def test_the_score_release_adds_the_stated_noise_and_the_fit_spends_its_target(m
     the training branch's own records dominate (captured at the call); the total is the
     training branch's, at most the target."""
     calls = []
-    original = multiclass_selection.noisy_class_scores
+    original = multiclass_selection.noisy_class_totals
 
-    def spy(per, mu, rng):
-        out = original(per, mu, rng)
-        calls.append((per.shape, mu, out[1]))
+    def spy(totals, m, mu, rng):
+        out = original(totals, m, mu, rng)
+        calls.append(((m, len(totals)), mu, out[1]))
         return out
 
-    monkeypatch.setattr(multiclass_selection, "noisy_class_scores", spy)
+    monkeypatch.setattr(multiclass_selection, "noisy_class_totals", spy)
     X, y = no_signal()
     f = fit(X, y, epsilon=2.0, delta=1e-6, random_state=0, classes=[0, 1, 2])
     sel = f.auto_.plan["selection"]
@@ -83,6 +83,11 @@ def test_the_score_release_adds_the_stated_noise_and_the_fit_spends_its_target(m
                    accountant=f.fit_result_.accountant), rel=1e-9)
 
 
+def scores(fit, X, y, k):
+    r = fit.auto_.result
+    return multiclass_selection.class_scores(fit.auto_.scaling, r.coef, r.intercept, X, y, k)
+
+
 def test_replacing_one_record_moves_the_scores_by_at_most_the_stated_sensitivity():
     """At most three of the k + 1 means move, by at most 1/m each (the model's and two
     classes'): the release's sqrt(3) / m. Scores of any other shape are refused."""
@@ -90,16 +95,16 @@ def test_replacing_one_record_moves_the_scores_by_at_most_the_stated_sensitivity
     f = fit(X, y, epsilon=8.0, random_state=0, classes=[0, 1, 2])
     rng = np.random.default_rng(5)
     Xv, yv = X[:50], y[:50].copy()
-    base = multiclass_selection.class_scores(f.auto_, Xv, yv, 3).mean(axis=0)
+    base = scores(f, Xv, yv, 3).mean(axis=0)
     for _ in range(100):
         X2, y2 = Xv.copy(), yv.copy()
         i = rng.integers(50)
         X2[i] = rng.standard_normal(4) * [1, 10, 100, 0.1] * rng.uniform(0, 50)
         y2[i] = rng.integers(3)
-        moved = multiclass_selection.class_scores(f.auto_, X2, y2, 3).mean(axis=0) - base
+        moved = scores(f, X2, y2, 3).mean(axis=0) - base
         assert np.abs(moved).max() <= 1 / 50 + 1e-12
         assert np.linalg.norm(moved) <= math.sqrt(3) / 50 + 1e-12
-    bad = multiclass_selection.class_scores(f.auto_, Xv, yv, 3)
+    bad = scores(f, Xv, yv, 3)
     bad[0, 1:] = 1.0  # two labels on one record: the bound would not hold
     with pytest.raises(RuntimeError, match="nothing is released"):
         multiclass_selection.noisy_class_scores(bad, 1.0, rng)

@@ -247,23 +247,24 @@ class _DPLinearModel(BaseEstimator):
         X, y = as_dask_arrays(X, y)
         penalty, penalty_kwargs = self._penalty()
 
-        def problem_of(target, loss=None, **extra):
-            return ChunkedProblem(X, target, loss=loss or self._loss(), penalty=penalty,
-                                  fit_intercept=self.fit_intercept, **extra, **penalty_kwargs)
+        def problem_of(target, loss=None, penalized=True):
+            # the default path's records carry no penalty: it is set on the scaled problem
+            kw = {"penalty": penalty, **penalty_kwargs} if penalized else {}
+            return ChunkedProblem(X, target, loss=loss or self._loss(),
+                                  fit_intercept=self.fit_intercept, **kw)
 
         n = int(X.shape[0]) if X is not None and not math.isnan(X.shape[0]) else None
         if spec is None:
             if n is None:  # a ChunkedProblem source: its own target, counted by the problem
-                n = problem_of(y).n_samples
-            penalty_kwargs = _resolve_alpha(penalty_kwargs, self._loss(), n)
-            self.alpha_ = penalty_kwargs.get("alpha")
+                n = problem_of(y, penalized=False).n_samples
+            # alpha="auto" stays: the held-out choice resolves it on the training rows
             delta = default_delta(n) if delta_given is None else delta_given
             self.table_ = None
 
             def prepare(rng):
                 target, prior = self._chunked_default_target(y, n, epsilon, delta, rng)
                 multiclass = self._n_classes() > 2  # class indices: "squared" checks no labels
-                return (problem_of(target, "squared" if multiclass else None), None, None,
+                return (problem_of(target, "squared" if multiclass else None, False), None, None,
                         prior)
 
             self._fit_auto(prepare, epsilon, delta, penalty, penalty_kwargs)
@@ -298,9 +299,7 @@ class _DPLinearModel(BaseEstimator):
         _check_auto_epsilon(epsilon)
         frame, y = split_dask_target(X, y)
         n = int(len(frame))
-        penalty, penalty_kwargs = self._penalty()
-        penalty_kwargs = _resolve_alpha(penalty_kwargs, self._loss(), n)
-        self.alpha_ = penalty_kwargs.get("alpha")
+        penalty, penalty_kwargs = self._penalty()  # alpha="auto": resolved on the training rows
         delta = default_delta(n) if delta_given is None else delta_given
 
         def prepare(rng):
@@ -315,8 +314,8 @@ class _DPLinearModel(BaseEstimator):
                 target, _ = self._chunked_default_target(target, n, epsilon, delta, rng,
                                                          chosen=classes)
             loss = "squared" if self._n_classes() > 2 else self._loss()
-            problem = ChunkedProblem(Xa, target, loss=loss, penalty=penalty,
-                                     fit_intercept=self.fit_intercept, **penalty_kwargs)
+            # the records: the penalty is set on the scaled problem of the default path
+            problem = ChunkedProblem(Xa, target, loss=loss, fit_intercept=self.fit_intercept)
             return problem, None, bounds, prior
 
         self._fit_auto(prepare, epsilon, delta, penalty, penalty_kwargs)

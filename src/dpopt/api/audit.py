@@ -70,6 +70,7 @@ from dpopt._core.validation import check_choice, check_delta, check_positive_int
 from dpopt.data import Problem
 from dpopt.pipeline.constant import release_constant
 from dpopt.pipeline.multiclass_selection import noisy_class_scores
+from dpopt.pipeline.scaling import InMemoryData
 from dpopt.pipeline.selection import noisy_scores
 from dpopt.privacy import gdp_epsilon, gdp_mu
 from dpopt.solvers import _base, available_solvers
@@ -493,7 +494,7 @@ def audit_constant(*, epsilon=DEFAULT_EPSILON, delta=DEFAULT_DELTA, n_runs=DEFAU
         y = np.zeros(n)
         y[0] = canary
         for k in range(n_runs):
-            noisy = release_constant(identity, y, mu, rng)[0]
+            noisy = release_constant(identity, InMemoryData(np.empty((n, 0)), y), mu, rng)[0]
             scores[b, k] = y.mean() + noise_scale * (noisy - y.mean())
     return _release_audit("constant on all rows (held-out choice, regression)", scores, mu,
                           delta, confidence, {"n": n, "noise_scale": noise_scale})

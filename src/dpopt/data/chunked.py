@@ -76,6 +76,7 @@ before anything is spent).
 
 from __future__ import annotations
 
+import copy
 import functools
 import math
 
@@ -272,6 +273,11 @@ def _chunk_check(xb, yb, *, loss):
 # the problem
 
 
+def _kept_rows(block, keep):
+    """The rows of a chunk (dense or sparse, 1-d or 2-d) where its mask is True."""
+    return block[np.asarray(keep).reshape(-1).astype(bool)]
+
+
 def _row_of_chunk(func, xb, yb, kwargs):
     return func(xb, yb[:, None], **kwargs)
 
@@ -356,6 +362,30 @@ class ChunkedProblem:
         y = da.from_array(y, chunks=X.chunks[0]) if isinstance(y, np.ndarray) else \
             y.rechunk((X.chunks[0],))
         return X, y
+
+    def take(self, index) -> ChunkedProblem:
+        """The same problem on the records ``index`` (sorted distinct row numbers), for a
+        split of the records that does not depend on their values (the held-out choice of
+        :mod:`dpopt.pipeline.selection`): Dask's indexing by a NumPy mask, lazy, the chunk
+        sizes known; the rows were validated with the whole data. No pass over the data."""
+        index = np.asarray(index, dtype=np.intp).ravel()
+        if index.size and (index[0] < 0 or index[-1] >= self.n_samples
+                           or np.any(np.diff(index) <= 0)):
+            raise ValueError(f"index must be sorted distinct row numbers in [0, "
+                             f"{self.n_samples})")
+        _, da = _dask()
+        keep = np.zeros(self.n_samples, dtype=bool)
+        keep[index] = True
+        rows = self.X.chunks[0]
+        sizes = tuple(int(k.sum()) for k in np.split(keep, np.cumsum(rows)[:-1]))
+        mask = da.from_array(keep, chunks=(rows,))  # each chunk keeps its own rows: no copy
+        part = copy.copy(self)  # across chunks, no rechunking
+        part.X = da.map_blocks(_kept_rows, self.X, mask[:, None], dtype=self.X.dtype,
+                               chunks=(sizes, self.X.chunks[1]), meta=self.X._meta)
+        part.y = da.map_blocks(_kept_rows, self.y, mask, dtype=self.y.dtype, chunks=(sizes,),
+                               meta=self.y._meta)
+        part.n_samples = int(index.size)
+        return part
 
     # -- the reduction -------------------------------------------------------------
     @property

@@ -18,6 +18,8 @@ row-norm bound         counts of the scaled rows' norms on the     :func:`~dpopt
                        public geometric edges (62 bins)            row_bound_from_counts`
 target bounds          exact counts of y on the public grid        :func:`~dpopt.preprocessing.
                                                                    private_bounds_from_counts`
+held-out choice        sums of the held-out records' scores, and   :func:`~dpopt.pipeline.
+                       how many break their bound (must be 0)      selection.held_out_totals`
 =====================  ==========================================  ===========================
 
 Why the releases are the in-memory ones. The counts are integers: summed over chunks they

@@ -34,7 +34,6 @@ from dataclasses import replace
 import numpy as np
 
 from dpopt.pipeline.scaling import SHARES
-from dpopt.preprocessing._norms import noisy_target_mean
 from dpopt.privacy import Gaussian, epsilon_of
 
 __all__ = ["CONSTANT_LOSS", "constant_mu", "release_constant", "all_rows_mean", "composed",
@@ -59,19 +58,20 @@ def constant_mu(n, mu):
     return min(mu * math.sqrt(SHARES["feature_bounds"]), 8.0 / (n * math.sqrt(CONSTANT_LOSS)))
 
 
-def release_constant(target, y, mu_c, rng):
-    """The release of the module docstring on the n targets ``y`` scaled by ``target`` (the
-    training branch's target scale): (noisy mean, its standard deviation, records)."""
-    total = float(np.sum(np.clip(target.transform(y), -1.0, 1.0)))  # exact bound
-    mean, records = noisy_target_mean(total, len(y), mu_c, rng)
-    return mean, 2.0 / (len(y) * mu_c), records
+def release_constant(target, data, mu_c, rng):
+    """The release of the module docstring on the n targets of ``data`` (the records'
+    adapter, in memory or chunked: :meth:`~dpopt.pipeline.scaling.InMemoryData.target_mean`
+    sums them, chunk by chunk out of core) scaled by ``target`` (the training branch's
+    target scale): (noisy mean, its standard deviation, records)."""
+    mean, records = data.target_mean(target, mu_c, rng)
+    return mean, 2.0 / (data.shape[0] * mu_c), records
 
 
-def all_rows_mean(auto, y, mu_c, rng, prior):
-    """:func:`release_constant` with the training branch's scale. Returns ((mean, its
-    standard deviation), ``auto`` with the record in its composition and
-    ``plan["constant_mu"]``)."""
-    mean, sd, records = release_constant(auto.target, y, mu_c, rng)
+def all_rows_mean(auto, data, mu_c, rng, prior):
+    """:func:`release_constant` with the training branch's scale on the records of ``data``
+    (all n rows). Returns ((mean, its standard deviation), ``auto`` with the record in its
+    composition and ``plan["constant_mu"]``)."""
+    mean, sd, records = release_constant(auto.target, data, mu_c, rng)
     auto.plan["constant_mu"] = mu_c
     return (mean, sd), composed(auto, records, prior)
 

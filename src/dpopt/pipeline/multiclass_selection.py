@@ -8,7 +8,9 @@ such check, and on a 178-row, 3-class table it scored below the majority class a
 
 1. one data-independent split, by a permutation from the fit's generator, into training
    rows (1 - f) and m = f n validation rows (f = ``VALIDATION_FRACTION``; at least
-   ``MIN_VALIDATION`` rows, an intercept and in-memory data, else no selection);
+   ``MIN_VALIDATION`` rows and an intercept, else no selection); in memory or chunked (the
+   training rows a :meth:`~dpopt.data.chunked.ChunkedProblem.take`, the held-out sums
+   chunk by chunk: :func:`held_out_class_totals`);
 2. the one-vs-rest default path on the training rows at the whole (epsilon, delta);
 3. on the validation rows one Gaussian release of the mean per-record scores
    (:func:`noisy_class_scores`): whether the model predicts the label, and for each class c
@@ -40,14 +42,16 @@ from dataclasses import replace
 
 import numpy as np
 
-from dpopt.data.chunked import is_chunked_input
+from dpopt.data.chunked import _features, is_chunked_input
+from dpopt.pipeline.chunked import ChunkedData
+from dpopt.pipeline.held_out import _margins
 from dpopt.pipeline.multiclass import fit_default_one_vs_rest
 from dpopt.pipeline.selection import (
     MARGIN,
     MIN_VALIDATION,
     VALIDATION_FRACTION,
     _delta_judged_on,
-    _margins,
+    _records,
     _rows,
     branch_mu,
     choose,
@@ -55,7 +59,8 @@ from dpopt.pipeline.selection import (
     split_rows,
 )
 
-__all__ = ["fit_selected_one_vs_rest", "class_scores", "noisy_class_scores"]
+__all__ = ["fit_selected_one_vs_rest", "class_scores", "class_totals", "noisy_class_scores",
+           "noisy_class_totals"]
 
 
 def fit_selected_one_vs_rest(X, labels, n_classes, *, penalty, penalty_kwargs, fit_intercept,
@@ -63,30 +68,32 @@ def fit_selected_one_vs_rest(X, labels, n_classes, *, penalty, penalty_kwargs, f
     """:func:`dpopt.pipeline.multiclass.fit_default_one_vs_rest` with the held-out choice of
     the module docstring; same arguments and result, ``plan["selection"]`` records it.
     ``labels`` are class indices 0..k-1; ``penalty_kwargs["alpha"]`` may be ``"auto"``."""
-    chunked = getattr(X, "is_chunked", False) is True or is_chunked_input(X)
-    n = X.n_samples if getattr(X, "is_chunked", False) is True else X.shape[0]
+    if getattr(X, "is_chunked", False) is not True and is_chunked_input(X):
+        X, labels = ChunkedData.of(X, labels, loss="squared", fit_intercept=fit_intercept).raw, None
+    chunked = getattr(X, "is_chunked", False) is True
+    n = X.n_samples if chunked else X.shape[0]
     m = int(math.floor(VALIDATION_FRACTION * n))
     kw = dict(penalty=penalty, fit_intercept=fit_intercept, epsilon=epsilon, delta=delta,
               rng=rng, feature_bounds=feature_bounds, prior=prior)
-    if chunked or not fit_intercept or m < MIN_VALIDATION:
+    if not fit_intercept or m < MIN_VALIDATION:
         kwargs = resolve_alpha(penalty_kwargs, "logistic", n)
         auto = fit_default_one_vs_rest(X, labels, n_classes, penalty_kwargs=kwargs, **kw)
         auto.plan["alpha"] = kwargs.get("alpha")
-        auto.plan["selection"] = {"released": "model", "reason": "no selection: chunked data, "
-                                  "no intercept, or too few rows to hold out"}
+        auto.plan["selection"] = {"released": "model", "reason": "no selection: no intercept, "
+                                  "or too few rows to hold out"}
         return auto
-    labels = np.asarray(labels)
+    labels = None if chunked else np.asarray(labels)
     val, train = split_rows(n, m, rng)
     kwargs = resolve_alpha(penalty_kwargs, "logistic", n - m)
     with _delta_judged_on(n):
-        auto = fit_default_one_vs_rest(_rows(X, train), labels[train], n_classes,
+        auto = fit_default_one_vs_rest(*_rows(X, labels, train), n_classes,
                                        penalty_kwargs=kwargs, **kw)
     auto.plan["alpha"] = kwargs.get("alpha")
     mu_v = branch_mu(auto, prior)
     if mu_v == 0.0:
         return auto
-    noisy, sigma = noisy_class_scores(class_scores(auto, _rows(X, val), labels[val],
-                                                   n_classes), mu_v, rng)
+    noisy, sigma = noisy_class_totals(*held_out_class_totals(
+        _records(*_rows(X, labels, val)), auto, n_classes), mu_v, rng)
     counts = None if prior is None else prior.info.get("label_counts")
     majority = (int(np.argmax(counts)) if counts is not None and len(counts) == n_classes
                 else None)
@@ -108,16 +115,46 @@ def fit_selected_one_vs_rest(X, labels, n_classes, *, penalty, penalty_kwargs, f
     return replace(auto, result=result, plan=plan)
 
 
-def class_scores(auto, X_val, y_val, n_classes):
+def class_scores(scaling, coef, intercept, X_val, y_val, n_classes):
     """Per-record scores of the candidates (m, k + 1) in {0, 1}: the model's correctness
-    (the class of the largest one-vs-rest margin) and the one-hot label (each constant's
-    correctness)."""
-    Xs = auto.scaling.transform(X_val)
-    r = auto.result
-    margins = np.column_stack([_margins(auto, Xs, np.asarray(c, float), float(b))
-                               for c, b in zip(r.coef, r.intercept)])
-    onehot = (np.asarray(y_val)[:, None] == np.arange(n_classes)[None, :]).astype(np.float64)
+    (the class of the largest one-vs-rest margin; ``coef``, ``intercept``: the k binary
+    models on the ``scaling`` of the training branch) and the one-hot label (each
+    constant's correctness)."""
+    Xs = scaling.transform(X_val)
+    margins = np.column_stack([_margins(scaling, Xs, np.asarray(c, float), float(b))
+                               for c, b in zip(coef, intercept)])
+    y_val = np.asarray(y_val)
+    onehot = (y_val[:, None] == np.arange(n_classes)[None, :]).astype(np.float64)
     return np.column_stack([np.argmax(margins, axis=1) == y_val, onehot]).astype(np.float64)
+
+
+def class_totals(X_val, y_val, **kwargs):
+    """The column sums of :func:`class_scores` over one block of records and, last, how many
+    records break the structure the sensitivity needs (a 0/1 column, then a one-hot row)."""
+    per_record = class_scores(X_val=X_val, y_val=y_val, **kwargs)
+    first, onehot = per_record[:, 0], per_record[:, 1:]
+    broken = ~(((first == 0) | (first == 1)) & np.all((onehot == 0) | (onehot == 1), axis=1)
+               & (onehot.sum(axis=1) == 1))
+    return np.append(per_record.sum(axis=0), np.count_nonzero(broken))
+
+
+def _chunk_class_totals(xb, yb, **kwargs):
+    """:func:`class_totals` of one chunk (on the workers)."""
+    return class_totals(_features(xb), np.asarray(yb, dtype=np.float64)[:, 0], **kwargs)[None, :]
+
+
+def held_out_class_totals(data, auto, n_classes):
+    """(column sums, m) of the held-out records ``data`` (in memory, or summed chunk by
+    chunk); refuses when a record breaks the structure."""
+    r = auto.result
+    kwargs = dict(scaling=auto.scaling, coef=np.asarray(r.coef, dtype=np.float64),
+                  intercept=np.asarray(r.intercept, dtype=np.float64), n_classes=n_classes)
+    totals = (data.raw._reduce(_chunk_class_totals, n_classes + 2, **kwargs) if data.chunked
+              else class_totals(data.X, data.y, **kwargs))
+    if totals[-1] != 0:
+        raise RuntimeError("internal error: class scores that are not a 0/1 column and a "
+                           "one-hot label; nothing is released")
+    return totals[:-1], data.shape[0]
 
 
 def noisy_class_scores(per_record, mu, rng):
@@ -126,14 +163,19 @@ def noisy_class_scores(per_record, mu, rng):
     one record moves at most three means by 1/m each (module docstring), so this is a
     Gaussian mechanism of multiplier 1 / mu, mu-GDP. The structure the bound needs is
     checked, not assumed. Returns (noisy means, sigma)."""
-    m = per_record.shape[0]
     first, onehot = per_record[:, 0], per_record[:, 1:]
     if not (np.all((first == 0) | (first == 1)) and np.all((onehot == 0) | (onehot == 1))
             and np.all(onehot.sum(axis=1) == 1)):
         raise RuntimeError("internal error: class scores that are not a 0/1 column and a "
                            "one-hot label; nothing is released")
+    return noisy_class_totals(per_record.sum(axis=0), per_record.shape[0], mu, rng)
+
+
+def noisy_class_totals(totals, m, mu, rng):
+    """:func:`noisy_class_scores` from the column sums ``totals`` of m checked records."""
     sigma = math.sqrt(3.0) / (m * mu)
-    return per_record.mean(axis=0) + sigma * rng.standard_normal(per_record.shape[1]), sigma
+    totals = np.asarray(totals, dtype=np.float64)
+    return totals / m + sigma * rng.standard_normal(totals.size), sigma
 
 
 def _constant(result, rates, best):

@@ -88,6 +88,13 @@ rate p. Releasing the model whenever the majority is not resolved
 (:func:`constant_resolved`, reported in the plan) was measured and rejected: its loss
 against the constant is bounded only by the unresolved gap 2p - 1 <~ 4 s.
 
+Chunked data (:class:`~dpopt.data.chunked.ChunkedProblem`, Dask collections, files read out of
+core) runs the same choice: the same split, the training branch on the problem's
+:meth:`~dpopt.data.chunked.ChunkedProblem.take` of the training rows, and the held-out sums
+computed chunk by chunk (:func:`held_out_totals`, with the count of records beyond their
+bound, which must be 0) before the noise is added once on the client: the same releases
+with the same sensitivities.
+
 What it costs: the model is trained on (1 - f) n rows, so at a fixed epsilon its noise is
 that of a fit on (1 - f) n rows (the noise of a Gaussian mechanism on a mean scales as
 1 / (n mu)): f = 0.2 costs the model what spending 80% of the budget on all rows would, and
@@ -111,11 +118,21 @@ from dpopt._core.exceptions import WeakPrivacyWarning
 from dpopt._core.validation import warn_if_delta_exceeds_one_over_n
 from dpopt.data.chunked import is_chunked_input
 from dpopt.data.rows import RowSubset
+from dpopt.pipeline.chunked import ChunkedData
 from dpopt.pipeline.constant import all_rows_mean, composed, constant_mu, pooled_mean
 from dpopt.pipeline.default_path import model_possible
 from dpopt.pipeline.feature_selection import fit_routed
+from dpopt.pipeline.held_out import (  # noqa: F401 (noisy_scores, noisy_mean: public here too)
+    candidates,
+    held_out_totals,
+    noisy_difference,
+    noisy_difference_total,
+    noisy_mean,
+    noisy_score_totals,
+    noisy_scores,
+    prediction_gap_bound,
+)
 from dpopt.pipeline.scaling import InMemoryData, private_mean_of_y
-from dpopt.preprocessing._norms import noisy_target_mean
 from dpopt.privacy import Gaussian, ObjectivePerturbation, gdp_mu
 
 __all__ = ["VALIDATION_FRACTION", "MARGIN", "fit_selected", "selection_runs", "validation_mu",
@@ -165,18 +182,6 @@ def validation_mu(mechanisms):
     return math.sqrt(total)
 
 
-def noisy_scores(per_record, mu, rng):
-    """Mean of each column of ``per_record`` (values in [0, 1], m rows, k columns) plus
-    N(0, sigma^2), sigma = sqrt(k) / (m mu): a Gaussian mechanism of multiplier 1 / mu
-    (L2 sensitivity sqrt(k) / m under replace-one). Returns (noisy means, sigma)."""
-    m, k = per_record.shape
-    if np.any(per_record < 0) or np.any(per_record > 1):
-        raise RuntimeError("internal error: a per-record score outside [0, 1]; nothing is "
-                           "released")
-    sigma = math.sqrt(k) / (m * mu)
-    return per_record.mean(axis=0) + sigma * rng.standard_normal(k), sigma
-
-
 def choose(noisy_model, noisy_constants, sigma, best=None):
     """(index of the best constant, whether the model is released): the model when its
     noisy score exceeds the best constant's by MARGIN standard deviations of the
@@ -199,63 +204,22 @@ def constant_resolved(noisy_constants, sigma):
     return True
 
 
-# --------------------------------------------------------------------------- candidates
-
-
-def _margins(auto, Xs, coef, intercept):
-    """Margins of a candidate on the scaled features ``Xs`` (``auto.scaling.transform``)."""
-    columns = getattr(auto.scaling, "columns", None)  # the screening route's kept columns:
-    if columns is not None:  # its scaled features are those columns, its coef has all p
-        coef = coef[columns]
-    return np.asarray(Xs @ coef).ravel() + intercept
-
-
-def candidates(auto, regression, fit_intercept, constant=None):
-    """[(name, coef, intercept)] in the training branch's scaled units; the first is the
-    model, the others constants (module docstring); ``constant`` is a regressor's noisy
-    mean of the scaled target."""
-    r = auto.result
-    coef = np.asarray(r.coef, dtype=np.float64).ravel()
-    zero = np.zeros_like(coef)
-    out = [("model", coef, float(r.intercept))]
-    if not fit_intercept:
-        return out + [("zero", zero, 0.0)]
-    if regression:
-        return out + [("noisy mean of y", zero, float(constant))]
-    return out + [("constant +1", zero, 1.0), ("constant -1", zero, -1.0)]
-
-
-def noisy_mean(values, mu, rng):
-    """Mean of m values in [-1, 1] plus N(0, (2 / (m mu))^2), mu-GDP
-    (:func:`dpopt.preprocessing._norms.noisy_target_mean` of their sum)."""
-    values = np.clip(values, -1.0, 1.0)  # already in [-1, 1] up to rounding; the bound is exact
-    return noisy_target_mean(float(np.sum(values)), len(values), mu, rng)[0]
-
-
-def per_record_scores(auto, cands, X_val, y_val, regression):
-    """Per-record scores in [0, 1] (module docstring), one column per released number:
-    for a classifier with an intercept the two constants share one column (their scores
-    sum to 1), so only the model's and the positive-label rate are released."""
-    Xs = auto.scaling.transform(X_val)  # once for all candidates
-    margins = [_margins(auto, Xs, c, b) for _, c, b in cands]
-    if regression:
-        y = np.clip(auto.target.transform(y_val), -1.0, 1.0)  # exact bound despite rounding
-        return np.column_stack([1.0 - np.minimum(np.abs(y - np.clip(f, -1.0, 1.0)), 1.0)
-                                for f in margins])
-    hits = [(np.where(f > 0, 1.0, -1.0) == y_val).astype(np.float64) for f in margins]
-    if len(cands) == 3:  # model, +1, -1: the score of -1 is 1 - that of +1
-        return np.column_stack(hits[:2])
-    return np.column_stack(hits)
-
-
 # --------------------------------------------------------------------------- the wrapper
 
 
-def _rows(X, index):
-    """The records ``index`` of X: for a C-ordered float64 array, a
+def _rows(X, y, index):
+    """(X, y) of the records ``index``: a chunked problem's :meth:`~dpopt.data.chunked.ChunkedProblem.take`
+    (its own target; y None); for a C-ordered float64 array, a
     :class:`~dpopt.data.rows.RowSubset` (the scaling's compiled passes read the rows in place
     instead of a copy of most of X)."""
-    return RowSubset.of(X, index) if not sp.issparse(X) else sp.csr_matrix(X)[index]
+    if getattr(X, "is_chunked", False) is True:
+        return X.take(index), None
+    return (RowSubset.of(X, index) if not sp.issparse(X) else sp.csr_matrix(X)[index]), y[index]
+
+
+def _records(X, y):
+    """The data adapter of the records (X, y) for the releases made here."""
+    return ChunkedData(X) if getattr(X, "is_chunked", False) is True else InMemoryData(X, y)
 
 
 def fit_selected(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, delta, rng,
@@ -267,8 +231,12 @@ def fit_selected(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon,
     the penalty strength used.
 
     A ``penalty_kwargs["alpha"]`` of ``"auto"`` is resolved to :func:`default_alpha` of the
-    training rows. Chunked data, and data too small for :data:`MIN_VALIDATION` held-out
-    rows, run the model path on all rows without a selection (the plan says why).
+    training rows. Data too small for :data:`MIN_VALIDATION` held-out rows run the model
+    path on all rows without a selection (the plan says why). Chunked data (a
+    :class:`~dpopt.data.chunked.ChunkedProblem`, or what it takes, with ``y``) runs the same
+    choice on the same split: the training branch on the problem's
+    :meth:`~dpopt.data.chunked.ChunkedProblem.take` of the training rows, the held-out sums
+    per chunk (:func:`held_out_totals`), the noise on the client from the same generator.
 
     ``feature_bounds`` / ``prior``: the table layer's public bounds and its releases on all n
     rows before this call (:mod:`dpopt.preprocessing.tables`), handed to the training branch.
@@ -279,17 +247,17 @@ def fit_selected(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon,
                                ("inference", inference or None)) if v is not None}
     fit = fit_routed if fit is None else fit
     loss_name = loss if isinstance(loss, str) else loss.name
-    chunked = getattr(X, "is_chunked", False) is True or is_chunked_input(X)
-    n = X.shape[0] if not getattr(X, "is_chunked", False) else X.n_samples
+    if getattr(X, "is_chunked", False) is not True and is_chunked_input(X):
+        X, y = ChunkedData.of(X, y, loss=loss, fit_intercept=fit_intercept).raw, None
+    n = X.shape[0] if getattr(X, "is_chunked", False) is not True else X.n_samples
     m = int(math.floor(VALIDATION_FRACTION * n))
-    runs = regression and fit_intercept and selection_runs(n, chunked=chunked)
+    runs = regression and fit_intercept and selection_runs(n)
     # a share kept for the constant on all rows (dpopt.pipeline.constant; no selection, none)
     mu_c = (constant_mu(n, gdp_mu(epsilon, delta - (prior.delta if prior else 0.0)))
             if runs and not inference else 0.0)
     constant_only = runs and not model_possible(n - m, epsilon, delta, prior, spent_mu=mu_c)
-    if constant_only or not selection_runs(n, chunked=chunked, inference=inference):
-        why = ("chunked data: the held-out selection is not implemented out of core"
-               if chunked else INFERENCE_NO_SELECTION if inference
+    if constant_only or not selection_runs(n, inference=inference):
+        why = (INFERENCE_NO_SELECTION if inference
                else f"n_samples={n} leaves fewer than {MIN_VALIDATION} held-out rows"
                if not constant_only else
                f"n_samples={n} is too few for a model at epsilon={epsilon:g}, so the constant "
@@ -310,7 +278,7 @@ def fit_selected(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon,
     if mu_c:
         extra["spent_mu"] = mu_c
     with _delta_judged_on(n):
-        auto = fit(_rows(X, train), y[train], loss=loss, penalty=penalty,
+        auto = fit(*_rows(X, y, train), loss=loss, penalty=penalty,
                    penalty_kwargs=kwargs, fit_intercept=fit_intercept, epsilon=epsilon,
                    delta=delta, rng=rng, regression=regression, **extra)
     auto.plan["alpha"] = kwargs.get("alpha")
@@ -326,13 +294,13 @@ def fit_selected(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon,
     all_rows = None
     if mu_c and auto.target is not None:
         if auto.target.half_width == 0 and n * mu_c >= m * mu_v:  # more than the held-out
-            return _held_out_mean(auto, X, y, mu_c, rng, prior, spent=True)
+            return _held_out_mean(auto, _records(X, y), mu_c, rng, prior, spent=True)
         if auto.target.half_width > 0:
-            all_rows, auto = all_rows_mean(auto, y, mu_c, rng, prior)
+            all_rows, auto = all_rows_mean(auto, _records(X, y), mu_c, rng, prior)
             auto.plan["mu_shares"]["constant"] = mu_c  # the plan's split: sum of mu^2 = mu^2
             if auto.plan.get("target_collapsed"):  # two noisy means, no model: pool them
                 return _pooled_constant(auto, n - m, all_rows)
-    return _select(auto, _rows(X, val), y[val], regression, fit_intercept, mu_v, rng,
+    return _select(auto, _records(*_rows(X, y, val)), regression, fit_intercept, mu_v, rng,
                    n - m, majority, all_rows)
 
 
@@ -378,12 +346,12 @@ def branch_mu(auto, prior):
     return mu_v
 
 
-def selection_runs(n, *, chunked=False, inference=False):
+def selection_runs(n, *, inference=False):
     """Whether :func:`fit_selected` holds rows out to choose between the model and the
-    constant, from public facts (n, the data's layout, ``inference``): the table layer
-    releases the declared labels' counts only then (they name the majority class)."""
-    return (not chunked and not inference
-            and int(math.floor(VALIDATION_FRACTION * n)) >= MIN_VALIDATION)
+    constant, from public facts (n, ``inference``), in memory and on chunked data alike: the
+    table layer releases the declared labels' counts only then (they name the majority
+    class)."""
+    return not inference and int(math.floor(VALIDATION_FRACTION * n)) >= MIN_VALIDATION
 
 
 #: Why ``inference=True`` fits on all rows (docs/inference.md): the intervals are the test
@@ -420,33 +388,6 @@ def resolve_alpha(penalty_kwargs, loss, n):
     return {**penalty_kwargs, "alpha": 0.0 if alpha is None else alpha}
 
 
-def prediction_gap_bound(model, constant):
-    """H = min(1, |b - c| + ||w||_1): a bound on |f(x) - c| over the scaled domain (every
-    scaled feature in [-1, 1]: min-max then centred, narrowed, sparse or row-normalized),
-    hence on each record's score difference |s_model - s_constant| <= min(1, |f(x) - c|)
-    (the clipped absolute error is 1-Lipschitz in the prediction, and clipping predictions
-    to [-1, 1] only brings them closer). A function of released numbers only (the model, the
-    constant): post-processing."""
-    (_, w, b), (_, _, c) = model, constant
-    return float(min(1.0, abs(b - c) + np.sum(np.abs(w))))
-
-
-def noisy_difference(differences, bound, mu, rng):
-    """Mean of m per-record score differences in [-bound, bound] plus N(0, sigma^2),
-    sigma = 2 bound / (m mu): replacing one record moves the mean by at most 2 bound / m
-    (replace-one), so this is a Gaussian mechanism of multiplier 1 / mu, mu-GDP. A bound of
-    H < 1 makes it 1/H times more precise than releasing the two scores (their difference
-    has standard deviation 2 / (m mu)). Returns (noisy mean, sigma)."""
-    m = len(differences)
-    if bound <= 0.0:  # the model is the constant: nothing to compare, nothing released
-        return 0.0, math.inf
-    if np.any(np.abs(differences) > bound * (1 + 1e-9) + 1e-12):
-        raise RuntimeError("internal error: a score difference beyond its bound; nothing is "
-                           "released")
-    sigma = 2.0 * bound / (m * mu)
-    return float(np.mean(differences) + sigma * rng.standard_normal()), sigma
-
-
 def released_majority(prior):
     """(index of the majority constant among (+1, -1), its rate, whether the counts resolve
     it) from the label counts the
@@ -480,7 +421,7 @@ def screened_majority(plan):
     return best, max(rate, 1.0 - rate), bool(abs(2.0 * rate - 1.0) > MARGIN * 2.0 * sd)
 
 
-def _held_out_mean(auto, X_val, y_val, mu_v, rng, prior=None, spent=False):
+def _held_out_mean(auto, data, mu_v, rng, prior=None, spent=False):
     """The released predictor when the training branch's target scale collapsed (its
     histogram of y did not resolve: the model is the constant 0 in raw units): the private
     mean of the held-out y (:func:`dpopt.pipeline.scaling.private_mean_of_y` with mu_v, the
@@ -488,12 +429,11 @@ def _held_out_mean(auto, X_val, y_val, mu_v, rng, prior=None, spent=False):
     either. Nothing is compared: both candidates are constants, and 0 has no claim.
     ``spent``: the rows are all n rows and mu the constant's own mu_c (kept out of the
     training branch), whose records join the composition."""
-    target, mean, records, what, spent_mu = private_mean_of_y(InMemoryData(X_val, y_val), mu_v,
-                                                              rng)
-    rows = "all" if spent else "held-out"
+    target, mean, records, what, spent_mu = private_mean_of_y(data, mu_v, rng)
+    rows, m = "all" if spent else "held-out", data.shape[0]
     record = {"released": f"noisy mean of y ({rows})", "candidates": ["noisy mean of y"],
-              "mu": mu_v, "validation_rows": int(len(y_val)),
-              "reason": (f"{rows} constant on {len(y_val)} rows (Gaussian, mu={mu_v:.3g}): "
+              "mu": mu_v, "validation_rows": int(m),
+              "reason": (f"{rows} constant on {m} rows (Gaussian, mu={mu_v:.3g}): "
                          f"the training rows' histogram of y did not resolve its range, so "
                          f"the released predictor is {what}")}
     plan = {**auto.plan, "selection": record}
@@ -507,34 +447,37 @@ def _held_out_mean(auto, X_val, y_val, mu_v, rng, prior=None, spent=False):
     return replace(auto, result=replace(auto.result, **changes), plan=plan, target=target)
 
 
-def _select(auto, X_val, y_val, regression, fit_intercept, mu_v, rng, n_train, majority=None,
+def _select(auto, data, regression, fit_intercept, mu_v, rng, n_train, majority=None,
             all_rows=None):
+    """The held-out release on the records of ``data`` (the validation rows' adapter) and
+    the choice it makes (module docstring)."""
+    m = data.shape[0]
     if regression and fit_intercept and auto.target is not None and auto.target.half_width == 0:
-        return _held_out_mean(auto, X_val, y_val, mu_v, rng)
+        return _held_out_mean(auto, data, mu_v, rng)
     mu_scores, constant, source = mu_v, None, None
     if regression and fit_intercept:
         half = mu_v / math.sqrt(2.0)
-        constant, source = pooled_mean(auto, n_train, all_rows, 2.0 / (len(y_val) * half))
+        constant, source = pooled_mean(auto, n_train, all_rows, 2.0 / (m * half))
         if constant is None:
             mu_scores = half
-            constant = noisy_mean(auto.target.transform(y_val), mu_scores, rng)
+            constant = data.target_mean(auto.target, mu_scores, rng)[0]
             source = "the held-out rows (half of mu_v)"
     cands = candidates(auto, regression, fit_intercept, constant)
-    scores = per_record_scores(auto, cands, X_val, y_val, regression)
-    bound = None
+    bound = prediction_gap_bound(cands[0], cands[1]) if regression else None
+    totals = held_out_totals(data, scaling=auto.scaling, target=auto.target, cands=cands,
+                             regression=regression, bound=bound)
     if regression:  # one released number: the paired difference, model minus constant
-        bound = prediction_gap_bound(cands[0], cands[1])
-        noisy_d, sigma = noisy_difference(scores[:, 0] - scores[:, 1], bound, mu_scores, rng)
+        noisy_d, sigma = noisy_difference_total(float(totals[0]), m, bound, mu_scores, rng)
         noisy, released_columns = np.array([noisy_d]), 1
         best, use_model = 0, bool(noisy_d > MARGIN * sigma)
     else:
-        noisy, sigma = noisy_scores(scores, mu_scores, rng)
-        released_columns = scores.shape[1]
-        if scores.shape[1] < len(cands):  # classifier: constant -1 scores 1 - (constant +1)
+        noisy, sigma = noisy_score_totals(totals, m, mu_scores, rng)
+        released_columns = len(totals)
+        if released_columns < len(cands):  # classifier: constant -1 scores 1 - (constant +1)
             noisy = np.append(noisy, 1.0 - noisy[1])
         best, use_model = choose(noisy[0], noisy[1:], sigma,
                                  None if majority is None else majority[0])
-    sigma_mean = None if source is None or mu_scores == mu_v else 2.0 / (len(y_val) * mu_scores)
+    sigma_mean = None if source is None or mu_scores == mu_v else 2.0 / (m * mu_scores)
     resolved = (True if regression else majority[2] if majority is not None
                 else constant_resolved(noisy[1:], sigma))
     name, coef, intercept = cands[0] if use_model else cands[1 + best]
@@ -548,11 +491,11 @@ def _select(auto, X_val, y_val, regression, fit_intercept, mu_v, rng, n_train, m
               "noisy_scores": [float(s) for s in noisy], "sigma": sigma, "mu": mu_v,
               "mu_scores": mu_scores, "noisy_mean": constant, "noisy_mean_from": source,
               "sigma_mean": sigma_mean, "constant_resolved": resolved,
-              "validation_rows": int(len(y_val)), "released_columns": released_columns,
+              "validation_rows": int(m), "released_columns": released_columns,
               "margin": MARGIN, "difference_bound": bound,
               "majority_from": (None if majority is None else "the labels' noisy counts"
                                 if "screen" not in auto.plan else "the screen's class share"),
-              "reason": (f"held-out selection on {len(y_val)} rows (Gaussian, mu={mu_v:.3g}, "
+              "reason": (f"held-out selection on {m} rows (Gaussian, mu={mu_v:.3g}, "
                          f"sigma={sigma:.3g}): released {'the model' if use_model else name}"
                          + ("" if resolved else " (which class is the majority is not "
                                                 "resolved at this budget)"))}

@@ -1,0 +1,164 @@
+"""The held-out release of :mod:`dpopt.pipeline.selection`: the candidates, their per-record
+scores on the held-out records, and the Gaussian release of their sums.
+
+Candidates (:func:`candidates`) are fixed functions once the training branch has released:
+its model and the constant predictors. A record's score is in [0, 1] (a classifier: whether
+the candidate predicts its label; a regressor: 1 - min(|y - f(x)|, 1) on the training
+branch's scaled target), and a regressor's released number is the paired difference model -
+constant, bounded by :func:`prediction_gap_bound`. The release adds Gaussian noise to the
+means of those per-record numbers, calibrated to their replace-one sensitivity
+(:func:`noisy_scores`: sqrt(k) / m for k score columns; :func:`noisy_difference`: 2 H / m);
+the privacy argument of the whole choice is in :mod:`dpopt.pipeline.selection`.
+
+The per-record numbers are summed where the records are (:func:`score_totals` over one block
+of rows, with a count of the records that break their bound): once in memory, chunk by
+chunk for chunked data (:func:`held_out_totals`), and the noise is added once to the sums
+(:func:`noisy_score_totals`, :func:`noisy_difference_total`), so both layouts release the
+same thing. A record beyond its bound stops the release (the noise would be too small for
+it): never expected, an internal error.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from dpopt.data.chunked import _features
+from dpopt.preprocessing._norms import noisy_target_mean
+
+__all__ = ["candidates", "per_record_scores", "score_totals", "held_out_totals", "noisy_scores",
+           "noisy_score_totals", "noisy_mean", "prediction_gap_bound", "noisy_difference",
+           "noisy_difference_total"]
+
+
+def noisy_scores(per_record, mu, rng):
+    """Mean of each column of ``per_record`` (values in [0, 1], m rows, k columns) plus
+    N(0, sigma^2), sigma = sqrt(k) / (m mu): a Gaussian mechanism of multiplier 1 / mu
+    (L2 sensitivity sqrt(k) / m under replace-one). Returns (noisy means, sigma)."""
+    if np.any(per_record < 0) or np.any(per_record > 1):
+        raise RuntimeError("internal error: a per-record score outside [0, 1]; nothing is "
+                           "released")
+    return noisy_score_totals(per_record.sum(axis=0), per_record.shape[0], mu, rng)
+
+
+def noisy_score_totals(totals, m, mu, rng):
+    """:func:`noisy_scores` from the k column sums ``totals`` of m per-record scores in
+    [0, 1] (checked where they were summed: :func:`score_totals`)."""
+    k = len(totals)
+    sigma = math.sqrt(k) / (m * mu)
+    return np.asarray(totals, dtype=np.float64) / m + sigma * rng.standard_normal(k), sigma
+
+
+def _margins(scaling, Xs, coef, intercept):
+    """Margins of a candidate on the scaled features ``Xs`` (``scaling.transform``)."""
+    columns = getattr(scaling, "columns", None)  # the screening route's kept columns:
+    if columns is not None:  # its scaled features are those columns, its coef has all p
+        coef = coef[columns]
+    return np.asarray(Xs @ coef).ravel() + intercept
+
+
+def candidates(auto, regression, fit_intercept, constant=None):
+    """[(name, coef, intercept)] in the training branch's scaled units; the first is the
+    model, the others constants (module docstring); ``constant`` is a regressor's noisy
+    mean of the scaled target."""
+    r = auto.result
+    coef = np.asarray(r.coef, dtype=np.float64).ravel()
+    zero = np.zeros_like(coef)
+    out = [("model", coef, float(r.intercept))]
+    if not fit_intercept:
+        return out + [("zero", zero, 0.0)]
+    if regression:
+        return out + [("noisy mean of y", zero, float(constant))]
+    return out + [("constant +1", zero, 1.0), ("constant -1", zero, -1.0)]
+
+
+def noisy_mean(values, mu, rng):
+    """Mean of m values in [-1, 1] plus N(0, (2 / (m mu))^2), mu-GDP
+    (:func:`dpopt.preprocessing._norms.noisy_target_mean` of their sum)."""
+    values = np.clip(values, -1.0, 1.0)  # already in [-1, 1] up to rounding; the bound is exact
+    return noisy_target_mean(float(np.sum(values)), len(values), mu, rng)[0]
+
+
+def per_record_scores(scaling, target, cands, X_val, y_val, regression):
+    """Per-record scores in [0, 1] (module docstring), one column per released number:
+    for a classifier with an intercept the two constants share one column (their scores
+    sum to 1), so only the model's and the positive-label rate are released. ``scaling``,
+    ``target``: the training branch's maps (``target`` None for a classifier)."""
+    Xs = scaling.transform(X_val)  # once for all candidates
+    margins = [_margins(scaling, Xs, c, b) for _, c, b in cands]
+    if regression:
+        y = np.clip(target.transform(y_val), -1.0, 1.0)  # exact bound despite rounding
+        return np.column_stack([1.0 - np.minimum(np.abs(y - np.clip(f, -1.0, 1.0)), 1.0)
+                                for f in margins])
+    hits = [(np.where(f > 0, 1.0, -1.0) == y_val).astype(np.float64) for f in margins]
+    if len(cands) == 3:  # model, +1, -1: the score of -1 is 1 - that of +1
+        return np.column_stack(hits[:2])
+    return np.column_stack(hits)
+
+
+def score_totals(X_val, y_val, *, scaling, target, cands, regression, bound):
+    """What the held-out release sums over one block of records: a regressor's paired
+    differences model - constant (one column, each in [-bound, bound]), a classifier's
+    score columns (each in [0, 1]); and, last, how many records break those bounds (0
+    unless something is wrong: the release then refuses). A row of the block's sums, so
+    that in memory it is one call and out of core a sum over chunks
+    (:func:`_chunk_score_totals`)."""
+    scores = per_record_scores(scaling, target, cands, X_val, y_val, regression)
+    if regression:
+        scores = scores[:, :1] - scores[:, 1:2]
+        broken = np.abs(scores) > bound * (1 + 1e-9) + 1e-12
+    else:
+        broken = (scores < 0) | (scores > 1)
+    return np.append(scores.sum(axis=0), np.count_nonzero(np.any(broken, axis=1)))
+
+
+def _chunk_score_totals(xb, yb, **kwargs):
+    """:func:`score_totals` of one chunk (run on the workers: a module-level pure function)."""
+    return score_totals(_features(xb), np.asarray(yb, dtype=np.float64)[:, 0], **kwargs)[None, :]
+
+
+def held_out_totals(data, **kwargs):
+    """:func:`score_totals` over the held-out records ``data`` (in memory, or chunked: one
+    pass, summed over the chunks); refuses when a record broke its bound."""
+    if data.chunked:
+        width = 2 if kwargs["regression"] else 3  # one or two columns, then the count
+        totals = data.raw._reduce(_chunk_score_totals, width, **kwargs)
+    else:
+        totals = score_totals(data.X, data.y, **kwargs)
+    if totals[-1] != 0:
+        raise RuntimeError("internal error: a per-record score beyond its bound; nothing is "
+                           "released")
+    return totals[:-1]
+
+
+def prediction_gap_bound(model, constant):
+    """H = min(1, |b - c| + ||w||_1): a bound on |f(x) - c| over the scaled domain (every
+    scaled feature in [-1, 1]: min-max then centred, narrowed, sparse or row-normalized),
+    hence on each record's score difference |s_model - s_constant| <= min(1, |f(x) - c|)
+    (the clipped absolute error is 1-Lipschitz in the prediction, and clipping predictions
+    to [-1, 1] only brings them closer). A function of released numbers only (the model, the
+    constant): post-processing."""
+    (_, w, b), (_, _, c) = model, constant
+    return float(min(1.0, abs(b - c) + np.sum(np.abs(w))))
+
+
+def noisy_difference(differences, bound, mu, rng):
+    """Mean of m per-record score differences in [-bound, bound] plus N(0, sigma^2),
+    sigma = 2 bound / (m mu): replacing one record moves the mean by at most 2 bound / m
+    (replace-one), so this is a Gaussian mechanism of multiplier 1 / mu, mu-GDP. A bound of
+    H < 1 makes it 1/H times more precise than releasing the two scores (their difference
+    has standard deviation 2 / (m mu)). Returns (noisy mean, sigma)."""
+    if bound > 0.0 and np.any(np.abs(differences) > bound * (1 + 1e-9) + 1e-12):
+        raise RuntimeError("internal error: a score difference beyond its bound; nothing is "
+                           "released")
+    return noisy_difference_total(float(np.sum(differences)), len(differences), bound, mu, rng)
+
+
+def noisy_difference_total(total, m, bound, mu, rng):
+    """:func:`noisy_difference` from the sum ``total`` of the m differences (checked where
+    they were summed: :func:`score_totals`)."""
+    if bound <= 0.0:  # the model is the constant: nothing to compare, nothing released
+        return 0.0, math.inf
+    sigma = 2.0 * bound / (m * mu)
+    return float(total / m + sigma * rng.standard_normal()), sigma
