@@ -273,9 +273,11 @@ def _chunk_check(xb, yb, *, loss):
 # the problem
 
 
-def _kept_rows(block, keep):
-    """The rows of a chunk (dense or sparse, 1-d or 2-d) where its mask is True."""
-    return block[np.asarray(keep).reshape(-1).astype(bool)]
+def _kept_rows(block, bits):
+    """The rows of a chunk (dense or sparse, 1-d or 2-d) whose bit is set (``bits``: the
+    chunk's mask, :func:`numpy.packbits`, padded to whole bytes)."""
+    keep = np.unpackbits(np.asarray(bits, dtype=np.uint8).reshape(-1), count=block.shape[0])
+    return block[keep.astype(bool)]
 
 
 def _row_of_chunk(func, xb, yb, kwargs):
@@ -366,8 +368,10 @@ class ChunkedProblem:
     def take(self, index) -> ChunkedProblem:
         """The same problem on the records ``index`` (sorted distinct row numbers), for a
         split of the records that does not depend on their values (the held-out choice of
-        :mod:`dpopt.pipeline.selection`): Dask's indexing by a NumPy mask, lazy, the chunk
-        sizes known; the rows were validated with the whole data. No pass over the data."""
+        :mod:`dpopt.pipeline.selection`): each chunk keeps its own rows of the set, by a
+        mask of one bit per row shipped with it (n / 8 bytes in the graph), lazily, the
+        chunk sizes known (a chunk may keep none); the rows were validated with the whole
+        data. No pass over the data."""
         index = np.asarray(index, dtype=np.intp).ravel()
         if index.size and (index[0] < 0 or index[-1] >= self.n_samples
                            or np.any(np.diff(index) <= 0)):
@@ -376,13 +380,16 @@ class ChunkedProblem:
         _, da = _dask()
         keep = np.zeros(self.n_samples, dtype=bool)
         keep[index] = True
-        rows = self.X.chunks[0]
-        sizes = tuple(int(k.sum()) for k in np.split(keep, np.cumsum(rows)[:-1]))
-        mask = da.from_array(keep, chunks=(rows,))  # each chunk keeps its own rows: no copy
-        part = copy.copy(self)  # across chunks, no rechunking
-        part.X = da.map_blocks(_kept_rows, self.X, mask[:, None], dtype=self.X.dtype,
+        # one bit per row, each chunk's bits padded to whole bytes, so that block i of the
+        # mask is chunk i's (the graph holds n / 8 bytes, not n)
+        masks = np.split(keep, np.cumsum(self.X.chunks[0])[:-1])
+        packed = [np.packbits(k) for k in masks]
+        bits = da.from_array(np.concatenate(packed), chunks=(tuple(b.size for b in packed),))
+        sizes = tuple(int(k.sum()) for k in masks)
+        part = copy.copy(self)  # each chunk keeps its own rows: no rechunking across chunks
+        part.X = da.map_blocks(_kept_rows, self.X, bits[:, None], dtype=self.X.dtype,
                                chunks=(sizes, self.X.chunks[1]), meta=self.X._meta)
-        part.y = da.map_blocks(_kept_rows, self.y, mask, dtype=self.y.dtype, chunks=(sizes,),
+        part.y = da.map_blocks(_kept_rows, self.y, bits, dtype=self.y.dtype, chunks=(sizes,),
                                meta=self.y._meta)
         part.n_samples = int(index.size)
         return part
