@@ -110,3 +110,18 @@ def test_chunks_with_no_held_out_or_no_training_row(estimator, classify):
     np.testing.assert_allclose(got.auto_.plan["selection"]["noisy_scores"],
                                ref.auto_.plan["selection"]["noisy_scores"], rtol=0, atol=1e-9)
     np.testing.assert_allclose(got.coef_, ref.coef_, rtol=0, atol=2e-6)
+
+
+def test_the_chunked_auto_benchmark_runs_on_a_small_problem():
+    """benchmarks/bench_chunked_auto.py (its own LocalCluster: a separate process here)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_chunked_auto.py"
+    out = subprocess.run([sys.executable, str(script), "--rows", "3000", "--chunk-rows", "1000",
+                          "--repeats", "1"], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    rows = [line.split() for line in out.stdout.splitlines() if line.startswith("DP")]
+    assert [r[0] for r in rows] == ["DPLogisticRegression", "DPLinearRegression"]
+    assert all(float(r[3]) > 0 and float(r[5]) > 0 for r in rows)  # the two ratios
