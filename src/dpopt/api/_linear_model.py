@@ -264,8 +264,8 @@ class _DPLinearModel(BaseEstimator):
             def prepare(rng):
                 target, prior = self._chunked_default_target(y, n, epsilon, delta, rng)
                 multiclass = self._n_classes() > 2  # class indices: "squared" checks no labels
-                return (problem_of(target, "squared" if multiclass else None, False), None, None,
-                        prior)
+                return (problem_of(target, "squared" if multiclass else None, penalized=False),
+                        None, None, prior)
 
             self._fit_auto(prepare, epsilon, delta, penalty, penalty_kwargs)
             self.n_features_in_ = self.fit_result_.coef.shape[-1]
