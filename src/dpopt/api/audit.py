@@ -72,6 +72,7 @@ from dpopt.pipeline.constant import release_constant
 from dpopt.pipeline.multiclass_selection import noisy_class_scores
 from dpopt.pipeline.scaling import InMemoryData
 from dpopt.pipeline.selection import noisy_scores
+from dpopt.preprocessing._indicators import other_value_counts, private_indicators
 from dpopt.privacy import gdp_epsilon, gdp_mu
 from dpopt.solvers import _base, available_solvers
 
@@ -498,6 +499,34 @@ def audit_constant(*, epsilon=DEFAULT_EPSILON, delta=DEFAULT_DELTA, n_runs=DEFAU
             scores[b, k] = y.mean() + noise_scale * (noisy - y.mean())
     return _release_audit("constant on all rows (held-out choice, regression)", scores, mu,
                           delta, confidence, {"n": n, "noise_scale": noise_scale})
+
+
+def audit_indicator_counts(*, epsilon=DEFAULT_EPSILON, delta=DEFAULT_DELTA, n_runs=DEFAULT_RUNS,
+                           n=50, p=4, random_state=0, confidence=0.95,
+                           noise_scale=1.0) -> AuditResult:
+    """Empirical lower bound on the epsilon of the default path's indicator test
+    (:func:`dpopt.preprocessing._indicators.private_indicators`: per column the count of
+    values outside {0, 1}, N(0, p / mu^2) noise). Neighbouring data of ``n`` records and ``p``
+    columns, all 0 except the canary row, 0 on D0 and 2 in every column on D1 (the worst
+    case: every count moves by 1). The release runs at mu = gdp_mu(epsilon, delta) through
+    the fit's code; the statistic is the sum of the noisy counts (the projection on the
+    shift). ``noise_scale`` < 1 is a broken variant, for the tests only."""
+    epsilon = check_scalar(epsilon, "epsilon", low=0.0, low_open=True)
+    delta = check_delta(delta)
+    n_runs = check_positive_int(n_runs, "n_runs")
+    mu = gdp_mu(epsilon, delta)
+    rng = np.random.default_rng(random_state)
+    scores = np.empty((2, n_runs))
+    columns = np.arange(p)
+    for b, canary in enumerate((0.0, 2.0)):
+        X = np.zeros((n, p))
+        X[0] = canary
+        counts = other_value_counts(X, columns)
+        for k in range(n_runs):
+            noisy = private_indicators(counts, n, mu, rng, columns).noisy
+            scores[b, k] = float(np.sum(counts + noise_scale * (noisy - counts)))
+    return _release_audit("indicator test (default path)", scores, mu, delta, confidence,
+                          {"n": n, "p": p, "noise_scale": noise_scale})
 
 
 def audit_class_scores(*, epsilon=DEFAULT_EPSILON, delta=DEFAULT_DELTA, n_runs=DEFAULT_RUNS,

@@ -59,6 +59,7 @@ from dpopt.preprocessing._bounds import (
     feature_histograms,
     private_bounds_from_counts,
 )
+from dpopt.preprocessing._indicators import other_value_counts
 from dpopt.preprocessing._norms import (
     noisy_means,
     noisy_target_mean,
@@ -79,6 +80,11 @@ def _chunk_feature_counts(xb, yb, *, grid):
     X = _features(xb)
     X = X.tocsc() if sp.issparse(X) else X  # sparse: the implicit zeros counted, not stored
     return feature_histograms(X, range(X.shape[1]), grid).ravel()[None, :]
+
+
+def _chunk_other_value_counts(xb, yb, *, columns):
+    """The chunk's counts of values outside {0, 1} in each of ``columns``."""
+    return other_value_counts(_features(xb), columns)[None, :]
 
 
 def _chunk_target_counts(xb, yb, *, grid):
@@ -149,6 +155,9 @@ class ChunkedData:
         return private_bounds_from_counts(counts.reshape(p, grid.n_bins), self.shape[0],
                                           mu, rng, bounds=bounds, grid=grid,
                                           fallback=ZERO_INFLATED_FALLBACK)
+
+    def other_value_counts(self, columns):
+        return self.raw._reduce(_chunk_other_value_counts, len(columns), columns=columns)
 
     def means(self, scaling, mu, rng):
         sums = self.raw._reduce(_chunk_scaled_sums, self.shape[1], scaling=scaling)

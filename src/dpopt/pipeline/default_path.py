@@ -11,6 +11,9 @@ Gaussian) is calibrated against the whole target given the scaling's mu
 ====================  ==========  ============================================================
 step                  share mu^2  what it releases (replace-one adjacency)
 ====================  ==========  ============================================================
+indicator test        2%          (dense) per-feature noisy counts of values outside {0, 1}
+                                  -> 0/1 columns get public [0, 1] and no histogram
+                                  (:mod:`dpopt.preprocessing._indicators`)
 feature bounds        10%         per-feature noisy histograms on a public grid -> lower/upper
                                   quantiles (:func:`dpopt.preprocessing.private_feature_bounds`)
 centred bounds        10%         (dense, with an intercept, when the feature bounds take their
@@ -221,7 +224,8 @@ def rules(solver, *, loss, n, dim, mu, row_bound, alpha=0.0, huber_threshold=1.0
 # --------------------------------------------------------------------------- the pipeline
 
 
-def plan_budget(n, p, mu, *, regression, center, public=0, inference=False, coarse=False):
+def plan_budget(n, p, mu, *, regression, center, public=0, inference=False, coarse=False,
+                sparse=False):
     """Shares of mu^2 for the scaling steps, from public (n, p, mu) only.
 
     Feature bounds get ``SHARES["feature_bounds"]``, or ``MAX_SHARE`` when that is
@@ -255,6 +259,8 @@ def plan_budget(n, p, mu, *, regression, center, public=0, inference=False, coar
     for share, grid in tries:
         if bounds_resolvable(n, p, mu * math.sqrt(share), grid):
             shares["feature_bounds"] = share
+            if not sparse:  # which columns are 0/1 indicators (public [0, 1] after it)
+                shares["indicators"] = SHARES["indicators"]
             if center:
                 shares["feature_means"] = SHARES["feature_means"]
                 if share == SHARES["feature_bounds"] and grid is DEFAULT_GRID:
@@ -293,8 +299,15 @@ def split_mu(epsilon, delta, shares, *, spent_mu=0.0):
     mu = gdp_mu(epsilon, delta)
     avail = math.sqrt(max(mu ** 2 - spent_mu ** 2, 0.0))
     out = {k: avail * math.sqrt(v) for k, v in shares.items()}
-    out["model"] = avail * math.sqrt(1.0 - sum(shares.values()))
+    # what the steps leave, less a relative 1e-12: the rounding of the squares and sums
+    # above must not make the composition spend more than the target
+    left = max(avail ** 2 - sum(v ** 2 for v in out.values()), 0.0)
+    out["model"] = math.sqrt(left) * (1.0 - ROUNDING_MARGIN)
     return mu, out
+
+
+#: The model's share of mu is shrunk by this relative amount (:func:`split_mu`).
+ROUNDING_MARGIN = 1e-12
 
 
 def fit_default(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, delta, rng,
@@ -336,7 +349,7 @@ def fit_default(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, 
     prior_sq = prior.share * whole ** 2 if prior is not None else 0.0  # a share of the whole
     shares = None if constant_only else plan_budget(
         n, p, mu_avail, regression=regression, center=center, public=public, inference=inference,
-        coarse=True)
+        coarse=True, sparse=data.sparse)
     if shares is None:
         left = math.sqrt(max(mu_avail ** 2 - prior_sq, 0.0))
         return _no_model(data, p, loss, penalty, penalty_kwargs, fit_intercept, delta, n,

@@ -314,7 +314,7 @@ def fit_default_one_vs_rest(X, labels, n_classes, *, penalty, penalty_kwargs, fi
     delta_total, delta = delta, delta - (prior.delta if prior is not None else 0.0)
     public = public_count(feature_bounds)
     shares = plan_budget(n, p, gdp_mu(epsilon, delta), regression=False, center=center,
-                         public=public)
+                         public=public, sparse=data.sparse)
     if shares is None:
         raise ValueError(f"n_samples={n} is too few for a private multiclass fit at "
                          f"epsilon={epsilon:g}")

@@ -25,13 +25,14 @@ from dpopt.preprocessing._bounds import (
     private_bounds_from_counts,
     scaled_feature_histograms,
 )
+from dpopt.preprocessing._indicators import other_value_counts, private_indicators
 from dpopt.preprocessing._norms import noisy_means, noisy_target_mean, private_row_bound
 from dpopt.preprocessing._refine import REFINE_BINS, concentrated, linear_counts, refined_bounds
 from dpopt.preprocessing.feature_maps import RowNormalization, Scaling, TargetScaling
 
 #: Shares of mu^2 (Gaussian-DP) spent on the steps that fix the scale.
 SHARES = {"feature_bounds": 0.10, "feature_means": 0.04, "centred_bounds": 0.10,
-          "row_norm": 0.03, "target_bounds": 0.05}
+          "row_norm": 0.03, "target_bounds": 0.05, "indicators": 0.02}
 #: The largest share a scaling step may take when its default share cannot resolve it.
 MAX_SHARE = 0.30
 
@@ -200,6 +201,9 @@ class InMemoryData:
         return private_feature_bounds(self.X, mu, rng, bounds=bounds, grid=grid,
                                       fallback=ZERO_INFLATED_FALLBACK)
 
+    def other_value_counts(self, columns):
+        return other_value_counts(self.X, columns)
+
     def means(self, scaling, mu, rng):
         # the column sums of the scaled X, without storing it (Scaling.column_sums)
         return noisy_means(scaling.column_sums(self.X), self.shape[0], mu, rng)
@@ -256,12 +260,16 @@ def private_scaling(data, mus, *, fit_intercept, center, regression, rng, bounds
         scaling, R = RowNormalization(), 1.0
     else:
         mu_b = mus.get("feature_bounds", math.inf)
+        if "indicators" in mus and not data.sparse:
+            bounds, rec, columns_note["indicator_features"] = _indicators(
+                data, bounds, mus["indicators"], rng)
+            records += rec
         private = data.shape[1] - public_count(bounds)
         grid = (bounds_grid(data.shape[0], private, mu_b) if private else None) or DEFAULT_GRID
         fb = data.feature_bounds(mu_b, rng, bounds=bounds, grid=grid)
         records += list(fb.mechanisms)
         scaling = Scaling.from_bounds(fb.lower, fb.upper, shift=fit_intercept, sparse=data.sparse)
-        columns_note = {**note_columns(fb, scaling), "coarse_grid": grid is COARSE_GRID}
+        columns_note.update(note_columns(fb, scaling), coarse_grid=grid is COARSE_GRID)
         if center:
             means, rec = data.means(scaling, mus["feature_means"], rng)
             records += rec
@@ -287,6 +295,31 @@ def private_scaling(data, mus, *, fit_intercept, center, regression, rng, bounds
             mus["model"] = math.sqrt(mus["model"] ** 2 - mu_r ** 2)
         target = TargetScaling.from_bounds(lo, hi, shift=fit_intercept)
     return scaling, target, R, records, columns_note
+
+
+def _indicators(data, bounds, mu, rng):
+    """The indicator test (:mod:`dpopt.preprocessing._indicators`) on the columns without
+    public bounds: (bounds with [0, 1] for the columns it finds to be 0/1 indicators, its
+    records, those columns). They are then public to the feature bounds' release, which
+    counts only the others (its noise is sqrt(2 p') / mu for p' released columns), and, as
+    a table's bool columns, are not narrowed around their means."""
+    p = data.shape[1]
+    lower, upper = ((np.full(p, np.nan), np.full(p, np.nan)) if bounds is None else
+                    (np.array(np.broadcast_to(b, (p,)), dtype=np.float64) for b in bounds))
+    columns = np.flatnonzero(np.isnan(lower) | np.isnan(upper))
+    if columns.size == 0:
+        return bounds, [], []
+    test = private_indicators(data.other_value_counts(columns), data.shape[0], mu, rng,
+                              columns)
+    found = test.indicator_columns
+    lower[found], upper[found] = 0.0, 1.0
+    return (lower, upper), list(test.mechanisms), found.tolist()
+
+
+def _short(columns, head=20):
+    """A list of column indices for a report line, its first ``head`` then an ellipsis."""
+    shown = ", ".join(str(int(c)) for c in list(columns)[:head])
+    return f"[{shown}]" if len(columns) <= head else f"[{shown}, ...]"
 
 
 def refine_mu(n, mus):
@@ -341,6 +374,10 @@ def _column_lines(plan):
         lines.append(f"high-dimensional route ({sel['rule']}): a private screen kept "
                      f"{sel['n_selected']} features (noisy |score| > {sel['threshold']:.3g}); "
                      f"every other coefficient is 0")
+    found = plan.get("indicator_features") or []
+    if found:
+        lines.append(f"features {_short(found)} ({len(found)}): a private count of their values "
+                     f"outside {{0, 1}} found them 0/1 indicators; their range is [0, 1]")
     fell, dropped = plan.get("fallback_features") or [], plan.get("dropped_features") or []
     if fell:
         lo, hi = ZERO_INFLATED_FALLBACK
