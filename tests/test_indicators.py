@@ -146,3 +146,28 @@ def test_a_money_column_keeps_its_scale_among_many_indicators():
     assert len(plan["indicator_features"]) >= 50  # each found with probability about 0.7 here
     assert 0 not in plan["indicator_features"] and 0 not in plan["fallback_features"]
     assert clf.feature_bounds_[1][0] > 1000  # the upper bound of the money column
+
+
+def test_the_threaded_count_gives_the_serial_counts():
+    """Above PARALLEL_MIN_SIZE values the count runs on Numba's threads, each chunk of rows
+    on its own: the same integers as one thread and as NumPy."""
+    import numba
+
+    from dpopt.kernels.vecmath import PARALLEL_MIN_SIZE
+
+    rng = np.random.default_rng(5)
+    p = 40
+    n = PARALLEL_MIN_SIZE // p + 7
+    X = rng.choice([0.0, 1.0, 2.0, -0.5], size=(n, p), p=[0.6, 0.3, 0.05, 0.05])
+    rows = np.sort(rng.permutation(n)[: n - 3])
+    columns = np.arange(0, p, 2)
+    ref = np.count_nonzero((X[rows][:, columns] != 0) & (X[rows][:, columns] != 1), axis=0)
+    before = numba.get_num_threads()
+    try:
+        for threads in sorted({1, 2, numba.config.NUMBA_NUM_THREADS}):
+            if threads > numba.config.NUMBA_NUM_THREADS:
+                continue
+            numba.set_num_threads(threads)
+            np.testing.assert_array_equal(other_value_counts(RowSubset(X, rows), columns), ref)
+    finally:
+        numba.set_num_threads(before)

@@ -199,3 +199,45 @@ def all_finite_rows(X, rows):
         for j in range(X.shape[1]):
             top = max(top, _float_bits(X[i, j]) & 0x7FFFFFFFFFFFFFFF)
     return top < INF_BITS
+
+
+# ---------------------------------------------------------------------------
+# values outside {0, 1} (the default path's indicator test, dpopt.preprocessing._indicators)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _count_other_rows(counts, X, rows, start, stop, columns):
+    """Add to ``counts[k]`` the rows ``rows[start:stop]`` whose value in ``columns[k]`` is
+    neither 0 nor 1."""
+    for r in range(start, stop):
+        i = rows[r]
+        for k in range(columns.shape[0]):
+            v = X[i, columns[k]]
+            if v != 0.0 and v != 1.0:
+                counts[k] += 1
+
+
+@njit(cache=True, nogil=True)
+def other_counts_by_rows(X, rows, columns):
+    """#{r : X[rows[r], columns[k]] not in {0, 1}} for every k, in one pass over the rows."""
+    counts = np.zeros(columns.shape[0], dtype=np.int64)
+    _count_other_rows(counts, X, rows, 0, rows.shape[0], columns)
+    return counts
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _other_counts_in_chunks(X, rows, columns, n_chunks):
+    """:func:`other_counts_by_rows` on ``n_chunks`` consecutive runs of ``rows`` on Numba's
+    threads, then added: integers, the same counts whatever the number of threads."""
+    n, size = rows.shape[0], (rows.shape[0] + n_chunks - 1) // n_chunks
+    parts = np.zeros((n_chunks, columns.shape[0]), dtype=np.int64)
+    for c in prange(n_chunks):
+        _count_other_rows(parts[c], X, rows, c * size, min(n, (c + 1) * size), columns)
+    return parts.sum(axis=0)
+
+
+def other_counts(X, rows, columns):
+    """:func:`other_counts_by_rows`, on Numba's threads for a large pass (same counts)."""
+    k = _chunks(rows, columns)
+    return (other_counts_by_rows(X, rows, columns) if k == 1
+            else _other_counts_in_chunks(X, rows, columns, k))

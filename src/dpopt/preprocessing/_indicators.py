@@ -34,7 +34,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse as sp
 
-from dpopt.data.rows import RowSubset
+from dpopt.data.rows import rows_of
+from dpopt.kernels import binning
 from dpopt.preprocessing._bounds import DEFAULT_QUANTILES, check_mu
 from dpopt.privacy.accounting import Gaussian
 from dpopt.privacy.mechanisms import gaussian_noise
@@ -69,8 +70,9 @@ def other_value_counts(X, columns) -> np.ndarray:
         column_of = np.repeat(np.arange(len(columns)), np.diff(X.indptr))
         other = (X.data != 0) & (X.data != 1)
         return np.bincount(column_of[other], minlength=len(columns)).astype(np.float64)
-    if isinstance(X, RowSubset):
-        X = X.base[X.rows]
+    source = rows_of(X)  # C-ordered float64 (or a RowSubset of one): one compiled pass
+    if source is not None:
+        return binning.other_counts(*source, columns).astype(np.float64)
     A = np.asarray(X)[:, columns]
     return np.count_nonzero((A != 0) & (A != 1), axis=0).astype(np.float64)
 
