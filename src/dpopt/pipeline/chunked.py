@@ -10,6 +10,8 @@ the in-memory path uses:
 =====================  ==========================================  ===========================
 step                   per chunk (on the workers)                  released on the client by
 =====================  ==========================================  ===========================
+indicator test         counts of every feature's values outside    :func:`~dpopt.preprocessing.
+                       {0, 1}                                      _indicators.private_indicators`
 feature bounds         exact counts of every feature on the        :func:`~dpopt.preprocessing.
                        public signed-log grid (p x bins)           private_bounds_from_counts`
 feature means          column sums of the scaled chunk             :func:`~dpopt.preprocessing.
@@ -19,7 +21,7 @@ row-norm bound         counts of the scaled rows' norms on the     :func:`~dpopt
 target bounds          exact counts of y on the public grid        :func:`~dpopt.preprocessing.
                                                                    private_bounds_from_counts`
 held-out choice        sums of the held-out records' scores, and   :func:`~dpopt.pipeline.
-                       how many break their bound (must be 0)      selection.held_out_totals`
+                       how many break their bound (must be 0)      held_out.held_out_totals`
 =====================  ==========================================  ===========================
 
 Why the releases are the in-memory ones. The counts are integers: summed over chunks they
