@@ -171,3 +171,20 @@ def test_the_threaded_count_gives_the_serial_counts():
             np.testing.assert_array_equal(other_value_counts(RowSubset(X, rows), columns), ref)
     finally:
         numba.set_num_threads(before)
+
+
+def test_when_every_column_is_an_indicator_the_histograms_budget_goes_to_the_model():
+    """No histogram is released when the test makes every bound public: the model gets the
+    shares of the feature bounds and the centred bounds, and the fit spends its whole target
+    (before, 20% of mu^2 went unspent)."""
+    rng = np.random.default_rng(6)
+    X = (rng.random((3000, 3)) < 0.4).astype(float)
+    y = X @ np.array([1.0, -1.0, 0.5]) + rng.standard_normal(3000)
+    auto = fit_default(X, y, epsilon=50.0)
+    mus = auto.plan["mu_shares"]
+    assert auto.plan["indicator_features"] == [0, 1, 2]
+    assert "feature_bounds" not in mus and "centred_bounds" not in mus
+    assert sum(v ** 2 for v in mus.values()) == pytest.approx(auto.plan["mu"] ** 2)
+    assert mus["model"] ** 2 > 0.8 * auto.plan["mu"] ** 2
+    reg = dpopt.DPLinearRegression(epsilon=1.0, random_state=0).fit(X, y)
+    assert reg.epsilon_spent_ == pytest.approx(1.0, rel=1e-9)

@@ -265,6 +265,8 @@ def private_scaling(data, mus, *, fit_intercept, center, regression, rng, bounds
                 data, bounds, mus["indicators"], rng)
             records += rec
         private = data.shape[1] - public_count(bounds)
+        if private == 0:  # every bound is public now: the histograms' mu goes to the model
+            _to_model(mus, "feature_bounds", "centred_bounds")
         grid = (bounds_grid(data.shape[0], private, mu_b) if private else None) or DEFAULT_GRID
         fb = data.feature_bounds(mu_b, rng, bounds=bounds, grid=grid)
         records += list(fb.mechanisms)
@@ -295,6 +297,15 @@ def private_scaling(data, mus, *, fit_intercept, center, regression, rng, bounds
             mus["model"] = math.sqrt(mus["model"] ** 2 - mu_r ** 2)
         target = TargetScaling.from_bounds(lo, hi, shift=fit_intercept)
     return scaling, target, R, records, columns_note
+
+
+def _to_model(mus, *steps):
+    """Give the model the mu of plan ``steps`` that will not run (their releases are
+    skipped because of an earlier release's outcome): sum of mu^2 unchanged, and every
+    branch spends at most the target (fully adaptive composition of Gaussian mechanisms,
+    Smith & Thakurta 2022, as :func:`refine_mu`)."""
+    freed = sum(mus.pop(step, 0.0) ** 2 for step in steps)
+    mus["model"] = math.sqrt(mus["model"] ** 2 + freed)
 
 
 def _indicators(data, bounds, mu, rng):
