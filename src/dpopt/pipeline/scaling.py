@@ -1,9 +1,9 @@
 """The scaling steps of the default path (:mod:`dpopt.pipeline.default_path`): the data
 adapter in memory (:class:`InMemoryData`; :class:`dpopt.pipeline.chunked.ChunkedData` is its
 chunked twin) and the private releases that fix the features' and the target's scales
-(:func:`private_scaling`: bounds, means, centred bounds, row norm, target bounds). Every
-release here is a Gaussian mechanism whose sensitivity its function states; the shares of
-mu^2 come from :func:`dpopt.pipeline.default_path.plan_budget`."""
+(:func:`private_scaling`: the indicator test, bounds, means, centred bounds, row norm, target
+bounds). Every release here is a Gaussian mechanism whose sensitivity its function states;
+the shares of mu^2 come from :func:`dpopt.pipeline.default_path.plan_budget`."""
 
 from __future__ import annotations
 
