@@ -292,6 +292,10 @@ def model_possible(n, epsilon, delta, prior=None, spent_mu=0.0):
     return bounds_resolvable(n, 1, mu * math.sqrt(MAX_SHARE))
 
 
+#: The model's share of mu is shrunk by this relative amount (:func:`split_mu`).
+ROUNDING_MARGIN = 1e-12
+
+
 def split_mu(epsilon, delta, shares, *, spent_mu=0.0):
     """(mu, {step: mu_step}): ``model`` gets what the shares leave (sum of mu^2 = mu^2).
     ``spent_mu``: Gaussian-DP mu already spent by an earlier release of the same fit; the
@@ -304,10 +308,6 @@ def split_mu(epsilon, delta, shares, *, spent_mu=0.0):
     left = max(avail ** 2 - sum(v ** 2 for v in out.values()), 0.0)
     out["model"] = math.sqrt(left) * (1.0 - ROUNDING_MARGIN)
     return mu, out
-
-
-#: The model's share of mu is shrunk by this relative amount (:func:`split_mu`).
-ROUNDING_MARGIN = 1e-12
 
 
 def fit_default(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, delta, rng,

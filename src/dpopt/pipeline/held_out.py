@@ -25,18 +25,27 @@ import math
 import numpy as np
 
 from dpopt.data.chunked import _features
-from dpopt.preprocessing._norms import noisy_target_mean
 
-__all__ = ["candidates", "per_record_scores", "score_totals", "held_out_totals", "noisy_scores",
-           "noisy_score_totals", "noisy_mean", "prediction_gap_bound", "noisy_difference",
-           "noisy_difference_total"]
+__all__ = ["candidates", "per_record_scores", "score_totals", "summed_over_records",
+           "held_out_totals", "noisy_scores", "noisy_score_totals", "prediction_gap_bound",
+           "noisy_difference", "noisy_difference_total"]
+
+
+def _outside_unit(scores):
+    """Per record: whether a score leaves [0, 1] (the bound the noise assumes)."""
+    return np.any((scores < 0) | (scores > 1), axis=1)
+
+
+def _beyond(differences, bound):
+    """Per record: whether a paired difference leaves [-bound, bound] (up to rounding)."""
+    return np.abs(differences) > bound * (1 + 1e-9) + 1e-12
 
 
 def noisy_scores(per_record, mu, rng):
     """Mean of each column of ``per_record`` (values in [0, 1], m rows, k columns) plus
     N(0, sigma^2), sigma = sqrt(k) / (m mu): a Gaussian mechanism of multiplier 1 / mu
     (L2 sensitivity sqrt(k) / m under replace-one). Returns (noisy means, sigma)."""
-    if np.any(per_record < 0) or np.any(per_record > 1):
+    if np.any(_outside_unit(per_record)):
         raise RuntimeError("internal error: a per-record score outside [0, 1]; nothing is "
                            "released")
     return noisy_score_totals(per_record.sum(axis=0), per_record.shape[0], mu, rng)
@@ -73,13 +82,6 @@ def candidates(auto, regression, fit_intercept, constant=None):
     return out + [("constant +1", zero, 1.0), ("constant -1", zero, -1.0)]
 
 
-def noisy_mean(values, mu, rng):
-    """Mean of m values in [-1, 1] plus N(0, (2 / (m mu))^2), mu-GDP
-    (:func:`dpopt.preprocessing._norms.noisy_target_mean` of their sum)."""
-    values = np.clip(values, -1.0, 1.0)  # already in [-1, 1] up to rounding; the bound is exact
-    return noisy_target_mean(float(np.sum(values)), len(values), mu, rng)[0]
-
-
 def per_record_scores(scaling, target, cands, X_val, y_val, regression):
     """Per-record scores in [0, 1] (module docstring), one column per released number:
     for a classifier with an intercept the two constants share one column (their scores
@@ -103,33 +105,41 @@ def score_totals(X_val, y_val, *, scaling, target, cands, regression, bound):
     score columns (each in [0, 1]); and, last, how many records break those bounds (0
     unless something is wrong: the release then refuses). A row of the block's sums, so
     that in memory it is one call and out of core a sum over chunks
-    (:func:`_chunk_score_totals`)."""
+    (:func:`summed_over_records`)."""
     scores = per_record_scores(scaling, target, cands, X_val, y_val, regression)
     if regression:
         scores = scores[:, :1] - scores[:, 1:2]
-        broken = np.abs(scores) > bound * (1 + 1e-9) + 1e-12
+        broken = _beyond(scores[:, 0], bound)
     else:
-        broken = (scores < 0) | (scores > 1)
-    return np.append(scores.sum(axis=0), np.count_nonzero(np.any(broken, axis=1)))
+        broken = _outside_unit(scores)
+    return np.append(scores.sum(axis=0), np.count_nonzero(broken))
 
 
-def _chunk_score_totals(xb, yb, **kwargs):
-    """:func:`score_totals` of one chunk (run on the workers: a module-level pure function)."""
-    return score_totals(_features(xb), np.asarray(yb, dtype=np.float64)[:, 0], **kwargs)[None, :]
+def _chunk_totals(xb, yb, *, totals_of, **kwargs):
+    """``totals_of`` of one chunk (run on the workers: a module-level pure function)."""
+    return totals_of(_features(xb), np.asarray(yb, dtype=np.float64)[:, 0], **kwargs)[None, :]
+
+
+def summed_over_records(data, totals_of, width, **kwargs):
+    """The sums ``totals_of(X, y, **kwargs)`` (a row of ``width`` numbers whose last counts
+    the records that break the bound their release's noise assumes) over the records of
+    ``data``: one call in memory, a sum over chunks out of core. Refuses (nothing is
+    released) when any record broke its bound; returns the other sums."""
+    if data.chunked:
+        totals = data.raw._reduce(_chunk_totals, width, totals_of=totals_of, **kwargs)
+    else:
+        totals = totals_of(data.X, data.y, **kwargs)
+    if totals[-1] != 0:
+        raise RuntimeError("internal error: a per-record score beyond its bound; nothing is "
+                           "released")
+    return totals[:-1]
 
 
 def held_out_totals(data, **kwargs):
     """:func:`score_totals` over the held-out records ``data`` (in memory, or chunked: one
     pass, summed over the chunks); refuses when a record broke its bound."""
-    if data.chunked:
-        width = 2 if kwargs["regression"] else 3  # one or two columns, then the count
-        totals = data.raw._reduce(_chunk_score_totals, width, **kwargs)
-    else:
-        totals = score_totals(data.X, data.y, **kwargs)
-    if totals[-1] != 0:
-        raise RuntimeError("internal error: a per-record score beyond its bound; nothing is "
-                           "released")
-    return totals[:-1]
+    width = 2 if kwargs["regression"] else 3  # one or two columns, then the count
+    return summed_over_records(data, score_totals, width, **kwargs)
 
 
 def prediction_gap_bound(model, constant):
@@ -149,7 +159,7 @@ def noisy_difference(differences, bound, mu, rng):
     (replace-one), so this is a Gaussian mechanism of multiplier 1 / mu, mu-GDP. A bound of
     H < 1 makes it 1/H times more precise than releasing the two scores (their difference
     has standard deviation 2 / (m mu)). Returns (noisy mean, sigma)."""
-    if bound > 0.0 and np.any(np.abs(differences) > bound * (1 + 1e-9) + 1e-12):
+    if bound > 0.0 and np.any(_beyond(differences, bound)):
         raise RuntimeError("internal error: a score difference beyond its bound; nothing is "
                            "released")
     return noisy_difference_total(float(np.sum(differences)), len(differences), bound, mu, rng)

@@ -42,9 +42,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from dpopt.data.chunked import _features, is_chunked_input
-from dpopt.pipeline.chunked import ChunkedData
-from dpopt.pipeline.held_out import _margins
+from dpopt.pipeline.held_out import _margins, summed_over_records
 from dpopt.pipeline.multiclass import fit_default_one_vs_rest
 from dpopt.pipeline.selection import (
     MARGIN,
@@ -53,8 +51,10 @@ from dpopt.pipeline.selection import (
     _delta_judged_on,
     _records,
     _rows,
+    as_records,
     branch_mu,
     choose,
+    is_chunked,
     resolve_alpha,
     split_rows,
 )
@@ -68,9 +68,8 @@ def fit_selected_one_vs_rest(X, labels, n_classes, *, penalty, penalty_kwargs, f
     """:func:`dpopt.pipeline.multiclass.fit_default_one_vs_rest` with the held-out choice of
     the module docstring; same arguments and result, ``plan["selection"]`` records it.
     ``labels`` are class indices 0..k-1; ``penalty_kwargs["alpha"]`` may be ``"auto"``."""
-    if getattr(X, "is_chunked", False) is not True and is_chunked_input(X):
-        X, labels = ChunkedData.of(X, labels, loss="squared", fit_intercept=fit_intercept).raw, None
-    chunked = getattr(X, "is_chunked", False) is True
+    X, labels = as_records(X, labels, "squared", fit_intercept)
+    chunked = is_chunked(X)
     n = X.n_samples if chunked else X.shape[0]
     m = int(math.floor(VALIDATION_FRACTION * n))
     kw = dict(penalty=penalty, fit_intercept=fit_intercept, epsilon=epsilon, delta=delta,
@@ -128,33 +127,31 @@ def class_scores(scaling, coef, intercept, X_val, y_val, n_classes):
     return np.column_stack([np.argmax(margins, axis=1) == y_val, onehot]).astype(np.float64)
 
 
+def _not_a_class_row(per_record):
+    """Per record: whether its scores break the structure the sensitivity needs (a 0/1
+    column, then a one-hot row)."""
+    first, onehot = per_record[:, 0], per_record[:, 1:]
+    return ~(((first == 0) | (first == 1)) & np.all((onehot == 0) | (onehot == 1), axis=1)
+             & (onehot.sum(axis=1) == 1))
+
+
 def class_totals(X_val, y_val, **kwargs):
     """The column sums of :func:`class_scores` over one block of records and, last, how many
-    records break the structure the sensitivity needs (a 0/1 column, then a one-hot row)."""
+    records break the structure the sensitivity needs (:func:`_not_a_class_row`)."""
     per_record = class_scores(X_val=X_val, y_val=y_val, **kwargs)
-    first, onehot = per_record[:, 0], per_record[:, 1:]
-    broken = ~(((first == 0) | (first == 1)) & np.all((onehot == 0) | (onehot == 1), axis=1)
-               & (onehot.sum(axis=1) == 1))
-    return np.append(per_record.sum(axis=0), np.count_nonzero(broken))
-
-
-def _chunk_class_totals(xb, yb, **kwargs):
-    """:func:`class_totals` of one chunk (on the workers)."""
-    return class_totals(_features(xb), np.asarray(yb, dtype=np.float64)[:, 0], **kwargs)[None, :]
+    return np.append(per_record.sum(axis=0), np.count_nonzero(_not_a_class_row(per_record)))
 
 
 def held_out_class_totals(data, auto, n_classes):
     """(column sums, m) of the held-out records ``data`` (in memory, or summed chunk by
-    chunk); refuses when a record breaks the structure."""
+    chunk: :func:`dpopt.pipeline.held_out.summed_over_records`, which refuses when a record
+    breaks the structure)."""
     r = auto.result
-    kwargs = dict(scaling=auto.scaling, coef=np.asarray(r.coef, dtype=np.float64),
-                  intercept=np.asarray(r.intercept, dtype=np.float64), n_classes=n_classes)
-    totals = (data.raw._reduce(_chunk_class_totals, n_classes + 2, **kwargs) if data.chunked
-              else class_totals(data.X, data.y, **kwargs))
-    if totals[-1] != 0:
-        raise RuntimeError("internal error: class scores that are not a 0/1 column and a "
-                           "one-hot label; nothing is released")
-    return totals[:-1], data.shape[0]
+    totals = summed_over_records(data, class_totals, n_classes + 2, scaling=auto.scaling,
+                                 coef=np.asarray(r.coef, dtype=np.float64),
+                                 intercept=np.asarray(r.intercept, dtype=np.float64),
+                                 n_classes=n_classes)
+    return totals, data.shape[0]
 
 
 def noisy_class_scores(per_record, mu, rng):
@@ -163,9 +160,7 @@ def noisy_class_scores(per_record, mu, rng):
     one record moves at most three means by 1/m each (module docstring), so this is a
     Gaussian mechanism of multiplier 1 / mu, mu-GDP. The structure the bound needs is
     checked, not assumed. Returns (noisy means, sigma)."""
-    first, onehot = per_record[:, 0], per_record[:, 1:]
-    if not (np.all((first == 0) | (first == 1)) and np.all((onehot == 0) | (onehot == 1))
-            and np.all(onehot.sum(axis=1) == 1)):
+    if np.any(_not_a_class_row(per_record)):
         raise RuntimeError("internal error: class scores that are not a 0/1 column and a "
                            "one-hot label; nothing is released")
     return noisy_class_totals(per_record.sum(axis=0), per_record.shape[0], mu, rng)

@@ -13,8 +13,8 @@ scores (post-processing). Candidates (:func:`candidates`):
 * the model released by the training branch;
 * the constant predictor: for a classifier both classes (the majority class is the better
   of the two on the validation part, no estimate needed); for a regressor the noisy mean
-  of the validation part's scaled target (:func:`noisy_mean`), released first by the
-  validation branch. Without an intercept the only constant is 0. (The model's own
+  of the validation part's scaled target (its data adapter's ``target_mean``), released
+  first by the validation branch. Without an intercept the only constant is 0. (The model's own
   intercept is not the mean of y: it absorbs the noise of the private feature means, which
   can be large with many features and a small budget.)
 
@@ -122,12 +122,11 @@ from dpopt.pipeline.chunked import ChunkedData
 from dpopt.pipeline.constant import all_rows_mean, composed, constant_mu, pooled_mean
 from dpopt.pipeline.default_path import model_possible
 from dpopt.pipeline.feature_selection import fit_routed
-from dpopt.pipeline.held_out import (  # noqa: F401 (noisy_scores, noisy_mean: public here too)
+from dpopt.pipeline.held_out import (  # noqa: F401 (noisy_scores, noisy_difference: public here too)
     candidates,
     held_out_totals,
     noisy_difference,
     noisy_difference_total,
-    noisy_mean,
     noisy_score_totals,
     noisy_scores,
     prediction_gap_bound,
@@ -136,7 +135,7 @@ from dpopt.pipeline.scaling import InMemoryData, private_mean_of_y
 from dpopt.privacy import Gaussian, ObjectivePerturbation, gdp_mu
 
 __all__ = ["VALIDATION_FRACTION", "MARGIN", "fit_selected", "selection_runs", "validation_mu",
-           "default_alpha", "noisy_scores", "noisy_mean", "choose", "constant_resolved"]
+           "default_alpha", "noisy_scores", "choose", "constant_resolved"]
 
 #: Share of the records held out to choose between the model and the constant.
 VALIDATION_FRACTION = 0.2
@@ -207,19 +206,33 @@ def constant_resolved(noisy_constants, sigma):
 # --------------------------------------------------------------------------- the wrapper
 
 
+def is_chunked(X):
+    """Whether X is a :class:`~dpopt.data.chunked.ChunkedProblem` (its own target)."""
+    return getattr(X, "is_chunked", False) is True
+
+
+def as_records(X, y, loss, fit_intercept):
+    """(X, y) as the held-out choice reads them: chunked input (Dask collections, paths) as
+    one :class:`~dpopt.data.chunked.ChunkedProblem`, validated once, with y None; anything
+    else unchanged."""
+    if not is_chunked(X) and is_chunked_input(X):
+        return ChunkedData.of(X, y, loss=loss, fit_intercept=fit_intercept).raw, None
+    return X, y
+
+
 def _rows(X, y, index):
     """(X, y) of the records ``index``: a chunked problem's :meth:`~dpopt.data.chunked.ChunkedProblem.take`
     (its own target; y None); for a C-ordered float64 array, a
     :class:`~dpopt.data.rows.RowSubset` (the scaling's compiled passes read the rows in place
     instead of a copy of most of X)."""
-    if getattr(X, "is_chunked", False) is True:
+    if is_chunked(X):
         return X.take(index), None
     return (RowSubset.of(X, index) if not sp.issparse(X) else sp.csr_matrix(X)[index]), y[index]
 
 
 def _records(X, y):
     """The data adapter of the records (X, y) for the releases made here."""
-    return ChunkedData(X) if getattr(X, "is_chunked", False) is True else InMemoryData(X, y)
+    return ChunkedData(X) if is_chunked(X) else InMemoryData(X, y)
 
 
 def fit_selected(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, delta, rng,
@@ -247,9 +260,8 @@ def fit_selected(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon,
                                ("inference", inference or None)) if v is not None}
     fit = fit_routed if fit is None else fit
     loss_name = loss if isinstance(loss, str) else loss.name
-    if getattr(X, "is_chunked", False) is not True and is_chunked_input(X):
-        X, y = ChunkedData.of(X, y, loss=loss, fit_intercept=fit_intercept).raw, None
-    n = X.shape[0] if getattr(X, "is_chunked", False) is not True else X.n_samples
+    X, y = as_records(X, y, loss, fit_intercept)
+    n = X.n_samples if is_chunked(X) else X.shape[0]
     m = int(math.floor(VALIDATION_FRACTION * n))
     runs = regression and fit_intercept and selection_runs(n)
     # a share kept for the constant on all rows (dpopt.pipeline.constant; no selection, none)
