@@ -188,3 +188,22 @@ def test_when_every_column_is_an_indicator_the_histograms_budget_goes_to_the_mod
     assert mus["model"] ** 2 > 0.8 * auto.plan["mu"] ** 2
     reg = dpopt.DPLinearRegression(epsilon=1.0, random_state=0).fit(X, y)
     assert reg.epsilon_spent_ == pytest.approx(1.0, rel=1e-9)
+
+
+def test_a_public_side_is_never_replaced_by_the_test(monkeypatch):
+    """A column with one public bound (here its lower side, -5) is not tested: the user's
+    side reaches the histograms' release, which estimates the other."""
+    X = mixed()
+    y = X @ np.array([1.0, 2.0, 0.5, 0.1, 0.001]) + np.random.default_rng(3).standard_normal(4000)
+    released = []
+    original = default_path.InMemoryData.feature_bounds
+
+    def spy(self, mu, rng, bounds=None, grid=None):
+        released.append(bounds)
+        return original(self, mu, rng, bounds=bounds, grid=grid)
+
+    monkeypatch.setattr(default_path.InMemoryData, "feature_bounds", spy)
+    lower = np.array([-5.0, np.nan, np.nan, np.nan, np.nan])
+    auto = fit_default(X, y, epsilon=50.0, feature_bounds=(lower, np.full(5, np.nan)))
+    assert auto.plan["indicator_features"] == [1]
+    assert released[0][0][0] == -5.0 and np.isnan(released[0][1][0])

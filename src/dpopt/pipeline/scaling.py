@@ -22,6 +22,7 @@ from dpopt.preprocessing._bounds import (
     DEFAULT_BIN_CONFIDENCE,
     DEFAULT_GRID,
     ZERO_INFLATED_FALLBACK,
+    check_public_bounds,
     private_bounds_from_counts,
     scaled_feature_histograms,
 )
@@ -309,15 +310,14 @@ def _to_model(mus, *steps):
 
 
 def _indicators(data, bounds, mu, rng):
-    """The indicator test (:mod:`dpopt.preprocessing._indicators`) on the columns without
-    public bounds: (bounds with [0, 1] for the columns it finds to be 0/1 indicators, its
+    """The indicator test (:mod:`dpopt.preprocessing._indicators`) on the columns with no
+    public bound: (bounds with [0, 1] for the columns it finds to be 0/1 indicators, its
     records, those columns). They are then public to the feature bounds' release, which
     counts only the others (its noise is sqrt(2 p') / mu for p' released columns), and, as
     a table's bool columns, are not narrowed around their means."""
-    p = data.shape[1]
-    lower, upper = ((np.full(p, np.nan), np.full(p, np.nan)) if bounds is None else
-                    (np.array(np.broadcast_to(b, (p,)), dtype=np.float64) for b in bounds))
-    columns = np.flatnonzero(np.isnan(lower) | np.isnan(upper))
+    lower, upper = check_public_bounds(bounds, data.shape[1], "feature_bounds")
+    # only columns with no public side: a side the user gave is never replaced
+    columns = np.flatnonzero(np.isnan(lower) & np.isnan(upper))
     if columns.size == 0:
         return bounds, [], []
     test = private_indicators(data.other_value_counts(columns), data.shape[0], mu, rng,
