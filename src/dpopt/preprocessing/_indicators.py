@@ -10,9 +10,9 @@ table given as a DataFrame, whose bool and category columns have public [0, 1] b
 (:mod:`dpopt.preprocessing.table_encoder`), keeps its scale. An indicator column needs no
 histogram: its range is [0, 1].
 
-Mechanism. For each column j of X given no public bound (neither side), c_j = #{i : x_ij not in {0, 1}}
-is released with N(0, sigma^2) noise, sigma = sqrt(p') / mu (p' released columns). Replace-one
-adjacency (n public): replacing one record changes each c_j by at most 1, so the vector of
+Mechanism. For each column j of X given no public bound (neither side),
+c_j = #{i : x_ij not in {0, 1}} is released with N(0, sigma^2) noise, sigma = sqrt(p') / mu
+(p' released columns). Replace-one adjacency (n public): replacing one record changes each c_j by at most 1, so the vector of
 counts moves by at most sqrt(p') in L2; the release is the Gaussian mechanism of multiplier
 1 / mu, exactly mu-GDP (Dong, Roth & Su 2022), recorded as ``Gaussian(1 / mu, 1)``.
 
