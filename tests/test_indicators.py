@@ -86,13 +86,8 @@ def fit_default(X, y, epsilon, seed=0, **kw):
             regression=True, **kw)
 
 
-def test_the_default_path_gives_indicators_public_bounds_and_histograms_the_rest(monkeypatch):
-    """At a large budget the two indicators (and the count that is mostly 0/1: 45% of its
-    values are above 1, so not it) are found; the histograms are released for the other
-    columns only (sigma sqrt(2 p') / mu_b), and the plan's records and shares include the
-    test (sum of mu^2 = mu^2)."""
-    X = mixed()
-    y = X @ np.array([1.0, 2.0, 0.5, 0.1, 0.001]) + np.random.default_rng(3).standard_normal(4000)
+def bounds_released(monkeypatch):
+    """The public bounds each feature-bound release of the default path is given."""
     released = []
     original = default_path.InMemoryData.feature_bounds
 
@@ -101,6 +96,17 @@ def test_the_default_path_gives_indicators_public_bounds_and_histograms_the_rest
         return original(self, mu, rng, bounds=bounds, grid=grid)
 
     monkeypatch.setattr(default_path.InMemoryData, "feature_bounds", spy)
+    return released
+
+
+def test_the_default_path_gives_indicators_public_bounds_and_histograms_the_rest(monkeypatch):
+    """At a large budget the two indicators (and the count that is mostly 0/1: 45% of its
+    values are above 1, so not it) are found; the histograms are released for the other
+    columns only (sigma sqrt(2 p') / mu_b), and the plan's records and shares include the
+    test (sum of mu^2 = mu^2)."""
+    X = mixed()
+    y = X @ np.array([1.0, 2.0, 0.5, 0.1, 0.001]) + np.random.default_rng(3).standard_normal(4000)
+    released = bounds_released(monkeypatch)
     auto = fit_default(X, y, epsilon=50.0)
     plan = auto.plan
     assert plan["indicator_features"] == [0, 1]
@@ -195,14 +201,7 @@ def test_a_public_side_is_never_replaced_by_the_test(monkeypatch):
     side reaches the histograms' release, which estimates the other."""
     X = mixed()
     y = X @ np.array([1.0, 2.0, 0.5, 0.1, 0.001]) + np.random.default_rng(3).standard_normal(4000)
-    released = []
-    original = default_path.InMemoryData.feature_bounds
-
-    def spy(self, mu, rng, bounds=None, grid=None):
-        released.append(bounds)
-        return original(self, mu, rng, bounds=bounds, grid=grid)
-
-    monkeypatch.setattr(default_path.InMemoryData, "feature_bounds", spy)
+    released = bounds_released(monkeypatch)
     lower = np.array([-5.0, np.nan, np.nan, np.nan, np.nan])
     auto = fit_default(X, y, epsilon=50.0, feature_bounds=(lower, np.full(5, np.nan)))
     assert auto.plan["indicator_features"] == [1]
