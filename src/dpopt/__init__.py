@@ -20,6 +20,7 @@ _LAZY = {
     "PrivacyLeakWarning": "dpopt._core.exceptions",
     "WeakPrivacyWarning": "dpopt._core.exceptions",
     "UnchargedFitWarning": "dpopt._core.exceptions",
+    "NoIntervalsError": "dpopt._core.exceptions",
     "Problem": "dpopt.data",
     "FitResult": "dpopt.solvers",
     "available_solvers": "dpopt.solvers",

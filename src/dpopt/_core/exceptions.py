@@ -23,3 +23,10 @@ class UnchargedFitWarning(RuntimeWarning):
     """A fit ran outside every budget of its context while a ``with BudgetAccountant``
     block was open in another thread of the process: the budget does not see the fit
     (a worker thread starts with an empty context; see :mod:`dpopt.privacy.budget`)."""
+
+
+class NoIntervalsError(ValueError, AttributeError):
+    """A fit released nothing for confidence intervals (``inference=False``, another
+    solver, or a fit that could not give them). An ``AttributeError`` as well as a
+    ``ValueError``, like scikit-learn's ``NotFittedError``: ``hasattr(model, "bse_")`` is
+    False and ``dir(model)`` (IPython's completion, scikit-learn's ``__dir__``) works."""

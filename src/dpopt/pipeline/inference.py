@@ -98,6 +98,7 @@ import scipy.sparse as sp
 from scipy import special
 from sklearn.utils.validation import check_is_fitted
 
+from dpopt._core.exceptions import NoIntervalsError
 from dpopt.privacy import Gaussian
 from dpopt.solvers.adassp import symmetric_noise
 from dpopt.solvers.objective_perturbation import clip_feature_rows
@@ -501,19 +502,20 @@ class InferenceMixin:
         auto = getattr(self, "auto_", None)
         name = type(self).__name__
         if auto is None:
-            raise ValueError(f"{name} was fitted with solver={self.solver!r}: intervals are "
-                             f"only given for the default path (solver='auto', "
-                             f"inference=True)")
+            raise NoIntervalsError(f"{name} was fitted with solver={self.solver!r}: intervals "
+                                   f"are only given for the default path (solver='auto', "
+                                   f"inference=True)")
         if auto.inference is None:
             reason = (unsupported_reason(None, unlearnable=True) if auto.plan.get("unlearnable")
                       else auto.plan.get("inference_unavailable"))
             if reason is None:
-                raise ValueError(f"{name} was fitted with inference=False: nothing was released "
-                                 f"for intervals; refit with inference=True (it spends a share "
-                                 f"of the same epsilon)")
-            raise ValueError(f"{name}: no intervals for this fit: {reason}")
+                raise NoIntervalsError(f"{name} was fitted with inference=False: nothing was "
+                                       f"released for intervals; refit with inference=True (it "
+                                       f"spends a share of the same epsilon)")
+            raise NoIntervalsError(f"{name}: no intervals for this fit: {reason}")
         if auto.inference.unavailable is not None:
-            raise ValueError(f"{name}: no intervals for this fit: {auto.inference.unavailable}")
+            raise NoIntervalsError(f"{name}: no intervals for this fit: "
+                                   f"{auto.inference.unavailable}")
         return auto.inference
 
     @property
