@@ -129,7 +129,7 @@ def test_inference_off_by_default_and_errors_name_the_path():
         plain.conf_int()
     # an AttributeError too (like scikit-learn's NotFittedError): hasattr and dir() work
     with pytest.raises(dpopt.NoIntervalsError):
-        plain.bse_
+        _ = plain.bse_
     assert not hasattr(plain, "bse_") and "coef_" in dir(plain)
     explicit = dpopt.DPLinearRegression(epsilon=1.0, solver="adassp", random_state=0,
                                         solver_options={"row_bound": 1.0, "target_bound": 1.0})

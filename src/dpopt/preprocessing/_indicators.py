@@ -12,8 +12,9 @@ histogram: its range is [0, 1].
 
 Mechanism. For each column j of X given no public bound (neither side),
 c_j = #{i : x_ij not in {0, 1}} is released with N(0, sigma^2) noise, sigma = sqrt(p') / mu
-(p' released columns). Replace-one adjacency (n public): replacing one record changes each c_j by at most 1, so the vector of
-counts moves by at most sqrt(p') in L2; the release is the Gaussian mechanism of multiplier
+(p' released columns). Replace-one adjacency (n public): replacing one record changes each
+c_j by at most 1, so the vector of counts moves by at most sqrt(p') in L2; the release is
+the Gaussian mechanism of multiplier
 1 / mu, exactly mu-GDP (Dong, Roth & Su 2022), recorded as ``Gaussian(1 / mu, 1)``.
 
 Decision (post-processing, free). Column j is taken as an indicator, with the public range
