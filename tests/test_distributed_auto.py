@@ -415,3 +415,19 @@ def test_the_private_mean_of_a_concentrated_target_equals_the_in_memory_one():
     assert len(ref[2]) == 3 and "read again" in ref[3]
     assert got[0] == ref[0] and got[1] == pytest.approx(ref[1], abs=1e-12)
     assert got[2] == ref[2] and got[3] == ref[3]
+
+
+@on_cluster
+def test_auto_chunked_honours_public_feature_bounds():
+    """feature_bounds= on a chunked array is public knowledge as in memory: those columns
+    skip the bounds release (it was ignored on chunked arrays, which then paid for
+    histograms of columns the user had bounded)."""
+    bounds = {0: (-2.0, 2.0), 2: (-100.0, 20.0)}
+    ref, got = fit_pair(dpopt.DPLinearRegression, raw_data()[1], CHUNKINGS[0],
+                        feature_bounds=bounds)
+    assert got.auto_.plan["public_bounds"] == ref.auto_.plan["public_bounds"] == 2
+    assert_same_release(ref, got, TOL)
+    assert got.feature_bounds_[0][2] == -100.0 and got.feature_bounds_[1][0] <= 2.0
+    with pytest.raises(ValueError, match="feature_bounds"):
+        dpopt.DPLinearRegression(epsilon=1.0, feature_bounds={9: (0, 1)}).fit(
+            *as_dask(*raw_data(), 500))

@@ -34,6 +34,7 @@ from dpopt.pipeline.selection import fit_selected, selection_runs
 from dpopt.pipeline.selection import resolve_alpha as _resolve_alpha
 from dpopt.preprocessing.table_encoder import (
     TableEncoder,
+    array_bounds,
     dask_table,
     encode_partitions,
     is_dask_text_frame,
@@ -264,8 +265,9 @@ class _DPLinearModel(BaseEstimator):
             def prepare(rng):
                 target, prior = self._chunked_default_target(y, n, epsilon, delta, rng)
                 multiclass = self._n_classes() > 2  # class indices: "squared" checks no labels
-                return (problem_of(target, "squared" if multiclass else None, penalized=False),
-                        None, None, prior)
+                problem = problem_of(target, "squared" if multiclass else None, penalized=False)
+                bounds = array_bounds(getattr(self, "feature_bounds", None), problem.n_features)
+                return problem, None, bounds, prior
 
             self._fit_auto(prepare, epsilon, delta, penalty, penalty_kwargs)
             self.n_features_in_ = self.fit_result_.coef.shape[-1]

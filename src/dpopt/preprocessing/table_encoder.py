@@ -192,6 +192,12 @@ def _resolve_bounds(feature_bounds, schema, names, width):
     return lo, hi
 
 
+def array_bounds(feature_bounds, width):
+    """(lower, upper) of an array's ``feature_bounds`` ({column index: (lower, upper)}; NaN
+    where not given), or None: the estimators' public bounds for arrays given as chunks."""
+    return _resolve_bounds(feature_bounds, None, None, width)
+
+
 def _by_name(feature_bounds, names):
     """{column: (lower, upper)} from a dict keyed by name or index, checked."""
     if not isinstance(feature_bounds, dict):
