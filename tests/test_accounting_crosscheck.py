@@ -373,7 +373,7 @@ def test_fractional_batch_without_replacement_is_rounded_up():
 # the default path's held-out selection (dpopt.pipeline.selection)
 
 
-@pytest.mark.parametrize("estimator", ["logistic", "linear"])
+@pytest.mark.parametrize("estimator", ["logistic", "linear", "linear-dp-gd"])
 def test_selection_release_is_dominated_by_the_training_branch(estimator):
     """The score release (a Gaussian of L2 sensitivity sqrt(k)/m and std sigma, read from
     the selection's record) has, at every epsilon, a delta no larger than the training
@@ -389,11 +389,18 @@ def test_selection_release_is_dominated_by_the_training_branch(estimator):
     if estimator == "logistic":
         est = dpopt.DPLogisticRegression(epsilon=1.0, delta=delta, random_state=0)
         est.fit(X, (z > 0).astype(int))
-    else:
+    elif estimator == "linear":
         est = dpopt.DPLinearRegression(epsilon=1.0, delta=delta, random_state=0)
         est.fit(X, z + rng.standard_normal(800) + 20)  # a target the histogram places
         # in two bins ([10, 31.6]): its second look is one more Gaussian in the composition
         assert "target_refine" in est.auto_.plan["mu_shares"]
+    else:  # wide rows: AdaSSP declines; the curvature and T steps of DP-GD (Gaussians)
+        W = rng.standard_normal((3000, 80)) + rng.standard_normal((3000, 1))
+        est = dpopt.DPLinearRegression(epsilon=1.0, delta=delta, random_state=0,
+                                       feature_bounds={j: (-5.0, 5.0) for j in range(80)})
+        est.fit(W, W[:, :3].sum(axis=1) + rng.standard_normal(3000))
+        assert est.auto_.plan["solver"] == "dp-gd"
+        assert "curvature" in est.auto_.plan["mu_shares"]
     sel = est.auto_.plan["selection"]
     mechs = est.fit_result_.mechanisms
     nu = math.sqrt(sum(m.count / m.noise_multiplier ** 2 for m in mechs
@@ -416,7 +423,7 @@ def test_selection_release_is_dominated_by_the_training_branch(estimator):
         ratio = math.hypot(ratio, (2 / sel["validation_rows"]) / sel["sigma_mean"])
     # a regressor's constant on all rows: both sides meet it (it is among the mechanisms)
     mu_c = est.auto_.plan.get("constant_mu", 0.0)
-    assert (mu_c > 0) == (estimator == "linear")
+    assert (mu_c > 0) == estimator.startswith("linear")
     assert (Gaussian(1 / mu_c, 1) in mechs) if mu_c else True
     ratio = math.hypot(ratio, mu_c)
     for e in np.linspace(0.0, 3.0, 13):

@@ -69,6 +69,7 @@ from dpopt._core.exceptions import PrivacyLeakWarning
 from dpopt._core.validation import check_choice, check_delta, check_positive_int, check_scalar
 from dpopt.data import Problem
 from dpopt.pipeline.constant import release_constant
+from dpopt.pipeline.curvature import noisy_gram
 from dpopt.pipeline.multiclass_selection import noisy_class_scores
 from dpopt.pipeline.scaling import InMemoryData
 from dpopt.pipeline.selection import noisy_scores
@@ -527,6 +528,32 @@ def audit_indicator_counts(*, epsilon=DEFAULT_EPSILON, delta=DEFAULT_DELTA, n_ru
             scores[b, k] = float(np.sum(counts + noise_scale * (noisy - counts)))
     return _release_audit("indicator test (default path)", scores, mu, delta, confidence,
                           {"n": n, "p": p, "noise_scale": noise_scale})
+
+
+def audit_curvature(*, epsilon=DEFAULT_EPSILON, delta=DEFAULT_DELTA, n_runs=DEFAULT_RUNS, n=20,
+                    p=3, random_state=0, confidence=0.95, noise_scale=1.0) -> AuditResult:
+    """Empirical lower bound on the epsilon of DP-GD's curvature release on the default path
+    (:func:`dpopt.pipeline.curvature.noisy_gram`, sensitivity sqrt(2) B^2 without an
+    intercept). Neighbouring data of ``n`` rows of ``p`` features, all 0 except the canary
+    row, B e_1 on D0 and B e_2 on D1 (B = 1; the worst case: two diagonal entries move by
+    B^2). The statistic is the projection of the noisy Gram on that shift (entry (1, 1)
+    minus entry (0, 0)). ``noise_scale`` < 1 is a broken variant, for the tests only."""
+    epsilon = check_scalar(epsilon, "epsilon", low=0.0, low_open=True)
+    delta = check_delta(delta)
+    n_runs = check_positive_int(n_runs, "n_runs")
+    mu = gdp_mu(epsilon, delta)
+    rng = np.random.default_rng(random_state)
+    scores = np.empty((2, n_runs))
+    for b in range(2):
+        X = np.zeros((n, p))
+        X[0, b] = 1.0
+        problem = Problem(X, np.zeros(n), loss="squared", fit_intercept=False)
+        exact = X.T @ X
+        for k in range(n_runs):
+            noisy = exact + noise_scale * (noisy_gram(problem, 1.0, mu, rng)[0] - exact)
+            scores[b, k] = noisy[1, 1] - noisy[0, 0]
+    return _release_audit("curvature release (default path, DP-GD)", scores, mu, delta,
+                          confidence, {"n": n, "p": p, "noise_scale": noise_scale})
 
 
 def audit_class_scores(*, epsilon=DEFAULT_EPSILON, delta=DEFAULT_DELTA, n_runs=DEFAULT_RUNS,

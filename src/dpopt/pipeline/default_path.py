@@ -22,6 +22,9 @@ centred bounds        10%         (dense, with an intercept, when the feature bo
 row-norm bound        3%          noisy log-histogram of the scaled rows' norms -> its 95%
                                   quantile R (:func:`dpopt.privacy.private_quantile`)
 target bounds         5%          (regression) noisy histogram of y -> lower/upper quantiles
+curvature             2-50% of    (least squares where AdaSSP declines) noisy Gram matrix ->
+                      the model's a bound on lambda_max(X^T X / n), DP-GD's smoothness
+                                  (:mod:`dpopt.pipeline.curvature`)
 model                 the rest    the mechanism of :data:`AUTO_TABLE` on the scaled data
 ====================  ==========  ============================================================
 
@@ -38,7 +41,7 @@ mechanism (so the guarantee never depends on the data). A regression target is
 clipped to its private bounds and mapped to [-1, 1]. The fitted coefficients
 are mapped back to raw units; ``predict`` clips features to the same bounds.
 
-The model mechanism and its settings come from (loss, penalty, n, p) only, by
+The model mechanism and its settings come from (loss, penalty, n, p, mu) only, by
 the table below (:func:`choose_solver`), and the explicit solvers get their
 knobs from :func:`rules`, derived from the scaled domain (not from the data):
 
@@ -46,7 +49,10 @@ knobs from :func:`rules`, derived from the scaled domain (not from the data):
 loss                         penalty                        mechanism
 ===========================  =============================  ====================================
 squared                      none, l2                       ``adassp`` (Wang 2018): one pass,
-                                                            adaptive ridge, near-optimal n >> p
+                                                            adaptive ridge, near-optimal n >> p;
+                                                            ``dp-gd`` with a released curvature
+                                                            where AdaSSP declines (its noise on
+                                                            X^T X above the Gram's scale)
 logistic, huber              none, l2                       ``objective-perturbation``
                                                             (Redberg, Koskela & Wang 2023)
 any                          l1, elastic_net; or the        ``dp-cd`` with :func:`rules`
@@ -85,6 +91,7 @@ import numpy as np
 
 from dpopt._core.validation import MIN_EPSILON
 from dpopt.data import Problem
+from dpopt.pipeline.curvature import curvature_step
 from dpopt.pipeline.inference import SUPPORTED as INFERENCE_PATHS
 from dpopt.pipeline.inference import Inference, release_inference, unsupported_reason
 from dpopt.pipeline.scaling import (  # noqa: F401 (the scaling steps, public here too)
@@ -180,24 +187,35 @@ def _selection_note(plan):
 CHUNKED_REASON = "chunked data: dp-cd takes one cluster-wide reduction per coordinate"
 
 
-def choose_solver(loss, penalty, n, p, available, *, chunked=False) -> tuple[str, str]:
+def choose_solver(loss, penalty, n, p, available, *, chunked=False, mu=None) -> tuple[str, str]:
     """The mechanism for (loss, penalty) and why, read from the solvers' declarations
     (``register_solver(..., default_path=DefaultUse(...))``): among the ``available``
     solvers whose declaration applies, the highest rank. ``chunked``: the data is a
     :class:`~dpopt.data.chunked.ChunkedProblem`, so only solvers declared ``distributed``
     run; when the best one is not (dp-cd: one reduction per coordinate), the best
-    distributed one is chosen and the reason says so. (n, p) are for rules that need them;
-    the declared ranks do not."""
+    distributed one is chosen and the reason says so. ``mu``: the model's Gaussian-DP
+    mu; given, when the best solver's ``declines(n, p + 1, mu)`` gives a reason (its
+    error bound at these public sizes, e.g. AdaSSP's noise on X^T X above its scale), the
+    solver its declaration names ``instead`` is chosen and the reason says why. (n, p) are
+    public sizes; the data is never read."""
     uses = sorted((get_solver(name) for name in available), key=lambda s: -_rank(s))
     fits = [s for s in uses if s.default_path is not None and s.default_path.applies(loss, penalty)]
     if not fits:
         raise ValueError(f"no solver of the default path fits loss={loss!r}, penalty={penalty!r}")
+    declined = []
+    if mu is not None:
+        best = fits[0].default_path
+        why = best.declines and best.declines(n, p + 1, mu)
+        instead = [s for s in fits if s.name == best.instead]
+        if why and instead:
+            declined, fits = [f"{fits[0].name} passed over: {why}"], instead
     best = fits[0]
     chosen = next((s for s in fits if s.distributed), None) if chunked else best
     if chosen is None:
         raise ValueError(f"no distributed solver of the default path fits loss={loss!r}, "
                          f"penalty={penalty!r}")
     why = chosen.default_path.why.format(loss=loss, penalty=penalty)
+    why = "; ".join([*declined, why])
     return chosen.name, why if chosen is best else f"{CHUNKED_REASON}: {why}"
 
 
@@ -205,20 +223,21 @@ def _rank(spec):
     return spec.default_path.rank if spec.default_path is not None else -math.inf
 
 
-def rules(solver, *, loss, n, dim, mu, row_bound, alpha=0.0, huber_threshold=1.0):
+def rules(solver, *, loss, n, dim, mu, row_bound, alpha=0.0, huber_threshold=1.0, **released):
     """Public settings of ``solver`` on data scaled by the default path: its declared
     ``DefaultUse.settings`` (dp-gd, dp-sgd, dp-cd, adassp, objective perturbation; each
     solver module's ``default_settings`` says how they follow from the scaled domain).
 
     ``row_bound`` is R (features of every row have norm <= R after scaling; each feature
     is in [0, 1] or [-1, 1]); ``dim`` counts the intercept column. Nothing here reads the
-    data.
+    data. ``released``: numbers already released privately that a solver's settings take
+    (dp-gd's ``curvature``, :mod:`dpopt.pipeline.curvature`).
     """
     use = get_solver(solver).default_path
     if use is None:
         raise ValueError(f"no rule for solver {solver!r}")
     return use.settings(loss=loss, n=n, dim=dim, mu=mu, row_bound=row_bound, alpha=alpha,
-                        huber_threshold=huber_threshold)
+                        huber_threshold=huber_threshold, **released)
 
 
 # --------------------------------------------------------------------------- the pipeline
@@ -371,7 +390,18 @@ def fit_default(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, 
                            fit_intercept=fit_intercept, **penalty_kwargs)
     solver, why = choose_solver(loss_name, problem.penalty.name, n, p, available_solvers(),
                                 chunked=data.chunked)
-    options = _model_options(solver, problem, mus["model"], R, penalty_kwargs)
+    collapsed = target is not None and target.half_width == 0 and fit_intercept
+    if not (inference or row_mode or (collapsed and solver == "adassp")):
+        # AdaSSP's own error bound at these public sizes and the model's mu; not with rows
+        # normalized (too few rows to place per-feature bounds: the held-out choice mostly
+        # releases the constant, and AdaSSP's X^T y gives it a second, free estimate)
+        solver, why = choose_solver(loss_name, problem.penalty.name, problem.n_samples, p,
+                                    available_solvers(), chunked=data.chunked, mu=mus["model"])
+    curvature = None
+    if solver == "dp-gd" and loss_name == "squared":
+        curvature, rec = curvature_step(problem, mus, R, rng)
+        records.append(rec)
+    options = _model_options(solver, problem, mus["model"], R, penalty_kwargs, curvature)
     eps_model = gdp_epsilon(mus["model"], delta)
     if solver == "objective-perturbation":
         # not a Gaussian mechanism: it calibrates against the whole target, given the
@@ -379,8 +409,7 @@ def fit_default(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, 
         options["prior_mu"] = math.sqrt(max(mu_total ** 2 - mus["model"] ** 2, 0.0))
         eps_model = epsilon
     _check_model_share(eps_model, epsilon, delta, n)
-    if (solver == "adassp" and target is not None and target.half_width == 0 and fit_intercept
-            and not inference):
+    if solver == "adassp" and collapsed and not inference:
         return _mean_instead(data, p, problem, eps_model, delta, delta_total, mu_total, mus,
                              scaling, target, records, R, rng,
                              {"scaling": scaled_how, **columns_note}, prior, options)
@@ -546,11 +575,13 @@ def _mu_of(z):
     return mu if 1.0 / mu >= z else math.nextafter(mu, 0.0)
 
 
-def _model_options(solver, problem, mu, R, penalty_kwargs):
+def _model_options(solver, problem, mu, R, penalty_kwargs, curvature=None):
     alpha = float(penalty_kwargs.get("alpha", 0.0) or 0.0)
     threshold = problem.loss.param if problem.loss.name == "huber" else 1.0
+    extra = {} if curvature is None else {"curvature": curvature}
     return rules(solver, loss=problem.loss.name, n=problem.n_samples, dim=problem.dim, mu=mu,
-                 row_bound=R, alpha=alpha, huber_threshold=threshold)
+                 row_bound=R, alpha=alpha, huber_threshold=threshold, **extra)
+
 
 
 def _public(options):

@@ -202,7 +202,9 @@ class DefaultUse:
     highest that is ``distributed``); ``why``: the reason the fit's plan and report give;
     ``settings(*, loss, n, dim, mu, row_bound, alpha, huber_threshold)``: its options on the
     default path's scaled domain (features in [0, 1] or [-1, 1], rows of norm <= row_bound,
-    targets in [-1, 1]), from these public numbers only, never from the data.
+    targets in [-1, 1]), from these public numbers only, never from the data;
+    ``declines(n, dim, mu)``: None, or why its error bound rules it out at these public
+    sizes; the solver named ``instead`` is then chosen.
     """
 
     settings: Callable
@@ -210,6 +212,8 @@ class DefaultUse:
     losses: tuple = ()
     penalties: tuple = ()
     rank: int = 0
+    declines: Callable | None = None
+    instead: str | None = None
 
     def applies(self, loss, penalty) -> bool:
         return loss in self.losses and penalty in self.penalties

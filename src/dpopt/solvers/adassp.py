@@ -415,6 +415,30 @@ OPTIONS = (
 )
 
 
+def gram_noise_ratio(n, dim, mu, budget_split=DEFAULT_SPLIT):
+    """||E|| / (n B^2 / d): the spectral norm of the noise on X^T X (about 2 sqrt(d) sigma_2,
+    step 2 of the module docstring, with sigma_2 = sqrt(2) B^2 / mu_2) over the average
+    eigenvalue of X^T X when every row has norm B (trace n B^2 over d directions); B
+    cancels, so the ratio 2 sqrt(2) d^(3/2) / (n mu_2) is public. mu_2 is the share of
+    the X^T X release in the model's ``mu``."""
+    share = budget_split[1] / sum(budget_split)
+    return 2.0 * math.sqrt(2.0) * dim ** 1.5 / (n * mu * math.sqrt(share))
+
+
+def declines(n, dim, mu):
+    """Why the default path passes AdaSSP over at these public sizes, or None: when
+    :func:`gram_noise_ratio` exceeds 1, the ridge the noise on X^T X forces (of the noise's
+    own scale, step 2) is above the average eigenvalue of X^T X, so it shrinks most
+    directions of the solution by more than half; a gradient method's noise grows like
+    sqrt(d) B per step instead (DP-GD with a released curvature,
+    :mod:`dpopt.pipeline.curvature`)."""
+    ratio = gram_noise_ratio(n, dim, mu)
+    if ratio <= 1.0:
+        return None
+    return (f"its noise on X^T X is {ratio:.3g} times the average eigenvalue of X^T X "
+            f"(2 sqrt(2) d^1.5 / (n mu_2) > 1 at n = {n}, d = {dim})")
+
+
 # public bounds equal to the canary's norm (1) and below its label (clipped to 1). The canary
 # +-a e_1 leaves X^T X unchanged and moves only X^T y, so most of mu^2 goes to that release
 # (with the default split noise / 4 gives bounds 1.9-2.9 over seeds 0-5, here 2.7-3.7); the
@@ -435,6 +459,7 @@ def default_settings(*, row_bound, **public):
                              "intercept, for X^T X; 2 B_a B_y for X^T y (B_a^2 = B^2 + [intercept])",
                  default_path=DefaultUse(
                      default_settings, rank=30, losses=("squared",), penalties=("none", "l2"),
+                     declines=declines, instead="dp-gd",
                      why="squared loss with an L2 or no penalty: sufficient-statistics "
                          "perturbation with adaptive ridge (AdaSSP) needs one pass and no tuning"))
 def fit_adassp(problem, *, epsilon, delta, rng, row_bound=None, target_bound=None, rho=0.05,

@@ -10,7 +10,8 @@ sigma = z 2C/n and T steps are a homogeneous Gaussian composition
 (Gaussian-DP accountant, exact). Step: ``step_rule="global"`` uses
 Gamma = (gamma / beta) I with beta the global smoothness; ``"eso"`` uses
 Gamma = diag(gamma / (min(p, omega) M_j)) with omega the largest number of
-non-zeros in a row (the ESO step of the full sampling in DP-RBCD).
+non-zeros in a row (the ESO step of the full sampling in DP-RBCD). Every rule is
+post-processing of the noisy gradients: privacy does not depend on the step.
 ``output="last"`` returns the last iterate x_T (Wang, Ye, Xu 2017, Theorem 6.2:
 PL objectives); ``"random"`` returns x_tau with tau uniform on {0, ..., T-1}
 (Theorem 6.3, general smooth non-convex objectives: the bound is on the average
@@ -73,14 +74,27 @@ OPTIONS = (
 )
 
 
-def default_settings(*, loss, n, dim, mu, row_bound, alpha=0.0, huber_threshold=1.0):
+def default_settings(*, loss, n, dim, mu, row_bound, alpha=0.0, huber_threshold=1.0,
+                     curvature=None):
     """DP-GD on the default path's scaled domain (:func:`~dpopt.solvers._common.scaled_domain`):
     T = :func:`~dpopt.solvers._common.run_length` steps of 1 / beta with beta = c r^2 + alpha
     (a global smoothness bound), clip = G r, the largest per-sample gradient norm on the
-    domain (clipping binds only on rows the scaling rescaled). Public numbers only."""
+    domain (clipping binds only on rows the scaling rescaled). Public numbers only.
+
+    ``curvature``: a released bound on the loss's curvature, lambda_max(X^T X / n) for the
+    squared loss (:mod:`dpopt.pipeline.curvature`); then beta = curvature + alpha and T
+    follows the same bound with that beta: T ~ (beta n mu / (L sqrt(d)))^(2/3) is
+    run_length's (n mu / sqrt(d))^(2/3) times (beta / (c r^2))^(2/3), clamped to [5, 200]
+    (post-processing of the release: privacy does not depend on the step)."""
     T = run_length(n, dim, mu)
     G, c, r = scaled_domain(loss, row_bound, T, huber_threshold)
-    return {"passes": T, "step": 1.0, "clip": G * r, "smoothness": max(c * r ** 2 + alpha, 1e-12)}
+    if curvature is None:
+        return {"passes": T, "step": 1.0, "clip": G * r,
+                "smoothness": max(c * r ** 2 + alpha, 1e-12)}
+    beta = max(curvature + alpha, 1e-12)
+    T = int(min(200, max(5, round((n * mu * beta / (math.sqrt(dim) * c * r ** 2))
+                                  ** (2.0 / 3.0)))))
+    return {"passes": T, "step": 1.0, "clip": G * r, "smoothness": beta}
 
 
 @register_solver("dp-gd", description="DP proximal gradient descent, full batch (baseline)",

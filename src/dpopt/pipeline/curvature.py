@@ -1,0 +1,97 @@
+"""A released bound on the squared loss's curvature, for DP-GD's step on the default path.
+
+DP-GD takes steps 1 / beta, beta >= lambda_max(X^T X / n) the smoothness of the squared loss
+(1 / 2n) ||X w - y||^2 (plus alpha with an L2 penalty). The public bound r^2 (r bounds a
+row with its intercept coordinate) holds for any data but is up to d times too large: on
+scaled features whose directions share the row norm, lambda_max is about r^2 / d, and the
+intercept's column alone gives 1. A step that much too short needs that many more noisy
+steps. The default path runs DP-GD for least squares only where AdaSSP's noise on X^T X is
+above its scale (:func:`dpopt.solvers.adassp.declines`), and then releases the curvature
+first.
+
+**Release.** G = X_c^T X_c over the rows clipped to norm B (the intercept's column
+included), plus a symmetric Gaussian matrix E with iid N(0, sigma^2) entries on and above
+the diagonal, sigma = Delta / mu, where Delta is the sensitivity of that upper triangle under
+replace-one adjacency: sqrt(2) B^2, or sqrt(2 B^4 + 2 B^2 + 1/2) with an intercept (the
+same release as AdaSSP's second one, :func:`dpopt.solvers.adassp.sensitivities`). One
+Gaussian mechanism: mu-GDP, recorded as ``Gaussian(1 / mu)``.
+
+**Post-processing.** beta = (lambda_max(G + E) + 3 sqrt(2) sigma) / n. For the top
+eigenvector v of G, lambda_max(G + E) >= v^T G v + v^T E v, and v^T E v =
+sum_i v_i^2 E_ii + 2 sum_{i<j} v_i v_j E_ij is N(0, sigma^2 (2 - sum_i v_i^4)), of
+variance at most 2 sigma^2: beta >= lambda_max(G / n) with probability >= Phi(3) = 0.9987
+(and a beta below it by less than a factor 2 still converges). beta is then kept within
+the public [1, r^2] with an intercept (its column alone has curvature n / n = 1; every row
+has norm <= r), [beta, r^2] without one (r^2 when beta <= 0). The noise also lifts it:
+lambda_max(G + E) <= lambda_max(G) + ||E||, E||E|| <= 2 sqrt(d) sigma (as in
+:mod:`dpopt.solvers.adassp`, step 2).
+
+**Share** (:func:`curvature_share`). At its best run length DP-GD's excess risk is of order
+beta^(1/3) (L sqrt(d) / (n mu))^(2/3) (:func:`dpopt.solvers._common.run_length`), so a share s
+of the model's mu^2 spent here costs the steps a factor (1 - s)^(-1/3) and buys beta
+~ lambda_0 + a / sqrt(s), a = 2 sqrt(d) Delta / (n mu) the overestimate at s = 1: s minimises
+(lambda_0 + a / sqrt(s)) / (1 - s) on a public grid, lambda_0 = 1 the intercept column's
+own curvature (r^2 / d without an intercept). a is computed from public (n, d) and the
+released row bound: post-processing. The share comes out of the model's mu (fully adaptive
+composition of Gaussian mechanisms, Smith & Thakurta 2022, as for the target's second look).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from dpopt.privacy import Gaussian
+from dpopt.solvers.adassp import sensitivities, symmetric_noise
+
+#: Shares of the model's mu^2 that :func:`curvature_share` chooses among.
+SHARE_GRID = tuple(np.round(np.arange(0.02, 0.51, 0.02), 2))
+
+
+def curvature_share(n, dim, mu, row_bound, fit_intercept):
+    """The share s of the model's mu^2 for the release (module docstring), from public
+    (n, d) and the released row bound."""
+    delta = sensitivities(row_bound, 1.0, fit_intercept)[1]
+    a = 2.0 * math.sqrt(dim) * delta / (n * mu)
+    lam0 = 1.0 if fit_intercept else (row_bound ** 2) / dim
+    return min(SHARE_GRID, key=lambda s: (lam0 + a / math.sqrt(s)) / (1.0 - s))
+
+
+def noisy_gram(problem, row_bound, mu, rng):
+    """(G + E, n, sigma): the release of the module docstring, G the Gram matrix of
+    ``problem``'s rows clipped to ``row_bound`` (its intercept column included), E
+    symmetric with iid N(0, sigma^2) on and above the diagonal, sigma = Delta / mu."""
+    if not (mu > 0 and math.isfinite(mu)):
+        raise ValueError(f"mu must be positive and finite, got {mu!r}")
+    xtx, _, n = problem.sufficient_statistics(row_bound, 1.0)
+    xtx = np.asarray(xtx, dtype=np.float64)
+    sigma = sensitivities(row_bound, 1.0, problem.fit_intercept)[1] / mu
+    return xtx + sigma * symmetric_noise(xtx.shape[0], rng), n, sigma
+
+
+def private_curvature(problem, row_bound, mu, rng):
+    """(beta, record): the released upper bound on lambda_max(X^T X / n) of ``problem``'s
+    rows clipped to ``row_bound`` (module docstring) and its Gaussian record."""
+    noisy, n, sigma = noisy_gram(problem, row_bound, mu, rng)
+    top = float(np.linalg.eigvalsh(0.5 * (noisy + noisy.T))[-1])
+    beta = (top + 3.0 * math.sqrt(2.0) * sigma) / n
+    # public bounds on lambda_max(X^T X / n): at most r^2 (every row has norm <= r), at
+    # least 1 with an intercept (its column's own diagonal entry)
+    r2 = row_bound ** 2 + (1.0 if problem.fit_intercept else 0.0)
+    if problem.fit_intercept:
+        beta = max(1.0, beta)
+    elif not beta > 0:
+        beta = r2
+    return min(r2, beta), Gaussian(1.0 / mu)
+
+
+def curvature_step(problem, mus, row_bound, rng):
+    """The default path's step: (beta, record) of :func:`private_curvature` at the share
+    :func:`curvature_share` of the model's mu; ``mus`` (the plan's split) gets the step's
+    "curvature" mu and the model keeps the rest (their squares add up to the model's)."""
+    s = curvature_share(problem.n_samples, problem.dim, mus["model"], row_bound,
+                        problem.fit_intercept)
+    mus["curvature"] = math.sqrt(s) * mus["model"]
+    mus["model"] = math.sqrt(1.0 - s) * mus["model"]
+    return private_curvature(problem, row_bound, mus["curvature"], rng)
