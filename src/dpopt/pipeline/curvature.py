@@ -21,8 +21,8 @@ eigenvector v of G, lambda_max(G + E) >= v^T G v + v^T E v, and v^T E v =
 sum_i v_i^2 E_ii + 2 sum_{i<j} v_i v_j E_ij is N(0, sigma^2 (2 - sum_i v_i^4)), of
 variance at most 2 sigma^2: beta >= lambda_max(G / n) with probability >= Phi(3) = 0.9987
 (and a beta below it by less than a factor 2 still converges). beta is then kept within
-the public [1, r^2] with an intercept (its column alone has curvature n / n = 1; every row
-has norm <= r), [beta, r^2] without one (r^2 when beta <= 0). The noise also lifts it:
+public bounds: at most r^2 (every row has norm <= r) and, with an intercept, at least 1 (its
+column alone has curvature n / n = 1); without one a beta <= 0 becomes r^2. The noise also lifts it:
 lambda_max(G + E) <= lambda_max(G) + ||E||, E||E|| <= 2 sqrt(d) sigma (as in
 :mod:`dpopt.solvers.adassp`, step 2).
 

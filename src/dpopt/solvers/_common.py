@@ -210,8 +210,10 @@ BATCH_SIZE = Option("batch_size", None, None, "expected (Poisson) or fixed batch
 # ---------------------------------------------------------------------------
 # settings on the default path's scaled domain (the solvers' DefaultUse.settings)
 
-def run_length(n, dim, mu):
-    """T = (n mu / sqrt(dim))^(2/3), clamped to [5, 200].
+def run_length(n, dim, mu, curvature_ratio=1.0):
+    """T = (n mu / sqrt(dim))^(2/3), clamped to [5, 200]; times
+    ``curvature_ratio``^(2/3) inside the clamp when the step's smoothness beta is known to
+    be ``curvature_ratio`` times the domain's bound (the same trade-off at that beta).
 
     For a convex, L-Lipschitz, beta-smooth objective on a domain of radius D,
     noisy gradient descent with T steps of 1/beta has excess risk of order
@@ -221,7 +223,8 @@ def run_length(n, dim, mu):
     beta D / L is of order one, so it is set to one. The clamp keeps a minimum
     of progress and a bounded cost.
     """
-    return int(min(200, max(5, round((n * mu / math.sqrt(dim)) ** (2.0 / 3.0)))))
+    return int(min(200, max(5, round((n * mu * curvature_ratio / math.sqrt(dim))
+                                     ** (2.0 / 3.0)))))
 
 
 #: |loss'(z; y)| on the scaled domain (targets and predictions in [-1, 1]: the squared

@@ -92,8 +92,7 @@ def default_settings(*, loss, n, dim, mu, row_bound, alpha=0.0, huber_threshold=
         return {"passes": T, "step": 1.0, "clip": G * r,
                 "smoothness": max(c * r ** 2 + alpha, 1e-12)}
     beta = max(curvature + alpha, 1e-12)
-    T = int(min(200, max(5, round((n * mu * beta / (math.sqrt(dim) * c * r ** 2))
-                                  ** (2.0 / 3.0)))))
+    T = run_length(n, dim, mu, beta / (c * r ** 2))
     return {"passes": T, "step": 1.0, "clip": G * r, "smoothness": beta}
 
 
