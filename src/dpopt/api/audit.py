@@ -426,6 +426,16 @@ def _check_claim(claimed, res, adjacency):
 # the default path's held-out selection (dpopt.pipeline.selection)
 
 
+
+def _release_claim(epsilon, delta, n_runs):
+    """The checked (epsilon, delta, n_runs) of a single-release audit and mu =
+    gdp_mu(epsilon, delta), the Gaussian-DP parameter the release runs at."""
+    epsilon = check_scalar(epsilon, "epsilon", low=0.0, low_open=True)
+    delta = check_delta(delta)
+    n_runs = check_positive_int(n_runs, "n_runs")
+    return epsilon, delta, n_runs, gdp_mu(epsilon, delta)
+
+
 def audit_selection(*, epsilon=DEFAULT_EPSILON, delta=DEFAULT_DELTA, n_runs=DEFAULT_RUNS,
                     n_validation=50, n_columns=2, random_state=0, confidence=0.95,
                     noise_scale=1.0) -> AuditResult:
@@ -439,10 +449,7 @@ def audit_selection(*, epsilon=DEFAULT_EPSILON, delta=DEFAULT_DELTA, n_runs=DEFA
     mu = gdp_mu(epsilon, delta), the claim is (epsilon, delta); the statistic is the sum of
     the noisy means (along the shift). ``noise_scale`` < 1 is a broken variant, for the
     tests only (it multiplies the noise)."""
-    epsilon = check_scalar(epsilon, "epsilon", low=0.0, low_open=True)
-    delta = check_delta(delta)
-    n_runs = check_positive_int(n_runs, "n_runs")
-    mu = gdp_mu(epsilon, delta)
+    epsilon, delta, n_runs, mu = _release_claim(epsilon, delta, n_runs)
     d0 = np.zeros((n_validation, n_columns))
     d1 = d0.copy()
     d1[0] = 1.0
@@ -485,10 +492,7 @@ def audit_constant(*, epsilon=DEFAULT_EPSILON, delta=DEFAULT_DELTA, n_runs=DEFAU
     release runs at mu = gdp_mu(epsilon, delta) through the fit's code, with the identity
     as the target scale; the statistic is the noisy mean. ``noise_scale`` < 1 is a broken
     variant, for the tests only (it multiplies the noise)."""
-    epsilon = check_scalar(epsilon, "epsilon", low=0.0, low_open=True)
-    delta = check_delta(delta)
-    n_runs = check_positive_int(n_runs, "n_runs")
-    mu = gdp_mu(epsilon, delta)
+    epsilon, delta, n_runs, mu = _release_claim(epsilon, delta, n_runs)
     identity = SimpleNamespace(transform=lambda v: v)
     rng = np.random.default_rng(random_state)
     scores = np.empty((2, n_runs))
@@ -512,10 +516,7 @@ def audit_indicator_counts(*, epsilon=DEFAULT_EPSILON, delta=DEFAULT_DELTA, n_ru
     case: every count moves by 1). The release runs at mu = gdp_mu(epsilon, delta) through
     the fit's code; the statistic is the sum of the noisy counts (the projection on the
     shift). ``noise_scale`` < 1 is a broken variant, for the tests only."""
-    epsilon = check_scalar(epsilon, "epsilon", low=0.0, low_open=True)
-    delta = check_delta(delta)
-    n_runs = check_positive_int(n_runs, "n_runs")
-    mu = gdp_mu(epsilon, delta)
+    epsilon, delta, n_runs, mu = _release_claim(epsilon, delta, n_runs)
     rng = np.random.default_rng(random_state)
     scores = np.empty((2, n_runs))
     columns = np.arange(p)
@@ -538,10 +539,7 @@ def audit_curvature(*, epsilon=DEFAULT_EPSILON, delta=DEFAULT_DELTA, n_runs=DEFA
     row, B e_1 on D0 and B e_2 on D1 (B = 1; the worst case: two diagonal entries move by
     B^2). The statistic is the projection of the noisy Gram on that shift (entry (1, 1)
     minus entry (0, 0)). ``noise_scale`` < 1 is a broken variant, for the tests only."""
-    epsilon = check_scalar(epsilon, "epsilon", low=0.0, low_open=True)
-    delta = check_delta(delta)
-    n_runs = check_positive_int(n_runs, "n_runs")
-    mu = gdp_mu(epsilon, delta)
+    epsilon, delta, n_runs, mu = _release_claim(epsilon, delta, n_runs)
     rng = np.random.default_rng(random_state)
     scores = np.empty((2, n_runs))
     for b in range(2):
@@ -566,10 +564,7 @@ def audit_class_scores(*, epsilon=DEFAULT_EPSILON, delta=DEFAULT_DELTA, n_runs=D
     case: three means move by 1/m). The statistic is the projection of the noisy means on
     that shift (model + class 1 - class 0). ``noise_scale`` < 1 is a broken variant, for
     the tests only (it multiplies the noise)."""
-    epsilon = check_scalar(epsilon, "epsilon", low=0.0, low_open=True)
-    delta = check_delta(delta)
-    n_runs = check_positive_int(n_runs, "n_runs")
-    mu = gdp_mu(epsilon, delta)
+    epsilon, delta, n_runs, mu = _release_claim(epsilon, delta, n_runs)
     d0 = np.zeros((n_validation, n_classes + 1))
     d0[:, 1] = 1.0
     d1 = d0.copy()
