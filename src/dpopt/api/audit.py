@@ -421,10 +421,8 @@ def _check_claim(claimed, res, adjacency):
     return (max(claimed[0], now[0]),) + now[1:]
 
 
-
 # ---------------------------------------------------------------------------
 # the default path's held-out selection (dpopt.pipeline.selection)
-
 
 
 def _release_claim(epsilon, delta, n_runs):
