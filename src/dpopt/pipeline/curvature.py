@@ -42,6 +42,7 @@ import math
 
 import numpy as np
 
+from dpopt.pipeline.scaling import from_model
 from dpopt.privacy import Gaussian
 from dpopt.solvers.adassp import sensitivities, symmetric_noise
 
@@ -92,6 +93,5 @@ def curvature_step(problem, mus, row_bound, rng):
     "curvature" mu and the model keeps the rest (their squares add up to the model's)."""
     s = curvature_share(problem.n_samples, problem.dim, mus["model"], row_bound,
                         problem.fit_intercept)
-    mus["curvature"] = math.sqrt(s) * mus["model"]
-    mus["model"] = math.sqrt(1.0 - s) * mus["model"]
+    from_model(mus, "curvature", math.sqrt(s) * mus["model"])
     return private_curvature(problem, row_bound, mus["curvature"], rng)

@@ -388,15 +388,14 @@ def fit_default(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, 
                      else ""))
     problem = data.problem(scaling, target, loss=loss, penalty=penalty,
                            fit_intercept=fit_intercept, **penalty_kwargs)
-    solver, why = choose_solver(loss_name, problem.penalty.name, n, p, available_solvers(),
-                                chunked=data.chunked)
     collapsed = target is not None and target.half_width == 0 and fit_intercept
-    if not (inference or row_mode or (collapsed and solver == "adassp")):
-        # AdaSSP's own error bound at these public sizes and the model's mu; not with rows
-        # normalized (too few rows to place per-feature bounds: the held-out choice mostly
-        # releases the constant, and AdaSSP's X^T y gives it a second, free estimate)
-        solver, why = choose_solver(loss_name, problem.penalty.name, problem.n_samples, p,
-                                    available_solvers(), chunked=data.chunked, mu=mus["model"])
+    # the declarations' error bounds at these public sizes and the model's mu (AdaSSP may
+    # decline); not with rows normalized (too few rows to place per-feature bounds: the
+    # held-out choice mostly releases the constant, and AdaSSP's X^T y gives it a second,
+    # free estimate), with inference, or for a collapsed target (AdaSSP's mean instead)
+    judged = None if inference or row_mode or collapsed else mus["model"]
+    solver, why = choose_solver(loss_name, problem.penalty.name, problem.n_samples, p,
+                                available_solvers(), chunked=data.chunked, mu=judged)
     curvature = None
     if solver == "dp-gd" and loss_name == "squared":
         curvature, rec = curvature_step(problem, mus, R, rng)

@@ -294,8 +294,7 @@ def private_scaling(data, mus, *, fit_intercept, center, regression, rng, bounds
         if mu_r is not None:
             lo, hi, record = data.refined_target_bounds(lo, hi, mu_r, rng)
             records.append(record)
-            mus["target_refine"] = mu_r
-            mus["model"] = math.sqrt(mus["model"] ** 2 - mu_r ** 2)
+            from_model(mus, "target_refine", mu_r)
         target = TargetScaling.from_bounds(lo, hi, shift=fit_intercept)
     return scaling, target, R, records, columns_note
 
@@ -307,6 +306,13 @@ def _to_model(mus, *steps):
     Smith & Thakurta 2022, as :func:`refine_mu`)."""
     freed = sum(mus.pop(step, 0.0) ** 2 for step in steps)
     mus["model"] = math.sqrt(mus["model"] ** 2 + freed)
+
+
+def from_model(mus, step, mu):
+    """Give plan ``step`` the mu ``mu`` out of the model's (a release decided by an earlier
+    one's outcome): sum of mu^2 unchanged (fully adaptive composition, as :func:`_to_model`)."""
+    mus[step] = mu
+    mus["model"] = math.sqrt(max(mus["model"] ** 2 - mu ** 2, 0.0))
 
 
 def _indicators(data, bounds, mu, rng):
