@@ -161,9 +161,11 @@ class ChunkedData:
     def other_value_counts(self, columns):
         return self.raw._reduce(_chunk_other_value_counts, len(columns), columns=columns)
 
+    def scaled_sums(self, scaling):
+        return self.raw._reduce(_chunk_scaled_sums, self.shape[1], scaling=scaling)
+
     def means(self, scaling, mu, rng):
-        sums = self.raw._reduce(_chunk_scaled_sums, self.shape[1], scaling=scaling)
-        return noisy_means(sums, self.shape[0], mu, rng)
+        return noisy_means(self.scaled_sums(scaling), self.shape[0], mu, rng)
 
     def centred_bounds(self, scaling, columns, mu, rng):
         k = len(columns)

@@ -19,6 +19,8 @@ feature bounds        10%         per-feature noisy histograms on a public grid 
 centred bounds        10%         (dense, with an intercept, when the feature bounds take their
                                   default share) per-feature noisy histograms of the centred
                                   scaled values -> each feature's spread around its mean
+re-centring           from the    (features whose noisy mean missed their values) noisy means
+                      model's     of the narrowed features (:func:`~.scaling.recentre`)
 row-norm bound        3%          noisy log-histogram of the scaled rows' norms -> its 95%
                                   quantile R (:func:`dpopt.privacy.private_quantile`)
 target bounds         5%          (regression) noisy histogram of y -> lower/upper quantiles

@@ -1,9 +1,9 @@
 """The scaling steps of the default path (:mod:`dpopt.pipeline.default_path`): the data
 adapter in memory (:class:`InMemoryData`; :class:`dpopt.pipeline.chunked.ChunkedData` is its
 chunked twin) and the private releases that fix the features' and the target's scales
-(:func:`private_scaling`: the indicator test, bounds, means, centred bounds, row norm, target
-bounds). Every release here is a Gaussian mechanism whose sensitivity its function states;
-the shares of mu^2 come from :func:`dpopt.pipeline.default_path.plan_budget`."""
+(:func:`private_scaling`: the indicator test, bounds, means, centred bounds, re-centring, row
+norm, target bounds). Every release here is a Gaussian mechanism whose sensitivity its
+function states; the shares of mu^2 come from :func:`dpopt.pipeline.default_path.plan_budget`."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from dpopt.preprocessing import private_feature_bounds, private_target_bounds
 from dpopt.preprocessing._bounds import (
     COARSE_GRID,
     DEFAULT_BIN_CONFIDENCE,
+    DEFAULT_CONFIDENCE,
     DEFAULT_GRID,
     ZERO_INFLATED_FALLBACK,
     check_public_bounds,
@@ -27,7 +28,12 @@ from dpopt.preprocessing._bounds import (
     scaled_feature_histograms,
 )
 from dpopt.preprocessing._indicators import other_value_counts, private_indicators
-from dpopt.preprocessing._norms import noisy_means, noisy_target_mean, private_row_bound
+from dpopt.preprocessing._norms import (
+    mean_noise,
+    noisy_means,
+    noisy_target_mean,
+    private_row_bound,
+)
 from dpopt.preprocessing._refine import REFINE_BINS, concentrated, linear_counts, refined_bounds
 from dpopt.preprocessing.feature_maps import RowNormalization, Scaling, TargetScaling
 
@@ -36,6 +42,8 @@ SHARES = {"feature_bounds": 0.10, "feature_means": 0.04, "centred_bounds": 0.10,
           "row_norm": 0.03, "target_bounds": 0.05, "indicators": 0.02}
 #: The largest share a scaling step may take when its default share cannot resolve it.
 MAX_SHARE = 0.30
+#: The noise sd of the re-centring's means, on features spanning [-1, 1] (:func:`recentre_mu`).
+RECENTRE_SD = 0.1
 
 
 def bounds_resolvable(n, p, mu_bounds, grid=DEFAULT_GRID):
@@ -205,9 +213,12 @@ class InMemoryData:
     def other_value_counts(self, columns):
         return other_value_counts(self.X, columns)
 
-    def means(self, scaling, mu, rng):
+    def scaled_sums(self, scaling):
         # the column sums of the scaled X, without storing it (Scaling.column_sums)
-        return noisy_means(scaling.column_sums(self.X), self.shape[0], mu, rng)
+        return scaling.column_sums(self.X)
+
+    def means(self, scaling, mu, rng):
+        return noisy_means(self.scaled_sums(scaling), self.shape[0], mu, rng)
 
     def centred_bounds(self, scaling, columns, mu, rng):
         # the counts of scaling.transform(X), without storing it (the design that follows
@@ -278,8 +289,16 @@ def private_scaling(data, mus, *, fit_intercept, center, regression, rng, bounds
             records += rec
             scaling = scaling.centered(means)
             if "centred_bounds" in mus:
-                scaling, rec = _narrow(data, scaling, fb, mus["centred_bounds"], rng)
+                reach = DEFAULT_CONFIDENCE * mean_noise(*data.shape, mus["feature_means"])
+                scaling, rec, moved = _narrow(data, scaling, fb, mus["centred_bounds"], rng,
+                                              reach)
                 records += rec
+                mu_c = recentre_mu(data.shape[0], moved.size, mus)
+                if mu_c is not None:
+                    from_model(mus, "recentre", mu_c)
+                    scaling, rec = recentre(data, scaling, moved, mus["recentre"], rng)
+                    records += rec
+                    columns_note["recentred_features"] = moved.tolist()
         R, rec = data.row_bound(scaling, mus["row_norm"], rng)
         records += rec
     target = None
@@ -357,7 +376,7 @@ def refine_mu(n, mus):
     return mu_r if mu_r ** 2 <= 0.5 * mus["model"] ** 2 else None
 
 
-def _narrow(data, scaling, fb, mu, rng):
+def _narrow(data, scaling, fb, mu, rng, reach):
     """The centred features' own scale (step "centred bounds"): private bounds of the
     centred, scaled values of every feature whose bounds were released, then
     :meth:`Scaling.narrowed`. A feature whose values fill a small part of its first bounds
@@ -368,12 +387,56 @@ def _narrow(data, scaling, fb, mu, rng):
     the location-then-scale refinement of Karwa & Vadhan (ITCS 2018) and Biswas et al.
     (CoinPress, NeurIPS 2020). One histogram per released feature on the public grid:
     L2 sensitivity sqrt(2 p') under replace-one, one Gaussian record (mu-GDP), p' the
-    number of released features (public, whatever the data)."""
+    number of released features (public, whatever the data). ``reach`` bounds the noisy
+    means' error (``DEFAULT_CONFIDENCE`` standard deviations of :func:`noisy_means`, public):
+    a feature whose first bounds are one bin of the grid (:func:`_one_bin`) and whose centred
+    bounds are one-sided within it is narrowed about their middle (:meth:`Scaling.narrowed`).
+    Returns (scaling, records, the re-centred features)."""
     columns = fb.private_index
     if columns is None or len(columns) == 0:
-        return scaling, []
+        return scaling, [], np.zeros(0, dtype=np.intp)
     cb = data.centred_bounds(scaling, columns, mu, rng)
-    return scaling.narrowed(columns, cb.lower, cb.upper), list(cb.mechanisms)
+    narrow = _one_bin(fb.lower[columns], fb.upper[columns], fb.grid)
+    out = scaling.narrowed(columns, cb.lower, cb.upper, np.where(narrow, reach, 0.0))
+    return out, list(cb.mechanisms), np.flatnonzero(out.offset != scaling.offset)
+
+
+def _one_bin(lower, upper, grid):
+    """Whether bounds away from 0 are one bin of the log grid (its ends a factor
+    10^(1/bins_per_decade) apart): all the first release knows of such a feature is its
+    order of magnitude, so its values may fill a sliver of that range (a year in [1778,
+    3162]). A feature over several bins fills a good part of its range, and a one-sided
+    centred range is then the histogram's noise, not a mean that missed its bulk."""
+    factor = 10.0 ** (1.0 / grid.bins_per_decade) * (1.0 + 1e-9)
+    return ((lower > 0) & (upper <= lower * factor)) | ((upper < 0) & (lower >= upper * factor))
+
+
+def recentre_mu(n, k, mus):
+    """The mu of the re-centring of k features (:func:`recentre`), or None (no feature,
+    or the model would keep less than half its mu^2). Their narrowed values span [-1, 1],
+    so a mean with noise sd ``RECENTRE_SD`` = 0.1 leaves an offset whose square is about 1%
+    of that range's: sd 2 sqrt(k) / (n mu) = 0.1. Never more than the first location
+    step's mu."""
+    if k == 0:
+        return None
+    mu = min(mus["feature_means"], 2.0 * math.sqrt(k) / (n * RECENTRE_SD))
+    return mu if mu ** 2 <= 0.5 * mus["model"] ** 2 else None
+
+
+def recentre(data, scaling, columns, mu, rng):
+    """Step "re-centring": the location step again, for the features :func:`_narrow`
+    re-centred on the middle of one-sided bounds (a log-grid bin is coarse, so that middle
+    can sit half a range away from the values and the rows' norm grows by it). Their
+    narrowed values lie in [-1, 1]; mapped to [0, 1] by (z + 1) / 2 they are released by
+    :func:`noisy_means` (sensitivity sqrt(k) for k features under replace-one: one Gaussian
+    record of multiplier 1/mu), then :meth:`Scaling.recentred` subtracts the noisy means.
+    CoinPress (Biswas et al., NeurIPS 2020) iterates location and scale the same way; mu
+    (:func:`recentre_mu`) is taken out of the model's (the features are known only after
+    the centred bounds: fully adaptive composition)."""
+    n = data.shape[0]
+    sums = np.asarray(data.scaled_sums(scaling), dtype=float)[columns]
+    half, records = noisy_means(0.5 * (sums + n), n, mu, rng)
+    return scaling.recentred(columns, 2.0 * half - 1.0), records
 
 
 def warn_columns(plan, stacklevel=2):
@@ -395,6 +458,11 @@ def _column_lines(plan):
     if found:
         lines.append(f"features {_short(found)} ({len(found)}): a private count of their values "
                      f"outside {{0, 1}} found them 0/1 indicators; their range is [0, 1]")
+    moved = plan.get("recentred_features") or []
+    if moved:
+        lines.append(f"features {_short(moved)} ({len(moved)}): their values fill a sliver of one "
+                     f"bin of the bounds' grid, which the noisy mean missed; they were narrowed "
+                     f"about their own centre and re-centred by a second noisy mean")
     fell, dropped = plan.get("fallback_features") or [], plan.get("dropped_features") or []
     if fell:
         lo, hi = ZERO_INFLATED_FALLBACK

@@ -31,8 +31,13 @@ def noisy_means(sums, n, mu, rng):
     replaced, so the p sums have L2 sensitivity sqrt(p); N(0, p / mu^2) noise on each makes
     one Gaussian mechanism of multiplier 1/mu."""
     p = len(sums)
-    noisy = sums + rng.standard_normal(p) * (math.sqrt(p) / mu)
+    noisy = sums + rng.standard_normal(p) * (math.sqrt(p) / mu)  # means' sd: mean_noise
     return np.clip(noisy / n, 0.0, 1.0), [Gaussian(1.0 / mu, 1)]
+
+
+def mean_noise(n, p, mu):
+    """The standard deviation sqrt(p) / (n mu) of each mean of :func:`noisy_means` (public)."""
+    return math.sqrt(p) / (n * mu)
 
 
 def noisy_target_mean(total, n, mu, rng):

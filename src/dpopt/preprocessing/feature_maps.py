@@ -135,25 +135,49 @@ class Scaling:
         """The same map followed by subtracting ``means`` (in scaled units)."""
         return replace(self, offset=self.offset + np.asarray(means) * self.scale)
 
-    def narrowed(self, columns, lower, upper):
+    def narrowed(self, columns, lower, upper, reach=0.0):
         """The same centred map with feature ``columns[k]`` clipped to [lower[k], upper[k]]
         (bounds of its centred, scaled values: private bounds released after centring) and
         divided by s_k = min(1, max(|lower[k]|, |upper[k]|)), so that it spans [-1, 1]
-        instead of a small part of it. A feature whose bounds do not surround its mean
-        (lower[k] < 0 < upper[k] fails: collapsed, unresolved, or one-sided like a rare
-        indicator, whose bulk is one value) keeps its map: narrowing it would make it a
-        constant. Post-processing of released bounds: free."""
+        instead of a small part of it.
+
+        Bounds that do not surround the mean (lower[k] < 0 < upper[k] fails) are one-sided
+        for one of two reasons. The noisy mean missed a bulk narrower than the mean's own
+        noise (a year in [2000, 2015] whose first bounds are [1778, 3162]): then the near
+        end lies within ``reach`` of 0 (the caller's bound on the mean's error, in the same
+        scaled units), and the feature is re-centred on the middle of its bounds and divided
+        by their half-width, so it spans [-1, 1] about its own centre. Otherwise (collapsed,
+        unresolved, or a one-sided range beyond ``reach``) the feature keeps its map:
+        narrowing it would make it a constant or clip most of its values. Post-processing
+        of released bounds and of the released mean: free."""
         columns = np.asarray(columns, dtype=np.intp)
         lower, upper = np.asarray(lower, float), np.asarray(upper, float)
-        s = np.minimum(1.0, np.maximum(np.abs(lower), np.abs(upper)))
-        keep = (lower < 0) & (upper > 0)
-        c, lower, upper, s = columns[keep], lower[keep], upper[keep], s[keep]
-        lo, hi, sc = self.lower.copy(), self.upper.copy(), self.scale.copy()
-        lo[c] = np.maximum(lo[c], self.offset[c] + lower * sc[c])
-        hi[c] = np.minimum(hi[c], self.offset[c] + upper * sc[c])
+        surround = (lower < 0) & (upper > 0)
+        with np.errstate(invalid="ignore"):
+            missed = (((lower > 0) | (upper < 0)) & (lower < upper)
+                      & (np.maximum(np.abs(lower), np.abs(upper)) <= reach))
+        keep = surround | missed
+        middle = np.where(missed, 0.5 * (lower + upper), 0.0)
+        half = np.where(missed, 0.5 * (upper - lower), np.maximum(np.abs(lower), np.abs(upper)))
+        c, lower, upper = columns[keep], lower[keep], upper[keep]
+        middle, s = middle[keep], np.minimum(1.0, half[keep])
+        lo, hi, sc, off = self.lower.copy(), self.upper.copy(), self.scale.copy(), self.offset.copy()
+        lo[c] = np.maximum(lo[c], off[c] + lower * sc[c])
+        hi[c] = np.minimum(hi[c], off[c] + upper * sc[c])
         hi[c] = np.maximum(lo[c], hi[c])
+        off[c] = off[c] + middle * sc[c]
         sc[c] = sc[c] * s
-        return replace(self, lower=lo, upper=hi, scale=sc)
+        return replace(self, lower=lo, upper=hi, offset=off, scale=sc)
+
+    def recentred(self, columns, means):
+        """The same map with the values of feature ``columns[k]`` (in [-1, 1]) shifted by
+        ``-means[k]`` and divided by 1 + |means[k]|, so that they stay in [-1, 1]."""
+        columns = np.asarray(columns, dtype=np.intp)
+        means = np.asarray(means, dtype=float)
+        off, sc = self.offset.copy(), self.scale.copy()
+        off[columns] = off[columns] + means * sc[columns]
+        sc[columns] = sc[columns] * (1.0 + np.abs(means))
+        return replace(self, offset=off, scale=sc)
 
     def to_dict(self):
         """The map ``coef_`` needs at prediction time, for a model file."""
