@@ -352,8 +352,9 @@ def test_a_small_regressions_released_constant_is_near_the_exact_mean():
 def test_the_paired_difference_and_the_constant_have_the_stated_noise():
     from types import SimpleNamespace
 
+    from dpopt.pipeline.held_out import held_out_totals
     from dpopt.pipeline.scaling import InMemoryData
-    from dpopt.pipeline.selection import noisy_difference
+    from dpopt.pipeline.selection import noisy_difference_total
 
     identity = SimpleNamespace(transform=lambda v: v)  # the values are the scaled target
 
@@ -361,12 +362,20 @@ def test_the_paired_difference_and_the_constant_have_the_stated_noise():
         return InMemoryData(np.empty((len(values), 0)), values).target_mean(identity, mu, rng)[0]
 
     rng = np.random.default_rng(3)
-    diffs = rng.uniform(-0.3, 0.3, 200)
-    draws = np.array([noisy_difference(diffs, 0.3, 0.5, rng)[0] for _ in range(4000)])
+    # the paired differences as _select sums them: a model w x + 0 against the constant 0
+    X, y = rng.uniform(-1, 1, (200, 1)), rng.uniform(-0.5, 0.5, 200)
+    scaling = SimpleNamespace(transform=lambda v: v)
+    cands = [("model", np.array([0.3]), 0.0), ("constant", np.zeros(1), 0.0)]
+    data = InMemoryData(X, y)
+    total = held_out_totals(data, scaling=scaling, target=identity, cands=cands,
+                            regression=True, bound=0.3)[0]
+    draws = np.array([noisy_difference_total(total, 200, 0.3, 0.5, rng)[0]
+                      for _ in range(4000)])
     assert draws.std() == pytest.approx(2 * 0.3 / (200 * 0.5), rel=0.06)  # 2 H / (m mu)
-    assert draws.mean() == pytest.approx(diffs.mean(), abs=0.002)
+    assert draws.mean() == pytest.approx(total / 200, abs=0.002)
     with pytest.raises(RuntimeError, match="beyond its bound"):
-        noisy_difference(diffs, 0.1, 0.5, rng)
+        held_out_totals(data, scaling=scaling, target=identity, cands=cands, regression=True,
+                        bound=0.1)
     values = rng.uniform(-0.2, 0.2, 100)
     means = np.array([noisy_mean(values, 2.0, rng) for _ in range(4000)])
     assert means.std() == pytest.approx(2 / (100 * 2.0), rel=0.06)  # sensitivity 2/m

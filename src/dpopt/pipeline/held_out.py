@@ -7,7 +7,7 @@ the candidate predicts its label; a regressor: 1 - min(|y - f(x)|, 1) on the tra
 branch's scaled target), and a regressor's released number is the paired difference model -
 constant, bounded by :func:`prediction_gap_bound`. The release adds Gaussian noise to the
 means of those per-record numbers, calibrated to their replace-one sensitivity
-(:func:`noisy_scores`: sqrt(k) / m for k score columns; :func:`noisy_difference`: 2 H / m);
+(:func:`noisy_scores`: sqrt(k) / m for k score columns; :func:`noisy_difference_total`: 2 H / m);
 the privacy argument of the whole choice is in :mod:`dpopt.pipeline.selection`.
 
 The per-record numbers are summed where the records are (:func:`score_totals` over one block
@@ -28,7 +28,7 @@ from dpopt.data.chunked import _features
 
 __all__ = ["candidates", "per_record_scores", "score_totals", "summed_over_records",
            "held_out_totals", "noisy_scores", "noisy_score_totals", "prediction_gap_bound",
-           "noisy_difference", "noisy_difference_total"]
+           "noisy_difference_total"]
 
 
 def _outside_unit(scores):
@@ -153,21 +153,13 @@ def prediction_gap_bound(model, constant):
     return float(min(1.0, abs(b - c) + np.sum(np.abs(w))))
 
 
-def noisy_difference(differences, bound, mu, rng):
-    """Mean of m per-record score differences in [-bound, bound] plus N(0, sigma^2),
+def noisy_difference_total(total, m, bound, mu, rng):
+    """The mean of m per-record score differences in [-bound, bound], from their sum
+    ``total`` (checked where they were summed: :func:`score_totals`), plus N(0, sigma^2),
     sigma = 2 bound / (m mu): replacing one record moves the mean by at most 2 bound / m
     (replace-one), so this is a Gaussian mechanism of multiplier 1 / mu, mu-GDP. A bound of
     H < 1 makes it 1/H times more precise than releasing the two scores (their difference
     has standard deviation 2 / (m mu)). Returns (noisy mean, sigma)."""
-    if bound > 0.0 and np.any(_beyond(differences, bound)):
-        raise RuntimeError("internal error: a score difference beyond its bound; nothing is "
-                           "released")
-    return noisy_difference_total(float(np.sum(differences)), len(differences), bound, mu, rng)
-
-
-def noisy_difference_total(total, m, bound, mu, rng):
-    """:func:`noisy_difference` from the sum ``total`` of the m differences (checked where
-    they were summed: :func:`score_totals`)."""
     if bound <= 0.0:  # the model is the constant: nothing to compare, nothing released
         return 0.0, math.inf
     sigma = 2.0 * bound / (m * mu)

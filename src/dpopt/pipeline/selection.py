@@ -38,7 +38,7 @@ record is replaced, so the k released means have L2 sensitivity sqrt(k) / m; N(0
 noise with sigma = sqrt(k) / (m mu_s) makes them a Gaussian mechanism of multiplier
 1 / mu_s, i.e. mu_s-GDP (Dong, Roth & Su 2022). A regressor's paired difference moves by at
 most 2 H / m (one record's difference goes from -H to H), so N(0, (2 H / (m mu_s))^2) makes
-it mu_s-GDP (:func:`noisy_difference`); H is a function of the training branch's output and
+it mu_s-GDP (:func:`noisy_difference_total`); H is a function of the training branch's output and
 of the constant, both released before it (adaptive composition of Gaussians is GDP
 composition). For a regressor the constant is the noisy mean of the scaled target,
 released on all n rows with a share mu_c kept out of the training branch and pooled with
@@ -122,10 +122,9 @@ from dpopt.pipeline.chunked import ChunkedData
 from dpopt.pipeline.constant import all_rows_mean, composed, constant_mu, pooled_mean
 from dpopt.pipeline.default_path import model_possible
 from dpopt.pipeline.feature_selection import fit_routed
-from dpopt.pipeline.held_out import (  # noqa: F401 (noisy_scores, noisy_difference: public here too)
+from dpopt.pipeline.held_out import (  # noqa: F401 (noisy_scores: public here too)
     candidates,
     held_out_totals,
-    noisy_difference,
     noisy_difference_total,
     noisy_score_totals,
     noisy_scores,
