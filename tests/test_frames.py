@@ -41,6 +41,9 @@ def test_plan_reads_only_dtypes_and_declarations():
         F.plan_table(pd.DataFrame({"when": pd.to_datetime(["2020-01-01"])}))
     with pytest.raises(ValueError, match="categories: \\['nope'\\] are not columns"):
         F.plan_table(df, {"nope": ["a"]})
+    twice = df.set_axis(["age", "color", "age", "member", "size", "client"], axis=1)
+    with pytest.raises(ValueError, match="same name: \\['age'\\]"):  # was an AttributeError
+        dpopt.DPLinearRegression(epsilon=1.0).fit(twice, np.arange(100.0))
 
 
 def test_dataframe_fit_selects_privately_and_keeps_indicator_columns():

@@ -317,6 +317,9 @@ def _arrow_dictionary(dtype):
 def plan_table(df, categories=None):
     """The public schema of ``df``: one :class:`Column` per column, from the dtypes and the
     declared ``categories`` ({column: levels}) only (no value is read)."""
+    twice = sorted({str(c) for c in df.columns[df.columns.duplicated()]})
+    if twice:
+        raise ValueError(f"X has columns with the same name: {twice}; give each a unique name")
     declared = dict(categories or {})
     unknown = [c for c in declared if c not in df.columns]
     if unknown:
