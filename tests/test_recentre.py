@@ -157,3 +157,18 @@ def test_audit_recentre_catches_too_little_noise():
     assert ok.epsilon_lb <= ok.epsilon
     broken = audit_recentre(n_runs=1000, noise_scale=0.25)
     assert broken.epsilon_lb > broken.epsilon
+
+
+def test_objective_perturbation_is_not_preceded_by_a_recentring():
+    """Objective perturbation is calibrated against the scaling's mu, which must not depend
+    on the data (a search's probe accounts it in advance): no re-centring ahead of it."""
+    X, y = year_table(n=3000, p=20)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        clf = dpopt.DPLogisticRegression(epsilon=2.0, random_state=0, classes=[0, 1]).fit(
+            X, (y > np.median(y)).astype(int))
+        reg = dpopt.DPLinearRegression(epsilon=2.0, random_state=0).fit(X, y)
+    assert clf.auto_.plan["solver"] == "objective-perturbation"
+    assert "recentre" not in clf.auto_.plan["mu_shares"]
+    assert "recentred_features" not in clf.auto_.plan
+    assert reg.auto_.plan["recentred_features"] == [0]  # the same data, a Gaussian model

@@ -266,3 +266,47 @@ def test_search_with_a_column_transformer_on_a_string_frame():
     with pytest.warns(dpopt.PrivacyLeakWarning, match="standardscaler"):
         PrivateHyperparameterSearch(pipe(StandardScaler()), grid, mean_repetitions=2,
                                     random_state=0).fit(frame, y)
+
+
+def test_gaussian_records_are_dominated_by_their_total_mu():
+    """A composition of Gaussian mechanisms is mu-GDP with mu^2 the sum of theirs, whatever
+    their number and order (a fully adaptive one too: Smith & Thakurta 2022), so the
+    default path's steps that move mu^2 by what earlier releases said (a second look, a
+    re-centring) are accounted by the probe's total; other records keep the subsequence
+    rule."""
+    from dpopt.api.tuning import _dominated
+    from dpopt.privacy import ObjectivePerturbation
+
+    probe = [Gaussian(10.0), Gaussian(5.0), Gaussian(2.0)]  # mu^2 = 0.01 + 0.04 + 0.25
+    moved = [Gaussian(20.0), Gaussian(2.0), Gaussian(5.0)]  # 0.0025 + 0.25 + 0.04, reordered
+    assert _dominated(moved, probe)
+    assert not _dominated([Gaussian(5.0), Gaussian(1 / math.sqrt(0.3))], probe)  # 0.34 > 0.30
+    assert _dominated([Gaussian(10.0, count=4), Gaussian(2.0)], probe)  # 4 x 0.01 + 0.25
+    assert not _dominated([Gaussian(10.0, count=6), Gaussian(2.0)], probe)
+    op = ObjectivePerturbation(noise_multiplier=3.0, shift=0.1, dof=2)
+    # with another kind of record the records must match a subsequence, in order
+    assert _dominated([Gaussian(10.0), op], [Gaussian(10.0), Gaussian(5.0), op])
+    assert not _dominated([Gaussian(5.0), Gaussian(10.0), op], [Gaussian(10.0), Gaussian(5.0), op])
+
+
+@pytest.mark.parametrize("make", [dpopt.DPLinearRegression, dpopt.DPLogisticRegression,
+                                  dpopt.DPHuberRegressor])
+def test_search_accounts_the_default_paths_data_dependent_steps(make):
+    """A year among noise columns: the real fits re-centre it (least squares) or read the
+    target's range again (regressors) where the probe's surrogate data does not; the search
+    still accounts each candidate by its probe, and the fits' records are dominated."""
+    rng = np.random.default_rng(0)
+    n = 3000
+    year = rng.integers(2000, 2016, n).astype(float)
+    Z = rng.standard_normal((n, 20))
+    X, y = np.column_stack([year, Z]), (year - 2008) + Z[:, 0] + rng.standard_normal(n)
+    classifier = make is dpopt.DPLogisticRegression
+    target = (y > np.median(y)).astype(int) if classifier else y
+    est = make(epsilon=2.0, **({"classes": [0, 1]} if classifier else {}))
+    search = PrivateHyperparameterSearch(est, {"alpha": [1e-3, 1e-1]}, mean_repetitions=3,
+                                         random_state=1,
+                                         **({} if classifier else {"score_clip": 2.0}))
+    search.fit(X, target)
+    assert math.isfinite(search.epsilon_spent_) and search.epsilon_spent_ > 2.0
+    if make is dpopt.DPLinearRegression and search.best_estimator_ is not None:
+        assert search.best_estimator_.auto_.plan["recentred_features"] == [0]

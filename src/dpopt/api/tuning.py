@@ -68,7 +68,7 @@ from dpopt._core.exceptions import PrivacyLeakWarning
 from dpopt._core.validation import check_choice, check_delta, check_scalar, default_delta
 from dpopt.api.charge import charged
 from dpopt.api.estimators import _classes_of
-from dpopt.privacy import Laplace
+from dpopt.privacy import Gaussian, Laplace
 from dpopt.privacy.budget import Spend, _unbudgeted
 from dpopt.privacy.repetition import (  # noqa: F401 (public here: the search's accounting)
     DISTRIBUTIONS,
@@ -190,9 +190,23 @@ def _dominated(real, accounted):
     order, a subsequence of them (a step may release less on some data, e.g. a private
     scaler that skips its moments when the bounds collapse; composing fewer mechanisms
     loses less privacy), each with the same type and structure and a privacy loss
-    monotone in each compared field."""
+    monotone in each compared field. Or both are Gaussian mechanisms only, and the real
+    ones' mu^2 add up to at most the accounted ones': the default path moves mu^2 between
+    its steps by what earlier releases said (a second look at the target's range, a
+    re-centring, a curvature for DP-GD), and a fully adaptive composition of Gaussian
+    mechanisms whose mu^2 add up to at most mu^2 is mu-GDP (Smith & Thakurta 2022), so its
+    Renyi curve and privacy profile are those of one Gaussian of that mu: the accounted
+    records' own, whatever their number and order."""
+    if real and accounted and all(type(m) is Gaussian for m in (*real, *accounted)):
+        return _gdp_mu2(real) <= _gdp_mu2(accounted)
     it = iter(accounted)
     return all(any(_record_dominated(x, y) for y in it) for x in real)
+
+
+def _gdp_mu2(records):
+    """mu^2 of a composition of Gaussian records: count / multiplier^2 each (Dong, Roth &
+    Su 2022)."""
+    return math.fsum(m.count / m.noise_multiplier ** 2 for m in records)
 
 
 def _record_dominated(x, y):

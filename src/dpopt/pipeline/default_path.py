@@ -381,9 +381,13 @@ def fit_default(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, 
     row_mode = "feature_bounds" not in shares and public < p
     if row_mode:
         _warn_row_normalization(n, p, epsilon)
+    # the re-centring (its mu decided by the data) only ahead of a Gaussian model mechanism
+    family = choose_solver(loss_name, getattr(penalty, "name", penalty), n, p,
+                           available_solvers(), chunked=data.chunked)[0]
     scaling, target, R, records, columns_note = private_scaling(
         data, mus, fit_intercept=fit_intercept, center=center, regression=regression, rng=rng,
-        bounds=feature_bounds, row_mode=row_mode)
+        bounds=feature_bounds, row_mode=row_mode,
+        may_recentre=family != "objective-perturbation")
     records = (list(prior.records) if prior is not None else []) + records
     scaled_how = ("row-normalized" if row_mode else "private feature bounds"
                   + (" (coarse grid, 1 bin per decade)" if columns_note.get("coarse_grid")

@@ -257,14 +257,17 @@ def _data_of(X, y, loss, fit_intercept):
 
 
 def private_scaling(data, mus, *, fit_intercept, center, regression, rng, bounds=None,
-                    row_mode=None):
+                    row_mode=None, may_recentre=False):
     """The scaling steps of :func:`fit_default` (the releases of the module table with the
     mu of ``mus``; rows normalized, for free, when ``mus`` has no ``feature_bounds``).
     Returns ``(scaling, target_scaling or None, R, records, columns_note)``, the note naming
     the columns whose bounds fell back or collapsed (:func:`note_columns`). ``bounds``:
     public (lower, upper) per feature, NaN where unknown (those cost nothing). The feature
     bounds' histograms are on :func:`bounds_grid` of their mu (the note has ``coarse_grid``
-    True when that is the coarse grid)."""
+    True when that is the coarse grid). ``may_recentre``: whether the re-centring may run (its
+    mu, decided by the data, leaves the model: only for a Gaussian model mechanism, whose
+    mu can move between Gaussian releases; objective perturbation is calibrated against the
+    scaling's mu, which must not depend on the data)."""
     records, columns_note = [], {}
     if row_mode is None:
         row_mode = "feature_bounds" not in mus
@@ -293,7 +296,7 @@ def private_scaling(data, mus, *, fit_intercept, center, regression, rng, bounds
                 scaling, rec, moved = _narrow(data, scaling, fb, mus["centred_bounds"], rng,
                                               reach)
                 records += rec
-                mu_c = recentre_mu(data.shape[0], moved.size, mus)
+                mu_c = recentre_mu(data.shape[0], moved.size, mus) if may_recentre else None
                 if mu_c is not None:
                     from_model(mus, "recentre", mu_c)
                     scaling, rec = recentre(data, scaling, moved, mus["recentre"], rng)
@@ -307,13 +310,17 @@ def private_scaling(data, mus, *, fit_intercept, center, regression, rng, bounds
         records += list(tb.mechanisms)
         lo, hi = float(tb.lower[0]), float(tb.upper[0])
         # not with inference=True: the narrower range clips about 1% of a normal target,
-        # a bias of the estimand that intervals at large n would not cover
-        look = fit_intercept and "inference" not in mus and hi > lo
+        # a bias of the estimand that intervals at large n would not cover. Its mu leaves
+        # the model by public sizes alone, so the model's calibration (objective
+        # perturbation's prior) is the same whatever the first look said; a range collapsed
+        # onto one value cannot be read again and leaves it unspent
+        look = fit_intercept and "inference" not in mus
         mu_r = refine_mu(data.shape[0], mus) if look else None
         if mu_r is not None:
-            lo, hi, record = data.refined_target_bounds(lo, hi, mu_r, rng)
-            records.append(record)
             from_model(mus, "target_refine", mu_r)
+            if hi > lo:
+                lo, hi, record = data.refined_target_bounds(lo, hi, mu_r, rng)
+                records.append(record)
         target = TargetScaling.from_bounds(lo, hi, shift=fit_intercept)
     return scaling, target, R, records, columns_note
 
