@@ -171,4 +171,6 @@ def test_objective_perturbation_is_not_preceded_by_a_recentring():
     assert clf.auto_.plan["solver"] == "objective-perturbation"
     assert "recentre" not in clf.auto_.plan["mu_shares"]
     assert "recentred_features" not in clf.auto_.plan
+    z = clf.auto_.scaling.transform(X)[:, 0]
+    assert z.std() < 0.01  # nor narrowed about the middle of its bounds: the map it had
     assert reg.auto_.plan["recentred_features"] == [0]  # the same data, a Gaussian model

@@ -292,11 +292,14 @@ def private_scaling(data, mus, *, fit_intercept, center, regression, rng, bounds
             records += rec
             scaling = scaling.centered(means)
             if "centred_bounds" in mus:
-                reach = DEFAULT_CONFIDENCE * mean_noise(*data.shape, mus["feature_means"])
+                # a missed mean is narrowed about the bounds' middle only where the second
+                # location step can follow (reach 0: every one-sided range keeps its map)
+                reach = (DEFAULT_CONFIDENCE * mean_noise(*data.shape, mus["feature_means"])
+                         if may_recentre else 0.0)
                 scaling, rec, moved = _narrow(data, scaling, fb, mus["centred_bounds"], rng,
                                               reach)
                 records += rec
-                mu_c = recentre_mu(data.shape[0], moved.size, mus) if may_recentre else None
+                mu_c = recentre_mu(data.shape[0], moved.size, mus)
                 if mu_c is not None:
                     from_model(mus, "recentre", mu_c)
                     scaling, rec = recentre(data, scaling, moved, mus["recentre"], rng)
