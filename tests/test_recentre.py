@@ -161,7 +161,9 @@ def test_audit_recentre_catches_too_little_noise():
 
 def test_objective_perturbation_is_not_preceded_by_a_recentring():
     """Objective perturbation is calibrated against the scaling's mu, which must not depend
-    on the data (a search's probe accounts it in advance): no re-centring ahead of it."""
+    on the data (a search's probe accounts it in advance): no re-centring release ahead of
+    it; the free narrowing about the middle of the centred range still runs, and the year is
+    learned (accuracy 0.56 -> 0.66 at epsilon = 1 on such a table, docs/default_path.md)."""
     X, y = year_table(n=3000, p=20)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -170,7 +172,8 @@ def test_objective_perturbation_is_not_preceded_by_a_recentring():
         reg = dpopt.DPLinearRegression(epsilon=2.0, random_state=0).fit(X, y)
     assert clf.auto_.plan["solver"] == "objective-perturbation"
     assert "recentre" not in clf.auto_.plan["mu_shares"]
-    assert "recentred_features" not in clf.auto_.plan
+    assert clf.auto_.plan["recentred_features"] == [0]  # narrowed about the middle, free
+    assert "not centred again" in clf.auto_.report("DPLogisticRegression")
     z = clf.auto_.scaling.transform(X)[:, 0]
-    assert z.std() < 0.01  # nor narrowed about the middle of its bounds: the map it had
+    assert z.std() > 0.1 and np.all(np.abs(z) <= 1 + 1e-12)
     assert reg.auto_.plan["recentred_features"] == [0]  # the same data, a Gaussian model

@@ -264,9 +264,10 @@ def private_scaling(data, mus, *, fit_intercept, center, regression, rng, bounds
     the columns whose bounds fell back or collapsed (:func:`note_columns`). ``bounds``:
     public (lower, upper) per feature, NaN where unknown (those cost nothing). The feature
     bounds' histograms are on :func:`bounds_grid` of their mu (the note has ``coarse_grid``
-    True when that is the coarse grid). ``may_recentre``: whether the re-centring may run (its
-    mu, decided by the data, leaves the model: only for a Gaussian model mechanism, whose
-    mu can move between Gaussian releases; objective perturbation is calibrated against the
+    True when that is the coarse grid). ``may_recentre``: whether the re-centring's release
+    may follow the (free) narrowing of a feature whose mean missed its values (its mu,
+    decided by the data, leaves the model: only for a Gaussian model mechanism, whose mu can
+    move between Gaussian releases; objective perturbation is calibrated against the
     scaling's mu, which must not depend on the data)."""
     records, columns_note = [], {}
     if row_mode is None:
@@ -292,19 +293,17 @@ def private_scaling(data, mus, *, fit_intercept, center, regression, rng, bounds
             records += rec
             scaling = scaling.centered(means)
             if "centred_bounds" in mus:
-                # a missed mean is narrowed about the bounds' middle only where the second
-                # location step can follow (reach 0: every one-sided range keeps its map)
-                reach = (DEFAULT_CONFIDENCE * mean_noise(*data.shape, mus["feature_means"])
-                         if may_recentre else 0.0)
+                reach = DEFAULT_CONFIDENCE * mean_noise(*data.shape, mus["feature_means"])
                 scaling, rec, moved = _narrow(data, scaling, fb, mus["centred_bounds"], rng,
                                               reach)
                 records += rec
-                mu_c = recentre_mu(data.shape[0], moved.size, mus)
-                if mu_c is not None:
+                if moved.size:  # narrowed about their bounds' middle (free)
+                    columns_note["recentred_features"] = moved.tolist()
+                mu_c = recentre_mu(data.shape[0], moved.size, mus) if may_recentre else None
+                if mu_c is not None:  # then centred by a second location release
                     from_model(mus, "recentre", mu_c)
                     scaling, rec = recentre(data, scaling, moved, mus["recentre"], rng)
                     records += rec
-                    columns_note["recentred_features"] = moved.tolist()
         R, rec = data.row_bound(scaling, mus["row_norm"], rng)
         records += rec
     target = None
@@ -472,9 +471,11 @@ def _column_lines(plan):
                      f"outside {{0, 1}} found them 0/1 indicators; their range is [0, 1]")
     moved = plan.get("recentred_features") or []
     if moved:
+        again = ("re-centred by a second noisy mean" if "recentre" in plan.get("mu_shares", {})
+                 else "not centred again (objective perturbation's budget is fixed in advance)")
         lines.append(f"features {_short(moved)} ({len(moved)}): their values fill a sliver of one "
                      f"bin of the bounds' grid, which the noisy mean missed; they were narrowed "
-                     f"about their own centre and re-centred by a second noisy mean")
+                     f"about the middle of their centred range and {again}")
     fell, dropped = plan.get("fallback_features") or [], plan.get("dropped_features") or []
     if fell:
         lo, hi = ZERO_INFLATED_FALLBACK
