@@ -373,7 +373,8 @@ def test_fractional_batch_without_replacement_is_rounded_up():
 # the default path's held-out selection (dpopt.pipeline.selection)
 
 
-@pytest.mark.parametrize("estimator", ["logistic", "linear", "linear-dp-gd"])
+@pytest.mark.parametrize("estimator", ["logistic", "linear", "linear-dp-gd",
+                                       "linear-recentre"])
 def test_selection_release_is_dominated_by_the_training_branch(estimator):
     """The score release (a Gaussian of L2 sensitivity sqrt(k)/m and std sigma, read from
     the selection's record) has, at every epsilon, a delta no larger than the training
@@ -394,6 +395,12 @@ def test_selection_release_is_dominated_by_the_training_branch(estimator):
         est.fit(X, z + rng.standard_normal(800) + 20)  # a target the histogram places
         # in two bins ([10, 31.6]): its second look is one more Gaussian in the composition
         assert "target_refine" in est.auto_.plan["mu_shares"]
+    elif estimator == "linear-recentre":  # a year the noisy mean misses: one more Gaussian
+        year = rng.integers(2000, 2016, 4000).astype(float)
+        W = np.column_stack([year, rng.standard_normal((4000, 30))])
+        est = dpopt.DPLinearRegression(epsilon=1.0, delta=delta, random_state=0)
+        est.fit(W, (year - 2008) + W[:, 1] + rng.standard_normal(4000))
+        assert "recentre" in est.auto_.plan["mu_shares"]
     else:  # wide rows: AdaSSP declines; the curvature and T steps of DP-GD (Gaussians)
         W = rng.standard_normal((3000, 80)) + rng.standard_normal((3000, 1))
         est = dpopt.DPLinearRegression(epsilon=1.0, delta=delta, random_state=0,
