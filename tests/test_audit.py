@@ -242,7 +242,7 @@ def test_thorough_audit_add_remove_dp_sgd():
 def test_selection_score_release_passes_the_audit_and_its_broken_variant_is_caught():
     """The default path's held-out selection (dpopt.pipeline.selection): its score release at the
     claimed budget is consistent; with a quarter of the noise it is caught."""
-    from dpopt.api.audit import audit_selection
+    from dpopt.api.release_audits import audit_selection
 
     ok = audit_selection(n_runs=1000)
     assert ok.consistent and ok.epsilon == pytest.approx(2.0, rel=1e-6), ok.summary()
@@ -253,7 +253,7 @@ def test_selection_score_release_passes_the_audit_and_its_broken_variant_is_caug
 def test_the_one_vs_rest_class_scores_pass_the_audit_and_their_broken_variant_is_caught():
     """The k >= 3 held-out release (dpopt.pipeline.multiclass_selection, sensitivity sqrt(3)/m):
     consistent at the claimed budget, caught with a quarter of the noise."""
-    from dpopt.api.audit import audit_class_scores
+    from dpopt.api.release_audits import audit_class_scores
 
     ok = audit_class_scores(n_runs=1000)
     assert ok.consistent and ok.epsilon == pytest.approx(2.0, rel=1e-6), ok.summary()
@@ -264,7 +264,7 @@ def test_the_one_vs_rest_class_scores_pass_the_audit_and_their_broken_variant_is
 def test_the_regression_constant_on_all_rows_passes_the_audit_and_its_broken_variant_is_caught():
     """The held-out choice's constant on all rows (dpopt.pipeline.constant): consistent at the
     claimed budget, caught with a quarter of the noise."""
-    from dpopt.api.audit import audit_constant
+    from dpopt.api.release_audits import audit_constant
 
     ok = audit_constant(n_runs=1000)
     assert ok.consistent and ok.epsilon == pytest.approx(2.0, rel=1e-6), ok.summary()

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import dpopt
-from dpopt.api.audit import audit_curvature
+from dpopt.api.release_audits import audit_curvature
 from dpopt.data import Problem
 from dpopt.pipeline import default_path as auto
 from dpopt.pipeline.curvature import curvature_share, noisy_gram, private_curvature

@@ -68,7 +68,7 @@ def test_replacing_one_record_moves_the_counts_by_at_most_sqrt_p():
 
 
 def test_the_indicator_test_passes_the_audit_and_its_broken_variant_is_caught():
-    from dpopt.api.audit import audit_indicator_counts
+    from dpopt.api.release_audits import audit_indicator_counts
 
     ok = audit_indicator_counts(n_runs=1000)
     assert ok.consistent and ok.epsilon == pytest.approx(2.0, rel=1e-6), ok.summary()

@@ -11,7 +11,7 @@ import pytest
 
 import dpopt
 import dpopt.pipeline.scaling as scaling_module
-from dpopt.api.audit import audit_recentre
+from dpopt.api.release_audits import audit_recentre
 from dpopt.pipeline.scaling import (
     RECENTRE_SD,
     InMemoryData,

@@ -18,7 +18,7 @@ such check, and on a 178-row, 3-class table it scored below the majority class a
    (x', y') moves the model's mean by at most 1/m (its correctness goes from 0 or 1 to 0
    or 1) and two class means by 1/m each (y's down, y''s up), so the k + 1 means have L2
    sensitivity sqrt(3) / m whatever k; N(0, (sqrt(3) / (m mu_v))^2) on each is a Gaussian
-   mechanism of multiplier 1 / mu_v (audited: :func:`dpopt.api.audit.audit_class_scores`);
+   mechanism of multiplier 1 / mu_v (audited: :func:`dpopt.api.release_audits.audit_class_scores`);
 4. the model is released when its noisy score beats the best constant's by ``MARGIN``
    standard deviations of the noisy difference (:func:`dpopt.pipeline.selection.choose`); the
    best constant is the majority of the labels' noisy counts released on all rows by the

@@ -1,0 +1,213 @@
+"""Empirical audits of the default path's single releases: the held-out selection's scores,
+a regressor's constant on all rows, the indicator test, DP-GD's curvature, the re-centring
+and the one-vs-rest class scores. Each runs the fit's own release on neighbouring data
+that differ in one canary record (the worst case of its stated sensitivity) at
+mu = gdp_mu(epsilon, delta), and reads an empirical lower bound on epsilon from the
+distinguishing test of :mod:`dpopt.api.audit` (:func:`~dpopt.api.audit.empirical_epsilon`).
+``noise_scale`` < 1 is a broken variant, for the tests: a bound above the claim catches it.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+
+from dpopt._core.validation import check_delta, check_positive_int, check_scalar
+from dpopt.api.audit import (
+    DEFAULT_DELTA,
+    DEFAULT_EPSILON,
+    DEFAULT_RUNS,
+    AuditResult,
+    empirical_epsilon,
+)
+from dpopt.data import Problem
+from dpopt.pipeline.constant import release_constant
+from dpopt.pipeline.curvature import noisy_gram
+from dpopt.pipeline.multiclass_selection import noisy_class_scores
+from dpopt.pipeline.scaling import InMemoryData, recentre
+from dpopt.pipeline.selection import noisy_scores
+from dpopt.preprocessing._indicators import other_value_counts, private_indicators
+from dpopt.preprocessing.feature_maps import Scaling
+from dpopt.privacy import gdp_epsilon, gdp_mu
+
+__all__ = ["audit_selection", "audit_constant", "audit_indicator_counts", "audit_curvature",
+           "audit_recentre", "audit_class_scores"]
+
+
+# ---------------------------------------------------------------------------
+# the default path's held-out selection (dpopt.pipeline.selection)
+
+
+def _release_claim(epsilon, delta, n_runs):
+    """The checked (epsilon, delta, n_runs) of a single-release audit and mu =
+    gdp_mu(epsilon, delta), the Gaussian-DP parameter the release runs at."""
+    epsilon = check_scalar(epsilon, "epsilon", low=0.0, low_open=True)
+    delta = check_delta(delta)
+    n_runs = check_positive_int(n_runs, "n_runs")
+    return epsilon, delta, n_runs, gdp_mu(epsilon, delta)
+
+
+def audit_selection(*, epsilon=DEFAULT_EPSILON, delta=DEFAULT_DELTA, n_runs=DEFAULT_RUNS,
+                    n_validation=50, n_columns=2, random_state=0, confidence=0.95,
+                    noise_scale=1.0) -> AuditResult:
+    """Empirical lower bound on the epsilon of the selection's score release
+    (:func:`dpopt.pipeline.selection.noisy_scores`), the only output of :mod:`dpopt.pipeline.selection` that
+    reads the held-out records.
+
+    Neighbouring validation sets of ``n_validation`` records: every per-record score is 0,
+    except the canary's, which is 1 in every one of the ``n_columns`` columns on D1 and 0
+    on D0 (the worst case: every mean moves by the full 1/m). The release runs at
+    mu = gdp_mu(epsilon, delta), the claim is (epsilon, delta); the statistic is the sum of
+    the noisy means (along the shift). ``noise_scale`` < 1 is a broken variant, for the
+    tests only (it multiplies the noise)."""
+    epsilon, delta, n_runs, mu = _release_claim(epsilon, delta, n_runs)
+    d0 = np.zeros((n_validation, n_columns))
+    d1 = d0.copy()
+    d1[0] = 1.0
+    scores = _projected_runs(noisy_scores, d0, d1, np.ones(n_columns), mu, n_runs,
+                             noise_scale, np.random.default_rng(random_state))
+    return _release_audit("selection (held-out score release)", scores, mu, delta, confidence,
+                          {"n_validation": n_validation, "n_columns": n_columns,
+                           "noise_scale": noise_scale})
+
+
+def _projected_runs(release, d0, d1, direction, mu, n_runs, noise_scale, rng):
+    """(2, n_runs) statistics of a release of per-record score means on D0 and D1: the noisy
+    means (their noise times ``noise_scale``) projected on ``direction``."""
+    scores = np.empty((2, n_runs))
+    for b, per in enumerate((d0, d1)):
+        exact = per.mean(axis=0)
+        for k in range(n_runs):
+            noisy = release(per, mu, rng)[0]
+            scores[b, k] = float(direction @ (exact + noise_scale * (noisy - exact)))
+    return scores
+
+
+def _release_audit(solver, scores, mu, delta, confidence, options):
+    """The :class:`AuditResult` of a mu-GDP release from its scores on D0 and D1."""
+    lb, point, t, direction, fpr, fnr, fu, nu = empirical_epsilon(
+        scores[0], scores[1], delta, confidence=confidence)
+    return AuditResult(solver=solver, epsilon=gdp_epsilon(mu, delta), delta=delta,
+                       adjacency="replace-one", epsilon_lb=lb, epsilon_point=point,
+                       threshold=t, direction=direction, fpr=fpr, fnr=fnr, fpr_upper=fu,
+                       fnr_upper=nu, n_runs=scores.shape[1], confidence=confidence,
+                       options=options)
+
+
+def audit_constant(*, epsilon=DEFAULT_EPSILON, delta=DEFAULT_DELTA, n_runs=DEFAULT_RUNS,
+                   n=50, random_state=0, confidence=0.95, noise_scale=1.0) -> AuditResult:
+    """Empirical lower bound on the epsilon of a regressor's constant on all rows
+    (:func:`dpopt.pipeline.constant.release_constant`: the mean of n targets scaled into
+    [-1, 1], N(0, (2 / mu)^2) on their sum). Neighbouring target sets of ``n`` records, all
+    0 except the canary, at -1 on D0 and +1 on D1 (the worst case: the sum moves by 2). The
+    release runs at mu = gdp_mu(epsilon, delta) through the fit's code, with the identity
+    as the target scale; the statistic is the noisy mean. ``noise_scale`` < 1 is a broken
+    variant, for the tests only (it multiplies the noise)."""
+    epsilon, delta, n_runs, mu = _release_claim(epsilon, delta, n_runs)
+    identity = SimpleNamespace(transform=lambda v: v)
+    rng = np.random.default_rng(random_state)
+    scores = np.empty((2, n_runs))
+    for b, canary in enumerate((-1.0, 1.0)):
+        y = np.zeros(n)
+        y[0] = canary
+        for k in range(n_runs):
+            noisy = release_constant(identity, InMemoryData(np.empty((n, 0)), y), mu, rng)[0]
+            scores[b, k] = y.mean() + noise_scale * (noisy - y.mean())
+    return _release_audit("constant on all rows (held-out choice, regression)", scores, mu,
+                          delta, confidence, {"n": n, "noise_scale": noise_scale})
+
+
+def audit_indicator_counts(*, epsilon=DEFAULT_EPSILON, delta=DEFAULT_DELTA, n_runs=DEFAULT_RUNS,
+                           n=50, p=4, random_state=0, confidence=0.95,
+                           noise_scale=1.0) -> AuditResult:
+    """Empirical lower bound on the epsilon of the default path's indicator test
+    (:func:`dpopt.preprocessing._indicators.private_indicators`: per column the count of
+    values outside {0, 1}, N(0, p / mu^2) noise). Neighbouring data of ``n`` records and ``p``
+    columns, all 0 except the canary row, 0 on D0 and 2 in every column on D1 (the worst
+    case: every count moves by 1). The release runs at mu = gdp_mu(epsilon, delta) through
+    the fit's code; the statistic is the sum of the noisy counts (the projection on the
+    shift). ``noise_scale`` < 1 is a broken variant, for the tests only."""
+    epsilon, delta, n_runs, mu = _release_claim(epsilon, delta, n_runs)
+    rng = np.random.default_rng(random_state)
+    scores = np.empty((2, n_runs))
+    columns = np.arange(p)
+    for b, canary in enumerate((0.0, 2.0)):
+        X = np.zeros((n, p))
+        X[0] = canary
+        counts = other_value_counts(X, columns)
+        for k in range(n_runs):
+            noisy = private_indicators(counts, n, mu, rng, columns).noisy
+            scores[b, k] = float(np.sum(counts + noise_scale * (noisy - counts)))
+    return _release_audit("indicator test (default path)", scores, mu, delta, confidence,
+                          {"n": n, "p": p, "noise_scale": noise_scale})
+
+
+def audit_curvature(*, epsilon=DEFAULT_EPSILON, delta=DEFAULT_DELTA, n_runs=DEFAULT_RUNS, n=20,
+                    p=3, random_state=0, confidence=0.95, noise_scale=1.0) -> AuditResult:
+    """Empirical lower bound on the epsilon of DP-GD's curvature release on the default path
+    (:func:`dpopt.pipeline.curvature.noisy_gram`, sensitivity sqrt(2) B^2 without an
+    intercept). Neighbouring data of ``n`` rows of ``p`` features, all 0 except the canary
+    row, B e_1 on D0 and B e_2 on D1 (B = 1; the worst case: two diagonal entries move by
+    B^2). The statistic is the projection of the noisy Gram on that shift (entry (1, 1)
+    minus entry (0, 0)). ``noise_scale`` < 1 is a broken variant, for the tests only."""
+    epsilon, delta, n_runs, mu = _release_claim(epsilon, delta, n_runs)
+    rng = np.random.default_rng(random_state)
+    scores = np.empty((2, n_runs))
+    for b in range(2):
+        X = np.zeros((n, p))
+        X[0, b] = 1.0
+        problem = Problem(X, np.zeros(n), loss="squared", fit_intercept=False)
+        exact = X.T @ X
+        for k in range(n_runs):
+            noisy = exact + noise_scale * (noisy_gram(problem, 1.0, mu, rng)[0] - exact)
+            scores[b, k] = noisy[1, 1] - noisy[0, 0]
+    return _release_audit("curvature release (default path, DP-GD)", scores, mu, delta,
+                          confidence, {"n": n, "p": p, "noise_scale": noise_scale})
+
+
+def audit_recentre(*, epsilon=DEFAULT_EPSILON, delta=DEFAULT_DELTA, n_runs=DEFAULT_RUNS, n=50,
+                   k=3, random_state=0, confidence=0.95, noise_scale=1.0) -> AuditResult:
+    """Empirical lower bound on the epsilon of the re-centring release on the default path
+    (:func:`dpopt.pipeline.scaling.recentre`: the means of k narrowed features in [-1, 1],
+    sensitivity sqrt(k) on their sums mapped to [0, 1]). Neighbouring data of ``n`` rows,
+    all 0 except the canary row, -1 in every feature on D0 and +1 on D1 (the worst case);
+    the map is the identity on [-1, 1]. The statistic is the sum of the noisy means (the
+    projection on the shift). ``noise_scale`` < 1 is a broken variant, for the tests only."""
+    epsilon, delta, n_runs, mu = _release_claim(epsilon, delta, n_runs)
+    rng, columns = np.random.default_rng(random_state), np.arange(k)
+    identity = Scaling(-np.ones(k), np.ones(k), np.zeros(k), np.ones(k))
+    scores = np.empty((2, n_runs))
+    for b, canary in enumerate((-1.0, 1.0)):
+        X = np.zeros((n, k))
+        X[0] = canary
+        for r in range(n_runs):
+            means = recentre(InMemoryData(X, None), identity, columns, mu, rng)[0].offset
+            scores[b, r] = float(np.sum(X.mean(0) + noise_scale * (means - X.mean(0))))
+    return _release_audit("re-centring release (default path)", scores, mu, delta, confidence,
+                          {"n": n, "k": k, "noise_scale": noise_scale})
+
+
+def audit_class_scores(*, epsilon=DEFAULT_EPSILON, delta=DEFAULT_DELTA, n_runs=DEFAULT_RUNS,
+                       n_validation=50, n_classes=3, random_state=0, confidence=0.95,
+                       noise_scale=1.0) -> AuditResult:
+    """Empirical lower bound on the epsilon of the one-vs-rest held-out release
+    (:func:`dpopt.pipeline.multiclass_selection.noisy_class_scores`, sensitivity sqrt(3)/m).
+    Neighbouring held-out sets of ``n_validation`` records labelled 0 and scored wrong,
+    except the canary: wrong and labelled 0 on D0, right and labelled 1 on D1 (the worst
+    case: three means move by 1/m). The statistic is the projection of the noisy means on
+    that shift (model + class 1 - class 0). ``noise_scale`` < 1 is a broken variant, for
+    the tests only (it multiplies the noise)."""
+    epsilon, delta, n_runs, mu = _release_claim(epsilon, delta, n_runs)
+    d0 = np.zeros((n_validation, n_classes + 1))
+    d0[:, 1] = 1.0
+    d1 = d0.copy()
+    d1[0] = 0.0
+    d1[0, [0, 2]] = 1.0
+    direction = np.zeros(n_classes + 1)
+    direction[[0, 2]], direction[1] = 1.0, -1.0
+    scores = _projected_runs(noisy_class_scores, d0, d1, direction, mu, n_runs, noise_scale,
+                             np.random.default_rng(random_state))
+    return _release_audit("one-vs-rest held-out selection (class scores)", scores, mu, delta,
+                          confidence, {"n_validation": n_validation, "n_classes": n_classes,
+                                       "noise_scale": noise_scale})
