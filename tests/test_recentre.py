@@ -15,12 +15,12 @@ from dpopt.api.release_audits import audit_recentre
 from dpopt.pipeline.scaling import (
     RECENTRE_SD,
     InMemoryData,
-    _one_bin,
     recentre,
     recentre_mu,
 )
 from dpopt.preprocessing import DEFAULT_GRID
 from dpopt.preprocessing._norms import mean_noise
+from dpopt.preprocessing._refine import within_bins
 from dpopt.preprocessing.feature_maps import Scaling
 from dpopt.privacy import Gaussian, epsilon_of
 
@@ -68,8 +68,8 @@ def test_one_bin_is_one_factor_of_the_grid_away_from_zero():
     f = 10 ** (1 / DEFAULT_GRID.bins_per_decade)
     lower = np.array([1778.28, 1778.28, 0.0, -3162.28, -3162.28, 5.6])
     upper = np.array([1778.28 * f, 3162.28 * f, 1.0, -3162.28 / f, -1.0, 5.6 * f * 1.01])
-    assert _one_bin(lower, upper, DEFAULT_GRID).tolist() == [True, False, False, True, False,
-                                                             False]
+    assert within_bins(lower, upper, 1, DEFAULT_GRID).tolist() == [True, False, False, True,
+                                                                   False, False]
 
 
 def test_recentre_mu_follows_its_noise_target():

@@ -47,7 +47,6 @@ from dpopt.pipeline.multiclass import fit_default_one_vs_rest
 from dpopt.pipeline.selection import (
     MARGIN,
     MIN_VALIDATION,
-    VALIDATION_FRACTION,
     _delta_judged_on,
     _records,
     _rows,
@@ -57,6 +56,7 @@ from dpopt.pipeline.selection import (
     is_chunked,
     resolve_alpha,
     split_rows,
+    validation_rows,
 )
 
 __all__ = ["fit_selected_one_vs_rest", "class_scores", "class_totals", "noisy_class_scores",
@@ -71,7 +71,7 @@ def fit_selected_one_vs_rest(X, labels, n_classes, *, penalty, penalty_kwargs, f
     X, labels = as_records(X, labels, "squared", fit_intercept)
     chunked = is_chunked(X)
     n = X.n_samples if chunked else X.shape[0]
-    m = int(math.floor(VALIDATION_FRACTION * n))
+    m = validation_rows(n)
     kw = dict(penalty=penalty, fit_intercept=fit_intercept, epsilon=epsilon, delta=delta,
               rng=rng, feature_bounds=feature_bounds, prior=prior)
     if not fit_intercept or m < MIN_VALIDATION:

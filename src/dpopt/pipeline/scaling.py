@@ -34,7 +34,13 @@ from dpopt.preprocessing._norms import (
     noisy_target_mean,
     private_row_bound,
 )
-from dpopt.preprocessing._refine import REFINE_BINS, concentrated, linear_counts, refined_bounds
+from dpopt.preprocessing._refine import (
+    REFINE_BINS,
+    concentrated,
+    linear_counts,
+    refined_bounds,
+    within_bins,
+)
 from dpopt.preprocessing.feature_maps import RowNormalization, Scaling, TargetScaling
 
 #: Shares of mu^2 (Gaussian-DP) spent on the steps that fix the scale.
@@ -400,26 +406,20 @@ def _narrow(data, scaling, fb, mu, rng, reach):
     L2 sensitivity sqrt(2 p') under replace-one, one Gaussian record (mu-GDP), p' the
     number of released features (public, whatever the data). ``reach`` bounds the noisy
     means' error (``DEFAULT_CONFIDENCE`` standard deviations of :func:`noisy_means`, public):
-    a feature whose first bounds are one bin of the grid (:func:`_one_bin`) and whose centred
+    a feature whose first bounds are one bin of the grid (:func:`within_bins`) and whose centred
     bounds are one-sided within it is narrowed about their middle (:meth:`Scaling.narrowed`).
     Returns (scaling, records, the re-centred features)."""
     columns = fb.private_index
     if columns is None or len(columns) == 0:
         return scaling, [], np.zeros(0, dtype=np.intp)
     cb = data.centred_bounds(scaling, columns, mu, rng)
-    narrow = _one_bin(fb.lower[columns], fb.upper[columns], fb.grid)
+    # one bin of the grid: all the first release knows of such a feature is its order of
+    # magnitude, so its values may fill a sliver of that range (a year in [1778, 3162]);
+    # over several bins a feature fills a good part of its range, and a one-sided
+    # centred range is then the histogram's noise, not a mean that missed its bulk
+    narrow = within_bins(fb.lower[columns], fb.upper[columns], 1, fb.grid)
     out = scaling.narrowed(columns, cb.lower, cb.upper, np.where(narrow, reach, 0.0))
     return out, list(cb.mechanisms), np.flatnonzero(out.offset != scaling.offset)
-
-
-def _one_bin(lower, upper, grid):
-    """Whether bounds away from 0 are one bin of the log grid (its ends a factor
-    10^(1/bins_per_decade) apart): all the first release knows of such a feature is its
-    order of magnitude, so its values may fill a sliver of that range (a year in [1778,
-    3162]). A feature over several bins fills a good part of its range, and a one-sided
-    centred range is then the histogram's noise, not a mean that missed its bulk."""
-    factor = 10.0 ** (1.0 / grid.bins_per_decade) * (1.0 + 1e-9)
-    return ((lower > 0) & (upper <= lower * factor)) | ((upper < 0) & (lower >= upper * factor))
 
 
 def recentre_mu(n, k, mus):

@@ -146,6 +146,11 @@ MARGIN = 2.0
 MIN_VALIDATION = 20
 
 
+def validation_rows(n):
+    """m = floor(``VALIDATION_FRACTION`` n): the held-out part of n records."""
+    return int(math.floor(VALIDATION_FRACTION * n))
+
+
 def default_alpha(loss, n):
     """The default L2 strength of the default path: scikit-learn's default model on n rows.
 
@@ -261,7 +266,7 @@ def fit_selected(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon,
     loss_name = loss if isinstance(loss, str) else loss.name
     X, y = as_records(X, y, loss, fit_intercept)
     n = X.n_samples if is_chunked(X) else X.shape[0]
-    m = int(math.floor(VALIDATION_FRACTION * n))
+    m = validation_rows(n)
     runs = regression and fit_intercept and selection_runs(n)
     # a share kept for the constant on all rows (dpopt.pipeline.constant; no selection, none)
     mu_c = (constant_mu(n, gdp_mu(epsilon, delta - (prior.delta if prior else 0.0)))
@@ -362,7 +367,7 @@ def selection_runs(n, *, inference=False):
     constant, from public facts (n, ``inference``), in memory and on chunked data alike: the
     table layer releases the declared labels' counts only then (they name the majority
     class)."""
-    return not inference and int(math.floor(VALIDATION_FRACTION * n)) >= MIN_VALIDATION
+    return not inference and validation_rows(n) >= MIN_VALIDATION
 
 
 #: Why ``inference=True`` fits on all rows (docs/inference.md): the intervals are the test

@@ -36,7 +36,7 @@ from dpopt.preprocessing._bounds import (
 )
 
 __all__ = ["REFINE_BINS", "concentrated", "linear_counts", "refined_bounds",
-           "skew_adjusted_fences"]
+           "skew_adjusted_fences", "within_bins"]
 
 #: Equal-width bins of the grid on which a concentrated range is read again
 #: (:func:`refined_bounds`): a relative resolution of 1/16 of the range.
@@ -51,11 +51,19 @@ def concentrated(lower, upper, grid=DEFAULT_GRID) -> bool:
     [31.6, 56.2], ten of its standard deviations. A range that spans more bins has
     already been read at the grid's resolution, so a second look cannot narrow it much.
     A function of released numbers and the public grid only (post-processing)."""
-    lo, hi = abs(float(lower)), abs(float(upper))
-    if not (float(lower) < float(upper) and float(lower) * float(upper) > 0.0):
-        return False
-    # two bins up to rounding: the edges are computed powers of ten
-    return max(lo, hi) <= min(lo, hi) * 10.0 ** (2.0 / grid.bins_per_decade) * (1.0 + 1e-9)
+    return bool(within_bins(float(lower), float(upper), 2, grid))
+
+
+def within_bins(lower, upper, bins, grid=DEFAULT_GRID):
+    """Whether ``lower < upper`` have one sign and are at most ``bins`` bins of the log
+    ``grid`` apart (``|upper| / |lower| <= 10^(bins / bins_per_decade)``, up to the rounding
+    of the computed edges); elementwise on arrays."""
+    lower, upper = np.asarray(lower, dtype=np.float64), np.asarray(upper, dtype=np.float64)
+    lo, hi = np.abs(lower), np.abs(upper)
+    with np.errstate(invalid="ignore"):
+        return ((lower < upper) & (lower * upper > 0.0)
+                & (np.maximum(lo, hi) <= np.minimum(lo, hi)
+                   * 10.0 ** (bins / grid.bins_per_decade) * (1.0 + 1e-9)))
 
 
 def linear_counts(values, lower, upper, bins=REFINE_BINS) -> np.ndarray:
