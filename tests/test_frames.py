@@ -155,6 +155,25 @@ def test_feature_bounds_are_public_and_cost_nothing():
         dpopt.DPLogisticRegression(feature_bounds={"age": (5, 1)}).fit(df, y)
 
 
+def test_feature_bounds_as_a_pair_of_arrays():
+    """For arrays, (lower, upper) as a fitted ``feature_bounds_`` gives them (NaN at both
+    ends: estimated privately); a list of per-feature pairs is never read that way."""
+    X = np.random.default_rng(1).standard_normal((3000, 3)) * [1, 100, 10]
+    yr = X @ [1.0, 0.01, 0.1]
+    lo, hi = np.array([-4.0, np.nan, -30.0]), np.array([4.0, np.nan, 30.0])
+    r = dpopt.DPLinearRegression(random_state=0, feature_bounds=(lo, hi)).fit(X, yr)
+    assert r.auto_.plan["public_bounds"] == 2
+    assert (r.feature_bounds_[0][0], r.feature_bounds_[1][2]) == (-4, 30)
+    again = dpopt.DPLinearRegression(random_state=0, feature_bounds=r.feature_bounds_).fit(X, yr)
+    assert again.auto_.plan["public_bounds"] == 3
+    with pytest.raises(ValueError, match="two arrays of 3 values"):
+        dpopt.DPLinearRegression(feature_bounds=(np.zeros(2), np.ones(2))).fit(X, yr)
+    with pytest.raises(ValueError, match="one bound NaN"):
+        dpopt.DPLinearRegression(feature_bounds=(lo, np.ones(3))).fit(X, yr)
+    with pytest.raises(ValueError, match=r"must be a dict .*got \[\(0, 1\)"):
+        dpopt.DPLinearRegression(feature_bounds=[(0, 1), (0, 1), (0, 1)]).fit(X, yr)
+
+
 def test_predict_aligns_unseen_and_missing_values():
     df, y = _table()
     m = dpopt.DPLogisticRegression(random_state=0).fit(df, y)

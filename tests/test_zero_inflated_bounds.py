@@ -91,3 +91,27 @@ def test_a_column_still_dropped_is_warned_and_reported():
     assert model.fit_result_.params["auto"]["dropped_features"] == [1]
     assert "are dropped" in model.privacy_report()
     assert model.epsilon_spent_ <= 1.0 + 1e-9
+
+
+def test_columns_reaching_the_grid_end_are_named_with_the_remedy():
+    """Unix times in seconds (1.4e9-1.7e9) lie past the grid's 1e9: the released bounds sit
+    at its end, so the column is clipped there (here, all of it: dropped). The fit names
+    it with the remedy; an ordinary column is not named; the same times in millions of
+    seconds are kept and learnt."""
+    rng = np.random.default_rng(4)
+    n = 4000
+    t = rng.uniform(1.4e9, 1.7e9, n)
+    x = rng.standard_normal(n)
+    y = (t - 1.55e9) / 1e8 + x + rng.standard_normal(n)
+    X = np.column_stack([t, x])
+    with pytest.warns(UserWarning, match=r"features \[0\] \(1\): their values reach \+-1e\+09"):
+        model = dpopt.DPLinearRegression(epsilon=1.0, random_state=0).fit(X, y)
+    plan = model.fit_result_.params["auto"]
+    assert plan["grid_end_features"] == [0] and plan["dropped_features"] == [0]
+    assert "divide them by a public constant" in model.privacy_report()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", dpopt.pipeline.scaling.ColumnWarning)
+        rescaled = dpopt.DPLinearRegression(epsilon=1.0, random_state=0).fit(
+            np.column_stack([t / 1e6, x]), y)
+    assert rescaled.fit_result_.params["auto"]["grid_end_features"] == []
+    assert rescaled.score(np.column_stack([t / 1e6, x]), y) > model.score(X, y) + 0.1

@@ -147,9 +147,11 @@ class DPLogisticRegression(InferenceMixin, ClassifierMixin, _DPLinearModel):
         ``classes`` counts as ``classes[0]``.
     categories : dict or None
         ``{column: levels}`` declared for DataFrame columns (public schema).
-    feature_bounds : dict or None
+    feature_bounds : dict, (lower, upper) or None
         ``{column name or index: (lower, upper)}`` public bounds (default path): those
-        features cost no budget.
+        features cost no budget. For arrays also two NumPy arrays (lower, upper) of one
+        value per feature, NaN at both ends where the bounds are to be estimated (the form
+        of ``feature_bounds_``).
     inference : bool, default False
         Default path only: also release what standard errors need (a share of the same
         epsilon, in the one report and charge); then ``conf_int``, ``bse_`` and

@@ -69,6 +69,7 @@ from dpopt.pipeline.default_path import (
     fit_default,
     warn_columns,
 )
+from dpopt.pipeline.scaling import COLUMN_NOTES
 from dpopt.privacy import Gaussian, epsilon_of, gdp_mu
 from dpopt.solvers import Checkpoints, make_result
 
@@ -254,7 +255,7 @@ def fit_screened(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon,
     for w in caught:  # column warnings are re-issued below, in the original indices
         if not issubclass(w.category, ColumnWarning):
             warnings.warn(w.message, w.category, stacklevel=3)
-    for key in ("fallback_features", "dropped_features"):
+    for key in COLUMN_NOTES:
         if key in inner.plan:
             inner.plan[key] = columns[inner.plan[key]].tolist()
     warn_columns(inner.plan, stacklevel=4)

@@ -171,6 +171,11 @@ def private_mean_of_y(data, mu, rng):
     return target, mean, records + rec, what, mu
 
 
+#: The plan's keys naming the features the scaling could not keep as they are (one
+#: :class:`ColumnWarning` and one report line each, :func:`warn_columns`).
+COLUMN_NOTES = ("grid_end_features", "fallback_features", "dropped_features")
+
+
 class ColumnWarning(UserWarning):
     """Features the default path's scaling fell back on or dropped (:func:`note_columns`)."""
 
@@ -184,9 +189,24 @@ def note_columns(fb, scaling):
     fell = (np.flatnonzero(fb.fallback) if fb.fallback is not None
             else np.zeros(0, dtype=int))
     dropped = np.flatnonzero(scaling.scale == 0)
-    note = {"fallback_features": fell.tolist(), "dropped_features": dropped.tolist()}
+    note = {"grid_end_features": at_grid_end(fb).tolist(), "fallback_features": fell.tolist(),
+            "dropped_features": dropped.tolist()}
     warn_columns(note, stacklevel=5)
     return note
+
+
+def at_grid_end(fb):
+    """The released features with a bound at the end of the bounds' grid (+-10^max_decade):
+    their values reach past it and are clipped there (all of them, when the whole column
+    lies beyond, which then collapses). Read from the released bounds: free."""
+    if fb.private_index is None or len(fb.private_index) == 0:
+        return np.zeros(0, dtype=np.intp)
+    cols = np.asarray(fb.private_index)
+    end = fb.grid.edges[-1]
+    hit = (np.abs(fb.lower[cols]) >= end) | (np.abs(fb.upper[cols]) >= end)
+    if fb.fallback is not None:
+        hit &= ~fb.fallback[cols]
+    return cols[hit]
 
 
 class InMemoryData:
@@ -452,8 +472,7 @@ def recentre(data, scaling, columns, mu, rng):
 
 def warn_columns(plan, stacklevel=2):
     """One :class:`ColumnWarning` per line of :func:`_column_lines` about columns."""
-    for text in _column_lines({k: plan.get(k) for k in ("fallback_features",
-                                                         "dropped_features")}):
+    for text in _column_lines({k: plan.get(k) for k in COLUMN_NOTES}):
         warnings.warn(text, ColumnWarning, stacklevel=stacklevel)
 
 
@@ -476,6 +495,12 @@ def _column_lines(plan):
         lines.append(f"features {_short(moved)} ({len(moved)}): their values fill a sliver of one "
                      f"bin of the bounds' grid, which the noisy mean missed; they were narrowed "
                      f"about the middle of their centred range and {again}")
+    ends = plan.get("grid_end_features") or []
+    if ends:
+        lines.append(f"features {_short(ends)} ({len(ends)}): their values reach "
+                     f"+-{DEFAULT_GRID.edges[-1]:.0e}, the end of the bounds' grid, and are "
+                     f"clipped there; divide them by a public constant (thousands, millions) "
+                     f"or give public bounds")
     fell, dropped = plan.get("fallback_features") or [], plan.get("dropped_features") or []
     if fell:
         lo, hi = ZERO_INFLATED_FALLBACK

@@ -7,6 +7,7 @@ before the default path's model (labels, categories, missing indicators) as a
 from __future__ import annotations
 
 import math
+import reprlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -185,7 +186,7 @@ def _resolve_bounds(feature_bounds, schema, names, width):
         return None if np.all(np.isnan(lo)) and np.all(np.isnan(hi)) else (lo, hi)
     if feature_bounds is None:
         return None
-    given = _by_name(feature_bounds, list(range(width)))
+    given = _by_name(_pair_of_arrays(feature_bounds, width), list(range(width)))
     lo, hi = np.full(width, np.nan), np.full(width, np.nan)
     for j, (a, b) in given.items():
         lo[j], hi[j] = a, b
@@ -198,11 +199,30 @@ def array_bounds(feature_bounds, width):
     return _resolve_bounds(feature_bounds, None, None, width)
 
 
+def _pair_of_arrays(feature_bounds, width):
+    """An array's ``feature_bounds`` given as (lower, upper), two 1-d NumPy arrays of
+    ``width`` values (the form of a fitted ``feature_bounds_``), as the dict form (NaN at
+    both ends: estimate privately); any other value is returned as it is. Only NumPy arrays
+    take this form, so that a list of per-feature pairs is never read as (lower, upper)."""
+    if not (isinstance(feature_bounds, (tuple, list)) and len(feature_bounds) == 2
+            and all(isinstance(v, np.ndarray) for v in feature_bounds)):
+        return feature_bounds
+    lo, hi = (np.asarray(v, dtype=np.float64) for v in feature_bounds)
+    if lo.shape != (width,) or hi.shape != (width,):
+        raise ValueError(f"feature_bounds as (lower, upper) needs two arrays of {width} "
+                         f"values (one per feature), got shapes {lo.shape} and {hi.shape}")
+    if np.any(np.isnan(lo) != np.isnan(hi)):
+        raise ValueError("feature_bounds: a feature has one bound NaN and the other given; "
+                         "give both or neither")
+    return {j: (lo[j], hi[j]) for j in np.flatnonzero(~np.isnan(lo)).tolist()}
+
+
 def _by_name(feature_bounds, names):
     """{column: (lower, upper)} from a dict keyed by name or index, checked."""
     if not isinstance(feature_bounds, dict):
         raise ValueError(f"feature_bounds must be a dict {{column name or index: (lower, "
-                         f"upper)}}, got {feature_bounds!r}")
+                         f"upper)}} (or, for arrays, a pair (lower, upper) of arrays with one "
+                         f"value per feature), got {reprlib.repr(feature_bounds)}")
     out = {}
     for key, pair in feature_bounds.items():
         if isinstance(key, (int, np.integer)) and not isinstance(key, bool):
