@@ -239,14 +239,16 @@ def test_thorough_audit_add_remove_dp_sgd():
     assert weak.epsilon_lb > weak.epsilon, weak.summary()
 
 
-def test_selection_score_release_passes_the_audit_and_its_broken_variant_is_caught():
+@pytest.mark.parametrize("n_columns", [2, 1])
+def test_selection_score_release_passes_the_audit_and_its_broken_variant_is_caught(n_columns):
     """The default path's held-out selection (dpopt.pipeline.selection): its score release at the
-    claimed budget is consistent; with a quarter of the noise it is caught."""
+    claimed budget is consistent; with a quarter of the noise it is caught. One column: a
+    classifier's model accuracy alone, against a rate released on all rows."""
     from dpopt.api.release_audits import audit_selection
 
-    ok = audit_selection(n_runs=1000)
+    ok = audit_selection(n_runs=1000, n_columns=n_columns)
     assert ok.consistent and ok.epsilon == pytest.approx(2.0, rel=1e-6), ok.summary()
-    broken = audit_selection(n_runs=1000, noise_scale=0.25)
+    broken = audit_selection(n_runs=1000, noise_scale=0.25, n_columns=n_columns)
     assert not broken.consistent, broken.summary()
 
 

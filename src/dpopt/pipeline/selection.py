@@ -81,7 +81,13 @@ majority class and its rate, for free; declared labels get the same noisy counts
 by the table layer on all n rows for this use (a Gaussian of sensitivity sqrt(2) over the
 public classes; :func:`dpopt.preprocessing.table_encoder.noisy_class_counts`); the
 high-dimensional route releases the positive share with its screen
-(:func:`screened_majority`). Otherwise (none of these: a held-out choice without counts)
+(:func:`screened_majority`). With the majority's rate r known, the held-out rows release
+the model's accuracy alone (:func:`_against_known_rate`: one column, sensitivity 1/m,
+sigma = 1/(m mu_v), where the two accuracies of the paired release had sqrt(2)/(m mu_v)
+each), and the model is released when it beats r by MARGIN standard deviations of
+sqrt(sigma^2 + sd(r)^2). It gives up the pairing (a model that agrees with the constant on
+most rows has a paired difference with little sampling noise); the margin is about the
+privacy noise in both rules. Otherwise (none of these: a held-out choice without counts)
 the best constant of the held-out release can be the minority class when the noise is
 large; that costs at most (2p - 1) Phi(-(2p - 1) / (2 s)) <= 0.34 s against the majority
 rate p. Releasing the model whenever the majority is not resolved
@@ -418,8 +424,10 @@ def released_majority(prior):
     total = max(counts[0] + counts[1], 1e-12)
     best = 0 if counts[1] >= counts[0] else 1  # candidates: model, constant +1, constant -1
     # resolved: the noisy difference of the counts (std sqrt(2) sigma) beats MARGIN of it
-    resolved = abs(counts[1] - counts[0]) > MARGIN * math.sqrt(2.0) * prior.info["label_sigma"]
-    return best, max(counts) / total, bool(resolved)
+    sigma = prior.info["label_sigma"]
+    resolved = abs(counts[1] - counts[0]) > MARGIN * math.sqrt(2.0) * sigma
+    # the rate c_b / (c_0 + c_1) moves by ((1 - r) e_b - r e_o) / N: sd <= sigma / N
+    return best, max(counts) / total, bool(resolved), sigma / total
 
 
 def screened_majority(plan):
@@ -434,7 +442,7 @@ def screened_majority(plan):
         return None
     rate, sd = screen["class_rate"], screen["class_rate_sigma"]
     best = 0 if rate >= 0.5 else 1  # candidates: model, constant +1, constant -1
-    return best, max(rate, 1.0 - rate), bool(abs(2.0 * rate - 1.0) > MARGIN * 2.0 * sd)
+    return best, max(rate, 1.0 - rate), bool(abs(2.0 * rate - 1.0) > MARGIN * 2.0 * sd), sd
 
 
 def _held_out_mean(auto, data, mu_v, rng, prior=None, spent=False):
@@ -463,6 +471,20 @@ def _held_out_mean(auto, data, mu_v, rng, prior=None, spent=False):
     return replace(auto, result=replace(auto.result, **changes), plan=plan, target=target)
 
 
+def _against_known_rate(total, m, mu, rng, majority):
+    """A classifier's held-out choice when an earlier release on all rows gives the majority
+    class and its rate r (``majority``: :func:`released_majority`, :func:`screened_majority`):
+    only the model's held-out accuracy is released (one column, sensitivity 1/m, sigma =
+    1 / (m mu)), and the model is released when it beats r by ``MARGIN`` standard deviations
+    of the difference's noise, sqrt(sigma^2 + sd(r)^2). Returns (noisy scores of model,
+    constant +1, constant -1; sigma; the majority's index; whether the model is released)."""
+    (noisy_model,), sigma = noisy_score_totals([total], m, mu, rng)
+    best, rate, _, rate_sd = majority
+    rates = [rate, 1.0 - rate] if best == 0 else [1.0 - rate, rate]
+    use = bool(noisy_model - rate > MARGIN * math.hypot(sigma, rate_sd))
+    return np.array([noisy_model, *rates]), sigma, best, use
+
+
 def _select(auto, data, regression, fit_intercept, mu_v, rng, n_train, majority=None,
             all_rows=None):
     """The held-out release on the records of ``data`` (the validation rows' adapter) and
@@ -486,6 +508,10 @@ def _select(auto, data, regression, fit_intercept, mu_v, rng, n_train, majority=
         noisy_d, sigma = noisy_difference_total(float(totals[0]), m, bound, mu_scores, rng)
         noisy, released_columns = np.array([noisy_d]), 1
         best, use_model = 0, bool(noisy_d > MARGIN * sigma)
+    elif majority is not None and fit_intercept:  # the constant's rate is released already
+        noisy, sigma, best, use_model = _against_known_rate(totals[0], m, mu_scores, rng,
+                                                            majority)
+        released_columns = 1
     else:
         noisy, sigma = noisy_score_totals(totals, m, mu_scores, rng)
         released_columns = len(totals)
