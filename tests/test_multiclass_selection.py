@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import dpopt
-from dpopt.pipeline import multiclass_selection
+from dpopt.pipeline import multiclass_selection, selection
 from dpopt.pipeline.selection import validation_mu
 from dpopt.privacy import Gaussian, epsilon_of
 
@@ -53,9 +53,41 @@ def test_with_signal_at_a_large_budget_the_model_is_released():
 
 
 def test_the_score_release_adds_the_stated_noise_and_the_fit_spends_its_target(monkeypatch):
-    """k + 1 scores on m held-out rows: sigma = sqrt(3) / (m mu_v), mu_v the GDP parameter
-    the training branch's own records dominate (captured at the call); the total is the
-    training branch's, at most the target."""
+    """With the labels' noisy counts released on all rows (declared classes), the held-out
+    rows release the model's accuracy alone: sigma = 1 / (m mu_v), mu_v the GDP parameter
+    the training branch's own records dominate (captured at the call), and the constants'
+    scores are the counts' rates; the total is the training branch's, at most the target."""
+    calls = []
+    original = selection.noisy_score_totals
+
+    def spy(totals, m, mu, rng):
+        out = original(totals, m, mu, rng)
+        calls.append(((m, len(totals)), mu, out[1]))
+        return out
+
+    monkeypatch.setattr(selection, "noisy_score_totals", spy)
+    X, y = no_signal()
+    f = fit(X, y, epsilon=2.0, delta=1e-6, random_state=0, classes=[0, 1, 2])
+    sel = f.auto_.plan["selection"]
+    (shape, mu, sigma), = calls
+    m = sel["validation_rows"]
+    assert shape == (m, 1) and m == 120 and sel["released_columns"] == 1
+    assert sigma == pytest.approx(1.0 / (m * mu), rel=1e-12)
+    assert sel["sensitivity"] == pytest.approx(1.0 / m)
+    counts = np.asarray(f.auto_.plan["table"]["label_counts"])
+    assert sel["noisy_scores"][1:] == pytest.approx(list(counts / counts.sum()))
+    own = f.fit_result_.mechanisms[1:]  # after the declared labels' counts (one record)
+    assert mu == pytest.approx(validation_mu(own), rel=1e-12) and mu > 0
+    assert f.fit_result_.mechanisms[0] == Gaussian(f.fit_result_.mechanisms[0].noise_multiplier)
+    assert f.epsilon_spent_ <= 2.0 * (1 + 1e-9)
+    assert f.epsilon_spent_ == pytest.approx(
+        epsilon_of(f.fit_result_.mechanisms, 1e-6 - f.auto_.plan["selection_delta"],
+                   accountant=f.fit_result_.accountant), rel=1e-9)
+
+
+def test_without_released_counts_the_k_plus_one_means_are_released(monkeypatch):
+    """No counts on all rows (the pipeline called without the table layer's prior): the
+    held-out rows release the model's and every class's accuracy, sigma = sqrt(3) / (m mu_v)."""
     calls = []
     original = multiclass_selection.noisy_class_totals
 
@@ -66,21 +98,18 @@ def test_the_score_release_adds_the_stated_noise_and_the_fit_spends_its_target(m
 
     monkeypatch.setattr(multiclass_selection, "noisy_class_totals", spy)
     X, y = no_signal()
-    f = fit(X, y, epsilon=2.0, delta=1e-6, random_state=0, classes=[0, 1, 2])
-    sel = f.auto_.plan["selection"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        auto = multiclass_selection.fit_selected_one_vs_rest(
+            X, y, 3, penalty="l2", penalty_kwargs={"alpha": "auto"}, fit_intercept=True,
+            epsilon=2.0, delta=1e-6, rng=np.random.default_rng(0))
+    sel = auto.plan["selection"]
     (shape, mu, sigma), = calls
     m = sel["validation_rows"]
-    assert shape == (m, 4) and m == 120
+    assert shape == (m, 4) and sel["released_columns"] == 4 and sel["majority_from"] is None
     assert sigma == pytest.approx(math.sqrt(3) / (m * mu), rel=1e-12)
     assert sel["sensitivity"] == pytest.approx(math.sqrt(3) / m)
-    assert len(f.auto_.plan["table"]["label_counts"]) == 3
-    own = f.fit_result_.mechanisms[1:]  # after the declared labels' counts (one record)
-    assert mu == pytest.approx(validation_mu(own), rel=1e-12) and mu > 0
-    assert f.fit_result_.mechanisms[0] == Gaussian(f.fit_result_.mechanisms[0].noise_multiplier)
-    assert f.epsilon_spent_ <= 2.0 * (1 + 1e-9)
-    assert f.epsilon_spent_ == pytest.approx(
-        epsilon_of(f.fit_result_.mechanisms, 1e-6 - f.auto_.plan["selection_delta"],
-                   accountant=f.fit_result_.accountant), rel=1e-9)
+    assert mu == pytest.approx(validation_mu(auto.result.mechanisms), rel=1e-12)
 
 
 def scores(fit, X, y, k):
@@ -118,8 +147,9 @@ def test_a_tiny_multiclass_fit_runs_without_the_choice():
 
 def test_the_held_out_release_is_dominated_by_the_training_branch_independently():
     """Independent check (tests/_independent_accounting.py): with an L1 penalty every record
-    is Gaussian (dp-cd), and the score release's delta(epsilon) (sensitivity sqrt(3)/m, its
-    sigma from the plan) is at most the training branch's on a grid of epsilon."""
+    is Gaussian (dp-cd), and the score release's delta(epsilon) (sensitivity 1/m with the
+    declared labels' counts released, its sigma from the plan) is at most the training
+    branch's on a grid of epsilon."""
     from _independent_accounting import hockey_stick_gaussian
 
     X, y = no_signal()
@@ -128,7 +158,7 @@ def test_the_held_out_release_is_dominated_by_the_training_branch_independently(
     mechs = f.fit_result_.mechanisms[1:]  # the training branch's own (after the counts)
     assert all(isinstance(m, Gaussian) for m in mechs)
     nu = math.sqrt(sum(m.count / m.noise_multiplier ** 2 for m in mechs))
-    ratio = math.sqrt(3) / sel["validation_rows"] / sel["sigma"]
+    ratio = sel["sensitivity"] / sel["sigma"]  # 1/m: the model's accuracy alone
     assert ratio == pytest.approx(sel["mu"], rel=1e-9) and ratio <= nu * (1 + 1e-12)
     for e in np.linspace(0.0, 3.0, 13):
         assert hockey_stick_gaussian(ratio, 1.0, e) <= hockey_stick_gaussian(1.0, 1.0 / nu, e) \

@@ -611,20 +611,19 @@ def test_classifier_with_released_label_counts_releases_the_model_score_alone():
 
 def test_the_decision_against_a_known_rate():
     """Released when the noisy accuracy beats the rate by MARGIN standard deviations of
-    sqrt(sigma^2 + sd(rate)^2); the noise is rebuilt from the generator's draws."""
-    from dpopt.pipeline.selection import _against_known_rate
+    sqrt(sigma^2 + sd(rate)^2); sigma = 1/(m mu); the noise is rebuilt from the draws."""
+    from dpopt.pipeline.selection import against_known_rate
 
     m, mu, rate, rate_sd = 200, 0.5, 0.7, 0.004
     sigma = 1.0 / (m * mu)
     s = math.hypot(sigma, rate_sd)
     z = np.random.default_rng(3).standard_normal(1)[0]
-    for gain, expect in ((MARGIN * s + 0.01 - sigma * z, True), (MARGIN * s - 0.01 - sigma * z, False)):
-        noisy, sig, best, use = _against_known_rate(m * (rate + gain), m, mu,
-                                                    np.random.default_rng(3),
-                                                    (1, rate, True, rate_sd))
-        assert sig == pytest.approx(sigma) and best == 1 and use is expect
-        assert noisy[0] == pytest.approx(rate + gain + sigma * z)
-        assert list(noisy[1:]) == pytest.approx([1.0 - rate, rate])  # (+1, -1); -1 is the majority
+    for gain, expect in ((MARGIN * s + 0.01 - sigma * z, True),
+                         (MARGIN * s - 0.01 - sigma * z, False)):
+        noisy, sig, use = against_known_rate(m * (rate + gain), m, mu,
+                                             np.random.default_rng(3), rate, rate_sd)
+        assert sig == pytest.approx(sigma) and use is expect
+        assert noisy == pytest.approx(rate + gain + sigma * z)
 
 
 def test_no_signal_with_released_counts_keeps_the_majority():

@@ -21,8 +21,10 @@ such check, and on a 178-row, 3-class table it scored below the majority class a
    mechanism of multiplier 1 / mu_v (audited: :func:`dpopt.api.release_audits.audit_class_scores`);
 4. the model is released when its noisy score beats the best constant's by ``MARGIN``
    standard deviations of the noisy difference (:func:`dpopt.pipeline.selection.choose`); the
-   best constant is the majority of the labels' noisy counts released on all rows by the
-   table layer when there are any, else the class of the largest noisy rate.
+   best constant is the class of the largest noisy rate. When the table layer released the
+   labels' noisy counts on all rows, they give the majority and every class's rate, and step
+   3 releases the model's accuracy alone instead (:func:`_against_counts`: one mean of
+   sensitivity 1/m, noise 1 / (m mu_v) where the k + 1 means had sqrt(3) / (m mu_v) each).
 
 Privacy is that of the binary choice: a replaced record is a training record (the scores
 are post-processing of the training branch's output) or a validation record (the score
@@ -50,6 +52,7 @@ from dpopt.pipeline.selection import (
     _delta_judged_on,
     _records,
     _rows,
+    against_known_rate,
     as_records,
     branch_mu,
     choose,
@@ -91,17 +94,21 @@ def fit_selected_one_vs_rest(X, labels, n_classes, *, penalty, penalty_kwargs, f
     mu_v = branch_mu(auto, prior)
     if mu_v == 0.0:
         return auto
-    noisy, sigma = noisy_class_totals(*held_out_class_totals(
-        _records(*_rows(X, labels, val)), auto, n_classes), mu_v, rng)
+    totals, m = held_out_class_totals(_records(*_rows(X, labels, val)), auto, n_classes)
     counts = None if prior is None else prior.info.get("label_counts")
-    majority = (int(np.argmax(counts)) if counts is not None and len(counts) == n_classes
-                else None)
-    best, use_model = choose(noisy[0], noisy[1:], sigma, majority)
+    if counts is not None and len(counts) == n_classes:  # the rates are released already
+        noisy, sigma, best, use_model = _against_counts(totals[0], m, mu_v, rng, counts,
+                                                        prior.info["label_sigma"])
+        columns, sensitivity, majority = 1, 1.0 / m, best
+    else:
+        noisy, sigma = noisy_class_totals(totals, m, mu_v, rng)
+        best, use_model = choose(noisy[0], noisy[1:], sigma)
+        columns, sensitivity, majority = n_classes + 1, math.sqrt(3.0) / m, None
     record = {"released": "model" if use_model else f"constant class {best}",
               "candidates": ["model"] + [f"constant class {c}" for c in range(n_classes)],
               "noisy_scores": [float(s) for s in noisy], "sigma": sigma, "mu": mu_v,
-              "validation_rows": m, "released_columns": n_classes + 1,
-              "sensitivity": math.sqrt(3.0) / m, "margin": MARGIN,
+              "validation_rows": m, "released_columns": columns,
+              "sensitivity": sensitivity, "margin": MARGIN,
               "majority_from": None if majority is None else "the labels' noisy counts",
               "reason": (f"held-out selection on {m} rows (Gaussian, mu={mu_v:.3g}, "
                          f"sigma={sigma:.3g}): released "
@@ -112,6 +119,22 @@ def fit_selected_one_vs_rest(X, labels, n_classes, *, penalty, penalty_kwargs, f
         result = replace(result, **_constant(result, noisy[1:], best))
     result = replace(result, params={**result.params, "auto": plan})
     return replace(auto, result=result, plan=plan)
+
+
+def _against_counts(correct, m, mu, rng, counts, label_sigma):
+    """The choice when the table layer released the labels' noisy counts on all n rows
+    (std ``label_sigma`` each): the classes' rates are counts / their sum, the majority is
+    the largest, and only the model's held-out accuracy is released
+    (:func:`dpopt.pipeline.selection.against_known_rate`: sensitivity 1/m instead of the
+    sqrt(3)/m of the k + 1 means; the rate's sd is at most label_sigma / N). Returns (noisy
+    scores of the model and the k constants, sigma, the majority, whether the model is
+    released)."""
+    counts = np.maximum(np.asarray(counts, dtype=np.float64), 0.0)
+    total = max(float(counts.sum()), 1e-12)
+    rates, best = counts / total, int(np.argmax(counts))
+    score, sigma, use = against_known_rate(correct, m, mu, rng, rates[best],
+                                           label_sigma / total)
+    return np.concatenate([[score], rates]), sigma, best, use
 
 
 def class_scores(scaling, coef, intercept, X_val, y_val, n_classes):

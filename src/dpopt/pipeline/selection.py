@@ -82,7 +82,7 @@ by the table layer on all n rows for this use (a Gaussian of sensitivity sqrt(2)
 public classes; :func:`dpopt.preprocessing.table_encoder.noisy_class_counts`); the
 high-dimensional route releases the positive share with its screen
 (:func:`screened_majority`). With the majority's rate r known, the held-out rows release
-the model's accuracy alone (:func:`_against_known_rate`: one column, sensitivity 1/m,
+the model's accuracy alone (:func:`against_known_rate`: one column, sensitivity 1/m,
 sigma = 1/(m mu_v), where the two accuracies of the paired release had sqrt(2)/(m mu_v)
 each), and the model is released when it beats r by MARGIN standard deviations of
 sqrt(sigma^2 + sd(r)^2). It gives up the pairing (a model that agrees with the constant on
@@ -139,8 +139,9 @@ from dpopt.pipeline.held_out import (  # noqa: F401 (noisy_scores: public here t
 from dpopt.pipeline.scaling import InMemoryData, private_mean_of_y
 from dpopt.privacy import Gaussian, ObjectivePerturbation, gdp_mu
 
-__all__ = ["VALIDATION_FRACTION", "MARGIN", "fit_selected", "selection_runs", "validation_mu",
-           "default_alpha", "noisy_scores", "choose", "constant_resolved"]
+__all__ = ["VALIDATION_FRACTION", "MARGIN", "against_known_rate", "fit_selected",
+           "selection_runs", "validation_mu", "default_alpha", "noisy_scores", "choose",
+           "constant_resolved"]
 
 #: Share of the records held out to choose between the model and the constant.
 VALIDATION_FRACTION = 0.2
@@ -471,18 +472,17 @@ def _held_out_mean(auto, data, mu_v, rng, prior=None, spent=False):
     return replace(auto, result=replace(auto.result, **changes), plan=plan, target=target)
 
 
-def _against_known_rate(total, m, mu, rng, majority):
-    """A classifier's held-out choice when an earlier release on all rows gives the majority
-    class and its rate r (``majority``: :func:`released_majority`, :func:`screened_majority`):
-    only the model's held-out accuracy is released (one column, sensitivity 1/m, sigma =
-    1 / (m mu)), and the model is released when it beats r by ``MARGIN`` standard deviations
-    of the difference's noise, sqrt(sigma^2 + sd(r)^2). Returns (noisy scores of model,
-    constant +1, constant -1; sigma; the majority's index; whether the model is released)."""
-    (noisy_model,), sigma = noisy_score_totals([total], m, mu, rng)
-    best, rate, _, rate_sd = majority
-    rates = [rate, 1.0 - rate] if best == 0 else [1.0 - rate, rate]
-    use = bool(noisy_model - rate > MARGIN * math.hypot(sigma, rate_sd))
-    return np.array([noisy_model, *rates]), sigma, best, use
+def against_known_rate(total, m, mu, rng, rate, rate_sd):
+    """The held-out choice of a classifier when an earlier release on all rows gives the
+    majority class and its rate r (the labels' noisy counts, :func:`released_majority`; the
+    screen's class share, :func:`screened_majority`): only the model's held-out accuracy is
+    released, from its correct count ``total`` over m records (one column, sensitivity 1/m:
+    one record's correctness flips at most once; sigma = 1 / (m mu)), and the model is
+    released when it beats r by ``MARGIN`` standard deviations of the difference's noise,
+    sqrt(sigma^2 + rate_sd^2). Returns (noisy accuracy, sigma, whether the model is
+    released)."""
+    (noisy,), sigma = noisy_score_totals([total], m, mu, rng)
+    return float(noisy), sigma, bool(noisy - rate > MARGIN * math.hypot(sigma, rate_sd))
 
 
 def _select(auto, data, regression, fit_intercept, mu_v, rng, n_train, majority=None,
@@ -509,9 +509,10 @@ def _select(auto, data, regression, fit_intercept, mu_v, rng, n_train, majority=
         noisy, released_columns = np.array([noisy_d]), 1
         best, use_model = 0, bool(noisy_d > MARGIN * sigma)
     elif majority is not None and fit_intercept:  # the constant's rate is released already
-        noisy, sigma, best, use_model = _against_known_rate(totals[0], m, mu_scores, rng,
-                                                            majority)
-        released_columns = 1
+        best, rate, _, rate_sd = majority
+        score, sigma, use_model = against_known_rate(totals[0], m, mu_scores, rng, rate, rate_sd)
+        rates = [rate, 1.0 - rate] if best == 0 else [1.0 - rate, rate]  # (+1, -1)
+        noisy, released_columns = np.array([score, *rates]), 1
     else:
         noisy, sigma = noisy_score_totals(totals, m, mu_scores, rng)
         released_columns = len(totals)
