@@ -626,6 +626,27 @@ def test_the_decision_against_a_known_rate():
         assert noisy == pytest.approx(rate + gain + sigma * z)
 
 
+def test_a_known_rate_margin_counts_the_held_out_sample_at_a_large_budget():
+    """With no privacy noise left (mu huge) the margin is the least that keeps the worst-case
+    expected loss within TOLERANCE given the held-out accuracy's standard error
+    sqrt(a (1 - a) / m): 100 rows, a near 0.62, s = 0.0485, k = tolerance_margin(0.005 / s)."""
+    from scipy.stats import norm
+
+    from dpopt.pipeline.selection import TOLERANCE, against_known_rate, tolerance_margin
+
+    m, rate = 100, 0.6
+    for gain, expect in ((0.015, False), (0.03, True)):
+        a = rate + gain
+        s = math.sqrt(a * (1 - a) / m)
+        k = tolerance_margin(TOLERANCE / s)
+        u = np.linspace(0, 10, 20001)
+        assert np.max(u * norm.cdf(-u - k)) * s == pytest.approx(TOLERANCE, rel=1e-3)
+        assert (gain > k * s) is expect
+        _, _, use = against_known_rate(m * a, m, 1e12, np.random.default_rng(0), rate, 0.0)
+        assert use is expect
+    assert tolerance_margin(0.2) == 0.0  # max_u u Phi(-u) = 0.17: no margin needed
+
+
 def test_no_signal_with_released_counts_keeps_the_majority():
     """Labels independent of the features, counts released: the model's held-out accuracy
     alone does not beat the released rate by the margin, so the constant is released."""

@@ -86,8 +86,9 @@ the model's accuracy alone (:func:`against_known_rate`: one column, sensitivity 
 sigma = 1/(m mu_v), where the two accuracies of the paired release had sqrt(2)/(m mu_v)
 each), and the model is released when it beats r by MARGIN standard deviations of
 sqrt(sigma^2 + sd(r)^2). It gives up the pairing (a model that agrees with the constant on
-most rows has a paired difference with little sampling noise); the margin is about the
-privacy noise in both rules. Otherwise (none of these: a held-out choice without counts)
+most rows has a paired difference with little sampling noise), so its margin is at least the
+one that keeps the worst-case expected loss within ``TOLERANCE`` when the held-out sample's
+own noise is counted (:func:`tolerance_margin`), which binds as epsilon grows. Otherwise (none of these: a held-out choice without counts)
 the best constant of the held-out release can be the minority class when the noise is
 large; that costs at most (2p - 1) Phi(-(2p - 1) / (2 s)) <= 0.34 s against the majority
 rate p. Releasing the model whenever the majority is not resolved
@@ -119,6 +120,8 @@ from dataclasses import replace
 
 import numpy as np
 import scipy.sparse as sp
+from scipy.optimize import brentq, minimize_scalar
+from scipy.stats import norm
 
 from dpopt._core.exceptions import WeakPrivacyWarning
 from dpopt._core.validation import warn_if_delta_exceeds_one_over_n
@@ -148,6 +151,10 @@ VALIDATION_FRACTION = 0.2
 #: The model is released when its noisy score beats the constant's by this many standard
 #: deviations of the noisy difference.
 MARGIN = 2.0
+#: The do-no-harm tolerance in accuracy (docs/practitioner.md: a classifier scores at least
+#: the majority rate minus this): the bound :func:`against_known_rate` keeps on the
+#: worst-case expected loss of releasing the model.
+TOLERANCE = 0.005
 #: Fewer validation records than this: no selection (one record would move a score by
 #: more than 1/MIN_VALIDATION); the model of the whole data is released as before.
 MIN_VALIDATION = 20
@@ -477,12 +484,41 @@ def against_known_rate(total, m, mu, rng, rate, rate_sd):
     majority class and its rate r (the labels' noisy counts, :func:`released_majority`; the
     screen's class share, :func:`screened_majority`): only the model's held-out accuracy is
     released, from its correct count ``total`` over m records (one column, sensitivity 1/m:
-    one record's correctness flips at most once; sigma = 1 / (m mu)), and the model is
-    released when it beats r by ``MARGIN`` standard deviations of the difference's noise,
-    sqrt(sigma^2 + rate_sd^2). Returns (noisy accuracy, sigma, whether the model is
-    released)."""
+    one record's correctness flips at most once; sigma = 1 / (m mu)).
+
+    The model is released when its noisy accuracy a beats r by the larger of
+
+    * ``MARGIN`` standard deviations of the privacy noise, s_dp = sqrt(sigma^2 + rate_sd^2);
+    * the least margin at which the worst-case expected loss against the constant,
+      s max_u u Phi(-u - k) over a true loss of u s, stays within ``TOLERANCE``
+      (:func:`tolerance_margin`), s = sqrt(s_dp^2 + a (1 - a) / m) counting the held-out
+      sample's own noise (a from the release: post-processing). A paired comparison on the
+      same rows has little sampling noise when the model mostly agrees with the constant;
+      the model's accuracy alone keeps a (1 - a) / m, which dominates as mu grows, so this
+      second margin holds the loss to the do-no-harm tolerance there.
+
+    Returns (noisy accuracy, sigma, whether the model is released)."""
     (noisy,), sigma = noisy_score_totals([total], m, mu, rng)
-    return float(noisy), sigma, bool(noisy - rate > MARGIN * math.hypot(sigma, rate_sd))
+    a = min(max(float(noisy), 0.0), 1.0)
+    s_dp = math.hypot(sigma, rate_sd)
+    s = math.sqrt(s_dp ** 2 + a * (1.0 - a) / m)
+    margin = max(MARGIN * s_dp, s * tolerance_margin(TOLERANCE / s))
+    return float(noisy), sigma, bool(noisy - rate > margin)
+
+
+def tolerance_margin(ratio):
+    """The least k >= 0 with max_{u >= 0} u Phi(-u - k) <= ``ratio``: a model worse than the
+    constant by u standard deviations s of a noisy estimate of its gain, released when that
+    estimate exceeds k s, loses s u Phi(-u - k) in expectation; the maximum over u falls from
+    0.17 (k = 0) towards 0 as k grows."""
+    def worst(k):
+        res = minimize_scalar(lambda u: -u * norm.cdf(-u - k), bounds=(0.0, 10.0),
+                              method="bounded")
+        return -res.fun
+
+    if worst(0.0) <= ratio:
+        return 0.0
+    return float(brentq(lambda k: worst(k) - ratio, 0.0, 40.0, xtol=1e-6))
 
 
 def _select(auto, data, regression, fit_intercept, mu_v, rng, n_train, majority=None,
