@@ -88,12 +88,14 @@ each), and the model is released when it beats r by MARGIN standard deviations o
 sqrt(sigma^2 + sd(r)^2). It gives up the pairing (a model that agrees with the constant on
 most rows has a paired difference with little sampling noise), so its margin is at least the
 one that keeps the worst-case expected loss within ``TOLERANCE`` when the held-out sample's
-own noise is counted (:func:`tolerance_margin`), which binds as epsilon grows. Otherwise (none of these: a held-out choice without counts)
-the best constant of the held-out release can be the minority class when the noise is
-large; that costs at most (2p - 1) Phi(-(2p - 1) / (2 s)) <= 0.34 s against the majority
-rate p. Releasing the model whenever the majority is not resolved
-(:func:`constant_resolved`, reported in the plan) was measured and rejected: its loss
-against the constant is bounded only by the unresolved gap 2p - 1 <~ 4 s.
+own noise is counted (:func:`tolerance_margin`), which binds as epsilon grows.
+
+Otherwise (none of these: a held-out choice without counts) the best constant of the
+held-out release can be the minority class when the noise is large; that costs at most
+(2p - 1) Phi(-(2p - 1) / (2 s)) <= 0.34 s against the majority rate p. Releasing the model
+whenever the majority is not resolved (:func:`constant_resolved`, reported in the plan) was
+measured and rejected: its loss against the constant is bounded only by the unresolved gap
+2p - 1 <~ 4 s.
 
 Chunked data (:class:`~dpopt.data.chunked.ChunkedProblem`, Dask collections, files read out of
 core) runs the same choice: the same split, the training branch on the problem's
@@ -432,10 +434,11 @@ def released_majority(prior):
     total = max(counts[0] + counts[1], 1e-12)
     best = 0 if counts[1] >= counts[0] else 1  # candidates: model, constant +1, constant -1
     # resolved: the noisy difference of the counts (std sqrt(2) sigma) beats MARGIN of it
-    sigma = prior.info["label_sigma"]
+    sigma, rate = prior.info["label_sigma"], max(counts) / total
     resolved = abs(counts[1] - counts[0]) > MARGIN * math.sqrt(2.0) * sigma
-    # the rate c_b / (c_0 + c_1) moves by ((1 - r) e_b - r e_o) / N: sd <= sigma / N
-    return best, max(counts) / total, bool(resolved), sigma / total
+    # the rate r = c_b / N moves by ((1 - r) e_b - r e_o) / N under the counts' noises e
+    rate_sd = sigma * math.hypot(1.0 - rate, rate) / total
+    return best, rate, bool(resolved), rate_sd
 
 
 def screened_majority(plan):
