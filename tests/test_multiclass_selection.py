@@ -52,20 +52,26 @@ def test_with_signal_at_a_large_budget_the_model_is_released():
     assert f.score(X, y) > 0.7
 
 
-def test_the_score_release_adds_the_stated_noise_and_the_fit_spends_its_target(monkeypatch):
-    """With the labels' noisy counts released on all rows (declared classes), the held-out
-    rows release the model's accuracy alone: sigma = 1 / (m mu_v), mu_v the GDP parameter
-    the training branch's own records dominate (captured at the call), and the constants'
-    scores are the counts' rates; the total is the training branch's, at most the target."""
-    calls = []
-    original = selection.noisy_score_totals
+def spy_on(monkeypatch, module, name):
+    """Record ((m, number of released means), mu, sigma) of each call of the score release
+    ``module.name`` (totals, m, mu, rng) -> (noisy, sigma)."""
+    calls, original = [], getattr(module, name)
 
     def spy(totals, m, mu, rng):
         out = original(totals, m, mu, rng)
         calls.append(((m, len(totals)), mu, out[1]))
         return out
 
-    monkeypatch.setattr(selection, "noisy_score_totals", spy)
+    monkeypatch.setattr(module, name, spy)
+    return calls
+
+
+def test_the_score_release_adds_the_stated_noise_and_the_fit_spends_its_target(monkeypatch):
+    """With the labels' noisy counts released on all rows (declared classes), the held-out
+    rows release the model's accuracy alone: sigma = 1 / (m mu_v), mu_v the GDP parameter
+    the training branch's own records dominate (captured at the call), and the constants'
+    scores are the counts' rates; the total is the training branch's, at most the target."""
+    calls = spy_on(monkeypatch, selection, "noisy_score_totals")
     X, y = no_signal()
     f = fit(X, y, epsilon=2.0, delta=1e-6, random_state=0, classes=[0, 1, 2])
     sel = f.auto_.plan["selection"]
@@ -88,15 +94,7 @@ def test_the_score_release_adds_the_stated_noise_and_the_fit_spends_its_target(m
 def test_without_released_counts_the_k_plus_one_means_are_released(monkeypatch):
     """No counts on all rows (the pipeline called without the table layer's prior): the
     held-out rows release the model's and every class's accuracy, sigma = sqrt(3) / (m mu_v)."""
-    calls = []
-    original = multiclass_selection.noisy_class_totals
-
-    def spy(totals, m, mu, rng):
-        out = original(totals, m, mu, rng)
-        calls.append(((m, len(totals)), mu, out[1]))
-        return out
-
-    monkeypatch.setattr(multiclass_selection, "noisy_class_totals", spy)
+    calls = spy_on(monkeypatch, multiclass_selection, "noisy_class_totals")
     X, y = no_signal()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
