@@ -304,6 +304,40 @@ def test_feature_bounds_option_errors_name_the_column(table, capsys, given, need
     assert code == 2 and needle in err, err
 
 
+def test_target_bounds_option_is_passed_to_the_estimator(table, tmp_path, capsys):
+    """--target-bounds LO:HI is the regressor's target_bounds=: the same model as the
+    estimator's at the same seed, and no budget on the target's range."""
+    path, _ = table
+    out = tmp_path / "tb.json"
+    code, stdout, err = run(["fit", path, "--target", "income", "--loss", "squared",
+                             "--epsilon", "1", "--seed", "3", "--target-bounds", "0:100",
+                             "--out", out], capsys)
+    assert code == 0, err
+    model = modelio.load_model(out)
+    from dpopt.api.estimators import DPLinearRegression
+    from dpopt.cli.tables import read_table
+
+    X, y, _ = read_table(path, target="income")
+    est = DPLinearRegression(epsilon=1.0, random_state=3, target_bounds=(0, 100)).fit(X, y)
+    assert "target_bounds" not in est.auto_.plan["mu_shares"]
+    np.testing.assert_array_equal(model["coef"], np.ravel(est.coef_))
+
+
+@pytest.mark.parametrize("given, needle", [
+    (["--target-bounds", "5"], "LO:HI"),
+    (["--target-bounds", "9:1"], "LO < HI"),
+    (["--target-bounds", "0:100", "--solver", "dp-cd"], "--solver"),
+    (["--target-bounds", "0:1", "--loss", "logistic", "--target", "bought"], "regression"),
+])
+def test_target_bounds_option_errors(table, capsys, given, needle):
+    path, _ = table
+    base = ["fit", path, "--epsilon", "1"]
+    if "--loss" not in given:
+        base += ["--target", "income", "--loss", "squared"]
+    code, _, err = run([*base, *given], capsys)
+    assert code == 2 and needle in err, err
+
+
 def test_fit_and_predict_three_classes(tmp_path, capsys):
     rng = np.random.default_rng(4)
     rows = []

@@ -394,7 +394,8 @@ class _DPLinearModel(BaseEstimator):
                                         fit_intercept=self.fit_intercept, epsilon=epsilon,
                                         delta=delta, rng=rng, regression=not self._classifier,
                                         feature_bounds=bounds, prior=prior,
-                                        inference=inference)
+                                        inference=inference,
+                                        target_bounds=self._public_target())
                 if auto.result.epsilon > epsilon * (1 + 1e-9):  # never expected: exact split
                     raise RuntimeError(f"internal error: the default path would spend "
                                        f"{auto.result.epsilon} > epsilon={epsilon}; nothing "
@@ -423,6 +424,9 @@ class _DPLinearModel(BaseEstimator):
             raise ValueError(f"inference=True needs solver='auto' (intervals use the default "
                              f"path's releases), got solver={self.solver!r}")
         spec = None if self.solver == "auto" else get_solver(self.solver)
+        if self._public_target() is not None and spec is not None:
+            raise ValueError("target_bounds= applies to solver='auto' (the default path); an "
+                             "explicit solver takes the data as given")
         options = {} if self.solver_options is None else self.solver_options
         if not isinstance(options, dict):
             raise ValueError(f"solver_options must be a dict or None, got {options!r}")
@@ -440,6 +444,21 @@ class _DPLinearModel(BaseEstimator):
 
     def _encode_y(self, y):
         return y
+
+    def _public_target(self):
+        """The regressor's ``target_bounds`` as (lower, upper) floats, or None (checked:
+        finite, lower < upper)."""
+        given = getattr(self, "target_bounds", None)
+        if given is None:
+            return None
+        try:
+            lo, hi = (float(v) for v in given)
+        except (TypeError, ValueError):
+            raise ValueError(f"target_bounds must be None or a pair (lower, upper) of numbers, "
+                             f"got {given!r}") from None
+        if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
+            raise ValueError(f"target_bounds = {given!r}: need finite lower < upper")
+        return lo, hi
 
     def _set_fitted(self, result):
         coef = np.asarray(result.coef, dtype=np.float64)

@@ -327,7 +327,11 @@ class DPLinearRegression(InferenceMixin, _Regressor):
 
     Minimizes (1/n) sum_i (x_i^T w + b - y_i)^2 / 2 + alpha/2 ||w||^2
     (no penalty when ``alpha=0``, the default). Parameters as
-    :class:`DPLogisticRegression` (without ``penalty``, ``l1_ratio``), ``inference`` included.
+    :class:`DPLogisticRegression` (without ``penalty``, ``l1_ratio``), ``inference`` included,
+    and ``target_bounds`` (every regressor here): a public (lower, upper) of y, known
+    without the data (a codebook, a physical range). The default path then releases no
+    histogram of y (its share goes to the model), clips y to it and predicts within it; a
+    small table gains most (docs/default_path.md, "Public knowledge instead of budget").
     Model selection: ``cross_val_score`` / ``GridSearchCV`` spend epsilon per fit: use
     :class:`dpopt.PrivateHyperparameterSearch`.
     Note: the squared loss has no bounded gradient; the solvers' clipping
@@ -337,7 +341,8 @@ class DPLinearRegression(InferenceMixin, _Regressor):
 
     def __init__(self, *, epsilon=1.0, delta=None, alpha=0.0, fit_intercept=True,
                  solver="auto", solver_options=None, random_state=None, accountant=None,
-                 categories=None, feature_bounds=None, inference=False):
+                 categories=None, feature_bounds=None, target_bounds=None, inference=False):
+        self.target_bounds = target_bounds
         self.inference = inference
         self.epsilon = epsilon
         self.delta = delta
@@ -367,7 +372,8 @@ class DPLasso(_Regressor):
 
     def __init__(self, *, epsilon=1.0, delta=None, alpha=1.0, fit_intercept=True,
                  solver="auto", solver_options=None, random_state=None, accountant=None,
-                 categories=None, feature_bounds=None):
+                 categories=None, feature_bounds=None, target_bounds=None):
+        self.target_bounds = target_bounds
         self.epsilon = epsilon
         self.delta = delta
         self.alpha = alpha
@@ -394,7 +400,8 @@ class DPElasticNet(_Regressor):
 
     def __init__(self, *, epsilon=1.0, delta=None, alpha=1.0, l1_ratio=0.5, fit_intercept=True,
                  solver="auto", solver_options=None, random_state=None, accountant=None,
-                 categories=None, feature_bounds=None):
+                 categories=None, feature_bounds=None, target_bounds=None):
+        self.target_bounds = target_bounds
         self.epsilon = epsilon
         self.delta = delta
         self.alpha = alpha
@@ -428,7 +435,8 @@ class DPHuberRegressor(_Regressor):
 
     def __init__(self, *, epsilon=1.0, delta=None, threshold=1.35, alpha=1e-4,
                  fit_intercept=True, solver="auto", solver_options=None, random_state=None,
-                 accountant=None, categories=None, feature_bounds=None):
+                 accountant=None, categories=None, feature_bounds=None, target_bounds=None):
+        self.target_bounds = target_bounds
         self.epsilon = epsilon
         self.delta = delta
         self.threshold = threshold

@@ -71,6 +71,18 @@ def _non_negative_float(text):
     return value
 
 
+def _target_bound(text):
+    """LO:HI (``--target-bounds``): a regression target's public range, finite LO < HI."""
+    lo, colon, hi = text.partition(":")
+    try:
+        a, b = float(lo), float(hi)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected LO:HI (e.g. 0:100), got {text!r}") from None
+    if not (colon and math.isfinite(a) and math.isfinite(b) and a < b):
+        raise argparse.ArgumentTypeError(f"need finite LO < HI, got {text!r}")
+    return a, b
+
+
 def _feature_bound(text):
     """NAME=LO:HI (``--feature-bounds``, repeatable): one column's public bounds. The
     column name is checked against the data when it is read (the estimator's

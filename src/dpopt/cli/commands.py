@@ -38,6 +38,7 @@ from dpopt.cli._args import (
     _option,
     _positive_float,
     _positive_int,
+    _target_bound,
 )
 from dpopt.cli.fit import _dask_context, cmd_fit, cmd_predict
 
@@ -421,6 +422,10 @@ def build_parser():
                         "age=17:90): values are clipped to them and no budget is spent on that "
                         "column's bounds (default: bounds estimated privately; 0/1 columns "
                         "always have public bounds [0, 1])")
+    p.add_argument("--target-bounds", type=_target_bound, default=None, metavar="LO:HI",
+                   help="regression: a public range of the target (e.g. 0:100): the target "
+                        "is clipped to it and no budget is spent on its range (default: "
+                        "estimated privately)")
     p.add_argument("--missing", choices=["auto", "error", "drop"], default="auto",
                    help="tables only, missing values (empty, NA, NaN, ?): auto (the private "
                         "rule of dpopt.preprocessing.tables: imputed at 0 / '<other>' plus a privately "

@@ -99,6 +99,13 @@ def _check_fit_arguments(args, options):
         raise ValueError("--feature-bounds applies to the default path (no --solver): an "
                          "explicit solver takes its own clipping options (--option)")
     _feature_bounds(args)  # a column given twice, before the data are read
+    if getattr(args, "target_bounds", None) is not None:
+        if args.solver is not None:
+            raise ValueError("--target-bounds applies to the default path (no --solver): an "
+                             "explicit solver takes its own clipping options (--option)")
+        if args.loss == "logistic":
+            raise ValueError("--target-bounds applies to a regression target (a numeric "
+                             "loss), not to --loss logistic")
     if options and args.solver is None:
         raise ValueError("--option needs --solver: the default (the estimators' solver='auto') "
                          "sets every knob itself")
@@ -214,7 +221,8 @@ def _fit(args, options, X, y, bounds=None):
               "fit_intercept": not args.no_intercept}
     given = {"delta": args.delta, "alpha": args.alpha, "l1_ratio": args.l1_ratio,
              "threshold": args.huber_threshold, "solver": args.solver,
-             "solver_options": options or None, "feature_bounds": bounds}
+             "solver_options": options or None, "feature_bounds": bounds,
+             "target_bounds": getattr(args, "target_bounds", None)}
     if kind == "DPLogisticRegression" and args.penalty is not None:
         given["penalty"] = args.penalty
     if kind == "DPLogisticRegression" and args.classes is not None:
@@ -374,7 +382,8 @@ def _fit_default(args, X, y, loss, penalty, kwargs, bounds=None):
         classes=None, classifier=False, rng=rng)
     auto = fit_default(X, y, loss=loss, penalty=penalty, penalty_kwargs=kwargs,
                        fit_intercept=not args.no_intercept, epsilon=args.epsilon, delta=delta,
-                       rng=rng, regression=True, feature_bounds=bounds, prior=prior)
+                       rng=rng, regression=True, feature_bounds=bounds, prior=prior,
+                       target_bounds=getattr(args, "target_bounds", None))
     coef, intercept = auto.raw_model()
     return {"result": auto.result, "loss": loss, "penalty": (penalty, kwargs),
             "model": (coef, float(intercept), auto.scaling.to_dict()),

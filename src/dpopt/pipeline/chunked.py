@@ -60,6 +60,7 @@ from dpopt.preprocessing._bounds import (
     ZERO_INFLATED_FALLBACK,
     feature_histograms,
     private_bounds_from_counts,
+    public_bounds,
 )
 from dpopt.preprocessing._indicators import other_value_counts
 from dpopt.preprocessing._norms import (
@@ -137,6 +138,8 @@ class ChunkedData:
     :class:`dpopt.pipeline.default_path.InMemoryData`."""
 
     chunked = True
+    public_target = None  # a public (lower, upper) of the target: see InMemoryData
+
     def __init__(self, problem):
         self.raw = problem
         self.sparse = problem.is_sparse  # scipy.sparse chunks: no centring, as in memory
@@ -182,6 +185,8 @@ class ChunkedData:
         return row_bound_from_counts(np.rint(counts), p, mu, rng)
 
     def target_bounds(self, mu, rng):
+        if self.public_target is not None:  # nothing released, no pass over the chunks
+            return public_bounds(*self.public_target, self.shape[0])
         counts = self.raw._reduce(_chunk_target_counts, DEFAULT_GRID.n_bins, grid=DEFAULT_GRID)
         return private_bounds_from_counts(counts[None, :], self.shape[0], mu, rng)
 

@@ -246,7 +246,7 @@ def rules(solver, *, loss, n, dim, mu, row_bound, alpha=0.0, huber_threshold=1.0
 
 
 def plan_budget(n, p, mu, *, regression, center, public=0, inference=False, coarse=False,
-                sparse=False):
+                sparse=False, public_target=False):
     """Shares of mu^2 for the scaling steps, from public (n, p, mu) only.
 
     Feature bounds get ``SHARES["feature_bounds"]``, or ``MAX_SHARE`` when that is
@@ -257,8 +257,9 @@ def plan_budget(n, p, mu, *, regression, center, public=0, inference=False, coar
     features are centred (dense data with an intercept). A regression target gets
     ``SHARES["target_bounds"]`` or ``MAX_SHARE`` likewise; if even that cannot
     resolve one histogram, no private fit can learn the target's scale: the plan is
-    then ``None`` (see :func:`fit_default` and :func:`model_possible`). ``public`` of the p
-    features have public bounds (``feature_bounds=``, the 0/1 columns of
+    then ``None`` (see :func:`fit_default` and :func:`model_possible`); a public target
+    range (``public_target``) needs no share, the rule still says if a model is possible.
+    ``public`` of the p features have public bounds (``feature_bounds=``, the 0/1 columns of
     :mod:`dpopt.preprocessing.tables`): only the others are released, and when none is
     left the bounds cost nothing.
     ``inference``: :data:`INFERENCE_SHARE` for the
@@ -296,7 +297,8 @@ def plan_budget(n, p, mu, *, regression, center, public=0, inference=False, coar
                       if bounds_resolvable(n, 1, mu * math.sqrt(s))), None)
         if share is None:
             return None
-        shares["target_bounds"] = share
+        if not public_target:
+            shares["target_bounds"] = share
     return shares
 
 
@@ -333,7 +335,7 @@ def split_mu(epsilon, delta, shares, *, spent_mu=0.0):
 
 def fit_default(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, delta, rng,
                 regression, spent_mu=0.0, feature_bounds=None, prior=None, inference=False,
-                constant_only=False):
+                constant_only=False, target_bounds=None):
     """Run the default path (module docstring) and return an :class:`AutoFit`.
 
     ``y`` is already encoded for the loss ({-1, +1} labels for logistic). ``X`` may also
@@ -356,8 +358,10 @@ def fit_default(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, 
     of :func:`dpopt.pipeline.feature_selection.fit_routed` calls here on the kept columns),
     which the plan leaves out (the steps here share sqrt(mu^2 - spent_mu^2)) and objective
     perturbation counts in its ``prior_mu``.
+    ``target_bounds``: a regression target's public (lower, upper), checked by the caller:
+    no histogram of y is released (its share stays with the model); y is clipped to it.
     """
-    data = _data_of(X, y, loss, fit_intercept)
+    data = _data_of(X, y, loss, fit_intercept, target_bounds)
     n, p = data.shape
     loss_name = loss if isinstance(loss, str) else loss.name
     center = fit_intercept and not data.sparse
@@ -370,7 +374,7 @@ def fit_default(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, 
     prior_sq = prior.share * whole ** 2 if prior is not None else 0.0  # a share of the whole
     shares = None if constant_only else plan_budget(
         n, p, mu_avail, regression=regression, center=center, public=public, inference=inference,
-        coarse=True, sparse=data.sparse)
+        coarse=True, sparse=data.sparse, public_target=target_bounds is not None)
     if shares is None:
         left = math.sqrt(max(mu_avail ** 2 - prior_sq, 0.0))
         return _no_model(data, p, loss, penalty, penalty_kwargs, fit_intercept, delta, n,

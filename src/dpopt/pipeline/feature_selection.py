@@ -274,7 +274,7 @@ def fit_screened(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon,
 
 def fit_routed(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, delta, rng,
                regression=False, feature_bounds=None, prior=None, inference=False,
-               constant_only=False, spent_mu=0.0):
+               constant_only=False, spent_mu=0.0, target_bounds=None):
     """The default path (:func:`dpopt.pipeline.default_path.fit_default`), through the
     screening route (:func:`fit_screened`) when the problem is a classification in memory
     with more features than a private full-dimensional fit can use (:func:`high_dimensional`,
@@ -291,4 +291,5 @@ def fit_routed(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, d
     return fit_default(X, y, loss=loss, penalty=penalty, penalty_kwargs=penalty_kwargs,
                        fit_intercept=fit_intercept, epsilon=epsilon, delta=delta, rng=rng,
                        regression=regression, feature_bounds=feature_bounds, prior=prior,
-                       inference=inference, constant_only=constant_only, spent_mu=spent_mu)
+                       inference=inference, constant_only=constant_only, spent_mu=spent_mu,
+                       target_bounds=target_bounds)

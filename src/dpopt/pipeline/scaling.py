@@ -25,6 +25,7 @@ from dpopt.preprocessing._bounds import (
     ZERO_INFLATED_FALLBACK,
     check_public_bounds,
     private_bounds_from_counts,
+    public_bounds,
     scaled_feature_histograms,
 )
 from dpopt.preprocessing._indicators import other_value_counts, private_indicators
@@ -148,11 +149,14 @@ def private_mean_of_y(data, mu, rng):
     3. The mean of y clipped to the range and mapped to [-1, 1] (sensitivity 2/n under
        replace-one), with what is left.
 
+    With a public target range (``target_bounds=``, :attr:`InMemoryData.public_target`)
+    step 1 is skipped and its share goes to the mean.
+
     Returns ``(TargetScaling or None, the constant in its scaled units, records, what, mu
     spent)``."""
     n = data.shape[0]
-    share = next((s for s in (0.25, 0.5) if bounds_resolvable(n / 2, 1, mu * math.sqrt(s))),
-                 0.75)
+    share = 0.0 if data.public_target is not None else next(
+        (s for s in (0.25, 0.5) if bounds_resolvable(n / 2, 1, mu * math.sqrt(s))), 0.75)
     tb = data.target_bounds(mu * math.sqrt(share), rng)
     records = list(tb.mechanisms)
     lo, hi = float(tb.lower[0]), float(tb.upper[0])
@@ -215,6 +219,9 @@ class InMemoryData:
     data, with the same releases: the two share every privacy-relevant function."""
 
     chunked = False
+    #: A public (lower, upper) of the target (``target_bounds=``), or None; when given,
+    #: :meth:`target_bounds` releases nothing (``public_bounds``).
+    public_target = None
 
     def __init__(self, X, y, fit_intercept=False):
         self.X, self.y, self.fit_intercept = X, y, fit_intercept
@@ -256,6 +263,8 @@ class InMemoryData:
         return private_row_bound(self.scaled(scaling), mu, rng)
 
     def target_bounds(self, mu, rng):
+        if self.public_target is not None:
+            return public_bounds(*self.public_target, self.shape[0])
         return private_target_bounds(self.y, mu, rng)
 
     def refined_target_bounds(self, lower, upper, mu, rng):
@@ -274,12 +283,17 @@ class InMemoryData:
         return Problem(self.scaled(scaling), y, **kwargs)
 
 
-def _data_of(X, y, loss, fit_intercept):
+def _data_of(X, y, loss, fit_intercept, target_bounds=None):
     """The data adapter of :func:`fit_default`: in memory, or chunked (a
-    :class:`~dpopt.data.chunked.ChunkedProblem`, or a Dask collection / path with ``y``)."""
+    :class:`~dpopt.data.chunked.ChunkedProblem`, or a Dask collection / path with ``y``),
+    with the public target range ``target_bounds`` (or None)."""
     if getattr(X, "is_chunked", False) is True or is_chunked_input(X):
-        return ChunkedData.of(X, y, loss=loss, fit_intercept=fit_intercept)
-    return InMemoryData(X, y, fit_intercept)
+        data = ChunkedData.of(X, y, loss=loss, fit_intercept=fit_intercept)
+    else:
+        data = InMemoryData(X, y, fit_intercept)
+    data.public_target = target_bounds
+    return data
+
 
 
 def private_scaling(data, mus, *, fit_intercept, center, regression, rng, bounds=None,
@@ -334,7 +348,7 @@ def private_scaling(data, mus, *, fit_intercept, center, regression, rng, bounds
         records += rec
     target = None
     if regression:
-        tb = data.target_bounds(mus["target_bounds"], rng)
+        tb = data.target_bounds(mus.get("target_bounds", math.inf), rng)
         records += list(tb.mechanisms)
         lo, hi = float(tb.lower[0]), float(tb.upper[0])
         # not with inference=True: the narrower range clips about 1% of a normal target,

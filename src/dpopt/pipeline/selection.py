@@ -250,13 +250,17 @@ def _rows(X, y, index):
     return (RowSubset.of(X, index) if not sp.issparse(X) else sp.csr_matrix(X)[index]), y[index]
 
 
-def _records(X, y):
-    """The data adapter of the records (X, y) for the releases made here."""
-    return ChunkedData(X) if is_chunked(X) else InMemoryData(X, y)
+def _records(X, y, target_bounds=None):
+    """The data adapter of the records (X, y) for the releases made here, with the public
+    target range ``target_bounds`` (or None)."""
+    data = ChunkedData(X) if is_chunked(X) else InMemoryData(X, y)
+    data.public_target = target_bounds
+    return data
 
 
 def fit_selected(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, delta, rng,
-                 regression, fit=None, feature_bounds=None, prior=None, inference=False):
+                 regression, fit=None, feature_bounds=None, prior=None, inference=False,
+                 target_bounds=None):
     """The default path with the private choice between its model and the constant
     (module docstring). Same arguments and result as :func:`dpopt.pipeline.default_path.fit_default`
     (``fit``, default that function, runs the training branch); ``plan["selection"]``
@@ -275,9 +279,12 @@ def fit_selected(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon,
     rows before this call (:mod:`dpopt.preprocessing.tables`), handed to the training branch.
     The held-out release is dominated by the training branch's *own* records, not the
     prior's: a held-out record meets the prior and the score release, a training record the
-    prior and the training branch, so the prior is common to both sides."""
+    prior and the training branch, so the prior is common to both sides. ``target_bounds``:
+    a regression target's public (lower, upper), for every release of the target here and
+    in the training branch (no histogram of y is released)."""
     extra = {k: v for k, v in (("feature_bounds", feature_bounds), ("prior", prior),
-                               ("inference", inference or None)) if v is not None}
+                               ("inference", inference or None),
+                               ("target_bounds", target_bounds)) if v is not None}
     fit = fit_routed if fit is None else fit
     loss_name = loss if isinstance(loss, str) else loss.name
     X, y = as_records(X, y, loss, fit_intercept)
@@ -326,14 +333,16 @@ def fit_selected(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon,
     all_rows = None
     if mu_c and auto.target is not None:
         if auto.target.half_width == 0 and n * mu_c >= m * mu_v:  # more than the held-out
-            return _held_out_mean(auto, _records(X, y), mu_c, rng, prior, spent=True)
+            return _held_out_mean(auto, _records(X, y, target_bounds), mu_c, rng, prior,
+                                  spent=True)
         if auto.target.half_width > 0:
-            all_rows, auto = all_rows_mean(auto, _records(X, y), mu_c, rng, prior)
+            all_rows, auto = all_rows_mean(auto, _records(X, y, target_bounds), mu_c, rng,
+                                          prior)
             auto.plan["mu_shares"]["constant"] = mu_c  # the plan's split: sum of mu^2 = mu^2
             if auto.plan.get("target_collapsed"):  # two noisy means, no model: pool them
                 return _pooled_constant(auto, n - m, all_rows)
-    return _select(auto, _records(*_rows(X, y, val)), regression, fit_intercept, mu_v, rng,
-                   n - m, majority, all_rows)
+    return _select(auto, _records(*_rows(X, y, val), target_bounds), regression, fit_intercept,
+                   mu_v, rng, n - m, majority, all_rows)
 
 
 def _pooled_constant(auto, n_train, all_rows):

@@ -81,7 +81,7 @@ __all__ = ["SignedLogGrid", "FeatureBounds", "DEFAULT_QUANTILES", "DEFAULT_CONFI
            "COARSE_GRID",
            "DEFAULT_BIN_CONFIDENCE", "ZERO_INFLATED_FALLBACK", "collapsed_to_zero",
            "private_feature_bounds", "private_target_bounds", "release_histograms",
-           "release_counts", "feature_histograms", "private_bounds_from_counts",
+           "release_counts", "feature_histograms", "private_bounds_from_counts", "public_bounds",
            "histogram_bounds", "histogram_quantiles", "coarsened", "coarser_grids"]
 
 #: Default (lower, upper) quantile levels; see docs/preprocessing.md for the reasoning.
@@ -518,7 +518,7 @@ def _bounds_release(counts_of, shape, mu, rng, *, quantiles, bounds, confidence,
     columns = np.flatnonzero(~public)
     lower, upper = pub_lo.copy(), pub_hi.copy()
     if columns.size == 0:
-        return FeatureBounds(lower, upper, [], public, math.inf, 0.0, columns, None, n, grid)
+        return public_bounds(lower, upper, n, grid)
     noisy, sigma, record = release_counts(counts_of(columns), mu, rng)
     est_lo, est_hi, unresolved = histogram_bounds(noisy, sigma, n, quantiles, confidence, grid,
                                                   bin_confidence)
@@ -542,6 +542,15 @@ def _bounds_release(counts_of, shape, mu, rng, *, quantiles, bounds, confidence,
     flags[columns] = unresolved
     return FeatureBounds(lower, upper, [record], public, 1.0 / mu, sigma, columns, noisy, n, grid,
                          flags, fell)
+
+
+def public_bounds(lower, upper, n, grid=DEFAULT_GRID) -> FeatureBounds:
+    """The :class:`FeatureBounds` of bounds all given publicly (a scalar or one value per
+    feature): nothing is released and nothing read, so there is no record."""
+    lower = np.atleast_1d(np.asarray(lower, dtype=np.float64))
+    upper = np.atleast_1d(np.asarray(upper, dtype=np.float64))
+    return FeatureBounds(lower, upper, [], np.ones(lower.size, dtype=bool), math.inf, 0.0,
+                         np.zeros(0, dtype=np.intp), None, n, grid)
 
 
 def collapsed_to_zero(lower, upper):
