@@ -178,3 +178,16 @@ def sklearn_seed(random_state):
     if isinstance(random_state, numbers.Integral) and not isinstance(random_state, bool):
         return int(random_state)
     return random_state
+
+
+def check_range(value, name):
+    """``value`` as a pair (lower, upper) of finite floats with lower < upper; a ValueError
+    naming ``name`` otherwise."""
+    try:
+        lo, hi = (float(v) for v in value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a pair (lower, upper) of numbers, got "
+                         f"{value!r}") from None
+    if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
+        raise ValueError(f"{name} = {value!r}: need finite lower < upper")
+    return lo, hi

@@ -21,6 +21,7 @@ from dpopt._core.validation import (
     check_bool,
     check_privacy_target,
     check_random_state,
+    check_range,
     default_delta,
     sklearn_seed,
 )
@@ -449,16 +450,7 @@ class _DPLinearModel(BaseEstimator):
         """The regressor's ``target_bounds`` as (lower, upper) floats, or None (checked:
         finite, lower < upper)."""
         given = getattr(self, "target_bounds", None)
-        if given is None:
-            return None
-        try:
-            lo, hi = (float(v) for v in given)
-        except (TypeError, ValueError):
-            raise ValueError(f"target_bounds must be None or a pair (lower, upper) of numbers, "
-                             f"got {given!r}") from None
-        if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
-            raise ValueError(f"target_bounds = {given!r}: need finite lower < upper")
-        return lo, hi
+        return None if given is None else check_range(given, "target_bounds")
 
     def _set_fitted(self, result):
         coef = np.asarray(result.coef, dtype=np.float64)

@@ -70,7 +70,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse as sp
 
-from dpopt._core.validation import check_positive_int, check_scalar
+from dpopt._core.validation import check_positive_int, check_range, check_scalar
 from dpopt.data.rows import RowSubset, rows_of
 from dpopt.kernels import binning
 from dpopt.kernels.binning import all_finite_rows
@@ -527,7 +527,7 @@ def _bounds_release(counts_of, shape, mu, rng, *, quantiles, bounds, confidence,
         if not quiet:
             warn_unresolved(columns[unresolved], sigma, n, stacklevel=4)  # the entry point's caller
     else:
-        fb_lo, fb_hi = _check_fallback(fallback)
+        fb_lo, fb_hi = check_range(fallback, "fallback")
         m = max(abs(fb_lo), abs(fb_hi))
         zero = collapsed_to_zero(est_lo, est_hi) & ~unresolved
         est_lo = np.where(unresolved, -m, np.where(zero, fb_lo, est_lo))
@@ -557,17 +557,6 @@ def collapsed_to_zero(lower, upper):
     """Features whose estimated bounds are both the exact zero bin (a zero-inflated or
     all-zero column at this budget): ``lower == upper == 0``."""
     return (np.asarray(lower) == 0.0) & (np.asarray(upper) == 0.0)
-
-
-def _check_fallback(fallback):
-    try:
-        lo, hi = (float(v) for v in fallback)
-    except (TypeError, ValueError):
-        raise ValueError(f"fallback must be None or a pair (lower, upper) of floats, got "
-                         f"{fallback!r}") from None
-    if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
-        raise ValueError(f"fallback must be finite with lower < upper, got {fallback!r}")
-    return lo, hi
 
 
 def private_target_bounds(y, mu, rng, *, quantiles=DEFAULT_QUANTILES, bounds=None,
