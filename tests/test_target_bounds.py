@@ -40,6 +40,8 @@ def test_a_public_range_releases_no_histogram_of_y_and_gives_its_share_to_the_mo
         epsilon_of(public.fit_result_.mechanisms, public.delta_spent_), rel=1e-9)
     assert public.epsilon_spent_ <= 1.0 * (1 + 1e-9)
     assert public.score(X, y) > 0.7
+    assert "the target's range [40, 60] is public" in public.privacy_report()
+    assert "the target's range" not in private.privacy_report()
 
 
 def test_targets_beyond_the_range_are_clipped_and_predictions_stay_within_it():
@@ -63,6 +65,7 @@ def test_the_mean_only_path_spends_the_whole_budget_on_the_mean():
     assert len(records) == 1 and isinstance(records[0], Gaussian)
     assert m.epsilon_spent_ == pytest.approx(0.25, rel=1e-6)
     assert 60 <= m.intercept_ <= 80 and np.all(m.coef_ == 0)
+    assert "its public range" in m.auto_.plan["reason"]
 
 
 def test_chunked_data_takes_the_public_range_without_a_pass_over_y():

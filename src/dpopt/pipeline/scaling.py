@@ -163,7 +163,9 @@ def private_mean_of_y(data, mu, rng):
     if not hi > lo:
         return (None, 0.0, records, "the constant 0 (the histogram of y did not resolve its "
                 "range)", mu * math.sqrt(share))
-    rest, what = 1.0 - share, "the private mean of y (its range by a histogram, then a noisy mean)"
+    rest, what = 1.0 - share, ("the private mean of y (its public range, then a noisy mean)"
+                               if data.public_target is not None else "the private mean of y "
+                               "(its range by a histogram, then a noisy mean)")
     if concentrated(lo, hi) and refine_resolvable(n, mu * math.sqrt(0.5 * rest)):
         rest *= 0.5
         lo, hi, record = data.refined_target_bounds(lo, hi, mu * math.sqrt(rest), rng)
@@ -348,6 +350,8 @@ def private_scaling(data, mus, *, fit_intercept, center, regression, rng, bounds
         records += rec
     target = None
     if regression:
+        if data.public_target is not None:  # for the report (_column_lines)
+            columns_note["public_target"] = [float(v) for v in data.public_target]
         tb = data.target_bounds(mus.get("target_bounds", math.inf), rng)
         records += list(tb.mechanisms)
         lo, hi = float(tb.lower[0]), float(tb.upper[0])
@@ -509,6 +513,10 @@ def _column_lines(plan):
         lines.append(f"features {_short(moved)} ({len(moved)}): their values fill a sliver of one "
                      f"bin of the bounds' grid, which the noisy mean missed; they were narrowed "
                      f"about the middle of their centred range and {again}")
+    public_y = plan.get("public_target")
+    if public_y:
+        lines.append(f"the target's range [{public_y[0]:g}, {public_y[1]:g}] is public "
+                     f"(target_bounds=): y is clipped to it, no histogram of y is released")
     ends = plan.get("grid_end_features") or []
     if ends:
         lines.append(f"features {_short(ends)} ({len(ends)}): their values reach "
