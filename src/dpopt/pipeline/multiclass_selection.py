@@ -57,6 +57,7 @@ from dpopt.pipeline.selection import (
     branch_mu,
     choose,
     is_chunked,
+    rate_noise,
     resolve_alpha,
     split_rows,
     validation_rows,
@@ -126,17 +127,15 @@ def _against_counts(correct, m, mu, rng, counts, label_sigma):
     (std ``label_sigma`` each): the classes' rates are counts / their sum, the majority is
     the largest, and only the model's held-out accuracy is released
     (:func:`dpopt.pipeline.selection.against_known_rate`: sensitivity 1/m instead of the
-    sqrt(3)/m of the k + 1 means). The majority's rate r = c_b / N moves by
-    ((1 - r) e_b - r sum_{o != b} e_o) / N under the counts' noises e, so its sd is
-    label_sigma sqrt((1 - r)^2 + (k - 1) r^2) / N (to first order in the noise of N).
-    Returns (noisy scores of the model and the k constants, sigma, the majority, whether
-    the model is released)."""
+    sqrt(3)/m of the k + 1 means), against the majority's rate, whose noise sd is
+    :func:`dpopt.pipeline.selection.rate_noise`. Returns (noisy scores of the model and the
+    k constants, sigma, the majority, whether the model is released)."""
     counts = np.maximum(np.asarray(counts, dtype=np.float64), 0.0)
     total = max(float(counts.sum()), 1e-12)
     rates, best = counts / total, int(np.argmax(counts))
-    r, k = rates[best], len(counts)
-    rate_sd = label_sigma * math.sqrt((1.0 - r) ** 2 + (k - 1) * r ** 2) / total
-    score, sigma, use = against_known_rate(correct, m, mu, rng, r, rate_sd)
+    r = rates[best]
+    score, sigma, use = against_known_rate(correct, m, mu, rng, r,
+                                           rate_noise(label_sigma, r, len(counts), total))
     return np.concatenate([[score], rates]), sigma, best, use
 
 

@@ -297,7 +297,6 @@ def _data_of(X, y, loss, fit_intercept, target_bounds=None):
     return data
 
 
-
 def private_scaling(data, mus, *, fit_intercept, center, regression, rng, bounds=None,
                     row_mode=None, may_recentre=False):
     """The scaling steps of :func:`fit_default` (the releases of the module table with the

@@ -81,14 +81,9 @@ majority class and its rate, for free; declared labels get the same noisy counts
 by the table layer on all n rows for this use (a Gaussian of sensitivity sqrt(2) over the
 public classes; :func:`dpopt.preprocessing.table_encoder.noisy_class_counts`); the
 high-dimensional route releases the positive share with its screen
-(:func:`screened_majority`). With the majority's rate r known, the held-out rows release
-the model's accuracy alone (:func:`against_known_rate`: one column, sensitivity 1/m,
-sigma = 1/(m mu_v), where the two accuracies of the paired release had sqrt(2)/(m mu_v)
-each), and the model is released when it beats r by MARGIN standard deviations of
-sqrt(sigma^2 + sd(r)^2). It gives up the pairing (a model that agrees with the constant on
-most rows has a paired difference with little sampling noise), so its margin is at least the
-one that keeps the worst-case expected loss within ``TOLERANCE`` when the held-out sample's
-own noise is counted (:func:`tolerance_margin`), which binds as epsilon grows.
+(:func:`screened_majority`). With the majority's rate known, the held-out rows release the
+model's accuracy alone, one column of sensitivity 1/m, and compare it with that rate
+(:func:`against_known_rate`, which gives its margins).
 
 Otherwise (none of these: a held-out choice without counts) the best constant of the
 held-out release can be the minority class when the noise is large; that costs at most
@@ -141,7 +136,7 @@ from dpopt.pipeline.held_out import (  # noqa: F401 (noisy_scores: public here t
     noisy_scores,
     prediction_gap_bound,
 )
-from dpopt.pipeline.scaling import InMemoryData, private_mean_of_y
+from dpopt.pipeline.scaling import _data_of, private_mean_of_y
 from dpopt.privacy import Gaussian, ObjectivePerturbation, gdp_mu
 
 __all__ = ["VALIDATION_FRACTION", "MARGIN", "against_known_rate", "fit_selected",
@@ -251,11 +246,9 @@ def _rows(X, y, index):
 
 
 def _records(X, y, target_bounds=None):
-    """The data adapter of the records (X, y) for the releases made here, with the public
-    target range ``target_bounds`` (or None)."""
-    data = ChunkedData(X) if is_chunked(X) else InMemoryData(X, y)
-    data.public_target = target_bounds
-    return data
+    """The data adapter of the records (X, y) for the releases made here (a chunked problem
+    carries its own target, y None), with the public target range ``target_bounds``."""
+    return _data_of(X, y, None, False, target_bounds)
 
 
 def fit_selected(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, delta, rng,
@@ -445,9 +438,14 @@ def released_majority(prior):
     # resolved: the noisy difference of the counts (std sqrt(2) sigma) beats MARGIN of it
     sigma, rate = prior.info["label_sigma"], max(counts) / total
     resolved = abs(counts[1] - counts[0]) > MARGIN * math.sqrt(2.0) * sigma
-    # the rate r = c_b / N moves by ((1 - r) e_b - r e_o) / N under the counts' noises e
-    rate_sd = sigma * math.hypot(1.0 - rate, rate) / total
-    return best, rate, bool(resolved), rate_sd
+    return best, rate, bool(resolved), rate_noise(sigma, rate, 2, total)
+
+
+def rate_noise(sigma, rate, k, total):
+    """The standard deviation of a class rate r = c_b / N read from k noisy counts (each
+    with noise sd ``sigma``, N their sum): r moves by ((1 - r) e_b - r sum_{o != b} e_o) / N,
+    so sigma sqrt((1 - r)^2 + (k - 1) r^2) / N, to first order in the noise of N."""
+    return sigma * math.sqrt((1.0 - rate) ** 2 + (k - 1) * rate ** 2) / total
 
 
 def screened_majority(plan):
