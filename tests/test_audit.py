@@ -272,3 +272,14 @@ def test_the_regression_constant_on_all_rows_passes_the_audit_and_its_broken_var
     assert ok.consistent and ok.epsilon == pytest.approx(2.0, rel=1e-6), ok.summary()
     broken = audit_constant(n_runs=1000, noise_scale=0.25)
     assert not broken.consistent, broken.summary()
+
+
+def test_the_pooled_target_histogram_passes_the_audit_and_its_broken_variant_is_caught():
+    """The target's histogram released twice and pooled (the mean of y's second look):
+    consistent at the claimed budget, caught with a quarter of the noise."""
+    from dpopt.api.release_audits import audit_pooled_histogram
+
+    ok = audit_pooled_histogram(n_runs=1000)
+    assert ok.consistent and ok.epsilon == pytest.approx(2.0, rel=1e-6), ok.summary()
+    broken = audit_pooled_histogram(n_runs=1000, noise_scale=0.25)
+    assert not broken.consistent, broken.summary()

@@ -425,15 +425,23 @@ def test_the_mean_of_y_spends_on_its_bounds_only_what_they_need():
     assert records[0].noise_multiplier == pytest.approx(1 / (0.14 * math.sqrt(0.75)))  # small n
 
 
-@pytest.mark.parametrize("n, rows", [(20000, "held-out"), (2000, "all")])
-def test_a_collapsed_training_target_falls_back_to_a_private_mean(monkeypatch, n, rows):
+@pytest.mark.parametrize("n, rows, gaussian", [(20000, "all", True), (2000, "all", True),
+                                               (20000, "held-out", False)])
+def test_a_collapsed_training_target_falls_back_to_a_private_mean(monkeypatch, n, rows,
+                                                                  gaussian):
     """If the training rows' histogram of y does not resolve, the model's share releases
     the private mean of y on those rows instead (a second histogram at that larger budget);
-    if that does not resolve either (forced here), the private mean of y is released by the
-    held-out rows with mu_v, or by all rows with the constant's own mu_c where
-    n mu_c >= m mu_v (its records then join the composition)."""
-    from dpopt.pipeline import scaling
+    if that does not resolve either (forced here), the private mean of y is released by
+    all rows with the constant's mu_c and what the training branch left unspent (all of
+    its records Gaussian: the budget is then spent exactly), or by the held-out rows with
+    mu_v where n mu_c < m mu_v (a branch with a non-Gaussian record keeps mu_c only:
+    simulated)."""
+    from dpopt.pipeline import scaling, selection
+    from dpopt.pipeline.constant import mu_left
     from dpopt.preprocessing._bounds import FeatureBounds
+
+    if not gaussian:
+        monkeypatch.setattr(selection, "mu_left", lambda auto, prior, whole, mu_c: mu_c)
 
     X, y = signal(n=n, regression=True)
     calls = []
@@ -456,10 +464,16 @@ def test_a_collapsed_training_target_falls_back_to_a_private_mean(monkeypatch, n
     assert reg.epsilon_spent_ <= 2.0 * (1 + 1e-9)
     mechs = reg.fit_result_.mechanisms
     assert reg.epsilon_spent_ == pytest.approx(epsilon_of(mechs, reg.fit_result_.delta))
-    if rows == "all":  # the constant's own mu_c, kept out of the training branch
+    if rows == "all":  # mu_c, kept out of the training branch, and what the branch left
         from dpopt.pipeline.constant import constant_mu
 
-        assert sel["mu"] == reg.auto_.plan["constant_mu"] == constant_mu(n, gdp_mu(2.0, 1 / n**2))
+        whole = gdp_mu(2.0, 1 / n**2)
+        own = sum(r.count / r.noise_multiplier ** 2 for r in mechs[:-1])
+        assert sel["mu"] == reg.auto_.plan["constant_mu"] > constant_mu(n, whole)
+        assert sel["mu"] ** 2 == pytest.approx(whole ** 2 - own, rel=1e-9)
+        assert own + sel["mu"] ** 2 <= whole ** 2  # the whole budget, never more
+        assert reg.epsilon_spent_ == pytest.approx(2.0, rel=1e-6)
+        assert mu_left(reg.auto_, None, whole, 0.0) < 1e-5 * whole  # nothing is left after it
 
 
 def test_a_collapsed_training_target_spends_the_model_share_on_its_mean(monkeypatch):
@@ -555,6 +569,66 @@ def test_the_private_mean_of_y_has_the_stated_noise():
     assert abs(np.mean(errors)) < 4 * sd / math.sqrt(1500)
     assert np.std(errors) == pytest.approx(sd, rel=0.06)
     assert mu_m == pytest.approx(mu * math.sqrt(0.75))  # bounds took 1/4 of mu^2 at this n
+
+
+def test_an_unresolved_histogram_of_y_is_released_again_and_pooled(monkeypatch):
+    """A target spread over three decades with 220 rows: the histogram at 3/4 of mu often
+    cannot locate it, and the constant was then 0 (R^2 about -0.5 here). The rest of mu
+    releases the histogram again; pooled with the first it is the release at mu, which
+    resolves in most of those fits, and the constant is read from it. Either way the
+    records are two Gaussian histograms whose mu^2 add up to mu^2."""
+    from dpopt.pipeline import scaling
+    from dpopt.pipeline.scaling import InMemoryData, private_mean_of_y
+
+    n, mu = 220, 0.28
+    y = 10 ** np.random.default_rng(0).uniform(0, 3, n)
+    data = InMemoryData(np.zeros((n, 1)), y)
+
+    def fits(seeds=60):
+        out = []
+        for seed in range(seeds):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                target, mean, records, what, spent = private_mean_of_y(
+                    data, mu, np.random.default_rng(seed))
+            out.append((target, mean, records, what, spent))
+        return out
+
+    again = [f for f in fits() if "two histograms" in f[3]]
+    rescued = [f for f in again if f[0] is not None]
+    assert len(rescued) >= 3 and len(rescued) > len(again) - len(rescued)
+    for *_, records, _, spent in again:
+        assert spent == mu and len(records) == 2
+        assert sum(1 / r.noise_multiplier ** 2 for r in records) == pytest.approx(mu ** 2)
+    errors = [t.center + t.half_width * m - y.mean() for t, m, *_ in rescued]
+    assert np.sqrt(np.mean(np.square(errors))) < 0.5 * np.std(y)
+    zeros = sum(f[0] is None for f in fits())
+    monkeypatch.setattr(scaling, "_released_again", lambda data, first, mu, share, rng: (
+        None, 0.0, list(first.mechanisms), "the constant 0", mu * math.sqrt(share)))
+    assert sum(f[0] is None for f in fits()) >= zeros + 3  # without the second look
+
+
+def test_pooled_histograms_have_the_noise_of_one_release_at_the_whole_mu():
+    """Too little noise is the worst bug: two releases at mu_1 and mu_2, pooled, must carry
+    the noise of one release at sqrt(mu_1^2 + mu_2^2), no less (measured on 4,000 draws),
+    and the histogram's mean reads the mean of the values in its range."""
+    from dpopt.preprocessing._bounds import DEFAULT_GRID, private_target_bounds
+    from dpopt.preprocessing._refine import histogram_mean, pooled_counts
+
+    y = np.random.default_rng(1).uniform(20, 300, 400)
+    exact = np.bincount(DEFAULT_GRID.bin_index(y), minlength=DEFAULT_GRID.n_bins)
+    rng = np.random.default_rng(2)
+    draws, sigmas = [], set()
+    for _ in range(4000 // DEFAULT_GRID.n_bins + 1):
+        first = private_target_bounds(y, 0.3, rng)
+        second = private_target_bounds(y, 0.4, rng)
+        noisy, sigma = pooled_counts(first, second)
+        draws.append(noisy[0] - exact)
+        sigmas.add(round(sigma, 12))
+    assert sigmas == {round(math.sqrt(2) / 0.5, 12)}
+    assert np.std(np.concatenate(draws)) == pytest.approx(math.sqrt(2) / 0.5, rel=0.05)
+    lo, hi = 17.78279410038923, 316.22776601683796  # the grid's edges around [20, 300]
+    assert histogram_mean(exact, lo, hi) == pytest.approx(y.mean(), rel=0.1)
 
 
 def test_a_concentrated_target_is_read_again_on_equal_bins():

@@ -1,10 +1,11 @@
 """Empirical audits of the default path's single releases: the held-out selection's scores,
-a regressor's constant on all rows, the indicator test, DP-GD's curvature, the re-centring
-and the one-vs-rest class scores. Each runs the fit's own release on neighbouring data
-that differ in one canary record (the worst case of its stated sensitivity) at
-mu = gdp_mu(epsilon, delta), and reads an empirical lower bound on epsilon from the
-distinguishing test of :mod:`dpopt.api.audit` (:func:`~dpopt.api.audit.empirical_epsilon`).
-``noise_scale`` < 1 is a broken variant, for the tests: a bound above the claim catches it.
+a regressor's constant on all rows, the target's histogram released again and pooled, the
+indicator test, DP-GD's curvature, the re-centring and the one-vs-rest class scores. Each
+runs the fit's own release on neighbouring data that differ in one canary record (the worst
+case of its stated sensitivity) at mu = gdp_mu(epsilon, delta), and reads an empirical lower
+bound on epsilon from the distinguishing test of :mod:`dpopt.api.audit`
+(:func:`~dpopt.api.audit.empirical_epsilon`). ``noise_scale`` < 1 is a broken variant, for
+the tests: a bound above the claim catches it.
 """
 
 from __future__ import annotations
@@ -27,12 +28,14 @@ from dpopt.pipeline.curvature import noisy_gram
 from dpopt.pipeline.multiclass_selection import noisy_class_scores
 from dpopt.pipeline.scaling import InMemoryData, recentre
 from dpopt.pipeline.selection import noisy_scores
+from dpopt.preprocessing._bounds import DEFAULT_GRID
 from dpopt.preprocessing._indicators import other_value_counts, private_indicators
+from dpopt.preprocessing._refine import pooled_counts
 from dpopt.preprocessing.feature_maps import Scaling
 from dpopt.privacy import gdp_epsilon, gdp_mu
 
-__all__ = ["audit_selection", "audit_constant", "audit_indicator_counts", "audit_curvature",
-           "audit_recentre", "audit_class_scores"]
+__all__ = ["audit_selection", "audit_constant", "audit_pooled_histogram",
+           "audit_indicator_counts", "audit_curvature", "audit_recentre", "audit_class_scores"]
 
 
 # ---------------------------------------------------------------------------
@@ -116,6 +119,38 @@ def audit_constant(*, epsilon=DEFAULT_EPSILON, delta=DEFAULT_DELTA, n_runs=DEFAU
             scores[b, k] = y.mean() + noise_scale * (noisy - y.mean())
     return _release_audit("constant on all rows (held-out choice, regression)", scores, mu,
                           delta, confidence, {"n": n, "noise_scale": noise_scale})
+
+
+def audit_pooled_histogram(*, epsilon=DEFAULT_EPSILON, delta=DEFAULT_DELTA,
+                           n_runs=DEFAULT_RUNS, n=50, share=0.75, random_state=0,
+                           confidence=0.95, noise_scale=1.0) -> AuditResult:
+    """Empirical lower bound on the epsilon of the target's histogram released twice and
+    pooled (:func:`dpopt.pipeline.scaling.private_mean_of_y` when its first histogram does
+    not resolve: ``share`` of mu^2, then the rest, pooled by
+    :func:`~dpopt.preprocessing._refine.pooled_counts`). Neighbouring targets of ``n``
+    records, all 0 except the canary, at 0 on D0 and 1 on D1 (the worst case: one unit
+    leaves the zero bin and enters another). Both releases run through the fit's adapter
+    at mu = gdp_mu(epsilon, delta) in all; the statistic is the pooled count of the
+    canary's bin less that of the zero bin. ``noise_scale`` < 1 is a broken variant, for
+    the tests only (it multiplies the pooled noise)."""
+    epsilon, delta, n_runs, mu = _release_claim(epsilon, delta, n_runs)
+    share = check_scalar(share, "share", low=0.0, high=1.0, low_open=True, high_open=True)
+    rng = np.random.default_rng(random_state)
+    scores = np.empty((2, n_runs))
+    for b, canary in enumerate((0.0, 1.0)):
+        y = np.zeros(n)
+        y[0] = canary
+        data = InMemoryData(np.empty((n, 0)), y)
+        counts = np.bincount(DEFAULT_GRID.bin_index(y), minlength=DEFAULT_GRID.n_bins)
+        zero, one = DEFAULT_GRID.bin_index(np.array([0.0, 1.0]))
+        for k in range(n_runs):
+            first = data.target_bounds(mu * np.sqrt(share), rng)
+            second = data.target_bounds(mu * np.sqrt(1.0 - share), rng)
+            noisy = counts + noise_scale * (pooled_counts(first, second)[0][0] - counts)
+            scores[b, k] = noisy[one] - noisy[zero]
+    return _release_audit("target histogram released again and pooled (mean of y)", scores,
+                          mu, delta, confidence, {"n": n, "share": share,
+                                                  "noise_scale": noise_scale})
 
 
 def audit_indicator_counts(*, epsilon=DEFAULT_EPSILON, delta=DEFAULT_DELTA, n_runs=DEFAULT_RUNS,

@@ -37,7 +37,7 @@ from dpopt.pipeline.scaling import SHARES
 from dpopt.privacy import Gaussian, epsilon_of
 
 __all__ = ["CONSTANT_LOSS", "constant_mu", "release_constant", "all_rows_mean", "composed",
-           "pooled_mean", "released_mean"]
+           "pooled_mean", "released_mean", "mu_left"]
 
 #: The R^2 a regressor's released constant may lose to its noise (:func:`constant_mu`): a
 #: tenth of the do-no-harm tolerance (0.01).
@@ -56,6 +56,24 @@ def constant_mu(n, mu):
     left the training branch's target histogram too little: it placed too narrow a range
     more often (measured, docs/default_path.md)."""
     return min(mu * math.sqrt(SHARES["feature_bounds"]), 8.0 / (n * math.sqrt(CONSTANT_LOSS)))
+
+
+def mu_left(auto, prior, whole, mu_c):
+    """The mu the constant on all rows may spend when the training branch's target scale
+    collapsed (no model, nothing to compare): mu_c and what the branch left unspent, so
+    sqrt(whole^2 (1 - the table layer's share) - the branch's own mu^2), shrunk by a
+    relative 1e-12 for rounding. A training record meets the branch's releases and this
+    one, whose mu^2 then add up to at most the budget; a held-out record meets this one
+    alone. The amount depends on the branch's output, which fully adaptive composition of
+    Gaussian mechanisms allows (Smith & Thakurta 2022), so it holds only when the branch's
+    records are all Gaussian (else mu_c). ``whole``: the GDP mu of the fit's target
+    (epsilon, delta less the table layer's delta)."""
+    own = auto.result.mechanisms[len(prior.records) if prior is not None else 0:]
+    if not all(type(m) is Gaussian for m in own):
+        return mu_c
+    spent = math.fsum(m.count / m.noise_multiplier ** 2 for m in own)
+    budget = whole ** 2 * (1.0 - (prior.share if prior is not None else 0.0))
+    return max(mu_c, math.sqrt(max(budget - spent, 0.0)) * (1.0 - 1e-12))
 
 
 def release_constant(target, data, mu_c, rng):

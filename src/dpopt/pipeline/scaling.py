@@ -22,8 +22,10 @@ from dpopt.preprocessing._bounds import (
     DEFAULT_BIN_CONFIDENCE,
     DEFAULT_CONFIDENCE,
     DEFAULT_GRID,
+    DEFAULT_QUANTILES,
     ZERO_INFLATED_FALLBACK,
     check_public_bounds,
+    histogram_bounds,
     private_bounds_from_counts,
     public_bounds,
     scaled_feature_histograms,
@@ -38,7 +40,9 @@ from dpopt.preprocessing._norms import (
 from dpopt.preprocessing._refine import (
     REFINE_BINS,
     concentrated,
+    histogram_mean,
     linear_counts,
+    pooled_counts,
     refined_bounds,
     within_bins,
 )
@@ -135,9 +139,11 @@ def private_mean_of_y(data, mu, rng):
        spread evenly over the bins; a skewed target puts fewer records in some, and the
        bounds must hold half of n): a bound that does not clear its threshold leaves
        nothing to centre on, while the mean's noise degrades smoothly, so the bounds get
-       what they need and the mean the rest (all from public n and mu). With no resolved
-       range there is no safe guess (a noisy histogram's largest bin can be a noise bin
-       10^9 away), so the constant is then 0.
+       what they need and the mean the rest (all from public n and mu). Where it does not
+       resolve, the rest of mu releases it again, pooled with the first
+       (:func:`_released_again`), and the constant is read from the pooled counts. With no
+       resolved range even then there is no safe guess (a noisy histogram's largest bin
+       can be a noise bin 10^9 away), so the constant is 0.
     2. Where those bounds are :func:`~dpopt.preprocessing._bounds.concentrated` (one sign,
        at most two log bins wide: the grid located the target but not its spread), half of
        the rest reads them again on 16 equal bins (:func:`refined_bounds`, sensitivity
@@ -160,6 +166,8 @@ def private_mean_of_y(data, mu, rng):
     tb = data.target_bounds(mu * math.sqrt(share), rng)
     records = list(tb.mechanisms)
     lo, hi = float(tb.lower[0]), float(tb.upper[0])
+    if not hi > lo and share < 1.0 and tb.unresolved is not None and tb.unresolved[0]:
+        return _released_again(data, tb, mu, share, rng)
     if not hi > lo:
         return (None, 0.0, records, "the constant 0 (the histogram of y did not resolve its "
                 "range)", mu * math.sqrt(share))
@@ -175,6 +183,29 @@ def private_mean_of_y(data, mu, rng):
     target = TargetScaling.from_bounds(lo, hi, shift=True)
     mean, rec = data.target_mean(target, mu * math.sqrt(rest), rng)
     return target, mean, records + rec, what, mu
+
+
+def _released_again(data, first, mu, share, rng):
+    """Step 1 of :func:`private_mean_of_y` when its histogram did not resolve: the rest of
+    mu releases the histogram again, pooled with the first (the release at mu:
+    :func:`~dpopt.preprocessing._refine.pooled_counts`); where that resolves, the constant
+    is the pooled histogram's own mean in its range (:func:`histogram_mean`), else 0. Both
+    releases are Gaussian histograms of sensitivity sqrt(2) whose mu^2 add up to mu^2; the
+    second runs only after the first failed (fully adaptive composition, Smith & Thakurta
+    2022). The same return as :func:`private_mean_of_y`."""
+    second = data.target_bounds(mu * math.sqrt(1.0 - share), rng)
+    records = list(first.mechanisms) + list(second.mechanisms)
+    noisy, sigma = pooled_counts(first, second)
+    lo, hi, unresolved = histogram_bounds(noisy, sigma, data.shape[0], DEFAULT_QUANTILES,
+                                          grid=first.grid)
+    lo, hi = float(lo[0]), float(hi[0])
+    if unresolved[0] or not hi > lo:
+        return (None, 0.0, records, "the constant 0 (two histograms of y, pooled, did not "
+                "resolve its range)", mu)
+    target = TargetScaling.from_bounds(lo, hi, shift=True)
+    mean = float(np.clip(target.transform(histogram_mean(noisy, lo, hi, first.grid)), -1, 1))
+    return (target, mean, records, "the private mean of y (read from two histograms of it, "
+            "pooled: the first alone did not resolve its range)", mu)
 
 
 #: The plan's keys naming the features the scaling could not keep as they are (one

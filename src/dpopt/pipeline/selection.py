@@ -125,7 +125,7 @@ from dpopt._core.validation import warn_if_delta_exceeds_one_over_n
 from dpopt.data.chunked import is_chunked_input
 from dpopt.data.rows import RowSubset
 from dpopt.pipeline.chunked import ChunkedData
-from dpopt.pipeline.constant import all_rows_mean, composed, constant_mu, pooled_mean
+from dpopt.pipeline.constant import all_rows_mean, composed, constant_mu, mu_left, pooled_mean
 from dpopt.pipeline.default_path import model_possible
 from dpopt.pipeline.feature_selection import fit_routed
 from dpopt.pipeline.held_out import (  # noqa: F401 (noisy_scores: public here too)
@@ -285,8 +285,8 @@ def fit_selected(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon,
     m = validation_rows(n)
     runs = regression and fit_intercept and selection_runs(n)
     # a share kept for the constant on all rows (dpopt.pipeline.constant; no selection, none)
-    mu_c = (constant_mu(n, gdp_mu(epsilon, delta - (prior.delta if prior else 0.0)))
-            if runs and not inference else 0.0)
+    whole = gdp_mu(epsilon, delta - (prior.delta if prior else 0.0))
+    mu_c = constant_mu(n, whole) if runs and not inference else 0.0
     constant_only = runs and not model_possible(n - m, epsilon, delta, prior, spent_mu=mu_c)
     if constant_only or not selection_runs(n, inference=inference):
         why = (INFERENCE_NO_SELECTION if inference
@@ -325,8 +325,9 @@ def fit_selected(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon,
                 else released_majority(prior) or screened_majority(auto.plan))
     all_rows = None
     if mu_c and auto.target is not None:
-        if auto.target.half_width == 0 and n * mu_c >= m * mu_v:  # more than the held-out
-            return _held_out_mean(auto, _records(X, y, target_bounds), mu_c, rng, prior,
+        mu_all = mu_left(auto, prior, whole, mu_c) if auto.target.half_width == 0 else 0.0
+        if mu_all and n * mu_all >= m * mu_v:  # more than the held-out rows could
+            return _held_out_mean(auto, _records(X, y, target_bounds), mu_all, rng, prior,
                                   spent=True)
         if auto.target.half_width > 0:
             all_rows, auto = all_rows_mean(auto, _records(X, y, target_bounds), mu_c, rng,

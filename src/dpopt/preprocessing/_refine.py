@@ -1,4 +1,5 @@
-"""A second look at a concentrated range: location, then scale.
+"""Second looks at a target's range: a concentrated range read again (location, then scale),
+and an unresolved histogram released again and pooled with the first.
 
 The public grid of :mod:`dpopt.preprocessing._bounds` places a value within a factor of one
 bin (10^(1/4) = 1.78 on the default grid), not within its own spread: values of 1000 +- 30
@@ -14,6 +15,15 @@ conservative there). Gaussian noise of sigma = sqrt(2) / mu per count makes the 
 Gaussian mechanism of multiplier 1 / mu, mu-GDP (Dong, Roth & Su 2022), recorded as
 ``Gaussian(1 / mu, 1)``. [lower, upper] must be public or released before (the default
 path's target bounds are). Reading the bounds (scans, fences) is post-processing.
+
+An unresolved histogram (:func:`pooled_counts`, :func:`histogram_mean`). When the first
+histogram of a target cannot locate it (its bulk spread over more bins than the noise lets
+through), a second release of the same counts on the same grid, with what the budget has
+left, is pooled with the first bin by bin with weights 1/sigma^2: independent Gaussian
+noises on the same counts, so the pooled histogram is the release at mu = sqrt(mu_1^2 +
+mu_2^2) (one Gaussian mechanism's output, read by the same scans), and its bulk's counts
+stand out by that much more. Where it resolves, nothing is left for a noisy mean: the
+constant is read from the pooled counts themselves (post-processing).
 """
 
 from __future__ import annotations
@@ -35,8 +45,8 @@ from dpopt.preprocessing._bounds import (
     release_counts,
 )
 
-__all__ = ["REFINE_BINS", "concentrated", "linear_counts", "refined_bounds",
-           "skew_adjusted_fences", "within_bins"]
+__all__ = ["REFINE_BINS", "concentrated", "histogram_mean", "linear_counts", "pooled_counts",
+           "refined_bounds", "skew_adjusted_fences", "within_bins"]
 
 #: Equal-width bins of the grid on which a concentrated range is read again
 #: (:func:`refined_bounds`): a relative resolution of 1/16 of the range.
@@ -128,3 +138,30 @@ def skew_adjusted_fences(q25, q50, q75):
     down, up = (math.exp(-4.0 * b), math.exp(3.0 * b)) if b >= 0 else \
         (math.exp(-3.0 * b), math.exp(4.0 * b))
     return q25 - 1.5 * down * iqr, q75 + 1.5 * up * iqr
+
+
+def pooled_counts(first, second):
+    """Two releases of the same histograms (:class:`~dpopt.preprocessing._bounds.FeatureBounds`
+    with ``noisy_counts`` on one grid), pooled bin by bin with weights 1/sigma^2: the noisy
+    counts and their noise's standard deviation (1/sigma_1^2 + 1/sigma_2^2)^(-1/2), that of
+    one release at mu = sqrt(mu_1^2 + mu_2^2) (module docstring). Post-processing."""
+    w1, w2 = first.sigma ** -2.0, second.sigma ** -2.0
+    noisy = (w1 * first.noisy_counts + w2 * second.noisy_counts) / (w1 + w2)
+    return noisy, (w1 + w2) ** -0.5
+
+
+def histogram_mean(noisy, lower, upper, grid=DEFAULT_GRID):
+    """The mean of the values in ``[lower, upper]`` (bin edges of ``grid``) read from one
+    noisy histogram: each bin inside at the middle of its ends, weighted by its noisy count
+    (a ratio of noisy sums; the bounds' release guarantees that the count inside is above
+    half of n), clipped to the range. Its error is the noise on the bins inside, weighted by
+    their values, and the spread of the values within a bin (a log bin is a factor 1.78
+    wide, so the middle can be off by about a tenth of the value). Post-processing."""
+    lo_end, hi_end = grid.bin_ends()
+    inside = (lo_end >= lower) & (hi_end <= upper)
+    counts = np.ravel(noisy)[inside]
+    total = float(np.sum(counts))
+    if not total > 0.0:
+        return 0.5 * (lower + upper)
+    middle = 0.5 * (lo_end[inside] + hi_end[inside])
+    return float(np.clip(np.dot(counts, middle) / total, lower, upper))
