@@ -111,6 +111,28 @@ def test_predict_aligns_categories_and_scores(table, tmp_path, capsys):
     assert code == 2 and "color" in err
 
 
+def test_one_kept_label_fits_predicts_and_saves_that_label(tmp_path, capsys):
+    """300 rows, a 20% label, epsilon = 0.25: the selection keeps one label; `dpopt fit`
+    says so and writes the model of that label, and `dpopt predict` predicts it."""
+    rng = np.random.default_rng(0)
+    rows = [[round(float(rng.normal()), 3), "yes" if rng.random() < 0.2 else "no"]
+            for _ in range(300)]
+    path = _write(tmp_path / "few.csv", "x,bought", rows)
+    model = tmp_path / "m.json"
+    code, out, err = run(["fit", path, "--loss", "logistic", "--epsilon", "0.25", "--seed", "0",
+                          "--out", model], capsys)
+    assert code == 0, err
+    assert "only 'no' was kept" in out and "no model" in out
+    saved = json.loads(model.read_text())
+    assert saved["classes"] == ["no"]
+    code, out, err = run(["predict", model, path, "--out", tmp_path / "p.csv"], capsys)
+    assert code == 0, err
+    rate = np.mean([r[1] == "no" for r in rows])
+    assert f"accuracy on the 300 rows with a target: {rate:.4f}" in out
+    loaded = modelio.load_model(model)
+    assert set(modelio.predict(loaded, np.array([[0.0], [5.0]]))) == {"no"}
+
+
 def test_fit_numeric_positive_label_and_bad_label(tmp_path, capsys):
     rng = np.random.default_rng(0)
     X = rng.standard_normal((1000, 2))

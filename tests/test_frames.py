@@ -11,7 +11,7 @@ from scipy.stats import norm
 
 import dpopt
 import dpopt.preprocessing.tables as F
-from dpopt.privacy import epsilon_of, gdp_mu
+from dpopt.privacy import Gaussian, epsilon_of, gdp_mu
 
 
 def _table(n=3000, seed=0):
@@ -90,12 +90,42 @@ def test_whole_fit_is_one_composition_and_one_charge():
     assert sum(v ** 2 for v in plan["mu_shares"].values()) == pytest.approx(mu ** 2, rel=1e-9)
     assert "selection" in plan["mu_shares"]
     assert len(acc._ledger) == 1  # one charge
-    # a fit whose labels' selection leaves one class fails and charges nothing
-    y1 = pd.Series(["no"] * (len(y) - 1) + ["yes"])
-    with pytest.raises(ValueError, match="kept 1 class.*needs 2 classes.*classes="):
+    # a fit whose labels' selection keeps no label fails and charges nothing
+    few = df.iloc[:30]
+    with pytest.raises(ValueError, match="kept 0 classes.*classes="):
         dpopt.DPLogisticRegression(epsilon=1.0, delta=1e-6, random_state=1,
-                                   accountant=acc).fit(df, y1)
+                                   accountant=acc).fit(few, pd.Series([f"l{i}" for i in range(30)]))
     assert len(acc._ledger) == 1
+
+
+def test_one_kept_label_is_the_classifier_of_that_label():
+    """The labels' selection keeps one label (the other is held by one record): no model can
+    be fitted and no other label named, so the released classifier predicts the kept label
+    (the majority, accuracy the majority rate) instead of refusing. Its privacy is the
+    table layer's releases alone (the rest is not spent): warned, reported, charged once."""
+    df, y = _table()
+    acc = dpopt.BudgetAccountant(epsilon=2.0, delta=1e-5)
+    y1 = pd.Series(["no"] * (len(y) - 1) + ["yes"])
+    with pytest.warns(UserWarning, match="kept one label of y \\('no'\\)"):
+        model = dpopt.DPLogisticRegression(epsilon=1.0, delta=1e-6, random_state=1,
+                                           accountant=acc).fit(df, y1)
+    assert list(model.classes_) == ["no"]
+    assert np.all(model.predict(df) == "no") and model.score(df, y1) == np.mean(y1 == "no")
+    assert model.predict_proba(df).shape == (len(df), 1)
+    assert np.all(model.predict_proba(df) == 1.0) and np.all(model.decision_function(df) == 0)
+    r, plan = model.fit_result_, model.auto_.plan
+    assert plan["unlearnable"] and plan["solver"] == "none"
+    assert r.mechanisms and all(type(m) is Gaussian for m in r.mechanisms)
+    # the label and column selections' Gaussians, accounted at the delta left by the threshold
+    assert model.epsilon_spent_ == pytest.approx(
+        epsilon_of(r.mechanisms, 1e-6 - plan["selection_delta"]))
+    assert 0 < model.epsilon_spent_ < 1.0 and model.delta_spent_ == 1e-6
+    assert "no model" in model.privacy_report() and "kept one label" in model.privacy_report()
+    assert len(acc._ledger) == 1 and acc._ledger[0].epsilon == model.epsilon_spent_
+    with pytest.raises(ValueError, match="inference=True needs a model"):
+        dpopt.DPLogisticRegression(epsilon=1.0, delta=1e-6, random_state=1, accountant=acc,
+                                   inference=True).fit(df, y1)
+    assert len(acc._ledger) == 1  # refused: nothing charged
 
 
 def test_selection_sensitivity_threshold_and_its_delta():

@@ -166,12 +166,15 @@ def test_failed_fit_charges_nothing_and_changes_nothing():
     assert acc.ledger == [] and not hasattr(clf, "coef_") and not hasattr(clf, "classes_")
 
 
-def test_binary_fit_unchanged_and_one_class_refused():
+def test_binary_fit_unchanged_and_one_class_is_its_constant():
     X, y = _blobs(n=2000, k=2)
     clf = dpopt.DPLogisticRegression(epsilon=1.0, random_state=0).fit(X, y)
     assert clf.coef_.shape == (1, 3) and clf.predict_proba(X[:4]).shape == (4, 2)
-    with pytest.raises(ValueError, match="2 classes"):
-        dpopt.DPLogisticRegression().fit(X, np.zeros(len(X)))
+    with pytest.warns(UserWarning, match="kept one label"):
+        one = dpopt.DPLogisticRegression(random_state=0).fit(X, np.zeros(len(X)))
+    assert one.predict_proba(X[:4]).shape == (4, 1) and np.all(one.predict(X) == 0)
+    with pytest.raises(ValueError, match="2 classes"):  # an explicit solver reads np.unique
+        dpopt.DPLogisticRegression(solver="dp-gd", classes=None).fit(X, np.zeros(len(X)))
 
 
 def test_chunked_default_fit_equals_in_memory(default_fit):

@@ -113,12 +113,17 @@ def test_dask_frame_with_text_selects_like_the_in_memory_layer():
     assert est.auto_.plan["mu_shares"]["selection"] == ref.auto_.plan["mu_shares"]["selection"]
     assert est.epsilon_spent_ <= 2.0 and est.delta_spent_ == 1e-6 and len(acc._ledger) == 1
     assert np.mean(pred == y.to_numpy()) > 0.6
-    # a label held by one record leaves one class: refused, nothing charged
+    # a label held by one record leaves one class: the classifier of that label, as in
+    # memory (the same selection, the same releases), charged once
     y1 = pd.Series(["no"] * (len(y) - 1) + ["yes"])
-    with pytest.raises(ValueError, match="kept 1 class"):
-        dpopt.DPLogisticRegression(epsilon=2.0, delta=1e-6, random_state=0,
-                                   accountant=acc).fit(*_dask(X, y1))
-    assert len(acc._ledger) == 1
+    with pytest.warns(UserWarning, match="kept one label"):
+        one = dpopt.DPLogisticRegression(epsilon=2.0, delta=1e-6, random_state=0,
+                                         accountant=acc).fit(*_dask(X, y1))
+        ref = dpopt.DPLogisticRegression(epsilon=2.0, delta=1e-6, random_state=0).fit(X, y1)
+    assert list(one.classes_) == list(ref.classes_) == ["no"]
+    assert np.all(np.asarray(one.predict(_dask(X, y1)[0]).compute()) == "no")
+    assert one.epsilon_spent_ == pytest.approx(ref.epsilon_spent_) and one.epsilon_spent_ < 2.0
+    assert len(acc._ledger) == 2
 
 
 def test_dask_frame_declared_categories_regression_and_explicit_solvers():

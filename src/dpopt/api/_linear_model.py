@@ -28,6 +28,7 @@ from dpopt._core.validation import (
 from dpopt.api.charge import charged, solve
 from dpopt.data import Problem
 from dpopt.data.chunked import ChunkedProblem, as_dask_arrays, is_chunked_input
+from dpopt.pipeline.constant import fit_one_class
 from dpopt.pipeline.feature_selection import high_dimensional
 from dpopt.pipeline.multiclass import OneVsRestProblems, solve_one_vs_rest
 from dpopt.pipeline.multiclass_selection import fit_selected_one_vs_rest
@@ -379,7 +380,14 @@ class _DPLinearModel(BaseEstimator):
             with charged(self.accountant, epsilon, delta, label=name) as slot:
                 X, target, bounds, prior = prepare(rng)
                 inference = bool(getattr(self, "inference", False))
-                if self._n_classes() > 2:  # one-vs-rest, one composition (dpopt.pipeline.multiclass)
+                if self._n_classes() == 1:  # the selection kept one label: its classifier
+                    if inference:
+                        raise ValueError("inference=True needs a model; the label selection "
+                                         "kept one label of y, so there is none")
+                    auto = fit_one_class(_n_features(X), label=self.classes_[0],
+                                         fit_intercept=self.fit_intercept, epsilon=epsilon,
+                                         delta=delta, prior=prior)
+                elif self._n_classes() > 2:  # one-vs-rest, one composition (dpopt.pipeline.multiclass)
                     if inference:
                         raise ValueError("inference=True gives intervals for a binary or linear "
                                          "model; the one-vs-rest fit of k >= 3 classes has none")
@@ -565,6 +573,12 @@ def _probabilities(margins):
         return p / p.sum(axis=1, keepdims=True)
     p1 = np.exp(-np.logaddexp(0.0, -margins))
     return np.column_stack([1.0 - p1, p1])
+
+
+def _n_features(X):
+    """The feature count of the default path's X: an array, a sparse matrix or a
+    :class:`~dpopt.data.chunked.ChunkedProblem`."""
+    return int(X.n_features) if getattr(X, "is_chunked", False) is True else int(X.shape[1])
 
 
 def _log_probabilities(margins):

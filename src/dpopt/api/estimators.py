@@ -93,7 +93,7 @@ from dpopt.api._linear_model import (  # noqa: F401 (_classes_of: the one place 
 from dpopt.data.losses import huber
 from dpopt.pipeline.inference import InferenceMixin
 from dpopt.preprocessing.tables import (
-    check_two_classes,
+    check_labels_kept,
     declared_classes,
     encode_labels,
     label_prior,
@@ -208,7 +208,12 @@ class DPLogisticRegression(InferenceMixin, ClassifierMixin, _DPLinearModel):
 
     def _encode_classes(self, index, classes):
         """Sets ``classes_``; binary: classes[1] -> +1, classes[0] (and any label outside
-        classes) -> -1; k >= 3: the class indices (one-vs-rest, as floats)."""
+        classes) -> -1; k >= 3: the class indices (one-vs-rest, as floats). One label (the
+        default path's selection kept one): every record -> -1, and the fit releases the
+        classifier of that label (:func:`dpopt.pipeline.constant.fit_one_class`)."""
+        if len(classes) == 1:
+            self.classes_ = np.asarray(classes)
+            return np.where(index == 1, 1.0, -1.0)
         self._set_classes(np.asarray(classes))
         if len(classes) > 2:
             return index.astype(np.float64)
@@ -255,7 +260,7 @@ class DPLogisticRegression(InferenceMixin, ClassifierMixin, _DPLinearModel):
             values, counts = da.compute(*da.unique(y, return_counts=True))
             classes, prior = label_prior(dict(zip(values.tolist(), counts.tolist())), n,
                                          epsilon, delta, rng)
-        check_two_classes(classes, epsilon)
+        check_labels_kept(classes, epsilon)
         self.classes_ = classes
         index = da.zeros(y.shape, dtype=np.int64, chunks=y.chunks)
         for i, c in enumerate(classes):
@@ -285,11 +290,15 @@ class DPLogisticRegression(InferenceMixin, ClassifierMixin, _DPLinearModel):
 
     def predict_proba(self, X):
         """Columns: P(classes_[j]) under the logistic model (multiclass: each class's
-        one-vs-rest sigmoid, normalized to sum to one)."""
-        return self._per_chunk(self._decision(X), _probabilities, len(self.classes_))
+        one-vs-rest sigmoid, normalized to sum to one; one released label: a column of 1)."""
+        margins = self._decision(X)
+        return self._per_chunk(margins, _certain if len(self.classes_) == 1 else
+                               _probabilities, len(self.classes_))
 
     def predict_log_proba(self, X):
-        return self._per_chunk(self._decision(X), _log_probabilities, len(self.classes_))
+        margins = self._decision(X)
+        return self._per_chunk(margins, _log_certain if len(self.classes_) == 1 else
+                               _log_probabilities, len(self.classes_))
 
     def predict(self, X):
         return self._per_chunk(self._decision(X), self._labels)
@@ -320,6 +329,15 @@ class DPLogisticRegression(InferenceMixin, ClassifierMixin, _DPLinearModel):
         # is noisy by design: its training score is not a correctness check.
         tags.classifier_tags.poor_score = True
         return tags
+
+
+def _certain(margins):
+    """The probabilities of the one released label: a column of 1."""
+    return np.ones((margins.shape[0], 1))
+
+
+def _log_certain(margins):
+    return np.zeros((margins.shape[0], 1))
 
 
 class DPLinearRegression(InferenceMixin, _Regressor):

@@ -12,7 +12,8 @@ Model JSON (``format: "dpopt-model/1"``)::
      "fit_intercept", "solver", "options", "params", "seed",
      "coef": [...], "intercept": float, "classes": [neg, pos] or null,
      (one-vs-rest, k >= 3 classes: "coef" is k lists, "intercept" k numbers, in the
-     order of "classes")
+     order of "classes"; one class: the default path's label selection kept one, which
+     every prediction is)
      "privacy": {"epsilon", "delta", "adjacency", "accountant", "noise_multiplier",
                  "mechanisms": [{"type": "Gaussian", ...}, ...], "leaks": [...]},
      "data": {"path", "n_samples", "n_features", "feature_names", "target",
@@ -330,6 +331,8 @@ def predict(model: dict, X):
     margin = margins(model, X)
     if model["loss"] == "logistic":
         classes = model.get("classes") or [-1.0, 1.0]
+        if len(classes) == 1:  # the default path kept one label: it is every prediction
+            return np.full(margin.shape[0], classes[0], dtype=object)
         if margin.ndim == 2:  # one-vs-rest: the class of the largest margin
             return np.asarray(classes, dtype=object)[np.argmax(margin, axis=1)]
         return np.where(margin > 0, classes[1], classes[0])

@@ -454,6 +454,9 @@ def _report(args, data, fitted, classes, caught):
             if args.positive_label is not None:
                 print(f"warning: --positive-label {args.positive_label} ignored: it applies to "
                       f"two classes, the fit kept {len(classes)}")
+        elif len(classes) == 1:
+            print(f"labels ({how}): only {_plain(classes[0])!r} was kept; the model predicts it "
+                  f"for every row")
         else:
             print(f"labels ({how}): {_plain(classes[0])!r} -> -1, {_plain(classes[1])!r} "
                   f"-> +1")

@@ -1,5 +1,6 @@
 """A regressor's constant candidate in the held-out choice (:mod:`dpopt.pipeline.selection`):
-released on all rows, and pooled with what the training branch already released.
+released on all rows, and pooled with what the training branch already released. And the
+classifier of one label (:func:`fit_one_class`), when the private label selection keeps one.
 
 At small n the held-out choice mostly releases the constant, so its precision is what the
 fit delivers. Drawn from the training branch alone (AdaSSP's noisy X^T y, whose intercept
@@ -29,15 +30,20 @@ post-processing).
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import replace
 
 import numpy as np
 
+from dpopt.data import Problem
+from dpopt.pipeline.default_path import AutoFit
 from dpopt.pipeline.scaling import SHARES
+from dpopt.preprocessing.feature_maps import RowNormalization
 from dpopt.privacy import Gaussian, epsilon_of
+from dpopt.solvers import Checkpoints, make_result
 
 __all__ = ["CONSTANT_LOSS", "constant_mu", "release_constant", "all_rows_mean", "composed",
-           "pooled_mean", "released_mean", "mu_left"]
+           "pooled_mean", "released_mean", "mu_left", "fit_one_class"]
 
 #: The R^2 a regressor's released constant may lose to its noise (:func:`constant_mu`): a
 #: tenth of the do-no-harm tolerance (0.01).
@@ -143,3 +149,35 @@ def released_mean(auto, n_train):
         return None
     sigma_3 = auto.result.params["sigmas"][2]
     return float(np.clip(release.xty[-1] / n_train, -1.0, 1.0)), sigma_3 / n_train
+
+
+def fit_one_class(n_features, *, label, fit_intercept, epsilon, delta, prior):
+    """The released classifier when the private label selection (the table layer's
+    ``prior``, on all n rows) kept a single label: it predicts that label for every row.
+    The label is the only one released, and a label whose noisy count stayed below the
+    threshold cannot be named, so there is no model to fit and no other candidate; nothing
+    more is released, the rest of the budget is not spent, and the fit reports the prior's
+    (epsilon, delta) alone. Where the labels' counts are skewed this is the majority class
+    (the do-no-harm constant); it is warned and reported. Returns an :class:`AutoFit`
+    (zero coefficients: every margin is 0, the first and only class)."""
+    label = label.item() if isinstance(label, np.generic) else label  # its plain repr
+    problem = Problem(np.zeros((1, n_features)), np.zeros(1), loss="squared",
+                      fit_intercept=fit_intercept)
+    records = list(prior.records)
+    delta_g = delta - prior.delta  # the Gaussian mechanisms' part, as on the model path
+    reason = (f"the private label selection kept one label of y ({label!r}) at "
+              f"epsilon={epsilon:g}: the released classifier predicts it for every row (the "
+              f"other labels are held by too few records to be released); the rest of the "
+              f"budget is not spent. Declare the labels with classes=[...] to fit a model")
+    warnings.warn(reason, UserWarning, stacklevel=4)
+    plan = {"solver": "none", "reason": reason, "mu": 0.0, "mu_shares": {}, "unlearnable": True,
+            "alpha": None,
+            "constant": f"the label {label!r}", "scaling": "none", "row_bound": None,
+            "model_options": {}, "table": prior.info, "selection_delta": prior.delta,
+            "selection": {"released": "the only label kept", "reason": reason}}
+    result = make_result(problem, np.zeros(n_features + int(fit_intercept)), solver="none",
+                         calibration_or_spent=(epsilon_of(records, delta_g) if records else 0.0,
+                                               delta, "exact", 0.0),
+                         mechanisms=records, n_iter=0, passes=0.0, checkpoints=Checkpoints(),
+                         params={"auto": plan})
+    return AutoFit(result, RowNormalization(), None, plan)

@@ -222,11 +222,13 @@ def label_prior(counts, n, epsilon, delta, rng):
     return classes, Prior(share, delta_sel, [Gaussian(1.0 / mu_y, 1)], info)
 
 
-def check_two_classes(chosen, epsilon):
-    """A classifier needs two labels after the selection: a clear error otherwise."""
-    if len(chosen) < 2:
-        raise ValueError(f"the label selection kept {len(chosen)} class(es) of y: a "
-                         f"classifier needs 2 classes. A label must be held by enough records "
+def check_labels_kept(chosen, epsilon):
+    """A classifier needs a label after the selection: a clear error when none is kept (no
+    label can be named, so nothing can be predicted). One kept label is the constant
+    classifier that predicts it (:func:`dpopt.pipeline.constant.fit_one_class`)."""
+    if len(chosen) < 1:
+        raise ValueError(f"the label selection kept 0 classes of y: no label can be released, "
+                         f"so nothing can be predicted. A label must be held by enough records "
                          f"to be released privately at epsilon={epsilon:g}; declare the labels "
                          f"with classes=[...] or raise epsilon")
 
