@@ -39,6 +39,9 @@ def test_plan_reads_only_dtypes_and_declarations():
     assert declared["color"] == ["red", "blue"] and declared["size"] == ["S", "M", "L", "XL"]
     with pytest.raises(ValueError, match="'when' has dtype datetime64"):
         F.plan_table(pd.DataFrame({"when": pd.to_datetime(["2020-01-01"])}))
+    # complex numbers are not read as their real part (a silent coercion)
+    with pytest.raises(ValueError, match="'z' has dtype complex128"):
+        F.plan_table(pd.DataFrame({"z": [1 + 1j, 2 - 1j]}))
     with pytest.raises(ValueError, match="categories: \\['nope'\\] are not columns"):
         F.plan_table(df, {"nope": ["a"]})
     twice = df.set_axis(["age", "color", "age", "member", "size", "client"], axis=1)
@@ -280,3 +283,22 @@ def test_selection_audit_catches_a_threshold_that_lets_rare_values_through(monke
     monkeypatch.setattr(F, "selection_threshold", lambda sigma, k, delta: 0.5)
     res = selection_audit("category", n_runs=150)
     assert not res.consistent and res.released > 30, res.summary()
+
+
+def test_a_table_target_is_one_column():
+    """A one-column frame as y is its column (scikit-learn's DataConversionWarning, at the
+    caller); more columns are refused naming y, before anything is charged (it was a
+    pandas error about a buffer's dimensions)."""
+    from sklearn.exceptions import DataConversionWarning
+
+    df, y = _table(600)
+    acc = dpopt.BudgetAccountant(epsilon=5.0, delta=1e-4)
+    with pytest.warns(DataConversionWarning, match="column-vector y") as caught:
+        one = dpopt.DPLogisticRegression(epsilon=1.0, random_state=0).fit(df, y.to_frame())
+    assert caught[0].filename == __file__
+    ref = dpopt.DPLogisticRegression(epsilon=1.0, random_state=0).fit(df, y)
+    assert np.array_equal(one.coef_, ref.coef_) and list(one.classes_) == list(ref.classes_)
+    for two in (pd.DataFrame({"a": y, "b": y}), np.column_stack([y, y])):
+        with pytest.raises(ValueError, match="y must be 1-d.*shape \\(600, 2\\)"):
+            dpopt.DPLogisticRegression(epsilon=1.0, accountant=acc).fit(df, two)
+    assert not acc._ledger

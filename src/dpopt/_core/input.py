@@ -11,10 +11,13 @@ depend on a random draw. Numeric input passes through unchanged.
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import scipy.sparse as sp
+from sklearn.exceptions import DataConversionWarning
 
-__all__ = ["check_X_input", "check_y_input", "check_Xy_input"]
+__all__ = ["check_X_input", "check_y_input", "check_Xy_input", "one_target"]
 
 _ENCODE = ("encode it as numbers first (e.g. dpopt.preprocessing.public_one_hot_encoder "
            "with public categories)")
@@ -61,6 +64,19 @@ def check_y_input(y, *, numeric, name="y"):
                              f"{_plain(bad[0])!r}; use DPLogisticRegression for labels, or "
                              f"convert {name} to numbers")
         return arr.astype(np.float64)  # numeric strings: scikit-learn would keep them as text
+    return y
+
+
+def one_target(y):
+    """A table's target as one column: a column vector (one-column frame or array) is used
+    as its column with scikit-learn's DataConversionWarning; more columns are refused."""
+    ndim = getattr(y, "ndim", 1)
+    if ndim == 2 and np.shape(y)[1] == 1:
+        warnings.warn("a column-vector y was passed when a 1d array was expected; its one "
+                      "column is used", DataConversionWarning, stacklevel=6)
+        return y.iloc[:, 0] if hasattr(y, "iloc") else np.ravel(y)
+    if ndim != 1:
+        raise ValueError(f"y must be 1-d, one target per row; got shape {np.shape(y)}")
     return y
 
 

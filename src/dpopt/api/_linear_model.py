@@ -16,7 +16,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from dpopt._core.exceptions import PrivacyLeakWarning
-from dpopt._core.input import check_Xy_input
+from dpopt._core.input import check_Xy_input, one_target
 from dpopt._core.validation import (
     check_bool,
     check_privacy_target,
@@ -212,6 +212,7 @@ class _DPLinearModel(BaseEstimator):
         if y is None:
             raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y "
                              f"is None")
+        y = one_target(y)
         n = len(as_pandas(X))
         if len(y) != n:
             raise ValueError(f"X has {n} rows but y has {len(y)}")

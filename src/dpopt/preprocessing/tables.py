@@ -294,7 +294,7 @@ def _column_kind(name, dtype, declared):
         return "bool", str(dtype) == "boolean"
     if isinstance(dtype, pd.CategoricalDtype):
         return "declared", True
-    if pd.api.types.is_numeric_dtype(dtype):
+    if pd.api.types.is_numeric_dtype(dtype) and not pd.api.types.is_complex_dtype(dtype):
         return "numeric", (pd.api.types.is_float_dtype(dtype)
                            or pd.api.types.is_extension_array_dtype(dtype))
     if (pd.api.types.is_object_dtype(dtype) or pd.api.types.is_string_dtype(dtype)
