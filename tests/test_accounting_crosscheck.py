@@ -415,7 +415,14 @@ def test_selection_release_is_dominated_by_the_training_branch(estimator):
     ops = [m for m in mechs if isinstance(m, ObjectivePerturbation)]
     assert len(ops) == (1 if estimator == "logistic" else 0)
     assert all(isinstance(m, (Gaussian, ObjectivePerturbation)) for m in mechs)
-    sens = math.sqrt(sel["released_columns"]) / sel["validation_rows"]
+    m = sel["validation_rows"]
+    # a regressor releases the gaps' histogram (sensitivity sqrt(2)) and the paired
+    # difference clipped at T (sensitivity 2 T / m); a classifier k score columns (sqrt(k)/m)
+    regression = estimator.startswith("linear")
+    sens = (2 * sel["difference_bound"] / m if regression
+            else math.sqrt(sel["released_columns"]) / m)
+    if regression:
+        assert sel["difference_bound"] <= sel["gap_bound"] and sel["gap_sigma"] > 0
 
     def train_delta(e):
         if ops:
@@ -426,6 +433,8 @@ def test_selection_release_is_dominated_by_the_training_branch(estimator):
     # the validation branch: the scores, and for a regressor first the noisy mean of the
     # scaled target (sensitivity 2/m); Gaussians compose in quadrature of sensitivity/sigma
     ratio = sens / sel["sigma"]
+    if regression:
+        ratio = math.hypot(ratio, math.sqrt(2) / sel["gap_sigma"])
     if sel["sigma_mean"] is not None:
         ratio = math.hypot(ratio, (2 / sel["validation_rows"]) / sel["sigma_mean"])
     # a regressor's constant on all rows: both sides meet it (it is among the mechanisms)

@@ -571,6 +571,56 @@ def test_the_private_mean_of_y_has_the_stated_noise():
     assert mu_m == pytest.approx(mu * math.sqrt(0.75))  # bounds took 1/4 of mu^2 at this n
 
 
+def test_the_paired_difference_is_clipped_at_the_released_gap_bound():
+    """H = min(1, |b - c| + ||w||_1) is 1 with many features while a record's prediction gap
+    is far smaller; a quarter of the score release's mu^2 releases the gaps' histogram, its
+    upper 1% bound T clips the differences, and the rest releases their mean with noise
+    2 T / (m mu_d): mu_q^2 + mu_d^2 = mu_s^2 (the release stays mu_s-GDP). T is an edge of
+    the public grid, at most H, and the clipped sum is the sum of the clipped differences."""
+    from types import SimpleNamespace
+
+    from dpopt.pipeline.held_out import (
+        GAP_EDGES,
+        GAP_SHARE,
+        clipped_difference_split,
+        gap_clip,
+        held_out_totals,
+        noisy_gap_counts,
+        per_record_scores,
+    )
+    from dpopt.pipeline.scaling import InMemoryData
+
+    rng = np.random.default_rng(0)
+    m, p, mu = 2000, 40, 0.8
+    X = rng.uniform(-1, 1, (m, p)) * 0.3
+    w = rng.normal(0, 0.1, p)  # ||w||_1 about 3: H = 1
+    y = np.clip(X @ w + 0.1 * rng.standard_normal(m), -1, 1)
+    identity = SimpleNamespace(transform=lambda v: v)
+    cands = [("model", w, 0.0), ("constant", np.zeros(p), 0.0)]
+    maps = {"scaling": identity, "target": identity, "cands": cands}
+    data = InMemoryData(X, y)
+    clip, mu_d, sigma_q = clipped_difference_split(data, **maps, bound=1.0, mu=mu,
+                                                   rng=np.random.default_rng(1))
+    gaps = np.abs(X @ w)
+    assert clip in GAP_EDGES and np.quantile(gaps, 0.99) < clip < 0.5  # H = 1
+    mu_q = math.sqrt(2) / sigma_q
+    assert mu_q ** 2 + mu_d ** 2 == pytest.approx(mu ** 2)
+    assert mu_q ** 2 == pytest.approx(GAP_SHARE * mu ** 2)
+    d = np.diff(per_record_scores(identity, identity, cands, X, y, True)[:, ::-1], axis=1)
+    total = held_out_totals(data, **maps, regression=True, bound=1.0, clip=clip)[0]
+    assert total == pytest.approx(np.clip(d, -clip, clip).sum())
+    # the histogram's noise is the stated sqrt(2) / mu_q (too little noise is the worst bug)
+    exact = noisy_gap_counts(data, **maps, mu=np.inf, rng=rng)[0]
+    draws = np.array([noisy_gap_counts(data, **maps, mu=mu_q, rng=rng)[0] - exact
+                      for _ in range(300)])
+    assert draws.std() == pytest.approx(math.sqrt(2) / mu_q, rel=0.05)
+    assert exact.sum() == m
+    # a scan that cannot stop (all the mass hidden by the noise) keeps H
+    assert gap_clip(np.zeros(GAP_EDGES.size - 1), 1e6, m, 0.7) == 0.7
+    # a model that is the constant has nothing to compare: no histogram, all of mu
+    assert clipped_difference_split(data, **maps, bound=0.0, mu=mu, rng=rng) == (0.0, mu, None)
+
+
 def test_an_unresolved_histogram_of_y_is_released_again_and_pooled(monkeypatch):
     """A target spread over three decades with 220 rows: the histogram at 3/4 of mu often
     cannot locate it, and the constant was then 0 (R^2 about -0.5 here). The rest of mu

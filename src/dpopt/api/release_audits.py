@@ -1,11 +1,11 @@
 """Empirical audits of the default path's single releases: the held-out selection's scores,
-a regressor's constant on all rows, the target's histogram released again and pooled, the
-indicator test, DP-GD's curvature, the re-centring and the one-vs-rest class scores. Each
-runs the fit's own release on neighbouring data that differ in one canary record (the worst
-case of its stated sensitivity) at mu = gdp_mu(epsilon, delta), and reads an empirical lower
-bound on epsilon from the distinguishing test of :mod:`dpopt.api.audit`
-(:func:`~dpopt.api.audit.empirical_epsilon`). ``noise_scale`` < 1 is a broken variant, for
-the tests: a bound above the claim catches it.
+a regressor's constant on all rows, the prediction gaps' histogram, the target's histogram
+released again and pooled, the indicator test, DP-GD's curvature, the re-centring and the
+one-vs-rest class scores. Each runs the fit's own release on neighbouring data that differ
+in one canary record (the worst case of its stated sensitivity) at mu = gdp_mu(epsilon,
+delta), and reads an empirical lower bound on epsilon from the distinguishing test of
+:mod:`dpopt.api.audit` (:func:`~dpopt.api.audit.empirical_epsilon`). ``noise_scale`` < 1 is
+a broken variant, for the tests: a bound above the claim catches it.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from dpopt.api.audit import (
 from dpopt.data import Problem
 from dpopt.pipeline.constant import release_constant
 from dpopt.pipeline.curvature import noisy_gram
+from dpopt.pipeline.held_out import noisy_gap_counts
 from dpopt.pipeline.multiclass_selection import noisy_class_scores
 from dpopt.pipeline.scaling import InMemoryData, recentre
 from dpopt.pipeline.selection import noisy_scores
@@ -34,8 +35,9 @@ from dpopt.preprocessing._refine import pooled_counts
 from dpopt.preprocessing.feature_maps import Scaling
 from dpopt.privacy import gdp_epsilon, gdp_mu
 
-__all__ = ["audit_selection", "audit_constant", "audit_pooled_histogram",
-           "audit_indicator_counts", "audit_curvature", "audit_recentre", "audit_class_scores"]
+__all__ = ["audit_selection", "audit_constant", "audit_gap_histogram",
+           "audit_pooled_histogram", "audit_indicator_counts", "audit_curvature",
+           "audit_recentre", "audit_class_scores"]
 
 
 # ---------------------------------------------------------------------------
@@ -119,6 +121,38 @@ def audit_constant(*, epsilon=DEFAULT_EPSILON, delta=DEFAULT_DELTA, n_runs=DEFAU
             scores[b, k] = y.mean() + noise_scale * (noisy - y.mean())
     return _release_audit("constant on all rows (held-out choice, regression)", scores, mu,
                           delta, confidence, {"n": n, "noise_scale": noise_scale})
+
+
+def audit_gap_histogram(*, epsilon=DEFAULT_EPSILON, delta=DEFAULT_DELTA, n_runs=DEFAULT_RUNS,
+                        n_validation=50, random_state=0, confidence=0.95,
+                        noise_scale=1.0) -> AuditResult:
+    """Empirical lower bound on the epsilon of a regressor's held-out histogram of prediction
+    gaps (:func:`dpopt.pipeline.held_out.noisy_gap_counts`, which gives the paired
+    difference's clip). Neighbouring held-out sets of ``n_validation`` records of one
+    feature, a model f(x) = x against the constant 0: every record at x = 0 except the
+    canary, at 0 on D0 and 1 on D1 (one unit leaves the [0, 1e-3] bin and enters the top
+    one). The release runs at mu = gdp_mu(epsilon, delta) through the fit's code; the
+    statistic is the top bin's noisy count less the first's. ``noise_scale`` < 1 is a
+    broken variant, for the tests only."""
+    epsilon, delta, n_runs, mu = _release_claim(epsilon, delta, n_runs)
+    identity = SimpleNamespace(transform=lambda v: v)
+    cands = [("model", np.ones(1), 0.0), ("constant", np.zeros(1), 0.0)]
+    rng = np.random.default_rng(random_state)
+    scores = np.empty((2, n_runs))
+    for b, canary in enumerate((0.0, 1.0)):
+        x = np.zeros((n_validation, 1))
+        x[0] = canary
+        data = InMemoryData(x, np.zeros(n_validation))
+        exact = noisy_gap_counts(data, scaling=identity, target=identity, cands=cands,
+                                 mu=np.inf, rng=rng)[0]
+        for k in range(n_runs):
+            noisy = noisy_gap_counts(data, scaling=identity, target=identity, cands=cands,
+                                     mu=mu, rng=rng)[0]
+            noisy = exact + noise_scale * (noisy - exact)
+            scores[b, k] = noisy[-1] - noisy[0]
+    return _release_audit("prediction gaps' histogram (held-out choice, regression)", scores,
+                          mu, delta, confidence, {"n_validation": n_validation,
+                                                  "noise_scale": noise_scale})
 
 
 def audit_pooled_histogram(*, epsilon=DEFAULT_EPSILON, delta=DEFAULT_DELTA,

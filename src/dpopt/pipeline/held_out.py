@@ -16,6 +16,19 @@ chunk for chunked data (:func:`held_out_totals`), and the noise is added once to
 (:func:`noisy_score_totals`, :func:`noisy_difference_total`), so both layouts release the
 same thing. A record beyond its bound stops the release (the noise would be too small for
 it): never expected, an internal error.
+
+A regressor's clip (:func:`clipped_difference_split`). H bounds |f(x) - c| over the whole scaled
+domain (every feature at +-1 at once), so it is 1 on most tables while a record's
+prediction gap is typically a tenth of that, and the difference's noise 2 H / (m mu) is
+then ten times the scale of what it measures. So a quarter of the score release's mu^2
+(:data:`GAP_SHARE`) first releases a histogram of the held-out records' gaps
+g = min(1, |f(x) - c|) on a public grid (:data:`GAP_EDGES`; replacing one record moves one
+unit between two bins: sensitivity sqrt(2)), the scan of the features' bounds reads its
+upper 1% bound T from the noisy counts (post-processing), and each paired difference is
+clipped to [-T, T] (T <= H; H where the scan does not stop) before the rest of mu^2
+releases their mean with noise 2 T / (m mu_d): sensitivity 2 T / m, T a function of
+released numbers. The clipped mean differs from the mean only on records whose gap
+exceeds T, at most about 1% of them beyond the scan's own margin.
 """
 
 from __future__ import annotations
@@ -25,10 +38,25 @@ import math
 import numpy as np
 
 from dpopt.data.chunked import _features
+from dpopt.privacy.mechanisms import noisy_scan
 
 __all__ = ["candidates", "per_record_scores", "score_totals", "summed_over_records",
            "held_out_totals", "noisy_scores", "noisy_score_totals", "prediction_gap_bound",
-           "noisy_difference_total"]
+           "noisy_difference_total", "noisy_gap_counts", "gap_clip", "clipped_difference_split",
+           "GAP_EDGES", "GAP_SHARE"]
+
+#: The public grid of the prediction gaps' histogram (:func:`noisy_gap_counts`): [0, 1e-3],
+#: then 12 bins of a factor 10^(1/4) up to 1 (the gaps are clipped at 1: so are the scores).
+GAP_EDGES = np.concatenate([[0.0], 1e-3 * 10.0 ** (np.arange(13) / 4.0)])
+#: The share of the score release's mu^2 that the gaps' histogram takes: the bound only
+#: needs to be right within a bin, as the smallest histogram share of a range elsewhere
+#: (:func:`dpopt.pipeline.scaling.private_mean_of_y`).
+GAP_SHARE = 0.25
+#: The gaps' upper quantile level read by the scan (the features' bounds' level).
+GAP_LEVEL = 0.99
+#: The scan's margins (those of the features' bounds: ``DEFAULT_CONFIDENCE``,
+#: ``DEFAULT_BIN_CONFIDENCE`` of :mod:`dpopt.preprocessing._bounds`).
+GAP_CONFIDENCE, GAP_BIN_CONFIDENCE = 4.0, 4.5
 
 
 def _outside_unit(scores):
@@ -99,17 +127,19 @@ def per_record_scores(scaling, target, cands, X_val, y_val, regression):
     return np.column_stack(hits)
 
 
-def score_totals(X_val, y_val, *, scaling, target, cands, regression, bound):
+def score_totals(X_val, y_val, *, scaling, target, cands, regression, bound, clip=None):
     """What the held-out release sums over one block of records: a regressor's paired
-    differences model - constant (one column, each in [-bound, bound]), a classifier's
-    score columns (each in [0, 1]); and, last, how many records break those bounds (0
-    unless something is wrong: the release then refuses). A row of the block's sums, so
-    that in memory it is one call and out of core a sum over chunks
-    (:func:`summed_over_records`)."""
+    differences model - constant (one column, each in [-bound, bound], then clipped to
+    [-clip, clip] when a released ``clip`` <= bound is given), a classifier's score
+    columns (each in [0, 1]); and, last, how many records break those bounds (0 unless
+    something is wrong: the release then refuses). A row of the block's sums, so that in
+    memory it is one call and out of core a sum over chunks (:func:`summed_over_records`)."""
     scores = per_record_scores(scaling, target, cands, X_val, y_val, regression)
     if regression:
         scores = scores[:, :1] - scores[:, 1:2]
         broken = _beyond(scores[:, 0], bound)
+        if clip is not None:
+            scores = np.clip(scores, -clip, clip)
     else:
         broken = _outside_unit(scores)
     return np.append(scores.sum(axis=0), np.count_nonzero(broken))
@@ -164,3 +194,52 @@ def noisy_difference_total(total, m, bound, mu, rng):
         return 0.0, math.inf
     sigma = 2.0 * bound / (m * mu)
     return float(total / m + sigma * rng.standard_normal()), sigma
+
+
+def gap_counts(X_val, y_val, *, scaling, target, cands):
+    """The counts, on :data:`GAP_EDGES`, of one block's prediction gaps
+    g = min(1, |f(x) - c|) between the model (``cands[0]``) and the constant (``cands[1]``),
+    predictions clipped to [-1, 1] as the scores clip them; and, last, 0 (no record can
+    break a histogram's bound). Summed over chunks out of core."""
+    del y_val, target  # a gap reads the features only
+    Xs = scaling.transform(X_val)
+    f = np.clip(_margins(scaling, Xs, cands[0][1], cands[0][2]), -1.0, 1.0)
+    gaps = np.minimum(np.abs(f - cands[1][2]), 1.0)
+    counts = np.histogram(gaps, bins=GAP_EDGES)[0].astype(np.float64)
+    return np.append(counts, 0.0)
+
+
+def noisy_gap_counts(data, *, scaling, target, cands, mu, rng):
+    """The held-out records' gaps counted on :data:`GAP_EDGES` (:func:`gap_counts`, in
+    memory or summed over chunks) plus N(0, sigma^2) per count, sigma = sqrt(2) / mu:
+    replacing one record moves one unit between two bins (replace-one sensitivity
+    sqrt(2)), so this is the Gaussian mechanism of multiplier 1 / mu, mu-GDP. Returns
+    (noisy counts, sigma)."""
+    counts = summed_over_records(data, gap_counts, GAP_EDGES.size, scaling=scaling,
+                                 target=target, cands=cands)
+    sigma = math.sqrt(2.0) / mu
+    return counts + sigma * rng.standard_normal(counts.size), sigma
+
+
+def gap_clip(noisy, sigma, m, bound):
+    """The clip T read from the gaps' noisy counts (post-processing): the scan of the
+    features' bounds from the top at the :data:`GAP_LEVEL` of the m records; T is the upper
+    edge of the bin where it stops, at most ``bound`` (H), and H where it does not stop."""
+    stop = noisy_scan(noisy, (1.0 - GAP_LEVEL) * m, sigma, GAP_CONFIDENCE, from_top=True,
+                      bin_confidence=GAP_BIN_CONFIDENCE)[0]
+    return float(bound) if stop < 0 else min(float(bound), float(GAP_EDGES[stop + 1]))
+
+
+def clipped_difference_split(data, *, scaling, target, cands, bound, mu, rng):
+    """The regressor's score release at ``mu`` in two Gaussian mechanisms: the gaps'
+    histogram with mu_q = sqrt(:data:`GAP_SHARE`) mu, giving the clip T
+    (:func:`noisy_gap_counts`, :func:`gap_clip`), and the clipped differences' mean with
+    mu_d = sqrt(1 - GAP_SHARE) mu (mu_q^2 + mu_d^2 = mu^2, so the release is still mu-GDP).
+    A model equal to the constant (``bound`` H = 0) has nothing to compare: no histogram.
+    Returns (T, mu_d, the histogram's noise sigma = sqrt(2) / mu_q, or None)."""
+    if bound <= 0.0:
+        return bound, mu, None
+    mu_q, mu_d = mu * math.sqrt(GAP_SHARE), mu * math.sqrt(1.0 - GAP_SHARE)
+    noisy, sigma = noisy_gap_counts(data, scaling=scaling, target=target, cands=cands,
+                                    mu=mu_q, rng=rng)
+    return gap_clip(noisy, sigma, data.shape[0], bound), mu_d, sigma

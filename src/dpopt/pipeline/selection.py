@@ -28,25 +28,22 @@ small part of [-1, 1], and errors e << 1 differ far more in |e| than in e^2 (two
 candidates whose mean absolute errors are 0.1 and 0.01 differ by 0.09 in score, by about
 0.01 in squared error), while the noise is the same: the held-out choice can see them.
 A regressor has two candidates (the model and one constant), so one number is released:
-the mean paired difference of their scores, each record's difference bounded by
-H = min(1, |b - c| + ||w||_1) (:func:`prediction_gap_bound`, from the released model and
-constant: a model whose predictions stay near the constant needs little noise to be
-compared with it).
+the mean paired difference of their scores, each record's difference clipped at a bound T
+released first (:func:`~dpopt.pipeline.held_out.clipped_difference_split`).
 
 Privacy (replace-one adjacency). Each mean score moves by at most 1/m when one validation
 record is replaced, so the k released means have L2 sensitivity sqrt(k) / m; N(0, sigma^2)
 noise with sigma = sqrt(k) / (m mu_s) makes them a Gaussian mechanism of multiplier
-1 / mu_s, i.e. mu_s-GDP (Dong, Roth & Su 2022). A regressor's paired difference moves by at
-most 2 H / m (one record's difference goes from -H to H), so N(0, (2 H / (m mu_s))^2) makes
-it mu_s-GDP (:func:`noisy_difference_total`); H is a function of the training branch's output and
-of the constant, both released before it (adaptive composition of Gaussians is GDP
-composition). For a regressor the constant is the noisy mean of the scaled target,
-released on all n rows with a share mu_c kept out of the training branch and pooled with
-AdaSSP's own noisy mean (:mod:`dpopt.pipeline.constant`, where its privacy is argued); when
-neither is more precise, the validation branch first releases the mean of its scaled
-target (values in [-1, 1], sensitivity 2/m) with N(0, (2 / (m mu_m))^2); the two Gaussians
-compose to mu_v-GDP with mu_m = mu_s = mu_v / sqrt(2) (an even split: neither release is
-known to need more). A classifier's
+1 / mu_s, i.e. mu_s-GDP (Dong, Roth & Su 2022). A regressor's release is two Gaussian
+mechanisms whose mu^2 add up to mu_s^2: the prediction gaps' histogram (sensitivity sqrt(2))
+and the clipped differences' mean (sensitivity 2 T / m, T released before it: adaptive
+composition of Gaussians is GDP composition). For a regressor the constant is the noisy
+mean of the scaled target, released on all n rows with a share mu_c kept out of the
+training branch and pooled with AdaSSP's own noisy mean (:mod:`dpopt.pipeline.constant`,
+where its privacy is argued); when neither is more precise, the validation branch first
+releases the mean of its scaled target (values in [-1, 1], sensitivity 2/m) with
+N(0, (2 / (m mu_m))^2); the two Gaussians compose to mu_v-GDP with mu_m = mu_s =
+mu_v / sqrt(2) (an even split: neither release is known to need more). A classifier's
 validation branch spends all of mu_v on the scores. The split is independent of the data, so a
 replaced record is either a training record (the pipeline's privacy is that of the training
 branch: the scores are post-processing of its output on unchanged validation records) or a
@@ -130,6 +127,7 @@ from dpopt.pipeline.default_path import model_possible
 from dpopt.pipeline.feature_selection import fit_routed
 from dpopt.pipeline.held_out import (  # noqa: F401 (noisy_scores: public here too)
     candidates,
+    clipped_difference_split,
     held_out_totals,
     noisy_difference_total,
     noisy_score_totals,
@@ -548,11 +546,13 @@ def _select(auto, data, regression, fit_intercept, mu_v, rng, n_train, majority=
             constant = data.target_mean(auto.target, mu_scores, rng)[0]
             source = "the held-out rows (half of mu_v)"
     cands = candidates(auto, regression, fit_intercept, constant)
+    maps = {"scaling": auto.scaling, "target": auto.target, "cands": cands}
     bound = prediction_gap_bound(cands[0], cands[1]) if regression else None
-    totals = held_out_totals(data, scaling=auto.scaling, target=auto.target, cands=cands,
-                             regression=regression, bound=bound)
-    if regression:  # one released number: the paired difference, model minus constant
-        noisy_d, sigma = noisy_difference_total(float(totals[0]), m, bound, mu_scores, rng)
+    clip, mu_d, gap_sigma = (clipped_difference_split(data, **maps, bound=bound, mu=mu_scores,
+                                                      rng=rng) if regression else (None,) * 3)
+    totals = held_out_totals(data, **maps, regression=regression, bound=bound, clip=clip)
+    if regression:  # the paired difference, model minus constant, clipped at T <= H
+        noisy_d, sigma = noisy_difference_total(float(totals[0]), m, clip, mu_d, rng)
         noisy, released_columns = np.array([noisy_d]), 1
         best, use_model = 0, bool(noisy_d > MARGIN * sigma)
     elif majority is not None and fit_intercept:  # the constant's rate is released already
@@ -582,7 +582,8 @@ def _select(auto, data, regression, fit_intercept, mu_v, rng, n_train, majority=
               "mu_scores": mu_scores, "noisy_mean": constant, "noisy_mean_from": source,
               "sigma_mean": sigma_mean, "constant_resolved": resolved,
               "validation_rows": int(m), "released_columns": released_columns,
-              "margin": MARGIN, "difference_bound": bound,
+              "margin": MARGIN, "difference_bound": clip, "gap_bound": bound,
+              "gap_sigma": gap_sigma,
               "majority_from": (None if majority is None else "the labels' noisy counts"
                                 if "screen" not in auto.plan else "the screen's class share"),
               "reason": (f"held-out selection on {m} rows (Gaussian, mu={mu_v:.3g}, "
