@@ -252,45 +252,17 @@ def test_selection_score_release_passes_the_audit_and_its_broken_variant_is_caug
     assert not broken.consistent, broken.summary()
 
 
-def test_the_one_vs_rest_class_scores_pass_the_audit_and_their_broken_variant_is_caught():
-    """The k >= 3 held-out release (dpopt.pipeline.multiclass_selection, sensitivity sqrt(3)/m):
-    consistent at the claimed budget, caught with a quarter of the noise."""
-    from dpopt.api.release_audits import audit_class_scores
+@pytest.mark.parametrize("name", ["audit_class_scores", "audit_constant",
+                                  "audit_pooled_histogram", "audit_gap_histogram"])
+def test_a_single_release_passes_its_audit_and_its_broken_variant_is_caught(name):
+    """The default path's single releases (dpopt.api.release_audits): the k >= 3 held-out
+    class scores (sensitivity sqrt(3)/m), a regressor's constant on all rows, the target's
+    histogram released again and pooled, a regressor's held-out histogram of prediction
+    gaps. Each is consistent at the claimed budget and caught with a quarter of the noise."""
+    from dpopt.api import release_audits
 
-    ok = audit_class_scores(n_runs=1000)
+    audit = getattr(release_audits, name)
+    ok = audit(n_runs=1000)
     assert ok.consistent and ok.epsilon == pytest.approx(2.0, rel=1e-6), ok.summary()
-    broken = audit_class_scores(n_runs=1000, noise_scale=0.25)
-    assert not broken.consistent, broken.summary()
-
-
-def test_the_regression_constant_on_all_rows_passes_the_audit_and_its_broken_variant_is_caught():
-    """The held-out choice's constant on all rows (dpopt.pipeline.constant): consistent at the
-    claimed budget, caught with a quarter of the noise."""
-    from dpopt.api.release_audits import audit_constant
-
-    ok = audit_constant(n_runs=1000)
-    assert ok.consistent and ok.epsilon == pytest.approx(2.0, rel=1e-6), ok.summary()
-    broken = audit_constant(n_runs=1000, noise_scale=0.25)
-    assert not broken.consistent, broken.summary()
-
-
-def test_the_pooled_target_histogram_passes_the_audit_and_its_broken_variant_is_caught():
-    """The target's histogram released twice and pooled (the mean of y's second look):
-    consistent at the claimed budget, caught with a quarter of the noise."""
-    from dpopt.api.release_audits import audit_pooled_histogram
-
-    ok = audit_pooled_histogram(n_runs=1000)
-    assert ok.consistent and ok.epsilon == pytest.approx(2.0, rel=1e-6), ok.summary()
-    broken = audit_pooled_histogram(n_runs=1000, noise_scale=0.25)
-    assert not broken.consistent, broken.summary()
-
-
-def test_the_prediction_gaps_histogram_passes_the_audit_and_its_broken_variant_is_caught():
-    """A regressor's held-out histogram of prediction gaps (the paired difference's clip):
-    consistent at the claimed budget, caught with a quarter of the noise."""
-    from dpopt.api.release_audits import audit_gap_histogram
-
-    ok = audit_gap_histogram(n_runs=1000)
-    assert ok.consistent and ok.epsilon == pytest.approx(2.0, rel=1e-6), ok.summary()
-    broken = audit_gap_histogram(n_runs=1000, noise_scale=0.25)
+    broken = audit(n_runs=1000, noise_scale=0.25)
     assert not broken.consistent, broken.summary()
