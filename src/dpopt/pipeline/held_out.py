@@ -38,6 +38,11 @@ import math
 import numpy as np
 
 from dpopt.data.chunked import _features
+from dpopt.preprocessing._bounds import (
+    DEFAULT_BIN_CONFIDENCE,
+    DEFAULT_CONFIDENCE,
+    DEFAULT_QUANTILES,
+)
 from dpopt.privacy.mechanisms import noisy_scan
 
 __all__ = ["candidates", "per_record_scores", "score_totals", "summed_over_records",
@@ -53,10 +58,7 @@ GAP_EDGES = np.concatenate([[0.0], 1e-3 * 10.0 ** (np.arange(13) / 4.0)])
 #: (:func:`dpopt.pipeline.scaling.private_mean_of_y`).
 GAP_SHARE = 0.25
 #: The gaps' upper quantile level read by the scan (the features' bounds' level).
-GAP_LEVEL = 0.99
-#: The scan's margins (those of the features' bounds: ``DEFAULT_CONFIDENCE``,
-#: ``DEFAULT_BIN_CONFIDENCE`` of :mod:`dpopt.preprocessing._bounds`).
-GAP_CONFIDENCE, GAP_BIN_CONFIDENCE = 4.0, 4.5
+GAP_LEVEL = DEFAULT_QUANTILES[1]
 
 
 def _outside_unit(scores):
@@ -223,10 +225,10 @@ def noisy_gap_counts(data, *, scaling, target, cands, mu, rng):
 
 def gap_clip(noisy, sigma, m, bound):
     """The clip T read from the gaps' noisy counts (post-processing): the scan of the
-    features' bounds from the top at the :data:`GAP_LEVEL` of the m records; T is the upper
+    features' bounds (its margins too) from the top at the :data:`GAP_LEVEL` of the m records; T is the upper
     edge of the bin where it stops, at most ``bound`` (H), and H where it does not stop."""
-    stop = noisy_scan(noisy, (1.0 - GAP_LEVEL) * m, sigma, GAP_CONFIDENCE, from_top=True,
-                      bin_confidence=GAP_BIN_CONFIDENCE)[0]
+    stop = noisy_scan(noisy, (1.0 - GAP_LEVEL) * m, sigma, DEFAULT_CONFIDENCE, from_top=True,
+                      bin_confidence=DEFAULT_BIN_CONFIDENCE)[0]
     return float(bound) if stop < 0 else min(float(bound), float(GAP_EDGES[stop + 1]))
 
 
