@@ -237,8 +237,10 @@ def test_too_few_rows_for_a_model_releases_a_private_constant():
     assert np.all(model.coef_ == 0)
     pred = model.predict(X)
     assert np.ptp(pred) == 0 and 31.6 < pred[0] < 56.3  # within the released bounds of y
-    # paid for: two Gaussian releases (the histogram and the mean) composing to the budget
-    assert len(model.fit_result_.mechanisms) == 2
+    # paid for: Gaussian releases (the histogram's looks, then the mean) composing to the
+    # budget
+    mechs = model.fit_result_.mechanisms
+    assert len(mechs) >= 2 and all(type(m) is dpopt.privacy.Gaussian for m in mechs)
     assert 0.99 < model.epsilon_spent_ <= 1.0 + 1e-9
     assert epsilon_of(model.fit_result_.mechanisms, 1 / 900) <= 1.0 + 1e-9
     assert "no model" in model.privacy_report()

@@ -403,7 +403,8 @@ def test_the_private_mean_of_a_concentrated_target_equals_the_in_memory_one():
     """Location, scale, mean: the chunked adapter counts the second look's equal bins over
     the chunks, and the three releases equal the in-memory ones at the same seed."""
     from dpopt.pipeline.chunked import ChunkedData
-    from dpopt.pipeline.scaling import InMemoryData, private_mean_of_y
+    from dpopt.pipeline.mean_of_y import private_mean_of_y
+    from dpopt.pipeline.scaling import InMemoryData
 
     n = 4000
     y = 1000.0 + 30.0 * np.random.default_rng(7).standard_normal(n)

@@ -409,20 +409,36 @@ def test_too_few_rows_for_a_model_release_the_mean_of_all_rows():
 
 
 def test_the_mean_of_y_spends_on_its_bounds_only_what_they_need():
-    from dpopt.pipeline.scaling import InMemoryData, bounds_resolvable, private_mean_of_y
+    """y's histogram is read at cumulative shares LOOKS of mu^2, each look released with
+    the increment and pooled with the earlier ones; the looks stop at the share the public
+    rule asks (records per bin for a decade spread evenly), or earlier when the range's
+    noisy count shows it holds the bulk; the mean gets what is left. Every record is a
+    Gaussian, their mu^2 add up to mu^2."""
+    from dpopt.pipeline.mean_of_y import LOOKS, private_mean_of_y
+    from dpopt.pipeline.scaling import InMemoryData, bounds_resolvable
 
     rng = np.random.default_rng(0)
-    for n, mu in [(20_000, 1.0), (330, 0.14)]:
-        y = rng.uniform(25, 345, n)
+    cases = [(20_000, 1.0, rng.uniform(25, 345, 20_000)),  # the first look resolves
+             (330, 0.14, rng.uniform(25, 3450, 330)),  # spread over two decades: the rule
+             (772, 0.055, 1000 + 42 * rng.standard_normal(772))]  # concentrated: early
+    for n, mu, y in cases:
         target, mean, records, what, spent = private_mean_of_y(
             InMemoryData(np.zeros((n, 1)), y), mu, np.random.default_rng(1))
-        share = next((s for s in (0.25, 0.5) if bounds_resolvable(n / 2, 1, mu * math.sqrt(s))),
-                     0.75)
-        assert [r.noise_multiplier for r in records] == pytest.approx(
-            [1 / (mu * math.sqrt(share)), 1 / (mu * math.sqrt(1 - share))])
+        rule = next((s for s in (0.25, 0.5) if bounds_resolvable(n / 2, 1, mu * math.sqrt(s))),
+                    0.75)
         assert sum(1 / r.noise_multiplier ** 2 for r in records) == pytest.approx(mu ** 2)
         assert spent == mu and target is not None and "private mean" in what
-    assert records[0].noise_multiplier == pytest.approx(1 / (0.14 * math.sqrt(0.75)))  # small n
+        looks = [1 / (r.noise_multiplier * mu) ** 2 for r in records[:-1]]  # shares
+        if "read again" in what:
+            looks = looks[:-1]  # the equal bins' release
+        assert np.cumsum(looks)[-1] == pytest.approx(LOOKS[len(looks) - 1])
+        if n == 772:  # the rule asks 3/4; the first look's range holds the bulk
+            assert rule == 0.75 and looks == pytest.approx([0.25])
+            assert target.lower <= y.min() and y.max() <= target.upper
+        elif n == 330:
+            assert sum(looks) == pytest.approx(rule)
+        else:
+            assert looks == pytest.approx([0.25])
 
 
 @pytest.mark.parametrize("n, rows, gaussian", [(20000, "all", True), (2000, "all", True),
@@ -554,7 +570,8 @@ def test_the_private_mean_of_y_has_the_stated_noise():
     """Too little noise is the worst bug: given the bounds it released, the constant differs
     from the exact mean of y clipped to them and mapped to [-1, 1] by Gaussian noise of sd
     2 / (n mu_m), mu_m = mu sqrt(1 - share) (replace-one sensitivity 2/n); nothing else."""
-    from dpopt.pipeline.scaling import InMemoryData, private_mean_of_y
+    from dpopt.pipeline.mean_of_y import private_mean_of_y
+    from dpopt.pipeline.scaling import InMemoryData
 
     n, mu = 20_000, 0.5
     y = np.random.default_rng(0).uniform(25, 345, n)
@@ -622,13 +639,14 @@ def test_the_paired_difference_is_clipped_at_the_released_gap_bound():
 
 
 def test_an_unresolved_histogram_of_y_is_released_again_and_pooled(monkeypatch):
-    """A target spread over three decades with 220 rows: the histogram at 3/4 of mu often
+    """A target spread over three decades with 220 rows: the looks up to 3/4 of mu often
     cannot locate it, and the constant was then 0 (R^2 about -0.5 here). The rest of mu
-    releases the histogram again; pooled with the first it is the release at mu, which
+    releases the histogram once more; pooled with the looks it is the release at mu, which
     resolves in most of those fits, and the constant is read from it. Either way the
-    records are two Gaussian histograms whose mu^2 add up to mu^2."""
-    from dpopt.pipeline import scaling
-    from dpopt.pipeline.scaling import InMemoryData, private_mean_of_y
+    records are Gaussian histograms whose mu^2 add up to mu^2."""
+    from dpopt.pipeline import mean_of_y
+    from dpopt.pipeline.mean_of_y import private_mean_of_y
+    from dpopt.pipeline.scaling import InMemoryData
 
     n, mu = 220, 0.28
     y = 10 ** np.random.default_rng(0).uniform(0, 3, n)
@@ -644,17 +662,17 @@ def test_an_unresolved_histogram_of_y_is_released_again_and_pooled(monkeypatch):
             out.append((target, mean, records, what, spent))
         return out
 
-    again = [f for f in fits() if "two histograms" in f[3]]
+    again = [f for f in fits() if "histograms" in f[3]]
     rescued = [f for f in again if f[0] is not None]
     assert len(rescued) >= 3 and len(rescued) > len(again) - len(rescued)
     for *_, records, _, spent in again:
-        assert spent == mu and len(records) == 2
+        assert spent == mu and len(records) == len(mean_of_y.LOOKS) + 1
         assert sum(1 / r.noise_multiplier ** 2 for r in records) == pytest.approx(mu ** 2)
     errors = [t.center + t.half_width * m - y.mean() for t, m, *_ in rescued]
     assert np.sqrt(np.mean(np.square(errors))) < 0.5 * np.std(y)
     zeros = sum(f[0] is None for f in fits())
-    monkeypatch.setattr(scaling, "_released_again", lambda data, first, mu, share, rng: (
-        None, 0.0, list(first.mechanisms), "the constant 0", mu * math.sqrt(share)))
+    monkeypatch.setattr(mean_of_y, "_released_again", lambda data, releases, mu, rng: (
+        None, 0.0, releases[1], "the constant 0", mu * math.sqrt(mean_of_y.LOOKS[-1])))
     assert sum(f[0] is None for f in fits()) >= zeros + 3  # without the second look
 
 
@@ -687,8 +705,9 @@ def test_a_concentrated_target_is_read_again_on_equal_bins():
     range narrows it, and the mean, whose noise is proportional to the range's width,
     gets 30 times closer in mean squared error (measured: R² loss 0.0022 -> 0.0001 at
     epsilon = 1, n = 5,000). Both branches spend exactly mu."""
-    from dpopt.pipeline import scaling
-    from dpopt.pipeline.scaling import InMemoryData, private_mean_of_y
+    from dpopt.pipeline import mean_of_y
+    from dpopt.pipeline.mean_of_y import private_mean_of_y
+    from dpopt.pipeline.scaling import InMemoryData
 
     n, mu = 5000, 0.5
     y = 1000.0 + 30.0 * np.random.default_rng(0).standard_normal(n)
@@ -707,12 +726,12 @@ def test_a_concentrated_target_is_read_again_on_equal_bins():
     refined, records, what, target = errors()
     assert len(records) == 3 and "read again" in what
     assert target.upper - target.lower < 0.25 * (10 ** 3.25 - 10 ** 2.75)  # 1/4 of [562, 1778]
-    original = scaling.concentrated
+    original = mean_of_y.concentrated
     try:  # the same fits without the second look
-        scaling.concentrated = lambda lower, upper: False
+        mean_of_y.concentrated = lambda lower, upper: False
         once, records, what, _ = errors()
     finally:
-        scaling.concentrated = original
+        mean_of_y.concentrated = original
     assert len(records) == 2 and "read again" not in what
     assert refined < 0.5 * once and refined < 0.02 * 30
 

@@ -159,7 +159,7 @@ def audit_pooled_histogram(*, epsilon=DEFAULT_EPSILON, delta=DEFAULT_DELTA,
                            n_runs=DEFAULT_RUNS, n=50, share=0.75, random_state=0,
                            confidence=0.95, noise_scale=1.0) -> AuditResult:
     """Empirical lower bound on the epsilon of the target's histogram released twice and
-    pooled (:func:`dpopt.pipeline.scaling.private_mean_of_y` when its first histogram does
+    pooled (:func:`dpopt.pipeline.mean_of_y.private_mean_of_y` when its first histogram does
     not resolve: ``share`` of mu^2, then the rest, pooled by
     :func:`~dpopt.preprocessing._refine.pooled_counts`). Neighbouring targets of ``n``
     records, all 0 except the canary, at 0 on D0 and 1 on D1 (the worst case: one unit

@@ -96,6 +96,7 @@ from dpopt.data import Problem
 from dpopt.pipeline.curvature import curvature_step
 from dpopt.pipeline.inference import SUPPORTED as INFERENCE_PATHS
 from dpopt.pipeline.inference import Inference, release_inference, unsupported_reason
+from dpopt.pipeline.mean_of_y import private_mean_of_y
 from dpopt.pipeline.scaling import (  # noqa: F401 (the scaling steps, public here too)
     MAX_SHARE,
     SHARES,
@@ -105,7 +106,6 @@ from dpopt.pipeline.scaling import (  # noqa: F401 (the scaling steps, public he
     _data_of,
     bounds_resolvable,
     note_columns,
-    private_mean_of_y,
     private_scaling,
     public_count,
     warn_columns,
@@ -499,7 +499,7 @@ def _no_model(data, p, loss, penalty, penalty_kwargs, fit_intercept, delta, n, e
     at this epsilon (:func:`plan_budget` returns None): no model, only the intercept.
 
     With an intercept the constant is the private mean of y released with ``mu``
-    (:func:`dpopt.pipeline.scaling.private_mean_of_y`: its range, then its mean; 0 when the
+    (:func:`dpopt.pipeline.mean_of_y.private_mean_of_y`: its range, then its mean; 0 when the
     range does not resolve). Predicting the raw constant 0 is arbitrarily worse than the
     mean when y sits far from 0 (R^2 of -300 on a target near 40), hence the coarser grids
     of that release. Without an intercept the constant is 0 (the only constant model then;

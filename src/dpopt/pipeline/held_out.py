@@ -55,7 +55,7 @@ __all__ = ["candidates", "per_record_scores", "score_totals", "summed_over_recor
 GAP_EDGES = np.concatenate([[0.0], 1e-3 * 10.0 ** (np.arange(13) / 4.0)])
 #: The share of the score release's mu^2 that the gaps' histogram takes: the bound only
 #: needs to be right within a bin, as the smallest histogram share of a range elsewhere
-#: (:func:`dpopt.pipeline.scaling.private_mean_of_y`).
+#: (:func:`dpopt.pipeline.mean_of_y.private_mean_of_y`).
 GAP_SHARE = 0.25
 #: The gaps' upper quantile level read by the scan (the features' bounds' level).
 GAP_LEVEL = DEFAULT_QUANTILES[1]

@@ -22,10 +22,8 @@ from dpopt.preprocessing._bounds import (
     DEFAULT_BIN_CONFIDENCE,
     DEFAULT_CONFIDENCE,
     DEFAULT_GRID,
-    DEFAULT_QUANTILES,
     ZERO_INFLATED_FALLBACK,
     check_public_bounds,
-    histogram_bounds,
     private_bounds_from_counts,
     public_bounds,
     scaled_feature_histograms,
@@ -39,10 +37,7 @@ from dpopt.preprocessing._norms import (
 )
 from dpopt.preprocessing._refine import (
     REFINE_BINS,
-    concentrated,
-    histogram_mean,
     linear_counts,
-    pooled_counts,
     refined_bounds,
     within_bins,
 )
@@ -126,86 +121,6 @@ def least_refine_mu(n):
     noisy count exceeds t sigma, sigma = sqrt(2) / mu (the rule of
     :func:`bounds_resolvable`): n/8 >= t sqrt(2) / mu."""
     return (REFINE_BINS / 2) * DEFAULT_BIN_CONFIDENCE * math.sqrt(2.0) / n
-
-
-def private_mean_of_y(data, mu, rng):
-    """The constant predictor released with ``mu`` alone (no model): location, then scale,
-    then the mean, three Gaussian mechanisms, so mu-GDP together (Dong, Roth & Su 2022).
-
-    1. The target's bounds: one histogram on the public log grid (sensitivity sqrt(2); read
-       again on coarser grids where the default one does not resolve, free), a share s of
-       mu^2. s = 3/4, or 1/4 or 1/2 where that already resolves the default grid with twice
-       the records per bin that :func:`bounds_resolvable` asks (its rule assumes a decade
-       spread evenly over the bins; a skewed target puts fewer records in some, and the
-       bounds must hold half of n): a bound that does not clear its threshold leaves
-       nothing to centre on, while the mean's noise degrades smoothly, so the bounds get
-       what they need and the mean the rest (all from public n and mu). Where it does not
-       resolve, the rest of mu releases it again, pooled with the first
-       (:func:`_released_again`), and the constant is read from the pooled counts. With no
-       resolved range even then there is no safe guess (a noisy histogram's largest bin
-       can be a noise bin 10^9 away), so the constant is 0.
-    2. Where those bounds are :func:`~dpopt.preprocessing._bounds.concentrated` (one sign,
-       at most two log bins wide: the grid located the target but not its spread), half of
-       the rest reads them again on 16 equal bins (:func:`refined_bounds`, sensitivity
-       sqrt(2)). The mean's noise is proportional to the width of its range, so narrowing
-       a range of ten standard deviations to three pays for the budget it takes. Whether
-       this step runs is a function of the first release; both branches spend the same
-       total mu^2, which fully adaptive composition allows for Gaussian mechanisms (Smith &
-       Thakurta 2022, GDP privacy filters).
-    3. The mean of y clipped to the range and mapped to [-1, 1] (sensitivity 2/n under
-       replace-one), with what is left.
-
-    With a public target range (``target_bounds=``, :attr:`InMemoryData.public_target`)
-    step 1 is skipped and its share goes to the mean.
-
-    Returns ``(TargetScaling or None, the constant in its scaled units, records, what, mu
-    spent)``."""
-    n = data.shape[0]
-    share = 0.0 if data.public_target is not None else next(
-        (s for s in (0.25, 0.5) if bounds_resolvable(n / 2, 1, mu * math.sqrt(s))), 0.75)
-    tb = data.target_bounds(mu * math.sqrt(share), rng)
-    records = list(tb.mechanisms)
-    lo, hi = float(tb.lower[0]), float(tb.upper[0])
-    if not hi > lo and share < 1.0 and tb.unresolved is not None and tb.unresolved[0]:
-        return _released_again(data, tb, mu, share, rng)
-    if not hi > lo:
-        return (None, 0.0, records, "the constant 0 (the histogram of y did not resolve its "
-                "range)", mu * math.sqrt(share))
-    rest, what = 1.0 - share, ("the private mean of y (its public range, then a noisy mean)"
-                               if data.public_target is not None else "the private mean of y "
-                               "(its range by a histogram, then a noisy mean)")
-    if concentrated(lo, hi) and refine_resolvable(n, mu * math.sqrt(0.5 * rest)):
-        rest *= 0.5
-        lo, hi, record = data.refined_target_bounds(lo, hi, mu * math.sqrt(rest), rng)
-        records.append(record)
-        what = ("the private mean of y (its range by a histogram, read again on equal bins, "
-                "then a noisy mean)")
-    target = TargetScaling.from_bounds(lo, hi, shift=True)
-    mean, rec = data.target_mean(target, mu * math.sqrt(rest), rng)
-    return target, mean, records + rec, what, mu
-
-
-def _released_again(data, first, mu, share, rng):
-    """Step 1 of :func:`private_mean_of_y` when its histogram did not resolve: the rest of
-    mu releases the histogram again, pooled with the first (the release at mu:
-    :func:`~dpopt.preprocessing._refine.pooled_counts`); where that resolves, the constant
-    is the pooled histogram's own mean in its range (:func:`histogram_mean`), else 0. Both
-    releases are Gaussian histograms of sensitivity sqrt(2) whose mu^2 add up to mu^2; the
-    second runs only after the first failed (fully adaptive composition, Smith & Thakurta
-    2022). The same return as :func:`private_mean_of_y`."""
-    second = data.target_bounds(mu * math.sqrt(1.0 - share), rng)
-    records = list(first.mechanisms) + list(second.mechanisms)
-    noisy, sigma = pooled_counts(first, second)
-    lo, hi, unresolved = histogram_bounds(noisy, sigma, data.shape[0], DEFAULT_QUANTILES,
-                                          grid=first.grid)
-    lo, hi = float(lo[0]), float(hi[0])
-    if unresolved[0] or not hi > lo:
-        return (None, 0.0, records, "the constant 0 (two histograms of y, pooled, did not "
-                "resolve its range)", mu)
-    target = TargetScaling.from_bounds(lo, hi, shift=True)
-    mean = float(np.clip(target.transform(histogram_mean(noisy, lo, hi, first.grid)), -1, 1))
-    return (target, mean, records, "the private mean of y (read from two histograms of it, "
-            "pooled: the first alone did not resolve its range)", mu)
 
 
 #: The plan's keys naming the features the scaling could not keep as they are (one

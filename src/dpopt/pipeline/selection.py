@@ -134,7 +134,8 @@ from dpopt.pipeline.held_out import (  # noqa: F401 (noisy_scores: public here t
     noisy_scores,
     prediction_gap_bound,
 )
-from dpopt.pipeline.scaling import _data_of, private_mean_of_y
+from dpopt.pipeline.mean_of_y import private_mean_of_y
+from dpopt.pipeline.scaling import _data_of
 from dpopt.privacy import Gaussian, ObjectivePerturbation, gdp_mu
 
 __all__ = ["VALIDATION_FRACTION", "MARGIN", "against_known_rate", "fit_selected",
@@ -465,7 +466,7 @@ def screened_majority(plan):
 def _held_out_mean(auto, data, mu_v, rng, prior=None, spent=False):
     """The released predictor when the training branch's target scale collapsed (its
     histogram of y did not resolve: the model is the constant 0 in raw units): the private
-    mean of the held-out y (:func:`dpopt.pipeline.scaling.private_mean_of_y` with mu_v, the
+    mean of the held-out y (:func:`dpopt.pipeline.mean_of_y.private_mean_of_y` with mu_v, the
     same domination argument as the score release), 0 if that range does not resolve
     either. Nothing is compared: both candidates are constants, and 0 has no claim.
     ``spent``: the rows are all n rows and mu the constant's own mu_c (kept out of the
@@ -582,8 +583,7 @@ def _select(auto, data, regression, fit_intercept, mu_v, rng, n_train, majority=
               "mu_scores": mu_scores, "noisy_mean": constant, "noisy_mean_from": source,
               "sigma_mean": sigma_mean, "constant_resolved": resolved,
               "validation_rows": int(m), "released_columns": released_columns,
-              "margin": MARGIN, "difference_bound": clip, "gap_bound": bound,
-              "gap_sigma": gap_sigma,
+              "margin": MARGIN, "difference_bound": clip, "gap_bound": bound, "gap_sigma": gap_sigma,
               "majority_from": (None if majority is None else "the labels' noisy counts"
                                 if "screen" not in auto.plan else "the screen's class share"),
               "reason": (f"held-out selection on {m} rows (Gaussian, mu={mu_v:.3g}, "

@@ -140,14 +140,14 @@ def skew_adjusted_fences(q25, q50, q75):
     return q25 - 1.5 * down * iqr, q75 + 1.5 * up * iqr
 
 
-def pooled_counts(first, second):
-    """Two releases of the same histograms (:class:`~dpopt.preprocessing._bounds.FeatureBounds`
-    with ``noisy_counts`` on one grid), pooled bin by bin with weights 1/sigma^2: the noisy
-    counts and their noise's standard deviation (1/sigma_1^2 + 1/sigma_2^2)^(-1/2), that of
-    one release at mu = sqrt(mu_1^2 + mu_2^2) (module docstring). Post-processing."""
-    w1, w2 = first.sigma ** -2.0, second.sigma ** -2.0
-    noisy = (w1 * first.noisy_counts + w2 * second.noisy_counts) / (w1 + w2)
-    return noisy, (w1 + w2) ** -0.5
+def pooled_counts(*releases):
+    """Releases of the same histograms (each a :class:`~dpopt.preprocessing._bounds.FeatureBounds`
+    with ``noisy_counts`` on one grid), pooled bin by bin with weights 1/sigma_k^2: the noisy
+    counts and their noise's standard deviation (sum_k 1/sigma_k^2)^(-1/2), that of one
+    release at mu = sqrt(sum_k mu_k^2) (module docstring). Post-processing."""
+    weights = [r.sigma ** -2.0 for r in releases]
+    noisy = sum(w * r.noisy_counts for w, r in zip(weights, releases)) / sum(weights)
+    return noisy, sum(weights) ** -0.5
 
 
 def histogram_mean(noisy, lower, upper, grid=DEFAULT_GRID):

@@ -1,0 +1,153 @@
+"""The constant predictor of a regressor released with a mu of its own (no model): a private
+mean of y, its range located first (:func:`private_mean_of_y`).
+
+The default path releases it when n is too small for a model at this epsilon
+(:func:`dpopt.pipeline.default_path.fit_default`'s ``_no_model``) and when the training rows'
+target scale collapsed (the held-out choice's constant, :mod:`dpopt.pipeline.selection`).
+Every release is a Gaussian mechanism on the scaled target or its histogram, and their mu^2
+add up to the mu given, so the release is mu-GDP (Dong, Roth & Su 2022); which releases run
+depends on the earlier ones, which fully adaptive composition of Gaussian mechanisms allows
+(Smith & Thakurta 2022).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from dpopt.pipeline.scaling import bounds_resolvable, refine_resolvable
+from dpopt.preprocessing._bounds import DEFAULT_QUANTILES, histogram_bounds
+from dpopt.preprocessing._refine import concentrated, histogram_mean, pooled_counts
+from dpopt.preprocessing.feature_maps import TargetScaling
+
+__all__ = ["LOOKS", "private_mean_of_y"]
+
+
+def private_mean_of_y(data, mu, rng):
+    """The constant predictor released with ``mu`` alone (no model): location, then scale,
+    then the mean, three Gaussian mechanisms, so mu-GDP together (Dong, Roth & Su 2022).
+
+    1. The target's bounds: histograms on the public log grid (sensitivity sqrt(2); read
+       again on coarser grids where the default one does not resolve, free), released in
+       looks at the cumulative shares :data:`LOOKS` of mu^2 and pooled (:func:`_looks`),
+       until they resolve at the share s the public rule asks (3/4, or 1/4 or 1/2 where
+       that already resolves the default grid with twice the records per bin that
+       :func:`bounds_resolvable` asks: its rule assumes a decade spread evenly over the
+       bins; a skewed target puts fewer records in some, and the bounds must hold half of
+       n), or earlier where the range holds the bulk (:func:`_holds_the_bulk`): a bound
+       that does not clear its threshold leaves nothing to centre on, while the mean's
+       noise degrades smoothly, so the bounds get what they need and the mean the rest.
+       Where 3/4 does not resolve, the rest of mu releases it once more, pooled with the
+       looks (:func:`_released_again`), and the constant is read from the pooled counts.
+       With no resolved range even then there is no safe guess (a noisy histogram's
+       largest bin can be a noise bin 10^9 away), so the constant is 0.
+    2. Where those bounds are :func:`~dpopt.preprocessing._bounds.concentrated` (one sign,
+       at most two log bins wide: the grid located the target but not its spread), half of
+       the rest reads them again on 16 equal bins (:func:`refined_bounds`, sensitivity
+       sqrt(2)). The mean's noise is proportional to the width of its range, so narrowing
+       a range of ten standard deviations to three pays for the budget it takes. Whether
+       this step runs is a function of the first release; both branches spend the same
+       total mu^2, which fully adaptive composition allows for Gaussian mechanisms (Smith &
+       Thakurta 2022, GDP privacy filters).
+    3. The mean of y clipped to the range and mapped to [-1, 1] (sensitivity 2/n under
+       replace-one), with what is left.
+
+    With a public target range (``target_bounds=``, :attr:`InMemoryData.public_target`)
+    step 1 is skipped and its share goes to the mean.
+
+    Returns ``(TargetScaling or None, the constant in its scaled units, records, what, mu
+    spent)``."""
+    n = data.shape[0]
+    if data.public_target is not None:
+        tb = data.target_bounds(0.0, rng)
+        lo, hi, share, records = float(tb.lower[0]), float(tb.upper[0]), 0.0, []
+    else:
+        rule = next((s for s in (0.25, 0.5) if bounds_resolvable(n / 2, 1, mu * math.sqrt(s))),
+                    0.75)
+        looks = _looks(data, mu, rng, rule)
+        if looks[0] is None:  # not located at LOOKS[-1]: the last share, pooled, is read
+            return _released_again(data, looks[3], mu, rng)
+        lo, hi, share, records = looks[0], looks[1], looks[2], looks[3][1]
+    if not hi > lo:
+        return (None, 0.0, records, "the constant 0 (the histogram of y collapsed onto 0)",
+                mu * math.sqrt(share))
+    rest, what = 1.0 - share, ("the private mean of y (its public range, then a noisy mean)"
+                               if data.public_target is not None else "the private mean of y "
+                               "(its range by a histogram, then a noisy mean)")
+    if concentrated(lo, hi) and refine_resolvable(n, mu * math.sqrt(0.5 * rest)):
+        rest *= 0.5
+        lo, hi, record = data.refined_target_bounds(lo, hi, mu * math.sqrt(rest), rng)
+        records.append(record)
+        what = ("the private mean of y (its range by a histogram, read again on equal bins, "
+                "then a noisy mean)")
+    target = TargetScaling.from_bounds(lo, hi, shift=True)
+    mean, rec = data.target_mean(target, mu * math.sqrt(rest), rng)
+    return target, mean, records + rec, what, mu
+
+
+#: The cumulative shares of mu^2 at which :func:`private_mean_of_y` reads y's histogram:
+#: each look releases it again with the difference and pools it with the earlier ones.
+LOOKS = (0.25, 0.5, 0.75)
+
+
+def _looks(data, mu, rng, rule):
+    """Step 1 of :func:`private_mean_of_y`: y's histogram released with LOOKS[0] of mu^2,
+    then, while it does not resolve, again with the next increment, pooled with the earlier
+    releases (:func:`~dpopt.preprocessing._refine.pooled_counts`: the release at the
+    cumulative mu). Returns (lower, upper, share spent, (releases, records)), lower None
+    when LOOKS[-1] does not resolve."""
+    releases, records, spent, n = [], [], 0.0, data.shape[0]
+    for share in LOOKS:
+        tb = data.target_bounds(mu * math.sqrt(share - spent), rng)
+        releases.append(tb)
+        records += list(tb.mechanisms)
+        spent = share
+        noisy, sigma = pooled_counts(*releases)
+        lo, hi, unresolved = histogram_bounds(noisy, sigma, n, DEFAULT_QUANTILES, grid=tb.grid)
+        lo, hi = float(lo[0]), float(hi[0])
+        if not unresolved[0] and (share >= rule or _holds_the_bulk(noisy, sigma, n, lo, hi,
+                                                                   tb.grid)):
+            return lo, hi, share, (releases, records)
+    return None, None, spent, (releases, records)
+
+
+def _holds_the_bulk(noisy, sigma, n, lower, upper, grid):
+    """Whether an early look's range may be read again at once: it is
+    :func:`~dpopt.preprocessing._refine.concentrated` and its noisy count holds the quantile
+    levels' share of n (98%) up to one standard deviation of its noise (post-processing). A
+    scan at a small budget stops at the first bins its noise lets it trust, inside the
+    spread of a wide or heavy-tailed target: that range is then not concentrated, or it
+    leaves records out, and the looks go on to the share the public rule asks. The test is
+    one-sided and strict on purpose: a range that leaves records out biases the mean, one
+    turned away only costs the early exit (a range holding every record passes with
+    probability above Phi(1) = 84%)."""
+    lo_end, hi_end = grid.bin_ends()
+    inside = (lo_end >= lower) & (hi_end <= upper)
+    level = DEFAULT_QUANTILES[1] - DEFAULT_QUANTILES[0]
+    count = float(np.sum(np.ravel(noisy)[inside]))
+    return count >= level * n - sigma * math.sqrt(np.sum(inside))
+
+
+def _released_again(data, releases, mu, rng):
+    """The last look of :func:`private_mean_of_y` when LOOKS[-1] of mu^2 did not locate y:
+    the rest of mu releases the histogram once more, pooled with the earlier ones (the
+    release at mu); where that resolves, the constant is the pooled histogram's own mean in
+    its range (:func:`histogram_mean`), else 0. All are Gaussian histograms of sensitivity
+    sqrt(2) whose mu^2 add up to mu^2; each runs only after the earlier failed (fully
+    adaptive composition, Smith & Thakurta 2022). The same return as
+    :func:`private_mean_of_y`."""
+    releases, records = releases
+    last = data.target_bounds(mu * math.sqrt(1.0 - LOOKS[-1]), rng)
+    releases, records = releases + [last], records + list(last.mechanisms)
+    noisy, sigma = pooled_counts(*releases)
+    lo, hi, unresolved = histogram_bounds(noisy, sigma, data.shape[0], DEFAULT_QUANTILES,
+                                          grid=last.grid)
+    lo, hi = float(lo[0]), float(hi[0])
+    if unresolved[0] or not hi > lo:
+        return (None, 0.0, records, "the constant 0 (its histograms, pooled, did not resolve "
+                "its range)", mu)
+    target = TargetScaling.from_bounds(lo, hi, shift=True)
+    mean = float(np.clip(target.transform(histogram_mean(noisy, lo, hi, last.grid)), -1, 1))
+    return (target, mean, records, "the private mean of y (read from its histograms, pooled: "
+            "three looks did not resolve its range)", mu)
