@@ -65,10 +65,9 @@ def private_mean_of_y(data, mu, rng):
     else:
         rule = next((s for s in (0.25, 0.5) if bounds_resolvable(n / 2, 1, mu * math.sqrt(s))),
                     0.75)
-        looks = _looks(data, mu, rng, rule)
-        if looks[0] is None:  # not located at LOOKS[-1]: the last share, pooled, is read
-            return _released_again(data, looks[3], mu, rng)
-        lo, hi, share, records = looks[0], looks[1], looks[2], looks[3][1]
+        lo, hi, share, (releases, records) = _looks(data, mu, rng, rule)
+        if lo is None:  # not located at LOOKS[-1]: the last share, pooled, is read
+            return _released_again(data, (releases, records), mu, rng)
     if not hi > lo:
         return (None, 0.0, records, "the constant 0 (the histogram of y collapsed onto 0)",
                 mu * math.sqrt(share))
@@ -113,15 +112,13 @@ def _looks(data, mu, rng, rule):
 
 
 def _holds_the_bulk(noisy, sigma, n, lower, upper, grid):
-    """Whether an early look's range may be read again at once: it is
-    :func:`~dpopt.preprocessing._refine.concentrated` and its noisy count holds the quantile
-    levels' share of n (98%) up to one standard deviation of its noise (post-processing). A
-    scan at a small budget stops at the first bins its noise lets it trust, inside the
-    spread of a wide or heavy-tailed target: that range is then not concentrated, or it
-    leaves records out, and the looks go on to the share the public rule asks. The test is
-    one-sided and strict on purpose: a range that leaves records out biases the mean, one
-    turned away only costs the early exit (a range holding every record passes with
-    probability above Phi(1) = 84%)."""
+    """Whether an early look's range may be kept: its noisy count holds the quantile levels'
+    share of n (98%) up to one standard deviation of its noise (post-processing). A scan at
+    a small budget stops at the first bins its noise lets it trust, inside the spread of a
+    wide or heavy-tailed target: that range leaves records out, and the looks go on to the
+    share the public rule asks. The test is one-sided and strict on purpose: a range that
+    leaves records out biases the mean, one turned away only costs the early stop (a range
+    holding every record passes with probability above Phi(1) = 84%)."""
     lo_end, hi_end = grid.bin_ends()
     inside = (lo_end >= lower) & (hi_end <= upper)
     level = DEFAULT_QUANTILES[1] - DEFAULT_QUANTILES[0]
