@@ -676,6 +676,51 @@ def test_an_unresolved_histogram_of_y_is_released_again_and_pooled(monkeypatch):
     assert sum(f[0] is None for f in fits()) >= zeros + 3  # without the second look
 
 
+def test_a_target_mostly_zero_has_its_nonzero_values_located():
+    """85% of the targets are exactly 0 and the rest exponential: the histogram's scans
+    stop at the zero bin, and the constant was 0 (R^2 loss (mean / sd)^2 = 0.08 at any
+    budget). The same pooled counts without the zero bin locate the nonzero values (free),
+    the mean is then taken over [0, their upper bound], and the loss falls; a target that
+    is all zeros keeps the constant 0. The records still add up to mu^2."""
+    from dpopt.pipeline import mean_of_y
+    from dpopt.pipeline.mean_of_y import private_mean_of_y
+    from dpopt.pipeline.scaling import InMemoryData
+
+    n, mu = 772, gdp_mu(1.0, 1 / 772 ** 2)
+
+    def losses(seeds=40):
+        out = []
+        for seed in range(seeds):
+            r = np.random.default_rng(seed)
+            y = np.where(r.random(n) < 0.85, 0.0, r.exponential(5.0, n))
+            target, mean, records, _, spent = private_mean_of_y(
+                InMemoryData(np.zeros((n, 1)), y), mu, np.random.default_rng(100 + seed))
+            assert sum(1 / m.noise_multiplier ** 2 for m in records) == pytest.approx(
+                spent ** 2)
+            c = 0.0 if target is None else target.center + target.half_width * mean
+            out.append(((c - y.mean()) / y.std()) ** 2)
+        return np.mean(out)
+
+    located = losses()
+    original = mean_of_y._located
+
+    def zero_kept(noisy, sigma, n, grid, final=False):  # the scans alone, as before
+        lo, hi, unresolved = mean_of_y.histogram_bounds(noisy, sigma, n, (0.01, 0.99),
+                                                        grid=grid)
+        return (None, None) if unresolved[0] else (float(lo[0]), float(hi[0]))
+
+    mean_of_y._located = zero_kept
+    try:
+        kept = losses()
+    finally:
+        mean_of_y._located = original
+    assert kept > 0.07 and located < 0.5 * kept
+    zeros = np.zeros(n)
+    target, mean, records, what, _ = private_mean_of_y(InMemoryData(np.zeros((n, 1)), zeros),
+                                                       mu, np.random.default_rng(0))
+    assert target is None and mean == 0.0 and "constant 0" in what
+
+
 def test_pooled_histograms_have_the_noise_of_one_release_at_the_whole_mu():
     """Too little noise is the worst bug: two releases at mu_1 and mu_2, pooled, must carry
     the noise of one release at sqrt(mu_1^2 + mu_2^2), no less (measured on 4,000 draws),

@@ -103,12 +103,37 @@ def _looks(data, mu, rng, rule):
         records += list(tb.mechanisms)
         spent = share
         noisy, sigma = pooled_counts(*releases)
-        lo, hi, unresolved = histogram_bounds(noisy, sigma, n, DEFAULT_QUANTILES, grid=tb.grid)
-        lo, hi = float(lo[0]), float(hi[0])
-        if not unresolved[0] and (share >= rule or _holds_the_bulk(noisy, sigma, n, lo, hi,
-                                                                   tb.grid)):
+        lo, hi = _located(noisy, sigma, n, tb.grid)
+        if lo is not None and (share >= rule or _holds_the_bulk(noisy, sigma, n, lo, hi,
+                                                                tb.grid)):
             return lo, hi, share, (releases, records)
     return None, None, spent, (releases, records)
+
+
+def _located(noisy, sigma, n, grid, final=False):
+    """(lower, upper) read from y's pooled histogram by the bounds' scans, or (None, None)
+    where they do not resolve. A range collapsed onto the zero bin (the bulk of y is
+    exactly 0: counts, amounts) says nothing of the nonzero values, whose mean is the
+    constant's whole difference from 0: the same counts without the zero bin are read for
+    the nonzero values' range, at the quantile levels of their noisy number n - (zero bin)
+    (post-processing), and [0, 0] is kept only when they do not resolve at the last look
+    (``final``; before it, the looks go on). A target within 1% of the zero bin's count of
+    being all zeros keeps 0, which is then within the rule's own tolerance."""
+    lo, hi, unresolved = histogram_bounds(noisy, sigma, n, DEFAULT_QUANTILES, grid=grid)
+    if unresolved[0]:
+        return None, None
+    lo, hi = float(lo[0]), float(hi[0])
+    if not (lo == hi == 0.0):
+        return lo, hi
+    counts = np.ravel(noisy).copy()
+    n_nonzero = n - counts[grid.zero_bin]
+    counts[grid.zero_bin] = 0.0
+    if n_nonzero > DEFAULT_QUANTILES[0] * n:
+        lo_nz, hi_nz, unresolved = histogram_bounds(counts, sigma, n_nonzero,
+                                                    DEFAULT_QUANTILES, grid=grid)
+        if not unresolved[0]:
+            return min(0.0, float(lo_nz[0])), max(0.0, float(hi_nz[0]))
+    return (0.0, 0.0) if final or n_nonzero <= DEFAULT_QUANTILES[0] * n else (None, None)
 
 
 def _holds_the_bulk(noisy, sigma, n, lower, upper, grid):
@@ -138,10 +163,8 @@ def _released_again(data, releases, mu, rng):
     last = data.target_bounds(mu * math.sqrt(1.0 - LOOKS[-1]), rng)
     releases, records = releases + [last], records + list(last.mechanisms)
     noisy, sigma = pooled_counts(*releases)
-    lo, hi, unresolved = histogram_bounds(noisy, sigma, data.shape[0], DEFAULT_QUANTILES,
-                                          grid=last.grid)
-    lo, hi = float(lo[0]), float(hi[0])
-    if unresolved[0] or not hi > lo:
+    lo, hi = _located(noisy, sigma, data.shape[0], last.grid, final=True)
+    if lo is None or not hi > lo:
         return (None, 0.0, records, "the constant 0 (its histograms, pooled, did not resolve "
                 "its range)", mu)
     target = TargetScaling.from_bounds(lo, hi, shift=True)
