@@ -213,8 +213,8 @@ class DPLogisticRegression(InferenceMixin, ClassifierMixin, _DPLinearModel):
         classifier of that label (:func:`dpopt.pipeline.constant.fit_one_class`)."""
         if len(classes) == 1:
             self.classes_ = np.asarray(classes)
-            return np.where(index == 1, 1.0, -1.0)
-        self._set_classes(np.asarray(classes))
+        else:
+            self._set_classes(np.asarray(classes))
         if len(classes) > 2:
             return index.astype(np.float64)
         return np.where(index == 1, 1.0, -1.0)

@@ -25,11 +25,11 @@ from dpopt.api.audit import (
 from dpopt.data import Problem
 from dpopt.pipeline.constant import release_constant
 from dpopt.pipeline.curvature import noisy_gram
-from dpopt.pipeline.held_out import noisy_gap_counts
+from dpopt.pipeline.held_out import gap_counts, noisy_gap_counts
 from dpopt.pipeline.multiclass_selection import noisy_class_scores
 from dpopt.pipeline.scaling import InMemoryData, recentre
 from dpopt.pipeline.selection import noisy_scores
-from dpopt.preprocessing._bounds import DEFAULT_GRID
+from dpopt.preprocessing._bounds import DEFAULT_GRID, feature_histograms
 from dpopt.preprocessing._indicators import other_value_counts, private_indicators
 from dpopt.preprocessing._refine import pooled_counts
 from dpopt.preprocessing.feature_maps import Scaling
@@ -143,8 +143,7 @@ def audit_gap_histogram(*, epsilon=DEFAULT_EPSILON, delta=DEFAULT_DELTA, n_runs=
         x = np.zeros((n_validation, 1))
         x[0] = canary
         data = InMemoryData(x, np.zeros(n_validation))
-        exact = noisy_gap_counts(data, scaling=identity, target=identity, cands=cands,
-                                 mu=np.inf, rng=rng)[0]
+        exact = gap_counts(x, None, scaling=identity, target=identity, cands=cands)[:-1]
         for k in range(n_runs):
             noisy = noisy_gap_counts(data, scaling=identity, target=identity, cands=cands,
                                      mu=mu, rng=rng)[0]
@@ -175,7 +174,7 @@ def audit_pooled_histogram(*, epsilon=DEFAULT_EPSILON, delta=DEFAULT_DELTA,
         y = np.zeros(n)
         y[0] = canary
         data = InMemoryData(np.empty((n, 0)), y)
-        counts = np.bincount(DEFAULT_GRID.bin_index(y), minlength=DEFAULT_GRID.n_bins)
+        counts = feature_histograms(y[:, None], [0])[0]
         zero, one = DEFAULT_GRID.bin_index(np.array([0.0, 1.0]))
         for k in range(n_runs):
             first = data.target_bounds(mu * np.sqrt(share), rng)

@@ -71,14 +71,22 @@ def _non_negative_float(text):
     return value
 
 
+def _lo_hi(pair):
+    """LO:HI as two floats, or None when it is not that form (the callers word the error)."""
+    lo, colon, hi = pair.partition(":")
+    try:
+        return (float(lo), float(hi)) if colon else None
+    except ValueError:
+        return None
+
+
 def _target_bound(text):
     """LO:HI (``--target-bounds``): a regression target's public range, finite LO < HI."""
-    lo, colon, hi = text.partition(":")
-    try:
-        a, b = float(lo), float(hi)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected LO:HI (e.g. 0:100), got {text!r}") from None
-    if not (colon and math.isfinite(a) and math.isfinite(b) and a < b):
+    got = _lo_hi(text)
+    if got is None:
+        raise argparse.ArgumentTypeError(f"expected LO:HI (e.g. 0:100), got {text!r}")
+    a, b = got
+    if not (math.isfinite(a) and math.isfinite(b) and a < b):
         raise argparse.ArgumentTypeError(f"need finite LO < HI, got {text!r}")
     return a, b
 
@@ -88,14 +96,13 @@ def _feature_bound(text):
     column name is checked against the data when it is read (the estimator's
     ``feature_bounds=`` names the column in its error); here the form and the numbers."""
     name, sep, pair = text.rpartition("=")
-    lo, colon, hi = pair.partition(":")
-    if not sep or not name.strip() or not colon:
+    if not sep or not name.strip() or ":" not in pair:
         raise argparse.ArgumentTypeError(f"expected NAME=LO:HI (e.g. age=17:90), got {text!r}")
-    try:
-        a, b = float(lo), float(hi)
-    except ValueError:
+    got = _lo_hi(pair)
+    if got is None:
         raise argparse.ArgumentTypeError(f"column {name.strip()!r}: LO and HI must be numbers, "
-                                         f"got {pair!r}") from None
+                                         f"got {pair!r}")
+    a, b = got
     if not (math.isfinite(a) and math.isfinite(b) and a <= b):
         raise argparse.ArgumentTypeError(f"column {name.strip()!r}: need finite LO <= HI, "
                                          f"got {pair!r}")

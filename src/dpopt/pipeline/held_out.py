@@ -47,8 +47,8 @@ from dpopt.privacy.mechanisms import noisy_scan
 
 __all__ = ["candidates", "per_record_scores", "score_totals", "summed_over_records",
            "held_out_totals", "noisy_scores", "noisy_score_totals", "prediction_gap_bound",
-           "noisy_difference_total", "noisy_gap_counts", "gap_clip", "clipped_difference_split",
-           "GAP_EDGES", "GAP_SHARE"]
+           "noisy_difference_total", "gap_counts", "noisy_gap_counts", "gap_clip",
+           "clipped_difference_split", "GAP_EDGES", "GAP_SHARE"]
 
 #: The public grid of the prediction gaps' histogram (:func:`noisy_gap_counts`): [0, 1e-3],
 #: then 12 bins of a factor 10^(1/4) up to 1 (the gaps are clipped at 1: so are the scores).

@@ -18,7 +18,12 @@ import numpy as np
 
 from dpopt.pipeline.scaling import bounds_resolvable, refine_resolvable
 from dpopt.preprocessing._bounds import DEFAULT_QUANTILES, histogram_bounds
-from dpopt.preprocessing._refine import concentrated, histogram_mean, pooled_counts
+from dpopt.preprocessing._refine import (
+    bins_inside,
+    concentrated,
+    histogram_mean,
+    pooled_counts,
+)
 from dpopt.preprocessing.feature_maps import TargetScaling
 
 __all__ = ["LOOKS", "private_mean_of_y"]
@@ -144,8 +149,7 @@ def _holds_the_bulk(noisy, sigma, n, lower, upper, grid):
     share the public rule asks. The test is one-sided and strict on purpose: a range that
     leaves records out biases the mean, one turned away only costs the early stop (a range
     holding every record passes with probability above Phi(1) = 84%)."""
-    lo_end, hi_end = grid.bin_ends()
-    inside = (lo_end >= lower) & (hi_end <= upper)
+    inside = bins_inside(lower, upper, grid)
     level = DEFAULT_QUANTILES[1] - DEFAULT_QUANTILES[0]
     count = float(np.sum(np.ravel(noisy)[inside]))
     return count >= level * n - sigma * math.sqrt(np.sum(inside))

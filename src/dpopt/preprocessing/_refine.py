@@ -45,7 +45,7 @@ from dpopt.preprocessing._bounds import (
     release_counts,
 )
 
-__all__ = ["REFINE_BINS", "concentrated", "histogram_mean", "linear_counts", "pooled_counts",
+__all__ = ["REFINE_BINS", "bins_inside", "concentrated", "histogram_mean", "linear_counts", "pooled_counts",
            "refined_bounds", "skew_adjusted_fences", "within_bins"]
 
 #: Equal-width bins of the grid on which a concentrated range is read again
@@ -150,6 +150,13 @@ def pooled_counts(*releases):
     return noisy, sum(weights) ** -0.5
 
 
+def bins_inside(lower, upper, grid=DEFAULT_GRID):
+    """The bins of ``grid`` that lie within ``[lower, upper]`` (bin edges of the grid, as
+    released bounds are): a boolean mask."""
+    lo_end, hi_end = grid.bin_ends()
+    return (lo_end >= lower) & (hi_end <= upper)
+
+
 def histogram_mean(noisy, lower, upper, grid=DEFAULT_GRID):
     """The mean of the values in ``[lower, upper]`` (bin edges of ``grid``) read from one
     noisy histogram: each bin inside at the middle of its ends, weighted by its noisy count
@@ -157,8 +164,8 @@ def histogram_mean(noisy, lower, upper, grid=DEFAULT_GRID):
     half of n), clipped to the range. Its error is the noise on the bins inside, weighted by
     their values, and the spread of the values within a bin (a log bin is a factor 1.78
     wide, so the middle can be off by about a tenth of the value). Post-processing."""
+    inside = bins_inside(lower, upper, grid)
     lo_end, hi_end = grid.bin_ends()
-    inside = (lo_end >= lower) & (hi_end <= upper)
     counts = np.ravel(noisy)[inside]
     total = float(np.sum(counts))
     if not total > 0.0:
