@@ -93,6 +93,7 @@ from dpopt.api._linear_model import (  # noqa: F401 (_classes_of: the one place 
 from dpopt.data.losses import huber
 from dpopt.pipeline.inference import InferenceMixin
 from dpopt.preprocessing.tables import (
+    OTHER_LABEL,
     check_labels_kept,
     declared_classes,
     encode_labels,
@@ -208,7 +209,8 @@ class DPLogisticRegression(InferenceMixin, ClassifierMixin, _DPLinearModel):
 
     def _encode_classes(self, index, classes):
         """Sets ``classes_``; binary: classes[1] -> +1, classes[0] (and any label outside
-        classes) -> -1; k >= 3: the class indices (one-vs-rest, as floats). One label (the
+        classes) -> -1; k >= 3: the class indices (one-vs-rest, as floats; a label outside
+        classes is -1, a negative of every class). One label (the
         default path's selection kept one): every record -> -1, and the fit releases the
         classifier of that label (:func:`dpopt.pipeline.constant.fit_one_class`)."""
         if len(classes) == 1:
@@ -262,7 +264,7 @@ class DPLogisticRegression(InferenceMixin, ClassifierMixin, _DPLinearModel):
                                          epsilon, delta, rng)
         check_labels_kept(classes, epsilon)
         self.classes_ = classes
-        index = da.zeros(y.shape, dtype=np.int64, chunks=y.chunks)
+        index = da.full(y.shape, OTHER_LABEL, dtype=np.int64, chunks=y.chunks)
         for i, c in enumerate(classes):
             index = da.where(y == c, i, index)
         return self._encode_classes(index, classes), prior

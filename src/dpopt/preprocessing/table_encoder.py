@@ -126,8 +126,11 @@ def noisy_class_counts(index, k, mu, rng):
     N(0, sigma^2) each, sigma = sqrt(2) / mu: replacing one record moves one unit from one
     count to another (L2 sensitivity sqrt(2), replace-one), so this is a Gaussian mechanism
     of multiplier 1 / mu (mu-GDP) over a public set of classes: no threshold, no delta of
-    its own. Returns (noisy counts in class order, records)."""
-    counts = np.bincount(np.asarray(index, dtype=np.int64), minlength=k).astype(np.float64)
+    its own (a record outside the classes, index -1, is in no count: moving it in or out
+    of one still moves at most two counts by one). Returns (noisy counts in class order,
+    records)."""
+    index = np.asarray(index, dtype=np.int64)
+    counts = np.bincount(index[index >= 0], minlength=k).astype(np.float64)
     noisy, _, record = release_counts(counts[None, :], mu, rng)  # one histogram: sqrt(2)/mu
     return noisy[0].tolist(), [record]
 

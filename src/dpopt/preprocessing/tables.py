@@ -76,7 +76,7 @@ from dpopt.privacy import Gaussian, gdp_mu
 
 __all__ = ["TableSchema", "Prior", "select_labels",
            "select_values", "selection_threshold", "is_frame", "as_pandas", "plan_table",
-           "OTHER", "MISSING", "SELECTION_SHARE", "SELECTION_SHARE_LABELS",
+           "OTHER", "OTHER_LABEL", "MISSING", "SELECTION_SHARE", "SELECTION_SHARE_LABELS",
            "SELECTION_DELTA_SHARE"]
 
 OTHER = "<other>"
@@ -256,12 +256,19 @@ def declared_classes(y, classes=None):
     return None
 
 
+#: The class index of a label outside the released classes (unselected or undeclared).
+OTHER_LABEL = -1
+
+
 def encode_labels(y, classes):
     """Index of each label in ``classes``; a label outside them (unselected or undeclared)
-    gets index 0 (a per-record map: the row stays, n is unchanged). Numbers compare as
-    numbers (3 == 3.0), anything else by its text."""
+    gets :data:`OTHER_LABEL` (a per-record map: the row stays, n is unchanged). Such a
+    record is a negative of every one-vs-rest model and of a binary model (-1), and no
+    released classifier can predict its label: the held-out choice scores it wrong for the
+    model and for every constant. Numbers compare as numbers (3 == 3.0), anything else by
+    its text."""
     y, classes = np.asarray(y), np.asarray(classes)
-    index = np.zeros(len(y), dtype=np.int64)
+    index = np.full(len(y), OTHER_LABEL, dtype=np.int64)
     if y.dtype.kind in "iufb" and classes.dtype.kind in "iufb":
         yv = y.astype(np.float64)
         for i, c in enumerate(classes.astype(np.float64)):
