@@ -27,6 +27,7 @@ from dpopt.preprocessing._refine import (
     concentrated,
     histogram_mean,
     pooled_counts,
+    zeros_only,
 )
 from dpopt.preprocessing.feature_maps import TargetScaling
 
@@ -132,7 +133,7 @@ def _located(noisy, sigma, n, grid, final=False):
     if unresolved[0]:
         return None, None
     lo, hi = float(lo[0]), float(hi[0])
-    if not (lo == hi == 0.0):
+    if not (lo == hi == 0.0 or zeros_only(noisy, sigma, lo, hi, grid)):
         return lo, hi
     counts = np.ravel(noisy).copy()
     n_nonzero = n - counts[grid.zero_bin]
