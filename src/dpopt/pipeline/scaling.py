@@ -38,7 +38,6 @@ from dpopt.preprocessing._norms import (
 from dpopt.preprocessing._refine import (
     REFINE_BINS,
     linear_counts,
-    pooled_counts,
     refined_bounds,
     within_bins,
     zeros_only,
@@ -302,7 +301,7 @@ def private_scaling(data, mus, *, fit_intercept, center, regression, rng, bounds
         tb = data.target_bounds(mus.get("target_bounds", math.inf), rng)
         records += list(tb.mechanisms)
         lo, hi = float(tb.lower[0]), float(tb.upper[0])
-        if tb.mechanisms and zeros_only(*pooled_counts(tb), lo, hi, tb.grid):
+        if hi > lo and tb.sigma > 0 and zeros_only(tb.noisy_counts, tb.sigma, lo, hi, tb.grid):
             lo = hi = 0.0  # the zeros alone: collapsed (fit_default releases a mean of y)
         # not with inference=True: the narrower range clips about 1% of a normal target,
         # a bias of the estimand that intervals at large n would not cover. Its mu leaves

@@ -256,17 +256,13 @@ def declared_classes(y, classes=None):
     return None
 
 
-#: The class index of a label outside the released classes (unselected or undeclared).
-OTHER_LABEL = -1
+OTHER_LABEL = -1  # the class index of a label outside the classes (unselected, undeclared)
 
 
 def encode_labels(y, classes):
-    """Index of each label in ``classes``; a label outside them (unselected or undeclared)
-    gets :data:`OTHER_LABEL` (a per-record map: the row stays, n is unchanged). Such a
-    record is a negative of every one-vs-rest model and of a binary model (-1), and no
-    released classifier can predict its label: the held-out choice scores it wrong for the
-    model and for every constant. Numbers compare as numbers (3 == 3.0), anything else by
-    its text."""
+    """Index of each label in ``classes``, :data:`OTHER_LABEL` outside them (per record: n is
+    unchanged; a negative of every one-vs-rest model, wrong for every candidate of the
+    held-out choice). Numbers compare as numbers (3 == 3.0), anything else by its text."""
     y, classes = np.asarray(y), np.asarray(classes)
     index = np.full(len(y), OTHER_LABEL, dtype=np.int64)
     if y.dtype.kind in "iufb" and classes.dtype.kind in "iufb":
