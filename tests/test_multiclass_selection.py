@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import dpopt
-from dpopt.pipeline import multiclass_selection, selection
+from dpopt.pipeline import majority, multiclass_selection
 from dpopt.pipeline.selection import validation_mu
 from dpopt.privacy import Gaussian, epsilon_of
 
@@ -71,7 +71,7 @@ def test_the_score_release_adds_the_stated_noise_and_the_fit_spends_its_target(m
     rows release the model's accuracy alone: sigma = 1 / (m mu_v), mu_v the GDP parameter
     the training branch's own records dominate (captured at the call), and the constants'
     scores are the counts' rates; the total is the training branch's, at most the target."""
-    calls = spy_on(monkeypatch, selection, "noisy_score_totals")
+    calls = spy_on(monkeypatch, majority, "noisy_score_totals")
     X, y = no_signal()
     f = fit(X, y, epsilon=2.0, delta=1e-6, random_state=0, classes=[0, 1, 2])
     sel = f.auto_.plan["selection"]
@@ -81,9 +81,7 @@ def test_the_score_release_adds_the_stated_noise_and_the_fit_spends_its_target(m
     assert sigma == pytest.approx(1.0 / (m * mu), rel=1e-12)
     assert sel["sensitivity"] == pytest.approx(1.0 / m)
     counts = np.asarray(f.auto_.plan["table"]["label_counts"])
-    # the constants' rates are over all n rows (a label outside the classes is wrong for
-    # every constant), not over the kept labels' total
-    assert sel["noisy_scores"][1:] == pytest.approx(list(np.maximum(counts, 0) / len(y)))
+    assert sel["noisy_scores"][1:] == pytest.approx(list(counts / counts.sum()))
     own = f.fit_result_.mechanisms[1:]  # after the declared labels' counts (one record)
     assert mu == pytest.approx(validation_mu(own), rel=1e-12) and mu > 0
     assert f.fit_result_.mechanisms[0] == Gaussian(f.fit_result_.mechanisms[0].noise_multiplier)
@@ -185,6 +183,9 @@ def test_a_label_outside_the_classes_is_wrong_for_every_candidate():
     X, y = no_signal(n=1000)
     y = np.where(np.random.default_rng(5).random(y.size) < 0.4, 3, y)  # 40% undeclared
     f = fit(X, y, epsilon=4.0, random_state=0, classes=[0, 1, 2])
-    rates = f.auto_.plan["selection"]["noisy_scores"][1:]
-    assert sum(rates) == pytest.approx(np.mean(y != 3), abs=0.05)
+    sel = f.auto_.plan["selection"]
+    # no signal: the model predicts class 0, right on 0.6 x 0.6 of the rows (class 0 was
+    # 0.76 with the undeclared label counted as it, and the model was released)
+    assert sel["noisy_scores"][0] == pytest.approx(np.mean(y == 0), abs=0.1)
+    assert sel["released"] == "constant class 0"
     assert set(np.unique(f.predict(X))) <= {0, 1, 2}

@@ -45,6 +45,7 @@ from dpopt.preprocessing.table_encoder import (
     split_dask_target,
 )
 from dpopt.preprocessing.tables import (
+    OTHER_LABEL,
     as_pandas,
     is_frame,
     plan_table,
@@ -197,6 +198,8 @@ class _DPLinearModel(BaseEstimator):
                 count_declared=count_declared)
             out.update(classes=classes, encoder=encoder)
             target = self._encode_classes(yy, classes) if self._classifier else yy
+            if self._classifier and len(classes) == 2:  # neither class: 0 (fit_selected)
+                target = np.where(yy == OTHER_LABEL, 0.0, target)
             return Xf, target, bounds, prior
 
         self._fit_auto(prepare, epsilon, delta, penalty, penalty_kwargs)

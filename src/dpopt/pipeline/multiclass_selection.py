@@ -45,14 +45,13 @@ from dataclasses import replace
 import numpy as np
 
 from dpopt.pipeline.held_out import _margins, summed_over_records
+from dpopt.pipeline.majority import MARGIN, against_known_rate, rate_noise
 from dpopt.pipeline.multiclass import fit_default_one_vs_rest
 from dpopt.pipeline.selection import (
-    MARGIN,
     MIN_VALIDATION,
     _delta_judged_on,
     _records,
     _rows,
-    against_known_rate,
     as_records,
     branch_mu,
     choose,
@@ -98,7 +97,7 @@ def fit_selected_one_vs_rest(X, labels, n_classes, *, penalty, penalty_kwargs, f
     counts = None if prior is None else prior.info.get("label_counts")
     if counts is not None and len(counts) == n_classes:  # the rates are released already
         noisy, sigma, best, use_model = _against_counts(totals[0], m, mu_v, rng, counts,
-                                                        prior.info["label_sigma"], n)
+                                                        prior.info["label_sigma"])
         columns, sensitivity, majority = 1, 1.0 / m, best
     else:
         noisy, sigma = noisy_class_totals(totals, m, mu_v, rng)
@@ -121,24 +120,22 @@ def fit_selected_one_vs_rest(X, labels, n_classes, *, penalty, penalty_kwargs, f
     return replace(auto, result=result, plan=plan)
 
 
-def _against_counts(correct, m, mu, rng, counts, label_sigma, n):
+def _against_counts(correct, m, mu, rng, counts, label_sigma):
     """The choice when the table layer released the labels' noisy counts on all n rows
-    (std ``label_sigma`` each): the classes' rates are counts / n (n is public under
-    replace-one; a record whose label is outside the classes is wrong for every constant,
-    as for the model), the majority is the largest, and only the model's held-out accuracy
-    is released (:func:`dpopt.pipeline.selection.against_known_rate`: sensitivity 1/m
-    instead of the sqrt(3)/m of the k + 1 means), against the majority's rate, whose noise
-    sd is label_sigma / n. Returns (noisy scores of the model and the k constants, sigma,
-    the majority, whether the model is released).
-
-    Rates over the kept labels' own total (as before) overstated every constant's rate
-    when labels had not been kept, while the model's accuracy counted those records as
-    hits of class 0: on statsmodels' 7-class ``anes96`` at epsilon = 0.5 (four labels kept)
-    the model was released with a held-out accuracy of 0.58 and scored 0.195 on the test
-    rows against the majority's 0.216."""
+    (std ``label_sigma`` each): the classes' rates are counts / their sum, the majority is
+    the largest, and only the model's held-out accuracy is released
+    (:func:`dpopt.pipeline.majority.against_known_rate`: sensitivity 1/m instead of the
+    sqrt(3)/m of the k + 1 means), against the majority's rate, whose noise sd is
+    :func:`dpopt.pipeline.majority.rate_noise`. A record whose label was not kept is
+    wrong for the model (:func:`class_scores`) and left out of the rates, so where labels
+    were not kept the comparison leans towards the constant. Returns (noisy scores of the
+    model and the k constants, sigma, the majority, whether the model is released)."""
     counts = np.maximum(np.asarray(counts, dtype=np.float64), 0.0)
-    rates, best = counts / float(n), int(np.argmax(counts))
-    score, sigma, use = against_known_rate(correct, m, mu, rng, rates[best], label_sigma / n)
+    total = max(float(counts.sum()), 1e-12)
+    rates, best = counts / total, int(np.argmax(counts))
+    r = rates[best]
+    score, sigma, use = against_known_rate(correct, m, mu, rng, r,
+                                           rate_noise(label_sigma, r, len(counts), total))
     return np.concatenate([[score], rates]), sigma, best, use
 
 

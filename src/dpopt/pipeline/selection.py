@@ -114,8 +114,6 @@ from dataclasses import replace
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.optimize import brentq, minimize_scalar
-from scipy.stats import norm
 
 from dpopt._core.exceptions import WeakPrivacyWarning
 from dpopt._core.validation import warn_if_delta_exceeds_one_over_n
@@ -134,6 +132,14 @@ from dpopt.pipeline.held_out import (  # noqa: F401 (noisy_scores: public here t
     noisy_scores,
     prediction_gap_bound,
 )
+from dpopt.pipeline.majority import (  # noqa: F401 (TOLERANCE, tolerance_margin: public here too)
+    MARGIN,
+    TOLERANCE,
+    against_known_rate,
+    released_majority,
+    screened_majority,
+    tolerance_margin,
+)
 from dpopt.pipeline.mean_of_y import private_mean_of_y
 from dpopt.pipeline.scaling import _data_of
 from dpopt.privacy import Gaussian, ObjectivePerturbation, gdp_mu
@@ -144,13 +150,6 @@ __all__ = ["VALIDATION_FRACTION", "MARGIN", "against_known_rate", "fit_selected"
 
 #: Share of the records held out to choose between the model and the constant.
 VALIDATION_FRACTION = 0.2
-#: The model is released when its noisy score beats the constant's by this many standard
-#: deviations of the noisy difference.
-MARGIN = 2.0
-#: The do-no-harm tolerance in accuracy (docs/practitioner.md: a classifier scores at least
-#: the majority rate minus this): the bound :func:`against_known_rate` keeps on the
-#: worst-case expected loss of releasing the model.
-TOLERANCE = 0.005
 #: Fewer validation records than this: no selection (one record would move a score by
 #: more than 1/MIN_VALIDATION); the model of the whole data is released as before.
 MIN_VALIDATION = 20
@@ -280,6 +279,7 @@ def fit_selected(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon,
     fit = fit_routed if fit is None else fit
     loss_name = loss if isinstance(loss, str) else loss.name
     X, y = as_records(X, y, loss, fit_intercept)
+    y, scored = _neither_class(y, regression, prior)
     n = X.n_samples if is_chunked(X) else X.shape[0]
     m = validation_rows(n)
     runs = regression and fit_intercept and selection_runs(n)
@@ -334,8 +334,24 @@ def fit_selected(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon,
             auto.plan["mu_shares"]["constant"] = mu_c  # the plan's split: sum of mu^2 = mu^2
             if auto.plan.get("target_collapsed"):  # two noisy means, no model: pool them
                 return _pooled_constant(auto, n - m, all_rows)
-    return _select(auto, _records(*_rows(X, y, val), target_bounds), regression, fit_intercept,
+    return _select(auto, _records(*_rows(X, y if majority is None else scored, val),
+                                  target_bounds), regression, fit_intercept,
                    mu_v, rng, n - m, majority, all_rows)
+
+
+def _neither_class(y, regression, prior):
+    """(labels for the model, labels for the held-out scores) of a binary classifier whose
+    y marks the records of neither class with 0 (a label the private selection did not
+    keep; :data:`~dpopt.preprocessing.tables.OTHER_LABEL`): the model is trained on them as
+    the negative class (-1), as a one-vs-rest model is, and the held-out choice scores them
+    wrong for the model (no released classifier predicts their label). Scored as -1, the
+    model's accuracy counted them as hits whenever it predicted the negative class, while
+    the constant's rate (:func:`~dpopt.pipeline.majority.released_majority`) is over the
+    kept labels only. Per-record maps: n is unchanged."""
+    if regression or y is None or prior is None or prior.info.get("label_counts") is None:
+        return y, y
+    y = np.asarray(y, dtype=np.float64)
+    return np.where(y == 0.0, -1.0, y), y
 
 
 def _pooled_constant(auto, n_train, all_rows):
@@ -422,45 +438,10 @@ def resolve_alpha(penalty_kwargs, loss, n):
     return {**penalty_kwargs, "alpha": 0.0 if alpha is None else alpha}
 
 
-def released_majority(prior):
-    """(index of the majority constant among (+1, -1), its rate, whether the counts resolve
-    it) from the label counts the
-    table layer released on all n rows with the labels (:func:`dpopt.preprocessing.tables.select_labels`:
-    the kept labels' noisy counts, classes_[1] -> +1), or None when the labels were
-    declared. Post-processing of a release already in the composition: free, and its noise
-    (sqrt(2) / mu_y on counts of all n rows) is far below the held-out rate's (one part in
-    m). The held-out release then only compares the model with that constant."""
-    counts = None if prior is None else prior.info.get("label_counts")
-    if counts is None or len(counts) != 2:
-        return None
-    total = max(counts[0] + counts[1], 1e-12)
-    best = 0 if counts[1] >= counts[0] else 1  # candidates: model, constant +1, constant -1
-    # resolved: the noisy difference of the counts (std sqrt(2) sigma) beats MARGIN of it
-    sigma, rate = prior.info["label_sigma"], max(counts) / total
-    resolved = abs(counts[1] - counts[0]) > MARGIN * math.sqrt(2.0) * sigma
-    return best, rate, bool(resolved), rate_noise(sigma, rate, 2, total)
 
 
-def rate_noise(sigma, rate, k, total):
-    """The standard deviation of a class rate r = c_b / N read from k noisy counts (each
-    with noise sd ``sigma``, N their sum): r moves by ((1 - r) e_b - r sum_{o != b} e_o) / N,
-    so sigma sqrt((1 - r)^2 + (k - 1) r^2) / N, to first order in the noise of N."""
-    return sigma * math.sqrt((1.0 - rate) ** 2 + (k - 1) * rate ** 2) / total
 
 
-def screened_majority(plan):
-    """(index of the majority constant among (+1, -1), its rate, whether it is resolved)
-    from the positive-class share the high-dimensional route released with its screen
-    (:func:`dpopt.pipeline.feature_selection.fit_screened`: n_+ plus N(0, s^2) on the
-    training rows, so a rate with noise s / n), or None off that route. A release of the
-    training branch, already in its records: reading it is post-processing, and its noise is
-    far below the held-out rate's on m = n / 4 of those rows."""
-    screen = plan.get("screen")
-    if not screen or "class_rate" not in screen:
-        return None
-    rate, sd = screen["class_rate"], screen["class_rate_sigma"]
-    best = 0 if rate >= 0.5 else 1  # candidates: model, constant +1, constant -1
-    return best, max(rate, 1.0 - rate), bool(abs(2.0 * rate - 1.0) > MARGIN * 2.0 * sd), sd
 
 
 def _held_out_mean(auto, data, mu_v, rng, prior=None, spent=False):
@@ -489,46 +470,8 @@ def _held_out_mean(auto, data, mu_v, rng, prior=None, spent=False):
     return replace(auto, result=replace(auto.result, **changes), plan=plan, target=target)
 
 
-def against_known_rate(total, m, mu, rng, rate, rate_sd):
-    """The held-out choice of a classifier when an earlier release on all rows gives the
-    majority class and its rate r (the labels' noisy counts, :func:`released_majority`; the
-    screen's class share, :func:`screened_majority`): only the model's held-out accuracy is
-    released, from its correct count ``total`` over m records (one column, sensitivity 1/m:
-    one record's correctness flips at most once; sigma = 1 / (m mu)).
-
-    The model is released when its noisy accuracy a beats r by the larger of
-
-    * ``MARGIN`` standard deviations of the privacy noise, s_dp = sqrt(sigma^2 + rate_sd^2);
-    * the least margin at which the worst-case expected loss against the constant,
-      s max_u u Phi(-u - k) over a true loss of u s, stays within ``TOLERANCE``
-      (:func:`tolerance_margin`), s = sqrt(s_dp^2 + a (1 - a) / m) counting the held-out
-      sample's own noise (a from the release: post-processing). A paired comparison on the
-      same rows has little sampling noise when the model mostly agrees with the constant;
-      the model's accuracy alone keeps a (1 - a) / m, which dominates as mu grows, so this
-      second margin holds the loss to the do-no-harm tolerance there.
-
-    Returns (noisy accuracy, sigma, whether the model is released)."""
-    (noisy,), sigma = noisy_score_totals([total], m, mu, rng)
-    a = min(max(float(noisy), 0.0), 1.0)
-    s_dp = math.hypot(sigma, rate_sd)
-    s = math.sqrt(s_dp ** 2 + a * (1.0 - a) / m)
-    margin = max(MARGIN * s_dp, s * tolerance_margin(TOLERANCE / s))
-    return float(noisy), sigma, bool(noisy - rate > margin)
 
 
-def tolerance_margin(ratio):
-    """The least k >= 0 with max_{u >= 0} u Phi(-u - k) <= ``ratio``: a model worse than the
-    constant by u standard deviations s of a noisy estimate of its gain, released when that
-    estimate exceeds k s, loses s u Phi(-u - k) in expectation; the maximum over u falls from
-    0.17 (k = 0) towards 0 as k grows."""
-    def worst(k):
-        res = minimize_scalar(lambda u: -u * norm.cdf(-u - k), bounds=(0.0, 10.0),
-                              method="bounded")
-        return -res.fun
-
-    if worst(0.0) <= ratio:
-        return 0.0
-    return float(brentq(lambda k: worst(k) - ratio, 0.0, 40.0, xtol=1e-6))
 
 
 def _select(auto, data, regression, fit_intercept, mu_v, rng, n_train, majority=None,

@@ -1,0 +1,120 @@
+"""The constant classifier of the held-out choice (:mod:`dpopt.pipeline.selection`): its class
+and rate read from releases on all rows, and the test of the model's held-out accuracy
+against that rate.
+
+Where the table layer released the labels' noisy counts on all n rows (selected labels, or
+declared classes' counts), they name the majority class and give its rate for free
+(:func:`released_majority`); the high-dimensional route releases the positive share with its
+screen (:func:`screened_majority`). The held-out rows then release the model's accuracy
+alone, one number of sensitivity 1/m, and :func:`against_known_rate` compares it with the
+rate, at a margin that keeps the expected loss of releasing a worse model within
+:data:`TOLERANCE` (:func:`tolerance_margin`). All of it is post-processing but the accuracy's
+release, whose privacy is argued in :mod:`dpopt.pipeline.selection`.
+"""
+
+from __future__ import annotations
+
+import math
+
+from scipy.optimize import brentq, minimize_scalar
+from scipy.stats import norm
+
+from dpopt.pipeline.held_out import noisy_score_totals
+
+__all__ = ["MARGIN", "TOLERANCE", "against_known_rate", "rate_noise", "released_majority",
+           "screened_majority", "tolerance_margin"]
+
+#: The model is released when its noisy score beats the constant's by this many standard
+#: deviations of the noisy difference.
+MARGIN = 2.0
+#: The do-no-harm tolerance in accuracy (docs/practitioner.md: a classifier scores at least
+#: the majority rate minus this): the bound :func:`against_known_rate` keeps on the
+#: worst-case expected loss of releasing the model.
+TOLERANCE = 0.005
+
+def released_majority(prior):
+    """(index of the majority constant among (+1, -1), its rate, whether the counts resolve
+    it, the rate's noise sd) from the label counts the table layer released on all n rows
+    (:func:`dpopt.preprocessing.tables.select_labels`: the kept labels' noisy counts,
+    classes_[1] -> +1; declared classes' :func:`~dpopt.preprocessing.table_encoder.noisy_class_counts`),
+    or None without them. The rate is the count over the two counts' sum, whose noise is
+    smaller than that of the count over n (:func:`rate_noise`); where some labels were not
+    kept, the held-out rows score those records wrong for the model
+    (:data:`~dpopt.preprocessing.tables.OTHER_LABEL`) while this rate leaves them out, so
+    the comparison then leans towards the constant. Post-processing of a release already in
+    the composition: free, and its noise (sqrt(2) / mu_y on counts of all n rows) is far
+    below the held-out rate's (one part in m). The held-out release then only compares the
+    model with that constant."""
+    counts = None if prior is None else prior.info.get("label_counts")
+    if counts is None or len(counts) != 2:
+        return None
+    total = max(counts[0] + counts[1], 1e-12)
+    best = 0 if counts[1] >= counts[0] else 1  # candidates: model, constant +1, constant -1
+    # resolved: the noisy difference of the counts (std sqrt(2) sigma) beats MARGIN of it
+    sigma, rate = prior.info["label_sigma"], max(counts) / total
+    resolved = abs(counts[1] - counts[0]) > MARGIN * math.sqrt(2.0) * sigma
+    return best, rate, bool(resolved), rate_noise(sigma, rate, 2, total)
+
+
+def rate_noise(sigma, rate, k, total):
+    """The standard deviation of a class rate r = c_b / N read from k noisy counts (each
+    with noise sd ``sigma``, N their sum): r moves by ((1 - r) e_b - r sum_{o != b} e_o) / N,
+    so sigma sqrt((1 - r)^2 + (k - 1) r^2) / N, to first order in the noise of N."""
+    return sigma * math.sqrt((1.0 - rate) ** 2 + (k - 1) * rate ** 2) / total
+
+
+def screened_majority(plan):
+    """(index of the majority constant among (+1, -1), its rate, whether it is resolved)
+    from the positive-class share the high-dimensional route released with its screen
+    (:func:`dpopt.pipeline.feature_selection.fit_screened`: n_+ plus N(0, s^2) on the
+    training rows, so a rate with noise s / n), or None off that route. A release of the
+    training branch, already in its records: reading it is post-processing, and its noise is
+    far below the held-out rate's on m = n / 4 of those rows."""
+    screen = plan.get("screen")
+    if not screen or "class_rate" not in screen:
+        return None
+    rate, sd = screen["class_rate"], screen["class_rate_sigma"]
+    best = 0 if rate >= 0.5 else 1  # candidates: model, constant +1, constant -1
+    return best, max(rate, 1.0 - rate), bool(abs(2.0 * rate - 1.0) > MARGIN * 2.0 * sd), sd
+
+
+def against_known_rate(total, m, mu, rng, rate, rate_sd):
+    """The held-out choice of a classifier when an earlier release on all rows gives the
+    majority class and its rate r (the labels' noisy counts, :func:`released_majority`; the
+    screen's class share, :func:`screened_majority`): only the model's held-out accuracy is
+    released, from its correct count ``total`` over m records (one column, sensitivity 1/m:
+    one record's correctness flips at most once; sigma = 1 / (m mu)).
+
+    The model is released when its noisy accuracy a beats r by the larger of
+
+    * ``MARGIN`` standard deviations of the privacy noise, s_dp = sqrt(sigma^2 + rate_sd^2);
+    * the least margin at which the worst-case expected loss against the constant,
+      s max_u u Phi(-u - k) over a true loss of u s, stays within ``TOLERANCE``
+      (:func:`tolerance_margin`), s = sqrt(s_dp^2 + a (1 - a) / m) counting the held-out
+      sample's own noise (a from the release: post-processing). A paired comparison on the
+      same rows has little sampling noise when the model mostly agrees with the constant;
+      the model's accuracy alone keeps a (1 - a) / m, which dominates as mu grows, so this
+      second margin holds the loss to the do-no-harm tolerance there.
+
+    Returns (noisy accuracy, sigma, whether the model is released)."""
+    (noisy,), sigma = noisy_score_totals([total], m, mu, rng)
+    a = min(max(float(noisy), 0.0), 1.0)
+    s_dp = math.hypot(sigma, rate_sd)
+    s = math.sqrt(s_dp ** 2 + a * (1.0 - a) / m)
+    margin = max(MARGIN * s_dp, s * tolerance_margin(TOLERANCE / s))
+    return float(noisy), sigma, bool(noisy - rate > margin)
+
+
+def tolerance_margin(ratio):
+    """The least k >= 0 with max_{u >= 0} u Phi(-u - k) <= ``ratio``: a model worse than the
+    constant by u standard deviations s of a noisy estimate of its gain, released when that
+    estimate exceeds k s, loses s u Phi(-u - k) in expectation; the maximum over u falls from
+    0.17 (k = 0) towards 0 as k grows."""
+    def worst(k):
+        res = minimize_scalar(lambda u: -u * norm.cdf(-u - k), bounds=(0.0, 10.0),
+                              method="bounded")
+        return -res.fun
+
+    if worst(0.0) <= ratio:
+        return 0.0
+    return float(brentq(lambda k: worst(k) - ratio, 0.0, 40.0, xtol=1e-6))
