@@ -845,3 +845,19 @@ def test_no_signal_with_released_counts_keeps_the_majority():
         assert clf.auto_.plan["selection"]["released_columns"] == 1
         released.append(clf.auto_.plan["selection"]["released"])
     assert released.count("model") <= 1 and np.mean(clf.predict(X) == "yes") > 0.99
+
+
+def test_records_of_neither_binary_class_are_misses_of_the_model():
+    """Two declared classes of three labels: the records of the third are the negative class
+    in training and misses in the held-out choice (no released classifier predicts their
+    label). Counted as hits of the negative class, they made the model's held-out accuracy
+    0.75 here (a constant in disguise) against the declared classes' majority rate of 0.58."""
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((2000, 4))
+    y = rng.choice(np.array(["a", "b", "c"]), size=2000, p=[0.35, 0.25, 0.40])
+    reg = fit_quiet(dpopt.DPLogisticRegression(epsilon=4.0, random_state=0, classes=["a", "b"]),
+                    X, y)
+    sel = reg.auto_.plan["selection"]
+    assert sel["majority_from"] == "the labels' noisy counts"
+    assert sel["noisy_scores"][0] == pytest.approx(np.mean(y == "a"), abs=0.08)
+    assert sel["released"] == "constant -1" and set(reg.predict(X)) == {"a"}
