@@ -112,3 +112,21 @@ def test_every_regressor_takes_the_range():
         assert "target_bounds" not in est.auto_.plan.get("mu_shares", {})
         lo, hi = est.target_range_
         assert 40.0 <= lo < hi <= 60.0
+
+
+def test_an_unresolved_target_is_warned_about_as_the_target():
+    """The public function names the target, not "features [0]"; the default path is quiet
+    about it (its own warning and report say what it released instead)."""
+    from dpopt.preprocessing import private_target_bounds
+
+    y = 60000 + 3000 * np.random.default_rng(0).standard_normal(16)
+    with pytest.warns(UserWarning, match="range of the target y") as caught:
+        private_target_bounds(y, 0.1, np.random.default_rng(0))
+    assert not any("features [0]" in str(w.message) for w in caught)
+    private_target_bounds(y, 0.1, np.random.default_rng(0), quiet=True)  # no warning (filter)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        dpopt.DPLinearRegression(epsilon=1.0, random_state=0).fit(np.ones((16, 2)), y)
+    messages = [str(w.message) for w in caught]
+    assert not any("features [0]" in m or "target y;" in m for m in messages)
+    assert any("target_bounds=(lower, upper)" in m for m in messages)

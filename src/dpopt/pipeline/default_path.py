@@ -513,8 +513,8 @@ def _no_model(data, p, loss, penalty, penalty_kwargs, fit_intercept, delta, n, e
         spent += rec
     reason = (f"n_samples={n} is too few to fit a model privately at epsilon={epsilon:g} (even "
               f"{MAX_SHARE:.0%} of the budget cannot locate the target's range for it): the "
-              f"released predictor is {what}; use a larger epsilon, or scale y with public "
-              f"bounds and pass an explicit solver")
+              f"released predictor is {what}; use a larger epsilon, or give y's public "
+              f"range (target_bounds=(lower, upper) on a regressor)")
     warnings.warn(reason, UserWarning, stacklevel=4)
     plan = {"solver": "none", "reason": reason, "mu": spent_mu,
             "mu_shares": {}, "unlearnable": True, "constant": what, "scaling": "none",

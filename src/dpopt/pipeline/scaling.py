@@ -214,7 +214,7 @@ class InMemoryData:
     def target_bounds(self, mu, rng):
         if self.public_target is not None:
             return public_bounds(*self.public_target, self.shape[0])
-        return private_target_bounds(self.y, mu, rng)
+        return private_target_bounds(self.y, mu, rng, quiet=True)
 
     def refined_target_bounds(self, lower, upper, mu, rng):
         counts = linear_counts(self.y, lower, upper)

@@ -410,12 +410,13 @@ def coarsened(noisy, sigma, grid, coarse):
     return summed, sigma * math.sqrt(grid.bins_per_decade / coarse.bins_per_decade)
 
 
-def warn_unresolved(features, sigma, n, stacklevel=3):
+def warn_unresolved(features, sigma, n, stacklevel=3, target=False):
     if len(features):
+        what = ("range of the target y; it gets [0, 0]. Give it public bounds"
+                if target else f"bounds of features {[int(j) for j in features]}; they get "
+                f"bounds [0, 0] (dropped). Give them public bounds")
         warnings.warn(f"the budget (noise std {sigma:.3g} per count, n={n}) cannot locate the "
-                      f"bounds of features {[int(j) for j in features]}; they get bounds [0, 0] (dropped). "
-                      f"Give them public bounds or more budget", UserWarning,
-                      stacklevel=stacklevel)
+                      f"{what} or more budget", UserWarning, stacklevel=stacklevel)
 
 
 def histogram_quantiles(noisy, n, level, grid=DEFAULT_GRID, ends=None):
@@ -502,7 +503,7 @@ def private_bounds_from_counts(counts, n, mu, rng, *, quantiles=DEFAULT_QUANTILE
 
 
 def _bounds_release(counts_of, shape, mu, rng, *, quantiles, bounds, confidence, grid,
-                    bin_confidence, fallback=None, quiet=False) -> FeatureBounds:
+                    bin_confidence, fallback=None, quiet=False, target=False) -> FeatureBounds:
     """The release and scan shared by the two entry points; ``counts_of(columns)`` gives
     the exact histograms of the released columns."""
     mu = check_mu(mu)
@@ -525,7 +526,8 @@ def _bounds_release(counts_of, shape, mu, rng, *, quantiles, bounds, confidence,
     fell = np.zeros(p, dtype=bool)
     if fallback is None:
         if not quiet:
-            warn_unresolved(columns[unresolved], sigma, n, stacklevel=4)  # the entry point's caller
+            warn_unresolved(columns[unresolved], sigma, n, stacklevel=4,  # the entry point's caller
+                            target=target)
     else:
         fb_lo, fb_hi = check_range(fallback, "fallback")
         m = max(abs(fb_lo), abs(fb_hi))
@@ -561,16 +563,20 @@ def collapsed_to_zero(lower, upper):
 
 def private_target_bounds(y, mu, rng, *, quantiles=DEFAULT_QUANTILES, bounds=None,
                           confidence=DEFAULT_CONFIDENCE, grid=DEFAULT_GRID,
-                          bin_confidence=DEFAULT_BIN_CONFIDENCE) -> FeatureBounds:
+                          bin_confidence=DEFAULT_BIN_CONFIDENCE, quiet=False) -> FeatureBounds:
     """Private bounds of a 1-d target: one histogram, L2 sensitivity sqrt(2), mu-GDP.
 
     ``bounds`` is None or a pair of scalars (NaN = estimate). Returns a
-    :class:`FeatureBounds` of length 1 (``lower[0]``, ``upper[0]``).
+    :class:`FeatureBounds` of length 1 (``lower[0]``, ``upper[0]``). An unresolved range
+    is warned about, unless ``quiet`` (the default path, which says in its report what it
+    released instead).
     """
     v = np.asarray(y, dtype=np.float64)
     if v.ndim != 1 or v.size < 1:
         raise ValueError(f"y must be a non-empty 1-d array, got shape {v.shape}")
     if not np.all(np.isfinite(v)):
         raise ValueError("y contains NaN or infinity")
-    return private_feature_bounds(v[:, None], mu, rng, quantiles=quantiles, bounds=bounds,
-                                  confidence=confidence, grid=grid, bin_confidence=bin_confidence)
+    X = check_matrix(v[:, None])
+    return _bounds_release(lambda columns: feature_histograms(X, columns, grid), X.shape, mu,
+                           rng, quantiles=quantiles, bounds=bounds, confidence=confidence,
+                           grid=grid, bin_confidence=bin_confidence, quiet=quiet, target=True)
