@@ -32,6 +32,7 @@ MARGIN = 2.0
 #: worst-case expected loss of releasing the model.
 TOLERANCE = 0.005
 
+
 def released_majority(prior):
     """(index of the majority constant among (+1, -1), its rate, whether the counts resolve
     it, the rate's noise sd) from the label counts the table layer released on all n rows

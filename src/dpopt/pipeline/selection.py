@@ -438,12 +438,6 @@ def resolve_alpha(penalty_kwargs, loss, n):
     return {**penalty_kwargs, "alpha": 0.0 if alpha is None else alpha}
 
 
-
-
-
-
-
-
 def _held_out_mean(auto, data, mu_v, rng, prior=None, spent=False):
     """The released predictor when the training branch's target scale collapsed (its
     histogram of y did not resolve: the model is the constant 0 in raw units): the private
@@ -468,10 +462,6 @@ def _held_out_mean(auto, data, mu_v, rng, prior=None, spent=False):
         merged = [Gaussian(1.0 / spent_mu, 1)]
         return replace(composed(auto, merged, prior, **changes), plan=plan, target=target)
     return replace(auto, result=replace(auto.result, **changes), plan=plan, target=target)
-
-
-
-
 
 
 def _select(auto, data, regression, fit_intercept, mu_v, rng, n_train, majority=None,
