@@ -374,3 +374,20 @@ def test_save_model_named_temporary_fallback_leaves_nothing_on_failure(tmp_path,
     with pytest.raises(OSError):
         modelio.save_model(out, {"format": modelio.FORMAT})
     assert os.listdir(tmp_path) == ["m.json"] and modelio.load_model(out)["coef"][0] == 1.0
+
+
+def test_no_kept_label_says_how_many_records_a_label_needs():
+    """When the private label selection keeps no label, the error gives its threshold (a
+    public function of n, epsilon and delta), in memory and on Dask alike."""
+    import re
+
+    rng = np.random.default_rng(0)
+    y, X = rng.choice(list("abcdefg"), 300), rng.standard_normal((300, 3))
+    with pytest.raises(ValueError, match=r"held by enough records \(about \d+\)") as caught:
+        dpopt.DPLogisticRegression(epsilon=0.25, random_state=0).fit(X, y)
+    need = int(re.search(r"about (\d+)", str(caught.value)).group(1))
+    assert max(np.unique(y, return_counts=True)[1]) < need < 300
+    da = pytest.importorskip("dask.array")
+    with pytest.raises(ValueError, match=rf"\(about {need}\)"):
+        dpopt.DPLogisticRegression(epsilon=0.25, random_state=0).fit(
+            da.from_array(X, chunks=100), da.from_array(y, chunks=100))

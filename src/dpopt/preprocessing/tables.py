@@ -222,13 +222,13 @@ def label_prior(counts, n, epsilon, delta, rng):
     return classes, Prior(share, delta_sel, [Gaussian(1.0 / mu_y, 1)], info)
 
 
-def check_labels_kept(chosen, epsilon):
-    """A classifier needs a label after the selection: a clear error when none is kept (no
-    label can be named, so nothing can be predicted). One kept label is the constant
-    classifier that predicts it (:func:`dpopt.pipeline.constant.fit_one_class`)."""
+def check_labels_kept(chosen, epsilon, mu=None, delta=None):
+    """A clear error when the selection (at ``mu``, ``delta``: then the error says its
+    threshold) kept no label; one kept label is :func:`dpopt.pipeline.constant.fit_one_class`."""
     if len(chosen) < 1:
+        need = "" if mu is None else f" (about {selection_threshold(2 ** 0.5 / mu, 1, delta):.0f})"
         raise ValueError(f"the label selection kept 0 classes of y: no label can be released, "
-                         f"so nothing can be predicted. A label must be held by enough records "
+                         f"so nothing can be predicted. A label must be held by enough records{need} "
                          f"to be released privately at epsilon={epsilon:g}; declare the labels "
                          f"with classes=[...] or raise epsilon")
 
