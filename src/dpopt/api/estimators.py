@@ -262,8 +262,8 @@ class DPLogisticRegression(InferenceMixin, ClassifierMixin, _DPLinearModel):
             values, counts = da.compute(*da.unique(y, return_counts=True))
             classes, prior = label_prior(dict(zip(values.tolist(), counts.tolist())), n,
                                          epsilon, delta, rng)
-        check_labels_kept(classes, epsilon, *((prior.info["selection_mu"], prior.info[
-            "selection_delta"]) if prior is not None else ()))
+        info = prior.info if prior is not None else {}
+        check_labels_kept(classes, epsilon, info.get("selection_mu"), info.get("selection_delta"))
         self.classes_ = classes
         index = da.full(y.shape, OTHER_LABEL, dtype=np.int64, chunks=y.chunks)
         for i, c in enumerate(classes):

@@ -42,6 +42,7 @@ from dpopt.preprocessing._bounds import (
     DEFAULT_BIN_CONFIDENCE,
     DEFAULT_CONFIDENCE,
     DEFAULT_QUANTILES,
+    release_counts,
 )
 from dpopt.privacy.mechanisms import noisy_scan
 
@@ -219,8 +220,8 @@ def noisy_gap_counts(data, *, scaling, target, cands, mu, rng):
     (noisy counts, sigma)."""
     counts = summed_over_records(data, gap_counts, GAP_EDGES.size, scaling=scaling,
                                  target=target, cands=cands)
-    sigma = math.sqrt(2.0) / mu
-    return counts + sigma * rng.standard_normal(counts.size), sigma
+    noisy, sigma, _ = release_counts(counts[None, :], mu, rng)  # one histogram: sqrt(2) / mu
+    return noisy[0], sigma
 
 
 def gap_clip(noisy, sigma, m, bound):

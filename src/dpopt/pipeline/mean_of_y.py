@@ -23,6 +23,7 @@ from dpopt.preprocessing._bounds import (
     histogram_bounds,
 )
 from dpopt.preprocessing._refine import (
+    bin_sums,
     bins_inside,
     concentrated,
     histogram_mean,
@@ -185,8 +186,7 @@ def _released_again(data, releases, mu, rng):
         return (None, 0.0, records, "the constant 0 (its histograms, pooled, did not resolve "
                 "its range)", mu)
     lo_end, hi_end = last.grid.bin_ends()
-    counts = np.ravel(noisy)[placed]
-    mean = float(np.dot(counts, 0.5 * (lo_end[placed] + hi_end[placed]))) / n
+    mean = bin_sums(noisy, placed, last.grid)[0] / n
     target = TargetScaling.from_bounds(min(float(lo_end[placed].min()), 0.0),
                                        max(float(hi_end[placed].max()), 0.0), shift=True)
     return (target, float(np.clip(target.transform(mean), -1, 1)), records,

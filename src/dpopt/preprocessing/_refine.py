@@ -45,8 +45,9 @@ from dpopt.preprocessing._bounds import (
     release_counts,
 )
 
-__all__ = ["REFINE_BINS", "bins_inside", "concentrated", "histogram_mean", "linear_counts", "pooled_counts",
-           "refined_bounds", "skew_adjusted_fences", "within_bins", "zeros_only"]
+__all__ = ["REFINE_BINS", "bin_sums", "bins_inside", "concentrated", "histogram_mean",
+           "linear_counts", "pooled_counts", "refined_bounds", "skew_adjusted_fences",
+           "within_bins", "zeros_only"]
 
 #: Equal-width bins of the grid on which a concentrated range is read again
 #: (:func:`refined_bounds`): a relative resolution of 1/16 of the range.
@@ -181,11 +182,15 @@ def histogram_mean(noisy, lower, upper, grid=DEFAULT_GRID):
     half of n), clipped to the range. Its error is the noise on the bins inside, weighted by
     their values, and the spread of the values within a bin (a log bin is a factor 1.78
     wide, so the middle can be off by about a tenth of the value). Post-processing."""
-    inside = bins_inside(lower, upper, grid)
-    lo_end, hi_end = grid.bin_ends()
-    counts = np.ravel(noisy)[inside]
-    total = float(np.sum(counts))
+    weighted, total = bin_sums(noisy, bins_inside(lower, upper, grid), grid)
     if not total > 0.0:
         return 0.5 * (lower + upper)
-    middle = 0.5 * (lo_end[inside] + hi_end[inside])
-    return float(np.clip(np.dot(counts, middle) / total, lower, upper))
+    return float(np.clip(weighted / total, lower, upper))
+
+
+def bin_sums(noisy, mask, grid=DEFAULT_GRID):
+    """(sum of the noisy counts of the bins ``mask`` at the middles of their ends, sum of
+    those counts): a histogram's mean read from its bins is their ratio. Post-processing."""
+    lo_end, hi_end = grid.bin_ends()
+    counts = np.ravel(noisy)[mask]
+    return float(np.dot(counts, 0.5 * (lo_end[mask] + hi_end[mask]))), float(np.sum(counts))

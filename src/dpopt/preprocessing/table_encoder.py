@@ -100,7 +100,7 @@ def prepare_default(X, y, *, epsilon, delta, categories, feature_bounds, classes
         schema, encoder, Xf, names = None, None, X, None
     if classifier:
         chosen = labels if select_y else declared_classes(y, classes)
-        check_labels_kept(chosen, epsilon, *((mu * math.sqrt(share_y), delta_y) if select_y else ()))
+        check_labels_kept(chosen, epsilon, mu * math.sqrt(share_y) if select_y else None, delta_y)
         y_out, classes_out = encode_labels(y, chosen), chosen
     else:
         y_out, classes_out = y, None
@@ -343,7 +343,7 @@ def prepare_dask(ddf, y, *, n, epsilon, delta, categories, feature_bounds, class
     records += list(schema.records)
     if classifier:
         chosen = chosen if select_y else declared_classes(y_meta, classes)
-        check_labels_kept(chosen, epsilon, *((mu * math.sqrt(share_y), delta_y) if select_y else ()))
+        check_labels_kept(chosen, epsilon, mu * math.sqrt(share_y) if select_y else None, delta_y)
     names = list(ddf.columns)
     width = len(schema.feature_names_out())
     bounds = _resolve_bounds(feature_bounds, schema, names, width)
