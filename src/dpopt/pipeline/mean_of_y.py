@@ -15,11 +15,14 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from scipy.stats import norm
 
 from dpopt.pipeline.scaling import bounds_resolvable, refine_resolvable
 from dpopt.preprocessing._bounds import (
     DEFAULT_BIN_CONFIDENCE,
     DEFAULT_QUANTILES,
+    coarsened,
+    coarser_grids,
     histogram_bounds,
 )
 from dpopt.preprocessing._refine import (
@@ -52,7 +55,7 @@ def private_mean_of_y(data, mu, rng):
        Where 3/4 does not resolve, the rest of mu releases it once more, pooled with the
        looks (:func:`_released_again`), and the constant is read from the pooled counts:
        in the range the scans resolve, else from the bins its largest bin places
-       (:func:`_anchored`), else 0 (no bin clears the noise).
+       (:func:`_placed`), else 0 (no bin clears the noise).
     2. Where those bounds are :func:`~dpopt.preprocessing._bounds.concentrated` (one sign,
        at most two log bins wide: the grid located the target but not its spread), half of
        the rest reads them again on 16 equal bins (:func:`refined_bounds`, sensitivity
@@ -165,8 +168,10 @@ def _released_again(data, releases, mu, rng):
     """The last look of :func:`private_mean_of_y` when LOOKS[-1] of mu^2 did not locate y:
     the rest of mu releases the histogram once more, pooled with the earlier ones (the
     release at mu); where that resolves, the constant is the pooled histogram's own mean in
-    its range (:func:`histogram_mean`), else the mean the bins placed by its largest bin
-    read (:func:`_anchored`), else 0. All are Gaussian histograms of sensitivity
+    its range (:func:`histogram_mean`), else the mean of the bins its largest bin places,
+    on the default grid or its coarser readings (:func:`_placed`), else 0. Where the scans
+    located the zeros alone ([0, 0]), the zero bin is left out of that placing, so the
+    nonzero values are placed and the zeros count at 0. All are Gaussian histograms of sensitivity
     sqrt(2) whose mu^2 add up to mu^2; each runs only after the earlier failed (fully
     adaptive composition, Smith & Thakurta 2022). The same return as
     :func:`private_mean_of_y`."""
@@ -181,20 +186,57 @@ def _released_again(data, releases, mu, rng):
         mean = float(np.clip(target.transform(histogram_mean(noisy, lo, hi, last.grid)), -1, 1))
         return (target, mean, records, "the private mean of y (read from its histograms, "
                 "pooled: three looks did not resolve its range)", mu)
-    placed = _anchored(noisy, sigma, last.grid) if lo is None else None
+    counts = np.ravel(noisy).copy()
+    if lo is not None:  # [0, 0]: the zeros resolved, the nonzero values did not
+        counts[last.grid.zero_bin] = 0.0
+    placed = _placed(counts, sigma, last.grid)
     if placed is None:
         return (None, 0.0, records, "the constant 0 (its histograms, pooled, did not resolve "
                 "its range)", mu)
-    lo_end, hi_end = last.grid.bin_ends()
-    mean = bin_sums(noisy, placed, last.grid)[0] / n
-    target = TargetScaling.from_bounds(min(float(lo_end[placed].min()), 0.0),
-                                       max(float(hi_end[placed].max()), 0.0), shift=True)
+    lower, upper = min(placed[0], 0.0), max(placed[1], 0.0)
+    mean = bin_sums(counts, bins_inside(lower, upper, last.grid), last.grid)[0] / n
+    target = TargetScaling.from_bounds(lower, upper, shift=True)
     return (target, float(np.clip(target.transform(mean), -1, 1)), records,
             "the private mean of y (read from the bins its histograms, pooled, place: the "
             "scans did not resolve its range)", mu)
 
 
-def _anchored(noisy, sigma, grid):
+def _placed(counts, sigma, grid):
+    """The range (lower, upper) that :func:`_anchored` places on y's pooled histogram
+    ``counts`` read on ``grid``, else on its coarser readings (2, then 1 bin per decade:
+    :func:`~dpopt.preprocessing._bounds.coarsened`, sums of the same counts whose noise
+    bound the threshold uses, as the scans' own coarser readings do), or None. A
+    zero-inflated target's nonzero values (a count or an amount with 75-85% zeros, on a
+    few hundred rows) spread over many fine bins of a few dozen records each, none of which
+    clears the noise, while a decade holds most of them. Post-processing."""
+    grids = (grid, *coarser_grids(grid))
+    confidence = _union_confidence(grids)
+    for coarse in grids:
+        noisy, s = ((counts, sigma) if coarse is grid
+                    else coarsened(counts, sigma, grid, coarse))
+        placed = _anchored(np.ravel(noisy), s, coarse, confidence)
+        if placed is not None:
+            return _ends(placed, coarse)
+    return None
+
+
+def _ends(placed, grid):
+    """(lowest lower end, highest upper end) of the bins ``placed`` on ``grid``."""
+    lo_end, hi_end = grid.bin_ends()
+    return float(lo_end[placed].min()), float(hi_end[placed].max())
+
+
+def _union_confidence(grids):
+    """The threshold, in noise standard deviations, at which the largest noise bin of any of
+    ``grids`` clears it with the probability that the largest of the first grid's bins
+    clears ``DEFAULT_BIN_CONFIDENCE`` (3.7e-4 over the default grid's 109 bins; Bonferroni
+    over all the readings' bins: 4.62 with the two coarser readings). A bin placed by noise
+    puts the constant wherever that bin is, so reading more grids must not make it likelier."""
+    first = grids[0].n_bins * float(norm.sf(DEFAULT_BIN_CONFIDENCE))
+    return float(norm.isf(first / sum(g.n_bins for g in grids)))
+
+
+def _anchored(noisy, sigma, grid, confidence=DEFAULT_BIN_CONFIDENCE):
     """The bins of y's pooled histogram that place its records when the scans do not resolve
     (post-processing): a boolean mask, or None. The scans pay a margin growing with the
     square root of the bins they cross from the grid's far ends, so a target of a few
@@ -216,7 +258,7 @@ def _anchored(noisy, sigma, grid):
     the bins do not place count at 0, the constant the fallback would release."""
     counts = np.ravel(noisy)
     anchor = int(np.argmax(counts))
-    if counts[anchor] < DEFAULT_BIN_CONFIDENCE * sigma:
+    if counts[anchor] < confidence * sigma:
         return None
     first, last = _grown(counts, anchor, anchor, sigma)
     placed = np.zeros(counts.size, dtype=bool)
