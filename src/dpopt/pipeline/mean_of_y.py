@@ -211,12 +211,12 @@ def _placed(counts, sigma, grid):
     clears the noise, while a decade holds most of them. Post-processing."""
     grids = (grid, *coarser_grids(grid))
     confidence = _union_confidence(grids)
-    for coarse in grids:
-        noisy, s = ((counts, sigma) if coarse is grid
-                    else coarsened(counts, sigma, grid, coarse))
-        placed = _anchored(np.ravel(noisy), s, coarse, confidence)
+    for reading in grids:
+        noisy, s = ((counts, sigma) if reading is grid
+                    else coarsened(counts, sigma, grid, reading))
+        placed = _anchored(np.ravel(noisy), s, reading, confidence)
         if placed is not None:
-            return _ends(placed, coarse)
+            return _ends(placed, reading)
     return None
 
 

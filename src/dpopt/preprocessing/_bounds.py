@@ -470,10 +470,16 @@ def private_feature_bounds(X, mu, rng, *, quantiles=DEFAULT_QUANTILES, bounds=No
     FeatureBounds with ``mechanisms == [Gaussian(1 / mu, 1)]`` if anything was
     released, else ``[]``.
     """
+    return _matrix_release(X, mu, rng, quantiles=quantiles, bounds=bounds,
+                           confidence=confidence, grid=grid, bin_confidence=bin_confidence,
+                           fallback=fallback)
+
+
+def _matrix_release(X, mu, rng, *, grid, **options) -> FeatureBounds:
+    """:func:`_bounds_release` of the columns of a checked matrix X, counted on ``grid``."""
     X = check_matrix(X)
     return _bounds_release(lambda columns: feature_histograms(X, columns, grid), X.shape, mu,
-                           rng, quantiles=quantiles, bounds=bounds, confidence=confidence,
-                           grid=grid, bin_confidence=bin_confidence, fallback=fallback)
+                           rng, grid=grid, **options)
 
 
 def private_bounds_from_counts(counts, n, mu, rng, *, quantiles=DEFAULT_QUANTILES, bounds=None,
@@ -576,7 +582,6 @@ def private_target_bounds(y, mu, rng, *, quantiles=DEFAULT_QUANTILES, bounds=Non
         raise ValueError(f"y must be a non-empty 1-d array, got shape {v.shape}")
     if not np.all(np.isfinite(v)):
         raise ValueError("y contains NaN or infinity")
-    X = check_matrix(v[:, None])
-    return _bounds_release(lambda columns: feature_histograms(X, columns, grid), X.shape, mu,
-                           rng, quantiles=quantiles, bounds=bounds, confidence=confidence,
-                           grid=grid, bin_confidence=bin_confidence, quiet=quiet, target=True)
+    return _matrix_release(v[:, None], mu, rng, quantiles=quantiles, bounds=bounds,
+                           confidence=confidence, grid=grid, bin_confidence=bin_confidence,
+                           quiet=quiet, target=True)
