@@ -9,6 +9,7 @@ import pytest
 import dpopt
 from dpopt.pipeline.selection import (
     MARGIN,
+    SAMPLE_ROWS,
     VALIDATION_FRACTION,
     choose,
     constant_resolved,
@@ -177,6 +178,50 @@ def test_the_model_is_trained_on_the_other_rows():
     X, y = signal(n=1000)
     clf = fit_quiet(dpopt.DPLogisticRegression(epsilon=1.0, random_state=0), X, y)
     assert clf.auto_.plan["selection"]["validation_rows"] == int(VALIDATION_FRACTION * 1000)
+
+
+def test_the_held_out_rows_shrink_to_what_resolves_the_choice():
+    """m = VALIDATION_FRACTION n, or fewer where MARGIN noise standard deviations of the
+    compared difference are within TOLERANCE (and SAMPLE_ROWS keep the sample's own noise
+    within it): a function of public n and mu that grows like 1/mu."""
+    from scipy.optimize import minimize_scalar
+    from scipy.stats import norm
+
+    from dpopt.pipeline.selection import ARGMAX_LOSS, TOLERANCE, validation_rows
+
+    worst = -minimize_scalar(lambda t: -t * norm.cdf(-t), bounds=(0, 3), method="bounded").fun
+    assert ARGMAX_LOSS == pytest.approx(worst, abs=1e-4)
+    assert ARGMAX_LOSS / math.sqrt(SAMPLE_ROWS) <= TOLERANCE
+    assert ARGMAX_LOSS / math.sqrt(SAMPLE_ROWS - 1) > TOLERANCE
+    assert validation_rows(1000) == validation_rows(1000, None) == 200
+    assert validation_rows(1000, 100.0) == 200  # 0.2 n is below SAMPLE_ROWS: kept
+    for n, mu, spread in [(50_000, 0.2, 1.0), (50_000, 0.5, 2.0), (200_000, 3.0, 2.3)]:
+        m = validation_rows(n, mu, spread)
+        assert SAMPLE_ROWS <= m < n // 5
+        assert MARGIN * spread / (m * mu) <= TOLERANCE  # the margin is within tolerance
+        if m > SAMPLE_ROWS:  # and not one row more than that asks
+            assert MARGIN * spread / ((m - 1) * mu) > TOLERANCE
+    assert validation_rows(50_000, 0.02, 1.0) == 10_000  # small mu: the whole fraction
+    ms = [validation_rows(10**6, mu, 1.0) for mu in (0.05, 0.1, 0.2, 0.3)]
+    assert ms == sorted(ms, reverse=True) and ms[0] == pytest.approx(2 * ms[1], abs=1)
+
+
+def test_a_large_table_trains_on_more_rows_and_still_keeps_the_constant():
+    """At a large n mu the model trains on n - m > 0.8 n rows (the plan says m); labels
+    independent of the features still get the majority class (do no harm)."""
+    X, y = noise_labels(n=20_000, p=5, rate=0.7)
+    accs, ms = [], []
+    for seed in range(4):
+        clf = fit_quiet(dpopt.DPLogisticRegression(epsilon=4.0, random_state=seed,
+                                                   classes=["no", "yes"]), X, y)
+        sel = clf.auto_.plan["selection"]
+        ms.append(sel["validation_rows"])
+        accs.append(np.mean(clf.predict(X) == y))
+    assert all(SAMPLE_ROWS <= m < 20_000 // 5 for m in ms)
+    assert np.mean(accs) >= np.mean(y == "yes") - 0.005
+    X, y = signal(n=20_000)
+    small = fit_quiet(dpopt.DPLogisticRegression(epsilon=0.05, random_state=0), X, y)
+    assert small.auto_.plan["selection"]["validation_rows"] == 4000  # small mu: 0.2 n
 
 
 def test_tiny_data_skips_the_selection_and_says_why():
@@ -473,7 +518,8 @@ def test_a_collapsed_training_target_falls_back_to_a_private_mean(monkeypatch, n
     monkeypatch.setattr(scaling.InMemoryData, "target_bounds", collapse_two)
     reg = fit_quiet(dpopt.DPLinearRegression(epsilon=2.0, random_state=0), X, y)
     sel = reg.auto_.plan["selection"]
-    m = n // 5
+    m = n - calls[0]  # held out: n // 5, or fewer at this n mu (validation_rows)
+    assert min(SAMPLE_ROWS, n // 5) <= m <= n // 5
     assert calls == [n - m, n - m, m if rows == "held-out" else n]
     assert sel["released"] == f"noisy mean of y ({rows})"
     assert np.all(reg.coef_ == 0) and abs(reg.intercept_ - y.mean()) < 0.1 * np.ptp(y)

@@ -7,7 +7,8 @@ such check, and on a 178-row, 3-class table it scored below the majority class a
 = 1. :func:`fit_selected_one_vs_rest` applies the same protocol:
 
 1. one data-independent split, by a permutation from the fit's generator, into training
-   rows (1 - f) and m = f n validation rows (f = ``VALIDATION_FRACTION``; at least
+   rows and m validation rows (:func:`dpopt.pipeline.selection.validation_rows`: a share
+   ``VALIDATION_FRACTION`` of n, or fewer where fewer resolve the choice; at least
    ``MIN_VALIDATION`` rows and an intercept, else no selection); in memory or chunked (the
    training rows a :meth:`~dpopt.data.chunked.ChunkedProblem.take`, the held-out sums
    chunk by chunk: :func:`held_out_class_totals`);
@@ -60,6 +61,7 @@ from dpopt.pipeline.selection import (
     split_rows,
     validation_rows,
 )
+from dpopt.privacy import gdp_mu
 
 __all__ = ["fit_selected_one_vs_rest", "class_scores", "class_totals", "noisy_class_scores",
            "noisy_class_totals"]
@@ -73,7 +75,13 @@ def fit_selected_one_vs_rest(X, labels, n_classes, *, penalty, penalty_kwargs, f
     X, labels = as_records(X, labels, "squared", fit_intercept)
     chunked = is_chunked(X)
     n = X.n_samples if chunked else X.shape[0]
-    m = validation_rows(n)
+    counts = None if prior is None else prior.info.get("label_counts")
+    known = counts is not None and len(counts) == n_classes  # the rates are released already
+    # the planned mu of the score release; its difference has noise 1 / (m mu) against
+    # known rates, else sqrt(6) / (m mu) (two of the k + 1 means)
+    planned = gdp_mu(epsilon, delta - (prior.delta if prior else 0.0)) * math.sqrt(
+        1.0 - (prior.share if prior else 0.0))
+    m = validation_rows(n, planned, 1.0 if known else math.sqrt(6.0))
     kw = dict(penalty=penalty, fit_intercept=fit_intercept, epsilon=epsilon, delta=delta,
               rng=rng, feature_bounds=feature_bounds, prior=prior)
     if not fit_intercept or m < MIN_VALIDATION:
@@ -94,8 +102,7 @@ def fit_selected_one_vs_rest(X, labels, n_classes, *, penalty, penalty_kwargs, f
     if mu_v == 0.0:
         return auto
     totals, m = held_out_class_totals(_records(*_rows(X, labels, val)), auto, n_classes)
-    counts = None if prior is None else prior.info.get("label_counts")
-    if counts is not None and len(counts) == n_classes:  # the rates are released already
+    if known:
         noisy, sigma, best, use_model = _against_counts(totals[0], m, mu_v, rng, counts,
                                                         prior.info["label_sigma"])
         columns, sensitivity, majority = 1, 1.0 / m, best

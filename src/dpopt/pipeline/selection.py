@@ -2,8 +2,9 @@
 chosen privately on a held-out part of the data.
 
 The wrapper (:func:`fit_selected`) splits the records once, by a permutation drawn from the
-fit's generator (independent of the data), into a *training* part (1 - f of the rows,
-f = :data:`VALIDATION_FRACTION`) and a *validation* part (m = f n rows). The training part
+fit's generator (independent of the data), into a *training* part and a *validation* part
+of m rows: a share f = :data:`VALIDATION_FRACTION` of n, or fewer where fewer already resolve
+the choice at the plan's mu (:func:`validation_rows`, from public n and mu). The training part
 runs the model path (:func:`dpopt.pipeline.default_path.fit_default`, whatever mechanism it chooses: its
 scaling, its mechanism, a high-dimensional route). Given what that branch released, every
 candidate predictor is a fixed function, and the validation part releases their mean
@@ -96,12 +97,14 @@ computed chunk by chunk (:func:`held_out_totals`, with the count of records beyo
 bound, which must be 0) before the noise is added once on the client: the same releases
 with the same sensitivities.
 
-What it costs: the model is trained on (1 - f) n rows, so at a fixed epsilon its noise is
-that of a fit on (1 - f) n rows (the noise of a Gaussian mechanism on a mean scales as
-1 / (n mu)): f = 0.2 costs the model what spending 80% of the budget on all rows would, and
+What it costs: the model is trained on n - m rows, so at a fixed epsilon its noise is
+that of a fit on n - m rows (the noise of a Gaussian mechanism on a mean scales as
+1 / (n mu)): m = 0.2 n costs the model what spending 80% of the budget on all rows would, and
 it buys a validation release with no extra budget. f = 0.2 is the one-fold hold-out of
 five-fold cross-validation, the convention of :class:`dpopt.api.tuning.PrivateHyperparameterSearch`;
-it was not tuned on any benchmark.
+it was not tuned on any benchmark. Where the score release's margin is already within the
+do-no-harm tolerance on fewer rows (large n mu), :func:`validation_rows` holds out only
+those (at least :data:`SAMPLE_ROWS`) and the model trains on the rest.
 """
 
 from __future__ import annotations
@@ -124,6 +127,7 @@ from dpopt.pipeline.constant import all_rows_mean, composed, constant_mu, mu_lef
 from dpopt.pipeline.default_path import model_possible
 from dpopt.pipeline.feature_selection import fit_routed
 from dpopt.pipeline.held_out import (  # noqa: F401 (noisy_scores: public here too)
+    GAP_SHARE,
     candidates,
     clipped_difference_split,
     held_out_totals,
@@ -155,9 +159,44 @@ VALIDATION_FRACTION = 0.2
 MIN_VALIDATION = 20
 
 
-def validation_rows(n):
-    """m = floor(``VALIDATION_FRACTION`` n): the held-out part of n records."""
-    return int(math.floor(VALIDATION_FRACTION * n))
+#: The largest expected loss of releasing whichever of two candidates scores higher, in
+#: standard deviations s of the noise on their difference: max_t t Phi(-t) (at t = 0.752),
+#: over a true difference of t s (:func:`validation_rows`).
+ARGMAX_LOSS = 0.1700
+#: Held-out rows whose own sampling noise keeps that loss within ``TOLERANCE``: a per-record
+#: difference of scores in [-1, 1] has a mean of standard deviation at most 1/sqrt(m), so
+#: ARGMAX_LOSS / sqrt(m) <= TOLERANCE at m = (ARGMAX_LOSS / TOLERANCE)^2 = 1156.
+SAMPLE_ROWS = math.ceil((ARGMAX_LOSS / TOLERANCE) ** 2)
+
+
+def validation_rows(n, mu=None, spread=2.0):
+    """m, the held-out part of n records: ``VALIDATION_FRACTION`` n, or fewer where fewer
+    already resolve the choice, so that the model trains on more rows.
+
+    The score release puts noise of standard deviation ``spread`` / (m mu) on the compared
+    difference (``spread``: m times its sensitivity; 1 for a classifier's accuracy against a
+    rate released on all rows, 2 for the difference of two noisy scores, 2 / sqrt(1 -
+    GAP_SHARE) for a regressor's clipped differences, T <= 1). Its margin of MARGIN such
+    standard deviations is within ``TOLERANCE`` from m >= MARGIN spread / (TOLERANCE mu) on,
+    and at least :data:`SAMPLE_ROWS` keep the held-out sample's own noise within it too: a
+    model better than the constant by more than about the tolerance is then released, and
+    more held-out rows buy nothing the do-no-harm target measures. m grows like 1/mu, so at
+    small epsilon or small n it is ``VALIDATION_FRACTION`` n. ``mu`` None: that fraction.
+    Public facts only (n, the plan's mu): the split stays independent of the data."""
+    m = int(math.floor(VALIDATION_FRACTION * n))
+    if mu is None or not mu > 0:
+        return m
+    return min(m, max(SAMPLE_ROWS, math.ceil(MARGIN * spread / (TOLERANCE * mu))))
+
+
+def score_spread(regression, prior):
+    """The ``spread`` of :func:`validation_rows` for the held-out release that will run
+    (:func:`_select`): a classifier whose majority rate comes from label counts on all rows
+    releases its accuracy alone (1); without them two scores are compared (2); a
+    regressor's difference is clipped at T <= 1 and released with 1 - GAP_SHARE of mu^2."""
+    if regression:
+        return 2.0 / math.sqrt(1.0 - GAP_SHARE)
+    return 1.0 if released_majority(prior) is not None else 2.0
 
 
 def default_alpha(loss, n):
@@ -281,11 +320,14 @@ def fit_selected(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon,
     X, y = as_records(X, y, loss, fit_intercept)
     y, scored = _neither_class(y, regression, prior)
     n = X.n_samples if is_chunked(X) else X.shape[0]
-    m = validation_rows(n)
     runs = regression and fit_intercept and selection_runs(n)
     # a share kept for the constant on all rows (dpopt.pipeline.constant; no selection, none)
     whole = gdp_mu(epsilon, delta - (prior.delta if prior else 0.0))
     mu_c = constant_mu(n, whole) if runs and not inference else 0.0
+    # the planned mu of the score release: the training branch's own (after the prior, mu_c)
+    planned = math.sqrt(max(whole ** 2 * (1.0 - (prior.share if prior else 0.0)) - mu_c ** 2,
+                            0.0))
+    m = validation_rows(n, planned, score_spread(regression, prior))
     constant_only = runs and not model_possible(n - m, epsilon, delta, prior, spent_mu=mu_c)
     if constant_only or not selection_runs(n, inference=inference):
         why = (INFERENCE_NO_SELECTION if inference
