@@ -35,12 +35,9 @@ from dataclasses import replace
 
 import numpy as np
 
-from dpopt.data import Problem
-from dpopt.pipeline.default_path import AutoFit
+from dpopt.pipeline.autofit import constant_fit
 from dpopt.pipeline.scaling import SHARES
-from dpopt.preprocessing.feature_maps import RowNormalization
 from dpopt.privacy import Gaussian, epsilon_of
-from dpopt.solvers import Checkpoints, make_result
 
 __all__ = ["CONSTANT_LOSS", "constant_mu", "release_constant", "all_rows_mean", "composed",
            "pooled_mean", "released_mean", "mu_left", "fit_one_class"]
@@ -161,8 +158,6 @@ def fit_one_class(n_features, *, label, fit_intercept, epsilon, delta, prior):
     (the do-no-harm constant); it is warned and reported. Returns an :class:`AutoFit`
     (zero coefficients: every margin is 0, the first and only class)."""
     label = label.item() if isinstance(label, np.generic) else label  # its plain repr
-    problem = Problem(np.zeros((1, n_features)), np.zeros(1), loss="squared",
-                      fit_intercept=fit_intercept)
     records = list(prior.records)
     delta_g = delta - prior.delta  # the Gaussian mechanisms' part, as on the model path
     reason = (f"the private label selection kept one label of y ({label!r}) at "
@@ -175,9 +170,6 @@ def fit_one_class(n_features, *, label, fit_intercept, epsilon, delta, prior):
             "constant": f"the label {label!r}", "scaling": "none", "row_bound": None,
             "model_options": {}, "table": prior.info, "selection_delta": prior.delta,
             "selection": {"released": "the only label kept", "reason": reason}}
-    result = make_result(problem, np.zeros(n_features + int(fit_intercept)), solver="none",
-                         calibration_or_spent=(epsilon_of(records, delta_g) if records else 0.0,
-                                               delta, "exact", 0.0),
-                         mechanisms=records, n_iter=0, passes=0.0, checkpoints=Checkpoints(),
-                         params={"auto": plan})
-    return AutoFit(result, RowNormalization(), None, plan)
+    return constant_fit(n_features, fit_intercept, 0.0, mechanisms=records,
+                        epsilon=epsilon_of(records, delta_g) if records else 0.0, delta=delta,
+                        accountant="exact", plan=plan)

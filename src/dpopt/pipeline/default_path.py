@@ -87,12 +87,12 @@ from __future__ import annotations
 
 import math
 import warnings
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
 import numpy as np
 
 from dpopt._core.validation import MIN_EPSILON
-from dpopt.data import Problem
+from dpopt.pipeline.autofit import AutoFit, constant_fit  # noqa: F401 (AutoFit: public here too)
 from dpopt.pipeline.curvature import curvature_step
 from dpopt.pipeline.inference import SUPPORTED as INFERENCE_PATHS
 from dpopt.pipeline.inference import Inference, release_inference, unsupported_reason
@@ -123,8 +123,7 @@ from dpopt.privacy import (
     gdp_mu,
     resolve_accountant,
 )
-from dpopt.solvers import Checkpoints, available_solvers, get_solver, make_result, solve_uncharged
-from dpopt.solvers._base import chunked_note
+from dpopt.solvers import available_solvers, get_solver, solve_uncharged
 from dpopt.solvers._common import run_length  # noqa: F401 (the rules' run length, public here)
 from dpopt.solvers.adassp import DEFAULT_SPLIT as ADASSP_SPLIT
 from dpopt.solvers.adassp import calibrate_adassp, check_budget_split
@@ -133,53 +132,6 @@ from dpopt.solvers.adassp import calibrate_adassp, check_budget_split
 #: fix a variance, not the model, so they need to be right within tens of percent.
 INFERENCE_SHARE = 0.10
 
-
-
-@dataclass
-class AutoFit:
-    """What the default path produced: the model's FitResult (with the whole
-    composition in it), the scalings to apply at prediction time, and the plan."""
-
-    result: object
-    scaling: Scaling
-    target: TargetScaling | None
-    plan: dict = field(default_factory=dict)
-    inference: object = None  # dpopt.pipeline.inference.Inference when inference=True
-
-    def raw_model(self) -> tuple[np.ndarray, float]:
-        """``(coef, intercept)`` in the raw units of X and y (post-processing)."""
-        coef, intercept = self.scaling.unscale(np.asarray(self.result.coef, float),
-                                               float(self.result.intercept))
-        if self.target is not None:  # y = center + half_width * (scaled model)
-            coef = self.target.half_width * coef
-            intercept = self.target.center + self.target.half_width * intercept
-        return coef, intercept
-
-    def report(self, name) -> str:
-        """One line: the mechanism chosen, the privacy of the whole pipeline and its mu split."""
-        plan, r = self.plan, self.result
-        if plan.get("unlearnable"):
-            return (f"{name} (solver='auto'): no model, ({r.epsilon:.4g}, {r.delta:.3g})-DP under "
-                    f"{r.adjacency} adjacency. {plan['reason']}")
-        shares = ", ".join(f"{k} mu={v:.3g}" for k, v in plan["mu_shares"].items())
-        table = ""
-        if plan.get("selection_delta"):
-            table = (f"; the table's partition selection (categories / labels) holds "
-                     f"{plan['selection_delta']:.3g} of delta for its threshold, the Gaussian "
-                     f"mechanisms the rest")
-        rows = ("; rows normalized to unit norm (n too small to locate the features' ranges)"
-                if plan["scaling"] == "row-normalized" else "")
-        return (f"{name} (solver='auto' -> {plan['solver']}): ({r.epsilon:.4g}, {r.delta:.3g})-DP "
-                f"under {r.adjacency} adjacency, end to end (scaling included), accountant "
-                f"{r.accountant}; Gaussian-DP mu={plan['mu']:.4g} split as "
-                f"{shares}{rows}{table}{chunked_note(r.params)}{_selection_note(plan)}" + "".join(
-                    f"\n{text}" for text in _column_lines(plan)))
-
-
-def _selection_note(plan):
-    """The report's sentence on the held-out choice (:mod:`dpopt.pipeline.selection`), if any."""
-    sel = plan.get("selection")
-    return "" if not sel else f"; {sel['reason']} (covered by the same guarantee)"
 
 
 # --------------------------------------------------------------------------- the table
@@ -377,8 +329,7 @@ def fit_default(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, 
         coarse=True, sparse=data.sparse, public_target=target_bounds is not None)
     if shares is None:
         left = math.sqrt(max(mu_avail ** 2 - prior_sq, 0.0))
-        return _no_model(data, p, loss, penalty, penalty_kwargs, fit_intercept, delta, n,
-                         epsilon, left, rng, prior)
+        return _no_model(data, p, fit_intercept, delta, n, epsilon, left, rng, prior)
     if prior_sq:
         shares["selection"] = prior_sq / mu_avail ** 2
     mu_total, mus = split_mu(epsilon, delta, shares, spent_mu=spent_mu)
@@ -493,8 +444,7 @@ def _check_model_share(eps_model, epsilon, delta, n):
             + ". Use a larger epsilon or a delta << 1/n (the default is 1/n^2)")
 
 
-def _no_model(data, p, loss, penalty, penalty_kwargs, fit_intercept, delta, n, epsilon, mu,
-              rng, prior=None):
+def _no_model(data, p, fit_intercept, delta, n, epsilon, mu, rng, prior=None):
     """The documented result when n is too small to locate the target's range for a model
     at this epsilon (:func:`plan_budget` returns None): no model, only the intercept.
 
@@ -504,8 +454,6 @@ def _no_model(data, p, loss, penalty, penalty_kwargs, fit_intercept, delta, n, e
     mean when y sits far from 0 (R^2 of -300 on a target near 40), hence the coarser grids
     of that release. Without an intercept the constant is 0 (the only constant model then;
     nothing is spent)."""
-    problem = Problem(np.zeros((1, p)), np.zeros(1), loss=loss, penalty=penalty,
-                      fit_intercept=fit_intercept, **penalty_kwargs)
     spent = list(prior.records) if prior is not None else []
     target, intercept, what, spent_mu = None, 0.0, "the constant 0", 0.0
     if fit_intercept and mu > 0:
@@ -519,15 +467,10 @@ def _no_model(data, p, loss, penalty, penalty_kwargs, fit_intercept, delta, n, e
     plan = {"solver": "none", "reason": reason, "mu": spent_mu,
             "mu_shares": {}, "unlearnable": True, "constant": what, "scaling": "none",
             "row_bound": None, "model_options": {}}
-    w = np.zeros(p + fit_intercept)
-    if fit_intercept:
-        w[-1] = intercept
-    result = make_result(problem, w, solver="none",
-                         calibration_or_spent=(epsilon_of(spent, delta) if spent else 0.0,
-                                               delta + (prior.delta if prior else 0.0),
-                                               "none", 0.0), mechanisms=spent,
-                         n_iter=0, passes=0.0, checkpoints=Checkpoints(), params={"auto": plan})
-    return AutoFit(result, RowNormalization(), target, plan)
+    return constant_fit(p, fit_intercept, intercept, mechanisms=spent,
+                        epsilon=epsilon_of(spent, delta) if spent else 0.0,
+                        delta=delta + (prior.delta if prior else 0.0), accountant="none",
+                        plan=plan, target=target)
 
 
 def _mean_instead(data, p, problem, eps_model, delta, delta_total, mu_total, mus, scaling,
@@ -561,8 +504,6 @@ def _mean_instead(data, p, problem, eps_model, delta, delta_total, mu_total, mus
         rec += spent
         sd, what = 2.0 / (n * mu_mean), "the private mean of y (its range, then its mean)"
     mechanisms = records + rec
-    w = np.zeros(p + 1)
-    w[-1] = mean
     plan = {"solver": "none", "reason": (f"the training rows' histogram of y collapsed to one "
                                          f"value: AdaSSP's releases gave {what} instead"),
             "mu": mu_total, "mu_shares": mus, "target_collapsed": True, "constant": what,
@@ -570,11 +511,10 @@ def _mean_instead(data, p, problem, eps_model, delta, delta_total, mu_total, mus
     if prior is not None:
         plan["table"] = prior.info
         plan["selection_delta"] = prior.delta
-    result = make_result(problem, w, solver="none", calibration_or_spent=(
-        epsilon_of(mechanisms, delta), delta_total, resolve_accountant(mechanisms, "auto"),
-        0.0), mechanisms=mechanisms,
-        n_iter=0, passes=0.0, checkpoints=Checkpoints(), params={"auto": plan})
-    return AutoFit(result, scaling, found, plan)
+    return constant_fit(p, True, mean, mechanisms=mechanisms,
+                        epsilon=epsilon_of(mechanisms, delta), delta=delta_total,
+                        accountant=resolve_accountant(mechanisms, "auto"), plan=plan,
+                        scaling=scaling, target=found)
 
 
 def _mu_of(z):

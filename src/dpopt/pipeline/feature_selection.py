@@ -60,10 +60,9 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.preprocessing import normalize
 
-from dpopt.data import Problem
 from dpopt.data.sources import is_chunked_input
+from dpopt.pipeline.autofit import constant_fit
 from dpopt.pipeline.default_path import (
-    AutoFit,
     ColumnWarning,
     RowNormalization,
     fit_default,
@@ -71,7 +70,6 @@ from dpopt.pipeline.default_path import (
 )
 from dpopt.pipeline.scaling import COLUMN_NOTES
 from dpopt.privacy import Gaussian, epsilon_of, gdp_mu
-from dpopt.solvers import Checkpoints, make_result
 
 __all__ = ["dimension_limit", "high_dimensional", "release_class_sums", "marginal_scores",
            "select_features", "SelectedScaling", "fit_screened", "fit_routed", "SELECTION_SHARE",
@@ -202,26 +200,21 @@ class SelectedScaling:
         return self.embed(raw), b
 
 
-def _constant_fit(p, rate, loss, penalty, penalty_kwargs, fit_intercept, records, delta, plan):
+def _constant_fit(p, rate, fit_intercept, records, delta, plan):
     """The majority-class model from the released positive share (post-processing): the
     logit of the share as intercept (0 without an intercept), every coefficient 0."""
-    problem = Problem(sp.csc_matrix((1, p)), np.ones(1), loss=loss, penalty=penalty,
-                      fit_intercept=fit_intercept, **penalty_kwargs)  # a shape, not data
     b = math.log(rate / (1.0 - rate)) if fit_intercept else 0.0
-    params = np.concatenate([np.zeros(p), [b] if fit_intercept else []])
-    eps = epsilon_of(records, delta)
-    result = make_result(problem, params, solver="none",
-                         calibration_or_spent=(eps, delta, "exact", records[0].noise_multiplier),
-                         mechanisms=list(records), n_iter=0, passes=0.0,
-                         checkpoints=Checkpoints(), params={"auto": plan})
-    scaling = SelectedScaling(RowNormalization(), np.zeros(0, dtype=int), p)
-    return AutoFit(result, scaling, None, plan)
+    return constant_fit(p, fit_intercept, b, mechanisms=list(records),
+                        epsilon=epsilon_of(records, delta), delta=delta, accountant="exact",
+                        plan=plan, scaling=SelectedScaling(RowNormalization(),
+                                                           np.zeros(0, dtype=int), p),
+                        noise_multiplier=records[0].noise_multiplier)
 
 
 def fit_screened(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, delta, rng):
     """The route (module docstring): screen with ``SELECTION_SHARE`` of mu^2, then
     ``fit_default`` on the kept columns with the rest (``spent_mu`` tells it what was
-    spent), or the constant model when none is kept. Returns an :class:`dpopt.pipeline.default_path.AutoFit`
+    spent), or the constant model when none is kept. Returns an :class:`dpopt.pipeline.autofit.AutoFit`
     whose result holds the whole composition."""
 
     n, p = X.shape
@@ -244,8 +237,7 @@ def fit_screened(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon,
                 "constant from the released class share", "mu": mu_sel,
                 "mu_shares": {"feature_selection": mu_sel}, "scaling": "none",
                 "row_bound": None, "model_options": {}, "screen": selection}
-        return _constant_fit(p, rate, loss, penalty, penalty_kwargs, fit_intercept, [record],
-                             delta, plan)
+        return _constant_fit(p, rate, fit_intercept, [record], delta, plan)
     Xs = X[:, columns] if not sp.issparse(X) else sp.csc_matrix(X)[:, columns]
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

@@ -398,7 +398,7 @@ def release_inference(problem, result, solver, *, row_bound, mu, rng, adassp_rel
 
 def raw_map(scaling, target, dim, fit_intercept):
     """(A, c) with raw = A theta + c (raw: coef then intercept): the map of
-    :meth:`dpopt.pipeline.default_path.AutoFit.raw_model`, which is affine in theta."""
+    :meth:`dpopt.pipeline.autofit.AutoFit.raw_model`, which is affine in theta."""
     p = dim - fit_intercept
     h, center = (1.0, 0.0) if target is None else (target.half_width, target.center)
     inv = np.divide(1.0, scaling.scale, out=np.zeros(p), where=scaling.scale > 0)

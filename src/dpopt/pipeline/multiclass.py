@@ -221,7 +221,7 @@ def _split_and_run(problems, first_problem, run, epsilon, delta, k):
 @dataclass
 class MulticlassFit:
     """The default path's one-vs-rest fit: the combined result (the whole composition),
-    the shared scaling and the plan (the interface of :class:`dpopt.pipeline.default_path.AutoFit`)."""
+    the shared scaling and the plan (the interface of :class:`dpopt.pipeline.autofit.AutoFit`)."""
 
     result: object
     scaling: object
