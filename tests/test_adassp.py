@@ -577,3 +577,39 @@ def test_default_path_chooses_the_ridge_by_sure():
     assert model.auto_.plan["solver"] == "adassp" and params["ridge_rule"] == "sure"
     assert params["ridge_factor"] in A.SURE_FACTORS
     assert model.privacy_leaks_ == [] and model.epsilon_spent_ <= 1.0 * (1 + 1e-9)
+
+
+def test_residual_sd_scales_the_mallows_term_and_is_post_processing():
+    """``residual_sd`` (a public bound on the target's noise sd) replaces target_bound in
+    the Mallows term only: same records and release; a smaller scale never picks a larger
+    ridge factor (df falls with the ridge), and the criterion moves by 2 (s_B^2 - s^2) df."""
+    X, y = regression(n=400, p=6, scale=1.0)
+    pb = dpopt.Problem(X, y, fit_intercept=True)
+    kw = {"epsilon": 2.0, "row_bound": 3.0, "target_bound": 4.0, "ridge": "sure"}
+    smaller = 0
+    for seed in range(6):
+        wide = fit(pb, random_state=seed, **kw)
+        tight = fit(pb, random_state=seed, residual_sd=0.5, **kw)
+        assert tight.mechanisms == wide.mechanisms
+        np.testing.assert_array_equal(tight.release.xty, wide.release.xty)
+        assert tight.params["ridge_factor"] <= wide.params["ridge_factor"]
+        smaller += tight.params["ridge_factor"] < wide.params["ridge_factor"]
+        assert fit(pb, random_state=seed, residual_sd=9.0, **kw).params["ridge_factor"] == \
+            wide.params["ridge_factor"]  # above target_bound: target_bound is the bound
+    assert smaller >= 1
+    with pytest.raises(ValueError, match="residual_sd"):
+        fit(pb, random_state=0, residual_sd=-1.0, **kw)
+
+
+def test_default_path_passes_the_released_target_spread():
+    """The default path's second look at the target's range also bounds its spread
+    (post-processing); AdaSSP takes it as residual_sd, and the plan records both."""
+    rng = np.random.default_rng(1)
+    X = rng.standard_normal((3000, 4))
+    y = 50 + 10 * (X @ np.array([1.0, -1.0, 0.5, 0.0])) + 5 * rng.standard_normal(3000)
+    model = dpopt.DPLinearRegression(epsilon=4.0, random_state=0).fit(X, y)
+    plan = model.auto_.plan
+    assert plan["solver"] == "adassp" and 0 < plan["target_spread"] <= 1
+    assert plan["model_options"]["residual_sd"] == plan["target_spread"]
+    t = model.auto_.target
+    assert np.std(np.clip(t.transform(y), -1, 1)) <= plan["target_spread"]

@@ -30,12 +30,14 @@ def test_the_second_look_adds_the_stated_noise(monkeypatch):
                         original(rng, sigma, size))
     counts = _refine.linear_counts(np.r_[np.full(300, 2.0), np.full(700, 3.0)], 1.0, 5.0)
     assert counts.sum() == 1000 and counts.size == _refine.REFINE_BINS
-    lo, hi, record = _refine.refined_bounds(counts, 1000, 1.0, 5.0, 0.4, np.random.default_rng(0))
+    lo, hi, record, spread = _refine.refined_bounds(counts, 1000, 1.0, 5.0, 0.4,
+                                                    np.random.default_rng(0))
     assert drawn == [(math.sqrt(2) / 0.4, (1, 16))] and record.noise_multiplier == 2.5
     assert 1.0 <= lo <= 2.0 and 3.0 <= hi <= 5.0
     # no resolution at a tiny budget: the range is kept (the record is still spent)
     assert _refine.refined_bounds(counts, 1000, 1.0, 5.0, 1e-4,
                                   np.random.default_rng(0))[:2] == (1.0, 5.0)
+    assert 0.0 < spread <= 1.0
     with pytest.raises(ValueError, match="n"):
         _refine.refined_bounds(counts, 0, 1.0, 5.0, 0.4, np.random.default_rng(0))
     with pytest.raises(ValueError, match="lower < upper"):
@@ -78,3 +80,38 @@ def test_the_model_path_pays_the_second_look_only_while_the_model_keeps_half():
     assert refine_mu(150, mus) == pytest.approx(least(150))  # 0.34: larger than 5%
     assert refine_mu(60, mus) is None  # least(60) = 0.85 > 0.9 / sqrt(2)
     assert mus == {"target_bounds": 0.2, "model": 0.9}  # a pure function of the plan
+
+
+@pytest.mark.parametrize("sd", [1.0, 3.0, 10.0, 30.0])
+def test_the_spread_bound_is_above_the_clipped_values_standard_deviation(sd):
+    """spread_bound bounds the standard deviation of the values clipped to the refined range
+    (in its half-width's units) with high probability over the noise, and is not vacuous
+    where the values fill the range: post-processing of the refine's release."""
+    rng = np.random.default_rng(int(sd))
+    misses, spreads, truths = 0, [], []
+    for seed in range(200):
+        y = rng.normal(100.0, sd, 3000)
+        r = _refine.refined_bounds(_refine.linear_counts(y, 0.0, 200.0), 3000, 0.0, 200.0, 0.5,
+                                   np.random.default_rng(seed))
+        truth = np.std(np.clip(y, r.lower, r.upper)) / (0.5 * (r.upper - r.lower))
+        misses += r.spread < truth
+        spreads.append(r.spread)
+        truths.append(truth)
+    assert misses == 0
+    if sd >= 10.0:  # the values span several of the 16 bins: within a bin's width of it
+        assert np.mean(spreads) < np.mean(truths) + 0.25
+
+
+def test_the_spread_bound_by_hand():
+    """Exact counts (sigma 0): half the values at each end of [-1, 1] have standard deviation
+    1 about their mean 0; all of them in the middle bin is at most that bin's half-width."""
+    edges = np.linspace(-1.0, 1.0, 5)
+    assert _refine.spread_bound(np.array([50.0, 0, 0, 50.0]), 0.0, 100, edges, -1.0, 1.0) == \
+        pytest.approx(1.0)
+    assert _refine.spread_bound(np.array([0.0, 100.0, 0, 0]), 0.0, 100, edges, -1.0, 1.0) == \
+        pytest.approx(0.25)
+    # noise adds confidence * sigma * ||g|| / n before the root; a range of one point is 1
+    noisy = _refine.spread_bound(np.array([0.0, 100.0, 0, 0]), 2.0, 100, edges, -1.0, 1.0)
+    g = np.array([0.75, 0.25, 0.75, 1.25]) ** 2  # farther ends' squares about c = -0.25
+    assert noisy == pytest.approx(math.sqrt((100 * g[1] + 4.0 * 2.0 * np.linalg.norm(g)) / 100))
+    assert _refine.spread_bound(np.ones(4), 1.0, 4, edges, 0.5, 0.5) == 1.0

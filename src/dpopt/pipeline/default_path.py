@@ -361,7 +361,10 @@ def fit_default(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, 
     if solver == "dp-gd" and loss_name == "squared":
         curvature, rec = curvature_step(problem, mus, R, rng)
         records.append(rec)
-    options = _model_options(solver, problem, mus["model"], R, penalty_kwargs, curvature)
+    released = {"curvature": curvature} if curvature is not None else {}
+    if solver == "adassp" and columns_note.get("target_spread") is not None:
+        released["target_spread"] = columns_note["target_spread"]
+    options = _model_options(solver, problem, mus["model"], R, penalty_kwargs, **released)
     eps_model = gdp_epsilon(mus["model"], delta)
     if solver == "objective-perturbation":
         # not a Gaussian mechanism: it calibrates against the whole target, given the
@@ -524,12 +527,13 @@ def _mu_of(z):
     return mu if 1.0 / mu >= z else math.nextafter(mu, 0.0)
 
 
-def _model_options(solver, problem, mu, R, penalty_kwargs, curvature=None):
+def _model_options(solver, problem, mu, R, penalty_kwargs, **released):
+    """The solver's settings on the scaled domain (:func:`rules`), with the numbers already
+    released that it takes (``released``: dp-gd's curvature, AdaSSP's target spread)."""
     alpha = float(penalty_kwargs.get("alpha", 0.0) or 0.0)
     threshold = problem.loss.param if problem.loss.name == "huber" else 1.0
-    extra = {} if curvature is None else {"curvature": curvature}
     return rules(solver, loss=problem.loss.name, n=problem.n_samples, dim=problem.dim, mu=mu,
-                 row_bound=R, alpha=alpha, huber_threshold=threshold, **extra)
+                 row_bound=R, alpha=alpha, huber_threshold=threshold, **released)
 
 
 

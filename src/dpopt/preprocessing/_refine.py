@@ -29,6 +29,7 @@ constant is read from the pooled counts themselves (post-processing).
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 
@@ -45,9 +46,9 @@ from dpopt.preprocessing._bounds import (
     release_counts,
 )
 
-__all__ = ["REFINE_BINS", "bin_sums", "bins_inside", "concentrated", "histogram_mean",
-           "linear_counts", "pooled_counts", "refined_bounds", "skew_adjusted_fences",
-           "within_bins", "zeros_only"]
+__all__ = ["REFINE_BINS", "RefinedRange", "bin_sums", "bins_inside", "concentrated",
+           "histogram_mean", "linear_counts", "pooled_counts", "refined_bounds",
+           "skew_adjusted_fences", "spread_bound", "within_bins", "zeros_only"]
 
 #: Equal-width bins of the grid on which a concentrated range is read again
 #: (:func:`refined_bounds`): a relative resolution of 1/16 of the range.
@@ -85,6 +86,16 @@ def linear_counts(values, lower, upper, bins=REFINE_BINS) -> np.ndarray:
     return np.histogram(v, bins=bins, range=(lower, upper))[0].astype(np.float64)
 
 
+class RefinedRange(NamedTuple):
+    """What :func:`refined_bounds` reads from its release: the bounds, the release's record,
+    and :func:`spread_bound` of the values clipped to those bounds (post-processing)."""
+
+    lower: float
+    upper: float
+    record: object
+    spread: float
+
+
 def refined_bounds(counts, n, lower, upper, mu, rng, *, quantiles=DEFAULT_QUANTILES,
                    confidence=DEFAULT_CONFIDENCE, bin_confidence=DEFAULT_BIN_CONFIDENCE):
     """Bounds inside a released range ``[lower, upper]`` from one more Gaussian histogram:
@@ -103,7 +114,8 @@ def refined_bounds(counts, n, lower, upper, mu, rng, *, quantiles=DEFAULT_QUANTI
     standard deviation from the centre at n = 200, which biases a clipped mean and
     shrinks a fitted slope. The quartiles' noisy counts are sums of many bins, accurate
     where a tail's single bins are not.
-    Returns ``(lower, upper, record)``; the record is spent whatever is read."""
+    Returns a :class:`RefinedRange` (lower, upper, record, spread: :func:`spread_bound` of
+    the values clipped to the bounds read); the record is spent whatever is read."""
     mu = check_mu(mu)
     n = check_positive_int(n, "n")
     counts = np.asarray(counts, dtype=np.float64)
@@ -119,12 +131,39 @@ def refined_bounds(counts, n, lower, upper, mu, rng, *, quantiles=DEFAULT_QUANTI
                                       (edges[:-1], edges[1:]), bin_confidence,
                                       inside_margin=confidence)
     if unresolved[0]:
-        return float(lower), float(upper), record
-    low, high = skew_adjusted_fences(*(
-        float(histogram_quantiles(noisy, n, q, ends=(edges[:-1], edges[1:]))[0])
-        for q in (0.25, 0.5, 0.75)))
-    return (max(float(lower), min(float(lo[0]), low)),
-            min(float(upper), max(float(hi[0]), high)), record)
+        low, high = float(lower), float(upper)
+    else:
+        low, high = skew_adjusted_fences(*(
+            float(histogram_quantiles(noisy, n, q, ends=(edges[:-1], edges[1:]))[0])
+            for q in (0.25, 0.5, 0.75)))
+        low, high = (max(float(lower), min(float(lo[0]), low)),
+                     min(float(upper), max(float(hi[0]), high)))
+    spread = spread_bound(noisy[0], sigma, n, edges, low, high, confidence)
+    return RefinedRange(low, high, record, spread)
+
+
+def spread_bound(noisy, sigma, n, edges, lower, upper, confidence=DEFAULT_CONFIDENCE):
+    """An upper bound on the standard deviation of n values clipped to ``[lower, upper]``,
+    in units of that range's half-width (so at most 1), from one noisy histogram of them
+    on the bins ``edges`` (each count with Gaussian noise of sd ``sigma``). Post-processing.
+
+    For any c, Var(v) <= E (v - c)^2 <= sum_k (n_k / n) g_k with g_k the largest (v - c)^2
+    over bin k clipped to the range (its farther end), c the noisy counts' mean; the noisy
+    sum sum_k n~_k g_k misses the exact one by a Gaussian of sd sigma ||g||_2, so adding
+    ``confidence`` of those keeps the bound above it but with probability Phi(-confidence).
+    The bins' widths make it loose by about one bin (1/16 of the first range on the
+    refine's bins). Used as the residual scale of AdaSSP's ridge choice (the target's
+    variance bounds the variance of its noise around any regression function)."""
+    half = 0.5 * (upper - lower)
+    if not half > 0.0:
+        return 1.0
+    a = (np.clip(edges[:-1], lower, upper) - lower) / half - 1.0  # the bins on [-1, 1]
+    b = (np.clip(edges[1:], lower, upper) - lower) / half - 1.0
+    weights = np.maximum(np.ravel(noisy), 0.0)
+    c = float(np.dot(weights, 0.5 * (a + b)) / weights.sum()) if weights.sum() > 0 else 0.0
+    g = np.maximum((a - c) ** 2, (b - c) ** 2)
+    second = (float(np.dot(np.ravel(noisy), g)) + confidence * sigma * float(np.linalg.norm(g))) / n
+    return float(min(1.0, math.sqrt(max(second, 0.0))))
 
 
 def skew_adjusted_fences(q25, q50, q75):

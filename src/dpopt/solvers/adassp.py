@@ -143,8 +143,12 @@ rows adds 2 s^2 df(lambda) (Mallows, "Some comments on C_p", Technometrics 1973)
 the residual variance, at most B_y^2 for clipped targets, and df(lambda) = tr(G X^T X),
 estimated from the noisy matrix: 1 for the intercept plus sum_k max(v_k, 0) / (v_k + lambda)
 over the eigenvalues v_k of the features' block with the intercept profiled out.
-The criterion L(lambda) + 2 B_y^2 df(lambda) (an upper bound of that optimism, so it errs
-towards shrinkage) is computed for lambda = lambda_AdaSSP * 2^-k, k = 0..6
+The criterion L(lambda) + 2 s_max^2 df(lambda) (an upper bound of that optimism, so it errs
+towards shrinkage), s_max = B_y or the smaller public ``residual_sd`` (any upper bound on the
+standard deviation of the target's noise: the clipped target's own standard deviation is one,
+since Var(y) = Var(E[y | x]) + E Var(y | x); the default path gives the one its second look at
+the target's range reads, :func:`dpopt.preprocessing._refine.spread_bound`), is computed
+for lambda = lambda_AdaSSP * 2^-k, k = 0..6
 (:data:`SURE_FACTORS`; only values at which the matrix is positive definite, where w is
 smooth in the noise and the lemma applies), and the smallest is kept (:func:`sure_ridge`);
 if no factor gives a positive definite matrix, step 4's solution is kept. Only less
@@ -352,11 +356,12 @@ def sure_ridge(release, penalty, sigma_gram, sigma_xty, target_bound, intercept=
 
 def adassp_from_statistics(xtx, xty, n, *, epsilon, delta, rng, row_bound, target_bound,
                            fit_intercept, l2, rho=0.05, budget_split=DEFAULT_SPLIT,
-                           ridge="adaptive"):
+                           ridge="adaptive", residual_sd=None):
     """Steps 1-4 from clipped statistics (e.g. sums of :func:`sufficient_statistics` over
     row blocks, clipped to ``row_bound`` and ``target_bound``): calibrate to (epsilon,
     delta), release, solve. ``l2`` is the per-coordinate L2 penalty (alpha, 0 for the
-    intercept). Returns (w, Calibration, mechanism records, params)."""
+    intercept); ``residual_sd``: the public scale of ``ridge="sure"``'s Mallows term (None:
+    ``target_bound``). Returns (w, Calibration, mechanism records, params)."""
     rho = check_scalar(rho, "rho", low=0.0, high=1.0, low_open=True, high_open=True)
     shares = check_budget_split(budget_split)
     cal, zs = calibrate_adassp(epsilon, delta, shares)
@@ -369,7 +374,8 @@ def adassp_from_statistics(xtx, xty, n, *, epsilon, delta, rng, row_bound, targe
         raise ValueError("the noisy sufficient statistics overflowed: rescale the data or give "
                          "smaller row_bound / target_bound")
     penalty = n * np.asarray(l2, dtype=np.float64)
-    chosen = (sure_ridge(rel, penalty, sigmas[1], sigmas[2], target_bound, fit_intercept)
+    scale = target_bound if residual_sd is None else min(target_bound, residual_sd)
+    chosen = (sure_ridge(rel, penalty, sigmas[1], sigmas[2], scale, fit_intercept)
               if ridge == "sure" else None)
     if chosen is None:
         w, dropped = solve_psd(rel.xtx + np.diag(rel.ridge + penalty), rel.xty)
@@ -379,7 +385,8 @@ def adassp_from_statistics(xtx, xty, n, *, epsilon, delta, rng, row_bound, targe
     params = {"row_bound": row_bound, "target_bound": target_bound, "rho": rho,
               "budget_split": shares, "noise_multipliers": zs, "sensitivities": deltas,
               "sigmas": sigmas, "lambda_min_estimate": rel.lambda_min, "ridge": rel.ridge,
-              "ridge_rule": ridge, "ridge_factor": factor, "sure_estimates": estimates,
+              "ridge_rule": ridge, "residual_sd": residual_sd, "ridge_factor": factor,
+              "sure_estimates": estimates,
               "dropped_directions": dropped, "release": rel}
     return w, cal, mechanism_records(cal.noise_multiplier, shares), params
 
@@ -412,6 +419,11 @@ OPTIONS = (
            "(step 2), on every coordinate; 'sure': the multiple 2^-k (k = 0..6) of it with the "
            "smallest Stein estimate of the prediction loss, on the features only "
            "(post-processing, no budget)"),
+    Option("residual_sd", None, lambda v, name: None if v is None else
+           check_scalar(v, name, low=0.0, low_open=True),
+           "public upper bound on the standard deviation of the target's noise around the "
+           "model (the clipped target's own standard deviation is one), the scale of "
+           "ridge='sure''s Mallows term; None: target_bound"),
 )
 
 
@@ -443,9 +455,14 @@ def declines(n, dim, mu):
 # +-a e_1 leaves X^T X unchanged and moves only X^T y, so most of mu^2 goes to that release
 # (with the default split noise / 4 gives bounds 1.9-2.9 over seeds 0-5, here 2.7-3.7); the
 # X^T X and eigenvalue releases are checked in tests/test_adassp.py.
-def default_settings(*, row_bound, **public):
-    """AdaSSP on the default path's scaled domain: rows of norm <= R, targets in [-1, 1]."""
-    return {"row_bound": row_bound, "target_bound": 1.0, "ridge": "sure"}
+def default_settings(*, row_bound, target_spread=None, **public):
+    """AdaSSP on the default path's scaled domain: rows of norm <= R, targets in [-1, 1];
+    ``target_spread``, where the path released one, bounds the scaled target's standard
+    deviation (the ridge choice's residual scale)."""
+    settings = {"row_bound": row_bound, "target_bound": 1.0, "ridge": "sure"}
+    if target_spread is not None:
+        settings["residual_sd"] = float(target_spread)
+    return settings
 
 
 @register_solver("adassp", description="AdaSSP: sufficient-statistics perturbation with an adaptive "
@@ -463,7 +480,7 @@ def default_settings(*, row_bound, **public):
                      why="squared loss with an L2 or no penalty: sufficient-statistics "
                          "perturbation with adaptive ridge (AdaSSP) needs one pass and no tuning"))
 def fit_adassp(problem, *, epsilon, delta, rng, row_bound=None, target_bound=None, rho=0.05,
-               budget_split=DEFAULT_SPLIT, ridge="adaptive"):
+               budget_split=DEFAULT_SPLIT, ridge="adaptive", residual_sd=None):
     """Fit squared-loss regression (no penalty or L2) with AdaSSP (module docstring).
 
     ``row_bound``: public bound B on the L2 norm of each row's features (rows are rescaled
@@ -472,7 +489,9 @@ def fit_adassp(problem, *, epsilon, delta, rng, row_bound=None, target_bound=Non
     the two high-probability bounds behind the ridge. ``budget_split``: shares of mu^2 of
     the eigenvalue, X^T X and X^T y releases. ``ridge``: "adaptive" (step 2) or "sure" (the
     multiple of it with the smallest Stein estimate of the in-sample loss, module
-    docstring). One pass over the data.
+    docstring); ``residual_sd``: a public upper bound on the standard deviation of the
+    target's noise, the scale of that estimate's Mallows term (None: ``target_bound``). One
+    pass over the data.
     """
     check_scalar(rho, "rho", low=0.0, high=1.0, low_open=True, high_open=True)
     check_budget_split(budget_split)
@@ -485,7 +504,7 @@ def fit_adassp(problem, *, epsilon, delta, rng, row_bound=None, target_bound=Non
     w, cal, records, params = adassp_from_statistics(
         xtx, xty, n, epsilon=epsilon, delta=delta, rng=rng, row_bound=B, target_bound=By,
         fit_intercept=problem.fit_intercept, l2=problem.penalty.l2, rho=rho,
-        budget_split=budget_split, ridge=ridge)
+        budget_split=budget_split, ridge=ridge, residual_sd=residual_sd)
     ck.record(w, 1)
     release = params.pop("release")
     result = make_result(problem, w, solver="adassp", calibration_or_spent=cal,
