@@ -373,7 +373,7 @@ def fit_default(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, 
         eps_model = epsilon
     _check_model_share(eps_model, epsilon, delta, n)
     if solver == "adassp" and collapsed and not inference:
-        return _mean_instead(data, p, problem, eps_model, delta, delta_total, mu_total, mus,
+        return _mean_instead(data, p, eps_model, delta, delta_total, mu_total, mus,
                              scaling, target, records, R, rng,
                              {"scaling": scaled_how, **columns_note}, prior, options)
     # uncharged: the api-level caller charges the whole pipeline once
@@ -476,7 +476,7 @@ def _no_model(data, p, fit_intercept, delta, n, epsilon, mu, rng, prior=None):
                         plan=plan, target=target)
 
 
-def _mean_instead(data, p, problem, eps_model, delta, delta_total, mu_total, mus, scaling,
+def _mean_instead(data, p, eps_model, delta, delta_total, mu_total, mus, scaling,
                   target, records, R, rng, columns_note, prior, options):
     """The training rows' target histogram collapsed (both bounds in one bin: the target's
     scale is unknown, so AdaSSP would fit a model of one value): AdaSSP's own releases are
