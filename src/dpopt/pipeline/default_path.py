@@ -184,8 +184,9 @@ def rules(solver, *, loss, n, dim, mu, row_bound, alpha=0.0, huber_threshold=1.0
 
     ``row_bound`` is R (features of every row have norm <= R after scaling; each feature
     is in [0, 1] or [-1, 1]); ``dim`` counts the intercept column. Nothing here reads the
-    data. ``released``: numbers already released privately that a solver's settings take
-    (dp-gd's ``curvature``, :mod:`dpopt.pipeline.curvature`).
+    data. ``released``: numbers already released privately, passed to every solver's
+    settings, each taking what it reads (dp-gd's ``curvature``, :mod:`dpopt.pipeline.curvature`;
+    AdaSSP's ``target_spread``, the second look at the target's range).
     """
     use = get_solver(solver).default_path
     if use is None:
@@ -361,9 +362,10 @@ def fit_default(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, 
     if solver == "dp-gd" and loss_name == "squared":
         curvature, rec = curvature_step(problem, mus, R, rng)
         records.append(rec)
-    released = {"curvature": curvature} if curvature is not None else {}
-    if solver == "adassp" and columns_note.get("target_spread") is not None:
-        released["target_spread"] = columns_note["target_spread"]
+    # numbers released on the way, for the settings that take them (each ignores the rest)
+    released = {k: v for k, v in (("curvature", curvature),
+                                  ("target_spread", columns_note.get("target_spread")))
+                if v is not None}
     options = _model_options(solver, problem, mus["model"], R, penalty_kwargs, **released)
     eps_model = gdp_epsilon(mus["model"], delta)
     if solver == "objective-perturbation":

@@ -139,15 +139,22 @@ def _located(noisy, sigma, n, grid, final=False):
     lo, hi = float(lo[0]), float(hi[0])
     if not (lo == hi == 0.0 or zeros_only(noisy, sigma, lo, hi, grid)):
         return lo, hi
-    counts = np.ravel(noisy).copy()
-    n_nonzero = n - counts[grid.zero_bin]
-    counts[grid.zero_bin] = 0.0
+    counts = _without_zeros(noisy, grid)
+    n_nonzero = n - float(np.ravel(noisy)[grid.zero_bin])
     if n_nonzero > DEFAULT_QUANTILES[0] * n:
         lo_nz, hi_nz, unresolved = histogram_bounds(counts, sigma, n_nonzero,
                                                     DEFAULT_QUANTILES, grid=grid)
         if not unresolved[0]:
             return min(0.0, float(lo_nz[0])), max(0.0, float(hi_nz[0]))
     return (0.0, 0.0) if final or n_nonzero <= DEFAULT_QUANTILES[0] * n else (None, None)
+
+
+def _without_zeros(noisy, grid):
+    """A copy of the noisy counts with the zero bin's set to 0: the nonzero values alone
+    (post-processing)."""
+    counts = np.ravel(noisy).copy()
+    counts[grid.zero_bin] = 0.0
+    return counts
 
 
 def _holds_the_bulk(noisy, sigma, n, lower, upper, grid):
@@ -186,9 +193,8 @@ def _released_again(data, releases, mu, rng):
         mean = float(np.clip(target.transform(histogram_mean(noisy, lo, hi, last.grid)), -1, 1))
         return (target, mean, records, "the private mean of y (read from its histograms, "
                 "pooled: three looks did not resolve its range)", mu)
-    counts = np.ravel(noisy).copy()
-    if lo is not None:  # [0, 0]: the zeros resolved, the nonzero values did not
-        counts[last.grid.zero_bin] = 0.0
+    # [0, 0]: the zeros resolved, the nonzero values did not
+    counts = np.ravel(noisy) if lo is None else _without_zeros(noisy, last.grid)
     placed = _placed(counts, sigma, last.grid)
     if placed is None:
         return (None, 0.0, records, "the constant 0 (its histograms, pooled, did not resolve "

@@ -57,11 +57,11 @@ from dpopt.pipeline.selection import (
     branch_mu,
     choose,
     is_chunked,
+    planned_mu,
     resolve_alpha,
     split_rows,
     validation_rows,
 )
-from dpopt.privacy import gdp_mu
 
 __all__ = ["fit_selected_one_vs_rest", "class_scores", "class_totals", "noisy_class_scores",
            "noisy_class_totals"]
@@ -77,11 +77,9 @@ def fit_selected_one_vs_rest(X, labels, n_classes, *, penalty, penalty_kwargs, f
     n = X.n_samples if chunked else X.shape[0]
     counts = None if prior is None else prior.info.get("label_counts")
     known = counts is not None and len(counts) == n_classes  # the rates are released already
-    # the planned mu of the score release; its difference has noise 1 / (m mu) against
-    # known rates, else sqrt(6) / (m mu) (two of the k + 1 means)
-    planned = gdp_mu(epsilon, delta - (prior.delta if prior else 0.0)) * math.sqrt(
-        1.0 - (prior.share if prior else 0.0))
-    m = validation_rows(n, planned, 1.0 if known else math.sqrt(6.0))
+    # the score release's difference has noise 1 / (m mu) against known rates, else
+    # sqrt(6) / (m mu) (two of the k + 1 means)
+    m = validation_rows(n, planned_mu(epsilon, delta, prior), 1.0 if known else math.sqrt(6.0))
     kw = dict(penalty=penalty, fit_intercept=fit_intercept, epsilon=epsilon, delta=delta,
               rng=rng, feature_bounds=feature_bounds, prior=prior)
     if not fit_intercept or m < MIN_VALIDATION:

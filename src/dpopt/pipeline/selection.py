@@ -137,6 +137,7 @@ from dpopt.pipeline.held_out import (  # noqa: F401 (noisy_scores: public here t
     prediction_gap_bound,
 )
 from dpopt.pipeline.majority import (  # noqa: F401 (TOLERANCE, tolerance_margin: public here too)
+    ARGMAX_LOSS,
     MARGIN,
     TOLERANCE,
     against_known_rate,
@@ -159,13 +160,10 @@ VALIDATION_FRACTION = 0.2
 MIN_VALIDATION = 20
 
 
-#: The largest expected loss of releasing whichever of two candidates scores higher, in
-#: standard deviations s of the noise on their difference: max_t t Phi(-t) (at t = 0.752),
-#: over a true difference of t s (:func:`validation_rows`).
-ARGMAX_LOSS = 0.1700
-#: Held-out rows whose own sampling noise keeps that loss within ``TOLERANCE``: a per-record
-#: difference of scores in [-1, 1] has a mean of standard deviation at most 1/sqrt(m), so
-#: ARGMAX_LOSS / sqrt(m) <= TOLERANCE at m = (ARGMAX_LOSS / TOLERANCE)^2 = 1156.
+#: Held-out rows whose own sampling noise keeps the worst expected loss of a plain argmax,
+#: ``ARGMAX_LOSS`` (0.170) standard deviations of the compared difference, within
+#: ``TOLERANCE``: a per-record difference of scores in [-1, 1] has a mean of standard
+#: deviation at most 1/sqrt(m), so ARGMAX_LOSS / sqrt(m) <= TOLERANCE at m = 1156.
 SAMPLE_ROWS = math.ceil((ARGMAX_LOSS / TOLERANCE) ** 2)
 
 
@@ -187,6 +185,15 @@ def validation_rows(n, mu=None, spread=2.0):
     if mu is None or not mu > 0:
         return m
     return min(m, max(SAMPLE_ROWS, math.ceil(MARGIN * spread / (TOLERANCE * mu))))
+
+
+def planned_mu(epsilon, delta, prior, spent=0.0):
+    """The score release's mu as the plan sets it, before any data is read: the training
+    branch's own (the whole mu of (epsilon, delta), less the table layer's ``prior`` share
+    and the ``spent`` mu kept out of the branch), which :func:`validation_mu` then reads from
+    its records."""
+    whole = gdp_mu(epsilon, delta - (prior.delta if prior else 0.0))
+    return math.sqrt(max(whole ** 2 * (1.0 - (prior.share if prior else 0.0)) - spent ** 2, 0.0))
 
 
 def score_spread(regression, prior):
@@ -324,10 +331,8 @@ def fit_selected(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon,
     # a share kept for the constant on all rows (dpopt.pipeline.constant; no selection, none)
     whole = gdp_mu(epsilon, delta - (prior.delta if prior else 0.0))
     mu_c = constant_mu(n, whole) if runs and not inference else 0.0
-    # the planned mu of the score release: the training branch's own (after the prior, mu_c)
-    planned = math.sqrt(max(whole ** 2 * (1.0 - (prior.share if prior else 0.0)) - mu_c ** 2,
-                            0.0))
-    m = validation_rows(n, planned, score_spread(regression, prior))
+    m = validation_rows(n, planned_mu(epsilon, delta, prior, mu_c),
+                        score_spread(regression, prior))
     constant_only = runs and not model_possible(n - m, epsilon, delta, prior, spent_mu=mu_c)
     if constant_only or not selection_runs(n, inference=inference):
         why = (INFERENCE_NO_SELECTION if inference

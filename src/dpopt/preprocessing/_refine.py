@@ -159,10 +159,12 @@ def spread_bound(noisy, sigma, n, edges, lower, upper, confidence=DEFAULT_CONFID
         return 1.0
     a = (np.clip(edges[:-1], lower, upper) - lower) / half - 1.0  # the bins on [-1, 1]
     b = (np.clip(edges[1:], lower, upper) - lower) / half - 1.0
-    weights = np.maximum(np.ravel(noisy), 0.0)
-    c = float(np.dot(weights, 0.5 * (a + b)) / weights.sum()) if weights.sum() > 0 else 0.0
+    noisy = np.ravel(noisy)
+    weights = np.maximum(noisy, 0.0)
+    total = float(weights.sum())
+    c = float(np.dot(weights, 0.5 * (a + b))) / total if total > 0 else 0.0
     g = np.maximum((a - c) ** 2, (b - c) ** 2)
-    second = (float(np.dot(np.ravel(noisy), g)) + confidence * sigma * float(np.linalg.norm(g))) / n
+    second = (float(np.dot(noisy, g)) + confidence * sigma * float(np.linalg.norm(g))) / n
     return float(min(1.0, math.sqrt(max(second, 0.0))))
 
 

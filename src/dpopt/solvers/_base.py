@@ -200,9 +200,11 @@ class DefaultUse:
     chosen, its ``settings`` only serve :func:`dpopt.pipeline.default_path.rules`);
     ``rank``: among the solvers that apply, the highest rank is chosen (on chunked data, the
     highest that is ``distributed``); ``why``: the reason the fit's plan and report give;
-    ``settings(*, loss, n, dim, mu, row_bound, alpha, huber_threshold)``: its options on the
-    default path's scaled domain (features in [0, 1] or [-1, 1], rows of norm <= row_bound,
-    targets in [-1, 1]), from these public numbers only, never from the data;
+    ``settings(*, loss, n, dim, mu, row_bound, alpha, huber_threshold, **released)``: its
+    options on the default path's scaled domain (features in [0, 1] or [-1, 1], rows of norm
+    <= row_bound, targets in [-1, 1]), from these public numbers only, never from the data;
+    ``released`` are numbers the path released on the way (dp-gd's ``curvature``, AdaSSP's
+    ``target_spread``), passed to every solver's settings, each taking what it reads;
     ``declines(n, dim, mu)``: None, or why its error bound rules it out at these public
     sizes; the solver named ``instead`` is then chosen.
     """

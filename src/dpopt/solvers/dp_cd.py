@@ -214,7 +214,8 @@ OPTIONS = (
 )
 
 
-def default_settings(*, loss, n, dim, mu, row_bound, alpha=0.0, huber_threshold=1.0):
+def default_settings(*, loss, n, dim, mu, row_bound, alpha=0.0, huber_threshold=1.0,
+                     **public):
     """DP-CD on the default path's scaled domain: T = :func:`~dpopt.solvers._common.run_length`
     passes with gamma = 1 and the coordinate smoothness bound loss'' max|x_ij|^2 <= c (every
     scaled feature is in [-1, 1]) passed as public ``smoothness``; clip G sqrt(dim), the

@@ -75,7 +75,7 @@ OPTIONS = (
 
 
 def default_settings(*, loss, n, dim, mu, row_bound, alpha=0.0, huber_threshold=1.0,
-                     curvature=None):
+                     curvature=None, **public):
     """DP-GD on the default path's scaled domain (:func:`~dpopt.solvers._common.scaled_domain`):
     T = :func:`~dpopt.solvers._common.run_length` steps of 1 / beta with beta = c r^2 + alpha
     (a global smoothness bound), clip = G r, the largest per-sample gradient norm on the

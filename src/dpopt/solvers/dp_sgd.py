@@ -85,7 +85,8 @@ OPTIONS = (
 )
 
 
-def default_settings(*, loss, n, dim, mu, row_bound, alpha=0.0, huber_threshold=1.0):
+def default_settings(*, loss, n, dim, mu, row_bound, alpha=0.0, huber_threshold=1.0,
+                     **public):
     """DP-SGD on the default path's scaled domain: the clip and step of
     :func:`dpopt.solvers.dp_gd.default_settings`, T = :func:`~dpopt.solvers._common.run_length`
     steps at the Poisson rate q = mu / sqrt(T) (the smallest rate whose noise multiplier
