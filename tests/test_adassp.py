@@ -577,6 +577,36 @@ def test_default_path_chooses_the_ridge_by_sure():
     assert model.auto_.plan["solver"] == "adassp" and params["ridge_rule"] == "sure"
     assert params["ridge_factor"] in A.SURE_FACTORS
     assert model.privacy_leaks_ == [] and model.epsilon_spent_ <= 1.0 * (1 + 1e-9)
+    # no eigenvalue release under "sure": two records, step 2's ridge is t_rho itself
+    assert params["budget_split"] == A.SURE_SPLIT and math.isinf(params["sigmas"][0])
+    z = params["noise_multipliers"]
+    records = model.fit_result_.mechanisms
+    assert A.Gaussian(z[1]) in records and A.Gaussian(z[2]) in records
+    assert params["ridge"] == pytest.approx(params["sigmas"][1] * A.eigen_tail(5, 0.05))
+    # with intervals the release is kept: their validity check reads its lower bound
+    kept = dpopt.DPLinearRegression(epsilon=1.0, inference=True, random_state=0).fit(X, y)
+    params = kept.fit_result_.params
+    assert params["budget_split"] == A.DEFAULT_SPLIT
+    assert A.Gaussian(params["noise_multipliers"][0]) in kept.fit_result_.mechanisms
+
+
+def test_without_the_eigenvalue_release_the_sure_grid_starts_at_t_rho():
+    """Shares (0, 1/2, 1/2): sigma_1 = inf, lambda_min~ = 0, step 2's ridge = t_rho; the
+    two statistics get mu^2 / 2 each (multipliers sqrt(2) / mu), and the release draws no
+    eigenvalue noise (the first draw is the matrix's)."""
+    X, y = regression(n=500, p=4, scale=1.0)
+    pb = dpopt.Problem(X, y, fit_intercept=True)
+    res = fit(pb, epsilon=1.0, row_bound=3.0, target_bound=4.0, ridge="sure",
+              budget_split=A.SURE_SPLIT, random_state=3)
+    p = res.params
+    mu = 1.0 / res.noise_multiplier
+    assert p["noise_multipliers"][0] == math.inf
+    assert p["noise_multipliers"][1] == pytest.approx(math.sqrt(2.0) / mu)
+    assert p["lambda_min_estimate"] == 0.0
+    assert p["ridge"] == pytest.approx(p["sigmas"][1] * A.eigen_tail(5, 0.05))
+    xtx, xty, _ = pb.sufficient_statistics(3.0, 4.0)
+    noise = A.symmetric_noise(5, np.random.default_rng(3)) * p["sigmas"][1]
+    np.testing.assert_allclose(res.release.xtx, xtx + noise, rtol=0, atol=1e-9)
 
 
 def test_residual_sd_scales_the_mallows_term_and_is_post_processing():

@@ -15,6 +15,7 @@ import scipy.sparse as sp
 import dpopt
 from dpopt.pipeline import default_path as auto
 from dpopt.privacy import Gaussian, epsilon_of, gdp_mu
+from dpopt.solvers.adassp import DEFAULT_SPLIT, SURE_SPLIT
 
 ESTIMATORS = [dpopt.DPLogisticRegression, dpopt.DPLinearRegression, dpopt.DPLasso,
               dpopt.DPElasticNet, dpopt.DPHuberRegressor]
@@ -190,7 +191,11 @@ def test_rules_read_no_data_and_follow_their_formulas():
                     huber_threshold=0.5)
     assert cd["clip"] == pytest.approx(0.5 * 2) and cd["smoothness"].shape == (4,)
     assert auto.rules("adassp", loss="squared", n=10, dim=2, mu=1.0, row_bound=3.0) == {
-        "row_bound": 3.0, "target_bound": 1.0, "ridge": "sure"}  # its declared DefaultUse.settings
+        "row_bound": 3.0, "target_bound": 1.0, "ridge": "sure",
+        "budget_split": SURE_SPLIT}  # its declared DefaultUse.settings
+    # intervals need the eigenvalue release's lower bound (pipeline.inference)
+    assert auto.rules("adassp", loss="squared", n=10, dim=2, mu=1.0, row_bound=3.0,
+                      inference=True)["budget_split"] == DEFAULT_SPLIT
     with pytest.raises(ValueError, match="no rule"):
         auto.rules("dp-svrg", loss="squared", n=10, dim=2, mu=1.0, row_bound=1.0)
 

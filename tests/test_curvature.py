@@ -25,9 +25,9 @@ def rows(n, d, seed=0, scale=0.5):
 
 
 def test_gram_noise_ratio_and_the_choice():
-    # 2 sqrt(2) d^1.5 / (n mu_2), mu_2 = sqrt(0.45) mu with AdaSSP's default split
+    # 2 sqrt(2) d^1.5 / (n mu_2), mu_2 = sqrt(0.5) mu with the default path's split
     assert gram_noise_ratio(1000, 9, 0.5) == pytest.approx(
-        2 * math.sqrt(2) * 27 / (1000 * 0.5 * math.sqrt(0.45)))
+        2 * math.sqrt(2) * 27 / (1000 * 0.5 * math.sqrt(0.5)))
     assert declines(10 ** 6, 10, 1.0) is None
     why = declines(6000, 124, 0.16)
     assert why is not None and "times the average eigenvalue" in why

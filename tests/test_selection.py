@@ -548,7 +548,7 @@ def test_a_collapsed_training_target_spends_the_model_share_on_its_mean(monkeypa
     from dpopt.pipeline.constant import constant_mu
     from dpopt.preprocessing._bounds import FeatureBounds
     from dpopt.privacy import gdp_epsilon
-    from dpopt.solvers.adassp import DEFAULT_SPLIT as ADASSP_SPLIT
+    from dpopt.solvers.adassp import SURE_SPLIT as ADASSP_SPLIT
     from dpopt.solvers.adassp import calibrate_adassp, check_budget_split
 
     n = 2000

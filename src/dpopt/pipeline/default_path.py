@@ -177,13 +177,15 @@ def _rank(spec):
     return spec.default_path.rank if spec.default_path is not None else -math.inf
 
 
-def rules(solver, *, loss, n, dim, mu, row_bound, alpha=0.0, huber_threshold=1.0, **released):
+def rules(solver, *, loss, n, dim, mu, row_bound, alpha=0.0, huber_threshold=1.0,
+          inference=False, **released):
     """Public settings of ``solver`` on data scaled by the default path: its declared
     ``DefaultUse.settings`` (dp-gd, dp-sgd, dp-cd, adassp, objective perturbation; each
     solver module's ``default_settings`` says how they follow from the scaled domain).
 
     ``row_bound`` is R (features of every row have norm <= R after scaling; each feature
-    is in [0, 1] or [-1, 1]); ``dim`` counts the intercept column. Nothing here reads the
+    is in [0, 1] or [-1, 1]); ``dim`` counts the intercept column; ``inference``: the fit
+    also gives intervals (AdaSSP then keeps its eigenvalue release). Nothing here reads the
     data. ``released``: numbers already released privately, passed to every solver's
     settings, each taking what it reads (dp-gd's ``curvature``, :mod:`dpopt.pipeline.curvature`;
     AdaSSP's ``target_spread``, the second look at the target's range).
@@ -192,7 +194,7 @@ def rules(solver, *, loss, n, dim, mu, row_bound, alpha=0.0, huber_threshold=1.0
     if use is None:
         raise ValueError(f"no rule for solver {solver!r}")
     return use.settings(loss=loss, n=n, dim=dim, mu=mu, row_bound=row_bound, alpha=alpha,
-                        huber_threshold=huber_threshold, **released)
+                        huber_threshold=huber_threshold, inference=inference, **released)
 
 
 # --------------------------------------------------------------------------- the pipeline
@@ -366,7 +368,8 @@ def fit_default(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, 
     released = {k: v for k, v in (("curvature", curvature),
                                   ("target_spread", columns_note.get("target_spread")))
                 if v is not None}
-    options = _model_options(solver, problem, mus["model"], R, penalty_kwargs, **released)
+    options = _model_options(solver, problem, mus["model"], R, penalty_kwargs,
+                             inference=inference, **released)
     eps_model = gdp_epsilon(mus["model"], delta)
     if solver == "objective-perturbation":
         # not a Gaussian mechanism: it calibrates against the whole target, given the
@@ -529,13 +532,14 @@ def _mu_of(z):
     return mu if 1.0 / mu >= z else math.nextafter(mu, 0.0)
 
 
-def _model_options(solver, problem, mu, R, penalty_kwargs, **released):
+def _model_options(solver, problem, mu, R, penalty_kwargs, *, inference=False, **released):
     """The solver's settings on the scaled domain (:func:`rules`), with the numbers already
     released that it takes (``released``: dp-gd's curvature, AdaSSP's target spread)."""
     alpha = float(penalty_kwargs.get("alpha", 0.0) or 0.0)
     threshold = problem.loss.param if problem.loss.name == "huber" else 1.0
     return rules(solver, loss=problem.loss.name, n=problem.n_samples, dim=problem.dim, mu=mu,
-                 row_bound=R, alpha=alpha, huber_threshold=threshold, **released)
+                 row_bound=R, alpha=alpha, huber_threshold=threshold, inference=inference,
+                 **released)
 
 
 

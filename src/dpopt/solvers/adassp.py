@@ -156,6 +156,17 @@ shrinkage than step 2's is tried: that ridge already covers the noise's most neg
 eigenvalue with probability 1 - rho, so more has no reason from the noise. Post-processing
 of the release: privacy is unchanged. Measured in docs/adassp.md.
 
+Under ``ridge="sure"`` the eigenvalue release has nothing left to do, and the default path
+drops it (:data:`SURE_SPLIT`, (0, 1/2, 1/2) of mu^2): lambda_min~ only moves the top of the
+grid from t_rho to t_rho - lambda_min~, and the grid t_rho 2^-k already reaches 64 times
+below t_rho, so the release buys a finer grid at best, while its tenth of mu^2 given to the
+two statistics lowers both their noise scales by the factor sqrt(0.45 / 0.5) = 0.95. It also
+stops deciding for the criterion: when lambda_min~ >= t_rho step 2 gives no ridge at all,
+and every factor of the grid is then 0, whereas the sampling noise of y on few rows can
+favour some shrinkage, which the Mallows term sees. Without the release, step 2's ridge is
+t_rho (sigma_1 = inf above), and the positive definiteness of each candidate is checked as
+before.
+
 The fit's :class:`FitResult` carries the released :class:`Release` as the attribute
 ``release`` (used by :mod:`dpopt.pipeline.inference`; post-processing).
 
@@ -180,6 +191,10 @@ from dpopt.privacy import Calibration, Gaussian, calibrate
 from dpopt.solvers._base import Checkpoints, DefaultUse, Option, make_result, one_of, register_solver
 
 DEFAULT_SPLIT = (0.1, 0.45, 0.45)
+
+#: The default path's split, for ``ridge="sure"``: no eigenvalue release (module docstring,
+#: "Choosing the ridge for prediction").
+SURE_SPLIT = (0.0, 0.5, 0.5)
 
 
 # ---------------------------------------------------------------------------
@@ -427,7 +442,7 @@ OPTIONS = (
 )
 
 
-def gram_noise_ratio(n, dim, mu, budget_split=DEFAULT_SPLIT):
+def gram_noise_ratio(n, dim, mu, budget_split=SURE_SPLIT):
     """||E|| / (n B^2 / d): the spectral norm of the noise on X^T X (about 2 sqrt(d) sigma_2,
     step 2 of the module docstring, with sigma_2 = sqrt(2) B^2 / mu_2) over the average
     eigenvalue of X^T X when every row has norm B (trace n B^2 over d directions); B
@@ -443,7 +458,8 @@ def declines(n, dim, mu):
     own scale, step 2) is above the average eigenvalue of X^T X, so it shrinks most
     directions of the solution by more than half; a gradient method's noise grows like
     sqrt(d) B per step instead (DP-GD with a released curvature,
-    :mod:`dpopt.pipeline.curvature`)."""
+    :mod:`dpopt.pipeline.curvature`). mu_2 is the X^T X share of :data:`SURE_SPLIT`, the
+    split the default path runs AdaSSP with."""
     ratio = gram_noise_ratio(n, dim, mu)
     if ratio <= 1.0:
         return None
@@ -455,11 +471,15 @@ def declines(n, dim, mu):
 # +-a e_1 leaves X^T X unchanged and moves only X^T y, so most of mu^2 goes to that release
 # (with the default split noise / 4 gives bounds 1.9-2.9 over seeds 0-5, here 2.7-3.7); the
 # X^T X and eigenvalue releases are checked in tests/test_adassp.py.
-def default_settings(*, row_bound, target_spread=None, **public):
+def default_settings(*, row_bound, target_spread=None, inference=False, **public):
     """AdaSSP on the default path's scaled domain: rows of norm <= R, targets in [-1, 1];
     ``target_spread``, where the path released one, bounds the scaled target's standard
-    deviation (the ridge choice's residual scale)."""
-    settings = {"row_bound": row_bound, "target_bound": 1.0, "ridge": "sure"}
+    deviation (the ridge choice's residual scale). The ridge is chosen by ``"sure"``, so
+    the split has no eigenvalue release (:data:`SURE_SPLIT`), unless the fit gives
+    ``inference``: its intervals need that release's lower bound on lambda_min(X^T X)
+    (:func:`dpopt.pipeline.inference.noisy_normal_equations`)."""
+    settings = {"row_bound": row_bound, "target_bound": 1.0, "ridge": "sure",
+                "budget_split": DEFAULT_SPLIT if inference else SURE_SPLIT}
     if target_spread is not None:
         settings["residual_sd"] = float(target_spread)
     return settings
