@@ -93,12 +93,15 @@ def test_whole_fit_is_one_composition_and_one_charge():
     assert sum(v ** 2 for v in plan["mu_shares"].values()) == pytest.approx(mu ** 2, rel=1e-9)
     assert "selection" in plan["mu_shares"]
     assert len(acc._ledger) == 1  # one charge
-    # a fit whose labels' selection keeps no label fails and charges nothing
+    # a fit whose labels' selection keeps no label fails; the failure is the noisy
+    # selection's outcome, so its releases (labels and columns) are charged
     few = df.iloc[:30]
-    with pytest.raises(ValueError, match="kept 0 classes.*classes="):
+    with pytest.raises(dpopt.ChargedFitError, match="kept 0 classes.*classes="):
         dpopt.DPLogisticRegression(epsilon=1.0, delta=1e-6, random_state=1,
                                    accountant=acc).fit(few, pd.Series([f"l{i}" for i in range(30)]))
-    assert len(acc._ledger) == 1
+    assert len(acc._ledger) == 2
+    failed = acc._ledger[1]
+    assert failed.delta == 1e-6 and 0.0 < failed.epsilon < 1.0
 
 
 def test_one_kept_label_is_the_classifier_of_that_label():
@@ -125,10 +128,11 @@ def test_one_kept_label_is_the_classifier_of_that_label():
     assert 0 < model.epsilon_spent_ < 1.0 and model.delta_spent_ == 1e-6
     assert "no model" in model.privacy_report() and "kept one label" in model.privacy_report()
     assert len(acc._ledger) == 1 and acc._ledger[0].epsilon == model.epsilon_spent_
-    with pytest.raises(ValueError, match="inference=True needs a model"):
+    with pytest.raises(dpopt.ChargedFitError, match="inference=True needs a model"):
         dpopt.DPLogisticRegression(epsilon=1.0, delta=1e-6, random_state=1, accountant=acc,
                                    inference=True).fit(df, y1)
-    assert len(acc._ledger) == 1  # refused: nothing charged
+    # refused on the selection's outcome: charged what the one-label classifier spends
+    assert len(acc._ledger) == 2 and acc._ledger[1].epsilon == model.epsilon_spent_
 
 
 def test_selection_sensitivity_threshold_and_its_delta():

@@ -391,3 +391,139 @@ def test_no_kept_label_says_how_many_records_a_label_needs():
     with pytest.raises(ValueError, match=rf"\(about {need}\)"):
         dpopt.DPLogisticRegression(epsilon=0.25, random_state=0).fit(
             da.from_array(X, chunks=100), da.from_array(y, chunks=100))
+
+
+def test_a_failure_decided_by_the_label_selection_is_charged():
+    """Whether the label selection keeps a label is the outcome of its noise, so a fit that
+    fails on it has released something: each failed fit is charged its releases (the fuzz
+    found the failure free, its rate over retries reading the label counts), in memory and
+    on Dask; the estimator is left unfitted."""
+    rng = np.random.default_rng(1)
+    X, y = rng.standard_normal((40, 2)), np.r_[np.ones(20, int), np.zeros(20, int)]
+    acc = dpopt.BudgetAccountant(epsilon=100.0, delta=0.1)
+    failed = 0
+    for seed in range(6):
+        clf = dpopt.DPLogisticRegression(epsilon=0.5, random_state=seed, accountant=acc)
+        try:
+            clf.fit(X, y)
+        except dpopt.ChargedFitError as err:
+            assert "kept 0 classes" in str(err) and "charged" in str(err)
+            assert not hasattr(clf, "coef_")
+            failed += 1
+    assert failed >= 1 and len(acc.ledger) == 6  # every fit is in the ledger, failed or not
+    for spend in acc.ledger:
+        assert 0.0 < spend.epsilon <= 0.5 * (1 + 1e-9) and spend.delta == 1 / 40 ** 2
+    from dpopt.api.charge import failure_spend
+    from dpopt.privacy import epsilon_of
+
+    err = dpopt.ChargedFitError("x", [dpopt.privacy.Gaussian(3.0)], 1e-6)
+    assert failure_spend(err, 1e-5, "f").epsilon == pytest.approx(
+        epsilon_of([dpopt.privacy.Gaussian(3.0)], 9e-6))
+    da = pytest.importorskip("dask.array")
+    before = len(acc.ledger)
+    with pytest.raises(dpopt.ChargedFitError):
+        for seed in range(20):
+            dpopt.DPLogisticRegression(epsilon=0.25, random_state=seed, accountant=acc).fit(
+                da.from_array(X, chunks=20), da.from_array(np.arange(40) % 7, chunks=20))
+    assert len(acc.ledger) > before
+
+
+def test_intervals_refused_after_a_private_label_selection_are_charged():
+    """inference=True with one kept label: the refusal follows the selection's outcome, so it
+    is charged; with k = 3 declared labels the refusal is public and charges nothing."""
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((400, 3))
+    y = np.r_[np.zeros(395, int), np.ones(5, int)]  # the rare label is not kept
+    acc = dpopt.BudgetAccountant(epsilon=10.0, delta=1e-3)
+    with pytest.raises(dpopt.ChargedFitError, match="one label"):
+        dpopt.DPLogisticRegression(epsilon=1.0, inference=True, random_state=0,
+                                   accountant=acc).fit(X, y)
+    assert len(acc.ledger) == 1 and acc.ledger[0].epsilon > 0
+    with pytest.raises(ValueError, match="k >= 3") as caught:
+        dpopt.DPLogisticRegression(epsilon=1.0, inference=True, classes=[0, 1, 2],
+                                   accountant=acc).fit(X, np.arange(400) % 3)
+    assert not isinstance(caught.value, dpopt.ChargedFitError) and len(acc.ledger) == 1
+
+
+def test_a_regression_wider_than_any_private_fit_releases_the_constant():
+    """p beyond dimension_limit(n, mu) (a classifier's screening threshold) on a regressor,
+    which has no screening route: the constant from all rows, without building AdaSSP's
+    d x d releases (the fuzz's 200 x 20,000 sparse fit ran out of memory)."""
+    import scipy.sparse as sp
+
+    from dpopt.pipeline.default_path import dimension_limit, model_possible
+
+    X = sp.random(200, 2000, density=0.005, format="csr", random_state=0)
+    y = np.asarray(X[:, :10].sum(1)).ravel() + 3.0
+    with pytest.warns(UserWarning, match="p=2000 features are more than"):
+        reg = dpopt.DPLinearRegression(epsilon=100.0, random_state=0).fit(X, y)
+    plan = reg.auto_.plan
+    assert plan["solver"] == "none" and plan["unlearnable"]
+    assert np.all(reg.coef_ == 0) and abs(reg.intercept_ - y.mean()) < 1.0
+    assert "constant is released from all rows" in plan["selection"]["reason"]
+    assert reg.epsilon_spent_ <= 100.0 * (1 + 1e-9)
+    assert not model_possible(160, 100.0, 1 / 200 ** 2, p=2000)
+    assert model_possible(160, 100.0, 1 / 200 ** 2, p=10)
+    assert dimension_limit(200, 30.0) < 200
+
+
+@pytest.mark.parametrize("classes, y_kind, match", [
+    ([0, "1"], int, "one kind"), ([0, np.nan], int, "one kind"), ([None, 1], int, "one kind"),
+    ("ab", str, "at least 2 distinct"), (["0", "1"], int, "are text but y holds numbers"),
+    ([0, 1], str, "are numbers but y holds text")])
+def test_declared_classes_are_not_coerced(classes, y_kind, match):
+    """classes= of mixed kinds, with a missing label, given as one string, or of another
+    kind than y: a ValueError naming classes (the fuzz found each accepted silently)."""
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((300, 3))
+    y = (X[:, 0] > 0).astype(int).astype(y_kind)
+    clf = dpopt.DPLogisticRegression(epsilon=1.0, classes=classes, random_state=0)
+    with pytest.raises(ValueError, match=match):
+        clf.fit(X, y)
+    assert not hasattr(clf, "coef_")
+
+
+def test_bounds_given_as_bools_or_strings_are_refused():
+    X = np.random.default_rng(0).standard_normal((300, 3))
+    for bad in [(True, 2), ("1", 2), (0,), 3.0]:
+        with pytest.raises(ValueError, match="target_bounds must be a pair"):
+            dpopt.DPLinearRegression(epsilon=1.0, target_bounds=bad).fit(X, X[:, 0])
+    with pytest.raises(ValueError, match="key True is a bool"):
+        dpopt.DPLinearRegression(epsilon=1.0, feature_bounds={True: (0, 1)}).fit(X, X[:, 0])
+    with pytest.raises(ValueError, match=r"feature_bounds\[0\] must be a pair"):
+        dpopt.DPLinearRegression(epsilon=1.0, feature_bounds={0: (True, 1)}).fit(X, X[:, 0])
+
+
+def test_a_target_beyond_the_grid_is_warned_and_reported():
+    """A target reaching past +-1e9 is clipped at the grid's end: warned and in the report,
+    as a feature would be; not when its range is public (target_bounds=)."""
+    from dpopt.pipeline.scaling import TARGET_END, ColumnWarning
+
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((2000, 3))
+    y = (X @ [1.0, 2.0, 3.0] + rng.standard_normal(2000)) * 1e10
+    with pytest.warns(ColumnWarning, match="the target's values reach"):
+        reg = dpopt.DPLinearRegression(epsilon=10.0, random_state=0).fit(X, y)
+    assert reg.auto_.plan["target_grid_end"] and TARGET_END in reg.privacy_report()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ColumnWarning)
+        public = dpopt.DPLinearRegression(epsilon=10.0, random_state=0,
+                                          target_bounds=(-1e11, 1e11)).fit(X, y)
+        dpopt.DPLinearRegression(epsilon=10.0, random_state=0).fit(X, y / 1e10)
+    assert "target_grid_end" not in public.auto_.plan
+
+
+def test_a_missing_label_in_an_array_is_named():
+    X = np.random.default_rng(0).standard_normal((300, 3))
+    y = np.array(["a", "b"] * 150, dtype=object)
+    y[3] = None
+    with pytest.raises(ValueError, match="y has missing labels"):
+        dpopt.DPLogisticRegression(epsilon=1.0).fit(X, y)
+
+
+def test_too_few_rows_with_a_public_target_range_does_not_blame_the_range():
+    X = np.random.default_rng(0).standard_normal((30, 2))
+    with pytest.warns(UserWarning, match="could not resolve one histogram") as caught:
+        dpopt.DPLinearRegression(epsilon=0.5, target_bounds=(-3, 3), random_state=0).fit(
+            X, X[:, 0])
+    assert not any("target_bounds=" in str(w.message) for w in caught)

@@ -104,7 +104,7 @@ def test_columns_reaching_the_grid_end_are_named_with_the_remedy():
     x = rng.standard_normal(n)
     y = (t - 1.55e9) / 1e8 + x + rng.standard_normal(n)
     X = np.column_stack([t, x])
-    with pytest.warns(UserWarning, match=r"features \[0\] \(1\): their values reach \+-1e\+09"):
+    with pytest.warns(UserWarning, match=r"features \[0\] \(1\): their private bounds reach \+-1e\+09"):
         model = dpopt.DPLinearRegression(epsilon=1.0, random_state=0).fit(X, y)
     plan = model.fit_result_.params["auto"]
     assert plan["grid_end_features"] == [0] and plan["dropped_features"] == [0]

@@ -30,3 +30,17 @@ class NoIntervalsError(ValueError, AttributeError):
     solver, or a fit that could not give them). An ``AttributeError`` as well as a
     ``ValueError``, like scikit-learn's ``NotFittedError``: ``hasattr(model, "bse_")`` is
     False and ``dir(model)`` (IPython's completion, scikit-learn's ``__dir__``) works."""
+
+
+class ChargedFitError(ValueError):
+    """A fit failed on the outcome of a private release it had already made (no label held
+    by enough records to be released, say). Unlike a failure on bad input, whether it
+    fails depends on the data through that noisy release, so it is an output: the fit's
+    budget records those releases (``records``, Gaussian mechanisms, and the
+    ``selection_delta`` their thresholds spent) before the error reaches the caller, and a
+    retry is charged again. The estimator is left as it was."""
+
+    def __init__(self, message, records=(), selection_delta=0.0):
+        super().__init__(message)
+        self.records = tuple(records)
+        self.selection_delta = float(selection_delta)

@@ -180,14 +180,25 @@ def sklearn_seed(random_state):
     return random_state
 
 
+def real_pair(value, name):
+    """``value`` as two floats (lower, upper), each given as a real number (not a bool, not
+    a string: ``True`` or ``"1"`` would be read as 1 silently); a ValueError naming
+    ``name`` otherwise."""
+    try:
+        pair = tuple(value)
+    except TypeError:
+        pair = ()
+    # numpy's bool_ is not a numbers.Real; Python's bool is
+    if len(pair) != 2 or not all(isinstance(v, numbers.Real) and not isinstance(v, bool)
+                                 for v in pair):
+        raise ValueError(f"{name} must be a pair (lower, upper) of numbers, got {value!r}")
+    return float(pair[0]), float(pair[1])
+
+
 def check_range(value, name):
     """``value`` as a pair (lower, upper) of finite floats with lower < upper; a ValueError
     naming ``name`` otherwise."""
-    try:
-        lo, hi = (float(v) for v in value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a pair (lower, upper) of numbers, got "
-                         f"{value!r}") from None
+    lo, hi = real_pair(value, name)
     if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
         raise ValueError(f"{name} = {value!r}: need finite lower < upper")
     return lo, hi

@@ -15,7 +15,7 @@ from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from dpopt._core.exceptions import PrivacyLeakWarning
+from dpopt._core.exceptions import ChargedFitError, PrivacyLeakWarning
 from dpopt._core.input import check_Xy_input, one_target
 from dpopt._core.validation import (
     check_bool,
@@ -25,7 +25,7 @@ from dpopt._core.validation import (
     default_delta,
     sklearn_seed,
 )
-from dpopt.api.charge import charged, solve
+from dpopt.api.charge import charged, ledger_entry, solve
 from dpopt.data import Problem
 from dpopt.data.chunked import ChunkedProblem, as_dask_arrays, is_chunked_input
 from dpopt.pipeline.constant import fit_one_class
@@ -52,7 +52,6 @@ from dpopt.preprocessing.tables import (
     public_table,
 )
 from dpopt.privacy import gdp_mu
-from dpopt.privacy.budget import Spend
 from dpopt.solvers import check_distributed, get_solver
 
 _RESERVED_OPTIONS = ("epsilon", "delta", "random_state", "rng", "problem", "budget")
@@ -75,14 +74,24 @@ def _charged_solve(problem, spec, epsilon, delta, options, accountant, seed):
     return result
 
 
-def _ledger_entry(result, label):
-    """What a BudgetAccountant records: the result (its mechanisms compose exactly), or,
-    when the table layer's threshold spent a delta outside the mechanisms, the black-box
-    (epsilon, delta) of the whole fit (composed by the ledger's (epsilon, delta) rule)."""
-    if not (result.params.get("auto") or {}).get("selection_delta"):
-        return result
-    return Spend(label, float(result.epsilon), float(result.delta), result.adjacency,
-                 result.accountant, ())
+def _labels_present(y):
+    """y, after a clear error for a missing label (None, NaN: sklearn would call it 'unknown')."""
+    if pd.isna(pd.Series(np.asarray(y, dtype=object))).any():
+        raise ValueError("y has missing labels: drop those rows first (the labels cannot be "
+                         "imputed)")
+    return y
+
+
+def _no_intervals(k, prior):
+    """The error of ``inference=True`` with k != 2 classes: charged (:class:`ChargedFitError`)
+    when k came out of the private label selection, a plain ValueError when it is declared
+    (public: nothing the fit released shows in it)."""
+    why = ("inference=True needs a model; the label selection kept one label of y, so there "
+           "is none" if k == 1 else "inference=True gives intervals for a binary or linear "
+           "model; the one-vs-rest fit of k >= 3 classes has none")
+    private = prior is not None and prior.info.get("labels") == "selected privately"
+    return (ChargedFitError(f"{why} (the label selection is charged)", prior.records,
+                            prior.delta) if private else ValueError(why))
 
 
 def _check_auto_epsilon(epsilon):
@@ -178,7 +187,7 @@ class _DPLinearModel(BaseEstimator):
             X, y = validate_data(self, X, y, accept_sparse=("csr", "csc"), dtype=np.float64,
                                  y_numeric=not self._classifier)
             if self._classifier:
-                check_classification_targets(y)
+                check_classification_targets(_labels_present(y))
         n = X.shape[0]
         delta = default_delta(n) if delta_given is None else delta_given
         penalty, penalty_kwargs = self._penalty()
@@ -222,10 +231,7 @@ class _DPLinearModel(BaseEstimator):
         if n == 0:
             raise ValueError("X has 0 rows: a fit needs data")
         if self._classifier:
-            if pd.isna(pd.Series(np.asarray(y, dtype=object))).any():
-                raise ValueError("y has missing labels: drop those rows first (the labels "
-                                 "cannot be imputed)")
-            return y
+            return _labels_present(y)
         try:
             values = np.asarray(y, dtype=np.float64)
         except (TypeError, ValueError):
@@ -375,26 +381,23 @@ class _DPLinearModel(BaseEstimator):
         mechanism, and the private choice between the model and the constant
         (:mod:`dpopt.pipeline.selection`; one-vs-rest for k >= 3 classes). ``prepare(rng)``
         gives ``(X, target, public bounds, prior releases)``; it runs inside the budget
-        reservation, so a refused fit reads nothing and a failed one charges nothing."""
+        reservation, so a refused fit reads nothing and a failed one charges nothing (but
+        a :class:`ChargedFitError`, :mod:`dpopt.api.charge`)."""
         _check_auto_epsilon(epsilon)
         rng = check_random_state(sklearn_seed(self.random_state))
         name = type(self).__name__
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             with charged(self.accountant, epsilon, delta, label=name) as slot:
-                X, target, bounds, prior = prepare(rng)
+                X, target, bounds, prior = prepare(rng)  # a ChargedFitError is charged
                 inference = bool(getattr(self, "inference", False))
+                if inference and self._classifier and self._n_classes() != 2:
+                    raise _no_intervals(self._n_classes(), prior)
                 if self._n_classes() == 1:  # the selection kept one label: its classifier
-                    if inference:
-                        raise ValueError("inference=True needs a model; the label selection "
-                                         "kept one label of y, so there is none")
                     auto = fit_one_class(_n_features(X), label=self.classes_[0],
                                          fit_intercept=self.fit_intercept, epsilon=epsilon,
                                          delta=delta, prior=prior)
                 elif self._n_classes() > 2:  # one-vs-rest, one composition (dpopt.pipeline.multiclass)
-                    if inference:
-                        raise ValueError("inference=True gives intervals for a binary or linear "
-                                         "model; the one-vs-rest fit of k >= 3 classes has none")
                     # the model or the majority class (dpopt.pipeline.multiclass_selection)
                     auto = fit_selected_one_vs_rest(
                         X, target, self._n_classes(), penalty=penalty,
@@ -413,7 +416,7 @@ class _DPLinearModel(BaseEstimator):
                     raise RuntimeError(f"internal error: the default path would spend "
                                        f"{auto.result.epsilon} > epsilon={epsilon}; nothing "
                                        f"is released")
-                slot.record(_ledger_entry(auto.result, name), label=name)
+                slot.record(ledger_entry(auto.result, name), label=name)
         self.privacy_leaks_ = []
         self._surface(caught, stacklevel=6)
         self.auto_ = auto

@@ -17,7 +17,10 @@ composition of every release of the session):
    time: the caller accounts them as a whole.
 3. *Record* what was actually spent (its records, re-composed by the accountant) in place
    of the reservation. A body that raises before recording releases the reservation: no
-   noisy output left, nothing spent.
+   noisy output left, nothing spent. The exception is a :class:`~dpopt.ChargedFitError`: the
+   body failed on the outcome of a noisy release it had made (no label held by enough
+   records), so the failure itself is an output of that release; its releases are
+   recorded (:func:`failure_spend`) before the error propagates, and a retry pays again.
 
 The budget is the one passed (``budget=`` / ``accountant=``) or the innermost ``with
 BudgetAccountant(...)`` of the current context (:mod:`dpopt.privacy.budget`, a
@@ -28,10 +31,12 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 
-from dpopt.privacy.budget import _unbudgeted, resolve_budget
+from dpopt._core.exceptions import ChargedFitError
+from dpopt.privacy import epsilon_of
+from dpopt.privacy.budget import Spend, _unbudgeted, resolve_budget
 from dpopt.solvers import FitResult, prepare_solve
 
-__all__ = ["charged", "solve"]
+__all__ = ["charged", "failure_spend", "ledger_entry", "solve"]
 
 
 class _Uncharged:
@@ -53,7 +58,20 @@ def charged(budget, epsilon, delta, *, adjacency="replace-one", label="fit"):
         yield _Uncharged()
         return
     with acc.spend(epsilon, delta, adjacency=adjacency, label=label) as slot, _unbudgeted():
-        yield slot
+        try:
+            yield slot
+        except ChargedFitError as err:  # a failure decided by a release: it is charged
+            if err.records:
+                slot.record(failure_spend(err, delta, label))
+            raise
+
+
+def failure_spend(err, delta, label):
+    """What a :class:`~dpopt.ChargedFitError` charges: its Gaussian records at ``delta``
+    less their thresholds' delta, with the whole ``delta`` (a black-box (epsilon, delta)
+    entry, as a fit whose threshold spent a delta outside its mechanisms)."""
+    epsilon = epsilon_of(list(err.records), delta - err.selection_delta)
+    return Spend(label, float(epsilon), float(delta), "replace-one", "exact", ())
 
 
 def solve(problem, solver: str = "dp-cd", *, epsilon=1.0, delta=None, random_state=None,
@@ -94,3 +112,13 @@ def solve(problem, solver: str = "dp-cd", *, epsilon=1.0, delta=None, random_sta
         result = call.run()
         slot.record(result)
     return call.finish(result)
+
+
+def ledger_entry(result, label):
+    """What a BudgetAccountant records: the result (its mechanisms compose exactly), or,
+    when the table layer's threshold spent a delta outside the mechanisms, the black-box
+    (epsilon, delta) of the whole fit (composed by the ledger's (epsilon, delta) rule)."""
+    if not (result.params.get("auto") or {}).get("selection_delta"):
+        return result
+    return Spend(label, float(result.epsilon), float(result.delta), result.adjacency,
+                 result.accountant, ())

@@ -92,9 +92,9 @@ from dpopt.api._linear_model import (  # noqa: F401 (_classes_of: the one place 
 )
 from dpopt.data.losses import huber
 from dpopt.pipeline.inference import InferenceMixin
+from dpopt.preprocessing.table_encoder import check_labels_kept
 from dpopt.preprocessing.tables import (
     OTHER_LABEL,
-    check_labels_kept,
     declared_classes,
     encode_labels,
     label_prior,
@@ -263,7 +263,8 @@ class DPLogisticRegression(InferenceMixin, ClassifierMixin, _DPLinearModel):
             classes, prior = label_prior(dict(zip(values.tolist(), counts.tolist())), n,
                                          epsilon, delta, rng)
         info = prior.info if prior is not None else {}
-        check_labels_kept(classes, epsilon, info.get("selection_mu"), info.get("selection_delta"))
+        check_labels_kept(classes, epsilon, info.get("selection_mu"), info.get("selection_delta"),
+                          *((prior.records, prior.delta) if prior is not None else ()))
         self.classes_ = classes
         index = da.full(y.shape, OTHER_LABEL, dtype=np.int64, chunks=y.chunks)
         for i, c in enumerate(classes):

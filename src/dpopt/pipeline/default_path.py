@@ -200,6 +200,14 @@ def rules(solver, *, loss, n, dim, mu, row_bound, alpha=0.0, huber_threshold=1.0
 # --------------------------------------------------------------------------- the pipeline
 
 
+def dimension_limit(n, mu) -> float:
+    """The largest p for which a full-dimensional private fit's error bound
+    sqrt(p / n) + sqrt(p) / (n mu) stays below 1 (:mod:`dpopt.pipeline.feature_selection`):
+    beyond it a classifier takes the screening route, and a regressor, which has none, is
+    released as the constant (:func:`fit_default`)."""
+    return 1.0 / (1.0 / math.sqrt(n) + 1.0 / (n * mu)) ** 2
+
+
 def plan_budget(n, p, mu, *, regression, center, public=0, inference=False, coarse=False,
                 sparse=False, public_target=False):
     """Shares of mu^2 for the scaling steps, from public (n, p, mu) only.
@@ -257,17 +265,18 @@ def plan_budget(n, p, mu, *, regression, center, public=0, inference=False, coar
     return shares
 
 
-def model_possible(n, epsilon, delta, prior=None, spent_mu=0.0):
-    """Whether the default path can fit a regression model on n rows, from public facts
-    only: :func:`plan_budget` is not None, i.e. the target's histogram is resolvable on the
-    default grid at ``MAX_SHARE`` of what the ``prior`` releases leave. Otherwise the
+def model_possible(n, epsilon, delta, prior=None, spent_mu=0.0, p=1):
+    """Whether the default path can fit a regression model on n rows of p features, from
+    public facts only: :func:`plan_budget` is not None, i.e. the target's histogram is
+    resolvable on the default grid at ``MAX_SHARE`` of what the ``prior`` releases leave,
+    and p is within :func:`dimension_limit`. Otherwise the
     released predictor is the private mean of y (:func:`_no_model`), and the held-out
     selection (:mod:`dpopt.pipeline.selection`) asks first, so that the constant is
     computed from all n rows. ``spent_mu``: what a release before the model path keeps
     (the held-out choice's constant on all rows)."""
     mu = gdp_mu(epsilon, delta - (prior.delta if prior is not None else 0.0))
     mu = math.sqrt(max(mu ** 2 - spent_mu ** 2, 0.0))
-    return bounds_resolvable(n, 1, mu * math.sqrt(MAX_SHARE))
+    return bounds_resolvable(n, 1, mu * math.sqrt(MAX_SHARE)) and p <= dimension_limit(n, mu)
 
 
 #: The model's share of mu is shrunk by this relative amount (:func:`split_mu`).
@@ -327,12 +336,18 @@ def fit_default(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, 
     whole = gdp_mu(epsilon, delta)
     mu_avail = math.sqrt(max(whole ** 2 - spent_mu ** 2, 0.0))
     prior_sq = prior.share * whole ** 2 if prior is not None else 0.0  # a share of the whole
-    shares = None if constant_only else plan_budget(
+    # a regressor with more features than any private fit can use: the constant (its
+    # d x d releases would not fit in memory either; a classifier is screened first)
+    wide = regression and not inference and p > dimension_limit(n, mu_avail)
+    shares = None if constant_only or wide else plan_budget(
         n, p, mu_avail, regression=regression, center=center, public=public, inference=inference,
         coarse=True, sparse=data.sparse, public_target=target_bounds is not None)
     if shares is None:
         left = math.sqrt(max(mu_avail ** 2 - prior_sq, 0.0))
-        return _no_model(data, p, fit_intercept, delta, n, epsilon, left, rng, prior)
+        why = (f"p={p} features are more than a private fit on n_samples={n} can use at "
+               f"epsilon={epsilon:g} (dimension_limit {dimension_limit(n, mu_avail):.0f})"
+               if wide else None)
+        return _no_model(data, p, fit_intercept, delta, n, epsilon, left, rng, prior, why)
     if prior_sq:
         shares["selection"] = prior_sq / mu_avail ** 2
     mu_total, mus = split_mu(epsilon, delta, shares, spent_mu=spent_mu)
@@ -452,9 +467,10 @@ def _check_model_share(eps_model, epsilon, delta, n):
             + ". Use a larger epsilon or a delta << 1/n (the default is 1/n^2)")
 
 
-def _no_model(data, p, fit_intercept, delta, n, epsilon, mu, rng, prior=None):
+def _no_model(data, p, fit_intercept, delta, n, epsilon, mu, rng, prior=None, why=None):
     """The documented result when n is too small to locate the target's range for a model
-    at this epsilon (:func:`plan_budget` returns None): no model, only the intercept.
+    at this epsilon (:func:`plan_budget` returns None), or ``why`` not: no model, only the
+    intercept.
 
     With an intercept the constant is the private mean of y released with ``mu``
     (:func:`dpopt.pipeline.mean_of_y.private_mean_of_y`: its range, then its mean; 0 when the
@@ -467,10 +483,13 @@ def _no_model(data, p, fit_intercept, delta, n, epsilon, mu, rng, prior=None):
     if fit_intercept and mu > 0:
         target, intercept, rec, what, spent_mu = private_mean_of_y(data, mu, rng)
         spent += rec
-    reason = (f"n_samples={n} is too few to fit a model privately at epsilon={epsilon:g} (even "
-              f"{MAX_SHARE:.0%} of the budget cannot locate the target's range for it): the "
-              f"released predictor is {what}; use a larger epsilon, or give y's public "
-              f"range (target_bounds=(lower, upper) on a regressor)")
+    public_y = getattr(data, "public_target", None) is not None
+    reason = (why or f"n_samples={n} is too few to fit a model privately at epsilon="
+              f"{epsilon:g} (even {MAX_SHARE:.0%} of the budget could not resolve "
+              + ("one histogram on them" if public_y else "the target's range") + ")") + (
+        f": the released predictor is {what}; use a larger epsilon"
+        + (", or fewer features" if why else "" if public_y else ", or give y's public "
+           "range (target_bounds=(lower, upper) on a regressor)"))
     warnings.warn(reason, UserWarning, stacklevel=4)
     plan = {"solver": "none", "reason": reason, "mu": spent_mu,
             "mu_shares": {}, "unlearnable": True, "constant": what, "scaling": "none",

@@ -65,6 +65,7 @@ from dpopt.pipeline.autofit import constant_fit
 from dpopt.pipeline.default_path import (
     ColumnWarning,
     RowNormalization,
+    dimension_limit,
     fit_default,
     warn_columns,
 )
@@ -80,12 +81,6 @@ __all__ = ["dimension_limit", "high_dimensional", "release_class_sums", "margina
 SELECTION_SHARE = 0.5
 #: L2 sensitivity of the released (S_+, S_-, n_+) under replace-one (module docstring).
 SCORE_SENSITIVITY = 2.0
-
-
-def dimension_limit(n, mu) -> float:
-    """The largest p for which a full-dimensional private fit's error bound
-    sqrt(p / n) + sqrt(p) / (n mu) stays below 1 (module docstring)."""
-    return 1.0 / (1.0 / math.sqrt(n) + 1.0 / (n * mu)) ** 2
 
 
 def high_dimensional(n, p, mu) -> bool:

@@ -129,6 +129,12 @@ def least_refine_mu(n):
 COLUMN_NOTES = ("grid_end_features", "fallback_features", "dropped_features")
 
 
+#: The line of a regression target whose released range reaches the grid's end.
+TARGET_END = (f"the target's values reach +-{DEFAULT_GRID.edges[-1]:.0e}, the end of the bounds' "
+              f"grid, and are clipped there; divide y by a public constant (thousands, "
+              f"millions) or give its public range (target_bounds=(lower, upper))")
+
+
 class ColumnWarning(UserWarning):
     """Features the default path's scaling fell back on or dropped (:func:`note_columns`)."""
 
@@ -301,6 +307,9 @@ def private_scaling(data, mus, *, fit_intercept, center, regression, rng, bounds
         tb = data.target_bounds(mus.get("target_bounds", math.inf), rng)
         records += list(tb.mechanisms)
         lo, hi = float(tb.lower[0]), float(tb.upper[0])
+        if data.public_target is None and max(abs(lo), abs(hi)) >= tb.grid.edges[-1]:
+            columns_note["target_grid_end"] = True
+            warnings.warn(TARGET_END, ColumnWarning, stacklevel=5)
         if hi > lo and tb.sigma > 0 and zeros_only(tb.noisy_counts, tb.sigma, lo, hi, tb.grid):
             lo = hi = 0.0  # the zeros alone: collapsed (fit_default releases a mean of y)
         # not with inference=True: the narrower range clips about 1% of a normal target,
@@ -466,12 +475,15 @@ def _column_lines(plan):
     if public_y:
         lines.append(f"the target's range [{public_y[0]:g}, {public_y[1]:g}] is public "
                      f"(target_bounds=): y is clipped to it, no histogram of y is released")
+    if plan.get("target_grid_end"):
+        lines.append(TARGET_END)
     ends = plan.get("grid_end_features") or []
     if ends:
-        lines.append(f"features {_short(ends)} ({len(ends)}): their values reach "
-                     f"+-{DEFAULT_GRID.edges[-1]:.0e}, the end of the bounds' grid, and are "
-                     f"clipped there; divide them by a public constant (thousands, millions) "
-                     f"or give public bounds")
+        lines.append(f"features {_short(ends)} ({len(ends)}): their private bounds reach "
+                     f"+-{DEFAULT_GRID.edges[-1]:.0e}, the end of the bounds' grid. Either their "
+                     f"values do, and are clipped there (divide them by a public constant: "
+                     f"thousands, millions), or a column with few values the histogram's "
+                     f"noise could not place; public bounds settle both")
     fell, dropped = plan.get("fallback_features") or [], plan.get("dropped_features") or []
     if fell:
         lo, hi = ZERO_INFLATED_FALLBACK

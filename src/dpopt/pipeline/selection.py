@@ -333,13 +333,15 @@ def fit_selected(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon,
     mu_c = constant_mu(n, whole) if runs and not inference else 0.0
     m = validation_rows(n, planned_mu(epsilon, delta, prior, mu_c),
                         score_spread(regression, prior))
-    constant_only = runs and not model_possible(n - m, epsilon, delta, prior, spent_mu=mu_c)
+    p = X.n_features if is_chunked(X) else X.shape[1]
+    constant_only = runs and not model_possible(n - m, epsilon, delta, prior, spent_mu=mu_c,
+                                                p=p)
     if constant_only or not selection_runs(n, inference=inference):
         why = (INFERENCE_NO_SELECTION if inference
                else f"n_samples={n} leaves fewer than {MIN_VALIDATION} held-out rows"
                if not constant_only else
-               f"n_samples={n} is too few for a model at epsilon={epsilon:g}, so the constant "
-               f"is released from all rows")
+               f"n_samples={n} is too few for a model of {p} features at epsilon={epsilon:g}, "
+               f"so the constant is released from all rows")
         kwargs = resolve_alpha(penalty_kwargs, loss_name, n)
         if constant_only:
             extra["constant_only"] = True

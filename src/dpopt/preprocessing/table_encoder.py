@@ -15,7 +15,8 @@ import pandas as pd
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
-from dpopt._core.validation import check_privacy_target, check_random_state
+from dpopt._core.exceptions import ChargedFitError
+from dpopt._core.validation import check_privacy_target, check_random_state, real_pair
 from dpopt.preprocessing._bounds import release_counts
 from dpopt.preprocessing.tables import (
     MAX_LABEL_SHARE,
@@ -25,7 +26,6 @@ from dpopt.preprocessing.tables import (
     Prior,
     TableSchema,
     as_pandas,
-    check_labels_kept,
     declared_classes,
     delta_split,
     encode_labels,
@@ -35,6 +35,7 @@ from dpopt.preprocessing.tables import (
     plan_table,
     select_labels,
     selection_share,
+    selection_threshold,
 )
 from dpopt.privacy import epsilon_of, gdp_mu
 
@@ -53,6 +54,20 @@ class TableEncoder:
 
     def get_feature_names_out(self):
         return np.array(self.schema.feature_names_out(), dtype=object)
+
+
+def check_labels_kept(chosen, epsilon, mu=None, delta=None, records=(), selection_delta=0.0):
+    """A clear error when the selection (at ``mu``, ``delta``: then the error says its
+    threshold) kept no label; one kept label is :func:`dpopt.pipeline.constant.fit_one_class`.
+    The outcome is the noisy selection's, so the error is a :class:`ChargedFitError` carrying
+    the releases made so far (``records``, ``selection_delta``): the fit is charged for them."""
+    if len(chosen) < 1:
+        need = "" if mu is None else f" (about {selection_threshold(2 ** 0.5 / mu, 1, delta):.0f})"
+        raise ChargedFitError(
+            f"the label selection kept 0 classes of y: no label can be released, so nothing "
+            f"can be predicted. A label must be held by enough records{need} to be released "
+            f"privately at epsilon={epsilon:g}; declare the labels with classes=[...] or "
+            f"raise epsilon (the selection is charged)", records, selection_delta)
 
 
 def prepare_default(X, y, *, epsilon, delta, categories, feature_bounds, classes, classifier,
@@ -100,7 +115,8 @@ def prepare_default(X, y, *, epsilon, delta, categories, feature_bounds, classes
         schema, encoder, Xf, names = None, None, X, None
     if classifier:
         chosen = labels if select_y else declared_classes(y, classes)
-        check_labels_kept(chosen, epsilon, mu * math.sqrt(share_y) if select_y else None, delta_y)
+        check_labels_kept(chosen, epsilon, mu * math.sqrt(share_y) if select_y else None, delta_y,
+                          records, delta_sel)
         y_out, classes_out = encode_labels(y, chosen), chosen
     else:
         y_out, classes_out = y, None
@@ -228,18 +244,17 @@ def _by_name(feature_bounds, names):
                          f"value per feature), got {reprlib.repr(feature_bounds)}")
     out = {}
     for key, pair in feature_bounds.items():
-        if isinstance(key, (int, np.integer)) and not isinstance(key, bool):
+        if isinstance(key, (bool, np.bool_)):
+            raise ValueError(f"feature_bounds: the key {key!r} is a bool, not a column name "
+                             f"or index")
+        if isinstance(key, (int, np.integer)):
             if not -len(names) <= key < len(names):
                 raise ValueError(f"feature_bounds: column index {key} is out of range for "
                                  f"{len(names)} columns")
             key = names[key]
         elif key not in names:
             raise ValueError(f"feature_bounds: {key!r} is not a column; columns: {names}")
-        try:
-            a, b = (float(v) for v in pair)
-        except (TypeError, ValueError):
-            raise ValueError(f"feature_bounds[{key!r}] must be a pair (lower, upper) of "
-                             f"numbers, got {pair!r}") from None
+        a, b = real_pair(pair, f"feature_bounds[{key!r}]")
         if not (math.isfinite(a) and math.isfinite(b) and a <= b):
             raise ValueError(f"feature_bounds[{key!r}] = {pair!r}: need finite lower <= upper")
         out[key] = (a, b)
@@ -343,7 +358,8 @@ def prepare_dask(ddf, y, *, n, epsilon, delta, categories, feature_bounds, class
     records += list(schema.records)
     if classifier:
         chosen = chosen if select_y else declared_classes(y_meta, classes)
-        check_labels_kept(chosen, epsilon, mu * math.sqrt(share_y) if select_y else None, delta_y)
+        check_labels_kept(chosen, epsilon, mu * math.sqrt(share_y) if select_y else None, delta_y,
+                          records, delta_sel)
     names = list(ddf.columns)
     width = len(schema.feature_names_out())
     bounds = _resolve_bounds(feature_bounds, schema, names, width)

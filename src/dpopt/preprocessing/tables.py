@@ -75,7 +75,7 @@ from scipy.stats import norm
 from dpopt.privacy import Gaussian, gdp_mu
 
 __all__ = ["TableSchema", "Prior", "select_labels",
-           "select_values", "selection_threshold", "is_frame", "as_pandas", "plan_table",
+           "select_noisy", "selection_threshold", "is_frame", "as_pandas", "plan_table",
            "OTHER", "OTHER_LABEL", "MISSING", "SELECTION_SHARE", "SELECTION_SHARE_LABELS",
            "SELECTION_DELTA_SHARE"]
 
@@ -158,11 +158,6 @@ def _text_codes(values):
     return codes, keys
 
 
-def select_values(counts, sigma, tau, rng):
-    """The keys of ``counts`` whose count + N(0, sigma^2) exceeds tau (sorted)."""
-    return list(select_noisy(counts, sigma, tau, rng))
-
-
 def select_noisy(counts, sigma, tau, rng):
     """{key: noisy count} of the keys of ``counts`` whose count + N(0, sigma^2) exceeds tau
     (in sorted key order). Releasing the kept keys' noisy counts with them is the same
@@ -222,17 +217,6 @@ def label_prior(counts, n, epsilon, delta, rng):
     return classes, Prior(share, delta_sel, [Gaussian(1.0 / mu_y, 1)], info)
 
 
-def check_labels_kept(chosen, epsilon, mu=None, delta=None):
-    """A clear error when the selection (at ``mu``, ``delta``: then the error says its
-    threshold) kept no label; one kept label is :func:`dpopt.pipeline.constant.fit_one_class`."""
-    if len(chosen) < 1:
-        need = "" if mu is None else f" (about {selection_threshold(2 ** 0.5 / mu, 1, delta):.0f})"
-        raise ValueError(f"the label selection kept 0 classes of y: no label can be released, "
-                         f"so nothing can be predicted. A label must be held by enough records{need} "
-                         f"to be released privately at epsilon={epsilon:g}; declare the labels "
-                         f"with classes=[...] or raise epsilon")
-
-
 def _label_counts(labels):
     values, counts = np.unique(labels, return_counts=True)
     return dict(zip(values.tolist(), counts.tolist()))
@@ -242,9 +226,19 @@ def declared_classes(y, classes=None):
     """The public label set: ``classes=``, a categorical target's categories, or
     [False, True] for a bool target; None when the labels must be selected."""
     if classes is not None:
-        out = np.asarray(list(classes))
+        items = [] if isinstance(classes, (str, bytes)) else list(classes)
+        text = [isinstance(c, (str, bytes)) for c in items]
+        if any(c is None or c != c for c in items) or (any(text) and not all(text)):
+            raise ValueError(f"classes must be labels of one kind (all text or all numbers), "
+                             f"none missing, got {classes!r}")
+        out = np.asarray(items)
         if out.ndim != 1 or out.size < 2 or np.unique(out).size != out.size:
             raise ValueError(f"classes must list at least 2 distinct labels, got {classes!r}")
+        kind = getattr(getattr(y, "dtype", None), "kind", "O")  # numpy dtypes; else unknown
+        if kind in "iufb" and all(text) or kind in "US" and not any(text):
+            raise ValueError(f"classes {classes!r} are {'text' if all(text) else 'numbers'} "
+                             f"but y holds {'numbers' if kind in 'iufb' else 'text'}: "
+                             f"classes_ and predict would not be y's kind; declare its labels")
         return out
     dtype = getattr(y, "dtype", None)
     if dtype is not None and str(dtype) == "category":
@@ -550,8 +544,8 @@ def fit_schema(df, columns, mu, delta_sel, rng, counts=None):
     sigma = sensitivity / mu
     tau = selection_threshold(sigma, k, delta_sel)
     for c in data_driven:
-        kept = select_values(values[c.name] if counts else _value_counts(df[c.name]), sigma,
-                             tau, rng)
+        kept = list(select_noisy(values[c.name] if counts else _value_counts(df[c.name]),
+                                 sigma, tau, rng))
         c.has_missing = MISSING in kept
         c.levels = [v for v in kept if v != MISSING]
     for c in fixed:
