@@ -462,6 +462,10 @@ def test_a_regression_wider_than_any_private_fit_releases_the_constant():
     assert np.all(reg.coef_ == 0) and abs(reg.intercept_ - y.mean()) < 1.0
     assert "constant is released from all rows" in plan["selection"]["reason"]
     assert reg.epsilon_spent_ <= 100.0 * (1 + 1e-9)
+    with pytest.warns(UserWarning, match="features are more than"):  # as any constant:
+        inf = dpopt.DPLinearRegression(epsilon=100.0, inference=True).fit(X.toarray(), y)
+    with pytest.raises(ValueError, match="no model"):  # released, but no intervals
+        inf.conf_int()
     assert not model_possible(160, 100.0, 1 / 200 ** 2, p=2000)
     assert model_possible(160, 100.0, 1 / 200 ** 2, p=10)
     assert dimension_limit(200, 30.0) < 200

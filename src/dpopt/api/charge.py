@@ -62,16 +62,16 @@ def charged(budget, epsilon, delta, *, adjacency="replace-one", label="fit"):
             yield slot
         except ChargedFitError as err:  # a failure decided by a release: it is charged
             if err.records:
-                slot.record(failure_spend(err, delta, label))
+                slot.record(failure_spend(err, delta, label, adjacency))
             raise
 
 
-def failure_spend(err, delta, label):
+def failure_spend(err, delta, label, adjacency="replace-one"):
     """What a :class:`~dpopt.ChargedFitError` charges: its Gaussian records at ``delta``
     less their thresholds' delta, with the whole ``delta`` (a black-box (epsilon, delta)
     entry, as a fit whose threshold spent a delta outside its mechanisms)."""
     epsilon = epsilon_of(list(err.records), delta - err.selection_delta)
-    return Spend(label, float(epsilon), float(delta), "replace-one", "exact", ())
+    return Spend(label, float(epsilon), float(delta), adjacency, "exact", ())
 
 
 def solve(problem, solver: str = "dp-cd", *, epsilon=1.0, delta=None, random_state=None,

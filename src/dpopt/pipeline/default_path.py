@@ -338,7 +338,7 @@ def fit_default(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, 
     prior_sq = prior.share * whole ** 2 if prior is not None else 0.0  # a share of the whole
     # a regressor with more features than any private fit can use: the constant (its
     # d x d releases would not fit in memory either; a classifier is screened first)
-    wide = regression and not inference and p > dimension_limit(n, mu_avail)
+    wide = regression and p > dimension_limit(n, mu_avail)
     shares = None if constant_only or wide else plan_budget(
         n, p, mu_avail, regression=regression, center=center, public=public, inference=inference,
         coarse=True, sparse=data.sparse, public_target=target_bounds is not None)
@@ -469,8 +469,8 @@ def _check_model_share(eps_model, epsilon, delta, n):
 
 def _no_model(data, p, fit_intercept, delta, n, epsilon, mu, rng, prior=None, why=None):
     """The documented result when n is too small to locate the target's range for a model
-    at this epsilon (:func:`plan_budget` returns None), or ``why`` not: no model, only the
-    intercept.
+    at this epsilon (:func:`plan_budget` returns None), or for the reason ``why`` (more
+    features than a private fit can use): no model, only the intercept.
 
     With an intercept the constant is the private mean of y released with ``mu``
     (:func:`dpopt.pipeline.mean_of_y.private_mean_of_y`: its range, then its mean; 0 when the
