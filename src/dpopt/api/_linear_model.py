@@ -45,6 +45,7 @@ from dpopt.preprocessing.table_encoder import (
     split_dask_target,
 )
 from dpopt.preprocessing.tables import (
+    LABELS_SELECTED,
     OTHER_LABEL,
     as_pandas,
     is_frame,
@@ -83,13 +84,12 @@ def _labels_present(y):
 
 
 def _no_intervals(k, prior):
-    """The error of ``inference=True`` with k != 2 classes: charged (:class:`ChargedFitError`)
-    when k came out of the private label selection, a plain ValueError when it is declared
-    (public: nothing the fit released shows in it)."""
+    """The error of ``inference=True`` with k != 2 classes: a :class:`ChargedFitError` when
+    k came out of the private label selection, a plain ValueError when k is declared (public)."""
     why = ("inference=True needs a model; the label selection kept one label of y, so there "
            "is none" if k == 1 else "inference=True gives intervals for a binary or linear "
            "model; the one-vs-rest fit of k >= 3 classes has none")
-    private = prior is not None and prior.info.get("labels") == "selected privately"
+    private = prior is not None and prior.info.get("labels") == LABELS_SELECTED
     return (ChargedFitError(f"{why} (the label selection is charged)", prior.records,
                             prior.delta) if private else ValueError(why))
 

@@ -125,7 +125,6 @@ from dpopt.privacy import (
 )
 from dpopt.solvers import available_solvers, get_solver, solve_uncharged
 from dpopt.solvers._common import run_length  # noqa: F401 (the rules' run length, public here)
-from dpopt.solvers.adassp import DEFAULT_SPLIT as ADASSP_SPLIT
 from dpopt.solvers.adassp import calibrate_adassp, check_budget_split
 
 #: Share of mu^2 of the releases of :mod:`dpopt.pipeline.inference` (``inference=True`` only): they
@@ -208,6 +207,12 @@ def dimension_limit(n, mu) -> float:
     return 1.0 / (1.0 / math.sqrt(n) + 1.0 / (n * mu)) ** 2
 
 
+def high_dimensional(n, p, mu) -> bool:
+    """Whether p is beyond :func:`dimension_limit`: the screening route for a classifier
+    (:func:`dpopt.pipeline.feature_selection.fit_routed`), the constant for a regressor."""
+    return p > dimension_limit(n, mu)
+
+
 def plan_budget(n, p, mu, *, regression, center, public=0, inference=False, coarse=False,
                 sparse=False, public_target=False):
     """Shares of mu^2 for the scaling steps, from public (n, p, mu) only.
@@ -276,7 +281,7 @@ def model_possible(n, epsilon, delta, prior=None, spent_mu=0.0, p=1):
     (the held-out choice's constant on all rows)."""
     mu = gdp_mu(epsilon, delta - (prior.delta if prior is not None else 0.0))
     mu = math.sqrt(max(mu ** 2 - spent_mu ** 2, 0.0))
-    return bounds_resolvable(n, 1, mu * math.sqrt(MAX_SHARE)) and p <= dimension_limit(n, mu)
+    return bounds_resolvable(n, 1, mu * math.sqrt(MAX_SHARE)) and not high_dimensional(n, p, mu)
 
 
 #: The model's share of mu is shrunk by this relative amount (:func:`split_mu`).
@@ -338,7 +343,7 @@ def fit_default(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, 
     prior_sq = prior.share * whole ** 2 if prior is not None else 0.0  # a share of the whole
     # a regressor with more features than any private fit can use: the constant (its
     # d x d releases would not fit in memory either; a classifier is screened first)
-    wide = regression and p > dimension_limit(n, mu_avail)
+    wide = regression and high_dimensional(n, p, mu_avail)
     shares = None if constant_only or wide else plan_budget(
         n, p, mu_avail, regression=regression, center=center, public=public, inference=inference,
         coarse=True, sparse=data.sparse, public_target=target_bounds is not None)
@@ -517,7 +522,7 @@ def _mean_instead(data, p, eps_model, delta, delta_total, mu_total, mus, scaling
     (:func:`dpopt.pipeline.constant.released_mean`). When even that range does not
     resolve, the collapsed range is kept and the constant is its point."""
     n = data.shape[0]
-    shares = check_budget_split(options.get("budget_split", ADASSP_SPLIT))
+    shares = check_budget_split(options["budget_split"])  # AdaSSP's default_settings
     _, zs = calibrate_adassp(eps_model, delta, shares)
     mu_bounds, mu_mean = (_mu_of(z) for z in zs[1:])
     tb = data.target_bounds(mu_bounds, rng)

@@ -67,6 +67,7 @@ from dpopt.pipeline.default_path import (
     RowNormalization,
     dimension_limit,
     fit_default,
+    high_dimensional,
     warn_columns,
 )
 from dpopt.pipeline.scaling import COLUMN_NOTES
@@ -81,11 +82,6 @@ __all__ = ["dimension_limit", "high_dimensional", "release_class_sums", "margina
 SELECTION_SHARE = 0.5
 #: L2 sensitivity of the released (S_+, S_-, n_+) under replace-one (module docstring).
 SCORE_SENSITIVITY = 2.0
-
-
-def high_dimensional(n, p, mu) -> bool:
-    """Whether the default path takes the screening route (``p > dimension_limit``)."""
-    return p > dimension_limit(n, mu)
 
 
 def _normalized_rows(X):

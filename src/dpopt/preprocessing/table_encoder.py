@@ -19,6 +19,7 @@ from dpopt._core.exceptions import ChargedFitError
 from dpopt._core.validation import check_privacy_target, check_random_state, real_pair
 from dpopt.preprocessing._bounds import release_counts
 from dpopt.preprocessing.tables import (
+    LABELS_SELECTED,
     MAX_LABEL_SHARE,
     MIN_CLASS_FRACTION,
     MISSING,
@@ -174,7 +175,7 @@ def _prior(mu, delta_sel, share_y, share_c, records, schema, select_y, label_cou
     if schema is not None:
         info.update(_schema_info(schema))
     if select_y or count_y:
-        info["labels"] = ("selected privately" if select_y
+        info["labels"] = (LABELS_SELECTED if select_y
                           else "declared; their noisy counts released")
         info["label_counts"] = label_counts
         info["label_sigma"] = math.sqrt(2.0) / (mu * math.sqrt(share_y))

@@ -79,6 +79,8 @@ __all__ = ["TableSchema", "Prior", "select_labels",
            "OTHER", "OTHER_LABEL", "MISSING", "SELECTION_SHARE", "SELECTION_SHARE_LABELS",
            "SELECTION_DELTA_SHARE"]
 
+#: ``Prior.info["labels"]`` when the labels were chosen by the private selection.
+LABELS_SELECTED = "selected privately"
 OTHER = "<other>"
 MISSING = "<missing>"
 #: Share of mu^2 of the partition selection when string columns or missing counts are selected.
@@ -212,7 +214,7 @@ def label_prior(counts, n, epsilon, delta, rng):
     sigma = math.sqrt(2.0) / mu_y
     classes, noisy = _kept_labels(counts, sigma, selection_threshold(sigma, 1, delta_sel), rng)
     info = {"selection_mu": mu_y, "selection_delta": delta_sel, "label_share": share,
-            "column_share": 0.0, "labels": "selected privately", "label_counts": noisy,
+            "column_share": 0.0, "labels": LABELS_SELECTED, "label_counts": noisy,
             "label_sigma": sigma}
     return classes, Prior(share, delta_sel, [Gaussian(1.0 / mu_y, 1)], info)
 
