@@ -558,43 +558,11 @@ def _target_range(auto):
     return float(target.lower), float(target.upper)
 
 
-def _classes_of(y):
-    """The label set ``classes_`` of a classifier's target (sorted).
-
-    The one place an estimator reads its classes from ``y``: private label selection
-    (declared classes, or classes chosen by noisy counts) replaces this function; until
-    then the label set is released as it is, like scikit-learn does. ``y`` may be a Dask
-    array (chunked fits: one pass)."""
-    if hasattr(y, "dask") and hasattr(y, "compute"):
-        # lazy: dask is an optional dependency (pip install dpopt[dask])
-        import dask.array as da
-
-        y = da.unique(y).compute()
-    check_classification_targets(y)
-    return np.unique(y)
 
 
-def _probabilities(margins):
-    if margins.ndim == 2:  # one-vs-rest: each class's sigmoid, normalized over the classes
-        p = np.exp(-np.logaddexp(0.0, -margins))
-        return p / p.sum(axis=1, keepdims=True)
-    p1 = np.exp(-np.logaddexp(0.0, -margins))
-    return np.column_stack([1.0 - p1, p1])
 
 
 def _n_features(X):
     """The feature count of the default path's X: an array, a sparse matrix or a
     :class:`~dpopt.data.chunked.ChunkedProblem`."""
     return int(X.n_features) if getattr(X, "is_chunked", False) is True else int(X.shape[1])
-
-
-def _log_probabilities(margins):
-    if margins.ndim == 2:
-        with np.errstate(divide="ignore"):
-            return np.log(_probabilities(margins))
-    return np.column_stack([-np.logaddexp(0.0, margins), -np.logaddexp(0.0, -margins)])
-
-
-def _class_index(y, classes):
-    """Class indices 0..k-1 of a chunk of labels (k = len(classes))."""
-    return np.searchsorted(classes, y).astype(np.float64)

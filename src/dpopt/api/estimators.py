@@ -80,15 +80,9 @@ from sklearn.base import ClassifierMixin
 from sklearn.utils.multiclass import check_classification_targets
 
 from dpopt._core.exceptions import PrivacyLeakWarning
-from dpopt.api._linear_model import (  # noqa: F401 (_classes_of: the one place labels are read)
-    _check_auto_epsilon,
-    _class_index,
-    _classes_of,
+from dpopt.api._linear_model import (
     _DPLinearModel,
-    _log_probabilities,
-    _probabilities,
     _Regressor,
-    _resolve_alpha,
 )
 from dpopt.data.losses import huber
 from dpopt.pipeline.inference import InferenceMixin
@@ -482,3 +476,39 @@ class DPHuberRegressor(_Regressor):
         if isinstance(self.alpha, numbers.Real) and self.alpha == 0:
             return "none", {}
         return "l2", {"alpha": self.alpha}
+
+
+def _classes_of(y):
+    """The label set ``classes_`` of a classifier's target (sorted).
+
+    The one place an estimator reads its classes from ``y``: private label selection
+    (declared classes, or classes chosen by noisy counts) replaces this function; until
+    then the label set is released as it is, like scikit-learn does. ``y`` may be a Dask
+    array (chunked fits: one pass)."""
+    if hasattr(y, "dask") and hasattr(y, "compute"):
+        # lazy: dask is an optional dependency (pip install dpopt[dask])
+        import dask.array as da
+
+        y = da.unique(y).compute()
+    check_classification_targets(y)
+    return np.unique(y)
+
+
+def _probabilities(margins):
+    if margins.ndim == 2:  # one-vs-rest: each class's sigmoid, normalized over the classes
+        p = np.exp(-np.logaddexp(0.0, -margins))
+        return p / p.sum(axis=1, keepdims=True)
+    p1 = np.exp(-np.logaddexp(0.0, -margins))
+    return np.column_stack([1.0 - p1, p1])
+
+
+def _log_probabilities(margins):
+    if margins.ndim == 2:
+        with np.errstate(divide="ignore"):
+            return np.log(_probabilities(margins))
+    return np.column_stack([-np.logaddexp(0.0, margins), -np.logaddexp(0.0, -margins)])
+
+
+def _class_index(y, classes):
+    """Class indices 0..k-1 of a chunk of labels (k = len(classes))."""
+    return np.searchsorted(classes, y).astype(np.float64)
