@@ -212,3 +212,40 @@ def test_every_docs_page_is_scanned_and_the_runner_can_fail(tmp_path, monkeypatc
     page.write_text("```python\nassert 1 + 1 == 3, 'a false claim'\n```\n")
     with pytest.raises(AssertionError, match="a false claim"):
         _run_file(page, tmp_path, monkeypatch, include_slow=False)
+
+
+def _inline_commands(text):
+    """The inline ``dpopt ...`` spans of a page outside its code blocks that give arguments
+    (a bare ``dpopt fit`` names the command, it is not a command line)."""
+    text = re.sub(r"```.*?```", "", text, flags=re.S)
+    spans = (" ".join(m.group(1).split()) for m in re.finditer(r"`(dpopt [^`]+)`", text))
+    return [shlex.split(s) for s in spans if len(s.split()) >= 3]
+
+
+def _parses(argv):
+    from dpopt.cli.commands import build_parser
+
+    with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
+        try:
+            build_parser().parse_args(argv[1:])
+        except SystemExit as stop:
+            return stop.code == 0
+    return True
+
+
+@pytest.mark.parametrize("path", DOC_FILES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_inline_command_lines_parse(path):
+    """A command line quoted in the prose (the README's `dpopt fit table.csv ...`) is one a
+    reader can paste: the CLI's parser accepts it (the command itself is not run)."""
+    bad = [" ".join(c) for c in _inline_commands(path.read_text(encoding="utf-8"))
+           if not _parses(c)]
+    assert bad == []
+
+
+def test_inline_command_check_can_fail():
+    page = "Run `dpopt fit t.csv --target y --epsilon 1` (or `dpopt fit`) then `dpopt demo`."
+    commands = _inline_commands(page)
+    assert commands == [["dpopt", "fit", "t.csv", "--target", "y", "--epsilon", "1"]]
+    assert not _parses(commands[0])  # --loss is required
+    assert _parses(["dpopt", "fit", "t.csv", "--target", "y", "--loss", "logistic",
+                    "--epsilon", "1"])
