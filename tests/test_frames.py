@@ -223,6 +223,9 @@ def test_predict_aligns_unseen_and_missing_values():
     assert np.all(enc[:5, 4] == 1)  # color_<other>
     with pytest.raises(ValueError, match="lacks the column"):
         m.predict(test.drop(columns=["color"]))
+    # a table's columns are matched by name: an array (no names) is refused, clearly
+    with pytest.raises(ValueError, match="must be a table .*matched by name; got ndarray"):
+        m.predict(test.to_numpy())
 
 
 def test_explicit_solver_takes_public_schema_only():

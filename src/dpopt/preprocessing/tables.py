@@ -471,6 +471,10 @@ class TableSchema:
         return sp.csr_matrix((data.ravel(), indices.ravel(), indptr), shape=(n, j))
 
     def _frame(self, df):
+        if not is_frame(df):  # the schema matches columns by name: an array has none
+            raise ValueError(f"X must be a table (a DataFrame) with the columns the model was "
+                             f"fitted on, {[c.name for c in self.columns]}: its columns are "
+                             f"matched by name; got {type(df).__name__}")
         df = as_pandas(df)
         missing = [c.name for c in self.columns if c.name not in df.columns]
         if missing:
