@@ -171,6 +171,16 @@ def test_modelio_predict_takes_sparse_input_with_a_clip_feature_map(tmp_path):
     (tmp_path / "bad.json").write_text(f'{{"format": "{modelio.FORMAT}", "loss": "squared"}}')
     with pytest.raises(ValueError, match="missing"):
         modelio.load_model(tmp_path / "bad.json")
+    import json
+
+    written = json.loads(out.read_text())
+    for field, index in (("coef", 0), ("intercept", None)):  # a changed file: NaN or inf
+        for value in (float("nan"), float("inf")):
+            changed = dict(written, **{field: value if index is None else
+                                       [value] + written[field][1:]})
+            (tmp_path / "changed.json").write_text(json.dumps(changed))
+            with pytest.raises(ValueError, match="must be finite"):
+                modelio.load_model(tmp_path / "changed.json")
 
 
 # -- items 9, 10: CLI ---------------------------------------------------------------------------

@@ -251,6 +251,9 @@ def load_model(path) -> dict:
                               if coef.ndim == 2 else float(model["intercept"]))
     except (TypeError, ValueError):
         raise ValueError(f"model {str(path)!r}: coef and intercept must be numbers") from None
+    if not (np.all(np.isfinite(model["coef"])) and np.all(np.isfinite(model["intercept"]))):
+        raise ValueError(f"model {str(path)!r}: coef and intercept must be finite (a fit never "
+                         f"writes NaN or inf: the file was changed)")
     return model
 
 
