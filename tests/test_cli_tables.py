@@ -13,6 +13,7 @@ import pytest
 import dpopt
 from dpopt.api import modelio
 from dpopt.cli.commands import build_parser, main, solver_catalog
+from dpopt.cli.tables import read_table
 
 
 def run(argv, capsys):
@@ -148,6 +149,26 @@ def test_fit_numeric_positive_label_and_bad_label(tmp_path, capsys):
     code, _, err = run(["fit", _write(tmp_path / "s.csv", "a,label", [[1, "x"], [2, "y"]]),
                         "--loss", "squared", "--epsilon", "1"], capsys)
     assert code == 2 and "needs a numeric target" in err
+
+
+@pytest.mark.parametrize("empty_row", [None, 3, 1400])  # none, in the sniffed head, after it
+def test_a_true_false_column_keeps_its_kind_whatever_one_cell_holds(tmp_path, capsys, empty_row):
+    """pandas reads True/False cells as bool only when none is empty (else object, which
+    the table layer would take as text): the model must not tell whether one record has an
+    empty cell there, so the CLI reads such a column as nullable boolean either way."""
+    rng = np.random.default_rng(0)
+    rows = [[round(float(rng.normal()), 3), bool(rng.random() < 0.5)] for _ in range(1500)]
+    rows = [[x, b, "yes" if x + b + rng.normal() > 0.5 else "no"] for x, b in rows]
+    if empty_row is not None:
+        rows[empty_row][1] = ""
+    path = _write(tmp_path / "b.csv", "x,b,y", rows)
+    X, _, _ = read_table(path, target="y")
+    assert str(X["b"].dtype) == "boolean"
+    model = tmp_path / "m.json"
+    code, out, err = run(["fit", path, "--loss", "logistic", "--epsilon", "1", "--seed", "0",
+                          "--out", model], capsys)
+    assert code == 0, err
+    assert "b: bool, 0/1" in out and "model: 2/2" in out
 
 
 def _with_missing(tmp_path, table):

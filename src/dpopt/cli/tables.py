@@ -53,7 +53,6 @@ def read_frame(path):
     file (``benchmarks/table_memory.py``) where Python string objects made it 4x.
     """
     # lazy: the light CLI commands load no heavy module
-    # lazy: the light CLI commands load no heavy module
     import pandas as pd
 
     name = os.fspath(path).lower()
@@ -65,7 +64,8 @@ def read_frame(path):
         options = {"sep": sep, "header": header, "na_values": list(EXTRA_MISSING),
                    "skipinitialspace": True}
         head = pd.read_csv(path, nrows=SNIFF_ROWS, **options)
-        text = {c: "category" for c in head.columns if _is_text(head[c].dtype)}
+        text = {c: "category" for c in head.columns
+                if _is_text(head[c].dtype) and not _true_false(head[c])}
         df = pd.read_csv(path, dtype=text or None, **options)
     except (OSError, ValueError, UnicodeDecodeError) as exc:
         raise ValueError(f"cannot read {os.fspath(path)!r}: {exc}") from None
@@ -86,6 +86,14 @@ def _is_text(dtype):
     import pandas as pd
 
     return not (pd.api.types.is_numeric_dtype(dtype) or pd.api.types.is_bool_dtype(dtype))
+
+
+def _true_false(s):
+    """A column of True / False cells with some missing (pandas reads it as object)."""
+    # lazy: the light CLI commands load no heavy module
+    import pandas as pd
+
+    return s.dtype == object and pd.api.types.infer_dtype(s, skipna=True) == "boolean"
 
 
 def compact_text(df):
@@ -128,24 +136,28 @@ def compact_labels(y):
     return np.asarray([str(u) for u in uniques], dtype=str)[codes]
 
 
-def integer_features_as_float(X):
-    """pandas reads an integer column as int64 only when no cell is missing: that dtype would
-    tell (through the table layer's plan) whether some record has a missing value, so every
-    integer feature is made float (its missing count is then always part of the release)."""
-    # lazy: the light CLI commands load no heavy module
+def kinds_without_missing_cells(X):
+    """pandas reads an integer column as int64 and a True/False column as bool only when no
+    cell is missing (one empty cell makes them float and object, the latter then a text
+    column to the table layer): those dtypes would tell, through the table layer's plan and
+    model, whether some record has a missing value. So every integer feature is made float
+    and every True/False feature pandas' nullable boolean, whether or not a cell is missing
+    (whether values are missing is then part of the table layer's private release)."""
     # lazy: the light CLI commands load no heavy module
     import pandas as pd
 
     ints = [c for c in X.columns if pd.api.types.is_integer_dtype(X[c].dtype)]
-    if ints:
+    bools = [c for c in X.columns if X[c].dtype == bool or _true_false(X[c])]
+    if ints or bools:
         X = X.copy(deep=False)
         for c in ints:  # one column at a time: no copy of the whole frame
             X[c] = X[c].astype(np.float64)
+        for c in bools:
+            X[c] = X[c].astype("boolean")
     return X
 
 
 def _has_header(path, sep):
-    # lazy: the light CLI commands load no heavy module
     # lazy: the light CLI commands load no heavy module
     import pandas as pd
 
@@ -176,7 +188,7 @@ def read_table(path, *, target=-1):
     if not Path(path).exists():
         raise ValueError(f"{os.fspath(path)!r} does not exist")
     X, y, name = split_target(read_frame(path), target)
-    return integer_features_as_float(X), y, name
+    return kinds_without_missing_cells(X), y, name
 
 
 def target_column(target, names):
