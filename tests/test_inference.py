@@ -156,6 +156,26 @@ def test_l1_path_refused_before_anything_is_spent():
     assert acc.spent() == 0
 
 
+@pytest.mark.parametrize("fit_intercept", [True, False])
+def test_categorical_columns_refused_before_anything_is_spent(fit_intercept):
+    """One-hot levels sum to the intercept and '<other>' may be empty: the design is
+    singular, so inference=True with a string or category column is refused up front
+    (it used to spend the budget and then say the Gram matrix was undetermined)."""
+    pd = pytest.importorskip("pandas")
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame({"a": rng.standard_normal(500), "s": rng.choice(["x", "y"], 500),
+                          "c": pd.Categorical(rng.choice(["p", "q"], 500)),
+                          "b": rng.random(500) < 0.5})
+    acc = dpopt.BudgetAccountant(epsilon=3.0, delta=1e-4)
+    with pytest.raises(ValueError, match=r"categorical column\(s\) \['s', 'c'\]"):
+        dpopt.DPLinearRegression(inference=True, fit_intercept=fit_intercept,
+                                 accountant=acc).fit(frame, frame["a"].to_numpy())
+    assert acc.spent() == 0
+    numeric = dpopt.DPLinearRegression(epsilon=2.0, inference=True, random_state=0).fit(
+        frame[["a", "b"]], frame["a"].to_numpy())  # numbers and bools: no refusal
+    assert list(numeric.summary().index) == ["a", "b", "intercept"]
+
+
 def test_constant_and_row_normalized_models_have_no_intervals():
     rng = np.random.default_rng(0)
     X, y = rng.normal(size=(40, 3)), rng.normal(size=40)
@@ -264,6 +284,27 @@ def test_summary_uses_pandas_feature_names():
     est = dpopt.DPLogisticRegression(epsilon=1.0, inference=True, random_state=0).fit(frame, y)
     assert list(est.summary().index) == ["age", "income", "height", "intercept"]
     assert "income" in est.summary_text()
+
+
+@pytest.mark.parametrize("cls", [dpopt.DPLinearRegression, dpopt.DPLogisticRegression])
+def test_intervals_of_a_table_name_its_encoded_columns(cls):
+    """A column with missing cells gets a missing indicator: coef_ has more entries than the
+    table has columns, and the intervals follow coef_, named by the encoded columns (they
+    failed with a length mismatch after the budget was spent)."""
+    pd = pytest.importorskip("pandas")
+    rng = np.random.default_rng(0)
+    n = 20_000
+    a, c = rng.standard_normal(n), rng.standard_normal(n)
+    c[rng.random(n) < 0.2] = np.nan
+    y = 2.0 * a + np.nan_to_num(c) + rng.standard_normal(n)
+    frame = pd.DataFrame({"a": a, "c": c})
+    est = cls(epsilon=5.0, inference=True, random_state=0).fit(
+        frame, y if cls is dpopt.DPLinearRegression else y > 0)
+    assert est.coef_.shape[-1] == 3 and est.n_features_in_ == 2
+    assert list(est.summary().index) == ["a", "c", "c_missing", "intercept"]
+    ci, se = est.conf_int(), est.bse_
+    assert ci.shape == (3, 2) and se.shape == (3,)
+    assert np.all(ci[:, 0] <= np.ravel(est.coef_)) and np.all(np.ravel(est.coef_) <= ci[:, 1])
 
 
 def test_gram_noise_cov_is_the_covariance_of_E_theta():

@@ -94,6 +94,20 @@ def _no_intervals(k, prior):
                             prior.delta) if private else ValueError(why))
 
 
+def _no_one_hot_intervals(X, categories):
+    """inference=True is refused, before any release, for a table with a categorical column
+    (public schema): its one-hot levels sum to the intercept's column and its ``<other>``
+    level may be empty, so the design is singular and no interval exists."""
+    coded = [c.name for c in plan_table(as_pandas(X), categories)
+             if c.kind not in ("numeric", "bool")]
+    if coded:
+        raise ValueError(f"inference=True with categorical column(s) {coded}: their one-hot "
+                         f"columns (each level and '<other>') are collinear with the intercept "
+                         f"or empty, so the coefficients are not identified and no interval "
+                         f"can be given; encode each as numeric indicators of all levels but "
+                         f"one, or fit with inference=False")
+
+
 def _check_auto_epsilon(epsilon):
     if math.isinf(epsilon):
         raise ValueError("solver='auto' needs a finite epsilon: its scaling is private; "
@@ -182,6 +196,8 @@ class _DPLinearModel(BaseEstimator):
                 raise ValueError("X has 0 features (a DataFrame with no columns): a fit needs "
                                  "at least one feature")
             y = self._check_table_target(X, y)
+            if getattr(self, "inference", False):
+                _no_one_hot_intervals(X, getattr(self, "categories", None))
         else:
             y = check_Xy_input(X, y, numeric=not self._classifier)
             X, y = validate_data(self, X, y, accept_sparse=("csr", "csc"), dtype=np.float64,

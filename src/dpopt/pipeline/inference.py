@@ -527,13 +527,19 @@ class InferenceMixin:
     def conf_int(self, alpha=0.05):
         """(n_features, 2) Wald interval (level 1 - alpha) for the coefficients, raw units."""
         alpha = check_alpha(alpha)
-        table = wald_table(self._inference(), self._inference_names(), alpha)
-        return table.iloc[:self.n_features_in_, 4:6].to_numpy()
+        inf = self._inference()
+        table = wald_table(inf, self._inference_names(), alpha)
+        return table.iloc[:inf.dropped.size, 4:6].to_numpy()
 
     def _inference_names(self):
+        """The names of ``coef_``'s entries (a table's encoded columns: its one-hot levels
+        and missing indicators), then the intercept's."""
+        table = getattr(self, "table_", None)
         names = getattr(self, "feature_names_in_", None)
+        if table is not None and table.schema is not None:
+            names = table.get_feature_names_out()
         names = [str(v) for v in names] if names is not None else \
-            [f"x{j}" for j in range(self.n_features_in_)]
+            [f"x{j}" for j in range(np.shape(self.coef_)[-1])]
         return names + (["intercept"] if self.fit_intercept else [])
 
     def summary(self, alpha=0.05):
