@@ -90,7 +90,8 @@ def test_fit_reads_npz_and_libsvm(data_dir, tmp_path, capsys, name, extra):
     (["fit", "{d}/missing.csv", "--loss", "squared", "--epsilon", "1"], "DATA"),
     (["fit", "{d}/reg.npz", "--loss", "logistic", "--epsilon", "1"], "DATA"),
     (["fit", "{d}/clf.csv", "--loss", "logistic", "--epsilon", "1", "--target", "label",
-      "--positive-label", "7"], "--positive-label"),
+      "--classes", "0,1", "--positive-label", "7"], "--positive-label 7 is not one of the "
+     "labels --classes declares"),
     (["plot", "{d}/missing.jsonl"], "RESULTS"),
     (["plot", "{d}/clf.csv", "--kind", "bogus"], "--kind"),
     (["reproduce", "anything", "--scheduler", "tcp://127.0.0.1:1"], "--scheduler"),

@@ -126,6 +126,11 @@ def test_one_kept_label_fits_predicts_and_saves_that_label(tmp_path, capsys):
     assert "only 'no' was kept" in out and "no model" in out
     saved = json.loads(model.read_text())
     assert saved["classes"] == ["no"]
+    for positive in ("no", "yes"):  # one kept label: nothing to flip (it was an IndexError)
+        code, out, err = run(["fit", path, "--loss", "logistic", "--epsilon", "0.25", "--seed",
+                              "0", "--positive-label", positive], capsys)
+        assert code == 0, err
+        assert ("not one of the labels" in out) == (positive == "yes")
     code, out, err = run(["predict", model, path, "--out", tmp_path / "p.csv"], capsys)
     assert code == 0, err
     rate = np.mean([r[1] == "no" for r in rows])
@@ -143,9 +148,14 @@ def test_fit_numeric_positive_label_and_bad_label(tmp_path, capsys):
                              "--epsilon", "1", "--seed", "0"], capsys)
     assert code == 0, err
     assert "7 -> -1, 3 -> +1" in stdout
-    code, _, err = run(["fit", path, "--loss", "logistic", "--positive-label", "5",
-                        "--epsilon", "1"], capsys)
-    assert code == 2 and "--positive-label 5 is not one of the labels" in err
+    # the labels are chosen privately: a positive label the fit did not release is known
+    # only after the budget is spent, so the model and its report are still written
+    model = tmp_path / "m.json"
+    code, stdout, err = run(["fit", path, "--loss", "logistic", "--positive-label", "5",
+                             "--epsilon", "1", "--seed", "0", "--out", model], capsys)
+    assert code == 0, err
+    assert "warning: --positive-label 5 is not one of the labels the fit released" in stdout
+    assert "privacy:" in stdout and json.loads(model.read_text())["classes"] == [3, 7]
     code, _, err = run(["fit", _write(tmp_path / "s.csv", "a,label", [[1, "x"], [2, "y"]]),
                         "--loss", "squared", "--epsilon", "1"], capsys)
     assert code == 2 and "needs a numeric target" in err

@@ -227,6 +227,10 @@ def _fit(args, options, X, y, bounds=None):
         given["penalty"] = args.penalty
     if kind == "DPLogisticRegression" and args.classes is not None:
         given["classes"] = _declared_classes(args.classes, y)
+        if args.positive_label is not None and len(given["classes"]) == 2 and \
+                _positive_first(0.0, 0.0, given["classes"], args.positive_label)[3]:
+            raise ValueError(f"--positive-label {args.positive_label} is not one of the labels "
+                             f"--classes declares, {[str(c) for c in given['classes']]}")
     if kind == "DPLinearRegression" and args.penalty == "none":
         given["alpha"] = 0.0
     estimator = getattr(dpopt, kind)()
@@ -241,18 +245,19 @@ def _fit(args, options, X, y, bounds=None):
         penalty_kwargs = {**penalty_kwargs, "alpha": estimator.alpha_}
     auto = getattr(estimator, "auto_", None)
     coef, intercept = estimator.coef_.ravel(), float(np.ravel(estimator.intercept_)[0])
-    classes = None
+    classes, positive_note = None, None
     if kind == "DPLogisticRegression" and hasattr(estimator, "classes_"):
         classes = list(estimator.classes_)
         if len(classes) > 2:  # one-vs-rest: a (k, p) matrix, one row per class
             coef, intercept = np.asarray(estimator.coef_), np.ravel(estimator.intercept_)
         else:
-            coef, intercept, classes = _positive_first(coef, intercept, classes,
-                                                       args.positive_label)
+            coef, intercept, classes, positive_note = _positive_first(coef, intercept, classes,
+                                                                      args.positive_label)
     table = getattr(estimator, "table_", None)
     model = (coef, intercept, auto.scaling.to_dict() if auto is not None else None)
     return {"result": estimator.fit_result_, "loss": loss, "penalty": (penalty, penalty_kwargs),
             "model": model, "report": estimator.privacy_report(), "classes": classes,
+            "positive_note": positive_note,
             "target_range": getattr(estimator, "target_range_", None),
             "table": table.schema if table is not None else None,
             "prepare": _prepare_of(auto, table),
@@ -289,17 +294,22 @@ def _prepare_of(auto, table):
 
 def _positive_first(coef, intercept, classes, positive):
     """``--positive-label``: the model with that label mapped to +1 (negating the margin is
-    post-processing). The label must be one of the released classes."""
+    post-processing), and a note when it cannot be: the label is not among the classes
+    the fit released (chosen privately, the outcome is known only after the budget is
+    spent, so the model and its report are still written). Returns (coef, intercept,
+    classes, note or None)."""
     if positive is None:
-        return coef, intercept, classes
+        return coef, intercept, classes, None
     match = [c for c in classes if str(c) == str(positive).strip()
              or (_is_float(positive) and _is_float(c) and float(c) == float(positive))]
     if not match:
-        raise ValueError(f"--positive-label {positive} is not one of the labels "
-                         f"{[str(c) for c in classes]}")
-    if match[0] == classes[1]:
-        return coef, intercept, classes
-    return -coef, -intercept, classes[::-1]
+        return coef, intercept, classes, (
+            f"--positive-label {positive} is not one of the labels the fit released "
+            f"{[str(c) for c in classes]}: the model keeps {str(classes[-1])!r} as "
+            f"{'+1' if len(classes) > 1 else 'its only label'}")
+    if len(classes) < 2 or match[0] == classes[1]:
+        return coef, intercept, classes, None
+    return -coef, -intercept, classes[::-1], None
 
 
 def _is_float(v):
@@ -460,6 +470,8 @@ def _report(args, data, fitted, classes, caught):
         else:
             print(f"labels ({how}): {_plain(classes[0])!r} -> -1, {_plain(classes[1])!r} "
                   f"-> +1")
+        if fitted.get("positive_note"):
+            print(f"warning: {fitted['positive_note']}")
     if data["filled"]:
         print(f"missing values: {data['filled']} feature value(s) filled with 0 / no category "
               f"(--missing zero)")
