@@ -541,3 +541,20 @@ def test_too_few_rows_with_a_public_target_range_does_not_blame_the_range():
         dpopt.DPLinearRegression(epsilon=0.5, target_bounds=(-3, 3), random_state=0).fit(
             X, X[:, 0])
     assert not any("target_bounds=" in str(w.message) for w in caught)
+
+
+def test_a_continuous_target_to_a_classifier_is_refused_free_for_tables_as_for_arrays():
+    """A DataFrame with a continuous y went through the private label selection (charged,
+    'kept 0 classes') where the same array was refused as bad input, free."""
+    pd = pytest.importorskip("pandas")
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((500, 2))
+    y = X[:, 0] + rng.standard_normal(500)
+    acc = dpopt.BudgetAccountant(epsilon=10.0, delta=1e-3)
+    for data in (X, pd.DataFrame(X, columns=["a", "b"])):
+        with pytest.raises(ValueError, match="Unknown label type: .*continuous"):
+            dpopt.DPLogisticRegression(epsilon=2.0, accountant=acc).fit(data, y)
+    assert acc.spent() == 0
+    labels = dpopt.DPLogisticRegression(epsilon=2.0, random_state=0).fit(
+        pd.DataFrame(X, columns=["a", "b"]), np.where(y > 0, 1.0, 0.0))  # float 0/1: labels
+    assert list(labels.classes_) == [0.0, 1.0]

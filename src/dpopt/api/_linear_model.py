@@ -246,8 +246,11 @@ class _DPLinearModel(BaseEstimator):
             raise ValueError(f"X has {n} rows but y has {len(y)}")
         if n == 0:
             raise ValueError("X has 0 rows: a fit needs data")
-        if self._classifier:
-            return _labels_present(y)
+        if self._classifier:  # continuous numbers are refused as for arrays, before any release
+            y = _labels_present(y)
+            if np.asarray(y).dtype.kind == "f":
+                check_classification_targets(y)
+            return y
         try:
             values = np.asarray(y, dtype=np.float64)
         except (TypeError, ValueError):
