@@ -227,6 +227,13 @@ def test_predict_aligns_unseen_and_missing_values():
     assert np.all(enc[:5, 4] == 1)  # color_<other>
     with pytest.raises(ValueError, match="lacks the column"):
         m.predict(test.drop(columns=["color"]))
+    # a True/False column read back as text or 0/1 means the same; other values are refused
+    # (they were read by truthiness: the string "False" counted as True)
+    proba = m.predict_proba(test)
+    for same in (test.member.astype(str), test.member.astype(int), test.member.astype(float)):
+        np.testing.assert_allclose(m.predict_proba(test.assign(member=same)), proba)
+    with pytest.raises(ValueError, match="'member' was True/False at fit time but holds"):
+        m.predict(test.assign(member=np.where(test.member, "yes", "no")))
     # a table's columns are matched by name: an array (no names) is refused, clearly
     with pytest.raises(ValueError, match="must be a table .*matched by name; got ndarray"):
         m.predict(test.to_numpy())

@@ -10,7 +10,8 @@ import scipy.sparse as sp
 
 import dpopt
 from dpopt.preprocessing import tables
-from dpopt.preprocessing.tables import plan_table, public_table
+from dpopt.preprocessing.table_encoder import public_table
+from dpopt.preprocessing.tables import plan_table
 
 
 def _frame(n=600, seed=0):
@@ -81,7 +82,8 @@ def test_cli_reader_keeps_text_compact_and_selected_privately(tmp_path):
     # the same values as pandas' own reader: the same encoding
     est = dpopt.DPLogisticRegression(epsilon=5.0, random_state=0).fit(Xr, labels)
     plain = pd.read_csv(path).drop(columns=["target"])
-    plain[["age"]] = plain[["age"]].astype(float)
+    plain[["age"]] = plain[["age"]].astype(float)  # the reader's kinds: int -> float,
+    plain["member"] = plain["member"].astype("boolean")  # True/False -> nullable boolean
     ref = dpopt.DPLogisticRegression(epsilon=5.0, random_state=0).fit(plain, y)
     np.testing.assert_array_equal(est.coef_, ref.coef_)
     # a Parquet file's categorical column is data too (not a declaration)

@@ -42,6 +42,7 @@ from dpopt.preprocessing.table_encoder import (
     is_dask_text_frame,
     prepare_dask,
     prepare_default,
+    public_table,
     split_dask_target,
 )
 from dpopt.preprocessing.tables import (
@@ -50,7 +51,6 @@ from dpopt.preprocessing.tables import (
     as_pandas,
     is_frame,
     plan_table,
-    public_table,
 )
 from dpopt.privacy import gdp_mu
 from dpopt.solvers import check_distributed, get_solver

@@ -356,7 +356,7 @@ def _fit_with_solve(args, options, X, y, bounds=None):
     table = None
     if is_frame(X):
         # lazy: the light CLI commands load no heavy module
-        from dpopt.preprocessing.tables import public_table
+        from dpopt.preprocessing.table_encoder import public_table
 
         table, X = public_table(X)
     problem = dpopt.Problem(X, y, loss=loss, penalty=penalty, fit_intercept=not args.no_intercept,

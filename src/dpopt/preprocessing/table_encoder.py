@@ -443,3 +443,19 @@ def _declared_meta(meta, categories):
                 dtype.categories) and c not in (categories or {}):
             meta[c] = meta[c].astype(object)
     return meta
+
+
+def public_table(X, categories=None):
+    """``(schema, X_float)`` from the public schema only (declared categories, bool,
+    numeric; a missing value imputed at 0 or encoded as ``<other>``, no indicator): for
+    explicit solvers, which release nothing about the columns. A string column without
+    declared categories is refused (its levels would have to be read from the data)."""
+    df = as_pandas(X)
+    columns = plan_table(df, categories)
+    strings = [c.name for c in columns if c.kind == "string"]
+    if strings:
+        raise ValueError(f"columns {strings} hold strings: their categories must be chosen "
+                         f"privately (solver='auto') or declared "
+                         f"(categories={{{strings[0]!r}: [...]}})")
+    schema = TableSchema(columns)
+    return schema, schema.transform(df)

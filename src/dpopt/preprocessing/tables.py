@@ -72,6 +72,7 @@ import pandas as pd
 import scipy.sparse as sp
 from scipy.stats import norm
 
+from dpopt.preprocessing._indicators import truth_values
 from dpopt.privacy import Gaussian, gdp_mu
 
 __all__ = ["TableSchema", "Prior", "select_labels",
@@ -506,7 +507,7 @@ class TableSchema:
                 raise ValueError(f"column {c.name!r} holds an infinite value; replace it by a "
                                  f"finite number or a missing value")
         elif c.kind == "bool":
-            out[~absent, 0] = s[~absent].astype(bool).to_numpy(dtype=np.float64)
+            out[~absent, 0] = truth_values(c.name, s[~absent])
         else:
             out[np.arange(len(s)), self._level_codes(c, s)] = 1.0
             return
@@ -514,20 +515,6 @@ class TableSchema:
             out[:, 1] = absent
 
 
-def public_table(X, categories=None):
-    """``(schema, X_float)`` from the public schema only (declared categories, bool,
-    numeric; a missing value imputed at 0 or encoded as ``<other>``, no indicator): for
-    explicit solvers, which release nothing about the columns. A string column without
-    declared categories is refused (its levels would have to be read from the data)."""
-    df = as_pandas(X)
-    columns = plan_table(df, categories)
-    strings = [c.name for c in columns if c.kind == "string"]
-    if strings:
-        raise ValueError(f"columns {strings} hold strings: their categories must be chosen "
-                         f"privately (solver='auto') or declared "
-                         f"(categories={{{strings[0]!r}: [...]}})")
-    schema = TableSchema(columns)
-    return schema, schema.transform(df)
 
 
 def _missing_count(s):
