@@ -181,6 +181,23 @@ def test_modelio_predict_takes_sparse_input_with_a_clip_feature_map(tmp_path):
             (tmp_path / "changed.json").write_text(json.dumps(changed))
             with pytest.raises(ValueError, match="must be finite"):
                 modelio.load_model(tmp_path / "changed.json")
+    table_model = {"format": modelio.FORMAT, "loss": "logistic", "coef": [1.0, 2.0],
+                   "intercept": 0.5, "classes": ["no", "yes"],
+                   "feature_map": {"type": "clip", "lower": [0, 0], "upper": [1, 1]}}
+    changes = [({"loss": "bogus"}, "loss 'bogus' is not one of"),
+               ({"classes": []}, "do not match coef"),
+               ({"classes": ["a", "b", "c"]}, "do not match coef"),
+               ({"coef": [[1.0, 2.0]]}, "do not match coef"),
+               ({"coef": [[1.0, 2.0]] * 3, "classes": None}, "one intercept each"),
+               ({"feature_map": {}}, "type None is neither"),
+               ({"feature_map": {"type": "clip", "lower": [0], "upper": [1]}}, "2 bounds each"),
+               ({"data": {"table": {"bogus": 1}}}, "not a table schema")]
+    (tmp_path / "whole.json").write_text(json.dumps(table_model))
+    assert modelio.load_model(tmp_path / "whole.json")["loss"] == "logistic"
+    for change, needle in changes:
+        (tmp_path / "changed.json").write_text(json.dumps({**table_model, **change}))
+        with pytest.raises(ValueError, match=needle):
+            modelio.load_model(tmp_path / "changed.json")
 
 
 # -- items 9, 10: CLI ---------------------------------------------------------------------------

@@ -44,6 +44,7 @@ import scipy.sparse as sp
 from sklearn.preprocessing import normalize
 
 from dpopt import __version__
+from dpopt.data.losses import LOSSES
 from dpopt.datasets import load_file
 from dpopt.preprocessing._transformers import _clip_columns
 from dpopt.preprocessing.tables import TableSchema, is_frame
@@ -254,7 +255,40 @@ def load_model(path) -> dict:
     if not (np.all(np.isfinite(model["coef"])) and np.all(np.isfinite(model["intercept"]))):
         raise ValueError(f"model {str(path)!r}: coef and intercept must be finite (a fit never "
                          f"writes NaN or inf: the file was changed)")
+    why = _inconsistent(model)
+    if why:
+        raise ValueError(f"model {str(path)!r}: {why}; not a model written by dpopt fit (the "
+                         f"file was changed)")
     return model
+
+
+def _inconsistent(model):
+    """What in a loaded model contradicts the form ``dpopt fit`` writes, or None."""
+    coef, classes, fmap = model["coef"], model.get("classes"), model.get("feature_map")
+    if model["loss"] not in LOSSES:
+        return f"loss {model['loss']!r} is not one of {sorted(LOSSES)}"
+    k = coef.shape[0] if coef.ndim == 2 else None
+    if model["loss"] == "logistic" and classes is not None and (
+            not isinstance(classes, list) or len(classes) < 1
+            or (k is None and len(classes) > 2) or (k is not None and len(classes) != k)):
+        return f"classes {classes!r} do not match coef of shape {coef.shape}"
+    if k is not None and (k < 3 or np.shape(model["intercept"]) != (k,)):
+        return f"a one-vs-rest coef needs >= 3 rows and one intercept each, got {coef.shape}"
+    if fmap is not None:
+        width = coef.shape[-1]
+        if not isinstance(fmap, dict) or fmap.get("type") not in ("clip", "row-normalize"):
+            what = fmap.get("type") if isinstance(fmap, dict) else fmap
+            return f"feature_map of type {what!r} is neither a clip nor a row normalization"
+        if fmap["type"] == "clip" and not (np.shape(fmap.get("lower")) == (width,)
+                                           == np.shape(fmap.get("upper"))):
+            return f"feature_map's lower and upper need {width} bounds each"
+    table = (model.get("data") or {}).get("table")
+    if table:
+        try:
+            TableSchema.from_dict(table)
+        except (KeyError, TypeError, ValueError, AttributeError):
+            return "data.table is not a table schema"
+    return None
 
 
 def _normalize_columns(X, columns, normalize):
