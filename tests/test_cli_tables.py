@@ -110,6 +110,30 @@ def test_predict_aligns_categories_and_scores(table, tmp_path, capsys):
     code, _, err = run(["predict", model, _write(tmp_path / "bad.csv", "age,bought",
                                                  [[30, "no"]]), "--out", pred], capsys)
     assert code == 2 and "color" in err
+    # --out and --target are checked before anything is written
+    for out_path, needle in ((tmp_path / "nodir" / "p.csv", "does not exist"),
+                             (tmp_path, "is a directory")):
+        code, _, err = run(["predict", model, tpath, "--out", out_path], capsys)
+        assert code == 2 and "--out" in err and needle in err
+    code, _, err = run(["predict", model, tpath, "--target", "zzz", "--out", pred], capsys)
+    assert code == 2 and "--target 'zzz' is not a column" in err
+
+
+def test_predict_checks_a_regression_target_before_writing(tmp_path, capsys):
+    rng = np.random.default_rng(0)
+    rows = [[round(float(a), 3), round(float(2 * a + rng.normal()), 3)]
+            for a in rng.standard_normal(1500)]
+    path = _write(tmp_path / "r.csv", "a,t", rows)
+    model, pred = tmp_path / "m.json", tmp_path / "p.csv"
+    code, _, err = run(["fit", path, "--loss", "squared", "--epsilon", "1", "--seed", "0",
+                        "--out", model], capsys)
+    assert code == 0, err
+    bad = _write(tmp_path / "bad.csv", "a,t", [[r[0], "abc"] for r in rows[:20]])
+    code, _, err = run(["predict", model, bad, "--out", pred], capsys)
+    assert code == 2 and "target 't': a regression model is scored on numbers" in err
+    assert not pred.exists()  # nothing written half-way
+    code, out, err = run(["predict", model, path, "--out", pred], capsys)
+    assert code == 0 and "R^2 on the 1500 rows" in out and pred.exists()
 
 
 def test_one_kept_label_fits_predicts_and_saves_that_label(tmp_path, capsys):

@@ -144,7 +144,7 @@ def _check_output_path(path):
     out = Path(path)
     parent = out.parent if str(out.parent) else Path(".")
     if out.is_dir():
-        raise ValueError(f"--out: {path!r} is a directory; give a file name (MODEL.json)")
+        raise ValueError(f"--out: {path!r} is a directory; give a file name")
     if not parent.is_dir():
         raise ValueError(f"--out: directory {str(parent)!r} does not exist")
     if not os.access(parent, os.W_OK | os.X_OK) or (out.exists() and not os.access(out, os.W_OK)):
@@ -552,15 +552,25 @@ def cmd_predict(args):
     from dpopt.api import modelio
     from dpopt.cli.tables import compact_labels, is_table_path, read_frame
 
+    _check_output_path(args.out)  # before anything is read: a bad path fails first
     model = modelio.load_model(args.model)
     target = args.target or (model.get("data") or {}).get("target")
     y = None
     if is_table_path(args.data):
         X = read_frame(args.data)
+        if args.target is not None and args.target not in X.columns:
+            raise ValueError(f"--target {args.target!r} is not a column of DATA; columns: "
+                             f"{list(X.columns)}")
         if target is not None and target in X.columns:
             y, X = compact_labels(X[target]), X.drop(columns=[target])
     else:
         X, y, _ = modelio.read_data(args.data)
+    if y is not None and model["loss"] != "logistic":
+        try:  # checked before the predictions are written
+            y = np.asarray(y, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise ValueError(f"target {target!r}: a regression model is scored on numbers; "
+                             f"it holds values like {[str(v) for v in np.asarray(y)[:3]]}") from None
     try:
         margin = modelio.margins(model, X)
     except ValueError as exc:
