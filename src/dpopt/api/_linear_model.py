@@ -577,10 +577,6 @@ def _target_range(auto):
     return float(target.lower), float(target.upper)
 
 
-
-
-
-
 def _n_features(X):
     """The feature count of the default path's X: an array, a sparse matrix or a
     :class:`~dpopt.data.chunked.ChunkedProblem`."""

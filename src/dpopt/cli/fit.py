@@ -228,7 +228,7 @@ def _fit(args, options, X, y, bounds=None):
     if kind == "DPLogisticRegression" and args.classes is not None:
         given["classes"] = _declared_classes(args.classes, y)
         if args.positive_label is not None and len(given["classes"]) == 2 and \
-                _positive_first(0.0, 0.0, given["classes"], args.positive_label)[3]:
+                _label_named(given["classes"], args.positive_label) is None:
             raise ValueError(f"--positive-label {args.positive_label} is not one of the labels "
                              f"--classes declares, {[str(c) for c in given['classes']]}")
     if kind == "DPLinearRegression" and args.penalty == "none":
@@ -300,16 +300,21 @@ def _positive_first(coef, intercept, classes, positive):
     classes, note or None)."""
     if positive is None:
         return coef, intercept, classes, None
-    match = [c for c in classes if str(c) == str(positive).strip()
-             or (_is_float(positive) and _is_float(c) and float(c) == float(positive))]
-    if not match:
+    label = _label_named(classes, positive)
+    if label is None:
         return coef, intercept, classes, (
             f"--positive-label {positive} is not one of the labels the fit released "
             f"{[str(c) for c in classes]}: the model keeps {str(classes[-1])!r} as "
             f"{'+1' if len(classes) > 1 else 'its only label'}")
-    if len(classes) < 2 or match[0] == classes[1]:
+    if len(classes) < 2 or label == classes[1]:
         return coef, intercept, classes, None
     return -coef, -intercept, classes[::-1], None
+
+
+def _label_named(classes, text):
+    """The class ``text`` names (as written, or as the same number), or None."""
+    return next((c for c in classes if str(c) == str(text).strip()
+                 or (_is_float(text) and _is_float(c) and float(c) == float(text))), None)
 
 
 def _is_float(v):
