@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
+from pathlib import Path
 
 
 class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -107,3 +109,16 @@ def _feature_bound(text):
         raise argparse.ArgumentTypeError(f"column {name.strip()!r}: need finite LO <= HI, "
                                          f"got {pair!r}")
     return name.strip(), (a, b)
+
+
+def check_output_path(path):
+    """--out must be a writable file in an existing directory (checked before the fit, or
+    before ``dpopt predict`` reads anything)."""
+    out = Path(path)
+    parent = out.parent if str(out.parent) else Path(".")
+    if out.is_dir():
+        raise ValueError(f"--out: {path!r} is a directory; give a file name")
+    if not parent.is_dir():
+        raise ValueError(f"--out: directory {str(parent)!r} does not exist")
+    if not os.access(parent, os.W_OK | os.X_OK) or (out.exists() and not os.access(out, os.W_OK)):
+        raise ValueError(f"--out: {path!r} is not writable")

@@ -40,7 +40,8 @@ from dpopt.cli._args import (
     _positive_int,
     _target_bound,
 )
-from dpopt.cli.fit import _dask_context, cmd_fit, cmd_predict
+from dpopt.cli.fit import _dask_context, cmd_fit
+from dpopt.cli.predict import cmd_predict
 
 #: --epsilon: a number in the range of :func:`dpopt._core.validation.check_epsilon`, or inf.
 _epsilon = _checked_number(check_epsilon)

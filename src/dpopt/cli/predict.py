@@ -1,0 +1,73 @@
+"""``dpopt predict``: score a table (pandas: CSV, TSV, Parquet) or a numeric file with a model
+written by ``dpopt fit --out``, through the training schema. Heavy modules are imported when
+the command runs, so ``dpopt --help`` stays light."""
+
+from __future__ import annotations
+
+from dpopt.cli._args import check_output_path
+
+
+def cmd_predict(args):
+    """Score a table (or npz / LIBSVM file) with a model written by ``dpopt fit --out``: the
+    training schema is applied (columns by name, categories aligned, unseen values to
+    ``<other>``); predictions are written as CSV; accuracy or R^2 is printed when the target
+    column is present."""
+    # lazy: the light CLI commands load no heavy module
+    import numpy as np
+
+    # lazy: the light CLI commands load no heavy module
+    from dpopt.api import modelio
+    from dpopt.cli.tables import compact_labels, is_table_path, read_frame
+
+    check_output_path(args.out)  # before anything is read: a bad path fails first
+    model = modelio.load_model(args.model)
+    target = args.target or (model.get("data") or {}).get("target")
+    y = None
+    if is_table_path(args.data):
+        X = read_frame(args.data)
+        if args.target is not None and args.target not in X.columns:
+            raise ValueError(f"--target {args.target!r} is not a column of DATA; columns: "
+                             f"{list(X.columns)}")
+        if target is not None and target in X.columns:
+            y, X = compact_labels(X[target]), X.drop(columns=[target])
+    else:
+        X, y, _ = modelio.read_data(args.data)
+    if y is not None and model["loss"] != "logistic":
+        try:  # checked before the predictions are written
+            y = np.asarray(y, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise ValueError(f"target {target!r}: a regression model is scored on numbers; "
+                             f"it holds values like {[str(v) for v in np.asarray(y)[:3]]}") from None
+    try:
+        margin = modelio.margins(model, X)
+    except ValueError as exc:
+        raise ValueError(f"DATA: {exc}") from None
+    pred = modelio.predict(model, X)
+    out = {"prediction": pred}
+    if model["loss"] == "logistic" and margin.ndim == 2:  # one-vs-rest: normalized sigmoids
+        prob = np.exp(-np.logaddexp(0.0, -margin))
+        prob /= np.maximum(prob.sum(axis=1, keepdims=True), np.finfo(float).tiny)
+        for j, c in enumerate(model["classes"]):
+            out[f"probability_{c}"] = prob[:, j]
+    elif model["loss"] == "logistic":
+        out["probability"] = np.exp(-np.logaddexp(0.0, -margin))
+    # lazy: the light CLI commands load no heavy module
+    import pandas as pd
+
+    pd.DataFrame(out).to_csv(args.out, index=False)
+    print(f"dpopt predict: {args.data} (n={len(pred)}) with {args.model}; predictions written "
+          f"to {args.out}")
+    if y is not None:
+        known = (np.ones(len(y), dtype=bool) if y.dtype.kind == "U"
+                 else ~pd.isna(pd.Series(y)).to_numpy())
+        if model["loss"] == "logistic":  # labels compared by their text
+            acc = float(np.mean(np.asarray(pred[known]).astype(str)
+                                == np.asarray(y[known]).astype(str)))
+            print(f"accuracy on the {int(known.sum())} rows with a target: {acc:.4f}")
+        else:
+            # lazy: the light CLI commands load no heavy module
+            from sklearn.metrics import r2_score
+
+            r2 = r2_score(np.asarray(y[known], float), pred[known])
+            print(f"R^2 on the {int(known.sum())} rows with a target: {r2:.4f}")
+    return 0
