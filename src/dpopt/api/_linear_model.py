@@ -32,7 +32,7 @@ from dpopt.pipeline.constant import fit_one_class
 from dpopt.pipeline.feature_selection import high_dimensional
 from dpopt.pipeline.multiclass import OneVsRestProblems, solve_one_vs_rest
 from dpopt.pipeline.multiclass_selection import fit_selected_one_vs_rest
-from dpopt.pipeline.selection import fit_selected, selection_runs
+from dpopt.pipeline.selection import fit_selected, n_features, selection_runs
 from dpopt.pipeline.selection import resolve_alpha as _resolve_alpha
 from dpopt.preprocessing.table_encoder import (
     TableEncoder,
@@ -413,7 +413,7 @@ class _DPLinearModel(BaseEstimator):
                 if inference and self._classifier and self._n_classes() != 2:
                     raise _no_intervals(self._n_classes(), prior)
                 if self._n_classes() == 1:  # the selection kept one label: its classifier
-                    auto = fit_one_class(_n_features(X), label=self.classes_[0],
+                    auto = fit_one_class(n_features(X), label=self.classes_[0],
                                          fit_intercept=self.fit_intercept, epsilon=epsilon,
                                          delta=delta, prior=prior)
                 elif self._n_classes() > 2:  # one-vs-rest, one composition (dpopt.pipeline.multiclass)
@@ -575,9 +575,3 @@ def _target_range(auto):
     if target is None or not target.half_width > 0:
         return None
     return float(target.lower), float(target.upper)
-
-
-def _n_features(X):
-    """The feature count of the default path's X: an array, a sparse matrix or a
-    :class:`~dpopt.data.chunked.ChunkedProblem`."""
-    return int(X.n_features) if getattr(X, "is_chunked", False) is True else int(X.shape[1])

@@ -258,7 +258,7 @@ class DPLogisticRegression(InferenceMixin, ClassifierMixin, _DPLinearModel):
                                          epsilon, delta, rng)
         info = prior.info if prior is not None else {}
         check_labels_kept(classes, epsilon, info.get("selection_mu"), info.get("selection_delta"),
-                          *((prior.records, prior.delta) if prior is not None else ()))
+                          getattr(prior, "records", ()), getattr(prior, "delta", 0.0))
         self.classes_ = classes
         index = da.full(y.shape, OTHER_LABEL, dtype=np.int64, chunks=y.chunks)
         for i, c in enumerate(classes):

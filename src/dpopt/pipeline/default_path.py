@@ -489,12 +489,15 @@ def _no_model(data, p, fit_intercept, delta, n, epsilon, mu, rng, prior=None, wh
         target, intercept, rec, what, spent_mu = private_mean_of_y(data, mu, rng)
         spent += rec
     public_y = getattr(data, "public_target", None) is not None
-    reason = (why or f"n_samples={n} is too few to fit a model privately at epsilon="
-              f"{epsilon:g} (even {MAX_SHARE:.0%} of the budget could not resolve "
-              + ("one histogram on them" if public_y else "the target's range") + ")") + (
-        f": the released predictor is {what}; use a larger epsilon"
-        + (", or fewer features" if why else "" if public_y else ", or give y's public "
-           "range (target_bounds=(lower, upper) on a regressor)"))
+    if why is None:
+        missed = "one histogram on them" if public_y else "the target's range"
+        why = (f"n_samples={n} is too few to fit a model privately at epsilon={epsilon:g} "
+               f"(even {MAX_SHARE:.0%} of the budget could not resolve {missed})")
+        instead = "" if public_y else (", or give y's public range (target_bounds=(lower, "
+                                       "upper) on a regressor)")
+    else:
+        instead = ", or fewer features"
+    reason = f"{why}: the released predictor is {what}; use a larger epsilon{instead}"
     warnings.warn(reason, UserWarning, stacklevel=4)
     plan = {"solver": "none", "reason": reason, "mu": spent_mu,
             "mu_shares": {}, "unlearnable": True, "constant": what, "scaling": "none",

@@ -270,6 +270,12 @@ def is_chunked(X):
     return getattr(X, "is_chunked", False) is True
 
 
+def n_features(X):
+    """The feature count of an array, a sparse matrix or a
+    :class:`~dpopt.data.chunked.ChunkedProblem`."""
+    return int(X.n_features) if is_chunked(X) else int(X.shape[1])
+
+
 def as_records(X, y, loss, fit_intercept):
     """(X, y) as the held-out choice reads them: chunked input (Dask collections, paths) as
     one :class:`~dpopt.data.chunked.ChunkedProblem`, validated once, with y None; anything
@@ -333,7 +339,7 @@ def fit_selected(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon,
     mu_c = constant_mu(n, whole) if runs and not inference else 0.0
     m = validation_rows(n, planned_mu(epsilon, delta, prior, mu_c),
                         score_spread(regression, prior))
-    p = X.n_features if is_chunked(X) else X.shape[1]
+    p = n_features(X)
     constant_only = runs and not model_possible(n - m, epsilon, delta, prior, spent_mu=mu_c,
                                                 p=p)
     if constant_only or not selection_runs(n, inference=inference):
