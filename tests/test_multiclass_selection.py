@@ -172,7 +172,7 @@ def test_a_label_outside_the_classes_is_wrong_for_every_candidate():
     epsilon = 0.5: a held-out accuracy of 0.58 released a model that scored 0.195 against
     the majority's 0.216)."""
     from dpopt.pipeline.multiclass_selection import _not_a_class_row, class_scores
-    from dpopt.preprocessing.tables import OTHER_LABEL, encode_labels
+    from dpopt.preprocessing.labels import OTHER_LABEL, encode_labels
 
     assert encode_labels(np.array(["a", "z", "b"]), ["a", "b"]).tolist() == [0, OTHER_LABEL, 1]
     assert encode_labels(np.array([3.0, 1.0, 7.0]), [1, 3]).tolist() == [1, 0, OTHER_LABEL]

@@ -34,6 +34,7 @@ from dpopt.pipeline.multiclass import OneVsRestProblems, solve_one_vs_rest
 from dpopt.pipeline.multiclass_selection import fit_selected_one_vs_rest
 from dpopt.pipeline.selection import fit_selected, n_features, selection_runs
 from dpopt.pipeline.selection import resolve_alpha as _resolve_alpha
+from dpopt.preprocessing.labels import LABELS_SELECTED, OTHER_LABEL
 from dpopt.preprocessing.table_encoder import (
     TableEncoder,
     array_bounds,
@@ -45,13 +46,7 @@ from dpopt.preprocessing.table_encoder import (
     public_table,
     split_dask_target,
 )
-from dpopt.preprocessing.tables import (
-    LABELS_SELECTED,
-    OTHER_LABEL,
-    as_pandas,
-    is_frame,
-    plan_table,
-)
+from dpopt.preprocessing.tables import as_pandas, is_frame, plan_table
 from dpopt.privacy import gdp_mu
 from dpopt.solvers import check_distributed, get_solver
 

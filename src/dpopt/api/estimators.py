@@ -86,13 +86,8 @@ from dpopt.api._linear_model import (
 )
 from dpopt.data.losses import huber
 from dpopt.pipeline.inference import InferenceMixin
+from dpopt.preprocessing.labels import OTHER_LABEL, declared_classes, encode_labels, label_prior
 from dpopt.preprocessing.table_encoder import check_labels_kept
-from dpopt.preprocessing.tables import (
-    OTHER_LABEL,
-    declared_classes,
-    encode_labels,
-    label_prior,
-)
 
 __all__ = ["DPLogisticRegression", "DPLinearRegression", "DPLasso", "DPElasticNet",
            "DPHuberRegressor"]
@@ -240,7 +235,7 @@ class DPLogisticRegression(InferenceMixin, ClassifierMixin, _DPLinearModel):
 
     def _chunked_default_target(self, y, n, epsilon, delta, rng, chosen=None):
         """Chunked labels on the default path: declared (``classes=``) or chosen privately
-        from their counts (one pass, summed over the chunks; :func:`dpopt.preprocessing.tables.label_prior`,
+        from their counts (one pass, summed over the chunks; :func:`dpopt.preprocessing.labels.label_prior`,
         the release of the in-memory path); ``chosen``: already selected with a table's
         columns (:func:`dpopt.preprocessing.table_encoder.prepare_dask`)."""
         # lazy: dask is an optional dependency (pip install dpopt[dask])

@@ -529,6 +529,6 @@ def _train_target(data, classes, args):
         return data["y"]
     y = data["y"]
     # lazy: the light CLI commands load no heavy module
-    from dpopt.preprocessing.tables import encode_labels
+    from dpopt.preprocessing.labels import encode_labels
 
     return np.where(encode_labels(y, classes) == 1, 1.0, -1.0)

@@ -36,12 +36,12 @@ TOLERANCE = 0.005
 def released_majority(prior):
     """(index of the majority constant among (+1, -1), its rate, whether the counts resolve
     it, the rate's noise sd) from the label counts the table layer released on all n rows
-    (:func:`dpopt.preprocessing.tables.select_labels`: the kept labels' noisy counts,
+    (:func:`dpopt.preprocessing.labels.select_labels`: the kept labels' noisy counts,
     classes_[1] -> +1; declared classes' :func:`~dpopt.preprocessing.table_encoder.noisy_class_counts`),
     or None without them. The rate is the count over the two counts' sum, whose noise is
     smaller than that of the count over n (:func:`rate_noise`); where some labels were not
     kept, the held-out rows score those records wrong for the model
-    (:data:`~dpopt.preprocessing.tables.OTHER_LABEL`) while this rate leaves them out, so
+    (:data:`~dpopt.preprocessing.labels.OTHER_LABEL`) while this rate leaves them out, so
     the comparison then leans towards the constant. Post-processing of a release already in
     the composition: free, and its noise (sqrt(2) / mu_y on counts of all n rows) is far
     below the held-out rate's (one part in m). The held-out release then only compares the

@@ -149,7 +149,7 @@ def class_scores(scaling, coef, intercept, X_val, y_val, n_classes):
     (the class of the largest one-vs-rest margin; ``coef``, ``intercept``: the k binary
     models on the ``scaling`` of the training branch) and the one-hot label (each
     constant's correctness). A label outside the classes (index
-    :data:`~dpopt.preprocessing.tables.OTHER_LABEL`) is wrong for every candidate: its
+    :data:`~dpopt.preprocessing.labels.OTHER_LABEL`) is wrong for every candidate: its
     model column and its row are 0."""
     Xs = scaling.transform(X_val)
     margins = np.column_stack([_margins(scaling, Xs, np.asarray(c, float), float(b))

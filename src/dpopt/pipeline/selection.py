@@ -397,7 +397,7 @@ def fit_selected(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon,
 def _neither_class(y, regression, prior):
     """(labels for the model, labels for the held-out scores) of a binary classifier whose
     y marks the records of neither class with 0 (a label the private selection did not
-    keep; :data:`~dpopt.preprocessing.tables.OTHER_LABEL`): the model is trained on them as
+    keep; :data:`~dpopt.preprocessing.labels.OTHER_LABEL`): the model is trained on them as
     the negative class (-1), as a one-vs-rest model is, and the held-out choice scores them
     wrong for the model (no released classifier predicts their label). Scored as -1, the
     model's accuracy counted them as hits whenever it predicted the negative class, while

@@ -18,23 +18,25 @@ from sklearn.utils.validation import check_is_fitted
 from dpopt._core.exceptions import ChargedFitError
 from dpopt._core.validation import check_privacy_target, check_random_state, real_pair
 from dpopt.preprocessing._bounds import release_counts
-from dpopt.preprocessing.tables import (
+from dpopt.preprocessing.labels import (
     LABELS_SELECTED,
     MAX_LABEL_SHARE,
     MIN_CLASS_FRACTION,
-    MISSING,
     SELECTION_SHARE_LABELS,
+    declared_classes,
+    encode_labels,
+    label_share,
+    select_labels,
+)
+from dpopt.preprocessing.tables import (
+    MISSING,
     Prior,
     TableSchema,
     as_pandas,
-    declared_classes,
     delta_split,
-    encode_labels,
     fit_schema,
     is_frame,
-    label_share,
     plan_table,
-    select_labels,
     selection_share,
     selection_threshold,
 )

@@ -73,25 +73,16 @@ import scipy.sparse as sp
 from scipy.stats import norm
 
 from dpopt.preprocessing._indicators import truth_values
-from dpopt.privacy import Gaussian, gdp_mu
+from dpopt.privacy import Gaussian
 
-__all__ = ["TableSchema", "Prior", "select_labels",
-           "select_noisy", "selection_threshold", "is_frame", "as_pandas", "plan_table",
-           "OTHER", "OTHER_LABEL", "MISSING", "SELECTION_SHARE", "SELECTION_SHARE_LABELS",
+__all__ = ["TableSchema", "Prior", "select_noisy", "selection_threshold", "is_frame",
+           "as_pandas", "plan_table", "OTHER", "MISSING", "SELECTION_SHARE",
            "SELECTION_DELTA_SHARE"]
 
-#: ``Prior.info["labels"]`` when the labels were chosen by the private selection.
-LABELS_SELECTED = "selected privately"
 OTHER = "<other>"
 MISSING = "<missing>"
 #: Share of mu^2 of the partition selection when string columns or missing counts are selected.
 SELECTION_SHARE = 0.05
-#: Share of mu^2 when only the labels of a classifier are selected.
-SELECTION_SHARE_LABELS = 0.02
-#: The largest share the labels' selection may take (:func:`label_share`).
-MAX_LABEL_SHARE = 0.3
-#: A class holding this fraction of the rows is kept with probability >= 99.87%.
-MIN_CLASS_FRACTION = 0.05
 #: The encoded design is sparse (CSR) when a row fills at most this share of its columns
 #: (:meth:`TableSchema.prefers_sparse`): CSR then stores at most 3/8 of the dense bytes
 #: (12 bytes per stored entry against 8 per cell).
@@ -172,105 +163,6 @@ def select_noisy(counts, sigma, tau, rng):
         return {}
     noisy = np.array([counts[k] for k in keys], float) + rng.standard_normal(len(keys)) * sigma
     return {k: float(v) for k, v in zip(keys, noisy) if v > tau}
-
-
-def select_labels(y, mu, delta, rng, classes=None, counts=None):
-    """Labels of y chosen privately: ``(classes, records, delta_sel)``.
-
-    ``classes`` given (or y categorical / bool): the declared labels, nothing spent.
-    Otherwise one partition selection of the label counts (sensitivity sqrt(2) under
-    replace-one): ``mu`` is its Gaussian-DP budget, ``delta`` the threshold's delta_sel. The
-    records are ``[Gaussian(1 / mu, 1)]``; a label held by one record is kept with
-    probability at most ``delta``. The classes are returned in ``np.unique`` order, with
-    their noisy counts (released with them; ``None`` for declared labels):
-    ``(classes, records, delta_sel, noisy_counts)``. ``counts`` ({label: count}, summed over
-    chunks) replaces counting ``y``.
-    """
-    declared = declared_classes(y, classes)
-    if declared is not None:
-        return declared, [], 0.0, None
-    sigma = math.sqrt(2.0) / mu
-    tau = selection_threshold(sigma, 1, delta)
-    counts = _label_counts(np.asarray(y)) if counts is None else counts
-    chosen, noisy = _kept_labels(counts, sigma, tau, rng)
-    return chosen, [Gaussian(1.0 / mu, 1)], float(delta), noisy
-
-
-def _kept_labels(counts, sigma, tau, rng):
-    """(kept labels in np.unique order, their noisy counts in the same order)."""
-    noisy = select_noisy({str(k): v for k, v in counts.items()}, sigma, tau, rng)
-    chosen = np.array(sorted(k for k in counts if str(k) in noisy))
-    return chosen, [noisy[str(k)] for k in chosen]
-
-
-def label_prior(counts, n, epsilon, delta, rng):
-    """The labels' selection of the default path from exact label counts ({label: count},
-    counted in memory or over chunks): ``(classes, Prior)``. Its share is
-    :func:`label_share`, its threshold delta all of delta_sel (the labels are the only
-    data-driven partition here)."""
-    delta_g, delta_sel = delta_split(delta, True)
-    mu = gdp_mu(epsilon, delta_g)
-    share = label_share(n, mu, delta_sel)
-    mu_y = mu * math.sqrt(share)
-    sigma = math.sqrt(2.0) / mu_y
-    classes, noisy = _kept_labels(counts, sigma, selection_threshold(sigma, 1, delta_sel), rng)
-    info = {"selection_mu": mu_y, "selection_delta": delta_sel, "label_share": share,
-            "column_share": 0.0, "labels": LABELS_SELECTED, "label_counts": noisy,
-            "label_sigma": sigma}
-    return classes, Prior(share, delta_sel, [Gaussian(1.0 / mu_y, 1)], info)
-
-
-def _label_counts(labels):
-    values, counts = np.unique(labels, return_counts=True)
-    return dict(zip(values.tolist(), counts.tolist()))
-
-
-def declared_classes(y, classes=None):
-    """The public label set: ``classes=``, a categorical target's categories, or
-    [False, True] for a bool target; None when the labels must be selected."""
-    if classes is not None:
-        items = [] if isinstance(classes, (str, bytes)) else list(classes)
-        text = [isinstance(c, (str, bytes)) for c in items]
-        if any(c is None or c != c for c in items) or (any(text) and not all(text)):
-            raise ValueError(f"classes must be labels of one kind (all text or all numbers), "
-                             f"none missing, got {classes!r}")
-        out = np.asarray(items)
-        if out.ndim != 1 or out.size < 2 or np.unique(out).size != out.size:
-            raise ValueError(f"classes must list at least 2 distinct labels, got {classes!r}")
-        kind = getattr(getattr(y, "dtype", None), "kind", "O")  # numpy dtypes; else unknown
-        if kind in "iufb" and all(text) or kind in "US" and not any(text):
-            raise ValueError(f"classes {classes!r} are {'text' if all(text) else 'numbers'} "
-                             f"but y holds {'numbers' if kind in 'iufb' else 'text'}: "
-                             f"classes_ and predict would not be y's kind; declare its labels")
-        return out
-    dtype = getattr(y, "dtype", None)
-    if dtype is not None and str(dtype) == "category":
-        cats = y.categories if hasattr(y, "categories") else y.cat.categories
-        return np.asarray(cats)
-    if dtype is not None and (np.dtype(dtype).kind == "b" if isinstance(dtype, np.dtype)
-                              else str(dtype) == "boolean"):
-        return np.array([False, True])
-    return None
-
-
-OTHER_LABEL = -1  # the class index of a label outside the classes (unselected, undeclared)
-
-
-def encode_labels(y, classes):
-    """Index of each label in ``classes``, :data:`OTHER_LABEL` outside them (per record: n is
-    unchanged; a negative of every one-vs-rest model, wrong for every candidate of the
-    held-out choice). Numbers compare as numbers (3 == 3.0), anything else by its text."""
-    y, classes = np.asarray(y), np.asarray(classes)
-    index = np.full(len(y), OTHER_LABEL, dtype=np.int64)
-    if y.dtype.kind in "iufb" and classes.dtype.kind in "iufb":
-        yv = y.astype(np.float64)
-        for i, c in enumerate(classes.astype(np.float64)):
-            index[yv == c] = i
-        return index
-    text = y if y.dtype.kind == "U" else np.array([str(v) for v in y], dtype=object)
-    for i, c in enumerate(classes):
-        index[text == str(c)] = i
-    return index
 
 
 # --------------------------------------------------------------------------- schema
@@ -553,20 +445,6 @@ def fit_schema(df, columns, mu, delta_sel, rng, counts=None):
 def selection_share(columns):
     """The share of mu^2 of the columns' selection (0 when no column is selected)."""
     return SELECTION_SHARE if any(c.kind == "string" or c.missable for c in columns) else 0.0
-
-
-def label_share(n, mu, delta_y):
-    """The share of mu^2 of the labels' selection, from public (n, mu, delta_y) only.
-
-    The smallest share whose threshold keeps a class holding ``MIN_CLASS_FRACTION`` of the
-    n rows with probability >= Phi(3) (99.87%): tau + 3 sigma <= f n with
-    tau = 1 + sigma z, z = Phi^-1(1 - delta_y), sigma = sqrt(2) / (mu sqrt(share)); kept
-    within [``SELECTION_SHARE_LABELS``, ``MAX_LABEL_SHARE``].
-    """
-    z = float(norm.isf(delta_y))
-    room = max(MIN_CLASS_FRACTION * n - 1.0, 1e-9)
-    need = (math.sqrt(2.0) * (z + 3.0) / (mu * room)) ** 2
-    return min(MAX_LABEL_SHARE, max(SELECTION_SHARE_LABELS, need))
 
 
 def delta_split(delta, has_threshold):
