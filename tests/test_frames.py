@@ -128,7 +128,7 @@ def test_one_kept_label_is_the_classifier_of_that_label():
     assert 0 < model.epsilon_spent_ < 1.0 and model.delta_spent_ == 1e-6
     assert "no model" in model.privacy_report() and "kept one label" in model.privacy_report()
     assert len(acc._ledger) == 1 and acc._ledger[0].epsilon == model.epsilon_spent_
-    # inference on the numeric columns (categorical ones are refused up front, free)
+    # inference on the numeric columns (categorical ones are coded differently with inference)
     numeric = df.drop(columns=["color", "size", "client"])
     spent = dpopt.DPLogisticRegression(epsilon=1.0, delta=1e-6, random_state=1).fit(
         numeric, y1).epsilon_spent_
@@ -320,3 +320,70 @@ def test_a_table_target_is_one_column():
         with pytest.raises(ValueError, match="y must be 1-d.*shape \\(600, 2\\)"):
             dpopt.DPLogisticRegression(epsilon=1.0, accountant=acc).fit(df, two)
     assert not acc._ledger
+
+
+def test_reference_coding_schema_dense_sparse_names_and_round_trip():
+    """Reference coding: each categorical column leaves out its best-populated level (by the
+    released noisy counts) and the levels below the threshold (the declared 'L', 'XL' no
+    record holds); its cells and values outside the levels get no column. The dense and
+    sparse designs agree, and the schema survives a model file."""
+    df, _ = _table(3000)
+    schema, _ = F.fit_schema(df, F.plan_table(df), 2.0, 1e-7, np.random.default_rng(0),
+                             coding="reference")
+    color, size = schema.columns[1], schema.columns[4]
+    assert color.reference == max(color.levels, key=schema.counts["color"].get)
+    assert size.levels == ["S", "M"] and size.reference in ("S", "M")
+    assert set(schema.counts["size"]) == {"S", "M", "L", "XL", F.MISSING, F.OTHER}
+    names = schema.feature_names_out()
+    assert f"color_{color.reference}" not in names and "color_<other>" not in names
+    assert [n for n in names if n.startswith("client")] == []  # no level kept: no column
+    dense = schema.transform(df)
+    np.testing.assert_array_equal(schema.transform_sparse(df).toarray(), dense)
+    j = names.index(next(n for n in names if n.startswith("color_")))
+    assert np.all(dense[(df["color"] == color.reference).to_numpy(), j:j + 2] == 0)
+    back = F.TableSchema.from_dict(schema.to_dict())
+    assert back.coding == "reference" and back.feature_names_out() == names
+    np.testing.assert_array_equal(back.transform(df), dense)
+    for bad in ({"coding": "dummy"}, {"columns": [dict(schema.to_dict()["columns"][1],
+                                                       reference="purple")]}):
+        with pytest.raises(ValueError, match="coding is one of"):
+            F.TableSchema.from_dict({**schema.to_dict(), **bad})
+
+
+def test_reference_coding_counts_declared_columns_with_their_sensitivity():
+    """With reference coding a declared column releases the counts of its public keys: one
+    record moves one unit between two of them, so it adds 2 to the squared sensitivity (as a
+    selected column) instead of the 1 of its missing count, and the change is attained."""
+    df, _ = _table(500)
+    mu = 0.3
+    one_hot, _ = F.fit_schema(df, F.plan_table(df), mu, 1e-7, np.random.default_rng(0))
+    reference, _ = F.fit_schema(df, F.plan_table(df), mu, 1e-7, np.random.default_rng(0),
+                                coding="reference")
+    assert one_hot.sigma == pytest.approx(math.sqrt(2 * 2 + 2) / mu)  # size: a missing count
+    assert reference.sigma == pytest.approx(math.sqrt(2 * 3 + 1) / mu)  # size: its counts
+    changed = df.copy()
+    changed.loc[0, "size"] = "M" if df.loc[0, "size"] == "S" else "S"
+    a, b = (F._declared_counts(d["size"], ["S", "M", "L", "XL"]) for d in (df, changed))
+    assert math.sqrt(sum((a[k] - b[k]) ** 2 for k in a)) == pytest.approx(math.sqrt(2))
+    with pytest.raises(ValueError, match="needs the table"):
+        F.fit_schema(None, F.plan_table(df), mu, 1e-7, np.random.default_rng(0),
+                     counts=({}, {}), coding="reference")
+
+
+def test_private_table_encoder_reference_coding():
+    df, _ = _table(2000)
+    enc = dpopt.PrivateTableEncoder(coding="reference", random_state=0).fit(df)
+    assert not any(n.endswith("<other>") for n in enc.get_feature_names_out())
+    assert enc.transform(df).shape == (2000, len(enc.get_feature_names_out()))
+    with pytest.raises(ValueError, match="coding must be one of"):
+        dpopt.PrivateTableEncoder(coding="drop-first").fit(df)
+
+
+def test_reference_counts_audit_is_consistent_and_catches_too_little_noise(monkeypatch):
+    from dpopt.api.selection_audit import selection_audit
+
+    res = selection_audit("reference", epsilon=1.0, delta=1e-3, n=200, n_runs=1500)
+    assert res.consistent, res.summary()
+    monkeypatch.setattr(F, "selection_sensitivity", lambda selected, counted, fixed: 0.1)
+    broken = selection_audit("reference", epsilon=1.0, delta=1e-3, n=200, n_runs=1500)
+    assert not broken.consistent, broken.summary()

@@ -156,23 +156,79 @@ def test_l1_path_refused_before_anything_is_spent():
     assert acc.spent() == 0
 
 
-@pytest.mark.parametrize("fit_intercept", [True, False])
-def test_categorical_columns_refused_before_anything_is_spent(fit_intercept):
-    """One-hot levels sum to the intercept and '<other>' may be empty: the design is
-    singular, so inference=True with a string or category column is refused up front
-    (it used to spend the budget and then say the Gram matrix was undetermined)."""
+def _categorical_table(n, seed=0):
+    """A string column (levels a 40%, b 30%, c 20%, d 10%), a declared category whose first
+    level no record holds, a number; y linear in all three with known contrasts."""
+    pd = pytest.importorskip("pandas")
+    rng = np.random.default_rng(seed)
+    city = rng.choice(["a", "b", "c", "d"], n, p=[0.4, 0.3, 0.2, 0.1])
+    kind = pd.Categorical(rng.choice(["x", "y", "z"], n, p=[0.5, 0.3, 0.2]),
+                          categories=["empty", "x", "y", "z"])
+    age = rng.uniform(20.0, 60.0, n)
+    city_effect = {"a": 0.0, "b": 0.5, "c": -0.3, "d": 1.0}
+    kind_effect = {"x": 0.0, "y": 0.2, "z": -0.4}
+    y = (1.0 + np.vectorize(city_effect.get)(city) + np.vectorize(kind_effect.get)(kind)
+         + 0.02 * age + rng.standard_normal(n))
+    return pd.DataFrame({"city": city, "kind": kind, "age": age}), y
+
+
+def test_categorical_columns_without_an_intercept_refused_before_anything_is_spent():
+    """A categorical column is coded against a reference level, which the intercept carries:
+    without one the coefficients are not identified, refused up front (public schema)."""
+    frame, y = _categorical_table(500)
+    acc = dpopt.BudgetAccountant(epsilon=3.0, delta=1e-4)
+    with pytest.raises(ValueError, match=r"categorical column\(s\) \['city', 'kind'\] needs "
+                                         r"fit_intercept=True"):
+        dpopt.DPLinearRegression(inference=True, fit_intercept=False,
+                                 accountant=acc).fit(frame, y)
+    assert acc.spent() == 0
+
+
+def test_categorical_columns_get_intervals_of_contrasts_with_a_reference_level():
+    """inference=True codes each categorical column against its best-populated level (by the
+    released counts): the string column's 'a' and the declared column's 'x'; the declared
+    level no record holds gets no column. Without the coding the design was singular (one-hot
+    levels sum to the intercept, '<other>' and 'empty' are empty) and such fits were
+    refused."""
+    frame, y = _categorical_table(20_000)
+    est = dpopt.DPLinearRegression(epsilon=4.0, inference=True, random_state=0).fit(frame, y)
+    names = ["city_b", "city_c", "city_d", "kind_y", "kind_z", "age"]
+    assert list(est.summary().index) == names + ["intercept"]
+    assert [c.reference for c in est.table_.schema.columns[:2]] == ["a", "x"]
+    assert "reference level 'a'" in "\n".join(est.table_.schema.describe())
+    truth = np.array([0.5, -0.3, 1.0, 0.2, -0.4, 0.02])
+    ci = est.conf_int(alpha=0.001)
+    assert np.all((ci[:, 0] < truth) & (truth < ci[:, 1])), (ci, truth)
+    # the same coding at prediction: a reference cell and an unseen value have no column
+    enc = est.table_.transform(frame.head(3).assign(city=["a", "zzz", "d"]))
+    np.testing.assert_array_equal(enc[:, :3], [[0, 0, 0], [0, 0, 0], [0, 0, 1]])
+    assert est.predict(frame.head(3)).shape == (3,)
+    # without inference the default path keeps its one-hot coding (and '<other>')
+    plain = dpopt.DPLinearRegression(epsilon=4.0, random_state=0).fit(frame, y)
+    assert "city_<other>" in plain.table_.get_feature_names_out()
+
+
+def test_reference_coded_intervals_match_statsmodels_when_privacy_is_cheap():
+    """At a large epsilon the intervals of the contrasts are statsmodels' OLS (HC1) on the
+    same treatment coding, up to clipping and estimation noise."""
+    sm = pytest.importorskip("statsmodels.api")
+    pd = pytest.importorskip("pandas")
+    frame, y = _categorical_table(40_000, seed=3)
+    est = dpopt.DPLinearRegression(epsilon=50.0, inference=True, random_state=0).fit(frame, y)
+    design = pd.get_dummies(frame.assign(kind=frame["kind"].astype(str)), dtype=float)
+    design = design[list(est.table_.get_feature_names_out())]
+    ref = sm.OLS(y, sm.add_constant(design, prepend=False)).fit(cov_type="HC1")
+    ratio = est.bse_ / np.asarray(ref.bse)[:-1]
+    assert np.all((ratio > 0.8) & (ratio < 1.25)), ratio
+    assert np.all(np.abs(np.ravel(est.coef_) - ref.params[:-1]) < 5 * np.asarray(ref.bse)[:-1])
+
+
+def test_numeric_and_bool_columns_keep_their_columns_with_inference():
     pd = pytest.importorskip("pandas")
     rng = np.random.default_rng(0)
-    frame = pd.DataFrame({"a": rng.standard_normal(500), "s": rng.choice(["x", "y"], 500),
-                          "c": pd.Categorical(rng.choice(["p", "q"], 500)),
-                          "b": rng.random(500) < 0.5})
-    acc = dpopt.BudgetAccountant(epsilon=3.0, delta=1e-4)
-    with pytest.raises(ValueError, match=r"categorical column\(s\) \['s', 'c'\]"):
-        dpopt.DPLinearRegression(inference=True, fit_intercept=fit_intercept,
-                                 accountant=acc).fit(frame, frame["a"].to_numpy())
-    assert acc.spent() == 0
+    frame = pd.DataFrame({"a": rng.standard_normal(500), "b": rng.random(500) < 0.5})
     numeric = dpopt.DPLinearRegression(epsilon=2.0, inference=True, random_state=0).fit(
-        frame[["a", "b"]], frame["a"].to_numpy())  # numbers and bools: no refusal
+        frame, frame["a"].to_numpy())
     assert list(numeric.summary().index) == ["a", "b", "intercept"]
 
 

@@ -89,18 +89,18 @@ def _no_intervals(k, prior):
                             prior.delta) if private else ValueError(why))
 
 
-def _no_one_hot_intervals(X, categories):
-    """inference=True is refused, before any release, for a table with a categorical column
-    (public schema): its one-hot levels sum to the intercept's column and its ``<other>``
-    level may be empty, so the design is singular and no interval exists."""
+def _no_reference_without_intercept(X, categories, fit_intercept):
+    """inference=True on a table codes each categorical column against a reference level,
+    which the intercept carries; without an intercept that coding would force the reference
+    level's mean to 0, and the one-hot coding's levels may be empty (``<other>``), so such a
+    fit is refused before any release (public schema)."""
     coded = [c.name for c in plan_table(as_pandas(X), categories)
              if c.kind not in ("numeric", "bool")]
-    if coded:
-        raise ValueError(f"inference=True with categorical column(s) {coded}: their one-hot "
-                         f"columns (each level and '<other>') are collinear with the intercept "
-                         f"or empty, so the coefficients are not identified and no interval "
-                         f"can be given; encode each as numeric indicators of all levels but "
-                         f"one, or fit with inference=False")
+    if coded and not fit_intercept:
+        raise ValueError(f"inference=True with categorical column(s) {coded} needs "
+                         f"fit_intercept=True: each is coded against a reference level, "
+                         f"which the intercept carries; without an intercept the "
+                         f"coefficients are not identified")
 
 
 def _check_auto_epsilon(epsilon):
@@ -192,7 +192,8 @@ class _DPLinearModel(BaseEstimator):
                                  "at least one feature")
             y = self._check_table_target(X, y)
             if getattr(self, "inference", False):
-                _no_one_hot_intervals(X, getattr(self, "categories", None))
+                _no_reference_without_intercept(X, getattr(self, "categories", None),
+                                                self.fit_intercept)
         else:
             y = check_Xy_input(X, y, numeric=not self._classifier)
             X, y = validate_data(self, X, y, accept_sparse=("csr", "csc"), dtype=np.float64,
@@ -215,7 +216,8 @@ class _DPLinearModel(BaseEstimator):
                 X, y, epsilon=epsilon, delta=delta, categories=getattr(self, "categories", None),
                 feature_bounds=getattr(self, "feature_bounds", None),
                 classes=getattr(self, "classes", None), classifier=self._classifier, rng=rng,
-                count_declared=count_declared)
+                count_declared=count_declared,
+                coding="reference" if getattr(self, "inference", False) else "one-hot")
             out.update(classes=classes, encoder=encoder)
             target = self._encode_classes(yy, classes) if self._classifier else yy
             if self._classifier and len(classes) == 2:  # neither class: 0 (fit_selected)

@@ -13,7 +13,11 @@ partition selection of the default path). Two replace-one neighbours of n record
   in D1; the release is the declared labels' noisy counts
   (:func:`dpopt.preprocessing.table_encoder.noisy_class_counts`), and the score of a run is
   its noisy count of "a" minus that of "b" (a threshold test on it is the likelihood-ratio
-  test of the Gaussian release).
+  test of the Gaussian release);
+* ``kind="reference"``: a declared categorical column with levels "x" and "y", one record
+  holding "x" in D0 and "y" in D1, under the reference coding of ``inference=True``; the
+  release is the column's noisy counts (every key public), and the score of a run is its
+  noisy count of "x" minus that of "y", as for ``"counts"``.
 
 The score of a run is +1 when its output contains "rare0", -1 when it contains "rare1", 0
 otherwise; the audit reports the empirical lower bound on epsilon of the best threshold
@@ -35,6 +39,9 @@ from dpopt.preprocessing.table_encoder import prepare_default
 
 __all__ = ["SelectionAudit", "selection_audit", "neighbours"]
 
+#: The kinds whose release is a Gaussian over public keys, scored by a count difference.
+COUNTS = ("counts", "reference")
+
 
 @dataclass(frozen=True)
 class SelectionAudit:
@@ -54,7 +61,7 @@ class SelectionAudit:
     def summary(self) -> str:
         head = (f"selection audit ({self.kind}): epsilon lower bound {self.epsilon_lb:.3f} vs "
                 f"claimed {self.epsilon:g} ({'consistent' if self.consistent else 'VIOLATED'})")
-        if self.kind == "counts":  # a Gaussian over public classes: nothing is thresholded
+        if self.kind in COUNTS:  # a Gaussian over public keys: nothing is thresholded
             return f"{head}; {self.n_runs} runs per neighbour"
         return (f"{head}; the value of one record released in {self.released}/{self.n_runs} "
                 f"runs (rate <= {self.released_upper:.2g} at 95%; threshold delta_sel "
@@ -80,7 +87,14 @@ def neighbours(kind, n):
         y0, y1 = base.copy(), base.copy()
         y0[-1], y1[-1] = "a", "b"
         return (X, y0), (X, y1)
-    raise ValueError(f"kind must be 'label', 'category' or 'counts', got {kind!r}")
+    if kind == "reference":
+        col = np.where(base == "a", "x", "y").astype(object)
+        c0, c1 = col.copy(), col.copy()
+        c0[-1], c1[-1] = "x", "y"
+        y = np.linspace(0.0, 1.0, n)
+        return ((pd.DataFrame({"kind": pd.Categorical(c0, ["x", "y"])}), y),
+                (pd.DataFrame({"kind": pd.Categorical(c1, ["x", "y"])}), y))
+    raise ValueError(f"kind must be 'label', 'category', 'counts' or 'reference', got {kind!r}")
 
 
 def _released(kind, X, y, epsilon, delta, rng):
@@ -89,11 +103,15 @@ def _released(kind, X, y, epsilon, delta, rng):
     counts = kind == "counts"
     _, _, classes, encoder, _, prior = prepare_default(
         X, y, epsilon=epsilon, delta=delta, categories=None, feature_bounds=None,
-        classes=["a", "b"] if counts else None, classifier=kind != "category", rng=rng,
-        count_declared=counts)
+        classes=["a", "b"] if counts else None, classifier=kind in ("label", "counts"),
+        rng=rng, count_declared=counts,
+        coding="reference" if kind == "reference" else "one-hot")
     if counts:
         a, b = prior.info["label_counts"]
         return a - b, prior.delta
+    if kind == "reference":
+        released = encoder.schema.counts["kind"]
+        return released["x"] - released["y"], prior.delta
     if kind == "label":
         return {str(c) for c in classes}, prior.delta
     return set(encoder.schema.columns[0].levels), prior.delta
@@ -113,9 +131,9 @@ def selection_audit(kind="label", *, epsilon=1.0, delta=1e-3, n=200, n_runs=2000
                                            np.random.default_rng(seeds[b * n_runs + k]))
             except ValueError:  # the labels' selection left one class: nothing released
                 out = set()
-            scores[b, k] = out if kind == "counts" else ("rare0" in out) - ("rare1" in out)
+            scores[b, k] = out if kind in COUNTS else ("rare0" in out) - ("rare1" in out)
     lb = empirical_epsilon(scores[1], scores[0], delta, confidence=confidence)[0]
-    released = 0 if kind == "counts" else int(np.sum(scores[0] > 0))
+    released = 0 if kind in COUNTS else int(np.sum(scores[0] > 0))
     level = 1.0 - (1.0 - confidence)
     return SelectionAudit(kind, epsilon, delta, lb, released,
                           float(clopper_pearson_upper(released, n_runs, level)), delta_sel,

@@ -29,6 +29,7 @@ from dpopt.preprocessing.labels import (
     select_labels,
 )
 from dpopt.preprocessing.tables import (
+    CODINGS,
     MISSING,
     Prior,
     TableSchema,
@@ -74,7 +75,7 @@ def check_labels_kept(chosen, epsilon, mu=None, delta=None, records=(), selectio
 
 
 def prepare_default(X, y, *, epsilon, delta, categories, feature_bounds, classes, classifier,
-                    rng, count_declared=False):
+                    rng, count_declared=False, coding="one-hot"):
     """The table and label part of the default path: plan (public), select (private),
     encode. Returns ``(X_float, y, classes, encoder, public_bounds, prior)``.
 
@@ -84,6 +85,7 @@ def prepare_default(X, y, *, epsilon, delta, categories, feature_bounds, classes
     :func:`declared_label_share`), from which the held-out
     selection of the default path reads the majority class as it does from selected labels'
     counts (the caller says whether that selection runs: otherwise nothing is spent).
+    ``coding``: of the categorical columns (:data:`dpopt.preprocessing.tables.CODINGS`).
     """
     frame = is_frame(X)
     columns, df = None, None
@@ -108,7 +110,7 @@ def prepare_default(X, y, *, epsilon, delta, categories, feature_bounds, classes
                                                    mu * math.sqrt(share_y), rng)
     if frame:
         schema, _ = fit_schema(df, columns, mu * math.sqrt(share_c) if share_c else 0.0,
-                               delta_sel - delta_y, rng)
+                               delta_sel - delta_y, rng, coding=coding)
         records += list(schema.records)
         Xf = (schema.transform_sparse(df) if schema.prefers_sparse(len(df))
               else schema.transform(df))
@@ -272,16 +274,23 @@ class PrivateTableEncoder(TransformerMixin, BaseEstimator):
     estimator's ``feature_bounds=``); ``get_feature_names_out()`` and
     ``set_output(transform="pandas")`` behave as in scikit-learn. ``epsilon_spent_``,
     ``delta_spent_`` report the release (one Gaussian mechanism plus the threshold's delta).
+    ``coding="reference"`` leaves out one level per categorical column, the best-populated by
+    the released counts (and ``<other>``), for a design with an intercept whose coefficients
+    are identified (scikit-learn's ``OneHotEncoder(drop=...)``; docs/tables.md).
     """
 
-    def __init__(self, *, epsilon=1.0, delta=1e-6, categories=None, random_state=None):
+    def __init__(self, *, epsilon=1.0, delta=1e-6, categories=None, coding="one-hot",
+                 random_state=None):
         self.epsilon = epsilon
         self.delta = delta
         self.categories = categories
+        self.coding = coding
         self.random_state = random_state
 
     def fit(self, X, y=None):
         epsilon, delta = check_privacy_target(self.epsilon, self.delta)
+        if self.coding not in CODINGS:
+            raise ValueError(f"coding must be one of {CODINGS}, got {self.coding!r}")
         if not is_frame(X):
             raise ValueError("PrivateTableEncoder needs X as a DataFrame (pandas, polars or "
                              "pyarrow)")
@@ -290,7 +299,8 @@ class PrivateTableEncoder(TransformerMixin, BaseEstimator):
         has_threshold = any(c.kind == "string" for c in columns)
         delta_g, delta_sel = delta_split(delta, has_threshold)
         mu = gdp_mu(epsilon, delta_g)
-        schema, _ = fit_schema(df, columns, mu, delta_sel, check_random_state(self.random_state))
+        schema, _ = fit_schema(df, columns, mu, delta_sel, check_random_state(self.random_state),
+                               coding=self.coding)
         self.schema_ = schema
         self.feature_names_in_ = np.asarray(df.columns, dtype=object)
         self.n_features_in_ = len(df.columns)

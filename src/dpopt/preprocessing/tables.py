@@ -47,6 +47,9 @@ only is released, with or without its count, in at most delta_sel of fits.
   ``Delta = sqrt(2 (p_string + labels) + p_missing)``. With ``sigma = Delta / mu_sel`` the
   counts of the values present in both neighbours are a Gaussian mechanism of multiplier
   ``1 / mu_sel`` (``Gaussian(1 / mu_sel, 1)``; it composes with the model's Gaussians).
+  With reference coding (below) a declared column releases the counts of its levels,
+  ``<missing>`` and ``<other>``: public keys, one unit moved between two of them, so it
+  counts as a string column in Delta (sqrt(2)) and needs no threshold.
 * Values present in only one neighbour: the changed record can hold up to one such value
   per data-driven column (``k = p_string + labels``), each with count 1. It is released only
   if ``1 + N(0, sigma^2) > tau``; ``tau = 1 + sigma * Phi^-1(1 - delta_sel / k)`` makes that
@@ -54,6 +57,13 @@ only is released, with or without its count, in at most delta_sel of fits.
   (epsilon, delta_gauss + delta_sel)-DP; ``delta_sel`` is ``SELECTION_DELTA_SHARE`` of the fit's
   delta, and the Gaussian mechanisms of the whole fit are accounted at the rest of delta.
   A value held by one record (an id, a rare label) appears in at most ``delta_sel`` of fits.
+
+Reference coding (``coding="reference"``, what ``inference=True`` uses): one-hot levels sum
+to the intercept's column and ``<other>`` or a declared level may be empty, so their
+coefficients are not identified. Instead each categorical column leaves out its reference
+level, the one with the largest released noisy count, and the levels whose noisy count is
+below tau; their cells, and the values outside the levels, get no column (the intercept
+carries them), so each coefficient is a contrast with that pooled group.
 
 Rare or unselected values go to ``<other>``; ``categories=`` declares a column's levels
 (no selection, only the missing count); ``classes=`` declares the labels. The share of mu^2
@@ -93,6 +103,11 @@ SPARSE_DENSITY = 0.25
 SPARSE_MIN_BYTES = 2 ** 28
 #: Share of the fit's delta given to the selection's threshold (delta_sel).
 SELECTION_DELTA_SHARE = 0.1
+#: The codings of a categorical column (:class:`TableSchema`): "one-hot", a 0/1 column per
+#: level plus ``<other>`` (the default path), or "reference", one per level but a reference
+#: level, whose cells and the values outside the levels get no column (the intercept
+#: carries them): the coding that identifies the coefficients of ``inference=True``.
+CODINGS = ("one-hot", "reference")
 
 
 # --------------------------------------------------------------------------- frames
@@ -177,6 +192,7 @@ class Column:
     missable: bool  # its dtype can hold a missing value: its missing count is selected
     levels: list = field(default_factory=list)  # declared or selected levels (not OTHER)
     has_missing: bool = False  # the missing count was selected: an indicator / level
+    reference: str | None = None  # reference coding: the level without a column
 
 
 def _column_kind(name, dtype, declared):
@@ -239,19 +255,20 @@ class TableSchema:
     delta: float = 0.0  # delta_sel of the threshold
     sigma: float = 0.0
     threshold: float = 0.0
+    coding: str = "one-hot"  # or "reference" (:data:`CODINGS`)
+    #: the released noisy counts by column: a selected column's kept values, and with
+    #: reference coding every key of a declared column (:func:`_declared_counts`)
+    counts: dict = field(default_factory=dict)
 
     # ---- names and bounds of the encoded features
     def feature_names_out(self):
         names = []
         for c in self.columns:
-            if c.kind == "numeric":
-                names.append(str(c.name))
-            elif c.kind == "bool":
+            if c.kind in ("numeric", "bool"):
                 names.append(str(c.name))
             else:
-                names += ([f"{c.name}_{v}" for v in c.levels]
-                          + ([f"{c.name}_{MISSING}"] if c.has_missing else [])
-                          + [f"{c.name}_{OTHER}"])
+                names += [f"{c.name}_{v}" for v in self._coded_levels(c)]
+                names += [] if self.coding == "reference" else [f"{c.name}_{OTHER}"]
             if c.has_missing and c.kind in ("numeric", "bool"):
                 names.append(f"{c.name}_missing")
         return names
@@ -275,37 +292,50 @@ class TableSchema:
     def to_dict(self):
         """The schema as JSON-ready data (for a model file): the released levels only."""
         return {"columns": [{"name": str(c.name), "kind": c.kind, "levels": list(c.levels),
-                             "missing_indicator": bool(c.has_missing)} for c in self.columns],
-                "threshold": self.threshold, "delta": self.delta}
+                             "missing_indicator": bool(c.has_missing),
+                             "reference": c.reference} for c in self.columns],
+                "threshold": self.threshold, "delta": self.delta, "coding": self.coding}
 
     @classmethod
     def from_dict(cls, data):
         cols = [Column(d["name"], d["kind"], d["kind"] != "string", list(d["levels"]),
-                       bool(d["missing_indicator"])) for d in data["columns"]]
-        return cls(cols, [], float(data.get("delta", 0.0)), 0.0, float(data.get("threshold", 0)))
+                       bool(d["missing_indicator"]), d.get("reference")) for d in data["columns"]]
+        coding = data.get("coding", "one-hot")
+        if coding not in CODINGS or any(c.reference is not None and c.reference not in c.levels
+                                        for c in cols):
+            raise ValueError(f"a table schema's coding is one of {CODINGS}, its reference a level")
+        return cls(cols, [], float(data.get("delta", 0.0)), 0.0, float(data.get("threshold", 0)),
+                   coding)
 
     def describe(self):
         """Lines for a report: per column, its kind and released levels."""
         lines = []
         for c in self.columns:
             miss = " (+ missing indicator)" if c.has_missing else ""
+            pooled = (f"; reference level {c.reference!r} (no column), with the others"
+                      if self.coding == "reference" else f"; others -> {OTHER}")
             if c.kind == "string":
                 shown = ", ".join(c.levels) if c.levels else "none"
-                lines.append(f"{c.name}: chosen privately: {shown}; others -> {OTHER}{miss}")
+                lines.append(f"{c.name}: chosen privately: {shown}{pooled}{miss}")
             elif c.kind == "declared":
                 lines.append(f"{c.name}: {len(c.levels)} declared categories (public schema)"
-                             f"{miss}")
+                             f"{pooled}{miss}")
             elif c.kind == "bool":
                 lines.append(f"{c.name}: bool, 0/1 with public bounds [0, 1]{miss}")
             elif c.has_missing:
                 lines.append(f"{c.name}: numeric, missing -> 0 + indicator")
         return lines
 
-    @staticmethod
-    def _width(c):
+    def _width(self, c):
         if c.kind in ("numeric", "bool"):
             return 1 + int(c.has_missing)
-        return len(c.levels) + int(c.has_missing) + 1
+        return len(self._coded_levels(c)) + int(self.coding != "reference")
+
+    @staticmethod
+    def _coded_levels(c):
+        """The levels of a categorical column that get a column, in order (``<missing>`` last
+        when kept; ``<other>`` not included): all of them, or all but the reference."""
+        return [v for v in c.levels if v != c.reference] + ([MISSING] if c.has_missing else [])
 
     # ---- the encoding (a per-record map: free)
     def transform(self, df):
@@ -325,7 +355,8 @@ class TableSchema:
         """The most entries a row can have in the encoded design (public schema): one per
         numeric / bool value and per missing indicator, one per categorical column (its
         level or ``<other>``)."""
-        return sum(1 + int(c.has_missing and c.kind in ("numeric", "bool")) for c in self.columns)
+        return sum(self._width(c) if c.kind in ("numeric", "bool") else int(self._width(c) > 0)
+                   for c in self.columns)
 
     def prefers_sparse(self, n):
         """Whether the default path gets the design as CSR (from public n and schema only):
@@ -355,9 +386,10 @@ class TableSchema:
                 data[:, slot:slot + width] = block
                 indices[:, slot:slot + width] = np.arange(j, j + width)
                 slot += width
-            else:
-                indices[:, slot] = j + self._level_codes(c, df[c.name])
-                data[:, slot] = 1.0
+            elif width:  # one slot: the cell's level (an explicit 0 for a reference cell)
+                codes = self._level_codes(c, df[c.name])
+                indices[:, slot] = j + np.maximum(codes, 0)
+                data[:, slot] = codes >= 0
                 slot += 1
             j += width
         indptr = np.arange(0, n * k + 1, k, dtype=np.int64)
@@ -375,13 +407,14 @@ class TableSchema:
                              f"columns given: {list(df.columns)}")
         return df
 
-    @staticmethod
-    def _level_codes(c, s):
-        """Index of each cell's level in ``c.levels`` (+ ``MISSING``), ``<other>`` last."""
-        levels = c.levels + ([MISSING] if c.has_missing else [])
+    def _level_codes(self, c, s):
+        """Index of each cell's column among the coded levels: ``<other>`` last (one-hot), or
+        -1, no column (reference coding: the reference level and the values outside the levels)."""
+        levels = self._coded_levels(c)
         cell_codes, keys = _text_codes(s)
         to_level = pd.Index(levels, dtype=object).get_indexer(keys).astype(np.int64)
-        to_level[to_level < 0] = len(levels)  # unselected, undeclared or unseen: <other>
+        if self.coding != "reference":
+            to_level[to_level < 0] = len(levels)  # unselected, undeclared or unseen: <other>
         return to_level[cell_codes]
 
     def _encode(self, c, s, out):
@@ -401,45 +434,87 @@ class TableSchema:
         elif c.kind == "bool":
             out[~absent, 0] = truth_values(c.name, s[~absent])
         else:
-            out[np.arange(len(s)), self._level_codes(c, s)] = 1.0
+            codes = self._level_codes(c, s)
+            rows = np.flatnonzero(codes >= 0)
+            out[rows, codes[rows]] = 1.0
             return
         if c.has_missing:
             out[:, 1] = absent
-
-
 
 
 def _missing_count(s):
     return int(pd.isna(s).sum())
 
 
-def fit_schema(df, columns, mu, delta_sel, rng, counts=None):
+def fit_schema(df, columns, mu, delta_sel, rng, counts=None, coding="one-hot"):
     """Run the partition selection (module docstring) on ``df``'s columns planned by
     :func:`plan_table`; returns ``(TableSchema, None)``. ``mu``: its Gaussian-DP budget;
     ``delta_sel``: the threshold's delta (over all its data-driven columns). ``counts``:
     ``({column: {value: count}}, {column: missing count})`` counted elsewhere (over Dask
-    partitions); by default counted on ``df``."""
+    partitions); by default counted on ``df``. ``coding="reference"`` (in memory only):
+    each categorical column leaves out one level (:data:`CODINGS`), chosen from released
+    counts, and a declared column's levels are counted too (:func:`_declared_counts`)."""
+    if counts and coding == "reference":
+        raise ValueError("reference coding counts the declared levels: it needs the table")
     values, missing = counts or ({}, {})
     data_driven = [c for c in columns if c.kind == "string"]
-    fixed = [c for c in columns if c.kind != "string" and c.missable]
+    counted = [c for c in columns if c.kind == "declared" and coding == "reference"]
+    fixed = [c for c in columns if c.kind != "string" and c.missable and c not in counted]
     k = len(data_driven)
-    if k == 0 and not fixed:
-        return TableSchema(columns), None
-    sensitivity = math.sqrt(2.0 * k + len(fixed))
-    sigma = sensitivity / mu
+    noisy = {}
+    if k == 0 and not fixed and not counted:
+        return _with_references(TableSchema(columns, coding=coding), noisy), None
+    sigma = selection_sensitivity(k, len(counted), len(fixed)) / mu
     tau = selection_threshold(sigma, k, delta_sel)
     for c in data_driven:
-        kept = list(select_noisy(values[c.name] if counts else _value_counts(df[c.name]),
-                                 sigma, tau, rng))
+        kept = select_noisy(values[c.name] if counts else _value_counts(df[c.name]), sigma,
+                            tau, rng)
         c.has_missing = MISSING in kept
         c.levels = [v for v in kept if v != MISSING]
+        noisy[c.name] = kept
+    for c in counted:  # public keys: every noisy count is released, tau only post-processes
+        noisy[c.name] = {key: count + rng.standard_normal() * sigma
+                         for key, count in _declared_counts(df[c.name], c.levels).items()}
+        c.has_missing = bool(noisy[c.name][MISSING] > tau)
+        c.levels = [v for v in c.levels if noisy[c.name][v] > tau]
     for c in fixed:
         count = missing[c.name] if counts else _missing_count(df[c.name])
-        noisy = count + rng.standard_normal() * sigma
-        c.has_missing = bool(noisy > tau)
+        c.has_missing = bool(count + rng.standard_normal() * sigma > tau)
     schema = TableSchema(columns, [Gaussian(1.0 / mu, 1)], float(delta_sel) if k else 0.0,
-                         sigma, tau)
-    return schema, None
+                         sigma, tau, coding, noisy)
+    return _with_references(schema, noisy), None
+
+
+def selection_sensitivity(selected, counted, fixed):
+    """L2 sensitivity of the selection's counts under replace-one: a changed record moves
+    one unit between two keys of each selected column and of each declared column counted
+    for reference coding (sqrt(2) each), and changes each other missing count by at most 1."""
+    return math.sqrt(2.0 * (selected + counted) + fixed)
+
+
+def _declared_counts(s, levels):
+    """{key: count} of a declared column over public keys: each level, ``<missing>`` and
+    ``<other>`` (values outside the levels). A replaced record moves one unit between two
+    keys: L2 sensitivity sqrt(2), as a selected column's counts."""
+    present = _value_counts(s)
+    out = {v: present.get(v, 0) for v in levels}
+    out[MISSING] = present.get(MISSING, 0)
+    out[OTHER] = len(s) - sum(out.values())
+    return out
+
+
+def _with_references(schema, noisy):
+    """Reference coding (``schema.coding == "reference"``): each categorical column's
+    reference level is the level with the largest released noisy count (the best-populated,
+    so that its contrasts are the most precise; post-processing). A level whose noisy count
+    is below the threshold has no column either: it would be (nearly) empty, and an empty
+    level's column makes the design singular, a declared category no record holds as much
+    as an empty ``<other>``."""
+    if schema.coding == "reference":
+        for c in schema.columns:
+            if c.kind in ("string", "declared") and c.levels:
+                c.reference = max(c.levels, key=noisy[c.name].__getitem__)
+    return schema
 
 
 def selection_share(columns):
