@@ -387,3 +387,29 @@ def test_reference_counts_audit_is_consistent_and_catches_too_little_noise(monke
     monkeypatch.setattr(F, "selection_sensitivity", lambda selected, counted, fixed: 0.1)
     broken = selection_audit("reference", epsilon=1.0, delta=1e-3, n=200, n_runs=1500)
     assert not broken.consistent, broken.summary()
+
+
+def test_prediction_warns_where_a_missing_cell_has_no_indicator(tmp_path):
+    """At prediction a missing cell in a column the model has no indicator for is imputed as
+    in training, with a warning naming the column; never on training data (whether a
+    private record has a missing cell is private), nor in a search's scores on private rows."""
+    from dpopt.api import modelio
+    from dpopt.preprocessing.tables import ImputedValueWarning
+
+    df, y = _table(3000)  # income: 20% missing, its indicator is released; age: none missing
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ImputedValueWarning)
+        m = dpopt.DPLogisticRegression(random_state=0).fit(df, y)
+        m.predict(df.head(20).assign(income=np.nan))  # indicator: no warning
+    test = df.head(20).copy()
+    test.loc[test.index[:2], "age"] = np.nan
+    test.loc[test.index[2], "color"] = None
+    with pytest.warns(ImputedValueWarning, match=r"\['age', 'color'\] hold missing values"):
+        m.predict(test)
+    model = {"coef": np.ravel(m.coef_).tolist(), "data": {"table": m.table_.schema.to_dict()}}
+    with pytest.warns(ImputedValueWarning, match=r"\['age', 'color'\]"):
+        modelio.features(model, test)
+    search = dpopt.PrivateHyperparameterSearch(m, {"alpha": [1e-3]}, score_clip=1.0)
+    with warnings.catch_warnings():  # the search scores candidates on private rows: silent
+        warnings.simplefilter("error", ImputedValueWarning)
+        search._noisy_score(m, test, y.head(20).to_numpy(), np.random.default_rng(0))

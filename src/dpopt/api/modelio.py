@@ -323,6 +323,7 @@ def features(model: dict, X):
     if is_frame(X):
         if data.get("table"):  # CSR when one-hot columns dominate a large table
             schema = TableSchema.from_dict(data["table"])
+            schema.warn_imputed(X)
             return (schema.transform_sparse(X) if schema.prefers_sparse(len(X))
                     else schema.transform(X))
         names = data.get("columns") or data.get("feature_names")

@@ -68,6 +68,7 @@ from dpopt._core.exceptions import PrivacyLeakWarning
 from dpopt._core.validation import check_choice, check_delta, check_scalar, default_delta
 from dpopt.api.charge import charged
 from dpopt.api.estimators import _classes_of
+from dpopt.preprocessing.tables import ImputedValueWarning
 from dpopt.privacy import Gaussian, Laplace
 from dpopt.privacy.budget import Spend, _unbudgeted
 from dpopt.privacy.repetition import (  # noqa: F401 (public here: the search's accounting)
@@ -482,7 +483,9 @@ class PrivateHyperparameterSearch(MetaEstimatorMixin, BaseEstimator):
                           UserWarning, stacklevel=3)
 
     def _noisy_score(self, est, X, y, rng):
-        pred = est.predict(X)
+        with warnings.catch_warnings():  # X is private: whether it has a missing cell is too
+            warnings.simplefilter("ignore", ImputedValueWarning)
+            pred = est.predict(X)
         if is_classifier(est):
             s = (pred == y).astype(np.float64)
         else:

@@ -75,6 +75,7 @@ tau (about ``tau / n`` of the rows) weighs little in a linear model.
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -181,6 +182,10 @@ def select_noisy(counts, sigma, tau, rng):
 
 
 # --------------------------------------------------------------------------- schema
+
+
+class ImputedValueWarning(UserWarning):
+    """A prediction met missing cells that the model encodes without an indicator."""
 
 
 @dataclass
@@ -336,6 +341,20 @@ class TableSchema:
         """The levels of a categorical column that get a column, in order (``<missing>`` last
         when kept; ``<other>`` not included): all of them, or all but the reference."""
         return [v for v in c.levels if v != c.reference] + ([MISSING] if c.has_missing else [])
+
+    def warn_imputed(self, df):
+        """At prediction (never on training data: the warning would tell whether a record
+        has a missing cell): an :class:`ImputedValueWarning` naming the columns of ``df``
+        whose missing cells the model has no indicator or level for."""
+        df = self._frame(df)
+        silent = [c.name for c in self.columns
+                  if not c.has_missing and bool(pd.isna(df[c.name]).any())]
+        if silent:
+            warnings.warn(f"column(s) {silent} hold missing values, but the model has no "
+                          f"missing indicator for them (none or too few were missing in training "
+                          f"to be released): a missing number or bool is imputed at 0, a missing "
+                          f"category counts as one outside the levels, as in training",
+                          ImputedValueWarning, stacklevel=4)
 
     # ---- the encoding (a per-record map: free)
     def transform(self, df):
