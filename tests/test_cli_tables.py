@@ -449,3 +449,42 @@ def test_fit_and_predict_three_classes(tmp_path, capsys):
     probs = p[["probability_cat", "probability_dog", "probability_eel"]].to_numpy()
     np.testing.assert_allclose(probs.sum(axis=1), 1.0)
     np.testing.assert_allclose(probs, est.predict_proba(X), atol=1e-12)
+
+
+def test_fit_inference_prints_and_saves_intervals_of_the_released_orientation(tmp_path, capsys):
+    """--inference: the coefficient table is printed after the privacy report and written to
+    the model file; a string column is coded against its reference level; with
+    --positive-label naming the other class, the model and its intervals change sign together."""
+    rng = np.random.default_rng(0)
+    n = 6000
+    city = rng.choice(["a", "b", "c"], n, p=[0.5, 0.3, 0.2])
+    age = rng.uniform(20, 60, n)
+    score = 0.8 * (city == "b") - 0.5 * (city == "c") + 0.05 * (age - 40)
+    bought = np.where(score + rng.logistic(size=n) > 0, "yes", "no")
+    path = _write(tmp_path / "shop.csv", "city,age,bought", zip(city, age.round(2), bought))
+    models = {}
+    for label in ("yes", "no"):
+        out = tmp_path / f"{label}.json"
+        code, stdout, err = run(["fit", path, "--loss", "logistic", "--epsilon", "4",
+                                 "--classes", "no,yes", "--positive-label", label,
+                                 "--inference", "--seed", "0", "--out", out], capsys)
+        assert code == 0, err
+        assert "reference level 'a'" in stdout and "P>|z|" in stdout
+        assert stdout.index("privacy:") < stdout.index("P>|z|")
+        models[label] = modelio.load_model(out)
+    yes, no = models["yes"]["inference"], models["no"]["inference"]
+    assert yes["names"] == ["city_b", "city_c", "age", "intercept"]
+    np.testing.assert_allclose(no["coef"], -np.array(yes["coef"]))
+    np.testing.assert_allclose(no["lower"], -np.array(yes["upper"]))
+    np.testing.assert_allclose(no["std_err"], yes["std_err"])
+    truth = [0.8, -0.5, 0.05]  # contrasts with 'a', slope: within the 95% intervals' reach
+    assert all(lo - 0.1 < t < hi + 0.1 for lo, hi, t in zip(yes["lower"], yes["upper"], truth))
+
+
+@pytest.mark.parametrize("extra", [["--solver", "dp-gd"], ["--loss", "huber"],
+                                   ["--penalty", "l1", "--alpha", "0.1"]])
+def test_fit_inference_refused_before_the_data_are_read(tmp_path, capsys, extra):
+    argv = ["fit", tmp_path / "absent.csv", "--loss", "squared", "--epsilon", "1",
+            "--inference", *extra]
+    code, _, err = run(argv, capsys)
+    assert code == 2 and "--inference needs the default path" in err

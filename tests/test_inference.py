@@ -442,3 +442,15 @@ def test_satterthwaite_dof_matches_the_variance_of_the_noisy_quadratic_form():
     assert 2.0 / np.var(forms) == pytest.approx(nu, rel=0.05)
     assert satterthwaite_dof(a, np.array([1.0]), 2.0)[0] == pytest.approx(nu / 4)
     assert np.isinf(satterthwaite_dof(a, np.array([1.0]), 0.0)[0])
+
+
+def test_table_coverage_benchmark_quick_variant(capsys):
+    """benchmarks/inference_table_coverage.py on 4 replicates: it runs, prints its table, and
+    the intervals of the contrasts are not broken (loose: 4 replicates)."""
+    from _benchmarks import load_benchmark
+
+    bench = load_benchmark("inference_table_coverage")
+    cov, width, failed = bench.coverage(5000, 4.0, reps=4)
+    assert failed == 0 and cov.mean() >= 0.75 and np.all(width > 0)
+    bench.main(["--n", "3000", "--epsilon", "2", "--reps", "2"])
+    assert "| 3000 | 2 |" in capsys.readouterr().out

@@ -439,6 +439,11 @@ def build_parser():
                    help="write the model here (default: not written)")
     p.add_argument("--train-metrics", action="store_true",
                    help="also print the training objective (NOT private; default: not printed)")
+    p.add_argument("--inference", action="store_true",
+                   help="also give standard errors, 95%% confidence intervals and p-values of "
+                        "the coefficients, paid for in the same budget (the default path with "
+                        "--loss squared or logistic, two classes; docs/inference.md; default: "
+                        "not given)")
     p.set_defaults(func=cmd_fit)
 
     p = command("predict", help="score a table with a model written by 'dpopt fit --out'",

@@ -105,6 +105,12 @@ def _check_fit_arguments(args, options):
         if args.loss == "logistic":
             raise ValueError("--target-bounds applies to a regression target (a numeric "
                              "loss), not to --loss logistic")
+    if getattr(args, "inference", False) and (
+            args.loss not in ("squared", "logistic") or args.solver is not None
+            or args.penalty not in (None, "none", "l2")):
+        raise ValueError("--inference needs the default path (no --solver) with --loss squared "
+                         "or logistic and --penalty none or l2: the intervals come from its "
+                         "releases (docs/inference.md)")
     if options and args.solver is None:
         raise ValueError("--option needs --solver: the default (the estimators' solver='auto') "
                          "sets every knob itself")
@@ -208,6 +214,8 @@ def _fit(args, options, X, y, bounds=None):
         return _fit_with_solve(args, options, X, y, bounds)
     params = {"epsilon": args.epsilon, "random_state": args.seed,
               "fit_intercept": not args.no_intercept}
+    if getattr(args, "inference", False):
+        params["inference"] = True
     given = {"delta": args.delta, "alpha": args.alpha, "l1_ratio": args.l1_ratio,
              "threshold": args.huber_threshold, "solver": args.solver,
              "solver_options": options or None, "feature_bounds": bounds,
@@ -242,11 +250,17 @@ def _fit(args, options, X, y, bounds=None):
         else:
             coef, intercept, classes, positive_note = _positive_first(coef, intercept, classes,
                                                                       args.positive_label)
+    summary = estimator.summary() if params.get("inference") else None
+    if summary is not None and classes is not None and list(classes) != list(estimator.classes_):
+        # lazy: the light CLI commands load no heavy module
+        from dpopt.pipeline.inference import negated
+
+        summary = negated(summary)  # --positive-label made the other class +1
     table = getattr(estimator, "table_", None)
     model = (coef, intercept, auto.scaling.to_dict() if auto is not None else None)
     return {"result": estimator.fit_result_, "loss": loss, "penalty": (penalty, penalty_kwargs),
             "model": model, "report": estimator.privacy_report(), "classes": classes,
-            "positive_note": positive_note,
+            "positive_note": positive_note, "summary": summary,
             "target_range": getattr(estimator, "target_range_", None),
             "table": table.schema if table is not None else None,
             "prepare": _prepare_of(auto, table),
@@ -475,6 +489,10 @@ def _report(args, data, fitted, classes, caught):
               f"numbered from 1 after the header): {shown}"
               + (" ..." if len(data["dropped_rows"]) > 10 else ""))
     print(f"privacy: {fitted.get('report') or result.privacy_report()}")
+    summary = fitted.get("summary")
+    if summary is not None:
+        print(summary.attrs["text"])
+        model["inference"] = _inference_dict(summary)
     shown = (", ".join(f"{b:.4g}" for b in model["intercept"]) if multiclass
              else f"{model['intercept']:.4g}")
     print(f"model: {nnz}/{np.size(coef)} non-zero coefficients, intercept {shown}; "
@@ -497,6 +515,17 @@ def _report(args, data, fitted, classes, caught):
               f"(computed on the private data: NOT private)")
     if args.out:
         _save(args.out, model)  # after the report: a failed save loses neither
+
+
+def _inference_dict(summary):
+    """The coefficient table of ``--inference`` as JSON-ready lists (95% intervals; a
+    standard error that could not be given, a feature fixed at 0, is null)."""
+    lo, hi = summary.columns[-2:]
+    column = {"coef": "coef", "std_err": "std err", "z": "z", "p_value": "P>|z|",
+              "lower": lo, "upper": hi}
+    return {"level": 0.95, "names": [str(v) for v in summary.index],
+            **{key: [float(v) if math.isfinite(v) else None for v in summary[name]]
+               for key, name in column.items()}}
 
 
 def _save(out, model):

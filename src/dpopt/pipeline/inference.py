@@ -491,6 +491,20 @@ def render(table, header):
     return "\n".join([rule, header, rule, body, rule])
 
 
+def negated(table):
+    """The :meth:`InferenceMixin.summary` table of the negated model (a binary classifier's
+    other label as +1): coef, z and the bounds change sign, the bounds swap, the standard
+    errors and p-values stay; its text is rendered again with the same header and notes."""
+    out = table.copy()
+    lo, hi = table.columns[-2:]
+    out["coef"], out["z"] = -table["coef"], -table["z"]
+    out[lo], out[hi] = -table[hi], -table[lo]
+    out.attrs = dict(table.attrs)
+    out.attrs["text"] = render(out, table.attrs["header"]) + "".join(
+        f"\nNote: {n}" for n in table.attrs["notes"])
+    return out
+
+
 # --------------------------------------------------------------------------- estimator side
 
 
@@ -558,6 +572,7 @@ class InferenceMixin:
             notes.append("features whose private bounds collapsed (std err NaN) are fixed at 0")
         notes.append("estimand: the coefficients on the privately clipped and scaled data, "
                      "mapped to raw units (docs/inference.md)")
+        table.attrs.update(header=header, notes=notes)
         table.attrs["text"] = render(table, header) + "".join(f"\nNote: {n}" for n in notes)
         return table
 
