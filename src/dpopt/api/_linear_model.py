@@ -89,14 +89,14 @@ def _no_intervals(k, prior):
                             prior.delta) if private else ValueError(why))
 
 
-def _no_reference_without_intercept(X, categories, fit_intercept):
+def _no_reference_without_intercept(X, categories):
     """inference=True on a table codes each categorical column against a reference level,
     which the intercept carries; without an intercept that coding would force the reference
     level's mean to 0, and the one-hot coding's levels may be empty (``<other>``), so such a
     fit is refused before any release (public schema)."""
     coded = [c.name for c in plan_table(as_pandas(X), categories)
              if c.kind not in ("numeric", "bool")]
-    if coded and not fit_intercept:
+    if coded:
         raise ValueError(f"inference=True with categorical column(s) {coded} needs "
                          f"fit_intercept=True: each is coded against a reference level, "
                          f"which the intercept carries; without an intercept the "
@@ -191,9 +191,8 @@ class _DPLinearModel(BaseEstimator):
                 raise ValueError("X has 0 features (a DataFrame with no columns): a fit needs "
                                  "at least one feature")
             y = self._check_table_target(X, y)
-            if getattr(self, "inference", False):
-                _no_reference_without_intercept(X, getattr(self, "categories", None),
-                                                self.fit_intercept)
+            if getattr(self, "inference", False) and not self.fit_intercept:
+                _no_reference_without_intercept(X, getattr(self, "categories", None))
         else:
             y = check_Xy_input(X, y, numeric=not self._classifier)
             X, y = validate_data(self, X, y, accept_sparse=("csr", "csc"), dtype=np.float64,

@@ -33,7 +33,6 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
-import pandas as pd
 import scipy.sparse as sp
 
 from dpopt.data.rows import rows_of
@@ -95,24 +94,3 @@ def private_indicators(counts, n, mu, rng, columns, quantile=DEFAULT_QUANTILES[0
         noisy, record = counts + gaussian_noise(rng, sigma, len(columns)), Gaussian(1.0 / mu, 1)
     threshold = quantile * n
     return IndicatorTest(columns, noisy, sigma, threshold, noisy <= threshold, [record])
-
-
-#: The cells a True/False column may hold at prediction (a file read back as text; 1 == True
-#: and 0 == False as keys, so 1/0 and 1.0/0.0 are read too).
-TRUTH = {True: 1.0, False: 0.0, "True": 1.0, "False": 0.0, "true": 1.0, "false": 0.0,
-         "TRUE": 1.0, "FALSE": 0.0}
-
-
-def truth_values(name, s):
-    """0/1 of a True/False column's present cells (a pandas Series); a ValueError naming the
-    column for any other value (strings are not read by their truthiness: "False" is not
-    True)."""
-    if pd.api.types.is_bool_dtype(s.dtype):
-        return s.to_numpy(dtype=np.float64)
-    values = s.map(lambda v: TRUTH.get(v, np.nan) if isinstance(v, (bool, str, int, float,
-                                                                      np.generic)) else np.nan)
-    bad = values.isna().to_numpy()
-    if bad.any():
-        raise ValueError(f"column {name!r} was True/False at fit time but holds "
-                         f"{s[bad].unique()[:3].tolist()} now; give True/False (or 1/0)")
-    return values.to_numpy(dtype=np.float64)
