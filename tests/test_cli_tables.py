@@ -481,10 +481,27 @@ def test_fit_inference_prints_and_saves_intervals_of_the_released_orientation(tm
     assert all(lo - 0.1 < t < hi + 0.1 for lo, hi, t in zip(yes["lower"], yes["upper"], truth))
 
 
-@pytest.mark.parametrize("extra", [["--solver", "dp-gd"], ["--loss", "huber"],
-                                   ["--penalty", "l1", "--alpha", "0.1"]])
-def test_fit_inference_refused_before_the_data_are_read(tmp_path, capsys, extra):
+@pytest.mark.parametrize("extra,needle", [
+    (["--solver", "dp-gd"], "needs the default path"), (["--loss", "huber"], "default path"),
+    (["--penalty", "l1", "--alpha", "0.1"], "default path"),
+    (["--loss", "logistic", "--classes", "p,q,r"], "two classes")])
+def test_fit_inference_refused_before_the_data_are_read(tmp_path, capsys, extra, needle):
     argv = ["fit", tmp_path / "absent.csv", "--loss", "squared", "--epsilon", "1",
             "--inference", *extra]
     code, _, err = run(argv, capsys)
-    assert code == 2 and "--inference needs the default path" in err
+    assert code == 2 and "--inference" in err and needle in err
+
+
+def test_fit_inference_without_intervals_still_reports_and_saves_the_paid_model(tmp_path,
+                                                                               capsys):
+    """200 rows at epsilon 1: the default path releases the private mean of y, there are no
+    intervals; the fit is paid for, so the report, a warning line and the model file are
+    still given (the command stopped with an error and lost them)."""
+    rng = np.random.default_rng(0)
+    path = _write(tmp_path / "small.csv", "x,y", zip(rng.normal(size=200), rng.normal(size=200)))
+    out = tmp_path / "m.json"
+    code, stdout, err = run(["fit", path, "--target", "y", "--loss", "squared", "--epsilon", "1",
+                             "--inference", "--out", out], capsys)
+    assert code == 0, err
+    assert "privacy:" in stdout and "warning: --inference: " in stdout and "no intervals" in stdout
+    assert "inference" not in modelio.load_model(out)

@@ -178,7 +178,7 @@ def test_categorical_columns_without_an_intercept_refused_before_anything_is_spe
     frame, y = _categorical_table(500)
     acc = dpopt.BudgetAccountant(epsilon=3.0, delta=1e-4)
     with pytest.raises(ValueError, match=r"categorical column\(s\) \['city', 'kind'\] needs "
-                                         r"fit_intercept=True"):
+                                         r"an intercept \(fit_intercept=True"):
         dpopt.DPLinearRegression(inference=True, fit_intercept=False,
                                  accountant=acc).fit(frame, y)
     assert acc.spent() == 0
@@ -454,3 +454,43 @@ def test_table_coverage_benchmark_quick_variant(capsys):
     assert failed == 0 and cov.mean() >= 0.75 and np.all(width > 0)
     bench.main(["--n", "3000", "--epsilon", "2", "--reps", "2"])
     assert "| 3000 | 2 |" in capsys.readouterr().out
+
+
+def test_inference_edge_tables_found_by_a_fuzz():
+    """Three fits an independent fuzz broke: labels outside the declared classes (they reached
+    the logistic loss as 0 and crashed after the selection: now the negative class, as the
+    held-out path trains them); every column with public bounds (the inference share was
+    never planned and summary() said inference=False); a categorical column whose only kept
+    level is <missing> (its column equalled the intercept's: <missing> is now eligible as the
+    reference, so it has no column)."""
+    pd = pytest.importorskip("pandas")
+    rng = np.random.default_rng(3)
+    n = 3000
+    x = rng.standard_normal(n)
+    clf = dpopt.DPLogisticRegression(epsilon=2.0, inference=True, classes=["u", "v"],
+                                     random_state=0).fit(
+        pd.DataFrame({"x": x}), np.where(x + rng.logistic(size=n) > 0, "v",
+                                         rng.choice(["u", "q"], n)))
+    assert list(clf.summary().index) == ["x", "intercept"] and clf.bse_[0] > 0
+    s = rng.choice(list("abc"), n)
+    y = 2.0 * (s == "b") + rng.standard_normal(n)
+    for frame in (pd.DataFrame({"s": s}), pd.DataFrame({"s": s, "flag": rng.random(n) < 0.3})):
+        est = dpopt.DPLinearRegression(epsilon=3.0, inference=True, random_state=0).fit(frame, y)
+        assert "inference" in est.auto_.plan["mu_shares"] and len(est.bse_) == est.coef_.size
+    empty = pd.DataFrame({"x": x, "s": pd.Categorical([None] * n, categories=["a", "b"]),
+                          "t": [None] * n})
+    for cls, target in ((dpopt.DPLinearRegression, x + rng.standard_normal(n)),
+                        (dpopt.DPLogisticRegression, x > 0)):
+        est = cls(epsilon=3.0, inference=True, random_state=0).fit(empty, target)
+        assert list(est.summary().index) == ["x", "intercept"]
+        assert [c.reference for c in est.table_.schema.columns[1:]] == ["<missing>"] * 2
+
+
+def test_a_search_over_inference_candidates_is_refused_before_anything_is_spent():
+    X, y = data(n=500, logistic=True)
+    for est, grid in ((dpopt.DPLogisticRegression(inference=True), {"alpha": [0.01, 0.1]}),
+                      (dpopt.DPLinearRegression(), {"inference": [False, True]})):
+        acc = dpopt.BudgetAccountant(epsilon=5.0, delta=1e-3)
+        with pytest.raises(ValueError, match="post-selection inference"):
+            dpopt.PrivateHyperparameterSearch(est, grid, accountant=acc, score_clip=1.0).fit(X, y)
+        assert acc.spent() == 0

@@ -21,6 +21,7 @@ _LAZY = {
     "WeakPrivacyWarning": "dpopt._core.exceptions",
     "UnchargedFitWarning": "dpopt._core.exceptions",
     "NoIntervalsError": "dpopt._core.exceptions",
+    "ImputedValueWarning": "dpopt._core.exceptions",
     "ChargedFitError": "dpopt._core.exceptions",
     "Problem": "dpopt.data",
     "FitResult": "dpopt.solvers",

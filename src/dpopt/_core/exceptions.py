@@ -25,6 +25,11 @@ class UnchargedFitWarning(RuntimeWarning):
     (a worker thread starts with an empty context; see :mod:`dpopt.privacy.budget`)."""
 
 
+class ImputedValueWarning(UserWarning):
+    """A prediction met missing cells that the model encodes without a missing indicator
+    (imputed at 0, or counted outside a categorical column's levels, as in training)."""
+
+
 class NoIntervalsError(ValueError, AttributeError):
     """A fit released nothing for confidence intervals (``inference=False``, another
     solver, or a fit that could not give them). An ``AttributeError`` as well as a

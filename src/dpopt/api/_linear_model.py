@@ -97,10 +97,10 @@ def _no_reference_without_intercept(X, categories):
     coded = [c.name for c in plan_table(as_pandas(X), categories)
              if c.kind not in ("numeric", "bool")]
     if coded:
-        raise ValueError(f"inference=True with categorical column(s) {coded} needs "
-                         f"fit_intercept=True: each is coded against a reference level, "
-                         f"which the intercept carries; without an intercept the "
-                         f"coefficients are not identified")
+        raise ValueError(f"inference=True with categorical column(s) {coded} needs an "
+                         f"intercept (fit_intercept=True; dpopt fit without --no-intercept): "
+                         f"each is coded against a reference level, which the intercept "
+                         f"carries; without one the coefficients are not identified")
 
 
 def _check_auto_epsilon(epsilon):

@@ -64,11 +64,10 @@ from sklearn.preprocessing import FunctionTransformer, OneHotEncoder, OrdinalEnc
 from sklearn.utils import _safe_indexing
 from sklearn.utils.validation import _num_samples, check_is_fitted, validate_data
 
-from dpopt._core.exceptions import PrivacyLeakWarning
+from dpopt._core.exceptions import ImputedValueWarning, PrivacyLeakWarning
 from dpopt._core.validation import check_choice, check_delta, check_scalar, default_delta
 from dpopt.api.charge import charged
 from dpopt.api.estimators import _classes_of
-from dpopt.preprocessing.tables import ImputedValueWarning
 from dpopt.privacy import Gaussian, Laplace
 from dpopt.privacy.budget import Spend, _unbudgeted
 from dpopt.privacy.repetition import (  # noqa: F401 (public here: the search's accounting)
@@ -335,6 +334,13 @@ class PrivateHyperparameterSearch(MetaEstimatorMixin, BaseEstimator):
             if bad:
                 raise ValueError(f"param_grid must not set accountant or random_state (got "
                                  f"{bad}): the search sets them")
+            params = clone(self.estimator).set_params(**c).get_params()
+            if any(k.rsplit("__", 1)[-1] == "inference" and v is True for k, v in params.items()):
+                raise ValueError("estimator: a search over inference=True candidates is "
+                                 "refused: intervals of the model a search selected would be "
+                                 "conditional on that data-dependent choice (post-selection "
+                                 "inference); fit the chosen settings with inference=True on "
+                                 "data the search did not see")
         delta = default_delta(n) if self.delta is None else check_delta(self.delta)
         if not isinstance(self.random_state, (type(None), numbers.Integral)):
             raise ValueError(f"random_state must be None or an int, got {self.random_state!r}")

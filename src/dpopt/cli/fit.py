@@ -111,6 +111,9 @@ def _check_fit_arguments(args, options):
         raise ValueError("--inference needs the default path (no --solver) with --loss squared "
                          "or logistic and --penalty none or l2: the intervals come from its "
                          "releases (docs/inference.md)")
+    if getattr(args, "inference", False) and args.classes and len(args.classes.split(",")) > 2:
+        raise ValueError("--inference gives intervals for two classes (a binary model); "
+                         "--classes declares more")
     if options and args.solver is None:
         raise ValueError("--option needs --solver: the default (the estimators' solver='auto') "
                          "sets every knob itself")
@@ -250,7 +253,12 @@ def _fit(args, options, X, y, bounds=None):
         else:
             coef, intercept, classes, positive_note = _positive_first(coef, intercept, classes,
                                                                       args.positive_label)
-    summary = estimator.summary() if params.get("inference") else None
+    summary, no_intervals = None, None
+    if params.get("inference"):
+        try:  # the fit is paid for: without intervals its model and report are still given
+            summary = estimator.summary()
+        except dpopt.NoIntervalsError as exc:
+            no_intervals = str(exc)
     if summary is not None and classes is not None and list(classes) != list(estimator.classes_):
         # lazy: the light CLI commands load no heavy module
         from dpopt.pipeline.inference import negated
@@ -260,7 +268,7 @@ def _fit(args, options, X, y, bounds=None):
     model = (coef, intercept, auto.scaling.to_dict() if auto is not None else None)
     return {"result": estimator.fit_result_, "loss": loss, "penalty": (penalty, penalty_kwargs),
             "model": model, "report": estimator.privacy_report(), "classes": classes,
-            "positive_note": positive_note, "summary": summary,
+            "positive_note": positive_note, "summary": summary, "no_intervals": no_intervals,
             "target_range": getattr(estimator, "target_range_", None),
             "table": table.schema if table is not None else None,
             "prepare": _prepare_of(auto, table),
@@ -493,6 +501,8 @@ def _report(args, data, fitted, classes, caught):
     if summary is not None:
         print(summary.attrs["text"])
         model["inference"] = _inference_dict(summary)
+    elif fitted.get("no_intervals"):
+        print(f"warning: --inference: {fitted['no_intervals']}")
     shown = (", ".join(f"{b:.4g}" for b in model["intercept"]) if multiclass
              else f"{model['intercept']:.4g}")
     print(f"model: {nnz}/{np.size(coef)} non-zero coefficients, intercept {shown}; "

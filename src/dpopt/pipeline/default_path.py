@@ -239,6 +239,8 @@ def plan_budget(n, p, mu, *, regression, center, public=0, inference=False, coar
         if center:
             shares["feature_means"] = SHARES["feature_means"]
         shares["row_norm"] = SHARES["row_norm"]
+        if inference:
+            shares["inference"] = INFERENCE_SHARE
     p = p - public
     # the coarse grid: binary classifiers only, and not for inference
     # (dpopt.pipeline.scaling.bounds_grid says why)

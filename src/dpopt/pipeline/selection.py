@@ -351,6 +351,8 @@ def fit_selected(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon,
         kwargs = resolve_alpha(penalty_kwargs, loss_name, n)
         if constant_only:
             extra["constant_only"] = True
+        if not regression and isinstance(y, np.ndarray):  # neither class: the negative one,
+            y = np.where(y == 0.0, -1.0, y)                # as the selection's model is trained
         auto = fit(X, y, loss=loss, penalty=penalty, penalty_kwargs=kwargs,
                    fit_intercept=fit_intercept, epsilon=epsilon, delta=delta, rng=rng,
                    regression=regression, **extra)

@@ -83,6 +83,7 @@ import pandas as pd
 import scipy.sparse as sp
 from scipy.stats import norm
 
+from dpopt._core.exceptions import ImputedValueWarning
 from dpopt.privacy import Gaussian
 
 __all__ = ["TableSchema", "Prior", "select_noisy", "selection_threshold", "is_frame",
@@ -183,10 +184,6 @@ def select_noisy(counts, sigma, tau, rng):
 # --------------------------------------------------------------------------- schema
 
 
-class ImputedValueWarning(UserWarning):
-    """A prediction met missing cells that the model encodes without an indicator."""
-
-
 @dataclass
 class Column:
     """One raw column and how it is encoded (see the module table)."""
@@ -244,10 +241,27 @@ def plan_table(df, categories=None):
         kind, missable = _column_kind(name, df[name].dtype, declared)
         levels = []
         if kind == "declared":
-            levels = ([str(v) for v in declared[name]] if name in declared
+            dtype = df[name].dtype
+            levels = ([_level_text(v, dtype) for v in declared[name]] if name in declared
                       else [str(v) for v in df[name].cat.categories])
+            twice = sorted({v for v in levels if levels.count(v) > 1})
+            if twice:
+                raise ValueError(f"categories of column {name!r}: {twice} appear twice (levels "
+                                 f"are matched by their text); give each level once")
         cols.append(Column(name, kind, missable, levels))
     return cols
+
+
+def _level_text(v, dtype):
+    """A declared level as the text its cells have in a column of ``dtype`` (cells are
+    matched by text): 1 declared for a float column is "1.0", 2.0 for an integer one "2"."""
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float, np.number)):
+        return str(v)
+    if pd.api.types.is_integer_dtype(dtype) and float(v).is_integer():
+        return str(int(v))
+    if pd.api.types.is_float_dtype(dtype):
+        return str(float(v))
+    return str(v)
 
 
 @dataclass
@@ -305,8 +319,9 @@ class TableSchema:
         cols = [Column(d["name"], d["kind"], d["kind"] != "string", list(d["levels"]),
                        bool(d["missing_indicator"]), d.get("reference")) for d in data["columns"]]
         coding = data.get("coding", "one-hot")
-        if coding not in CODINGS or any(c.reference is not None and c.reference not in c.levels
-                                        for c in cols):
+        if coding not in CODINGS or any(
+                c.reference is not None and c.reference not in c.levels + [MISSING] * c.has_missing
+                for c in cols):
             raise ValueError(f"a table schema's coding is one of {CODINGS}, its reference a level")
         return cls(cols, [], float(data.get("delta", 0.0)), 0.0, float(data.get("threshold", 0)),
                    coding)
@@ -314,16 +329,21 @@ class TableSchema:
     def describe(self):
         """Lines for a report: per column, its kind and released levels."""
         lines = []
+        reference = self.coding == "reference"
         for c in self.columns:
-            miss = " (+ missing indicator)" if c.has_missing else ""
-            pooled = (f"; reference level {c.reference!r} (no column), with the others"
-                      if self.coding == "reference" else f"; others -> {OTHER}")
+            miss = (" (+ missing indicator)" if c.has_missing and c.reference != MISSING
+                    else "")
+            pooled = (f"; others -> {OTHER}" if not reference else "; no column"
+                      if c.reference is None else
+                      f"; reference level {c.reference!r} (no column), with the others")
             if c.kind == "string":
                 shown = ", ".join(c.levels) if c.levels else "none"
                 lines.append(f"{c.name}: chosen privately: {shown}{pooled}{miss}")
             elif c.kind == "declared":
-                lines.append(f"{c.name}: {len(c.levels)} declared categories (public schema)"
-                             f"{pooled}{miss}")
+                what = (f"declared categories (public schema), {len(c.levels)} held by records "
+                        f"(noisy counts)" if reference else
+                        f"{len(c.levels)} declared categories (public schema)")
+                lines.append(f"{c.name}: {what}{pooled}{miss}")
             elif c.kind == "bool":
                 lines.append(f"{c.name}: bool, 0/1 with public bounds [0, 1]{miss}")
             elif c.has_missing:
@@ -339,7 +359,8 @@ class TableSchema:
     def _coded_levels(c):
         """The levels of a categorical column that get a column, in order (``<missing>`` last
         when kept; ``<other>`` not included): all of them, or all but the reference."""
-        return [v for v in c.levels if v != c.reference] + ([MISSING] if c.has_missing else [])
+        kept = c.levels + ([MISSING] if c.has_missing else [])
+        return [v for v in kept if v != c.reference]
 
     def warn_imputed(self, df):
         """At prediction (never on training data: the warning would tell whether a record
@@ -382,9 +403,12 @@ class TableSchema:
         encoded columns) and the dense design would take at least :data:`SPARSE_MIN_BYTES`.
         The sparse design changes the model's scaling (no shift, no centering: see
         docs/tables.md), which costs a little accuracy (Adult: 0.844 against 0.849 dense), so
-        it is kept for designs whose dense copies would strain memory."""
+        it is kept for designs whose dense copies would strain memory. Never with reference
+        coding (``inference=True``): on the unshifted scaling the intervals' noisy Gram matrix
+        lost its smallest eigenvalue where the dense design gave intervals (an independent
+        fuzz: 180 levels at n = 190,000, epsilon = 50)."""
         width = sum(self._width(c) for c in self.columns)
-        return (width > 0 and self.row_slots() <= SPARSE_DENSITY * width
+        return (self.coding != "reference" and width > 0 and self.row_slots() <= SPARSE_DENSITY * width
                 and 8 * n * width >= SPARSE_MIN_BYTES)
 
     def transform_sparse(self, df):
@@ -544,15 +568,16 @@ def _declared_counts(s, levels):
 
 def _with_references(schema, noisy):
     """Reference coding (``schema.coding == "reference"``): each categorical column's
-    reference level is the level with the largest released noisy count (the best-populated,
-    so that its contrasts are the most precise; post-processing). A level whose noisy count
-    is below the threshold has no column either: it would be (nearly) empty, and an empty
-    level's column makes the design singular, a declared category no record holds as much
-    as an empty ``<other>``."""
+    reference level is the level (``<missing>`` included, when kept) with the largest
+    released noisy count: the best-populated, so that its contrasts are the most precise
+    (post-processing). A level whose noisy count is below the threshold has no column
+    either: it would be (nearly) empty, and an empty level's column makes the design
+    singular, a declared category no record holds as much as an empty ``<other>``."""
     if schema.coding == "reference":
         for c in schema.columns:
-            if c.kind in ("string", "declared") and c.levels:
-                c.reference = max(c.levels, key=noisy[c.name].__getitem__)
+            kept = c.levels + ([MISSING] if c.has_missing else [])
+            if c.kind in ("string", "declared") and kept:
+                c.reference = max(kept, key=noisy[c.name].__getitem__)
     return schema
 
 
