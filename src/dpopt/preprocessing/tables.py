@@ -76,6 +76,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections import Counter
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -244,7 +245,7 @@ def plan_table(df, categories=None):
             dtype = df[name].dtype
             levels = ([_level_text(v, dtype) for v in declared[name]] if name in declared
                       else [str(v) for v in df[name].cat.categories])
-            twice = sorted({v for v in levels if levels.count(v) > 1})
+            twice = sorted(v for v, k in Counter(levels).items() if k > 1)
             if twice:
                 raise ValueError(f"categories of column {name!r}: {twice} appear twice (levels "
                                  f"are matched by their text); give each level once")
