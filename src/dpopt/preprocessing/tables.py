@@ -85,6 +85,14 @@ import scipy.sparse as sp
 from scipy.stats import norm
 
 from dpopt._core.exceptions import ImputedValueWarning
+from dpopt.preprocessing._cells import (
+    MISSING,
+    level_text,
+    missing_count,
+    text_codes,
+    truth_values,
+    value_counts,
+)
 from dpopt.privacy import Gaussian
 
 __all__ = ["TableSchema", "Prior", "select_noisy", "selection_threshold", "is_frame",
@@ -92,7 +100,6 @@ __all__ = ["TableSchema", "Prior", "select_noisy", "selection_threshold", "is_fr
            "SELECTION_DELTA_SHARE"]
 
 OTHER = "<other>"
-MISSING = "<missing>"
 #: Share of mu^2 of the partition selection when string columns or missing counts are selected.
 SELECTION_SHARE = 0.05
 #: The encoded design is sparse (CSR) when a row fills at most this share of its columns
@@ -144,29 +151,6 @@ def selection_threshold(sigma, k, delta_sel):
     if k == 0:
         return 1.0 + sigma * 4.0  # only fixed partitions: any threshold is post-processing
     return 1.0 + sigma * float(norm.isf(delta_sel / k))
-
-
-def _value_counts(values):
-    """{value: count} of a column (values keyed by their text, missing cells as MISSING).
-    Counted on the codes of ``pandas.factorize`` (no Python object per row)."""
-    codes, keys = _text_codes(values)
-    counts = np.bincount(codes, minlength=len(keys)) if len(codes) else np.zeros(len(keys))
-    out = {}
-    for key, count in zip(keys, counts.tolist()):
-        if count:
-            out[key] = out.get(key, 0) + int(count)
-    return out
-
-
-def _text_codes(values):
-    """``(codes, keys)``: each cell's index into ``keys``, the texts of the distinct values
-    (``MISSING`` last when a cell is missing; two values with one text share it)."""
-    codes, uniques = pd.factorize(values if isinstance(values, pd.Series)
-                                  else pd.Series(np.asarray(values, dtype=object)))
-    keys = [str(u) for u in np.asarray(uniques, dtype=object)] + [MISSING]
-    codes = np.asarray(codes, dtype=np.int64)
-    codes[codes < 0] = len(keys) - 1
-    return codes, keys
 
 
 def select_noisy(counts, sigma, tau, rng):
@@ -243,7 +227,7 @@ def plan_table(df, categories=None):
         levels = []
         if kind == "declared":
             dtype = df[name].dtype
-            levels = ([_level_text(v, dtype) for v in declared[name]] if name in declared
+            levels = ([level_text(v, dtype) for v in declared[name]] if name in declared
                       else [str(v) for v in df[name].cat.categories])
             twice = sorted(v for v, k in Counter(levels).items() if k > 1)
             if twice:
@@ -251,18 +235,6 @@ def plan_table(df, categories=None):
                                  f"are matched by their text); give each level once")
         cols.append(Column(name, kind, missable, levels))
     return cols
-
-
-def _level_text(v, dtype):
-    """A declared level as the text its cells have in a column of ``dtype`` (cells are
-    matched by text): 1 declared for a float column is "1.0", 2.0 for an integer one "2"."""
-    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float, np.number)):
-        return str(v)
-    if pd.api.types.is_integer_dtype(dtype) and float(v).is_integer():
-        return str(int(v))
-    if pd.api.types.is_float_dtype(dtype):
-        return str(float(v))
-    return str(v)
 
 
 @dataclass
@@ -454,7 +426,7 @@ class TableSchema:
         """Index of each cell's column among the coded levels: ``<other>`` last (one-hot), or
         -1, no column (reference coding: the reference level and the values outside the levels)."""
         levels = self._coded_levels(c)
-        cell_codes, keys = _text_codes(s)
+        cell_codes, keys = text_codes(s)
         to_level = pd.Index(levels, dtype=object).get_indexer(keys).astype(np.int64)
         if self.coding != "reference":
             to_level[to_level < 0] = len(levels)  # unselected, undeclared or unseen: <other>
@@ -485,31 +457,6 @@ class TableSchema:
             out[:, 1] = absent
 
 
-#: The cells a True/False column may hold at prediction (a file read back as text; 1 == True
-#: and 0 == False as keys, so 1/0 and 1.0/0.0 are read too).
-TRUTH = {True: 1.0, False: 0.0, "True": 1.0, "False": 0.0, "true": 1.0, "false": 0.0,
-         "TRUE": 1.0, "FALSE": 0.0}
-
-
-def truth_values(name, s):
-    """0/1 of a True/False column's present cells (a pandas Series); a ValueError naming the
-    column for any other value (strings are not read by their truthiness: "False" is not
-    True)."""
-    if pd.api.types.is_bool_dtype(s.dtype):
-        return s.to_numpy(dtype=np.float64)
-    values = s.map(lambda v: TRUTH.get(v, np.nan) if isinstance(v, (bool, str, int, float,
-                                                                      np.generic)) else np.nan)
-    bad = values.isna().to_numpy()
-    if bad.any():
-        raise ValueError(f"column {name!r} was True/False at fit time but holds "
-                         f"{s[bad].unique()[:3].tolist()} now; give True/False (or 1/0)")
-    return values.to_numpy(dtype=np.float64)
-
-
-def _missing_count(s):
-    return int(pd.isna(s).sum())
-
-
 def fit_schema(df, columns, mu, delta_sel, rng, counts=None, coding="one-hot"):
     """Run the partition selection (module docstring) on ``df``'s columns planned by
     :func:`plan_table`; returns ``(TableSchema, None)``. ``mu``: its Gaussian-DP budget;
@@ -531,7 +478,7 @@ def fit_schema(df, columns, mu, delta_sel, rng, counts=None, coding="one-hot"):
     sigma = selection_sensitivity(k, len(counted), len(fixed)) / mu
     tau = selection_threshold(sigma, k, delta_sel)
     for c in data_driven:
-        kept = select_noisy(values[c.name] if counts else _value_counts(df[c.name]), sigma,
+        kept = select_noisy(values[c.name] if counts else value_counts(df[c.name]), sigma,
                             tau, rng)
         c.has_missing = MISSING in kept
         c.levels = [v for v in kept if v != MISSING]
@@ -542,7 +489,7 @@ def fit_schema(df, columns, mu, delta_sel, rng, counts=None, coding="one-hot"):
         c.has_missing = bool(noisy[c.name][MISSING] > tau)
         c.levels = [v for v in c.levels if noisy[c.name][v] > tau]
     for c in fixed:
-        count = missing[c.name] if counts else _missing_count(df[c.name])
+        count = missing[c.name] if counts else missing_count(df[c.name])
         c.has_missing = bool(count + rng.standard_normal() * sigma > tau)
     schema = TableSchema(columns, [Gaussian(1.0 / mu, 1)], float(delta_sel) if k else 0.0,
                          sigma, tau, coding, noisy)
@@ -560,7 +507,7 @@ def _declared_counts(s, levels):
     """{key: count} of a declared column over public keys: each level, ``<missing>`` and
     ``<other>`` (values outside the levels). A replaced record moves one unit between two
     keys: L2 sensitivity sqrt(2), as a selected column's counts."""
-    present = _value_counts(s)
+    present = value_counts(s)
     out = {v: present.get(v, 0) for v in levels}
     out[MISSING] = present.get(MISSING, 0)
     out[OTHER] = len(s) - sum(out.values())

@@ -1,0 +1,75 @@
+"""How the table layer reads a cell (:mod:`dpopt.preprocessing.tables`): the text key of
+each value (categories are matched by text; a missing cell is ``<missing>``), a declared
+level as the text its column's cells have, a True/False cell at prediction. Per-cell maps:
+they read no other record."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+__all__ = ["MISSING", "text_codes", "value_counts", "level_text", "truth_values",
+           "missing_count"]
+
+#: The key of a missing cell.
+MISSING = "<missing>"
+
+
+def value_counts(values):
+    """{value: count} of a column (values keyed by their text, missing cells as MISSING).
+    Counted on the codes of ``pandas.factorize`` (no Python object per row)."""
+    codes, keys = text_codes(values)
+    counts = np.bincount(codes, minlength=len(keys)) if len(codes) else np.zeros(len(keys))
+    out = {}
+    for key, count in zip(keys, counts.tolist()):
+        if count:
+            out[key] = out.get(key, 0) + int(count)
+    return out
+
+
+def text_codes(values):
+    """``(codes, keys)``: each cell's index into ``keys``, the texts of the distinct values
+    (``MISSING`` last when a cell is missing; two values with one text share it)."""
+    codes, uniques = pd.factorize(values if isinstance(values, pd.Series)
+                                  else pd.Series(np.asarray(values, dtype=object)))
+    keys = [str(u) for u in np.asarray(uniques, dtype=object)] + [MISSING]
+    codes = np.asarray(codes, dtype=np.int64)
+    codes[codes < 0] = len(keys) - 1
+    return codes, keys
+
+
+def level_text(v, dtype):
+    """A declared level as the text its cells have in a column of ``dtype`` (cells are
+    matched by text): 1 declared for a float column is "1.0", 2.0 for an integer one "2"."""
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float, np.number)):
+        return str(v)
+    if pd.api.types.is_integer_dtype(dtype) and float(v).is_integer():
+        return str(int(v))
+    if pd.api.types.is_float_dtype(dtype):
+        return str(float(v))
+    return str(v)
+
+
+#: The cells a True/False column may hold at prediction (a file read back as text; 1 == True
+#: and 0 == False as keys, so 1/0 and 1.0/0.0 are read too).
+TRUTH = {True: 1.0, False: 0.0, "True": 1.0, "False": 0.0, "true": 1.0, "false": 0.0,
+         "TRUE": 1.0, "FALSE": 0.0}
+
+
+def truth_values(name, s):
+    """0/1 of a True/False column's present cells (a pandas Series); a ValueError naming the
+    column for any other value (strings are not read by their truthiness: "False" is not
+    True)."""
+    if pd.api.types.is_bool_dtype(s.dtype):
+        return s.to_numpy(dtype=np.float64)
+    values = s.map(lambda v: TRUTH.get(v, np.nan) if isinstance(v, (bool, str, int, float,
+                                                                      np.generic)) else np.nan)
+    bad = values.isna().to_numpy()
+    if bad.any():
+        raise ValueError(f"column {name!r} was True/False at fit time but holds "
+                         f"{s[bad].unique()[:3].tolist()} now; give True/False (or 1/0)")
+    return values.to_numpy(dtype=np.float64)
+
+
+def missing_count(s):
+    return int(pd.isna(s).sum())
