@@ -500,9 +500,7 @@ class _DPLinearModel(BaseEstimator):
             return self._chunked_decision(X)
         table = getattr(self, "table_", None)
         if table is not None:
-            if table.schema is not None:
-                table.schema.warn_imputed(X)
-            return self._margins(table.transform(X))
+            return self._margins(table.transform(X, at_prediction=True))
         X = validate_data(self, X, accept_sparse=("csr", "csc"), dtype=np.float64, reset=False)
         return self._margins(X)
 

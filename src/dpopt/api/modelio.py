@@ -323,9 +323,8 @@ def features(model: dict, X):
     if is_frame(X):
         if data.get("table"):  # CSR when one-hot columns dominate a large table
             schema = TableSchema.from_dict(data["table"])
-            schema.warn_imputed(X)
-            return (schema.transform_sparse(X) if schema.prefers_sparse(len(X))
-                    else schema.transform(X))
+            encode = schema.transform_sparse if schema.prefers_sparse(len(X)) else schema.transform
+            return encode(X, at_prediction=True)
         names = data.get("columns") or data.get("feature_names")
         missing = [c for c in (names or []) if c not in X.columns]
         if names and not missing:

@@ -147,8 +147,6 @@ def _feature_bounds(args, names=None):
     return {list(names).index(k): v for k, v in out.items()}
 
 
-
-
 def _read_fit_data(args):
     """X, y and a description of the columns, from a table (CSV, Parquet: a DataFrame for
     the table layer :mod:`dpopt.preprocessing.tables`) or a numeric file (npz, LIBSVM)."""

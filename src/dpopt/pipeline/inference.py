@@ -499,10 +499,14 @@ def negated(table):
     lo, hi = table.columns[-2:]
     out["coef"], out["z"] = -table["coef"], -table["z"]
     out[lo], out[hi] = -table[hi], -table[lo]
-    out.attrs = dict(table.attrs)
-    out.attrs["text"] = render(out, table.attrs["header"]) + "".join(
-        f"\nNote: {n}" for n in table.attrs["notes"])
-    return out
+    return _with_text(out, table.attrs["header"], table.attrs["notes"])
+
+
+def _with_text(table, header, notes):
+    """``table`` with its header, notes and plain-text rendering in ``attrs``."""
+    table.attrs.update(header=header, notes=notes)
+    table.attrs["text"] = render(table, header) + "".join(f"\nNote: {n}" for n in notes)
+    return table
 
 
 # --------------------------------------------------------------------------- estimator side
@@ -572,9 +576,7 @@ class InferenceMixin:
             notes.append("features whose private bounds collapsed (std err NaN) are fixed at 0")
         notes.append("estimand: the coefficients on the privately clipped and scaled data, "
                      "mapped to raw units (docs/inference.md)")
-        table.attrs.update(header=header, notes=notes)
-        table.attrs["text"] = render(table, header) + "".join(f"\nNote: {n}" for n in notes)
-        return table
+        return _with_text(table, header, notes)
 
     def summary_text(self, alpha=0.05):
         """The plain-text rendering of :meth:`summary` (statsmodels style)."""

@@ -351,8 +351,8 @@ def fit_selected(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon,
         kwargs = resolve_alpha(penalty_kwargs, loss_name, n)
         if constant_only:
             extra["constant_only"] = True
-        if not regression and isinstance(y, np.ndarray):  # neither class: the negative one,
-            y = np.where(y == 0.0, -1.0, y)                # as the selection's model is trained
+        if not regression and isinstance(y, np.ndarray):  # as the held-out branch trains
+            y = _as_negative(y)
         auto = fit(X, y, loss=loss, penalty=penalty, penalty_kwargs=kwargs,
                    fit_intercept=fit_intercept, epsilon=epsilon, delta=delta, rng=rng,
                    regression=regression, **extra)
@@ -408,7 +408,13 @@ def _neither_class(y, regression, prior):
     if regression or y is None or prior is None or prior.info.get("label_counts") is None:
         return y, y
     y = np.asarray(y, dtype=np.float64)
-    return np.where(y == 0.0, -1.0, y), y
+    return _as_negative(y), y
+
+
+def _as_negative(y):
+    """A binary classifier's labels for its model: a record of neither class (0) counts
+    as the negative class (-1)."""
+    return np.where(y == 0.0, -1.0, y)
 
 
 def _pooled_constant(auto, n_train, all_rows):

@@ -51,10 +51,10 @@ class TableEncoder:
     schema: TableSchema | None
     feature_names_in: np.ndarray | None
 
-    def transform(self, X):
+    def transform(self, X, *, at_prediction=False):
         if self.schema is None:
             return X
-        return self.schema.transform(X)
+        return self.schema.transform(X, at_prediction=at_prediction)
 
     def get_feature_names_out(self):
         return np.array(self.schema.feature_names_out(), dtype=object)

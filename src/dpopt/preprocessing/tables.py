@@ -335,11 +335,10 @@ class TableSchema:
         kept = c.levels + ([MISSING] if c.has_missing else [])
         return [v for v in kept if v != c.reference]
 
-    def warn_imputed(self, df):
+    def _warn_imputed(self, df):
         """At prediction (never on training data: the warning would tell whether a record
         has a missing cell): an :class:`ImputedValueWarning` naming the columns of ``df``
         whose missing cells the model has no indicator or level for."""
-        df = self._frame(df)
         silent = [c.name for c in self.columns
                   if not c.has_missing and bool(pd.isna(df[c.name]).any())]
         if silent:
@@ -347,12 +346,14 @@ class TableSchema:
                           f"missing indicator for them (none or too few were missing in training "
                           f"to be released): a missing number or bool is imputed at 0, a missing "
                           f"category counts as one outside the levels, as in training",
-                          ImputedValueWarning, stacklevel=4)
+                          ImputedValueWarning, stacklevel=5)
 
     # ---- the encoding (a per-record map: free)
-    def transform(self, df):
-        """The float matrix of ``df`` (columns matched by name; unseen levels -> other)."""
-        df = self._frame(df)
+    def transform(self, df, *, at_prediction=False):
+        """The float matrix of ``df`` (columns matched by name; unseen levels -> other).
+        ``at_prediction``: ``df`` is not the private data, so missing cells without an
+        indicator may be warned about (:meth:`_warn_imputed`)."""
+        df = self._frame(df, at_prediction)
         n = len(df)
         out = np.zeros((n, sum(self._width(c) for c in self.columns)))
         j = 0
@@ -384,11 +385,11 @@ class TableSchema:
         return (self.coding != "reference" and width > 0 and self.row_slots() <= SPARSE_DENSITY * width
                 and 8 * n * width >= SPARSE_MIN_BYTES)
 
-    def transform_sparse(self, df):
+    def transform_sparse(self, df, *, at_prediction=False):
         """The design of :meth:`transform` as a CSR matrix, built row-slot by row-slot (each
         row has exactly :meth:`row_slots` stored entries, some may be explicit zeros): no
         dense n x width matrix is ever made."""
-        df = self._frame(df)
+        df = self._frame(df, at_prediction)
         n, k = len(df), self.row_slots()
         data = np.zeros((n, k))
         indices = np.zeros((n, k), dtype=np.int32)
@@ -410,7 +411,7 @@ class TableSchema:
         indptr = np.arange(0, n * k + 1, k, dtype=np.int64)
         return sp.csr_matrix((data.ravel(), indices.ravel(), indptr), shape=(n, j))
 
-    def _frame(self, df):
+    def _frame(self, df, at_prediction=False):
         if not is_frame(df):  # the schema matches columns by name: an array has none
             raise ValueError(f"X must be a table (a DataFrame) with the columns the model was "
                              f"fitted on, {[c.name for c in self.columns]}: its columns are "
@@ -420,6 +421,8 @@ class TableSchema:
         if missing:
             raise ValueError(f"X lacks the column(s) {missing} of the training schema; "
                              f"columns given: {list(df.columns)}")
+        if at_prediction:
+            self._warn_imputed(df)
         return df
 
     def _level_codes(self, c, s):
