@@ -216,7 +216,7 @@ class _DPLinearModel(BaseEstimator):
                 feature_bounds=getattr(self, "feature_bounds", None),
                 classes=getattr(self, "classes", None), classifier=self._classifier, rng=rng,
                 count_declared=count_declared,
-                coding="reference" if getattr(self, "inference", False) else "one-hot")
+                coding=self._coding(), target_range=self._public_target())
             out.update(classes=classes, encoder=encoder)
             target = self._encode_classes(yy, classes) if self._classifier else yy
             if self._classifier and len(classes) == 2:  # neither class: 0 (fit_selected)
@@ -426,7 +426,8 @@ class _DPLinearModel(BaseEstimator):
                                         delta=delta, rng=rng, regression=not self._classifier,
                                         feature_bounds=bounds, prior=prior,
                                         inference=inference,
-                                        target_bounds=self._public_target())
+                                        target_bounds=_known_target(
+                                            self._public_target(), prior))
                 if auto.result.epsilon > epsilon * (1 + 1e-9):  # never expected: exact split
                     raise RuntimeError(f"internal error: the default path would spend "
                                        f"{auto.result.epsilon} > epsilon={epsilon}; nothing "
@@ -475,6 +476,14 @@ class _DPLinearModel(BaseEstimator):
 
     def _encode_y(self, y):
         return y
+
+    def _coding(self):
+        """How the table layer codes categorical columns: against a reference level for
+        intervals, by the private means of y for a regressor with an intercept (string
+        columns, :mod:`dpopt.preprocessing.target_coding`), else one-hot."""
+        if getattr(self, "inference", False):
+            return "reference"
+        return "target" if not self._classifier and self.fit_intercept else "one-hot"
 
     def _public_target(self):
         """The regressor's ``target_bounds`` as (lower, upper) floats, or None (checked:
@@ -561,6 +570,15 @@ class _Regressor(RegressorMixin, _DPLinearModel):
         tags = super().__sklearn_tags__()
         tags.regressor_tags.poor_score = True  # see DPLogisticRegression.__sklearn_tags__
         return tags
+
+
+def _known_target(given, prior):
+    """The target's range the default path takes as known: the one given
+    (``target_bounds=``), else the one the table layer released with its target coding
+    (post-processing), else None."""
+    if given is not None or prior is None or "target_range" not in prior.info:
+        return given
+    return tuple(prior.info["target_range"])
 
 
 def _target_range(auto):

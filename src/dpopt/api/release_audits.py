@@ -33,11 +33,12 @@ from dpopt.preprocessing._bounds import DEFAULT_GRID, feature_histograms
 from dpopt.preprocessing._indicators import other_value_counts, private_indicators
 from dpopt.preprocessing._refine import pooled_counts
 from dpopt.preprocessing.feature_maps import Scaling
+from dpopt.preprocessing.target_coding import coding_sigma, noisy_bucket_sums
 from dpopt.privacy import gdp_epsilon, gdp_mu
 
 __all__ = ["audit_selection", "audit_constant", "audit_gap_histogram",
            "audit_pooled_histogram", "audit_indicator_counts", "audit_curvature",
-           "audit_recentre", "audit_class_scores"]
+           "audit_recentre", "audit_class_scores", "audit_target_codes"]
 
 
 # ---------------------------------------------------------------------------
@@ -278,4 +279,43 @@ def audit_class_scores(*, epsilon=DEFAULT_EPSILON, delta=DEFAULT_DELTA, n_runs=D
                              np.random.default_rng(random_state))
     return _release_audit("one-vs-rest held-out selection (class scores)", scores, mu, delta,
                           confidence, {"n_validation": n_validation, "n_classes": n_classes,
+                                       "noise_scale": noise_scale})
+
+
+# ---------------------------------------------------------------------------
+# the table layer's target coding (dpopt.preprocessing.target_coding)
+
+
+def audit_target_codes(*, epsilon=DEFAULT_EPSILON, delta=DEFAULT_DELTA, n_runs=DEFAULT_RUNS,
+                       n=50, buckets=16, moved=False, random_state=0, confidence=0.95,
+                       noise_scale=1.0) -> AuditResult:
+    """Empirical lower bound on the epsilon of one column's target coding release (the
+    buckets' noisy counts and sums of the mapped target,
+    :func:`dpopt.preprocessing.target_coding.noisy_bucket_sums`, at the sigma of one column,
+    :func:`~dpopt.preprocessing.target_coding.coding_sigma`). Neighbouring tables of ``n``
+    records in bucket 0 with mapped target 0, except the canary: in bucket 1 with value -1 on
+    D0 and +1 on D1 (one sum moves by 2), or with ``moved`` in bucket 1 with -1 on D0 and in
+    bucket 2 with +1 on D1 (two counts and two sums move by 1): both cases of the stated
+    squared sensitivity 4. The release runs at mu = gdp_mu(epsilon, delta) through the fit's
+    code; the statistic is the noisy release projected on the shift. ``noise_scale`` < 1 is a
+    broken variant, for the tests only (it multiplies the noise)."""
+    epsilon, delta, n_runs, mu = _release_claim(epsilon, delta, n_runs)
+    sigma = coding_sigma(1, mu)
+    rng = np.random.default_rng(random_state)
+    sides = []
+    for canary_bucket, value in ((1, -1.0), (2 if moved else 1, 1.0)):
+        rows = np.zeros(n, dtype=np.int64)
+        rows[0] = canary_bucket
+        scaled = np.zeros(n)
+        scaled[0] = value
+        sides.append((rows, scaled))
+    exact = [np.concatenate(noisy_bucket_sums(r, v, buckets, 0.0, rng)) for r, v in sides]
+    direction = exact[1] - exact[0]
+    scores = np.empty((2, n_runs))
+    for b, (rows, scaled) in enumerate(sides):
+        for k in range(n_runs):
+            noisy = np.concatenate(noisy_bucket_sums(rows, scaled, buckets, sigma, rng))
+            scores[b, k] = float(direction @ (exact[b] + noise_scale * (noisy - exact[b])))
+    return _release_audit("target coding (buckets' counts and sums)", scores, mu, delta,
+                          confidence, {"n": n, "buckets": buckets, "moved": moved,
                                        "noise_scale": noise_scale})

@@ -472,7 +472,13 @@ def _column_lines(plan):
                      f"bin of the bounds' grid, which the noisy mean missed; they were narrowed "
                      f"about the middle of their centred range and {again}")
     public_y = plan.get("public_target")
-    if public_y:
+    coded = (plan.get("table") or {}).get("target_coding")
+    if coded:
+        lines.append(f"columns {coded['columns']} are target-coded (the private means of y of "
+                     f"their values' {coded['buckets']} buckets, noise sd {coded['sigma']:.3g}); "
+                     f"y's range [{public_y[0]:g}, {public_y[1]:g}] was released with them and "
+                     f"y is clipped to it (no second histogram of y)")
+    elif public_y:
         lines.append(f"the target's range [{public_y[0]:g}, {public_y[1]:g}] is public "
                      f"(target_bounds=): y is clipped to it, no histogram of y is released")
     if plan.get("target_grid_end"):

@@ -41,6 +41,11 @@ from dpopt.preprocessing.tables import (
     selection_share,
     selection_threshold,
 )
+from dpopt.preprocessing.target_coding import (
+    coding_shares,
+    mostly_unnamed,
+    release_target_codes,
+)
 from dpopt.privacy import epsilon_of, gdp_mu
 
 
@@ -75,7 +80,7 @@ def check_labels_kept(chosen, epsilon, mu=None, delta=None, records=(), selectio
 
 
 def prepare_default(X, y, *, epsilon, delta, categories, feature_bounds, classes, classifier,
-                    rng, count_declared=False, coding="one-hot"):
+                    rng, count_declared=False, coding="one-hot", target_range=None):
     """The table and label part of the default path: plan (public), select (private),
     encode. Returns ``(X_float, y, classes, encoder, public_bounds, prior)``.
 
@@ -85,7 +90,10 @@ def prepare_default(X, y, *, epsilon, delta, categories, feature_bounds, classes
     :func:`declared_label_share`), from which the held-out
     selection of the default path reads the majority class as it does from selected labels'
     counts (the caller says whether that selection runs: otherwise nothing is spent).
-    ``coding``: of the categorical columns (:data:`dpopt.preprocessing.tables.CODINGS`).
+    ``coding``: of the categorical columns (:data:`dpopt.preprocessing.tables.CODINGS`);
+    ``"target"`` (a regressor's string columns, :mod:`dpopt.preprocessing.target_coding`)
+    falls back to one-hot where it does not apply (from public facts), and then the prior's
+    ``info["target_range"]`` is y's range it released (or ``target_range``, public, given).
     """
     frame = is_frame(X)
     columns, df = None, None
@@ -96,12 +104,15 @@ def prepare_default(X, y, *, epsilon, delta, categories, feature_bounds, classes
         raise ValueError("categories= needs X as a DataFrame (columns by name)")
     declared = declared_classes(y, classes) if classifier else None
     select_y = classifier and declared is None
+    strings = [c for c in columns or [] if c.kind == "string"]
     mu, delta_sel, delta_y, share_y, share_c = selection_split(X.shape[0], columns, select_y,
                                                                epsilon, delta)
+    shares = coding == "target" and strings and coding_shares(X.shape[0], mu,
+                                                              target_range is not None)
     count_y = count_declared and declared is not None and len(declared) >= 2
     if count_y:
         share_y = declared_label_share(X.shape[0], mu)
-    labels, records, label_counts = None, [], None
+    labels, records, label_counts, coded = None, [], None, None
     if select_y:
         labels, records, _, label_counts = select_labels(y, mu * math.sqrt(share_y), delta_y,
                                                          rng)
@@ -110,8 +121,16 @@ def prepare_default(X, y, *, epsilon, delta, categories, feature_bounds, classes
                                                    mu * math.sqrt(share_y), rng)
     if frame:
         schema, _ = fit_schema(df, columns, mu * math.sqrt(share_c) if share_c else 0.0,
-                               delta_sel - delta_y, rng, coding=coding)
+                               delta_sel - delta_y, rng,
+                               coding="one-hot" if coding == "target" else coding)
         records += list(schema.records)
+        coded = shares and mostly_unnamed(strings, schema.counts, len(df))
+        if coded:  # y's range, then those columns' bucket means (released counts decide)
+            rec, target_range, coding_info = release_target_codes(
+                df, y, coded, mu * math.sqrt(shares[0]), mu * math.sqrt(shares[1]), rng,
+                target_range)
+            records += rec
+            share_c += sum(shares)
         Xf = (schema.transform_sparse(df) if schema.prefers_sparse(len(df))
               else schema.transform(df))
         encoder = TableEncoder(schema, np.asarray(df.columns, dtype=object))
@@ -128,6 +147,8 @@ def prepare_default(X, y, *, epsilon, delta, categories, feature_bounds, classes
     bounds = _resolve_bounds(feature_bounds, schema, names, Xf.shape[1])
     prior = _prior(mu, delta_sel, share_y, share_c, records, schema, select_y, label_counts,
                    count_y)
+    if coded:  # the pipeline takes the range as released (no histogram of y)
+        prior.info.update(target_range=list(target_range), target_coding=coding_info)
     return Xf, y_out, classes_out, encoder, bounds, prior
 
 

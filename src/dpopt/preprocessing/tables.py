@@ -18,6 +18,10 @@ string          object / str / Arrow dictionary            one 0/1 column per le
                                                            ``<other>`` (public [0, 1])
 ==============  =========================================  ==================================
 
+A regressor's default path codes a string column most of whose records fall outside its
+kept levels as one number instead, the private mean of y of its value
+(:mod:`dpopt.preprocessing.target_coding`; ``Column.code``).
+
 Missing values. A column whose dtype can hold a missing value (float, nullable and
 categorical dtypes; string columns treat a missing cell as the level ``<missing>``) takes
 part in the selection below with its count of missing cells; when that count is selected
@@ -93,6 +97,7 @@ from dpopt.preprocessing._cells import (
     truth_values,
     value_counts,
 )
+from dpopt.preprocessing.target_coding import TargetCode
 from dpopt.privacy import Gaussian
 
 __all__ = ["TableSchema", "Prior", "select_noisy", "selection_threshold", "is_frame",
@@ -179,6 +184,12 @@ class Column:
     levels: list = field(default_factory=list)  # declared or selected levels (not OTHER)
     has_missing: bool = False  # the missing count was selected: an indicator / level
     reference: str | None = None  # reference coding: the level without a column
+    code: object = None  # target coding: a TargetCode (the column is one number per cell)
+
+    @property
+    def one_column(self):
+        """Whether the column is encoded as one number (numeric, bool, target-coded)."""
+        return self.kind in ("numeric", "bool") or self.code is not None
 
 
 def _column_kind(name, dtype, declared):
@@ -255,7 +266,7 @@ class TableSchema:
     def feature_names_out(self):
         names = []
         for c in self.columns:
-            if c.kind in ("numeric", "bool"):
+            if c.one_column:
                 names.append(str(c.name))
             else:
                 names += [f"{c.name}_{v}" for v in self._coded_levels(c)]
@@ -276,6 +287,11 @@ class TableSchema:
                 lo.append(float(b[0]))
                 hi.append(float(b[1]))
                 width -= 1
+            if c.code is not None:  # released values: public
+                b = c.code.bounds()
+                lo.append(b[0])
+                hi.append(b[1])
+                continue
             lo += [0.0] * width
             hi += [1.0] * width
         return np.array(lo), np.array(hi)
@@ -284,13 +300,17 @@ class TableSchema:
         """The schema as JSON-ready data (for a model file): the released levels only."""
         return {"columns": [{"name": str(c.name), "kind": c.kind, "levels": list(c.levels),
                              "missing_indicator": bool(c.has_missing),
-                             "reference": c.reference} for c in self.columns],
+                             "reference": c.reference,
+                             **({"target_code": c.code.to_dict()} if c.code is not None else {})}
+                            for c in self.columns],
                 "threshold": self.threshold, "delta": self.delta, "coding": self.coding}
 
     @classmethod
     def from_dict(cls, data):
         cols = [Column(d["name"], d["kind"], d["kind"] != "string", list(d["levels"]),
-                       bool(d["missing_indicator"]), d.get("reference")) for d in data["columns"]]
+                       bool(d["missing_indicator"]), d.get("reference"),
+                       TargetCode.from_dict(d["target_code"]) if "target_code" in d else None)
+                for d in data["columns"]]
         coding = data.get("coding", "one-hot")
         if coding not in CODINGS or any(
                 c.reference is not None and c.reference not in c.levels + [MISSING] * c.has_missing
@@ -309,7 +329,11 @@ class TableSchema:
             pooled = (f"; others -> {OTHER}" if not reference else "; no column"
                       if c.reference is None else
                       f"; reference level {c.reference!r} (no column), with the others")
-            if c.kind == "string":
+            if c.code is not None:
+                lines.append(f"{c.name}: target-coded: the private mean of y over its value's "
+                             f"bucket ({len(c.code.values)} of {c.code.buckets} buckets "
+                             f"resolved; in y's centred, scaled units)")
+            elif c.kind == "string":
                 shown = ", ".join(c.levels) if c.levels else "none"
                 lines.append(f"{c.name}: chosen privately: {shown}{pooled}{miss}")
             elif c.kind == "declared":
@@ -324,6 +348,8 @@ class TableSchema:
         return lines
 
     def _width(self, c):
+        if c.code is not None:
+            return 1
         if c.kind in ("numeric", "bool"):
             return 1 + int(c.has_missing)
         return len(self._coded_levels(c)) + int(self.coding != "reference")
@@ -340,7 +366,7 @@ class TableSchema:
         has a missing cell): an :class:`ImputedValueWarning` naming the columns of ``df``
         whose missing cells the model has no indicator or level for."""
         silent = [c.name for c in self.columns
-                  if not c.has_missing and bool(pd.isna(df[c.name]).any())]
+                  if not c.has_missing and c.code is None and bool(pd.isna(df[c.name]).any())]
         if silent:
             warnings.warn(f"column(s) {silent} hold missing values, but the model has no "
                           f"missing indicator for them (none or too few were missing in training "
@@ -368,7 +394,7 @@ class TableSchema:
         """The most entries a row can have in the encoded design (public schema): one per
         numeric / bool value and per missing indicator, one per categorical column (its
         level or ``<other>``)."""
-        return sum(self._width(c) if c.kind in ("numeric", "bool") else int(self._width(c) > 0)
+        return sum(self._width(c) if c.one_column else int(self._width(c) > 0)
                    for c in self.columns)
 
     def prefers_sparse(self, n):
@@ -396,7 +422,7 @@ class TableSchema:
         slot, j = 0, 0
         for c in self.columns:
             width = self._width(c)
-            if c.kind in ("numeric", "bool"):
+            if c.one_column:
                 block = np.zeros((n, width))
                 self._encode(c, df[c.name], block)
                 data[:, slot:slot + width] = block
@@ -437,6 +463,9 @@ class TableSchema:
 
     def _encode(self, c, s, out):
         """Write column ``c`` of the values ``s`` into ``out`` (its encoded columns)."""
+        if c.code is not None:
+            out[:, 0] = c.code.transform(s)
+            return
         absent = pd.isna(s).to_numpy()
         if c.kind == "numeric":
             try:

@@ -1,0 +1,197 @@
+"""Target coding: a regressor's string column becomes one number per record, the private
+mean of y over the records whose value shares its bucket.
+
+Why. One-hot coding needs the column's levels, released by the partition selection of
+:mod:`dpopt.preprocessing.tables`, whose threshold (about 11 noise standard deviations, for
+its delta) sends every level held by fewer records to ``<other>``: 46 cities of about 190
+records each all go there at epsilon = 1 on 7,500 rows, and the column says nothing; and where
+the levels are kept, each adds a feature, whose noise a private least-squares fit pays for
+(AdaSSP's noise on X^T X grows like d^1.5). Target coding (Micci-Barreca, SIGKDD Explorations
+2001) needs no list of levels and adds one feature: each value is hashed to one of B public
+buckets, and a bucket's noisy count and noisy sum of y give its mean. A bucket's noise is the
+same whatever B is (a record is in one bucket), so there is no threshold and no delta, and a
+level is resolved once its count is a few noise standard deviations.
+
+When (public: the estimator, the schema, n and mu). The default path of a regressor with an
+intercept and without ``inference``, on a DataFrame with string columns (kind "string"), when
+the target's histogram can resolve its range at ``TARGET_SHARE`` (:func:`coding_shares`).
+Classifiers, declared categories (their levels are public: nothing is dropped) and Dask frames
+are coded one-hot.
+
+Mechanism and sensitivity (replace-one adjacency), on all n rows:
+
+1. The target's range: the default path's step "target bounds" (a histogram of y on the public
+   grid, L2 sensitivity sqrt(2), ``TARGET_SHARE`` of mu^2), unless ``target_bounds=`` is given.
+   The default path then takes this range as known (it is not released twice).
+2. y is clipped to [lower, upper] and mapped to [-1, 1] (post-processing). For each of the k
+   string columns and each of its B buckets: the count of records and the sum of their mapped
+   y, plus N(0, sigma^2) each. Replacing one record (bucket a, value v) by (bucket b, value v'),
+   |v|, |v'| <= 1: if a != b two counts move by 1 and two sums by |v| and |v'|, a squared change
+   <= 4; if a = b one sum moves by |v' - v| <= 2, squared 4. Over k columns Delta = 2 sqrt(k);
+   sigma = Delta / mu_c makes it a Gaussian mechanism of multiplier 1 / mu_c (mu_c-GDP, Dong,
+   Roth & Su 2022), recorded as ``Gaussian(1 / mu_c)``, with ``CODING_SHARE`` of mu^2 (the
+   feature bounds' share: one value per level, needed within its noise, not exactly). It
+   replaces the string columns' partition selection (no threshold, no delta).
+
+The bucket means (post-processing, free). A bucket with noisy count C and noisy sum S has the
+mean S / C (clipped to [-1, 1]) with variance about (sigma^2 + C) / C^2 around a true mean in
+[-1, 1]. The minimax linear estimate of a mean known to lie in [-1, 1] from an observation of
+variance s^2 is x / (1 + s^2) (Donoho, Liu & MacGibbon, Ann. Statist. 1990): weight
+c^2 / (c^2 + C + sigma^2), with c = max(C - 2 sigma, 0) the count the noise cannot explain
+(two standard deviations, the held-out choice's margin), so that a bucket no record holds
+gets 0 (the centre of y's range) with probability 97.7%, and a record weighs at most
+1 / (2 sigma) in its own bucket's mean. B is a power of two, 8 times the number of levels
+that can hold 2 sigma records (n / (2 sigma)), within [``MIN_BUCKETS``, ``MAX_BUCKETS``]: two
+such levels share a bucket with probability about 1/8 or less. The feature's values are these
+means in [-1, 1] (y's centred, scaled units; the model's coefficient maps them to y); a value
+never seen, or in a bucket within the noise, gets 0. Its public bounds are the smallest and
+largest released value and 0. The model file keeps the non-zero buckets.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from dpopt.preprocessing._bounds import (
+    DEFAULT_BIN_CONFIDENCE,
+    DEFAULT_GRID,
+    private_target_bounds,
+)
+from dpopt.preprocessing._cells import text_codes
+from dpopt.privacy import Gaussian
+from dpopt.privacy.mechanisms import gaussian_noise
+
+__all__ = ["TargetCode", "TARGET_SHARE", "CODING_SHARE", "COUNT_MARGIN", "coding_shares",
+           "mostly_unnamed", "bucket_count", "buckets_of", "coding_sigma",
+           "noisy_bucket_sums", "bucket_means", "release_target_codes"]
+
+#: Share of mu^2 of the target's range (the default path's ``SHARES["target_bounds"]``).
+TARGET_SHARE = 0.05
+#: Share of mu^2 of the buckets' counts and sums (the default path's feature-bounds share).
+CODING_SHARE = 0.10
+#: A bucket's count is trusted beyond this many noise standard deviations.
+COUNT_MARGIN = 2.0
+MIN_BUCKETS, MAX_BUCKETS = 16, 2 ** 16
+
+
+@dataclass
+class TargetCode:
+    """A column's released bucket means: value -> bucket (public hash) -> mean in [-1, 1]."""
+
+    buckets: int
+    values: dict = field(default_factory=dict)  # bucket -> mean, non-zero buckets only
+
+    def transform(self, s):
+        """The bucket mean of each cell of ``s`` (a pandas Series)."""
+        codes, keys = text_codes(s)
+        table = np.array([self.values.get(int(b), 0.0) for b in buckets_of(keys, self.buckets)],
+                         dtype=np.float64)
+        return table[codes]
+
+    def bounds(self):
+        """(lower, upper): the smallest and largest released value, and 0 (public)."""
+        v = [0.0, *self.values.values()]
+        return float(min(v)), float(max(v))
+
+    def to_dict(self):
+        return {"buckets": self.buckets, "values": {str(b): v for b, v in self.values.items()}}
+
+    @classmethod
+    def from_dict(cls, data):
+        buckets = int(data["buckets"])
+        values = {int(b): float(v) for b, v in data["values"].items()}
+        if buckets < 1 or any(not 0 <= b < buckets for b in values):
+            raise ValueError("a target code's buckets are in [0, buckets)")
+        return cls(buckets, values)
+
+
+def buckets_of(keys, buckets):
+    """The bucket of each text key: pandas' SipHash of the text (a fixed key: the same in
+    every process) modulo ``buckets``. Public: a per-value map that reads no record."""
+    h = pd.util.hash_array(np.asarray(list(keys), dtype=object))
+    return (h % np.uint64(buckets)).astype(np.int64)
+
+
+def coding_shares(n, mu, public_range):
+    """(share of the range, share of the buckets) of mu^2, or None when the target's
+    histogram cannot resolve its range at ``TARGET_SHARE`` (the default path's rule: a decade
+    of y fills ``grid.bins_per_decade`` bins of about n / bins records each, which must clear
+    the bins' threshold); then the table keeps one-hot coding. From public (n, mu)."""
+    if public_range:
+        return 0.0, CODING_SHARE
+    sigma = math.sqrt(2.0) / (mu * math.sqrt(TARGET_SHARE))
+    if n / DEFAULT_GRID.bins_per_decade < DEFAULT_BIN_CONFIDENCE * sigma:
+        return None
+    return TARGET_SHARE, CODING_SHARE
+
+
+def mostly_unnamed(columns, noisy_counts, n):
+    """The string ``columns`` most of whose records one-hot coding cannot name: the noisy
+    counts of the values the selection kept (``noisy_counts[name]``, released with them) sum
+    to at most n / 2. Post-processing of the selection."""
+    return [c for c in columns if sum(noisy_counts.get(c.name, {}).values()) <= 0.5 * n]
+
+
+def bucket_count(n, sigma):
+    """B (module docstring) from public n and sigma."""
+    need = 8.0 * max(n / (COUNT_MARGIN * sigma), 1.0)
+    return int(min(max(2 ** math.ceil(math.log2(need)), MIN_BUCKETS), MAX_BUCKETS))
+
+
+def release_target_codes(df, y, columns, mu_range, mu_codes, rng, public_range=None):
+    """The releases of the module docstring: sets ``column.code`` (a :class:`TargetCode`)
+    on each of ``columns`` (string columns of ``df``) and clears their levels. Returns
+    ``(records, (lower, upper), info)``: the target's released (or public) range and a
+    description for the plan."""
+    y = np.asarray(y, dtype=np.float64)
+    records = []
+    if public_range is None:
+        tb = private_target_bounds(y, mu_range, rng, quiet=True)
+        records += list(tb.mechanisms)
+        lo, hi = float(tb.lower[0]), float(tb.upper[0])
+    else:
+        lo, hi = (float(v) for v in public_range)
+    sigma = coding_sigma(len(columns), mu_codes)
+    buckets = bucket_count(len(y), sigma)
+    info = {"columns": [str(c.name) for c in columns], "range": [lo, hi], "buckets": buckets,
+            "sigma": sigma, "mu": mu_codes}
+    if not hi > lo:  # a collapsed range: y is one value; nothing more is released
+        for c in columns:
+            c.levels, c.has_missing, c.code = [], False, TargetCode(buckets)
+        return records, (lo, hi), info
+    scaled = np.clip((y - 0.5 * (lo + hi)) / (0.5 * (hi - lo)), -1.0, 1.0)
+    for c in columns:  # one number per cell: the selection's levels are not used
+        c.levels, c.has_missing = [], False
+        codes, keys = text_codes(df[c.name])
+        counts, sums = noisy_bucket_sums(buckets_of(keys, buckets)[codes], scaled, buckets,
+                                         sigma, rng)
+        c.code = TargetCode(buckets, bucket_means(counts, sums, sigma))
+    records.append(Gaussian(1.0 / mu_codes, 1))
+    return records, (lo, hi), info
+
+
+def coding_sigma(k, mu):
+    """sigma of the buckets' counts and sums for k coded columns at ``mu``: Delta / mu with
+    the replace-one sensitivity Delta = 2 sqrt(k) (module docstring)."""
+    return 2.0 * math.sqrt(k) / mu
+
+
+def noisy_bucket_sums(rows, scaled, buckets, sigma, rng):
+    """One column's release: ``(counts, sums)`` over its ``buckets`` of the records' buckets
+    ``rows`` and mapped targets ``scaled`` (in [-1, 1]), plus N(0, sigma^2) each."""
+    counts = np.bincount(rows, minlength=buckets) + gaussian_noise(rng, sigma, buckets)
+    sums = (np.bincount(rows, weights=scaled, minlength=buckets)
+            + gaussian_noise(rng, sigma, buckets))
+    return counts, sums
+
+
+def bucket_means(counts, sums, sigma):
+    """{bucket: shrunk mean} of the buckets whose mean is not 0 (module docstring)."""
+    trusted = np.maximum(counts - COUNT_MARGIN * sigma, 0.0)
+    mean = np.clip(np.divide(sums, counts, out=np.zeros_like(sums), where=trusted > 0), -1, 1)
+    shrunk = mean * trusted ** 2 / (trusted ** 2 + np.maximum(counts, 0.0) + sigma ** 2)
+    return {int(b): float(shrunk[b]) for b in np.flatnonzero(shrunk)}

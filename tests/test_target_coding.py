@@ -1,0 +1,204 @@
+"""Target coding of a regressor's string columns (dpopt.preprocessing.target_coding): the
+mechanism's sensitivity and noise, the bucket means, when it runs, and the fitted model in
+Python, in a model file and from `dpopt predict`."""
+
+import math
+import subprocess
+import sys
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import dpopt
+from dpopt.api import modelio
+from dpopt.api.release_audits import audit_target_codes
+from dpopt.preprocessing.tables import plan_table
+from dpopt.preprocessing.target_coding import (
+    CODING_SHARE,
+    TargetCode,
+    bucket_count,
+    bucket_means,
+    buckets_of,
+    coding_shares,
+    coding_sigma,
+    mostly_unnamed,
+    noisy_bucket_sums,
+)
+from dpopt.privacy import Gaussian, gdp_mu
+
+
+def _exact(rows, values, buckets=8):
+    return np.concatenate(noisy_bucket_sums(np.asarray(rows), np.asarray(values, float),
+                                            buckets, 0.0, np.random.default_rng(0)))
+
+
+@pytest.mark.parametrize("moved", [False, True])
+def test_one_record_moves_the_release_by_exactly_the_stated_sensitivity(moved):
+    """A record's bucket and value changed: (a, -1) -> (a, +1) moves one sum by 2; (a, -1) ->
+    (b, +1) moves two counts and two sums by 1. Both reach Delta = 2 (one column), the
+    sensitivity sigma = coding_sigma(1, mu) is calibrated to."""
+    d0 = _exact([0, 0, 1], [0.3, -0.5, -1.0])
+    d1 = _exact([0, 0, 2 if moved else 1], [0.3, -0.5, 1.0])
+    assert np.linalg.norm(d1 - d0) == pytest.approx(2.0)
+    assert coding_sigma(1, 0.5) == pytest.approx(2.0 / 0.5)
+    assert coding_sigma(3, 0.5) == pytest.approx(2.0 * math.sqrt(3) / 0.5)
+
+
+def test_noise_has_the_stated_standard_deviation():
+    rng = np.random.default_rng(3)
+    draws = np.array([noisy_bucket_sums(np.zeros(5, dtype=np.int64), np.zeros(5), 64, 7.0, rng)
+                      for _ in range(200)])
+    assert draws[:, :, 1:].std() == pytest.approx(7.0, rel=0.03)
+
+
+@pytest.mark.parametrize("moved", [False, True])
+def test_audit_is_consistent_and_catches_too_little_noise(moved):
+    ok = audit_target_codes(n_runs=1000, moved=moved)
+    assert ok.epsilon_lb <= ok.epsilon
+    broken = audit_target_codes(n_runs=1000, moved=moved, noise_scale=0.25)
+    assert broken.epsilon_lb > broken.epsilon
+
+
+def test_buckets_are_the_same_in_another_process():
+    keys = ["Austin", "El Paso", "<missing>", "1.0"]
+    here = buckets_of(keys, 1024).tolist()
+    code = ("from dpopt.preprocessing.target_coding import buckets_of;"
+            f"print(buckets_of({keys!r}, 1024).tolist())")
+    there = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                           check=True).stdout.strip()
+    assert there == str(here)
+    assert all(0 <= b < 1024 for b in here) and len(set(here)) == len(here)
+
+
+def test_bucket_means_shrink_by_the_count_the_noise_cannot_explain():
+    sigma = 10.0
+    counts = np.array([1000.0, 15.0, -3.0, 400.0])
+    sums = np.array([500.0, 14.0, -2.0, -1000.0])
+    means = bucket_means(counts, sums, sigma)
+    assert means[0] == pytest.approx(0.5 * 980 ** 2 / (980 ** 2 + 1000 + 100))
+    assert 1 not in means and 2 not in means  # within 2 sigma: the centre
+    assert means[3] == pytest.approx(-1.0 * 380 ** 2 / (380 ** 2 + 400 + 100))  # clipped
+
+
+def test_bucket_count_and_shares_follow_public_n_and_mu():
+    assert bucket_count(10, 100.0) == 16
+    assert bucket_count(10 ** 9, 1.0) == 2 ** 16
+    assert bucket_count(6000, 30.0) == 1024  # 8 x 6000 / 60 = 800 -> 1024
+    assert coding_shares(50, 0.05, False) is None  # y's range cannot be resolved
+    assert coding_shares(5000, 1.0, False) == (0.05, CODING_SHARE)
+    assert coding_shares(50, 0.05, True) == (0.0, CODING_SHARE)
+
+
+def test_mostly_unnamed_reads_the_kept_values_noisy_counts():
+    cols = plan_table(pd.DataFrame({"a": ["x"], "b": ["y"], "c": ["z"]}))
+    counts = {"a": {"x": 90.0, "y": 5.0}, "b": {"y": 40.0}}
+    assert [c.name for c in mostly_unnamed(cols, counts, 100)] == ["b", "c"]
+
+
+def test_target_code_round_trip_and_unseen_values():
+    code = TargetCode(64, {int(buckets_of(["a"], 64)[0]): 0.4})
+    s = pd.Series(["a", "never seen", None], dtype=object)
+    assert code.transform(s).tolist() == [0.4, 0.0, 0.0]
+    again = TargetCode.from_dict(code.to_dict())
+    assert again == code and again.bounds() == (0.0, 0.4)
+    with pytest.raises(ValueError, match="buckets"):
+        TargetCode.from_dict({"buckets": 4, "values": {"9": 0.1}})
+
+
+def _cities(n=6000, levels=40, seed=0):
+    """A regression table whose string column has many levels of about 150 records each
+    (too few for the partition selection at epsilon = 1), with a strong effect each (the
+    same in every sample)."""
+    rng = np.random.default_rng(seed)
+    city = rng.integers(0, levels, n)
+    effect = np.linspace(-2.0, 2.0, levels)[np.random.default_rng(99).permutation(levels)]
+    x = rng.uniform(0.0, 10.0, n)
+    y = 10.0 + effect[city] + 0.3 * x + rng.normal(0.0, 0.5, n)
+    X = pd.DataFrame({"city": [f"c{c:03d}" for c in city], "x": x})
+    return X, y
+
+
+def test_a_regressor_codes_a_column_the_selection_cannot_name_and_learns_from_it():
+    X, y = _cities()
+    Xt, yt = _cities(seed=1)
+    one_hot, coded = [], []
+    for seed in range(3):
+        m = dpopt.DPLinearRegression(epsilon=1.0, random_state=seed).fit(X, y)
+        plan = m.fit_result_.params["auto"]
+        assert plan["table"]["target_coding"]["columns"] == ["city"]
+        assert list(m.table_.get_feature_names_out()) == ["city", "x"]
+        assert m.epsilon_spent_ <= 1.0 + 1e-9
+        mu = gdp_mu(1.0, m.delta_spent_ - plan["table"]["selection_delta"])
+        assert any(isinstance(r, Gaussian) and r.noise_multiplier == pytest.approx(
+            1.0 / (mu * math.sqrt(CODING_SHARE))) for r in m.fit_result_.mechanisms)
+        coded.append(m.score(Xt, yt))
+        m._coding = lambda: "one-hot"  # what the table layer gave before
+        one_hot.append(m.fit(X, y).score(Xt, yt))
+    assert np.mean(coded) > np.mean(one_hot) + 0.1, (coded, one_hot)
+    report = m.__class__(epsilon=1.0, random_state=0).fit(X, y).privacy_report()
+    assert "target-coded" in report and "released with them" in report
+
+
+def test_declared_classifiers_inference_and_small_tables_keep_one_hot():
+    X, y = _cities()
+    clf = dpopt.DPLogisticRegression(epsilon=1.0, random_state=0).fit(X, y > 10.0)
+    assert "target_coding" not in clf.fit_result_.params["auto"].get("table", {})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        reg = dpopt.DPLinearRegression(epsilon=1.0, inference=True, random_state=0).fit(X, y)
+    assert "target_coding" not in reg.fit_result_.params["auto"].get("table", {})
+    cat = X.assign(city=X["city"].astype("category"))  # declared: nothing is dropped
+    reg = dpopt.DPLinearRegression(epsilon=1.0, random_state=0).fit(cat, y)
+    assert "target_coding" not in reg.fit_result_.params["auto"].get("table", {})
+
+
+def test_a_public_target_range_is_used_and_not_released():
+    X, y = _cities()
+    m = dpopt.DPLinearRegression(epsilon=1.0, target_bounds=(5.0, 15.0),
+                                 random_state=0).fit(X, y)
+    table = m.fit_result_.params["auto"]["table"]
+    assert table["target_range"] == [5.0, 15.0]
+    assert m.epsilon_spent_ <= 1.0 + 1e-9
+
+
+def test_predictions_survive_the_model_file_and_unseen_values(tmp_path):
+    from dpopt.cli.commands import main
+    from dpopt.cli.tables import read_table
+
+    X, y = _cities(n=3000)
+    X.assign(y=y).to_csv(tmp_path / "t.csv", index=False)
+    path = tmp_path / "m.json"
+    assert main(["fit", str(tmp_path / "t.csv"), "--loss", "squared", "--target", "y", "--epsilon", "2",
+                 "--seed", "0", "--out", str(path)]) == 0
+    columns = modelio.load_model(path)["data"]["table"]["columns"]
+    assert [c["name"] for c in columns if "target_code" in c] == ["city"]
+    Xr, yr, _ = read_table(tmp_path / "t.csv", target="y")  # the CLI's reader
+    m = dpopt.DPLinearRegression(epsilon=2.0, random_state=0).fit(Xr, yr)
+    new = Xr.head(50).copy()
+    new.loc[:9, "city"] = "a city never seen"
+    new.loc[10:14, "city"] = None
+    pred = m.predict(new)
+    assert np.all(np.isfinite(pred)) and len(set(pred[:10] - 0.3 * 0)) > 1
+    new.assign(y=0.0).to_csv(tmp_path / "new.csv", index=False)
+    assert main(["predict", str(path), str(tmp_path / "new.csv"), "--target", "y",
+                 "--out", str(tmp_path / "p.csv")]) == 0
+    np.testing.assert_allclose(pd.read_csv(tmp_path / "p.csv")["prediction"], pred, rtol=1e-9)
+
+
+def test_reported_epsilon_matches_an_independent_composition_of_the_records():
+    """The coded fit's records (the selection, y's range, the buckets, the scaling, the
+    model, the held-out choice) are all Gaussian: their composition, computed by
+    dp-accounting's analytic Gaussian mechanism at the delta the threshold leaves, is the
+    reported epsilon, and their total mu^2 is the whole budget's."""
+    from _independent_accounting import gaussian_epsilon
+
+    X, y = _cities()
+    m = dpopt.DPLinearRegression(epsilon=1.0, random_state=0).fit(X, y)
+    records = m.fit_result_.mechanisms
+    assert all(isinstance(r, Gaussian) for r in records)
+    nu = math.sqrt(sum(r.count / r.noise_multiplier ** 2 for r in records))
+    delta_g = m.delta_spent_ - m.fit_result_.params["auto"]["table"]["selection_delta"]
+    assert m.epsilon_spent_ == pytest.approx(gaussian_epsilon(1 / nu, 1, delta_g), rel=2e-3)
+    assert nu <= gdp_mu(1.0, delta_g) * (1 + 1e-9)
