@@ -159,7 +159,8 @@ def test_a_public_target_range_is_used_and_not_released():
     m = dpopt.DPLinearRegression(epsilon=1.0, target_bounds=(5.0, 15.0),
                                  random_state=0).fit(X, y)
     table = m.fit_result_.params["auto"]["table"]
-    assert table["target_range"] == [5.0, 15.0]
+    assert table["target_range"] == [5.0, 15.0] and not table["target_coding"]["range_released"]
+    assert "[5, 15] is public (target_bounds=)" in m.privacy_report()
     assert m.epsilon_spent_ <= 1.0 + 1e-9
 
 

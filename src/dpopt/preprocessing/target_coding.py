@@ -158,7 +158,7 @@ def release_target_codes(df, y, columns, mu_range, mu_codes, rng, public_range=N
     sigma = coding_sigma(len(columns), mu_codes)
     buckets = bucket_count(len(y), sigma)
     info = {"columns": [str(c.name) for c in columns], "range": [lo, hi], "buckets": buckets,
-            "sigma": sigma, "mu": mu_codes}
+            "sigma": sigma, "mu": mu_codes, "range_released": public_range is None}
     if not hi > lo:  # a collapsed range: y is one value; nothing more is released
         for c in columns:
             c.levels, c.has_missing, c.code = [], False, TargetCode(buckets)
