@@ -13,11 +13,12 @@ import pytest
 
 import dpopt
 from dpopt.api import modelio
-from dpopt.api.release_audits import audit_target_codes
+from dpopt.api.release_audits import audit_coding_check, audit_target_codes
 from dpopt.preprocessing.tables import plan_table
 from dpopt.preprocessing.target_coding import (
     CODING_SHARE,
     TargetCode,
+    beyond_noise,
     bucket_count,
     bucket_means,
     buckets_of,
@@ -25,6 +26,7 @@ from dpopt.preprocessing.target_coding import (
     coding_sigma,
     mostly_unnamed,
     noisy_bucket_sums,
+    resolvable,
 )
 from dpopt.privacy import Gaussian, gdp_mu
 
@@ -53,11 +55,13 @@ def test_noise_has_the_stated_standard_deviation():
     assert draws[:, :, 1:].std() == pytest.approx(7.0, rel=0.03)
 
 
-@pytest.mark.parametrize("moved", [False, True])
-def test_audit_is_consistent_and_catches_too_little_noise(moved):
-    ok = audit_target_codes(n_runs=1000, moved=moved)
+@pytest.mark.parametrize("audit", [audit_target_codes,
+                                   lambda **kw: audit_target_codes(moved=True, **kw),
+                                   audit_coding_check])
+def test_audit_is_consistent_and_catches_too_little_noise(audit):
+    ok = audit(n_runs=1000)
     assert ok.epsilon_lb <= ok.epsilon
-    broken = audit_target_codes(n_runs=1000, moved=moved, noise_scale=0.25)
+    broken = audit(n_runs=1000, noise_scale=0.25)
     assert broken.epsilon_lb > broken.epsilon
 
 
@@ -70,6 +74,29 @@ def test_buckets_are_the_same_in_another_process():
                            check=True).stdout.strip()
     assert there == str(here)
     assert all(0 <= b < 1024 for b in here) and len(set(here)) == len(here)
+
+
+def test_the_check_moves_by_at_most_one_per_column_and_spares_id_columns():
+    """beyond_noise: replacing one record lowers one value's count and raises another's, so
+    each column's sum moves by at most 1 (attained); an id column has nothing beyond L."""
+    df = pd.DataFrame({"c": ["a"] * 30 + ["b"] * 12 + ["c"] * 3})
+    tail = np.ones(45, dtype=bool)
+    base = beyond_noise(df, plan_table(df), [tail], 10.0)[0]
+    assert base == 20 + 2
+    for new in ("a", "b", "c", "d"):
+        for row in (0, 35, 44):
+            moved = df.copy()
+            moved.loc[row, "c"] = new
+            assert abs(beyond_noise(moved, plan_table(moved), [tail], 10.0)[0] - base) <= 1
+    moved = df.copy()
+    moved.loc[0, "c"] = "b"  # a: 29 -> 19 beyond, b: 13 -> 3 beyond
+    assert beyond_noise(moved, plan_table(moved), [tail], 10.0)[0] == base
+    moved.loc[0, "c"] = "c"
+    assert beyond_noise(moved, plan_table(moved), [tail], 10.0)[0] == base - 1
+    ids = pd.DataFrame({"c": [f"id{i}" for i in range(500)]})
+    chosen, noisy, record = resolvable(ids, plan_table(ids), [np.ones(500, dtype=bool)], 1.0,
+                                       1.0, np.random.default_rng(0))
+    assert chosen == [] and record == Gaussian(1.0, 1)
 
 
 def test_bucket_means_shrink_by_the_count_the_noise_cannot_explain():
@@ -141,9 +168,29 @@ def test_a_regressor_codes_a_column_the_selection_cannot_name_and_learns_from_it
     assert "target-coded" in report and "released with them" in report
 
 
-def test_declared_classifiers_inference_and_small_tables_keep_one_hot():
+def test_a_binary_classifier_codes_labels_as_plus_minus_one_and_learns_from_it():
     X, y = _cities()
-    clf = dpopt.DPLogisticRegression(epsilon=1.0, random_state=0).fit(X, y > 10.0)
+    Xt, yt = _cities(seed=1)
+    labels, test_labels = np.where(y > 10.0, "high", "low"), np.where(yt > 10.0, "high", "low")
+    coded, one_hot = [], []
+    for seed in range(3):
+        m = dpopt.DPLogisticRegression(epsilon=1.0, random_state=seed).fit(X, labels)
+        info = m.fit_result_.params["auto"]["table"]["target_coding"]
+        assert info["columns"] == ["city"] and info["range"] == [-1.0, 1.0]
+        assert not info["range_released"] and m.epsilon_spent_ <= 1.0 + 1e-9
+        assert "target_range" not in m.fit_result_.params["auto"]["table"]
+        coded.append(m.score(Xt, test_labels))
+        m._coding = lambda: "one-hot"
+        one_hot.append(m.fit(X, labels).score(Xt, test_labels))
+    assert np.mean(coded) > np.mean(one_hot) + 0.05, (coded, one_hot)
+    assert "target-coded" in m.__class__(epsilon=1.0, random_state=0).fit(
+        X, labels).privacy_report()
+
+
+def test_multiclass_inference_and_declared_categories_keep_one_hot():
+    X, y = _cities()
+    three = np.digitize(y, np.quantile(y, [1 / 3, 2 / 3])).astype(str)
+    clf = dpopt.DPLogisticRegression(epsilon=1.0, random_state=0).fit(X, three)
     assert "target_coding" not in clf.fit_result_.params["auto"].get("table", {})
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -152,6 +199,9 @@ def test_declared_classifiers_inference_and_small_tables_keep_one_hot():
     cat = X.assign(city=X["city"].astype("category"))  # declared: nothing is dropped
     reg = dpopt.DPLinearRegression(epsilon=1.0, random_state=0).fit(cat, y)
     assert "target_coding" not in reg.fit_result_.params["auto"].get("table", {})
+    big = dpopt.DPLinearRegression(epsilon=50.0, random_state=0).fit(X, y)  # levels all kept
+    assert "target_coding" not in big.fit_result_.params["auto"].get("table", {})
+    assert len(big.table_.get_feature_names_out()) == 40 + 1 + 1  # cities, <other>, x
 
 
 def test_a_public_target_range_is_used_and_not_released():

@@ -479,11 +479,12 @@ class _DPLinearModel(BaseEstimator):
 
     def _coding(self):
         """How the table layer codes categorical columns: against a reference level for
-        intervals, by the private means of y for a regressor with an intercept (string
-        columns, :mod:`dpopt.preprocessing.target_coding`), else one-hot."""
+        intervals, else with an intercept by the private means of y where the selection
+        cannot name most values (string columns, :mod:`dpopt.preprocessing.target_coding`),
+        else one-hot."""
         if getattr(self, "inference", False):
             return "reference"
-        return "target" if not self._classifier and self.fit_intercept else "one-hot"
+        return "target" if self.fit_intercept else "one-hot"
 
     def _public_target(self):
         """The regressor's ``target_bounds`` as (lower, upper) floats, or None (checked:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import numpy as np
+import pandas as pd
 
 from dpopt._core.validation import check_delta, check_positive_int, check_scalar
 from dpopt.api.audit import (
@@ -33,12 +34,19 @@ from dpopt.preprocessing._bounds import DEFAULT_GRID, feature_histograms
 from dpopt.preprocessing._indicators import other_value_counts, private_indicators
 from dpopt.preprocessing._refine import pooled_counts
 from dpopt.preprocessing.feature_maps import Scaling
-from dpopt.preprocessing.target_coding import coding_sigma, noisy_bucket_sums
+from dpopt.preprocessing.tables import plan_table
+from dpopt.preprocessing.target_coding import (
+    beyond_noise,
+    coding_sigma,
+    noisy_bucket_sums,
+    resolvable,
+)
 from dpopt.privacy import gdp_epsilon, gdp_mu
 
 __all__ = ["audit_selection", "audit_constant", "audit_gap_histogram",
            "audit_pooled_histogram", "audit_indicator_counts", "audit_curvature",
-           "audit_recentre", "audit_class_scores", "audit_target_codes"]
+           "audit_recentre", "audit_class_scores", "audit_target_codes",
+           "audit_coding_check"]
 
 
 # ---------------------------------------------------------------------------
@@ -319,3 +327,29 @@ def audit_target_codes(*, epsilon=DEFAULT_EPSILON, delta=DEFAULT_DELTA, n_runs=D
     return _release_audit("target coding (buckets' counts and sums)", scores, mu, delta,
                           confidence, {"n": n, "buckets": buckets, "moved": moved,
                                        "noise_scale": noise_scale})
+
+
+def audit_coding_check(*, epsilon=DEFAULT_EPSILON, delta=DEFAULT_DELTA, n_runs=DEFAULT_RUNS,
+                       n=50, level=10.0, random_state=0, confidence=0.95,
+                       noise_scale=1.0) -> AuditResult:
+    """Empirical lower bound on the epsilon of the check that decides the target coding
+    (:func:`dpopt.preprocessing.target_coding.resolvable`: a column's records beyond
+    L = ``level`` in its values, plus N(0, 1 / mu^2) for one column, sensitivity 1).
+    Neighbouring columns of ``n`` cells: value "a" in all but the canary, which is "b" on D0
+    and "a" on D1 (the sum moves by 1). The release runs through the fit's code at
+    mu = gdp_mu(epsilon, delta) (its buckets' mu set so that L = ``level``); the statistic is
+    the noisy sum. ``noise_scale`` < 1 is a broken variant, for the tests only."""
+    epsilon, delta, n_runs, mu = _release_claim(epsilon, delta, n_runs)
+    rng = np.random.default_rng(random_state)
+    tail = np.ones(n, dtype=bool)
+    mu_codes = 2.0 * coding_sigma(1, 1.0) / level  # COUNT_MARGIN sigma = level
+    scores = np.empty((2, n_runs))
+    for b, canary in enumerate(("b", "a")):
+        df = pd.DataFrame({"c": ["a"] * (n - 1) + [canary]})
+        exact = beyond_noise(df, plan_table(df), [tail], level)[0]
+        for k in range(n_runs):
+            noisy = resolvable(df, plan_table(df), [tail], mu, mu_codes, rng)[1][0]
+            scores[b, k] = exact + noise_scale * (noisy - exact)
+    return _release_audit("target coding's check (records beyond the buckets' noise)", scores,
+                          mu, delta, confidence, {"n": n, "level": level,
+                                                  "noise_scale": noise_scale})

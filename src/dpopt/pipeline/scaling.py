@@ -475,11 +475,12 @@ def _column_lines(plan):
     coded = (plan.get("table") or {}).get("target_coding")
     if coded:
         lines.append(f"columns {coded['columns']} are target-coded (the private means of y of "
-                     f"their values' {coded['buckets']} buckets, noise sd {coded['sigma']:.3g}); "
-                     f"y's range [{public_y[0]:g}, {public_y[1]:g}] "
-                     + ("was released with them" if coded.get("range_released", True)
-                        else "is public (target_bounds=)")
-                     + " and y is clipped to it (no second histogram of y)")
+                     f"their values' {coded['buckets']} buckets, noise sd {coded['sigma']:.3g})"
+                     + ("" if not public_y else
+                        f"; y's range [{public_y[0]:g}, {public_y[1]:g}] "
+                        + ("was released with them" if coded.get("range_released", True)
+                           else "is public (target_bounds=)")
+                        + " and y is clipped to it (no second histogram of y)"))
     elif public_y:
         lines.append(f"the target's range [{public_y[0]:g}, {public_y[1]:g}] is public "
                      f"(target_bounds=): y is clipped to it, no histogram of y is released")

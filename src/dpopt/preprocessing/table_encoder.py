@@ -42,9 +42,11 @@ from dpopt.preprocessing.tables import (
     selection_threshold,
 )
 from dpopt.preprocessing.target_coding import (
+    CHECK_SHARE,
     coding_shares,
     mostly_unnamed,
     release_target_codes,
+    resolvable,
 )
 from dpopt.privacy import epsilon_of, gdp_mu
 
@@ -91,9 +93,10 @@ def prepare_default(X, y, *, epsilon, delta, categories, feature_bounds, classes
     selection of the default path reads the majority class as it does from selected labels'
     counts (the caller says whether that selection runs: otherwise nothing is spent).
     ``coding``: of the categorical columns (:data:`dpopt.preprocessing.tables.CODINGS`);
-    ``"target"`` (a regressor's string columns, :mod:`dpopt.preprocessing.target_coding`)
-    falls back to one-hot where it does not apply (from public facts), and then the prior's
-    ``info["target_range"]`` is y's range it released (or ``target_range``, public, given).
+    ``"target"`` (string columns of a regressor or a binary classifier,
+    :mod:`dpopt.preprocessing.target_coding`) falls back to one-hot where it does not apply;
+    for a regressor the prior's ``info["target_range"]`` is then y's range it released (or
+    ``target_range``, public, given).
     """
     frame = is_frame(X)
     columns, df = None, None
@@ -107,48 +110,60 @@ def prepare_default(X, y, *, epsilon, delta, categories, feature_bounds, classes
     strings = [c for c in columns or [] if c.kind == "string"]
     mu, delta_sel, delta_y, share_y, share_c = selection_split(X.shape[0], columns, select_y,
                                                                epsilon, delta)
-    shares = coding == "target" and strings and coding_shares(X.shape[0], mu,
-                                                              target_range is not None)
+    shares = coding == "target" and strings and coding_shares(
+        X.shape[0], mu, classifier or target_range is not None)
     count_y = count_declared and declared is not None and len(declared) >= 2
     if count_y:
         share_y = declared_label_share(X.shape[0], mu)
-    labels, records, label_counts, coded = None, [], None, None
+    labels, records, label_counts, coded, candidates = None, [], None, None, None
     if select_y:
         labels, records, _, label_counts = select_labels(y, mu * math.sqrt(share_y), delta_y,
                                                          rng)
     elif count_y:
         label_counts, records = noisy_class_counts(encode_labels(y, declared), len(declared),
                                                    mu * math.sqrt(share_y), rng)
+    schema, encoder, Xf, names = None, None, X, None
     if frame:
         schema, _ = fit_schema(df, columns, mu * math.sqrt(share_c) if share_c else 0.0,
                                delta_sel - delta_y, rng,
                                coding="one-hot" if coding == "target" else coding)
         records += list(schema.records)
-        coded = shares and mostly_unnamed(strings, schema.counts, len(df))
+    y_out, classes_out = y, None
+    if classifier:
+        chosen = labels if select_y else declared_classes(y, classes)
+        check_labels_kept(chosen, epsilon, mu * math.sqrt(share_y) if select_y else None, delta_y,
+                          records, delta_sel)
+        y_out, classes_out = encode_labels(y, chosen), chosen
+    if frame:
+        # a regressor's y, or a binary classifier's labels as -1 / +1 (0: neither class)
+        candidates = (shares and (not classifier or len(classes_out) == 2)
+                      and mostly_unnamed(strings, schema.counts, len(df)))
+        if candidates:  # a Gaussian count of their resolvable <other> records decides
+            coded, checked, rec = resolvable(
+                df, candidates, [schema.in_other(c, df[c.name]) for c in candidates],
+                mu * math.sqrt(CHECK_SHARE), mu * math.sqrt(shares[1]), rng)
+            records.append(rec)
+            share_c += CHECK_SHARE
         if coded:  # y's range, then those columns' bucket means (released counts decide)
+            values = y if not classifier else np.sign(y_out - 0.5) * (y_out >= 0)
             rec, target_range, coding_info = release_target_codes(
-                df, y, coded, mu * math.sqrt(shares[0]), mu * math.sqrt(shares[1]), rng,
-                target_range)
+                df, values, coded, mu * math.sqrt(shares[0]), mu * math.sqrt(shares[1]), rng,
+                (-1.0, 1.0) if classifier else target_range)
             records += rec
             share_c += sum(shares)
         Xf = (schema.transform_sparse(df) if schema.prefers_sparse(len(df))
               else schema.transform(df))
         encoder = TableEncoder(schema, np.asarray(df.columns, dtype=object))
         names = list(df.columns)
-    else:
-        schema, encoder, Xf, names = None, None, X, None
-    if classifier:
-        chosen = labels if select_y else declared_classes(y, classes)
-        check_labels_kept(chosen, epsilon, mu * math.sqrt(share_y) if select_y else None, delta_y,
-                          records, delta_sel)
-        y_out, classes_out = encode_labels(y, chosen), chosen
-    else:
-        y_out, classes_out = y, None
     bounds = _resolve_bounds(feature_bounds, schema, names, Xf.shape[1])
     prior = _prior(mu, delta_sel, share_y, share_c, records, schema, select_y, label_counts,
                    count_y)
-    if coded:  # the pipeline takes the range as released (no histogram of y)
-        prior.info.update(target_range=list(target_range), target_coding=coding_info)
+    if candidates:  # the noisy counts that decided the coding, for the plan
+        prior.info["target_coding_check"] = dict(zip([str(c.name) for c in candidates],
+                                                     checked.tolist()))
+    if coded:  # a regressor's pipeline takes y's range as released (no histogram of y)
+        prior.info.update(target_coding=coding_info,
+                          **({} if classifier else {"target_range": list(target_range)}))
     return Xf, y_out, classes_out, encoder, bounds, prior
 
 

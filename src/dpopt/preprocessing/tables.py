@@ -18,8 +18,8 @@ string          object / str / Arrow dictionary            one 0/1 column per le
                                                            ``<other>`` (public [0, 1])
 ==============  =========================================  ==================================
 
-A regressor's default path codes a string column most of whose records fall outside its
-kept levels as one number instead, the private mean of y of its value
+The default path of a regressor or a binary classifier codes a string column most of whose
+records fall outside its kept levels as one number instead, the private mean of y of its value
 (:mod:`dpopt.preprocessing.target_coding`; ``Column.code``).
 
 Missing values. A column whose dtype can hold a missing value (float, nullable and
@@ -450,6 +450,10 @@ class TableSchema:
         if at_prediction:
             self._warn_imputed(df)
         return df
+
+    def in_other(self, c, s):
+        """Whether each cell of the one-hot column ``c`` (values ``s``) is ``<other>``."""
+        return self._level_codes(c, s) == len(self._coded_levels(c))
 
     def _level_codes(self, c, s):
         """Index of each cell's column among the coded levels: ``<other>`` last (one-hot), or

@@ -1,5 +1,5 @@
-"""Target coding: a regressor's string column becomes one number per record, the private
-mean of y over the records whose value shares its bucket.
+"""Target coding: a string column becomes one number per record, the private mean of y over
+the records whose value shares its bucket (for a binary classifier, of its labels as -1 / +1).
 
 Why. One-hot coding needs the column's levels, released by the partition selection of
 :mod:`dpopt.preprocessing.tables`, whose threshold (about 11 noise standard deviations, for
@@ -12,18 +12,31 @@ buckets, and a bucket's noisy count and noisy sum of y give its mean. A bucket's
 same whatever B is (a record is in one bucket), so there is no threshold and no delta, and a
 level is resolved once its count is a few noise standard deviations.
 
-When (public: the estimator, the schema, n and mu). The default path of a regressor with an
-intercept and without ``inference``, on a DataFrame with string columns (kind "string"), when
-the target's histogram can resolve its range at ``TARGET_SHARE`` (:func:`coding_shares`).
-Classifiers, declared categories (their levels are public: nothing is dropped) and Dask frames
-are coded one-hot.
+When (public facts and released counts). The default path of a regressor or a binary
+classifier with an intercept and without ``inference``, on a DataFrame, for a string column
+(kind "string") that one-hot coding serves badly and target coding can serve:
+
+* most of its records are outside the kept levels: the released noisy counts of its kept
+  values sum to at most n / 2 (:func:`mostly_unnamed`, post-processing of the selection);
+* some of its ``<other>`` values hold more records than the buckets' noise can hide: a
+  Gaussian count of the records beyond 2 sigma in its ``<other>`` values clears two of its
+  standard deviations (:func:`resolvable`, ``CHECK_SHARE`` of mu^2, spent on the columns of
+  the first test). An id column (one record per value), or levels all too small at this
+  budget, fail it, and the coding's share stays with the model;
+* for a regressor, y's histogram can resolve its range at ``TARGET_SHARE``
+  (:func:`coding_shares`).
+
+Other string columns keep one-hot coding, so as epsilon grows and the selection keeps every
+level the fit converges to the one-hot fit. Declared categories (their levels are public:
+nothing is dropped), classifiers of three or more classes and Dask frames are coded one-hot.
 
 Mechanism and sensitivity (replace-one adjacency), on all n rows:
 
-1. The target's range: the default path's step "target bounds" (a histogram of y on the public
-   grid, L2 sensitivity sqrt(2), ``TARGET_SHARE`` of mu^2), unless ``target_bounds=`` is given.
-   The default path then takes this range as known (it is not released twice).
-2. y is clipped to [lower, upper] and mapped to [-1, 1] (post-processing). For each of the k
+1. A regressor's target range: the default path's step "target bounds" (a histogram of y on
+   the public grid, L2 sensitivity sqrt(2), ``TARGET_SHARE`` of mu^2), unless ``target_bounds=``
+   is given. The default path then takes this range as known (it is not released twice).
+2. y is clipped to [lower, upper] and mapped to [-1, 1] (post-processing); a binary
+   classifier's labels are -1 and +1 (0 for a label outside its two classes). For each of the k
    string columns and each of its B buckets: the count of records and the sum of their mapped
    y, plus N(0, sigma^2) each. Replacing one record (bucket a, value v) by (bucket b, value v'),
    |v|, |v'| <= 1: if a != b two counts move by 1 and two sums by |v| and |v'|, a squared change
@@ -65,14 +78,18 @@ from dpopt.preprocessing._cells import text_codes
 from dpopt.privacy import Gaussian
 from dpopt.privacy.mechanisms import gaussian_noise
 
-__all__ = ["TargetCode", "TARGET_SHARE", "CODING_SHARE", "COUNT_MARGIN", "coding_shares",
-           "mostly_unnamed", "bucket_count", "buckets_of", "coding_sigma",
-           "noisy_bucket_sums", "bucket_means", "release_target_codes"]
+__all__ = ["TargetCode", "TARGET_SHARE", "CODING_SHARE", "CHECK_SHARE", "COUNT_MARGIN",
+           "coding_shares", "mostly_unnamed", "beyond_noise", "resolvable", "bucket_count",
+           "buckets_of", "coding_sigma", "noisy_bucket_sums", "bucket_means",
+           "release_target_codes"]
 
 #: Share of mu^2 of the target's range (the default path's ``SHARES["target_bounds"]``).
 TARGET_SHARE = 0.05
 #: Share of mu^2 of the buckets' counts and sums (the default path's feature-bounds share).
 CODING_SHARE = 0.10
+#: Share of mu^2 of the count that decides the coding (:func:`resolvable`; the indicator
+#: test's share: a count that decides how a column is coded).
+CHECK_SHARE = 0.02
 #: A bucket's count is trusted beyond this many noise standard deviations.
 COUNT_MARGIN = 2.0
 MIN_BUCKETS, MAX_BUCKETS = 16, 2 ** 16
@@ -134,6 +151,36 @@ def mostly_unnamed(columns, noisy_counts, n):
     counts of the values the selection kept (``noisy_counts[name]``, released with them) sum
     to at most n / 2. Post-processing of the selection."""
     return [c for c in columns if sum(noisy_counts.get(c.name, {}).values()) <= 0.5 * n]
+
+
+def beyond_noise(df, columns, tails, level):
+    """For each column, sum over its distinct ``<other>`` values (cells ``tails[i]``) of
+    max(count - ``level``, 0): the records a level holds beyond the count the buckets'
+    noise can hide."""
+    out = []
+    for c, tail in zip(columns, tails):
+        counts = np.bincount(text_codes(df[c.name][tail])[0]) if tail.any() else np.zeros(1)
+        out.append(float(np.maximum(counts - level, 0.0).sum()))
+    return np.array(out)
+
+
+def resolvable(df, columns, tails, mu_check, mu_codes, rng):
+    """The columns worth coding and the record of the release that decides it.
+
+    With L = 2 sigma (``COUNT_MARGIN`` standard deviations of the buckets' noise at
+    ``mu_codes``, as if every column were coded), each column's records beyond L in its
+    ``<other>`` values (:func:`beyond_noise`) are released with N(0, k / mu_check^2):
+    replacing a record lowers one value's count by 1 and raises another's by 1, which moves
+    the sum by at most 1 per column (sensitivity sqrt(k) over k columns; ``Gaussian(1 /
+    mu_check)``). A column is coded when its noisy sum exceeds 2 of its standard deviations:
+    some of its values are large enough for their bucket means to be resolved. An id column
+    (one record per value), or levels all smaller than L, have none. Returns ``(columns,
+    noisy sums, record)``."""
+    level = COUNT_MARGIN * coding_sigma(len(columns), mu_codes)
+    sigma = math.sqrt(len(columns)) / mu_check
+    noisy = beyond_noise(df, columns, tails, level) + gaussian_noise(rng, sigma, len(columns))
+    chosen = [c for c, e in zip(columns, noisy) if e > COUNT_MARGIN * sigma]
+    return chosen, noisy, Gaussian(1.0 / mu_check, 1)
 
 
 def bucket_count(n, sigma):
