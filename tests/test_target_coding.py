@@ -253,3 +253,45 @@ def test_reported_epsilon_matches_an_independent_composition_of_the_records():
     delta_g = m.delta_spent_ - m.fit_result_.params["auto"]["table"]["selection_delta"]
     assert m.epsilon_spent_ == pytest.approx(gaussian_epsilon(1 / nu, 1, delta_g), rel=2e-3)
     assert nu <= gdp_mu(1.0, delta_g) * (1 + 1e-9)
+
+
+def test_a_collapsed_target_range_codes_nothing_and_the_fit_is_charged():
+    """y constant (its histogram resolves one point) or far from 0 with a small spread (one
+    bin): nothing is coded, the pipeline reads y itself, and the fit completes and is charged
+    (it used to divide by a zero mu after the releases, charging nothing)."""
+    X, y = _cities()
+    for target in (np.zeros(len(y)), 1e10 + y):
+        acc = dpopt.BudgetAccountant(epsilon=10, delta=1e-5)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            m = dpopt.DPLinearRegression(epsilon=1.0, random_state=0, accountant=acc)
+            m.fit(X, target)
+        assert "target_coding" not in m.fit_result_.params["auto"].get("table", {})
+        assert 0 < acc.spent() <= 1.0 + 1e-9 and np.all(np.isfinite(m.predict(X)))
+
+
+def test_a_search_codes_its_candidates_tables_one_hot():
+    """Target coding is decided by released counts, which the search's data-independent
+    probe cannot foresee: a search's candidates code one-hot (objective perturbation's
+    records must match the probe's; a Huber search over a coded table used to fail)."""
+    from dpopt.api.tuning import PrivateHyperparameterSearch
+
+    X, y = _cities()
+    acc = dpopt.BudgetAccountant(epsilon=50, delta=1e-4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        search = PrivateHyperparameterSearch(
+            dpopt.DPHuberRegressor(epsilon=1.0, random_state=0), {"alpha": [0.01, 0.1]},
+            score_clip=5.0, random_state=0, accountant=acc).fit(X, y)
+    best = search.best_estimator_
+    assert best is None or "target_coding" not in best.fit_result_.params["auto"]["table"]
+    assert dpopt.DPHuberRegressor(epsilon=1.0, random_state=0).fit(X, y).fit_result_.params[
+        "auto"]["table"]["target_coding"]["columns"] == ["city"]  # outside a search: coded
+
+
+def test_a_target_at_the_grid_end_is_warned_on_the_coded_path():
+    X, y = _cities()
+    with pytest.warns(dpopt.pipeline.scaling.ColumnWarning, match="end of the bounds' grid"):
+        m = dpopt.DPLinearRegression(epsilon=1.0, random_state=0).fit(X, 3e9 * (y - 9.0))
+    plan = m.fit_result_.params["auto"]
+    assert "target_coding" in plan["table"] and plan["target_grid_end"]

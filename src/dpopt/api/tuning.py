@@ -48,6 +48,7 @@ replacement work.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import numbers
 import warnings
@@ -66,6 +67,7 @@ from sklearn.utils.validation import _num_samples, check_is_fitted, validate_dat
 
 from dpopt._core.exceptions import ImputedValueWarning, PrivacyLeakWarning
 from dpopt._core.validation import check_choice, check_delta, check_scalar, default_delta
+from dpopt.api._linear_model import ONE_HOT_ONLY
 from dpopt.api.charge import charged
 from dpopt.api.estimators import _classes_of
 from dpopt.privacy import Gaussian, Laplace
@@ -170,6 +172,16 @@ def _is_public(step):
 RECORD_SLACK = 1e-8
 _MORE_PRIVATE_WHEN_LARGER = ("noise_multiplier",)
 _MORE_PRIVATE_WHEN_SMALLER = ("shift", "epsilon", "rho", "sampling_rate")
+
+
+@contextlib.contextmanager
+def _one_hot_only():
+    """Candidates' fits code tables one-hot (:data:`dpopt.api._linear_model.ONE_HOT_ONLY`)."""
+    token = ONE_HOT_ONLY.set(True)
+    try:
+        yield
+    finally:
+        ONE_HOT_ONLY.reset(token)
 
 
 def _pessimistic(records):
@@ -416,7 +428,7 @@ class PrivateHyperparameterSearch(MetaEstimatorMixin, BaseEstimator):
         out = []
         for c in candidates:
             est = self._candidate(c, seed=0)
-            with _unbudgeted(), warnings.catch_warnings():
+            with _unbudgeted(), _one_hot_only(), warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 est.fit(Xs, ys)
             mechanisms, adjacency, eps = _spent(est, c)
@@ -467,7 +479,7 @@ class PrivateHyperparameterSearch(MetaEstimatorMixin, BaseEstimator):
         for _ in range(k):
             i = int(rng.integers(len(candidates)))
             est = self._candidate(candidates[i], seed=int(rng.integers(2 ** 31 - 1)))
-            with _unbudgeted(), warnings.catch_warnings():
+            with _unbudgeted(), _one_hot_only(), warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 est.fit(X_train, y_train)
             spent, _, _ = _spent(est, candidates[i])

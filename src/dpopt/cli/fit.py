@@ -467,6 +467,8 @@ def _report(args, data, fitted, classes, caught):
         how = ("chosen privately by partition selection (noisy counts above a threshold of "
                f"{table.threshold:.4g}; a value held by few records is never released)"
                if any(c.kind == "string" for c in table.columns) else "public schema")
+        if any(c.code is not None for c in table.columns):
+            how += "; a target-coded column is one number, its value's private mean of y"
         print(f"columns ({how}):")
         for line in table.describe():
             print(f"  {line}")

@@ -100,6 +100,7 @@ from dpopt.pipeline.mean_of_y import private_mean_of_y
 from dpopt.pipeline.scaling import (  # noqa: F401 (the scaling steps, public here too)
     MAX_SHARE,
     SHARES,
+    TARGET_END,
     ColumnWarning,
     InMemoryData,
     _column_lines,
@@ -369,6 +370,9 @@ def fit_default(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, 
         bounds=feature_bounds, row_mode=row_mode,
         may_recentre=family != "objective-perturbation")
     records = (list(prior.records) if prior is not None else []) + records
+    if prior is not None and prior.info.get("target_coding", {}).get("grid_end"):
+        columns_note["target_grid_end"] = True  # y's range released by the table layer
+        warnings.warn(TARGET_END, ColumnWarning, stacklevel=4)
     scaled_how = ("row-normalized" if row_mode else "private feature bounds"
                   + (" (coarse grid, 1 bin per decade)" if columns_note.get("coarse_grid")
                      else ""))

@@ -522,7 +522,7 @@ def _held_out_mean(auto, data, mu_v, rng, prior=None, spent=False):
     changes = _constant_model(auto.result, mean, plan)
     if spent:  # its Gaussians compose to exactly one of mu = spent_mu (GDP): one record, as
         # on the other branch (a search's data-independent probe expects that structure)
-        merged = [Gaussian(1.0 / spent_mu, 1)]
+        merged = [Gaussian(1.0 / spent_mu, 1)] if spent_mu > 0 else []  # 0: nothing read
         return replace(composed(auto, merged, prior, **changes), plan=plan, target=target)
     return replace(auto, result=replace(auto.result, **changes), plan=plan, target=target)
 

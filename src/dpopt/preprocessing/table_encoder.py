@@ -150,7 +150,8 @@ def prepare_default(X, y, *, epsilon, delta, categories, feature_bounds, classes
                 df, values, coded, mu * math.sqrt(shares[0]), mu * math.sqrt(shares[1]), rng,
                 (-1.0, 1.0) if classifier else target_range)
             records += rec
-            share_c += sum(shares)
+            share_c += shares[0] + (shares[1] if target_range is not None else 0.0)
+            coded = coded if target_range is not None else []
         Xf = (schema.transform_sparse(df) if schema.prefers_sparse(len(df))
               else schema.transform(df))
         encoder = TableEncoder(schema, np.asarray(df.columns, dtype=object))
@@ -240,8 +241,9 @@ def _resolve_bounds(feature_bounds, schema, names, width):
         kinds = {c.name: c.kind for c in schema.columns}
         bad = [k for k in given if kinds.get(k) != "numeric"]
         if bad:
-            raise ValueError(f"feature_bounds: {bad} are not numeric columns (0/1 columns "
-                             f"made by the table layer have public bounds [0, 1] already)")
+            raise ValueError(f"feature_bounds: {bad} are not numeric columns (the table layer "
+                             f"gives the columns it makes from bool and categorical ones their "
+                             f"public bounds)")
         lo, hi = schema.public_bounds(given)
         return None if np.all(np.isnan(lo)) and np.all(np.isnan(hi)) else (lo, hi)
     if feature_bounds is None:

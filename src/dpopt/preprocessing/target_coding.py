@@ -193,7 +193,8 @@ def release_target_codes(df, y, columns, mu_range, mu_codes, rng, public_range=N
     """The releases of the module docstring: sets ``column.code`` (a :class:`TargetCode`)
     on each of ``columns`` (string columns of ``df``) and clears their levels. Returns
     ``(records, (lower, upper), info)``: the target's released (or public) range and a
-    description for the plan."""
+    description for the plan; the range is None, and no column is coded, when the released
+    one is collapsed or unresolved (a point, or [0, 0]): then only the range was released."""
     y = np.asarray(y, dtype=np.float64)
     records = []
     if public_range is None:
@@ -206,10 +207,9 @@ def release_target_codes(df, y, columns, mu_range, mu_codes, rng, public_range=N
     buckets = bucket_count(len(y), sigma)
     info = {"columns": [str(c.name) for c in columns], "range": [lo, hi], "buckets": buckets,
             "sigma": sigma, "mu": mu_codes, "range_released": public_range is None}
-    if not hi > lo:  # a collapsed range: y is one value; nothing more is released
-        for c in columns:
-            c.levels, c.has_missing, c.code = [], False, TargetCode(buckets)
-        return records, (lo, hi), info
+    info["grid_end"] = public_range is None and max(abs(lo), abs(hi)) >= tb.grid.edges[-1]
+    if not hi > lo:  # collapsed or unresolved: nothing is coded, the pipeline reads y itself
+        return records, None, info
     scaled = np.clip((y - 0.5 * (lo + hi)) / (0.5 * (hi - lo)), -1.0, 1.0)
     for c in columns:  # one number per cell: the selection's levels are not used
         c.levels, c.has_missing = [], False
