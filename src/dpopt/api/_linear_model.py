@@ -6,7 +6,6 @@ The public estimators are in :mod:`dpopt.api.estimators`.
 
 from __future__ import annotations
 
-import contextvars
 import math
 import warnings
 
@@ -482,10 +481,10 @@ class _DPLinearModel(BaseEstimator):
         """How the table layer codes categorical columns: against a reference level for
         intervals, else with an intercept by the private means of y where the selection
         cannot name most values (string columns, :mod:`dpopt.preprocessing.target_coding`),
-        else one-hot; one-hot inside a search (:data:`ONE_HOT_ONLY`)."""
+        else one-hot."""
         if getattr(self, "inference", False):
             return "reference"
-        return "target" if self.fit_intercept and not ONE_HOT_ONLY.get() else "one-hot"
+        return "target" if self.fit_intercept else "one-hot"
 
     def _public_target(self):
         """The regressor's ``target_bounds`` as (lower, upper) floats, or None (checked:
@@ -572,12 +571,6 @@ class _Regressor(RegressorMixin, _DPLinearModel):
         tags = super().__sklearn_tags__()
         tags.regressor_tags.poor_score = True  # see DPLogisticRegression.__sklearn_tags__
         return tags
-
-
-#: Set by :class:`dpopt.api.tuning.PrivateHyperparameterSearch` around its candidates' fits:
-#: target coding is decided by released counts, which the search's data-independent probe of
-#: each candidate's mechanisms cannot foresee, so its candidates code tables one-hot.
-ONE_HOT_ONLY = contextvars.ContextVar("dpopt_one_hot_only", default=False)
 
 
 def _known_target(given, prior):

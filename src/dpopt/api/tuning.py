@@ -67,9 +67,9 @@ from sklearn.utils.validation import _num_samples, check_is_fitted, validate_dat
 
 from dpopt._core.exceptions import ImputedValueWarning, PrivacyLeakWarning
 from dpopt._core.validation import check_choice, check_delta, check_scalar, default_delta
-from dpopt.api._linear_model import ONE_HOT_ONLY
 from dpopt.api.charge import charged
 from dpopt.api.estimators import _classes_of
+from dpopt.preprocessing.target_coding import ONE_HOT_ONLY
 from dpopt.privacy import Gaussian, Laplace
 from dpopt.privacy.budget import Spend, _unbudgeted
 from dpopt.privacy.repetition import (  # noqa: F401 (public here: the search's accounting)
@@ -176,7 +176,8 @@ _MORE_PRIVATE_WHEN_SMALLER = ("shift", "epsilon", "rho", "sampling_rate")
 
 @contextlib.contextmanager
 def _one_hot_only():
-    """Candidates' fits code tables one-hot (:data:`dpopt.api._linear_model.ONE_HOT_ONLY`)."""
+    """Candidates' fits code tables one-hot
+    (:data:`dpopt.preprocessing.target_coding.ONE_HOT_ONLY`)."""
     token = ONE_HOT_ONLY.set(True)
     try:
         yield

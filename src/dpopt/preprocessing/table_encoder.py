@@ -43,6 +43,7 @@ from dpopt.preprocessing.tables import (
 )
 from dpopt.preprocessing.target_coding import (
     CHECK_SHARE,
+    ONE_HOT_ONLY,
     coding_shares,
     mostly_unnamed,
     release_target_codes,
@@ -110,8 +111,8 @@ def prepare_default(X, y, *, epsilon, delta, categories, feature_bounds, classes
     strings = [c for c in columns or [] if c.kind == "string"]
     mu, delta_sel, delta_y, share_y, share_c = selection_split(X.shape[0], columns, select_y,
                                                                epsilon, delta)
-    shares = coding == "target" and strings and coding_shares(
-        X.shape[0], mu, classifier or target_range is not None)
+    shares = (coding == "target" and strings and not ONE_HOT_ONLY.get()
+              and coding_shares(X.shape[0], mu, classifier or target_range is not None))
     count_y = count_declared and declared is not None and len(declared) >= 2
     if count_y:
         share_y = declared_label_share(X.shape[0], mu)

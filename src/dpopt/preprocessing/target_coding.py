@@ -63,6 +63,7 @@ largest released value and 0. The model file keeps the non-zero buckets.
 
 from __future__ import annotations
 
+import contextvars
 import math
 from dataclasses import dataclass, field
 
@@ -78,7 +79,7 @@ from dpopt.preprocessing._cells import text_codes
 from dpopt.privacy import Gaussian
 from dpopt.privacy.mechanisms import gaussian_noise
 
-__all__ = ["TargetCode", "TARGET_SHARE", "CODING_SHARE", "CHECK_SHARE", "COUNT_MARGIN",
+__all__ = ["TargetCode", "ONE_HOT_ONLY", "TARGET_SHARE", "CODING_SHARE", "CHECK_SHARE", "COUNT_MARGIN",
            "coding_shares", "mostly_unnamed", "beyond_noise", "resolvable", "bucket_count",
            "buckets_of", "coding_sigma", "noisy_bucket_sums", "bucket_means",
            "release_target_codes"]
@@ -93,6 +94,11 @@ CHECK_SHARE = 0.02
 #: A bucket's count is trusted beyond this many noise standard deviations.
 COUNT_MARGIN = 2.0
 MIN_BUCKETS, MAX_BUCKETS = 16, 2 ** 16
+
+#: Set by :class:`dpopt.api.tuning.PrivateHyperparameterSearch` around its candidates' fits:
+#: target coding is decided by released counts, which the search's data-independent probe of
+#: each candidate's mechanisms cannot foresee, so there the tables are coded one-hot.
+ONE_HOT_ONLY = contextvars.ContextVar("dpopt_one_hot_only", default=False)
 
 
 @dataclass
