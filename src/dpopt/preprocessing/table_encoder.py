@@ -41,14 +41,7 @@ from dpopt.preprocessing.tables import (
     selection_share,
     selection_threshold,
 )
-from dpopt.preprocessing.target_coding import (
-    CHECK_SHARE,
-    ONE_HOT_ONLY,
-    coding_shares,
-    mostly_unnamed,
-    release_target_codes,
-    resolvable,
-)
+from dpopt.preprocessing.target_coding import ONE_HOT_ONLY, code_table, coding_shares
 from dpopt.privacy import epsilon_of, gdp_mu
 
 
@@ -116,7 +109,7 @@ def prepare_default(X, y, *, epsilon, delta, categories, feature_bounds, classes
     count_y = count_declared and declared is not None and len(declared) >= 2
     if count_y:
         share_y = declared_label_share(X.shape[0], mu)
-    labels, records, label_counts, coded, candidates = None, [], None, None, None
+    labels, records, label_counts, coding_info = None, [], None, {}
     if select_y:
         labels, records, _, label_counts = select_labels(y, mu * math.sqrt(share_y), delta_y,
                                                          rng)
@@ -136,23 +129,14 @@ def prepare_default(X, y, *, epsilon, delta, categories, feature_bounds, classes
                           records, delta_sel)
         y_out, classes_out = encode_labels(y, chosen), chosen
     if frame:
-        # a regressor's y, or a binary classifier's labels as -1 / +1 (0: neither class)
-        candidates = (shares and (not classifier or len(classes_out) == 2)
-                      and mostly_unnamed(strings, schema.counts, len(df)))
-        if candidates:  # a Gaussian count of their resolvable <other> records decides
-            coded, checked, rec = resolvable(
-                df, candidates, [schema.in_other(c, df[c.name]) for c in candidates],
-                mu * math.sqrt(CHECK_SHARE), mu * math.sqrt(shares[1]), rng)
-            records.append(rec)
-            share_c += CHECK_SHARE
-        if coded:  # y's range, then those columns' bucket means (released counts decide)
+        if shares and (not classifier or len(classes_out) == 2):
+            # a regressor's y, or a binary classifier's labels as -1 / +1 (0: neither class)
             values = y if not classifier else np.sign(y_out - 0.5) * (y_out >= 0)
-            rec, target_range, coding_info = release_target_codes(
-                df, values, coded, mu * math.sqrt(shares[0]), mu * math.sqrt(shares[1]), rng,
-                (-1.0, 1.0) if classifier else target_range)
+            rec, spent, coding_info = code_table(
+                df, schema, strings, values, mu, shares, rng,
+                (-1.0, 1.0) if classifier else target_range, range_known=not classifier)
             records += rec
-            share_c += shares[0] + (shares[1] if target_range is not None else 0.0)
-            coded = coded if target_range is not None else []
+            share_c += spent
         Xf = (schema.transform_sparse(df) if schema.prefers_sparse(len(df))
               else schema.transform(df))
         encoder = TableEncoder(schema, np.asarray(df.columns, dtype=object))
@@ -160,12 +144,8 @@ def prepare_default(X, y, *, epsilon, delta, categories, feature_bounds, classes
     bounds = _resolve_bounds(feature_bounds, schema, names, Xf.shape[1])
     prior = _prior(mu, delta_sel, share_y, share_c, records, schema, select_y, label_counts,
                    count_y)
-    if candidates:  # the noisy counts that decided the coding, for the plan
-        prior.info["target_coding_check"] = dict(zip([str(c.name) for c in candidates],
-                                                     checked.tolist()))
-    if coded:  # a regressor's pipeline takes y's range as released (no histogram of y)
-        prior.info.update(target_coding=coding_info,
-                          **({} if classifier else {"target_range": list(target_range)}))
+    if coding_info:  # for the plan; a regressor's pipeline takes y's range as known
+        prior.info.update(coding_info)
     return Xf, y_out, classes_out, encoder, bounds, prior
 
 

@@ -82,7 +82,7 @@ from dpopt.privacy.mechanisms import gaussian_noise
 __all__ = ["TargetCode", "ONE_HOT_ONLY", "TARGET_SHARE", "CODING_SHARE", "CHECK_SHARE", "COUNT_MARGIN",
            "coding_shares", "mostly_unnamed", "beyond_noise", "resolvable", "bucket_count",
            "buckets_of", "coding_sigma", "noisy_bucket_sums", "bucket_means",
-           "release_target_codes"]
+           "release_target_codes", "code_table"]
 
 #: Share of mu^2 of the target's range (the default path's ``SHARES["target_bounds"]``).
 TARGET_SHARE = 0.05
@@ -225,6 +225,38 @@ def release_target_codes(df, y, columns, mu_range, mu_codes, rng, public_range=N
         c.code = TargetCode(buckets, bucket_means(counts, sums, sigma))
     records.append(Gaussian(1.0 / mu_codes, 1))
     return records, (lo, hi), info
+
+
+def code_table(df, schema, columns, values, mu, shares, rng, public_range=None,
+               range_known=True):
+    """The table layer's target coding, after its selection (``schema``), of the string
+    ``columns`` of ``df`` for the targets ``values`` (y, or a binary classifier's -1 / +1) at
+    the fit's ``mu`` with ``shares`` (:func:`coding_shares`): the candidates
+    (:func:`mostly_unnamed`), the check (:func:`resolvable`), then y's range and the buckets
+    (:func:`release_target_codes`). Returns ``(records, share of mu^2 spent, info for the
+    plan)``: ``target_coding_check``, and when columns were coded ``target_coding`` and, with
+    ``range_known`` (a regressor), ``target_range``, the range the default path takes as known."""
+    candidates = mostly_unnamed(columns, schema.counts, len(df))
+    if not candidates:
+        return [], 0.0, {}
+    coded, checked, record = resolvable(
+        df, candidates, [schema.in_other(c, df[c.name]) for c in candidates],
+        mu * math.sqrt(CHECK_SHARE), mu * math.sqrt(shares[1]), rng)
+    records, spent = [record], CHECK_SHARE
+    info = {"target_coding_check": dict(zip([str(c.name) for c in candidates],
+                                            checked.tolist()))}
+    if coded:
+        rec, target_range, coding_info = release_target_codes(
+            df, values, coded, mu * math.sqrt(shares[0]), mu * math.sqrt(shares[1]), rng,
+            public_range)
+        records += rec
+        spent += shares[0]
+        if target_range is not None:  # else only the range was released: nothing is coded
+            spent += shares[1]
+            info["target_coding"] = coding_info
+            if range_known:
+                info["target_range"] = list(target_range)
+    return records, spent, info
 
 
 def coding_sigma(k, mu):
