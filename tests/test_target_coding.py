@@ -295,3 +295,19 @@ def test_a_target_at_the_grid_end_is_warned_on_the_coded_path():
         m = dpopt.DPLinearRegression(epsilon=1.0, random_state=0).fit(X, 3e9 * (y - 9.0))
     plan = m.fit_result_.params["auto"]
     assert "target_coding" in plan["table"] and plan["target_grid_end"]
+
+
+def test_text_that_is_not_unicode_is_refused_before_any_release():
+    """A lone surrogate in one record's cell used to fail inside pandas after the selection's
+    release (a failure that depended on one record, charged nothing): now a ValueError
+    naming the column, before anything is read privately, and nothing is spent."""
+    cells = pd.Series(["a", "b"] * 50 + ["Z\udcfcrich"], dtype=object)
+    X = pd.DataFrame({"c": cells, "x": np.arange(101.0)})
+    y = np.arange(101.0)
+    acc = dpopt.BudgetAccountant(epsilon=5, delta=1e-3)
+    for est, target in ((dpopt.DPLinearRegression(epsilon=1, accountant=acc), y),
+                        (dpopt.DPLogisticRegression(epsilon=1, accountant=acc), y > 50),
+                        (dpopt.PrivateTableEncoder(epsilon=1), None)):
+        with pytest.raises(ValueError, match="column 'c' holds text that is not valid Unicode"):
+            est.fit(X, target)
+    assert acc.spent() == 0.0

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 __all__ = ["MISSING", "text_codes", "value_counts", "level_text", "truth_values",
-           "missing_count"]
+           "missing_count", "check_text"]
 
 #: The key of a missing cell.
 MISSING = "<missing>"
@@ -73,3 +73,20 @@ def truth_values(name, s):
 
 def missing_count(s):
     return int(pd.isna(s).sum())
+
+
+def check_text(df, columns):
+    """A ValueError naming the column, before anything is released, when a text cell of a
+    string or declared column is not valid Unicode (a lone surrogate, e.g. a file decoded
+    with errors="surrogateescape"): the releases after the selection read text as UTF-8,
+    and a failure there would depend on one record after a release."""
+    for c in columns:
+        if c.kind not in ("string", "declared"):
+            continue
+        for key in text_codes(df[c.name])[1]:
+            try:
+                key.encode("utf-8")
+            except UnicodeEncodeError:
+                raise ValueError(f"column {c.name!r} holds text that is not valid Unicode (a "
+                                 f"lone surrogate character): read the file with its "
+                                 f"encoding, or replace the character") from None

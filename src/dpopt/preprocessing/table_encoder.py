@@ -18,6 +18,7 @@ from sklearn.utils.validation import check_is_fitted
 from dpopt._core.exceptions import ChargedFitError
 from dpopt._core.validation import check_privacy_target, check_random_state, real_pair
 from dpopt.preprocessing._bounds import release_counts
+from dpopt.preprocessing._cells import check_text
 from dpopt.preprocessing.labels import (
     LABELS_SELECTED,
     MAX_LABEL_SHARE,
@@ -97,6 +98,7 @@ def prepare_default(X, y, *, epsilon, delta, categories, feature_bounds, classes
     if frame:
         df = as_pandas(X)
         columns = plan_table(df, categories)
+        check_text(df, columns)
     elif categories:
         raise ValueError("categories= needs X as a DataFrame (columns by name)")
     declared = declared_classes(y, classes) if classifier else None
@@ -315,6 +317,7 @@ class PrivateTableEncoder(TransformerMixin, BaseEstimator):
                              "pyarrow)")
         df = as_pandas(X)
         columns = plan_table(df, self.categories)
+        check_text(df, columns)
         has_threshold = any(c.kind == "string" for c in columns)
         delta_g, delta_sel = delta_split(delta, has_threshold)
         mu = gdp_mu(epsilon, delta_g)
