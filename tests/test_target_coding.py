@@ -14,6 +14,7 @@ import pytest
 import dpopt
 from dpopt.api import modelio
 from dpopt.api.release_audits import audit_coding_check, audit_target_codes
+from dpopt.preprocessing._cells import text_codes
 from dpopt.preprocessing.tables import plan_table
 from dpopt.preprocessing.target_coding import (
     CODING_SHARE,
@@ -76,26 +77,33 @@ def test_buckets_are_the_same_in_another_process():
     assert all(0 <= b < 1024 for b in here) and len(set(here)) == len(here)
 
 
+def _beyond(df, level):
+    """beyond_noise of column "c" with every value outside the kept levels."""
+    cells = text_codes(df["c"])
+    return beyond_noise([cells], [np.ones(len(cells[1]), dtype=bool)], level)[0]
+
+
 def test_the_check_moves_by_at_most_one_per_column_and_spares_id_columns():
     """beyond_noise: replacing one record lowers one value's count and raises another's, so
     each column's sum moves by at most 1 (attained); an id column has nothing beyond L."""
     df = pd.DataFrame({"c": ["a"] * 30 + ["b"] * 12 + ["c"] * 3})
-    tail = np.ones(45, dtype=bool)
-    base = beyond_noise(df, plan_table(df), [tail], 10.0)[0]
+    base = _beyond(df, 10.0)
     assert base == 20 + 2
     for new in ("a", "b", "c", "d"):
         for row in (0, 35, 44):
             moved = df.copy()
             moved.loc[row, "c"] = new
-            assert abs(beyond_noise(moved, plan_table(moved), [tail], 10.0)[0] - base) <= 1
+            assert abs(_beyond(moved, 10.0) - base) <= 1
     moved = df.copy()
     moved.loc[0, "c"] = "b"  # a: 29 -> 19 beyond, b: 13 -> 3 beyond
-    assert beyond_noise(moved, plan_table(moved), [tail], 10.0)[0] == base
+    assert _beyond(moved, 10.0) == base
     moved.loc[0, "c"] = "c"
-    assert beyond_noise(moved, plan_table(moved), [tail], 10.0)[0] == base - 1
+    assert _beyond(moved, 10.0) == base - 1
     ids = pd.DataFrame({"c": [f"id{i}" for i in range(500)]})
-    chosen, noisy, record = resolvable(ids, plan_table(ids), [np.ones(500, dtype=bool)], 1.0,
-                                       1.0, np.random.default_rng(0))
+    cells = text_codes(ids["c"])
+    chosen, noisy, record = resolvable(plan_table(ids), [cells],
+                                       [np.ones(len(cells[1]), dtype=bool)], 1.0, 1.0,
+                                       np.random.default_rng(0))
     assert chosen == [] and record == Gaussian(1.0, 1)
 
 

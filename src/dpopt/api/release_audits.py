@@ -31,6 +31,7 @@ from dpopt.pipeline.multiclass_selection import noisy_class_scores
 from dpopt.pipeline.scaling import InMemoryData, recentre
 from dpopt.pipeline.selection import noisy_scores
 from dpopt.preprocessing._bounds import DEFAULT_GRID, feature_histograms
+from dpopt.preprocessing._cells import text_codes
 from dpopt.preprocessing._indicators import other_value_counts, private_indicators
 from dpopt.preprocessing._refine import pooled_counts
 from dpopt.preprocessing.feature_maps import Scaling
@@ -341,14 +342,15 @@ def audit_coding_check(*, epsilon=DEFAULT_EPSILON, delta=DEFAULT_DELTA, n_runs=D
     the noisy sum. ``noise_scale`` < 1 is a broken variant, for the tests only."""
     epsilon, delta, n_runs, mu = _release_claim(epsilon, delta, n_runs)
     rng = np.random.default_rng(random_state)
-    tail = np.ones(n, dtype=bool)
     mu_codes = 2.0 * coding_sigma(1, 1.0) / level  # COUNT_MARGIN sigma = level
     scores = np.empty((2, n_runs))
     for b, canary in enumerate(("b", "a")):
         df = pd.DataFrame({"c": ["a"] * (n - 1) + [canary]})
-        exact = beyond_noise(df, plan_table(df), [tail], level)[0]
+        cells = [text_codes(df["c"])]
+        other = [np.ones(len(cells[0][1]), dtype=bool)]  # every value outside kept levels
+        exact = beyond_noise(cells, other, level)[0]
         for k in range(n_runs):
-            noisy = resolvable(df, plan_table(df), [tail], mu, mu_codes, rng)[1][0]
+            noisy = resolvable(plan_table(df), cells, other, mu, mu_codes, rng)[1][0]
             scores[b, k] = exact + noise_scale * (noisy - exact)
     return _release_audit("target coding's check (records beyond the buckets' noise)", scores,
                           mu, delta, confidence, {"n": n, "level": level,

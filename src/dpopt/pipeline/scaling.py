@@ -23,6 +23,7 @@ from dpopt.preprocessing._bounds import (
     DEFAULT_CONFIDENCE,
     DEFAULT_GRID,
     ZERO_INFLATED_FALLBACK,
+    bounds_resolvable,
     check_public_bounds,
     private_bounds_from_counts,
     public_bounds,
@@ -51,23 +52,6 @@ SHARES = {"feature_bounds": 0.10, "feature_means": 0.04, "centred_bounds": 0.10,
 MAX_SHARE = 0.30
 #: The noise sd of the re-centring's means, on features spanning [-1, 1] (:func:`recentre_mu`).
 RECENTRE_SD = 0.1
-
-
-def bounds_resolvable(n, p, mu_bounds, grid=DEFAULT_GRID):
-    """Whether the feature-bound release on ``grid`` can see a feature's bulk, from public
-    (n, p, mu).
-
-    The release adds N(0, sigma^2) with sigma = sqrt(2p) / mu_bounds to every count,
-    and a bin is trusted when its noisy count exceeds t sigma (t =
-    ``DEFAULT_BIN_CONFIDENCE`` of :mod:`dpopt.preprocessing`). A feature whose
-    values span one decade fills about ``grid.bins_per_decade`` bins of the grid,
-    about n / bins_per_decade records each: the bounds are resolvable when that
-    count clears the threshold. Below it, every feature would collapse and be
-    dropped (see :func:`bounds_grid` for the coarser grid, then row normalization:
-    :class:`RowNormalization`).
-    """
-    sigma = math.sqrt(2.0 * p) / mu_bounds
-    return n / grid.bins_per_decade >= DEFAULT_BIN_CONFIDENCE * sigma
 
 
 def bounds_grid(n, p, mu_bounds):

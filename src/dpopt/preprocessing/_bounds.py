@@ -78,8 +78,8 @@ from dpopt.privacy.accounting import Gaussian
 from dpopt.privacy.mechanisms import gaussian_noise, noisy_scan
 
 __all__ = ["SignedLogGrid", "FeatureBounds", "DEFAULT_QUANTILES", "DEFAULT_CONFIDENCE",
-           "COARSE_GRID",
-           "DEFAULT_BIN_CONFIDENCE", "ZERO_INFLATED_FALLBACK", "collapsed_to_zero",
+           "COARSE_GRID", "DEFAULT_BIN_CONFIDENCE", "bounds_resolvable",
+           "ZERO_INFLATED_FALLBACK", "collapsed_to_zero",
            "private_feature_bounds", "private_target_bounds", "release_histograms",
            "release_counts", "feature_histograms", "private_bounds_from_counts", "public_bounds",
            "histogram_bounds", "histogram_quantiles", "coarsened", "coarser_grids"]
@@ -320,6 +320,17 @@ def release_histograms(X, columns, mu, rng, grid=DEFAULT_GRID):
     """The Gaussian release (module docstring): noisy counts of ``columns``, sigma
     and the record (:func:`release_counts` of :func:`feature_histograms`)."""
     return release_counts(feature_histograms(X, columns, grid), mu, rng)
+
+
+def bounds_resolvable(n, p, mu_bounds, grid=DEFAULT_GRID):
+    """Whether the bounds' release on ``grid`` can see a feature's bulk, from public (n, p,
+    mu): its counts carry N(0, sigma^2), sigma = sqrt(2p) / mu_bounds, and a bin is trusted
+    above ``DEFAULT_BIN_CONFIDENCE`` sigma; a feature spanning one decade fills about
+    ``grid.bins_per_decade`` bins of n / bins_per_decade records each, which must clear it.
+    Below, every feature would collapse (the default path then takes a coarser grid or
+    normalizes rows, :func:`dpopt.pipeline.scaling.bounds_grid`)."""
+    sigma = math.sqrt(2.0 * p) / mu_bounds
+    return n / grid.bins_per_decade >= DEFAULT_BIN_CONFIDENCE * sigma
 
 
 def release_counts(counts, mu, rng):

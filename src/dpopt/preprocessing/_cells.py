@@ -83,10 +83,9 @@ def check_text(df, columns):
     for c in columns:
         if c.kind not in ("string", "declared"):
             continue
-        for key in text_codes(df[c.name])[1]:
-            try:
-                key.encode("utf-8")
-            except UnicodeEncodeError:
-                raise ValueError(f"column {c.name!r} holds text that is not valid Unicode (a "
-                                 f"lone surrogate character): read the file with its "
-                                 f"encoding, or replace the character") from None
+        try:  # one encode of the distinct texts joined: no Python step per value
+            "".join(text_codes(df[c.name])[1]).encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValueError(f"column {c.name!r} holds text that is not valid Unicode (a "
+                             f"lone surrogate character): read the file with its "
+                             f"encoding, or replace the character") from None

@@ -451,16 +451,17 @@ class TableSchema:
             self._warn_imputed(df)
         return df
 
-    def in_other(self, c, s):
-        """Whether each cell of the one-hot column ``c`` (values ``s``) is ``<other>``."""
-        return self._level_codes(c, s) == len(self._coded_levels(c))
+    def key_levels(self, c, keys):
+        """Index of each text key among column ``c``'s coded levels, -1 outside them (one-hot:
+        its ``<other>``)."""
+        return pd.Index(self._coded_levels(c), dtype=object).get_indexer(keys).astype(np.int64)
 
     def _level_codes(self, c, s):
         """Index of each cell's column among the coded levels: ``<other>`` last (one-hot), or
         -1, no column (reference coding: the reference level and the values outside the levels)."""
         levels = self._coded_levels(c)
         cell_codes, keys = text_codes(s)
-        to_level = pd.Index(levels, dtype=object).get_indexer(keys).astype(np.int64)
+        to_level = self.key_levels(c, keys)
         if self.coding != "reference":
             to_level[to_level < 0] = len(levels)  # unselected, undeclared or unseen: <other>
         return to_level[cell_codes]

@@ -70,11 +70,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from dpopt.preprocessing._bounds import (
-    DEFAULT_BIN_CONFIDENCE,
-    DEFAULT_GRID,
-    private_target_bounds,
-)
+from dpopt.preprocessing._bounds import bounds_resolvable, private_target_bounds
 from dpopt.preprocessing._cells import text_codes
 from dpopt.privacy import Gaussian
 from dpopt.privacy.mechanisms import gaussian_noise
@@ -146,8 +142,7 @@ def coding_shares(n, mu, public_range):
     the bins' threshold); then the table keeps one-hot coding. From public (n, mu)."""
     if public_range:
         return 0.0, CODING_SHARE
-    sigma = math.sqrt(2.0) / (mu * math.sqrt(TARGET_SHARE))
-    if n / DEFAULT_GRID.bins_per_decade < DEFAULT_BIN_CONFIDENCE * sigma:
+    if not bounds_resolvable(n, 1, mu * math.sqrt(TARGET_SHARE)):
         return None
     return TARGET_SHARE, CODING_SHARE
 
@@ -159,18 +154,19 @@ def mostly_unnamed(columns, noisy_counts, n):
     return [c for c in columns if sum(noisy_counts.get(c.name, {}).values()) <= 0.5 * n]
 
 
-def beyond_noise(df, columns, tails, level):
-    """For each column, sum over its distinct ``<other>`` values (cells ``tails[i]``) of
-    max(count - ``level``, 0): the records a level holds beyond the count the buckets'
-    noise can hide."""
+def beyond_noise(cells, others, level):
+    """For each column (``cells[i]``: its :func:`~dpopt.preprocessing._cells.text_codes`),
+    sum over its ``<other>`` values (``others[i]``: per text key, outside the kept levels) of
+    max(count - ``level``, 0): the records a value holds beyond the count the buckets' noise
+    can hide."""
     out = []
-    for c, tail in zip(columns, tails):
-        counts = np.bincount(text_codes(df[c.name][tail])[0]) if tail.any() else np.zeros(1)
+    for (codes, keys), other in zip(cells, others):
+        counts = np.bincount(codes, minlength=len(keys))[np.asarray(other, dtype=bool)]
         out.append(float(np.maximum(counts - level, 0.0).sum()))
     return np.array(out)
 
 
-def resolvable(df, columns, tails, mu_check, mu_codes, rng):
+def resolvable(columns, cells, others, mu_check, mu_codes, rng):
     """The columns worth coding and the record of the release that decides it.
 
     With L = 2 sigma (``COUNT_MARGIN`` standard deviations of the buckets' noise at
@@ -184,7 +180,7 @@ def resolvable(df, columns, tails, mu_check, mu_codes, rng):
     noisy sums, record)``."""
     level = COUNT_MARGIN * coding_sigma(len(columns), mu_codes)
     sigma = math.sqrt(len(columns)) / mu_check
-    noisy = beyond_noise(df, columns, tails, level) + gaussian_noise(rng, sigma, len(columns))
+    noisy = beyond_noise(cells, others, level) + gaussian_noise(rng, sigma, len(columns))
     chosen = [c for c, e in zip(columns, noisy) if e > COUNT_MARGIN * sigma]
     return chosen, noisy, Gaussian(1.0 / mu_check, 1)
 
@@ -195,9 +191,10 @@ def bucket_count(n, sigma):
     return int(min(max(2 ** math.ceil(math.log2(need)), MIN_BUCKETS), MAX_BUCKETS))
 
 
-def release_target_codes(df, y, columns, mu_range, mu_codes, rng, public_range=None):
+def release_target_codes(cells, y, columns, mu_range, mu_codes, rng, public_range=None):
     """The releases of the module docstring: sets ``column.code`` (a :class:`TargetCode`)
-    on each of ``columns`` (string columns of ``df``) and clears their levels. Returns
+    on each of ``columns`` (string columns; ``cells[i]``: the
+    :func:`~dpopt.preprocessing._cells.text_codes` of column i) and clears their levels. Returns
     ``(records, (lower, upper), info)``: the target's released (or public) range and a
     description for the plan; the range is None, and no column is coded, when the released
     one is collapsed or unresolved (a point, or [0, 0]): then only the range was released."""
@@ -217,9 +214,8 @@ def release_target_codes(df, y, columns, mu_range, mu_codes, rng, public_range=N
     if not hi > lo:  # collapsed or unresolved: nothing is coded, the pipeline reads y itself
         return records, None, info
     scaled = np.clip((y - 0.5 * (lo + hi)) / (0.5 * (hi - lo)), -1.0, 1.0)
-    for c in columns:  # one number per cell: the selection's levels are not used
+    for c, (codes, keys) in zip(columns, cells):  # one number per cell: no levels
         c.levels, c.has_missing = [], False
-        codes, keys = text_codes(df[c.name])
         counts, sums = noisy_bucket_sums(buckets_of(keys, buckets)[codes], scaled, buckets,
                                          sigma, rng)
         c.code = TargetCode(buckets, bucket_means(counts, sums, sigma))
@@ -239,16 +235,18 @@ def code_table(df, schema, columns, values, mu, shares, rng, public_range=None,
     candidates = mostly_unnamed(columns, schema.counts, len(df))
     if not candidates:
         return [], 0.0, {}
+    cells = {c.name: text_codes(df[c.name]) for c in candidates}  # each column read once
     coded, checked, record = resolvable(
-        df, candidates, [schema.in_other(c, df[c.name]) for c in candidates],
+        candidates, [cells[c.name] for c in candidates],
+        [schema.key_levels(c, cells[c.name][1]) < 0 for c in candidates],
         mu * math.sqrt(CHECK_SHARE), mu * math.sqrt(shares[1]), rng)
     records, spent = [record], CHECK_SHARE
     info = {"target_coding_check": dict(zip([str(c.name) for c in candidates],
                                             checked.tolist()))}
     if coded:
         rec, target_range, coding_info = release_target_codes(
-            df, values, coded, mu * math.sqrt(shares[0]), mu * math.sqrt(shares[1]), rng,
-            public_range)
+            [cells[c.name] for c in coded], values, coded, mu * math.sqrt(shares[0]),
+            mu * math.sqrt(shares[1]), rng, public_range)
         records += rec
         spent += shares[0]
         if target_range is not None:  # else only the range was released: nothing is coded
