@@ -319,3 +319,16 @@ def test_text_that_is_not_unicode_is_refused_before_any_release():
         with pytest.raises(ValueError, match="column 'c' holds text that is not valid Unicode"):
             est.fit(X, target)
     assert acc.spent() == 0.0
+
+
+def test_a_coded_default_fit_on_raw_data_raises_no_privacy_leak_warning():
+    """The default path on a raw table with a coded column (regression and binary
+    classification): everything read from the data is paid for, so no PrivacyLeakWarning."""
+    X, y = _cities()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", dpopt.PrivacyLeakWarning)
+        reg = dpopt.DPLinearRegression(epsilon=1.0, random_state=0).fit(X, y)
+        clf = dpopt.DPLogisticRegression(epsilon=1.0, random_state=0).fit(X, y > 10.0)
+    for m in (reg, clf):
+        assert "target_coding" in m.fit_result_.params["auto"]["table"]
+        assert m.privacy_leaks_ == []
