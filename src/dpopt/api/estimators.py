@@ -84,6 +84,7 @@ from dpopt.api._linear_model import (
     _DPLinearModel,
     _Regressor,
 )
+from dpopt.api.modelio import probabilities
 from dpopt.data.losses import huber
 from dpopt.pipeline.inference import InferenceMixin
 from dpopt.preprocessing.labels import OTHER_LABEL, declared_classes, encode_labels, label_prior
@@ -286,7 +287,7 @@ class DPLogisticRegression(InferenceMixin, ClassifierMixin, _DPLinearModel):
         one-vs-rest sigmoid, normalized to sum to one; one released label: a column of 1)."""
         margins = self._decision(X)
         return self._per_chunk(margins, _certain if len(self.classes_) == 1 else
-                               _probabilities, len(self.classes_))
+                               probabilities, len(self.classes_))
 
     def predict_log_proba(self, X):
         margins = self._decision(X)
@@ -489,18 +490,10 @@ def _classes_of(y):
     return np.unique(y)
 
 
-def _probabilities(margins):
-    if margins.ndim == 2:  # one-vs-rest: each class's sigmoid, normalized over the classes
-        p = np.exp(-np.logaddexp(0.0, -margins))
-        return p / p.sum(axis=1, keepdims=True)
-    p1 = np.exp(-np.logaddexp(0.0, -margins))
-    return np.column_stack([1.0 - p1, p1])
-
-
 def _log_probabilities(margins):
     if margins.ndim == 2:
         with np.errstate(divide="ignore"):
-            return np.log(_probabilities(margins))
+            return np.log(probabilities(margins))
     return np.column_stack([-np.logaddexp(0.0, margins), -np.logaddexp(0.0, -margins)])
 
 

@@ -362,6 +362,17 @@ def margins(model: dict, X):
     return np.asarray(X @ coef).ravel() + model["intercept"]
 
 
+def probabilities(margins):
+    """Class probabilities of logistic margins: (1 - p, p) of the sigmoid for one column of
+    margins; for one-vs-rest (n, k) margins each class's sigmoid, normalized over the classes
+    (a row whose sigmoids all underflow stays 0 rather than 0 / 0)."""
+    margins = np.asarray(margins, dtype=np.float64)
+    p = np.exp(-np.logaddexp(0.0, -margins))
+    if margins.ndim == 2:
+        return p / np.maximum(p.sum(axis=1, keepdims=True), np.finfo(float).tiny)
+    return np.column_stack([1.0 - p, p])
+
+
 def predict(model: dict, X):
     """Predictions of a loaded model: the margin for regression (clipped to the model's
     ``target_range`` when it has one), the class for logistic."""

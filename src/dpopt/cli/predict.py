@@ -44,13 +44,13 @@ def cmd_predict(args):
         raise ValueError(f"DATA: {exc}") from None
     pred = modelio.predict(model, X)
     out = {"prediction": pred}
-    if model["loss"] == "logistic" and margin.ndim == 2:  # one-vs-rest: normalized sigmoids
-        prob = np.exp(-np.logaddexp(0.0, -margin))
-        prob /= np.maximum(prob.sum(axis=1, keepdims=True), np.finfo(float).tiny)
-        for j, c in enumerate(model["classes"]):
-            out[f"probability_{c}"] = prob[:, j]
-    elif model["loss"] == "logistic":
-        out["probability"] = np.exp(-np.logaddexp(0.0, -margin))
+    if model["loss"] == "logistic":  # the estimators' probabilities (modelio.probabilities)
+        prob = modelio.probabilities(margin)
+        if margin.ndim == 2:  # one-vs-rest
+            for j, c in enumerate(model["classes"]):
+                out[f"probability_{c}"] = prob[:, j]
+        else:
+            out["probability"] = prob[:, 1]
     # lazy: the light CLI commands load no heavy module
     import pandas as pd
 
