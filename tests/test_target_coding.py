@@ -28,6 +28,7 @@ from dpopt.preprocessing.target_coding import (
     mostly_unnamed,
     noisy_bucket_sums,
     resolvable,
+    unresolved_many,
 )
 from dpopt.privacy import Gaussian, gdp_mu
 
@@ -132,6 +133,20 @@ def test_mostly_unnamed_reads_the_kept_values_noisy_counts():
     assert [c.name for c in mostly_unnamed(cols, counts, 100)] == ["b", "c"]
 
 
+def test_unresolved_many_needs_many_kept_levels_below_nine_ridges():
+    """The ridge's lower bound is 4 sqrt(width + 1) / mu (12 at width 8, mu 1): a column of 40
+    kept levels of 100 records (below 9 * 12 = 108) is unresolved, of 120 records it is
+    resolved, and 39 levels are not many."""
+    cols = plan_table(pd.DataFrame({"a": ["x"], "b": ["y"], "c": ["z"]}))
+    counts = {"a": {f"v{i}": 100.0 for i in range(40)},
+              "b": {f"v{i}": 120.0 for i in range(40)},
+              "c": {f"v{i}": 100.0 for i in range(39)}}
+    assert [c.name for c in unresolved_many(cols, counts, 7000, 1.0, 8)] == ["a"]
+    assert unresolved_many(cols, counts, 7000, 2.0, 8) == []  # the ridge halves
+    big = dict(counts, a={**counts["a"], "v0": 7000.0})  # most records in one resolved level
+    assert unresolved_many(cols, big, 7000, 1.0, 8) == []
+
+
 def test_target_code_round_trip_and_unseen_values():
     code = TargetCode(64, {int(buckets_of(["a"], 64)[0]): 0.4})
     s = pd.Series(["a", "never seen", None], dtype=object)
@@ -195,6 +210,32 @@ def test_a_binary_classifier_codes_labels_as_plus_minus_one_and_learns_from_it()
         X, labels).privacy_report()
 
 
+def test_many_levels_stay_coded_until_the_model_resolves_them():
+    """40 cities of 200 records: at epsilon = 4 the selection keeps every city (the n / 2
+    rule would code one-hot), but the model's ridge cannot resolve them: the regressor still
+    codes the column, better than one-hot, with no check spent; at epsilon = 100 the levels
+    are resolved and the fit is the one-hot fit. A classifier keeps the n / 2 rule."""
+    X, y = _cities(n=8000)
+    Xt, yt = _cities(n=8000, seed=1)
+    coded, one_hot = [], []
+    for seed in range(2):
+        m = dpopt.DPLinearRegression(epsilon=4.0, random_state=seed).fit(X, y)
+        table = m.fit_result_.params["auto"]["table"]
+        assert table["target_coding_many"] == ["city"] and "target_coding_check" not in table
+        assert table["target_coding"]["columns"] == ["city"] and m.epsilon_spent_ <= 4 + 1e-9
+        coded.append(m.score(Xt, yt))
+        m._coding = lambda: "one-hot"
+        one_hot.append(m.fit(X, y).score(Xt, yt))
+    assert np.mean(coded) > np.mean(one_hot) + 0.03, (coded, one_hot)
+    table = dpopt.DPLinearRegression(epsilon=100.0, random_state=0).fit(
+        X, y).fit_result_.params["auto"]["table"]
+    assert "target_coding" not in table and table["selected_levels"] == 40
+    labels = np.where(y > 10.0, "high", "low")
+    table = dpopt.DPLogisticRegression(epsilon=4.0, random_state=0).fit(
+        X, labels).fit_result_.params["auto"]["table"]
+    assert "target_coding_many" not in table and "target_coding" not in table
+
+
 def test_multiclass_inference_and_declared_categories_keep_one_hot():
     X, y = _cities()
     three = np.digitize(y, np.quantile(y, [1 / 3, 2 / 3])).astype(str)
@@ -246,21 +287,23 @@ def test_predictions_survive_the_model_file_and_unseen_values(tmp_path):
     np.testing.assert_allclose(pd.read_csv(tmp_path / "p.csv")["prediction"], pred, rtol=1e-9)
 
 
-def test_reported_epsilon_matches_an_independent_composition_of_the_records():
+@pytest.mark.parametrize("epsilon, n", [(1.0, 6000), (4.0, 8000)])  # mostly unnamed; many
+def test_reported_epsilon_matches_an_independent_composition_of_the_records(epsilon, n):
     """The coded fit's records (the selection, y's range, the buckets, the scaling, the
     model, the held-out choice) are all Gaussian: their composition, computed by
     dp-accounting's analytic Gaussian mechanism at the delta the threshold leaves, is the
     reported epsilon, and their total mu^2 is the whole budget's."""
     from _independent_accounting import gaussian_epsilon
 
-    X, y = _cities()
-    m = dpopt.DPLinearRegression(epsilon=1.0, random_state=0).fit(X, y)
+    X, y = _cities(n=n)
+    m = dpopt.DPLinearRegression(epsilon=epsilon, random_state=0).fit(X, y)
+    assert "target_coding" in m.fit_result_.params["auto"]["table"]
     records = m.fit_result_.mechanisms
     assert all(isinstance(r, Gaussian) for r in records)
     nu = math.sqrt(sum(r.count / r.noise_multiplier ** 2 for r in records))
     delta_g = m.delta_spent_ - m.fit_result_.params["auto"]["table"]["selection_delta"]
     assert m.epsilon_spent_ == pytest.approx(gaussian_epsilon(1 / nu, 1, delta_g), rel=2e-3)
-    assert nu <= gdp_mu(1.0, delta_g) * (1 + 1e-9)
+    assert nu <= gdp_mu(epsilon, delta_g) * (1 + 1e-9)
 
 
 def test_a_collapsed_target_range_codes_nothing_and_the_fit_is_charged():
