@@ -182,3 +182,24 @@ def test_dask_category_of_unknown_categories_is_selected_not_declared():
     kinds = {c.name: c.kind for c in est.table_.schema.columns}
     assert kinds["city"] == "string" and kinds["size"] == "declared"
     assert est.table_.schema.to_dict() == ref.table_.schema.to_dict()
+
+
+@pytest.mark.parametrize("declared", [False, True])
+def test_dask_frame_with_text_that_is_not_unicode_is_refused_before_any_release(declared):
+    """As in memory (check_text): a lone surrogate in one record's cell of a string column,
+    or of a declared one, is a ValueError naming the column, found in the pass that counts
+    the values, before the selection's release; nothing is spent. (With Dask's default
+    conversion of text to pyarrow strings, pyarrow refuses the cell in that same pass.)"""
+    dask = pytest.importorskip("dask")
+    cells = ["a", "b"] * 50 + ["Z\udcfcrich"]
+    X = pd.DataFrame({"c": pd.Series(cells, dtype=object), "x": np.arange(101.0)})
+    categories = {"c": ["a", "b", "Z\udcfcrich"]} if declared else None
+    acc = dpopt.BudgetAccountant(epsilon=5, delta=1e-3)
+    for convert, match in ((False, "column 'c' holds text that is not valid Unicode"),
+                           (True, "surrogates not allowed")):
+        with dask.config.set({"dataframe.convert-string": convert}):
+            ddf, dy = _dask(X, pd.Series(np.arange(101.0)))
+            with pytest.raises(ValueError, match=match):
+                dpopt.DPLinearRegression(epsilon=1, accountant=acc,
+                                         categories=categories).fit(ddf, dy)
+    assert acc.spent() == 0.0

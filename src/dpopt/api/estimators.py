@@ -337,8 +337,8 @@ def _log_certain(margins):
 class DPLinearRegression(InferenceMixin, _Regressor):
     """Differentially private least squares, optionally ridge.
 
-    Minimizes (1/n) sum_i (x_i^T w + b - y_i)^2 / 2 + alpha/2 ||w||^2
-    (no penalty when ``alpha=0``, the default). Parameters as
+    Minimizes (1/n) sum_i (x_i^T w + b - y_i)^2 / 2 + alpha/2 ||w||^2 on the raw
+    coefficients (no penalty when ``alpha=0``, the default). Parameters as
     :class:`DPLogisticRegression` (without ``penalty``, ``l1_ratio``), ``inference`` included,
     and ``target_bounds`` (every regressor here): a public (lower, upper) of y, known
     without the data (a codebook, a physical range). The default path then releases no
@@ -378,9 +378,11 @@ class DPLinearRegression(InferenceMixin, _Regressor):
 
 class DPLasso(_Regressor):
     """Differentially private Lasso: (1/n) sum_i (x_i^T w + b - y_i)^2 / 2 + alpha ||w||_1
-    (scikit-learn's Lasso objective). Parameters as :class:`DPLinearRegression`;
-    ``alpha`` defaults to 1.0 as in scikit-learn. Model selection: ``cross_val_score`` /
-    ``GridSearchCV`` spend epsilon per fit: use :class:`dpopt.PrivateHyperparameterSearch`."""
+    (scikit-learn's Lasso objective, on the raw coefficients: ``alpha`` is in the units of
+    the data, whatever the private scaling; docs/default_path.md, "The penalty"). Parameters
+    as :class:`DPLinearRegression`; ``alpha`` defaults to 1.0 as in scikit-learn. Model
+    selection: ``cross_val_score`` / ``GridSearchCV`` spend epsilon per fit: use
+    :class:`dpopt.PrivateHyperparameterSearch`."""
 
     def __init__(self, *, epsilon=1.0, delta=None, alpha=1.0, fit_intercept=True,
                  solver="auto", solver_options=None, random_state=None, accountant=None,
@@ -406,7 +408,8 @@ class DPLasso(_Regressor):
 
 class DPElasticNet(_Regressor):
     """Differentially private elastic net: squared loss + alpha l1_ratio ||w||_1
-    + alpha (1 - l1_ratio)/2 ||w||^2 (scikit-learn's ElasticNet objective). Model selection:
+    + alpha (1 - l1_ratio)/2 ||w||^2 (scikit-learn's ElasticNet objective, on the raw
+    coefficients, as :class:`DPLasso`). Model selection:
     ``cross_val_score`` / ``GridSearchCV`` spend epsilon per fit: use
     :class:`dpopt.PrivateHyperparameterSearch`."""
 

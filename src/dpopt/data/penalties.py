@@ -52,6 +52,12 @@ class Penalty:
             lo[-1], up[-1] = -np.inf, np.inf
         return replace(self, l1=l1, l2=l2, lo=lo, up=up)
 
+    def weighted(self, l1_weights, l2_weights) -> Penalty:
+        """The penalty with its per-coordinate L1 and L2 parts multiplied by the given
+        factors (after :meth:`for_dimension`): a penalty stated on other units."""
+        self._check_ready()
+        return replace(self, l1=self.l1 * l1_weights, l2=self.l2 * l2_weights)
+
     @functools.cached_property
     def arrays(self) -> ProxArrays:
         """The per-coordinate arrays as the kernels take them (no copy; built once)."""

@@ -109,6 +109,7 @@ from dpopt.pipeline.scaling import (  # noqa: F401 (the scaling steps, public he
     note_columns,
     private_scaling,
     public_count,
+    raw_unit_penalty,
     warn_columns,
 )
 from dpopt.preprocessing._bounds import COARSE_GRID, DEFAULT_GRID
@@ -376,8 +377,9 @@ def fit_default(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, 
     scaled_how = ("row-normalized" if row_mode else "private feature bounds"
                   + (" (coarse grid, 1 bin per decade)" if columns_note.get("coarse_grid")
                      else ""))
-    problem = data.problem(scaling, target, loss=loss, penalty=penalty,
-                           fit_intercept=fit_intercept, **penalty_kwargs)
+    problem = raw_unit_penalty(data.problem(scaling, target, loss=loss, penalty=penalty,
+                                            fit_intercept=fit_intercept, **penalty_kwargs),
+                               scaling, target)
     collapsed = target is not None and target.half_width == 0 and fit_intercept
     # the declarations' error bounds at these public sizes and the model's mu (AdaSSP may
     # decline); not with rows normalized (too few rows to place per-feature bounds: the
@@ -394,7 +396,7 @@ def fit_default(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, 
     released = {k: v for k, v in (("curvature", curvature),
                                   ("target_spread", columns_note.get("target_spread")))
                 if v is not None}
-    options = _model_options(solver, problem, mus["model"], R, penalty_kwargs,
+    options = _model_options(solver, problem, mus["model"], R,
                              inference=inference, **released)
     eps_model = gdp_epsilon(mus["model"], delta)
     if solver == "objective-perturbation":
@@ -565,10 +567,11 @@ def _mu_of(z):
     return mu if 1.0 / mu >= z else math.nextafter(mu, 0.0)
 
 
-def _model_options(solver, problem, mu, R, penalty_kwargs, *, inference=False, **released):
+def _model_options(solver, problem, mu, R, *, inference=False, **released):
     """The solver's settings on the scaled domain (:func:`rules`), with the numbers already
-    released that it takes (``released``: dp-gd's curvature, AdaSSP's target spread)."""
-    alpha = float(penalty_kwargs.get("alpha", 0.0) or 0.0)
+    released that it takes (``released``: dp-gd's curvature, AdaSSP's target spread); the
+    smoothness counts the L2 part's largest coordinate (:func:`raw_unit_penalty`)."""
+    alpha = float(np.max(problem.penalty.l2, initial=0.0))
     threshold = problem.loss.param if problem.loss.name == "huber" else 1.0
     return rules(solver, loss=problem.loss.name, n=problem.n_samples, dim=problem.dim, mu=mu,
                  row_bound=R, alpha=alpha, huber_threshold=threshold, inference=inference,

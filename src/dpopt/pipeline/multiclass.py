@@ -343,7 +343,7 @@ def fit_default_one_vs_rest(X, labels, n_classes, *, penalty, penalty_kwargs, fi
     else:
         mu_class = mus["model"] / math.sqrt(n_classes) * (1 - 1e-9)  # margin for rounding
         eps_class = gdp_epsilon(mu_class, delta)
-        options = _model_options(solver, first, mu_class, R, penalty_kwargs)
+        options = _model_options(solver, first, mu_class, R)
     results = []
     for c, relabel in enumerate(maps):  # uncharged: the api-level caller charges the whole fit
         results.append(solve_uncharged(first if c == 0 else problem(relabel), solver,

@@ -222,6 +222,26 @@ class InMemoryData:
         return Problem(self.scaled(scaling), y, **kwargs)
 
 
+def raw_unit_penalty(problem, scaling, target):
+    """The squared loss's penalty on the raw coefficients, as the regressors' docstrings
+    state it (scikit-learn's objectives), on the scaled problem (post-processing: the
+    scaling is released). A scaled feature is u_j = (x_j - o_j) / s_j and the target
+    t = (y - c) / h, so a raw coefficient is w_j = v_j h / s_j and, divided by h^2 as the
+    squared loss is, alpha l1 |w_j| + alpha l2 / 2 w_j^2 becomes alpha l1 / (h s_j) |v_j|
+    + alpha l2 / (2 s_j^2) v_j^2. A feature without bounds (rows normalized) or a collapsed
+    one (s_j = 0: it is 0) keeps the penalty as given. Other losses keep theirs."""
+    if (problem.loss.name != "squared" or problem.penalty.name == "none"
+            or not isinstance(scaling, Scaling)):
+        return problem
+    h = target.half_width if target is not None else 1.0
+    s = np.asarray(scaling.scale, dtype=np.float64)
+    inv = np.divide(1.0, s, out=np.ones_like(s), where=s > 0)
+    pad = [1.0] * (problem.dim - len(s))  # the intercept (unpenalized)
+    l1 = np.concatenate([inv / h if h > 0 else inv, pad])
+    problem.penalty = problem.penalty.weighted(l1, np.concatenate([inv ** 2, pad]))
+    return problem
+
+
 def _data_of(X, y, loss, fit_intercept, target_bounds=None):
     """The data adapter of :func:`fit_default`: in memory, or chunked (a
     :class:`~dpopt.data.chunked.ChunkedProblem`, or a Dask collection / path with ``y``),

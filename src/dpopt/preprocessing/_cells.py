@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 __all__ = ["MISSING", "text_codes", "value_counts", "level_text", "truth_values",
-           "missing_count", "check_text"]
+           "missing_count", "check_text", "check_keys"]
 
 #: The key of a missing cell.
 MISSING = "<missing>"
@@ -81,11 +81,15 @@ def check_text(df, columns):
     with errors="surrogateescape"): the releases after the selection read text as UTF-8,
     and a failure there would depend on one record after a release."""
     for c in columns:
-        if c.kind not in ("string", "declared"):
-            continue
-        try:  # one encode of the distinct texts joined: no Python step per value
-            "".join(text_codes(df[c.name])[1]).encode("utf-8")
-        except UnicodeEncodeError:
-            raise ValueError(f"column {c.name!r} holds text that is not valid Unicode (a "
-                             f"lone surrogate character): read the file with its "
-                             f"encoding, or replace the character") from None
+        if c.kind in ("string", "declared"):
+            check_keys(c.name, text_codes(df[c.name])[1])
+
+
+def check_keys(name, keys):
+    """:func:`check_text` of column ``name`` from its distinct texts ``keys``."""
+    try:  # one encode of the distinct texts joined: no Python step per value
+        "".join(keys).encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError(f"column {name!r} holds text that is not valid Unicode (a "
+                         f"lone surrogate character): read the file with its "
+                         f"encoding, or replace the character") from None

@@ -18,7 +18,7 @@ from sklearn.utils.validation import check_is_fitted
 from dpopt._core.exceptions import ChargedFitError
 from dpopt._core.validation import check_privacy_target, check_random_state, real_pair
 from dpopt.preprocessing._bounds import release_counts
-from dpopt.preprocessing._cells import check_text
+from dpopt.preprocessing._cells import check_keys, check_text, text_codes
 from dpopt.preprocessing.labels import (
     LABELS_SELECTED,
     MAX_LABEL_SHARE,
@@ -409,11 +409,20 @@ def _dask_counts(ddf, y, columns, select_y):
     # lazy: dask is an optional dependency (pip install dpopt[dask])
     import dask
     strings = [c.name for c in columns if c.kind == "string"]
+    declared = [c.name for c in columns if c.kind == "declared"]  # texts checked, not counted
     fixed = [c.name for c in columns if c.kind != "string" and c.missable]
-    tasks = ([ddf[c].value_counts(dropna=False) for c in strings]
+    tasks = ([ddf[c].value_counts(dropna=False) for c in strings + declared]
              + [ddf[c].isna().sum() for c in fixed]
              + ([_label_count_task(y)] if select_y else []))
-    out = dask.compute(*tasks)
+    try:
+        out = dask.compute(*tasks)
+    except UnicodeEncodeError:  # Dask hashes text to shuffle: name the column (check_text)
+        for c in strings + declared:
+            ddf[c].map_partitions(_checked_text, c, meta=ddf[c]._meta).compute()
+        raise
+    for c, counts in zip(strings + declared, out):  # before any release (check_text)
+        check_keys(c, [str(k) for k in counts.index if not pd.isna(k)])
+    out = out[:len(strings)] + out[len(strings) + len(declared):]
     values = {}
     for c, counts in zip(strings, out):
         values[c] = {}
@@ -427,6 +436,12 @@ def _dask_counts(ddf, y, columns, select_y):
     if select_y:
         labels = {k: int(v) for k, v in out[-1].items()}
     return values, missing, labels
+
+
+def _checked_text(s, name):
+    """:func:`check_keys` of one partition's cells of column ``name`` (nothing returned)."""
+    check_keys(name, text_codes(s)[1])
+    return s.iloc[:0]
 
 
 def _label_count_task(y):
