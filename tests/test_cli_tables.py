@@ -159,6 +159,11 @@ def test_one_kept_label_fits_predicts_and_saves_that_label(tmp_path, capsys):
     assert code == 0, err
     rate = np.mean([r[1] == "no" for r in rows])
     assert f"accuracy on the 300 rows with a target: {rate:.4f}" in out
+    import pandas as pd
+
+    written = pd.read_csv(tmp_path / "p.csv")
+    assert list(written.columns) == ["prediction", "probability_no"]
+    assert (written["probability_no"] == 1.0).all()  # as predict_proba: a column of 1
     loaded = modelio.load_model(model)
     assert set(modelio.predict(loaded, np.array([[0.0], [5.0]]))) == {"no"}
 
@@ -505,3 +510,30 @@ def test_fit_inference_without_intervals_still_reports_and_saves_the_paid_model(
     assert code == 0, err
     assert "privacy:" in stdout and "warning: --inference: " in stdout and "no intervals" in stdout
     assert "inference" not in modelio.load_model(out)
+
+
+def test_predict_writes_a_probability_column_named_by_each_of_two_classes(tmp_path, capsys):
+    """Two classes: `probability_<class>` for each, in the order of `classes`, equal to the
+    estimator's predict_proba (it was one column, "probability", of classes[1])."""
+    rng = np.random.default_rng(2)
+    X = rng.standard_normal((1500, 2))
+    rows = [[f"{a:.3f}", f"{b:.3f}", "yes" if a + 0.5 * b + rng.logistic() > 0 else "no"]
+            for a, b in X]
+    path = _write(tmp_path / "two.csv", "a,b,bought", rows)
+    out, pred = tmp_path / "m.json", tmp_path / "p.csv"
+    code, _, err = run(["fit", path, "--loss", "logistic", "--epsilon", "2", "--seed", "1",
+                        "--out", out], capsys)
+    assert code == 0, err
+    code, _, err = run(["predict", out, path, "--out", pred], capsys)
+    assert code == 0, err
+    import pandas as pd
+
+    from dpopt.api.estimators import DPLogisticRegression
+    from dpopt.cli.tables import read_table
+
+    Xt, y, _ = read_table(path, target="bought")
+    est = DPLogisticRegression(epsilon=2.0, random_state=1).fit(Xt, y)
+    written = pd.read_csv(pred)
+    assert list(written.columns) == ["prediction", "probability_no", "probability_yes"]
+    np.testing.assert_allclose(written[["probability_no", "probability_yes"]].to_numpy(),
+                               est.predict_proba(Xt), atol=1e-12)

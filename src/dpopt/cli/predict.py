@@ -45,12 +45,11 @@ def cmd_predict(args):
     pred = modelio.predict(model, X)
     out = {"prediction": pred}
     if model["loss"] == "logistic":  # the estimators' probabilities (modelio.probabilities)
-        prob = modelio.probabilities(margin)
-        if margin.ndim == 2:  # one-vs-rest
-            for j, c in enumerate(model["classes"]):
-                out[f"probability_{c}"] = prob[:, j]
-        else:
-            out["probability"] = prob[:, 1]
+        classes = model.get("classes") or [-1.0, 1.0]
+        prob = (np.ones((len(pred), 1)) if len(classes) == 1  # one released label: certain
+                else modelio.probabilities(margin))
+        for j, c in enumerate(classes):  # one column per class, as predict_proba
+            out[f"probability_{c}"] = prob[:, j]
     # lazy: the light CLI commands load no heavy module
     import pandas as pd
 
