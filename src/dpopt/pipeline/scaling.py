@@ -44,10 +44,8 @@ from dpopt.preprocessing._refine import (
     zeros_only,
 )
 from dpopt.preprocessing.feature_maps import RowNormalization, Scaling, TargetScaling
+from dpopt.preprocessing.shares import SHARES  # noqa: F401 (the default path's, here too)
 
-#: Shares of mu^2 (Gaussian-DP) spent on the steps that fix the scale.
-SHARES = {"feature_bounds": 0.10, "feature_means": 0.04, "centred_bounds": 0.10,
-          "row_norm": 0.03, "target_bounds": 0.05, "indicators": 0.02}
 #: The largest share a scaling step may take when its default share cannot resolve it.
 MAX_SHARE = 0.30
 #: The noise sd of the re-centring's means, on features spanning [-1, 1] (:func:`recentre_mu`).

@@ -81,6 +81,7 @@ import pandas as pd
 
 from dpopt.preprocessing._bounds import bounds_resolvable, private_target_bounds
 from dpopt.preprocessing._cells import text_codes
+from dpopt.preprocessing.shares import SHARES
 from dpopt.privacy import Gaussian
 from dpopt.privacy.mechanisms import gaussian_noise
 
@@ -89,13 +90,14 @@ __all__ = ["TargetCode", "ONE_HOT_ONLY", "TARGET_SHARE", "CODING_SHARE", "CHECK_
            "buckets_of", "coding_sigma", "noisy_bucket_sums", "bucket_means",
            "release_target_codes", "code_table"]
 
-#: Share of mu^2 of the target's range (the default path's ``SHARES["target_bounds"]``).
-TARGET_SHARE = 0.05
-#: Share of mu^2 of the buckets' counts and sums (the default path's feature-bounds share).
-CODING_SHARE = 0.10
-#: Share of mu^2 of the count that decides the coding (:func:`resolvable`; the indicator
-#: test's share: a count that decides how a column is coded).
-CHECK_SHARE = 0.02
+#: Share of mu^2 of the target's range: the default path's own step "target bounds".
+TARGET_SHARE = SHARES["target_bounds"]
+#: Share of mu^2 of the buckets' counts and sums: the feature bounds' (one value per level,
+#: needed within its noise, not exactly).
+CODING_SHARE = SHARES["feature_bounds"]
+#: Share of mu^2 of the count that decides the coding (:func:`resolvable`): the indicator
+#: test's, a count that decides how a column is coded.
+CHECK_SHARE = SHARES["indicators"]
 #: A bucket's count is trusted beyond this many noise standard deviations.
 COUNT_MARGIN = 2.0
 MIN_BUCKETS, MAX_BUCKETS = 16, 2 ** 16
