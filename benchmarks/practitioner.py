@@ -5,6 +5,8 @@
     python benchmarks/practitioner.py --out docs/practitioner.md --figure docs/practitioner.png
     python benchmarks/practitioner.py --frames        # the 12 raw tables + raw Adult (eps=1),
                                                       # beside scikit-learn and the constant
+    python benchmarks/practitioner.py --frames --epsilons 0.25,0.5,1,2,4,100
+                                                      # the 12 raw tables over epsilon
 
 The protocol is :data:`HEADER` (written before the first result, issue 24). Tables:
 :data:`REAL` (the shared data of ``$DPOPT_DATA``, its raw tables encoded numerically by
@@ -426,19 +428,23 @@ def adult_frames():
 
 
 def frame_fit(X, y, Xte, yte, task, seed, epsilon=FRAMES_EPSILON):
-    """(score, seconds, error) of the default estimator on the raw frames."""
+    """(score, seconds, error, PrivacyLeakWarnings raised, whether the constant was
+    released) of the default estimator on the raw frames."""
     import dpopt
 
     cls = dpopt.DPLinearRegression if task == "regression" else dpopt.DPLogisticRegression
     t0 = time.perf_counter()
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
             model = cls(epsilon=epsilon, random_state=seed).fit(X, y)
     except ValueError as exc:
-        return math.nan, time.perf_counter() - t0, str(exc)
+        return math.nan, time.perf_counter() - t0, str(exc), 0, False
     seconds = time.perf_counter() - t0
-    return float(model.score(Xte, yte)), seconds, None
+    leaks = sum(issubclass(w.category, dpopt.PrivacyLeakWarning) for w in caught)
+    plan = getattr(model, "auto_", None) and model.auto_.plan
+    constant = bool(plan) and plan.get("selection", {}).get("released", "model") != "model"
+    return float(model.score(Xte, yte)), seconds, None, leaks, constant
 
 
 def frame_references(X, y, Xte, yte, task):
@@ -479,15 +485,10 @@ def pd_is_numeric(column):
 def run_frames(data_dir, seeds, log=print):
     rows = []
     for m, df in frame_tables(data_dir):
-        y, X = df[m["target"]], df.drop(columns=[m["target"]])
         out, refs = [], []
-        for seed in range(seeds):
-            perm = np.random.default_rng(seed).permutation(len(df))
-            k = int(0.75 * len(df))
-            tr, te = perm[:k], perm[k:]
-            split = (X.iloc[tr], y.iloc[tr], X.iloc[te], y.iloc[te], m["task"])
-            out.append(frame_fit(*split, seed))
-            refs.append(frame_references(*split))
+        for seed, split in enumerate(frame_splits(df, m["target"], seeds)):
+            out.append(frame_fit(*split, m["task"], seed))
+            refs.append(frame_references(*split, m["task"]))
         rows.append(_frame_row(m["name"], m["task"], out, refs))
         log(rows[-1])
     try:
@@ -499,6 +500,41 @@ def run_frames(data_dir, seeds, log=print):
         rows.append(_frame_row("adult (raw strings)", "binary", out,
                                [frame_references(Xtr, ytr, Xte, yte, "binary")]))
         log(rows[-1])
+    return rows
+
+
+def frame_splits(df, target, seeds):
+    """The benchmark's split of a raw frame per seed: (X_train, y_train, X_test, y_test)."""
+    y, X = df[target], df.drop(columns=[target])
+    for seed in range(seeds):
+        perm = np.random.default_rng(seed).permutation(len(df))
+        tr, te = perm[:int(0.75 * len(df))], perm[int(0.75 * len(df)):]
+        yield X.iloc[tr], y.iloc[tr], X.iloc[te], y.iloc[te]
+
+
+def run_frames_grid(data_dir, seeds, epsilons, log=_log):
+    """The raw frames at every epsilon, as rows of :func:`run` (so :func:`table` and
+    :func:`verdicts` report them): the same splits as :func:`run_frames`, scikit-learn's
+    model and the constant averaged over them."""
+    rows = []
+    for m, df in frame_tables(data_dir):
+        task = "regression" if m["task"] == "regression" else "classification"
+        splits = list(frame_splits(df, m["target"], seeds))
+        refs = np.array([frame_references(*sp, m["task"]) for sp in splits])
+        base = {"dataset": m["name"], "task": task, "n": len(splits[0][0]),
+                "p": splits[0][0].shape[1], "sklearn": float(refs[:, 0].mean()),
+                "constant": float(refs[:, 1].mean())}
+        for eps in epsilons:
+            out = [frame_fit(*sp, m["task"], seed, eps) for seed, sp in enumerate(splits)]
+            scores = np.array([o[0] for o in out])
+            row = {**base, "epsilon": eps, "seeds": seeds, "auto": float(np.mean(scores)),
+                   "auto_std": float(np.std(scores)), "auto_time": float(np.mean(
+                       [o[1] for o in out])), "auto_leaks": sum(o[3] for o in out),
+                   "released_constant": float(np.mean([o[4] for o in out])),
+                   "share": share(float(np.mean(scores)), base["constant"], base["sklearn"])}
+            rows.append(row)
+            log(f"{m['name']:17s} eps={eps:<5g} auto {row['auto']:.4f} ± {row['auto_std']:.4f}"
+                f"  sklearn {base['sklearn']:.4f}  constant {base['constant']:.4f}")
     return rows
 
 
@@ -549,7 +585,21 @@ def main_frames(args):
     if not data_dir:
         print("--frames needs $DPOPT_DATA (with tables/tables.json)", file=sys.stderr)
         return 1
-    seeds = 2 if args.quick else SEEDS
+    seeds = args.seeds or (2 if args.quick else SEEDS)
+    if args.epsilons:  # the raw frames over epsilon, reported as the protocol's table
+        t0 = time.perf_counter()
+        rows = run_frames_grid(data_dir, seeds, [float(e) for e in args.epsilons.split(",")])
+        if args.rows:
+            with open(args.rows, "w") as fh:
+                json.dump(rows, fh, default=float)
+        text = (f"## Raw frames over ε\n\n{table(rows)}\n\nCells: mean ± sd over {seeds} "
+                f"splits and seeds; ⚠ below the do-no-harm target.\n\n{verdicts(rows)}\n\n"
+                f"Total time {time.perf_counter() - t0:.0f} s.\n")
+        print("\n" + text)
+        if args.out:
+            with open(args.out, "w") as fh:
+                fh.write(text)
+        return 0
     rows = run_frames(data_dir, seeds)
     text = frames_table(rows, seeds)
     print("\n" + text)

@@ -58,3 +58,29 @@ def test_raw_table_encoding_is_public_one_hot_with_missing_indicators():
     X, y = bench.encode_table(df, "t", ["c"])
     assert X.shape == (4, 3 + 2 + 2)  # c: a, b, NaN; b: False, True; x and x_missing
     assert np.all(np.isfinite(X)) and list(y) == [1.0, 2.0, 3.0, 4.0]
+
+
+def test_frames_over_epsilon_report_the_protocols_targets(tmp_path, capsys):
+    """`--frames --epsilons`: the raw tables of $DPOPT_DATA/tables at each epsilon, as rows of
+    the protocol's table (here one small generated table in a temporary folder)."""
+    import json
+
+    rng = np.random.default_rng(0)
+    n = 1200
+    city = rng.choice(["a", "b", "c"], n)
+    x = rng.normal(size=n)
+    df = pd.DataFrame({"city": np.where(rng.random(n) < 0.05, None, city), "x": x,
+                       "y": 2.0 * (city == "b") + x + rng.normal(size=n)})
+    folder = tmp_path / "tables"
+    folder.mkdir()
+    df.to_csv(folder / "t.csv.gz", index=False)
+    (folder / "tables.json").write_text(json.dumps(
+        [{"name": "toy", "file": "t.csv.gz", "target": "y", "task": "regression"}]))
+    bench = _module()
+    rows = bench.run_frames_grid(str(tmp_path), 2, (1.0, 4.0), log=lambda *a: None)
+    assert [(r["dataset"], r["epsilon"]) for r in rows] == [("toy", 1.0), ("toy", 4.0)]
+    assert all(r["auto_leaks"] == 0 and r["sklearn"] > 0.5 for r in rows)
+    assert rows[1]["auto"] > 0.3
+    text = bench.verdicts(rows)
+    assert "do no harm" in text and "never lowers" in text
+    assert "| toy (900 × 2, R²) |" in bench.table(rows)
