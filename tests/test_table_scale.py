@@ -203,3 +203,23 @@ def test_dask_frame_with_text_that_is_not_unicode_is_refused_before_any_release(
                 dpopt.DPLinearRegression(epsilon=1, accountant=acc,
                                          categories=categories).fit(ddf, dy)
     assert acc.spent() == 0.0
+
+
+def test_made_up_names_that_repeat_a_column_get_a_suffix_and_dask_keeps_every_column():
+    """A column "a" of level "b" beside a column "a_b", a missing indicator beside a column
+    "x_missing": the made-up names take ".1" (the table's own names stay), every name is
+    unique, and a Dask frame's encoded partitions keep every column (its meta used to lose
+    the repeated ones)."""
+    rng = np.random.default_rng(0)
+    n = 3000
+    X = pd.DataFrame({"a": rng.choice(["b", "c"], n), "a_b": rng.normal(size=n),
+                      "x": np.where(rng.random(n) < 0.2, np.nan, rng.normal(size=n)),
+                      "x_missing": rng.normal(size=n)})
+    y = pd.Series(2.0 * (X["a"] == "b") + X["a_b"] + rng.normal(size=n))
+    m = dpopt.DPLinearRegression(epsilon=2.0, random_state=0).fit(X, y)
+    names = list(m.table_.get_feature_names_out())
+    assert names == ["a_b.1", "a_c", "a_<other>", "a_b", "x", "x_missing.1", "x_missing"]
+    ddf, dy = _dask(X, y)
+    est = dpopt.DPLinearRegression(epsilon=2.0, random_state=0).fit(ddf, dy)
+    assert list(est.table_.get_feature_names_out()) == names and len(est.coef_) == len(names)
+    assert np.isfinite(np.asarray(est.predict(ddf).compute())).all()

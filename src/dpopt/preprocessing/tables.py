@@ -264,16 +264,27 @@ class TableSchema:
 
     # ---- names and bounds of the encoded features
     def feature_names_out(self):
-        names = []
+        """One name per encoded feature: a column's own name, or ``column_level`` for its
+        levels and ``column_missing`` for its missing indicator. A made-up name that another
+        column already has (a column "a" of level "b" beside a column "a_b") gets the first
+        free suffix ".1", ".2", ... (as pandas names repeated columns): the names are unique
+        and the table's own names are kept. Public: names and released levels only."""
+        named = []  # (name, made up)
         for c in self.columns:
-            if c.one_column:
-                names.append(str(c.name))
-            else:
-                names += [f"{c.name}_{v}" for v in self._coded_levels(c)]
-                names += [] if self.coding == "reference" else [f"{c.name}_{OTHER}"]
+            levels = [] if c.one_column else [f"{c.name}_{v}" for v in self._coded_levels(c)] + (
+                [] if self.coding == "reference" else [f"{c.name}_{OTHER}"])
+            named += [(str(c.name), False)] if c.one_column else [(v, True) for v in levels]
             if c.has_missing and c.kind in ("numeric", "bool"):
-                names.append(f"{c.name}_missing")
-        return names
+                named.append((f"{c.name}_missing", True))
+        taken, out = {n for n, made in named if not made}, []
+        for name, made in named:
+            base, k = name, 0
+            while made and name in taken:
+                k += 1
+                name = f"{base}.{k}"
+            taken.add(name)
+            out.append(name)
+        return out
 
     def public_bounds(self, numeric_bounds=None):
         """(lower, upper) of the encoded features: [0, 1] for every 0/1 column, NaN (to be
