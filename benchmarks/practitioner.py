@@ -592,20 +592,12 @@ def main_frames(args):
         if args.rows:
             with open(args.rows, "w") as fh:
                 json.dump(rows, fh, default=float)
-        text = (f"## Raw frames over ε\n\n{table(rows)}\n\nCells: mean ± sd over {seeds} "
-                f"splits and seeds; ⚠ below the do-no-harm target.\n\n{verdicts(rows)}\n\n"
-                f"Total time {time.perf_counter() - t0:.0f} s.\n")
-        print("\n" + text)
-        if args.out:
-            with open(args.out, "w") as fh:
-                fh.write(text)
+        emit(f"## Raw frames over ε\n\n{table(rows)}\n\nCells: mean ± sd over {seeds} "
+             f"splits and seeds; ⚠ below the do-no-harm target.\n\n{verdicts(rows)}\n\n"
+             f"Total time {time.perf_counter() - t0:.0f} s.\n", args.out)
         return 0
     rows = run_frames(data_dir, seeds)
-    text = frames_table(rows, seeds)
-    print("\n" + text)
-    if args.out:
-        with open(args.out, "w") as fh:
-            fh.write(text + "\n")
+    emit(frames_table(rows, seeds) + "\n", args.out)
     return 0 if all(r["fits"] == seeds for r in rows) else 1
 
 
@@ -650,6 +642,14 @@ def main(argv=None):
     return report(rows, seeds, args, time.perf_counter() - t0)
 
 
+def emit(text, path, header=""):
+    """Print ``text``; write ``header + text`` to ``path`` when one is given."""
+    print("\n" + text)
+    if path:
+        with open(path, "w") as fh:
+            fh.write(header + text)
+
+
 def report(rows, seeds, args, elapsed):
     """Print the results; write them under the protocol, and the figure, if asked."""
     order = {name: i for i, name in enumerate(REAL + GENERATED)}
@@ -658,10 +658,7 @@ def report(rows, seeds, args, elapsed):
     text = (f"## Results\n\n{table(rows)}\n\nCells: mean ± sd over {seeds} seeds; ⚠ marks a "
             f"cell below the do-no-harm target; (c x%) the share of fits that released the "
             f"constant.\n\nTargets (mean of {seeds} seeds):\n\n{verdicts(rows)}\n\n{took}")
-    print("\n" + text)
-    if args.out:
-        with open(args.out, "w") as fh:
-            fh.write(HEADER + text)
+    emit(text, args.out, HEADER)
     if args.figure:
         figure(rows, args.figure)
     return 0
