@@ -362,3 +362,17 @@ def expected_epsilon(problem, o, res, eps_target):
 custom_noise_test(NAME)(test_noise_matches_the_calibration)
 # clip_feature_rows(problem, bound)
 clip_off(NAME)(unclipping(opmod, clip_feature_rows=(1,)))
+
+
+def test_a_penalty_reweighted_per_coordinate_is_calibrated_on_its_smallest_weight():
+    """The calibration counts the features' L2 curvature (lambda + alpha): a penalty whose
+    per-coordinate weights fall below alpha on one feature (Penalty.weighted) is calibrated as
+    if alpha were that weight, never on the larger alpha it was built from."""
+    plain = logistic_problem(penalty="l2", alpha=0.5)
+    low = logistic_problem(penalty="l2", alpha=0.5)
+    low.penalty = low.penalty.weighted(np.ones(4), np.array([1.0, 1.0, 0.01, 1.0]))
+    small = logistic_problem(penalty="l2", alpha=0.005)
+    fits = [dpopt.solve(pb, NAME, epsilon=1.0, delta=1e-5, row_bound=1.0, random_state=0)
+            for pb in (plain, low, small)]
+    shifts = [f.params["shift"] for f in fits]
+    assert shifts[1] == pytest.approx(shifts[2]) and shifts[1] > shifts[0]

@@ -394,7 +394,10 @@ def fit_objective_perturbation(problem, *, epsilon, delta, rng, row_bound=None,
     if not (isinstance(regularization, str) and regularization == "auto"):
         regularization = check_scalar(regularization, "regularization", low=0.0)
     L, beta = loss_constants(problem.loss)
-    alpha = float(problem.penalty.alpha) if problem.penalty.name == "l2" else 0.0
+    # the features' smallest L2 weight: the curvature the calibration may count on (alpha
+    # on every feature, unless the penalty was reweighted per coordinate)
+    alpha = (float(np.min(problem.penalty.l2[:problem.n_features], initial=problem.penalty.alpha))
+             if problem.penalty.name == "l2" else 0.0)
     bound = resolve_row_bound(problem, row_bound)
     private = not math.isinf(epsilon)
     intercept = problem.fit_intercept
