@@ -569,12 +569,13 @@ def _mu_of(z):
 
 def _model_options(solver, problem, mu, R, *, inference=False, **released):
     """The solver's settings on the scaled domain (:func:`rules`), with the numbers already
-    released that it takes (``released``: dp-gd's curvature, AdaSSP's target spread); the
-    smoothness counts the L2 part's largest coordinate (:func:`raw_unit_penalty`)."""
-    alpha = float(np.max(problem.penalty.l2, initial=0.0))
+    released that it takes (``released``: dp-gd's curvature, AdaSSP's target spread). The
+    smoothness is the loss's alone (``alpha`` 0): every solver here applies the penalty by
+    its prox, exact for L1 and L2, so the step needs no room for it; counting the L2 part
+    would let one heavily weighted coordinate (:func:`raw_unit_penalty`) shrink every step."""
     threshold = problem.loss.param if problem.loss.name == "huber" else 1.0
     return rules(solver, loss=problem.loss.name, n=problem.n_samples, dim=problem.dim, mu=mu,
-                 row_bound=R, alpha=alpha, huber_threshold=threshold, inference=inference,
+                 row_bound=R, alpha=0.0, huber_threshold=threshold, inference=inference,
                  **released)
 
 

@@ -226,8 +226,9 @@ def raw_unit_penalty(problem, scaling, target):
     scaling is released). A scaled feature is u_j = (x_j - o_j) / s_j and the target
     t = (y - c) / h, so a raw coefficient is w_j = v_j h / s_j and, divided by h^2 as the
     squared loss is, alpha l1 |w_j| + alpha l2 / 2 w_j^2 becomes alpha l1 / (h s_j) |v_j|
-    + alpha l2 / (2 s_j^2) v_j^2. A feature without bounds (rows normalized) or a collapsed
-    one (s_j = 0: it is 0) keeps the penalty as given. Other losses keep theirs."""
+    + alpha l2 / (2 s_j^2) v_j^2. Rows normalized (no per-feature scale) keep the penalty
+    as given, and so do other losses; a collapsed feature (s_j = 0: 0 on every row) and a
+    collapsed target (h = 0) take the factor 1 for their s_j or h."""
     if (problem.loss.name != "squared" or problem.penalty.name == "none"
             or not isinstance(scaling, Scaling)):
         return problem
