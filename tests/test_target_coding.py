@@ -133,18 +133,26 @@ def test_mostly_unnamed_reads_the_kept_values_noisy_counts():
     assert [c.name for c in mostly_unnamed(cols, counts, 100)] == ["b", "c"]
 
 
-def test_unresolved_many_needs_many_kept_levels_below_nine_ridges():
-    """The ridge's lower bound is 4 sqrt(width + 1) / mu (12 at width 8, mu 1): a column of 40
-    kept levels of 100 records (below 9 * 12 = 108) is unresolved, of 120 records it is
-    resolved, and 39 levels are not many."""
-    cols = plan_table(pd.DataFrame({"a": ["x"], "b": ["y"], "c": ["z"]}))
+def test_unresolved_many_needs_many_levels_below_nine_ridges():
+    """The ridge's lower bound is 4 sqrt(width + 1) / mu (12 at width 8, mu 1): a column
+    whose kept levels of 100 records (below 9 * 12 = 108) hold its records is unresolved;
+    of 120 records, holding 90% of them, it is resolved. 39 kept levels are many only with
+    the records outside them (over the selection's threshold, 50 here) counted as levels,
+    and a kept <missing> is no level. Records outside the kept levels are unresolved."""
+    cols = plan_table(pd.DataFrame({"a": ["x"], "b": ["y"], "c": ["z"], "d": ["w"]}))
     counts = {"a": {f"v{i}": 100.0 for i in range(40)},
               "b": {f"v{i}": 120.0 for i in range(40)},
-              "c": {f"v{i}": 100.0 for i in range(39)}}
-    assert [c.name for c in unresolved_many(cols, counts, 7000, 1.0, 8)] == ["a"]
-    assert unresolved_many(cols, counts, 7000, 2.0, 8) == []  # the ridge halves
-    big = dict(counts, a={**counts["a"], "v0": 7000.0})  # most records in one resolved level
-    assert unresolved_many(cols, big, 7000, 1.0, 8) == []
+              "c": {f"v{i}": 100.0 for i in range(39)},
+              "d": {**{f"v{i}": 100.0 for i in range(39)}, "<missing>": 100.0}}
+
+    def many(n, mu, table=counts):
+        return [c.name for c in unresolved_many(cols, table, n, mu, 8, 50.0)]
+
+    assert many(5000, 1.0) == ["a", "c", "d"]  # c, d: 39 levels + 1,100 or 1,000 outside
+    assert many(3900, 1.0) == ["a"]  # nothing outside: c and d have 39 levels
+    assert many(4300, 2.0) == []  # the ridge halves: 100 records are resolved
+    assert many(5000, 2.0) == ["a", "c", "d"]  # resolved, but 1,000 records outside them
+    assert "a" not in many(5000, 1.0, dict(counts, a={**counts["a"], "v0": 7000.0}))
 
 
 def test_target_code_round_trip_and_unseen_values():

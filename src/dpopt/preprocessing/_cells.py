@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 __all__ = ["MISSING", "text_codes", "value_counts", "level_text", "truth_values",
-           "missing_count", "check_text", "check_keys"]
+           "missing_count", "check_text", "check_keys", "not_unicode"]
 
 #: The key of a missing cell.
 MISSING = "<missing>"
@@ -90,6 +90,11 @@ def check_keys(name, keys):
     try:  # one encode of the distinct texts joined: no Python step per value
         "".join(keys).encode("utf-8")
     except UnicodeEncodeError:
-        raise ValueError(f"column {name!r} holds text that is not valid Unicode (a "
-                         f"lone surrogate character): read the file with its "
-                         f"encoding, or replace the character") from None
+        raise not_unicode(name) from None
+
+
+def not_unicode(name):
+    """The ValueError of :func:`check_text` for column ``name``."""
+    return ValueError(f"column {name!r} holds text that is not valid Unicode (a lone "
+                      f"surrogate character): read the file with its encoding, or replace "
+                      f"the character")

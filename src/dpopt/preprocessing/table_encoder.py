@@ -18,7 +18,7 @@ from sklearn.utils.validation import check_is_fitted
 from dpopt._core.exceptions import ChargedFitError
 from dpopt._core.validation import check_privacy_target, check_random_state, real_pair
 from dpopt.preprocessing._bounds import release_counts
-from dpopt.preprocessing._cells import check_keys, check_text, text_codes
+from dpopt.preprocessing._cells import check_keys, check_text, not_unicode, text_codes
 from dpopt.preprocessing.labels import (
     LABELS_SELECTED,
     MAX_LABEL_SHARE,
@@ -416,9 +416,12 @@ def _dask_counts(ddf, y, columns, select_y):
              + ([_label_count_task(y)] if select_y else []))
     try:
         out = dask.compute(*tasks)
-    except UnicodeEncodeError:  # Dask hashes text to shuffle: name the column (check_text)
+    except UnicodeEncodeError:  # Dask hashes (or converts) text first: name the column
         for c in strings + declared:
-            ddf[c].map_partitions(_checked_text, c, meta=ddf[c]._meta).compute()
+            try:
+                ddf[c].map_partitions(_checked_text, c, meta=ddf[c]._meta).compute()
+            except UnicodeEncodeError:  # pyarrow's conversion refused it before the check
+                raise not_unicode(c) from None
         raise
     for c, counts in zip(strings + declared, out):  # before any release (check_text)
         check_keys(c, [str(k) for k in counts.index if not pd.isna(k)])
