@@ -222,3 +222,18 @@ def test_made_up_names_that_repeat_a_column_get_a_suffix_and_dask_keeps_every_co
     est = dpopt.DPLinearRegression(epsilon=2.0, random_state=0).fit(ddf, dy)
     assert list(est.table_.get_feature_names_out()) == names and len(est.coef_) == len(names)
     assert np.isfinite(np.asarray(est.predict(ddf).compute())).all()
+
+
+def test_dask_frame_of_numbers_and_bools_goes_through_the_table_layer():
+    """A bool column beside float ones made the Dask frame's array an object one, refused
+    ("X must have a numeric dtype"); it is now encoded as in memory (a bool is a 0/1 column
+    with public bounds), and the fit equals the pandas frame's at the same seed."""
+    rng = np.random.default_rng(0)
+    n = 2000
+    X = pd.DataFrame({"x": rng.normal(size=n), "b": rng.random(n) < 0.4})
+    y = pd.Series(X["x"].to_numpy() + X["b"].to_numpy() + rng.normal(size=n))
+    ref = dpopt.DPLinearRegression(epsilon=1.0, random_state=0).fit(X, y)
+    ddf, dy = _dask(X, y, parts=2)
+    est = dpopt.DPLinearRegression(epsilon=1.0, random_state=0).fit(ddf, dy)
+    np.testing.assert_allclose(est.coef_, ref.coef_, rtol=1e-9)
+    assert list(est.table_.get_feature_names_out()) == ["x", "b"]

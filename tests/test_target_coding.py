@@ -369,6 +369,10 @@ def test_text_that_is_not_unicode_is_refused_before_any_release():
                         (dpopt.PrivateTableEncoder(epsilon=1), None)):
         with pytest.raises(ValueError, match="column 'c' holds text that is not valid Unicode"):
             est.fit(X, target)
+    labels = pd.Series(np.where(y > 50, "ok\udc80", "no"), dtype=object)  # in y: the same
+    for features in (X[["x"]], X[["x"]].to_numpy()):
+        with pytest.raises(ValueError, match="y holds a label that is not valid Unicode"):
+            dpopt.DPLogisticRegression(epsilon=1, accountant=acc).fit(features, labels)
     assert acc.spent() == 0.0
 
 

@@ -71,8 +71,15 @@ def _charged_solve(problem, spec, epsilon, delta, options, accountant, seed):
 
 
 def _labels_present(y):
-    """y, after a clear error for a missing label (None, NaN: sklearn would call it 'unknown')."""
-    if pd.isna(pd.Series(np.asarray(y, dtype=object))).any():
+    """y, after a clear error for a missing label (None, NaN: sklearn would call it 'unknown')
+    or a text label that is not valid Unicode (pandas reads text through UTF-8)."""
+    try:
+        labels = pd.Series(np.asarray(y, dtype=object))
+    except UnicodeEncodeError:
+        raise ValueError("y holds a label that is not valid Unicode (a lone surrogate "
+                         "character): read the file with its encoding, or replace the "
+                         "character") from None
+    if pd.isna(labels).any():
         raise ValueError("y has missing labels: drop those rows first (the labels cannot be "
                          "imputed)")
     return y

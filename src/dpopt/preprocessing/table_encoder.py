@@ -344,10 +344,11 @@ class PrivateTableEncoder(TransformerMixin, BaseEstimator):
 
 def is_dask_text_frame(X):
     """A Dask DataFrame with a column the chunked path cannot take as numbers (string,
-    object or categorical dtype): :func:`prepare_dask` / :func:`dask_table` encode it."""
+    object, categorical or bool dtype: a bool column beside float ones makes its array
+    object): :func:`prepare_dask` / :func:`dask_table` encode it."""
     if type(X).__name__ != "DataFrame" or not (type(X).__module__ or "").startswith("dask"):
         return False
-    return any(not (pd.api.types.is_numeric_dtype(d) or pd.api.types.is_bool_dtype(d))
+    return any(pd.api.types.is_bool_dtype(d) or not pd.api.types.is_numeric_dtype(d)
                for d in X.dtypes)
 
 
