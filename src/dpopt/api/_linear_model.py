@@ -34,7 +34,7 @@ from dpopt.pipeline.multiclass import OneVsRestProblems, solve_one_vs_rest
 from dpopt.pipeline.multiclass_selection import fit_selected_one_vs_rest
 from dpopt.pipeline.selection import fit_selected, n_features, selection_runs
 from dpopt.pipeline.selection import resolve_alpha as _resolve_alpha
-from dpopt.preprocessing.labels import LABELS_SELECTED, OTHER_LABEL
+from dpopt.preprocessing.labels import LABELS_SELECTED, signed_labels
 from dpopt.preprocessing.table_encoder import (
     TableEncoder,
     array_bounds,
@@ -227,7 +227,7 @@ class _DPLinearModel(BaseEstimator):
             out.update(classes=classes, encoder=encoder)
             target = self._encode_classes(yy, classes) if self._classifier else yy
             if self._classifier and len(classes) == 2:  # neither class: 0 (fit_selected)
-                target = np.where(yy == OTHER_LABEL, 0.0, target)
+                target = signed_labels(yy)
             return Xf, target, bounds, prior
 
         self._fit_auto(prepare, epsilon, delta, penalty, penalty_kwargs)

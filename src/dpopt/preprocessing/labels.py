@@ -16,7 +16,7 @@ from dpopt.privacy import Gaussian, gdp_mu
 
 __all__ = ["select_labels", "label_prior", "label_share", "declared_classes", "encode_labels",
            "OTHER_LABEL", "LABELS_SELECTED", "SELECTION_SHARE_LABELS", "MAX_LABEL_SHARE",
-           "MIN_CLASS_FRACTION"]
+           "MIN_CLASS_FRACTION", "signed_labels"]
 
 #: ``Prior.info["labels"]`` when the labels were chosen by the private selection.
 LABELS_SELECTED = "selected privately"
@@ -108,6 +108,14 @@ def declared_classes(y, classes=None):
 
 
 OTHER_LABEL = -1  # the class index of a label outside the classes (unselected, undeclared)
+
+
+def signed_labels(index):
+    """A binary model's targets from label indices (:func:`encode_labels`): +1 for
+    ``classes[1]``, -1 for ``classes[0]``, 0 for a label outside both (:data:`OTHER_LABEL`:
+    neither class, it pulls the model neither way)."""
+    index = np.asarray(index)
+    return np.where(index == OTHER_LABEL, 0.0, np.where(index == 1, 1.0, -1.0))
 
 
 def encode_labels(y, classes):

@@ -28,6 +28,7 @@ from dpopt.preprocessing.labels import (
     encode_labels,
     label_share,
     select_labels,
+    signed_labels,
 )
 from dpopt.preprocessing.tables import (
     CODINGS,
@@ -133,7 +134,7 @@ def prepare_default(X, y, *, epsilon, delta, categories, feature_bounds, classes
     if frame:
         if shares and (not classifier or len(classes_out) == 2):
             # a regressor's y, or a binary classifier's labels as -1 / +1 (0: neither class)
-            values = y if not classifier else np.sign(y_out - 0.5) * (y_out >= 0)
+            values = y if not classifier else signed_labels(y_out)
             rec, spent, coding_info = code_table(
                 df, schema, strings, values, mu, shares, rng,
                 (-1.0, 1.0) if classifier else target_range, range_known=not classifier)
