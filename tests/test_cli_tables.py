@@ -433,7 +433,7 @@ def test_fit_and_predict_three_classes(tmp_path, capsys):
     code, stdout, err = run(["fit", path, "--loss", "logistic", "--epsilon", "2", "--seed", "1",
                              "--out", out], capsys)
     assert code == 0, err
-    assert "'cat', 'dog', 'eel' (3 classes, one-vs-rest)" in stdout
+    assert "'cat', 'dog', 'eel' (3 classes, one multinomial model)" in stdout
     model = modelio.load_model(out)
     assert model["classes"] == ["cat", "dog", "eel"] and model["coef"].shape == (3, 5)
     from dpopt.api.estimators import DPLogisticRegression

@@ -52,34 +52,90 @@ def test_default_fit_learns(default_fit):
     assert clf.score(X, labels) > majority + 0.3
 
 
-def test_default_fit_is_one_composition_and_one_charge(default_fit):
+def test_default_fit_is_one_multinomial_model_and_one_charge(default_fit):
     clf, _, _, acc = default_fit
     assert clf.privacy_leaks_ == []
     assert clf.epsilon_spent_ <= EPS and clf.delta_spent_ == DELTA
     (entry,) = acc.ledger
     assert entry.epsilon == clf.epsilon_spent_
+    plan = clf.fit_result_.params["auto"]
+    assert plan["multinomial"] and plan["solver"] == "dp-gd"
+    mechs = clf.fit_result_.mechanisms
+    # the scaling, the curvature and the T noisy steps: Gaussians only, accounted exactly
+    assert all(type(m) is Gaussian for m in mechs)
+    passes = plan["model_options"]["passes"]
+    assert any(m.count == passes for m in mechs)
+    assert clf.fit_result_.accountant == "exact"
+    delta_g = DELTA - plan.get("selection_delta", 0.0)
+    assert epsilon_of(mechs, delta_g) == pytest.approx(clf.epsilon_spent_, rel=1e-9)
+    assert clf.epsilon_spent_ > 0.97 * EPS  # the split leaves little unused
+    report = clf.privacy_report()
+    assert "multinomial model of 3 classes" in report and f"{clf.epsilon_spent_:.4g}" in report
+
+
+def test_default_fit_epsilon_matches_an_independent_composition(default_fit):
+    # every record is a Gaussian: their mu^2 summed is the fit's Gaussian-DP mu, and the
+    # Gaussian mechanism's exact (epsilon, delta) curve (Balle & Wang 2018), written out
+    # here, must put the reported epsilon at the Gaussian part of delta
+    from scipy.stats import norm
+
+    clf, _, _, _ = default_fit
+    mechs = clf.fit_result_.mechanisms
+    mu = math.sqrt(sum(m.count / m.noise_multiplier ** 2 for m in mechs))
+    delta_g = DELTA - clf.fit_result_.params["auto"].get("selection_delta", 0.0)
+
+    def curve(eps):
+        return norm.cdf(-eps / mu + mu / 2) - math.exp(eps) * norm.cdf(-eps / mu - mu / 2)
+
+    eps = clf.epsilon_spent_
+    assert curve(eps) <= delta_g * (1 + 1e-6)
+    assert curve(0.995 * eps) > delta_g
+
+
+def test_multinomial_probabilities_are_the_softmax(default_fit):
+    from scipy.special import softmax
+
+    clf, X, _, _ = default_fit
+    np.testing.assert_allclose(clf.predict_proba(X[:20]),
+                               softmax(clf.decision_function(X[:20]), axis=1), rtol=1e-12)
+
+
+@pytest.fixture(scope="module")
+def ovr_fit():
+    """A fit on too few rows for per-feature bounds: rows normalized, one-vs-rest with
+    objective perturbation (the multinomial model needs centred features)."""
+    X, y = _blobs(n=200, sep=4.0)
+    labels = np.array(["ant", "bee", "cat"])[y]
+    clf = dpopt.DPLogisticRegression(epsilon=EPS, delta=DELTA, random_state=0,
+                                     classes=["ant", "bee", "cat"]).fit(X, labels)
+    assert clf.fit_result_.params["auto"]["scaling"] == "row-normalized"
+    return clf
+
+
+def test_one_vs_rest_fit_is_one_composition(ovr_fit):
+    clf = ovr_fit
+    assert clf.privacy_leaks_ == [] and clf.epsilon_spent_ <= EPS
     mechs = clf.fit_result_.mechanisms
     # the shared scaling once, then each class's objective perturbation and output noise
     ops = [m for m in mechs if isinstance(m, ObjectivePerturbation)]
     assert len(ops) == 3 and all(m.dof == 2 for m in ops)
-    assert sum(isinstance(m, Gaussian) for m in mechs) >= 3 + 3  # scaling steps + outputs
+    assert sum(isinstance(m, Gaussian) for m in mechs) >= 1 + 3  # row norm + outputs
     # the reported epsilon is the PLD composition of every record, recomputed here at the
     # Gaussian part of delta (the label selection's threshold holds the rest)
     delta_g = DELTA - clf.fit_result_.params["auto"].get("selection_delta", 0.0)
     assert epsilon_of(mechs, delta_g, accountant="pld") == pytest.approx(clf.epsilon_spent_,
                                                                          rel=1e-12)
     assert clf.epsilon_spent_ > 0.97 * EPS  # the split leaves little unused
-    report = clf.privacy_report()
-    assert "one-vs-rest, 3 classes" in report and f"{clf.epsilon_spent_:.4g}" in report
+    assert "one-vs-rest, 3 classes" in clf.privacy_report()
 
 
-def test_default_fit_epsilon_matches_an_independent_composition(default_fit):
+def test_one_vs_rest_epsilon_matches_an_independent_composition(ovr_fit):
     # the k objective perturbations' dominating losses summed (their Rayleigh parts
     # convolved numerically) and every Gaussian record folded into one GDP part: the
     # reported epsilon must not be optimistic, nor loose by more than the PLD grid
     from _independent_accounting import op_sum_delta
 
-    clf, _, _, _ = default_fit
+    clf = ovr_fit
     mechs = clf.fit_result_.mechanisms
     ops = [m for m in mechs if isinstance(m, ObjectivePerturbation)]
     assert len({(m.noise_multiplier, m.shift) for m in ops}) == 1  # one per-class target
@@ -178,8 +234,8 @@ def test_binary_fit_unchanged_and_one_class_is_its_constant():
 
 
 def test_chunked_default_fit_equals_in_memory(default_fit):
-    """The held-out choice runs on chunks as in memory: the same held-out rows, the same
-    noisy scores (sums over chunks: to rounding), the same release."""
+    """The multinomial model runs on chunks as in memory: the same held-out rows, the same
+    noisy scores (sums over chunks: to rounding), the same releases and steps."""
     da = pytest.importorskip("dask.array")
 
     _, X, labels, _ = default_fit
@@ -190,12 +246,12 @@ def test_chunked_default_fit_equals_in_memory(default_fit):
     assert b["released"] == a["released"] and b["validation_rows"] == a["validation_rows"] > 0
     np.testing.assert_allclose(b["noisy_scores"], a["noisy_scores"], rtol=0, atol=1e-12)
     assert list(chunked.classes_) == list(clf.classes_)
-    # same plan, same releases, Newton to the same tolerance
-    np.testing.assert_allclose(chunked.coef_, clf.coef_, rtol=1e-5, atol=1e-5)
+    assert chunked.fit_result_.params["auto"]["multinomial"]
+    np.testing.assert_allclose(chunked.coef_, clf.coef_, rtol=1e-9, atol=1e-10)
     assert chunked.epsilon_spent_ == pytest.approx(clf.epsilon_spent_, rel=1e-12)
     proba = chunked.predict_proba(da.from_array(X, chunks=(400, -1)))
     assert proba.shape == (len(X), 3)
-    np.testing.assert_allclose(proba.compute(), clf.predict_proba(X), rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(proba.compute(), clf.predict_proba(X), rtol=1e-8, atol=1e-10)
     assert np.array_equal(chunked.predict(da.from_array(X, chunks=(400, -1))).compute(),
                           chunked.predict(X))
 

@@ -71,11 +71,13 @@ cover the whole pipeline.
 
 from __future__ import annotations
 
+import functools
 import math
 import numbers
 import warnings
 
 import numpy as np
+from scipy.special import log_softmax
 from sklearn.base import ClassifierMixin
 from sklearn.utils.multiclass import check_classification_targets
 
@@ -84,7 +86,7 @@ from dpopt.api._linear_model import (
     _DPLinearModel,
     _Regressor,
 )
-from dpopt.api.modelio import probabilities
+from dpopt.api.modelio import is_multinomial, probabilities
 from dpopt.data.losses import huber
 from dpopt.pipeline.inference import InferenceMixin
 from dpopt.preprocessing.labels import OTHER_LABEL, declared_classes, encode_labels, label_prior
@@ -283,16 +285,24 @@ class DPLogisticRegression(InferenceMixin, ClassifierMixin, _DPLinearModel):
         return self._decision(X)
 
     def predict_proba(self, X):
-        """Columns: P(classes_[j]) under the logistic model (multiclass: each class's
-        one-vs-rest sigmoid, normalized to sum to one; one released label: a column of 1)."""
+        """Columns: P(classes_[j]) under the logistic model (multiclass: the softmax of the
+        default path's multinomial model, or each class's one-vs-rest sigmoid normalized to
+        sum to one; one released label: a column of 1)."""
         margins = self._decision(X)
         return self._per_chunk(margins, _certain if len(self.classes_) == 1 else
-                               probabilities, len(self.classes_))
+                               functools.partial(probabilities, multinomial=self._multinomial()),
+                               len(self.classes_))
 
     def predict_log_proba(self, X):
         margins = self._decision(X)
         return self._per_chunk(margins, _log_certain if len(self.classes_) == 1 else
-                               _log_probabilities, len(self.classes_))
+                               functools.partial(_log_probabilities,
+                                                 multinomial=self._multinomial()),
+                               len(self.classes_))
+
+    def _multinomial(self):
+        """Whether the fit is one multinomial model (softmax margins)."""
+        return is_multinomial(self.fit_result_.params)
 
     def predict(self, X):
         return self._per_chunk(self._decision(X), self._labels)
@@ -493,7 +503,9 @@ def _classes_of(y):
     return np.unique(y)
 
 
-def _log_probabilities(margins):
+def _log_probabilities(margins, multinomial=False):
+    if margins.ndim == 2 and multinomial:
+        return log_softmax(margins, axis=1)
     if margins.ndim == 2:
         with np.errstate(divide="ignore"):
             return np.log(probabilities(margins))

@@ -41,6 +41,7 @@ from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
+from scipy.special import softmax
 from sklearn.preprocessing import normalize
 
 from dpopt import __version__
@@ -362,11 +363,21 @@ def margins(model: dict, X):
     return np.asarray(X @ coef).ravel() + model["intercept"]
 
 
-def probabilities(margins):
+def is_multinomial(params):
+    """Whether a fit's ``params`` (a FitResult's, or a model file's) are those of one
+    multinomial model (the default path's k >= 3 classes, :mod:`dpopt.pipeline.multinomial`)
+    rather than k one-vs-rest models: its margins are then softmax logits."""
+    return bool(((params or {}).get("auto") or {}).get("multinomial"))
+
+
+def probabilities(margins, multinomial=False):
     """Class probabilities of logistic margins: (1 - p, p) of the sigmoid for one column of
-    margins; for one-vs-rest (n, k) margins each class's sigmoid, normalized over the classes
-    (a row whose sigmoids all underflow stays 0 rather than 0 / 0)."""
+    margins; for (n, k) margins the softmax of a ``multinomial`` model, else (one-vs-rest)
+    each class's sigmoid, normalized over the classes (a row whose sigmoids all underflow
+    stays 0 rather than 0 / 0)."""
     margins = np.asarray(margins, dtype=np.float64)
+    if multinomial and margins.ndim == 2:
+        return softmax(margins, axis=1)
     p = np.exp(-np.logaddexp(0.0, -margins))
     if margins.ndim == 2:
         return p / np.maximum(p.sum(axis=1, keepdims=True), np.finfo(float).tiny)

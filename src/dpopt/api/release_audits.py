@@ -43,11 +43,12 @@ from dpopt.preprocessing.target_coding import (
     resolvable,
 )
 from dpopt.privacy import gdp_epsilon, gdp_mu
+from dpopt.solvers.dp_gd import fit_multinomial_gd
 
 __all__ = ["audit_selection", "audit_constant", "audit_gap_histogram",
            "audit_pooled_histogram", "audit_indicator_counts", "audit_curvature",
            "audit_recentre", "audit_class_scores", "audit_target_codes",
-           "audit_coding_check"]
+           "audit_coding_check", "audit_multinomial_step"]
 
 
 # ---------------------------------------------------------------------------
@@ -289,6 +290,46 @@ def audit_class_scores(*, epsilon=DEFAULT_EPSILON, delta=DEFAULT_DELTA, n_runs=D
     return _release_audit("one-vs-rest held-out selection (class scores)", scores, mu, delta,
                           confidence, {"n_validation": n_validation, "n_classes": n_classes,
                                        "noise_scale": noise_scale})
+
+
+def audit_multinomial_step(*, epsilon=DEFAULT_EPSILON, delta=DEFAULT_DELTA,
+                           n_runs=DEFAULT_RUNS, n=20, n_classes=3, random_state=0,
+                           confidence=0.95, noise_scale=1.0) -> AuditResult:
+    """Empirical lower bound on the epsilon of the multinomial model's DP-GD
+    (:func:`dpopt.solvers.dp_gd.fit_multinomial_gd`, one step from W = 0, sensitivity
+    2 C / n of the mean gradient, C = sqrt(2) r). Neighbouring data of ``n`` rows (one
+    feature and the intercept's column, r = sqrt(2)), all 0 in the feature and of class 0,
+    except the canary row (1, 1), of class 0 on D0 and class 1 on D1: its gradient
+    x (p - e_y)^T at W = 0 moves by sqrt(2) ||x|| = 2 of the bound 2 C = 4, so the bound
+    read is about half the claim. The statistic is the step's output projected on that
+    move. ``noise_scale`` < 1 is a broken variant, for the tests only."""
+    epsilon, delta, n_runs, mu = _release_claim(epsilon, delta, n_runs)
+    rng = np.random.default_rng(random_state)
+    X = np.column_stack([np.zeros(n), np.ones(n)])
+    X[0, 0] = 1.0
+    direction = np.zeros((2, n_classes))
+    direction[:, 1], direction[:, 0] = -1.0, 1.0  # -step * (g1 - g0): e_0 - e_1 per row
+    scores = np.empty((2, n_runs))
+    for b in range(2):
+        labels = np.zeros(n, dtype=np.int64)
+        labels[0] = b
+        exact = fit_multinomial_gd(X, labels, n_classes, mu=mu,
+                                   passes=1, step=1.0, row_bound=np.sqrt(2.0), rng=_Zero())[0]
+        for k in range(n_runs):
+            W = fit_multinomial_gd(X, labels, n_classes, mu=mu, passes=1, step=1.0,
+                                   row_bound=np.sqrt(2.0), rng=rng)[0]
+            scores[b, k] = float(np.sum(direction * (exact + noise_scale * (W - exact))))
+    return _release_audit("multinomial DP-GD step (default path, k >= 3 classes)", scores, mu,
+                          delta, confidence, {"n": n, "n_classes": n_classes,
+                                              "noise_scale": noise_scale})
+
+
+class _Zero:
+    """A generator of zeros: the step's exact (noise-free) output, for the audit's shift."""
+
+    @staticmethod
+    def standard_normal(shape):
+        return np.zeros(shape)
 
 
 # ---------------------------------------------------------------------------

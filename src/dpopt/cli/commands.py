@@ -412,7 +412,7 @@ def build_parser():
                         "(default: the last column)")
     p.add_argument("--classes", default=None, metavar="A,B[,C...]",
                    help="logistic: declare the labels, two or more (three or more: a "
-                        "one-vs-rest model; public; default: chosen privately from the data by "
+                        "multiclass model; public; default: chosen privately from the data by "
                         "the table layer)")
     p.add_argument("--positive-label", default=None,
                    help="logistic: the label mapped to +1, a string or a number (default: the "

@@ -475,8 +475,10 @@ def _report(args, data, fitted, classes, caught):
     if classes is not None:
         how = "declared (public)" if args.classes is not None else "chosen privately"
         if multiclass:
+            kind = ("one multinomial model" if modelio.is_multinomial(model["params"])
+                    else "one-vs-rest")
             print(f"labels ({how}): {', '.join(repr(_plain(c)) for c in classes)} "
-                  f"({len(classes)} classes, one-vs-rest)")
+                  f"({len(classes)} classes, {kind})")
             if args.positive_label is not None:
                 print(f"warning: --positive-label {args.positive_label} ignored: it applies to "
                       f"two classes, the fit kept {len(classes)}")
@@ -512,7 +514,7 @@ def _report(args, data, fitted, classes, caught):
     for msg in leaks:
         print(f"PrivacyLeakWarning: {msg}")
     if args.train_metrics and multiclass:
-        print("training objective: not computed for a one-vs-rest model (one per class)")
+        print("training objective: not computed for a multiclass model")
     elif args.train_metrics:
         # the released model in raw units, on the features as predict sees them (the default
         # path's feature map clips them to the private bounds)

@@ -47,7 +47,8 @@ def cmd_predict(args):
     if model["loss"] == "logistic":  # the estimators' probabilities (modelio.probabilities)
         classes = model.get("classes") or [-1.0, 1.0]
         prob = (np.ones((len(pred), 1)) if len(classes) == 1  # one released label: certain
-                else modelio.probabilities(margin))
+                else modelio.probabilities(
+                    margin, modelio.is_multinomial(model.get("params"))))
         for j, c in enumerate(classes):  # one column per class, as predict_proba
             out[f"probability_{c}"] = prob[:, j]
     # lazy: the light CLI commands load no heavy module

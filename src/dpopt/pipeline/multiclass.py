@@ -62,6 +62,7 @@ from dpopt.pipeline.default_path import (
     public_count,
     split_mu,
 )
+from dpopt.pipeline.multinomial import fit_multinomial, multinomial_applies
 from dpopt.privacy import Gaussian, ObjectivePerturbation, epsilon_of, gdp_epsilon, gdp_mu
 from dpopt.solvers import available_solvers, get_solver, solve_uncharged
 from dpopt.solvers.objective_perturbation import calibrate_objective_perturbation, loss_constants
@@ -237,6 +238,13 @@ class MulticlassFit:
     def report(self, name) -> str:
         plan, r = self.plan, self.result
         shares = ", ".join(f"{k} mu={v:.3g}" for k, v in plan["mu_shares"].items())
+        if plan.get("multinomial"):
+            return (f"{name} (solver='auto' -> {plan['solver']}, one multinomial model of "
+                    f"{plan['classes']} classes): ({r.epsilon:.4g}, {r.delta:.3g})-DP under "
+                    f"{r.adjacency} adjacency, end to end (scaling, curvature and "
+                    f"{plan['model_options']['passes']} noisy gradient steps composed), "
+                    f"accountant {r.accountant}; Gaussian-DP mu={plan['mu']:.4g} split as "
+                    f"{shares}")
         return (f"{name} (solver='auto' -> {plan['solver']} one-vs-rest, {plan['classes']} "
                 f"classes): ({r.epsilon:.4g}, {r.delta:.3g})-DP under {r.adjacency} adjacency, "
                 f"end to end (scaling and all {plan['classes']} binary fits composed), "
@@ -295,6 +303,20 @@ def op_class_epsilon(epsilon, delta, k, prior, guess, **public):
     return e
 
 
+def _plan(entries, why, n_classes, mu_total, mus, R, public, prior):
+    """The plan of a multiclass default fit: the model's ``entries`` and the facts every
+    such fit reports (reason, classes, mu and its split, scaling, row bound, the table
+    layer's releases)."""
+    plan = {**entries, "reason": why, "classes": n_classes, "mu": mu_total, "mu_shares": mus,
+            "scaling": ("row-normalized" if "feature_bounds" not in mus
+                        else "private feature bounds"),
+            "row_bound": R, "public_bounds": public}
+    if prior is not None:
+        plan["table"] = prior.info
+        plan["selection_delta"] = prior.delta
+    return plan
+
+
 def fit_default_one_vs_rest(X, labels, n_classes, *, penalty, penalty_kwargs, fit_intercept,
                             epsilon, delta, rng, feature_bounds=None, prior=None):
     """The default path (:func:`dpopt.pipeline.default_path.fit_default`) for k >= 3 classes by one-vs-rest.
@@ -321,9 +343,10 @@ def fit_default_one_vs_rest(X, labels, n_classes, *, penalty, penalty_kwargs, fi
     if prior is not None and prior.share:
         shares["selection"] = prior.share
     mu_total, mus = split_mu(epsilon, delta, shares)
+    row_mode = "feature_bounds" not in shares and public < p
     scaling, _, R, records, _ = private_scaling(
         data, mus, fit_intercept=fit_intercept, center=center, regression=False, rng=rng,
-        bounds=feature_bounds, row_mode="feature_bounds" not in shares and public < p)
+        bounds=feature_bounds, row_mode=row_mode)
     records = (list(prior.records) if prior is not None else []) + records
 
     def problem(relabel):
@@ -334,6 +357,17 @@ def fit_default_one_vs_rest(X, labels, n_classes, *, penalty, penalty_kwargs, fi
     first = problem(maps[0])
     solver, why = choose_solver("logistic", first.penalty.name, n, p, available_solvers(),
                                 chunked=data.chunked)
+    if multinomial_applies(solver, centred=center and not row_mode):
+        labelled = (data.problem(scaling, None, penalty=penalty, fit_intercept=fit_intercept,
+                                 **penalty_kwargs) if data.chunked else None)
+        result, plan = fit_multinomial(first, labels, n_classes, records=records, mus=mus,
+                                       R=R, rng=rng, delta=delta, delta_total=delta_total,
+                                       labelled=labelled)
+        _check_total(result.epsilon, epsilon)
+        why = (f"{n_classes} classes: one multinomial model by DP-GD with a released "
+               f"curvature (dpopt.pipeline.multinomial)")
+        return MulticlassFit(result, scaling, None, _plan(plan, why, n_classes, mu_total, mus,
+                                                          R, public, prior))
     if solver == "objective-perturbation":
         alpha = float(first.penalty.alpha) if first.penalty.name == "l2" else 0.0
         guess = gdp_epsilon(mus["model"] / math.sqrt(n_classes), delta)
@@ -353,15 +387,10 @@ def fit_default_one_vs_rest(X, labels, n_classes, *, penalty, penalty_kwargs, fi
     accountant = "exact" if _all_gaussian(mechanisms) else "pld"
     total = epsilon_of(mechanisms, delta, adjacency=results[0].adjacency, accountant=accountant)
     _check_total(total, epsilon)
-    plan = {"solver": solver, "reason": f"{why}; one-vs-rest over {n_classes} classes",
-            "classes": n_classes, "mu": mu_total, "mu_shares": mus,
-            "per_class_epsilon": eps_class,
-            "scaling": ("row-normalized" if "feature_bounds" not in mus
-                        else "private feature bounds"),
-            "row_bound": R, "model_options": _public(options), "public_bounds": public}
-    if prior is not None:
-        plan["table"] = prior.info
-        plan["selection_delta"] = prior.delta
+    plan = _plan({"solver": solver, "per_class_epsilon": eps_class,
+                  "model_options": _public(options)},
+                 f"{why}; one-vs-rest over {n_classes} classes", n_classes, mu_total, mus, R,
+                 public, prior)
     result = combine(results, epsilon=total, delta=delta_total, accountant=accountant,
                      mechanisms=mechanisms, split="default path", params={"auto": plan})
     return MulticlassFit(result, scaling, None, plan)

@@ -32,6 +32,7 @@ import math
 import numpy as np
 
 from dpopt._core.validation import check_positive_int, check_scalar
+from dpopt.data.chunked import _native_design
 from dpopt.privacy import Gaussian, calibrate_gaussian
 from dpopt.solvers._base import Checkpoints, DefaultUse, Option, make_result, one_of, register_solver
 from dpopt.solvers._common import (
@@ -147,3 +148,105 @@ def fit_dp_gd(problem, *, epsilon, delta, rng, passes=10, step=1.0, clip=1.0, cl
                        passes=passes, checkpoints=ck,
                        params={"passes": passes, "step": step, "clip": clip, "clipping": clipping,
                                "step_rule": step_rule, "output": output, "tau": tau})
+
+
+# ---------------------------------------------------------------------------
+# the multinomial (softmax) loss: k >= 3 classes in one model
+
+
+def softmax(margins):
+    """Row-wise softmax of (n, k) margins (shifted by each row's maximum: no overflow)."""
+    e = np.exp(margins - margins.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def multinomial_gradient_bound(row_bound):
+    """C = sqrt(2) r, r = ``row_bound``: the largest per-record gradient norm of the
+    multinomial loss. Its gradient in W (d x k) is x (p - e_y)^T, of Frobenius norm
+    ||x|| ||p - e_y|| <= r sqrt(2) (p - e_y has squared norm sum_j p_j^2 + 1 - 2 p_y <= 2),
+    whatever k."""
+    return math.sqrt(2.0) * float(row_bound)
+
+
+def multinomial_clipped_gradient(X, labels, W, clip):
+    """(1/n) sum_i of the per-record gradients x_i (p_i - e_{y_i})^T of the multinomial
+    loss at W (d x k), each scaled down to Frobenius norm at most ``clip``; the rows of X
+    include the intercept column when there is one. A record whose label is none of the k
+    classes (a negative index: a label the private selection did not keep) has no term in
+    the softmax loss and contributes 0 (still n in the mean: n is public). Non-private (the
+    noise is added by :func:`fit_multinomial_gd`)."""
+    n = X.shape[0]
+    residual = softmax(np.asarray(X @ W))
+    known = labels >= 0
+    residual[known, labels[known]] -= 1.0
+    residual[~known] = 0.0
+    row = np.sqrt(np.asarray(X.multiply(X).sum(axis=1)).ravel() if hasattr(X, "multiply")
+                  else np.einsum("ij,ij->i", X, X))
+    norms = row * np.linalg.norm(residual, axis=1)
+    scale = np.ones(n)
+    np.divide(clip, norms, out=scale, where=norms > clip)
+    return np.asarray(X.T @ (residual * scale[:, None])) / n
+
+
+def _chunk_multinomial_gradient(xb, yb, *, W, clip, fit_intercept):
+    """The sum of one chunk's clipped per-record gradients (flattened; runs on the
+    workers), its labels the chunk's target (class indices)."""
+    X = _native_design(xb, fit_intercept)
+    mean = multinomial_clipped_gradient(X, yb[:, 0].astype(np.int64), W, clip)
+    return (mean * X.shape[0]).ravel()[None, :]
+
+
+def multinomial_gradient(X, labels, W, clip):
+    """:func:`multinomial_clipped_gradient` over the records of X: rows in memory with
+    ``labels``, or a :class:`~dpopt.data.chunked.ChunkedProblem` whose target holds the class
+    indices (``labels`` None), summed chunk by chunk: the same mean, to rounding."""
+    if getattr(X, "is_chunked", False):
+        total = X._reduce(_chunk_multinomial_gradient, W.size, W=W, clip=clip,
+                          fit_intercept=X.fit_intercept)
+        return total.reshape(W.shape) / X.n_samples
+    return multinomial_clipped_gradient(X, labels, W, clip)
+
+
+def fit_multinomial_gd(X, labels, n_classes, *, mu, passes, step, row_bound, alpha=0.0,
+                       fit_intercept=True, rng):
+    """DP-GD on the multinomial logistic loss (softmax cross-entropy, scikit-learn's
+    multinomial ``LogisticRegression``) over k = ``n_classes`` classes: one model
+    W (d x k), d counting the intercept's column when ``fit_intercept`` (last row of X's
+    columns; unpenalized).
+
+        W <- W - step (g(W) + alpha W_feat + N(0, sigma^2 I)),
+
+    g the mean of the per-record gradients clipped to C = :func:`multinomial_gradient_bound`
+    (``row_bound``) in Frobenius norm, which never binds on rows of norm <= ``row_bound``.
+
+    Privacy (replace-one adjacency). Replacing one record moves g by at most 2 C / n in
+    Frobenius norm, so each step with sigma = z 2 C / n is a Gaussian mechanism of
+    multiplier z; T = ``passes`` steps at z = sqrt(T) / mu compose to exactly mu-GDP
+    (Dong, Roth & Su 2022, Cor. 3.3), recorded as ``Gaussian(z, T)``. The clip is fixed by
+    public numbers and the step is post-processing. Unlike one-vs-rest, whose k binary
+    fits each see every record and share mu / sqrt(k), the noise does not grow with k:
+    a record's gradient over all k classes has norm <= sqrt(2) r.
+
+    ``X``: the design rows (the intercept's column last when ``fit_intercept``) with the
+    class indices ``labels``, or a :class:`~dpopt.data.chunked.ChunkedProblem` of the scaled
+    chunks whose target holds them (``labels`` None; its own ``fit_intercept``).
+
+    Returns (W, records, params)."""
+    chunked = getattr(X, "is_chunked", False)
+    n, d = (X.n_samples, X.dim) if chunked else X.shape
+    if not (mu > 0 and math.isfinite(mu)):
+        raise ValueError(f"mu must be positive and finite, got {mu!r}")
+    passes = check_positive_int(passes, "passes")
+    labels = None if chunked else np.asarray(labels, dtype=np.int64)
+    clip = multinomial_gradient_bound(row_bound)
+    z = math.sqrt(passes) / mu
+    sigma = mean_noise_std(z, clip, n)
+    penalized = np.ones((d, 1))
+    if fit_intercept:
+        penalized[-1] = 0.0
+    W = np.zeros((d, n_classes))
+    for _ in range(passes):
+        g = multinomial_gradient(X, labels, W, clip)
+        W = W - step * (g + alpha * penalized * W + sigma * rng.standard_normal(W.shape))
+    return W, [Gaussian(z, passes)], {"passes": passes, "step": step, "clip": clip,
+                                       "sigma": sigma, "alpha": alpha}

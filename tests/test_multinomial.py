@@ -1,0 +1,97 @@
+"""The default path's multinomial model for k >= 3 classes (dpopt.pipeline.multinomial):
+DP-GD on the softmax loss, its noise, its clip, its audit and what it learns."""
+
+import math
+
+import numpy as np
+import pytest
+from sklearn.linear_model import LogisticRegression
+from sklearn.preprocessing import StandardScaler
+
+import dpopt
+from dpopt.api.release_audits import audit_multinomial_step
+from dpopt.solvers.dp_gd import fit_multinomial_gd, multinomial_clipped_gradient
+
+
+def _rows(n=200, d=3, seed=0):
+    rng = np.random.default_rng(seed)
+    X = np.column_stack([rng.uniform(-1, 1, (n, d - 1)), np.ones(n)])  # intercept last
+    return X, rng.integers(3, size=n)
+
+
+def test_noise_is_calibrated_to_the_stated_sensitivity():
+    # one step from W = 0: W_1 = -step (g + sigma N), so (W_1 + step g) / step is the noise;
+    # its standard deviation must be 2 C sqrt(T) / (n mu), C = sqrt(2) r, written out here
+    X, labels = _rows()
+    n, r, mu, T = X.shape[0], math.sqrt(3.0), 0.5, 1
+    P = np.full((n, 3), 1 / 3)
+    P[np.arange(n), labels] -= 1.0
+    g = X.T @ P / n  # the exact mean gradient at W = 0 (the clip does not bind)
+    rng = np.random.default_rng(1)
+    draws = np.stack([fit_multinomial_gd(X, labels, 3, mu=mu, passes=T, step=1.0,
+                                         row_bound=r, rng=rng)[0] + g for _ in range(400)])
+    expected = 2 * math.sqrt(2) * r * math.sqrt(T) / (n * mu)
+    assert np.std(draws) == pytest.approx(expected, rel=0.05)
+    W, (record,), params = fit_multinomial_gd(X, labels, 3, mu=mu, passes=4, step=1.0,
+                                              row_bound=r, rng=rng)
+    assert record.count == 4 and 1 / record.noise_multiplier * 2 == pytest.approx(mu)
+    assert params["sigma"] == pytest.approx(expected * 2)
+
+
+def test_clip_bounds_every_record_whatever_its_norm():
+    X = np.array([[1e6, 1.0]])  # far beyond the row bound
+    for label in range(3):
+        g = multinomial_clipped_gradient(X, np.array([label]), np.zeros((2, 3)), clip=1.5)
+        assert np.linalg.norm(g) <= 1.5 * (1 + 1e-12)
+
+
+def test_audit_passes_and_catches_too_little_noise():
+    ok = audit_multinomial_step(n_runs=2000)
+    assert ok.epsilon_lb <= ok.epsilon
+    broken = audit_multinomial_step(n_runs=2000, noise_scale=0.25)
+    assert broken.epsilon_lb > broken.epsilon
+
+
+def test_bad_mu_is_refused():
+    X, labels = _rows(n=10)
+    with pytest.raises(ValueError, match="mu"):
+        fit_multinomial_gd(X, labels, 3, mu=0.0, passes=1, step=1.0, row_bound=2.0,
+                           rng=np.random.default_rng(0))
+
+
+def _blobs(n, k, p, seed, sep=1.0):
+    rng = np.random.default_rng(seed)
+    centres = sep * rng.standard_normal((k, p))
+    y = rng.integers(k, size=n)
+    return centres[y] + rng.standard_normal((n, p)), y
+
+
+def test_large_epsilon_approaches_scikit_learns_multinomial_model():
+    # overlapping classes, where one-vs-rest and the multinomial model differ: at
+    # epsilon = 100 the default path is within 0.01 accuracy of LogisticRegression()
+    Xall, yall = _blobs(16000, 4, 5, seed=3)
+    X, Xte, y, yte = Xall[:12000], Xall[12000:], yall[:12000], yall[12000:]
+    scaler = StandardScaler().fit(X)
+    ref = LogisticRegression().fit(scaler.transform(X), y).score(scaler.transform(Xte), yte)
+    clf = dpopt.DPLogisticRegression(epsilon=100.0, random_state=0).fit(X, y)
+    assert clf.fit_result_.params["auto"]["multinomial"]
+    assert clf.score(Xte, yte) >= ref - 0.01
+
+
+def test_row_normalized_fit_keeps_one_vs_rest():
+    # too few rows for per-feature bounds: rows normalized, no multinomial steps
+    X, y = _blobs(150, 3, 4, seed=1, sep=3.0)
+    clf = dpopt.DPLogisticRegression(epsilon=1.0, random_state=0, classes=[0, 1, 2]).fit(X, y)
+    plan = clf.fit_result_.params["auto"]
+    assert plan["scaling"] == "row-normalized" and not plan.get("multinomial")
+
+
+def test_a_record_of_no_class_contributes_nothing():
+    # a label the private selection did not keep is encoded -1: no softmax term (it used
+    # to index the last class)
+    X = np.array([[0.5, 1.0], [0.2, 1.0]])
+    g = multinomial_clipped_gradient(X, np.array([-1, -1]), np.zeros((2, 3)), clip=10.0)
+    assert np.all(g == 0.0)
+    one = multinomial_clipped_gradient(X, np.array([2, -1]), np.zeros((2, 3)), clip=10.0)
+    alone = multinomial_clipped_gradient(X[:1], np.array([2]), np.zeros((2, 3)), clip=10.0)
+    np.testing.assert_allclose(one, alone / 2)
