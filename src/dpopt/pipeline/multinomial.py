@@ -79,9 +79,11 @@ def multinomial_run_length(n, mu, curvature_ratio):
     T ~ (beta D n mu / (L sqrt(dim)))^(2/3) with the optimum's norm D = sqrt(dim) instead of 1
     (dim = k d): on the scaled domain every feature spans a range of order one, so a
     coefficient of order one moves a class's logit by order one over it, and the k d
-    coefficients together have norm of order sqrt(k d). sqrt(dim) cancels: T = (n mu
-    ratio)^(2/3), ``curvature_ratio`` = beta over the public bound, clamped to
-    [5, :data:`MAX_PASSES`]."""
+    coefficients together have norm of order sqrt(k d): a weakly regularized logistic
+    model's logits are not bounded. (Least squares keeps D = 1: its target is clipped to
+    [-1, 1], so are its fitted values, and longer runs only added noise there;
+    docs/default_path.md.) sqrt(dim) cancels: T = (n mu ratio)^(2/3), ``curvature_ratio`` =
+    beta over the public bound, clamped to [5, :data:`MAX_PASSES`]."""
     return int(min(MAX_PASSES, max(5, round((n * mu * curvature_ratio) ** (2.0 / 3.0)))))
 
 
