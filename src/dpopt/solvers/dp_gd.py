@@ -155,9 +155,19 @@ def fit_dp_gd(problem, *, epsilon, delta, rng, passes=10, step=1.0, clip=1.0, cl
 
 
 def softmax(margins):
-    """Row-wise softmax of (n, k) margins (shifted by each row's maximum: no overflow)."""
-    e = np.exp(margins - margins.max(axis=1, keepdims=True))
-    return e / e.sum(axis=1, keepdims=True)
+    """Row-wise softmax of (n, k) margins, in place (shifted by each row's maximum: no
+    overflow); returns them."""
+    margins -= margins.max(axis=1, keepdims=True)
+    np.exp(margins, out=margins)
+    margins /= margins.sum(axis=1, keepdims=True)
+    return margins
+
+
+def row_norms(X):
+    """||x_i|| of every row of X (dense or sparse)."""
+    if hasattr(X, "multiply"):
+        return np.sqrt(np.asarray(X.multiply(X).sum(axis=1)).ravel())
+    return np.sqrt(np.einsum("ij,ij->i", X, X))
 
 
 def multinomial_gradient_bound(row_bound):
@@ -168,24 +178,24 @@ def multinomial_gradient_bound(row_bound):
     return math.sqrt(2.0) * float(row_bound)
 
 
-def multinomial_clipped_gradient(X, labels, W, clip):
+def multinomial_clipped_gradient(X, labels, W, clip, norms=None):
     """(1/n) sum_i of the per-record gradients x_i (p_i - e_{y_i})^T of the multinomial
     loss at W (d x k), each scaled down to Frobenius norm at most ``clip``; the rows of X
-    include the intercept column when there is one. A record whose label is none of the k
-    classes (a negative index: a label the private selection did not keep) has no term in
-    the softmax loss and contributes 0 (still n in the mean: n is public). Non-private (the
-    noise is added by :func:`fit_multinomial_gd`)."""
+    include the intercept column when there is one (``norms``: their norms, computed when
+    None). A record whose label is none of the k classes (a negative index: a label the
+    private selection did not keep) has no term in the softmax loss and contributes 0
+    (still n in the mean: n is public). Non-private (the noise is added by
+    :func:`fit_multinomial_gd`)."""
     n = X.shape[0]
-    residual = softmax(np.asarray(X @ W))
+    residual = softmax(np.array(X @ W, dtype=np.float64))
     known = labels >= 0
     residual[known, labels[known]] -= 1.0
     residual[~known] = 0.0
-    row = np.sqrt(np.asarray(X.multiply(X).sum(axis=1)).ravel() if hasattr(X, "multiply")
-                  else np.einsum("ij,ij->i", X, X))
-    norms = row * np.linalg.norm(residual, axis=1)
-    scale = np.ones(n)
-    np.divide(clip, norms, out=scale, where=norms > clip)
-    return np.asarray(X.T @ (residual * scale[:, None])) / n
+    norms = (row_norms(X) if norms is None else norms) * np.sqrt(
+        np.einsum("ij,ij->i", residual, residual))
+    over = norms > clip
+    residual[over] *= (clip / norms[over])[:, None]
+    return np.asarray(X.T @ residual) / n
 
 
 def _chunk_multinomial_gradient(xb, yb, *, W, clip, fit_intercept):
@@ -196,15 +206,16 @@ def _chunk_multinomial_gradient(xb, yb, *, W, clip, fit_intercept):
     return (mean * X.shape[0]).ravel()[None, :]
 
 
-def multinomial_gradient(X, labels, W, clip):
+def multinomial_gradient(X, labels, W, clip, norms=None):
     """:func:`multinomial_clipped_gradient` over the records of X: rows in memory with
     ``labels``, or a :class:`~dpopt.data.chunked.ChunkedProblem` whose target holds the class
-    indices (``labels`` None), summed chunk by chunk: the same mean, to rounding."""
+    indices (``labels`` None), summed chunk by chunk: the same mean, to rounding. ``norms``:
+    the in-memory rows' norms, computed once by the caller."""
     if getattr(X, "is_chunked", False):
         total = X._reduce(_chunk_multinomial_gradient, W.size, W=W, clip=clip,
                           fit_intercept=X.fit_intercept)
         return total.reshape(W.shape) / X.n_samples
-    return multinomial_clipped_gradient(X, labels, W, clip)
+    return multinomial_clipped_gradient(X, labels, W, clip, norms)
 
 
 def fit_multinomial_gd(X, labels, n_classes, *, mu, passes, step, row_bound, alpha=0.0,
@@ -245,8 +256,9 @@ def fit_multinomial_gd(X, labels, n_classes, *, mu, passes, step, row_bound, alp
     if fit_intercept:
         penalized[-1] = 0.0
     W = np.zeros((d, n_classes))
+    norms = None if chunked else row_norms(X)
     for _ in range(passes):
-        g = multinomial_gradient(X, labels, W, clip)
+        g = multinomial_gradient(X, labels, W, clip, norms)
         W = W - step * (g + alpha * penalized * W + sigma * rng.standard_normal(W.shape))
     return W, [Gaussian(z, passes)], {"passes": passes, "step": step, "clip": clip,
                                        "sigma": sigma, "alpha": alpha}
