@@ -1,4 +1,5 @@
-"""Multiclass DPLogisticRegression (one-vs-rest, :mod:`dpopt.pipeline.multiclass`) against
+"""Multiclass DPLogisticRegression (the default path's multinomial model,
+:mod:`dpopt.pipeline.multinomial`; one-vs-rest for ``penalty="l1"``) against
 non-private scikit-learn and the majority rate.
 
     python benchmarks/multiclass.py                  # tuna + synthetic, eps 0.5 / 1 / 4, 5 seeds
@@ -7,7 +8,8 @@ non-private scikit-learn and the majority rate.
 Protocol (fixed before any result): one 75/25 split (``train_test_split(random_state=0,
 stratify=y)``), features raw; rows: ``sklearn`` (StandardScaler + LogisticRegression, the
 ceiling), ``majority`` (the most frequent training class), ``auto`` (the default
-``DPLogisticRegression(epsilon=e)``: objective perturbation per class) and ``auto l1``
+``DPLogisticRegression(epsilon=e)``: one multinomial model by DP-GD; before session 24,
+objective perturbation per class) and ``auto l1``
 (``penalty="l1"``: the Gaussian dp-cd row). Test accuracy, mean (std) over fit seeds.
 The tuna table needs ``$DPOPT_DATA`` (``tables/tuna.csv.gz``: five brands, the five shelf
 prices; purchases of the same household repeat, so the split is by row, not by household).
