@@ -90,7 +90,7 @@ def _no_intervals(k, prior):
     k came out of the private label selection, a plain ValueError when k is declared (public)."""
     why = ("inference=True needs a model; the label selection kept one label of y, so there "
            "is none" if k == 1 else "inference=True gives intervals for a binary or linear "
-           "model; the one-vs-rest fit of k >= 3 classes has none")
+           "model; a fit of k >= 3 classes has none")
     private = prior is not None and prior.info.get("labels") == LABELS_SELECTED
     return (ChargedFitError(f"{why} (the label selection is charged)", prior.records,
                             prior.delta) if private else ValueError(why))
