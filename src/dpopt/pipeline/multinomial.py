@@ -3,8 +3,9 @@ by DP-GD with a released curvature (:func:`dpopt.solvers.dp_gd.fit_multinomial_g
 
 Why not one-vs-rest. As epsilon grows the default path should converge to scikit-learn's
 default model on the same features, and ``LogisticRegression(C=1)`` is multinomial for
-k >= 3 classes: k one-vs-rest fits converge to another model (on the five-brand ``tuna``
-table 0.573 against 0.579 at epsilon = 100). The privacy cost points the same way: a record
+k >= 3 classes: k one-vs-rest fits converge to another model (raw Adult with its 7-class
+``marital-status`` as the target: one-vs-rest 0.837 at epsilon = 100, the multinomial model
+0.843, scikit-learn's score). The privacy cost points the same way: a record
 enters every one of the k binary fits, which share mu / sqrt(k) each, while its gradient in
 the multinomial model has norm at most sqrt(2) r over all k classes together, so its
 noise does not grow with k.
@@ -56,7 +57,7 @@ def multinomial_applies(solver, centred):
     return solver == "objective-perturbation" and centred
 
 
-def multinomial_step(problem, mus, row_bound, n_classes, rng):
+def multinomial_step(problem, mus, row_bound, rng):
     """(step, passes, beta, record): beta = lambda / 2 + alpha from the released curvature
     lambda (:func:`dpopt.pipeline.curvature.curvature_step`, which takes its share out of
     ``mus["model"]``), T = :func:`multinomial_run_length`, lengthened or shortened by beta
@@ -98,7 +99,7 @@ def fit_multinomial(problem, labels, n_classes, *, records, mus, R, rng, delta, 
     (FitResult of coef (k, p) and intercept (k,) on the scaled features, its records the
     whole composition; plan entries)."""
     start = time.perf_counter()
-    step, passes, beta, curvature = multinomial_step(problem, mus, R, n_classes, rng)
+    step, passes, beta, curvature = multinomial_step(problem, mus, R, rng)
     alpha = float(problem.penalty.alpha) if problem.penalty.name == "l2" else 0.0
     rows, labels = ((labelled, None) if problem.is_chunked
                     else (problem.X_rows, np.asarray(labels)))
