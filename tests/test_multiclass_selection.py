@@ -166,7 +166,7 @@ def test_the_held_out_release_is_dominated_by_the_training_branch_independently(
 def test_a_label_outside_the_classes_is_wrong_for_every_candidate():
     """A record whose label was not kept (or not declared) is index -1: a negative of every
     one-vs-rest model, a zero row of the held-out scores (wrong for the model and for every
-    constant), and in no class count; the constants' rates are counts over all n rows. Read
+    constant), and in no class count; the constant's rate is its count over all n rows. Read
     over the kept labels' total instead, the rates overstated every constant while the
     model's accuracy counted those records as hits of class 0 (statsmodels' anes96 at
     epsilon = 0.5: a held-out accuracy of 0.58 released a model that scored 0.195 against
@@ -185,7 +185,29 @@ def test_a_label_outside_the_classes_is_wrong_for_every_candidate():
     f = fit(X, y, epsilon=4.0, random_state=0, classes=[0, 1, 2])
     sel = f.auto_.plan["selection"]
     # no signal: the model predicts class 0, right on 0.6 x 0.6 of the rows (class 0 was
-    # 0.76 with the undeclared label counted as it, and the model was released)
+    # 0.76 with the undeclared label counted as it, and the model was released); the
+    # constant's rate is over all rows too (kept_rate), so the two tie and either release
+    # is the constant's accuracy
     assert sel["noisy_scores"][0] == pytest.approx(np.mean(y == 0), abs=0.1)
-    assert sel["released"] == "constant class 0"
+    assert np.mean(f.predict(X) == y) >= np.mean(y == 0) - 0.005
     assert set(np.unique(f.predict(X))) <= {0, 1, 2}
+
+
+def test_the_rate_is_over_all_rows_when_records_outside_the_labels_are_resolved():
+    """Most records outside the declared classes: the constant's rate is its count over n
+    (the held-out accuracy counts those records wrong for every candidate); over the
+    declared counts' sum it was overstated n / N times and kept the constant class 0
+    (0.34) against a model of 0.85 at epsilon = 100."""
+    from dpopt.pipeline.majority import kept_rate
+
+    assert kept_rate([300.0, 200.0], 5.0, n=1000) == (0.3, 0.005)  # 500 outside: resolved
+    rate, sd = kept_rate([600.0, 396.0], 5.0, n=1000)  # 4 outside: within the noise
+    assert rate == pytest.approx(600 / 996) and sd < 5.0 / 996
+    rng = np.random.default_rng(0)
+    centres = 3 * rng.standard_normal((8, 3))
+    y = rng.integers(8, size=5000)
+    X = centres[y] + rng.standard_normal((5000, 3))
+    f = fit(X, y, epsilon=100.0, random_state=0, classes=[0, 1, 2])
+    assert f.auto_.plan["selection"]["released"] == "model"
+    kept = np.isin(y, [0, 1, 2])
+    assert f.score(X[kept], y[kept]) > 0.8

@@ -95,3 +95,16 @@ def test_a_record_of_no_class_contributes_nothing():
     one = multinomial_clipped_gradient(X, np.array([2, -1]), np.zeros((2, 3)), clip=10.0)
     alone = multinomial_clipped_gradient(X[:1], np.array([2]), np.zeros((2, 3)), clip=10.0)
     np.testing.assert_allclose(one, alone / 2)
+
+
+def test_released_constant_has_the_rates_as_probabilities():
+    # no signal: the held-out choice releases a class; under the multinomial model's
+    # softmax its intercepts are the rates' logarithms, so predict_proba is the rates
+    rng = np.random.default_rng(0)
+    X, y = rng.standard_normal((5000, 3)), rng.integers(3, size=5000)
+    clf = dpopt.DPLogisticRegression(epsilon=2.0, random_state=0, classes=[0, 1, 2]).fit(X, y)
+    sel = clf.fit_result_.params["auto"]["selection"]
+    assert sel["released"].startswith("constant") and clf.fit_result_.params["auto"]["multinomial"]
+    rates = np.asarray(sel["noisy_scores"][1:])
+    np.testing.assert_allclose(clf.predict_proba(X[:3]), np.tile(rates / rates.sum(), (3, 1)),
+                               rtol=1e-5)  # the chosen class nudged 1e-6 above ties

@@ -281,7 +281,8 @@ class DPLogisticRegression(InferenceMixin, ClassifierMixin, _DPLinearModel):
 
     def decision_function(self, X):
         """Binary: margin x^T coef + intercept, positive means ``classes_[1]``.
-        Multiclass: (n, k), each class's margin against the rest."""
+        Multiclass: (n, k), each class's logit in the multinomial model (or its margin
+        against the rest, one-vs-rest)."""
         return self._decision(X)
 
     def predict_proba(self, X):

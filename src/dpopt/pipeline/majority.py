@@ -22,7 +22,8 @@ from scipy.stats import norm
 from dpopt.pipeline.held_out import noisy_score_totals
 
 __all__ = ["ARGMAX_LOSS", "MARGIN", "TOLERANCE", "against_known_rate", "rate_noise",
-           "released_majority", "screened_majority", "tolerance_margin", "worst_loss"]
+           "kept_rate", "released_majority", "screened_majority", "tolerance_margin",
+           "worst_loss"]
 
 #: The model is released when its noisy score beats the constant's by this many standard
 #: deviations of the noisy difference.
@@ -33,28 +34,44 @@ MARGIN = 2.0
 TOLERANCE = 0.005
 
 
-def released_majority(prior):
+def released_majority(prior, n=None):
     """(index of the majority constant among (+1, -1), its rate, whether the counts resolve
     it, the rate's noise sd) from the label counts the table layer released on all n rows
     (:func:`dpopt.preprocessing.labels.select_labels`: the kept labels' noisy counts,
     classes_[1] -> +1; declared classes' :func:`~dpopt.preprocessing.table_encoder.noisy_class_counts`),
-    or None without them. The rate is the count over the two counts' sum, whose noise is
-    smaller than that of the count over n (:func:`rate_noise`); where some labels were not
-    kept, the held-out rows score those records wrong for the model
-    (:data:`~dpopt.preprocessing.labels.OTHER_LABEL`) while this rate leaves them out, so
-    the comparison then leans towards the constant. Post-processing of a release already in
-    the composition: free, and its noise (sqrt(2) / mu_y on counts of all n rows) is far
-    below the held-out rate's (one part in m). The held-out release then only compares the
-    model with that constant."""
+    or None without them. The rate is :func:`kept_rate` (``n`` the records' count, public).
+    Post-processing of a release already in the composition: free, and its noise (sqrt(2) /
+    mu_y on counts of all n rows) is far below the held-out rate's (one part in m). The
+    held-out release then only compares the model with that constant."""
     counts = None if prior is None else prior.info.get("label_counts")
     if counts is None or len(counts) != 2:
         return None
-    total = max(counts[0] + counts[1], 1e-12)
     best = 0 if counts[1] >= counts[0] else 1  # candidates: model, constant +1, constant -1
     # resolved: the noisy difference of the counts (std sqrt(2) sigma) beats MARGIN of it
-    sigma, rate = prior.info["label_sigma"], max(counts) / total
+    sigma = prior.info["label_sigma"]
     resolved = abs(counts[1] - counts[0]) > MARGIN * math.sqrt(2.0) * sigma
-    return best, rate, bool(resolved), rate_noise(sigma, rate, 2, total)
+    rate, sd = kept_rate(counts, sigma, n)
+    return best, rate, bool(resolved), sd
+
+
+def kept_rate(counts, sigma, n=None):
+    """(rate, its noise sd) of the majority constant from the k labels' noisy counts (noise
+    sd ``sigma`` each) on all n rows: the largest count over N, their sum, whose noise is
+    smaller than that of the count over n (:func:`rate_noise`) when every record holds one
+    of the k labels. A record of no kept or declared label is scored wrong for every
+    candidate on the held-out rows (:data:`~dpopt.preprocessing.labels.OTHER_LABEL`), and
+    for the constant too, so its rate over the same records is the count over n: used when
+    those records are resolved, n - N > MARGIN sqrt(k) sigma (the noise of n - N is
+    sqrt(k) sigma), with noise sd sigma / n. Over N regardless, a table with most of its
+    records outside the declared classes had its constant's rate overstated by n / N and
+    kept the constant against a far better model even at epsilon = 100. ``n`` None: N.
+    Post-processing of the counts and public n."""
+    counts = [max(float(c), 0.0) for c in counts]
+    total, top, k = max(sum(counts), 1e-12), max(counts), len(counts)
+    if n is not None and n - total > MARGIN * math.sqrt(k) * sigma:
+        return top / n, sigma / n
+    rate = top / total
+    return rate, rate_noise(sigma, rate, k, total)
 
 
 def rate_noise(sigma, rate, k, total):

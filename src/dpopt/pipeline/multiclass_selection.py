@@ -1,5 +1,5 @@
-"""Do no harm for k >= 3 classes: the one-vs-rest default fit or the majority class, chosen
-privately on held-out rows.
+"""Do no harm for k >= 3 classes: the multiclass default fit (one multinomial model, or
+one-vs-rest) or the majority class, chosen privately on held-out rows.
 
 The binary default path releases the better of its model and the constant
 (:mod:`dpopt.pipeline.selection`); the one-vs-rest fit (:mod:`dpopt.pipeline.multiclass`) had no
@@ -12,7 +12,7 @@ such check, and on a 178-row, 3-class table it scored below the majority class a
    ``MIN_VALIDATION`` rows and an intercept, else no selection); in memory or chunked (the
    training rows a :meth:`~dpopt.data.chunked.ChunkedProblem.take`, the held-out sums
    chunk by chunk: :func:`held_out_class_totals`);
-2. the one-vs-rest default path on the training rows at the whole (epsilon, delta);
+2. the multiclass default path on the training rows at the whole (epsilon, delta);
 3. on the validation rows one Gaussian release of the mean per-record scores
    (:func:`noisy_class_scores`): whether the model predicts the label, and for each class c
    whether the label is c (the accuracy of the constant c). Replacing one record (x, y) by
@@ -33,9 +33,10 @@ release, given the unchanged training output), and mu_v is the Gaussian-DP param
 training branch's own records dominate (:func:`dpopt.pipeline.selection.validation_mu`), so the
 training branch's records describe the whole pipeline: its (epsilon, delta) is the fit's.
 
-The constant, when released, is a one-vs-rest model with zero coefficients and the
-intercepts logit(rate_c) of the noisy class rates (clipped): it predicts the chosen class
-and its probabilities are the rates (post-processing).
+The constant, when released, is a model with zero coefficients and the intercepts
+logit(rate_c) of the noisy class rates (clipped; log(rate_c) for the multinomial model's
+softmax): it predicts the chosen class and its probabilities are the rates
+(post-processing).
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ from dataclasses import replace
 import numpy as np
 
 from dpopt.pipeline.held_out import _margins, summed_over_records
-from dpopt.pipeline.majority import MARGIN, against_known_rate, rate_noise
+from dpopt.pipeline.majority import MARGIN, against_known_rate, kept_rate
 from dpopt.pipeline.multiclass import fit_default_one_vs_rest
 from dpopt.pipeline.selection import (
     MIN_VALIDATION,
@@ -102,7 +103,7 @@ def fit_selected_one_vs_rest(X, labels, n_classes, *, penalty, penalty_kwargs, f
     totals, m = held_out_class_totals(_records(*_rows(X, labels, val)), auto, n_classes)
     if known:
         noisy, sigma, best, use_model = _against_counts(totals[0], m, mu_v, rng, counts,
-                                                        prior.info["label_sigma"])
+                                                        prior.info["label_sigma"], n)
         columns, sensitivity, majority = 1, 1.0 / m, best
     else:
         noisy, sigma = noisy_class_totals(totals, m, mu_v, rng)
@@ -120,34 +121,33 @@ def fit_selected_one_vs_rest(X, labels, n_classes, *, penalty, penalty_kwargs, f
     plan = {**auto.plan, "selection": record}
     result = auto.result
     if not use_model:
-        result = replace(result, **_constant(result, noisy[1:], best))
+        result = replace(result, **_constant(result, noisy[1:], best,
+                                             auto.plan.get("multinomial", False)))
     result = replace(result, params={**result.params, "auto": plan})
     return replace(auto, result=result, plan=plan)
 
 
-def _against_counts(correct, m, mu, rng, counts, label_sigma):
+def _against_counts(correct, m, mu, rng, counts, label_sigma, n):
     """The choice when the table layer released the labels' noisy counts on all n rows
-    (std ``label_sigma`` each): the classes' rates are counts / their sum, the majority is
-    the largest, and only the model's held-out accuracy is released
-    (:func:`dpopt.pipeline.majority.against_known_rate`: sensitivity 1/m instead of the
-    sqrt(3)/m of the k + 1 means), against the majority's rate, whose noise sd is
-    :func:`dpopt.pipeline.majority.rate_noise`. A record whose label was not kept is
-    wrong for the model (:func:`class_scores`) and left out of the rates, so where labels
-    were not kept the comparison leans towards the constant. Returns (noisy scores of the
-    model and the k constants, sigma, the majority, whether the model is released)."""
+    (std ``label_sigma`` each): the classes' rates are counts / their sum (the released
+    constant's probabilities), the majority is the largest, and only the model's held-out
+    accuracy is released (:func:`dpopt.pipeline.majority.against_known_rate`: sensitivity
+    1/m instead of the sqrt(3)/m of the k + 1 means), against the majority's rate from
+    :func:`dpopt.pipeline.majority.kept_rate` (over n where records of no kept label are
+    resolved: they are wrong for the model and for the constant alike). Returns (noisy
+    scores of the model and the k constants, sigma, the majority, whether the model is
+    released)."""
     counts = np.maximum(np.asarray(counts, dtype=np.float64), 0.0)
-    total = max(float(counts.sum()), 1e-12)
-    rates, best = counts / total, int(np.argmax(counts))
-    r = rates[best]
-    score, sigma, use = against_known_rate(correct, m, mu, rng, r,
-                                           rate_noise(label_sigma, r, len(counts), total))
+    rates, best = counts / max(float(counts.sum()), 1e-12), int(np.argmax(counts))
+    r, r_sd = kept_rate(counts, label_sigma, n)
+    score, sigma, use = against_known_rate(correct, m, mu, rng, r, r_sd)
     return np.concatenate([[score], rates]), sigma, best, use
 
 
 def class_scores(scaling, coef, intercept, X_val, y_val, n_classes):
     """Per-record scores of the candidates (m, k + 1) in {0, 1}: the model's correctness
-    (the class of the largest one-vs-rest margin; ``coef``, ``intercept``: the k binary
-    models on the ``scaling`` of the training branch) and the one-hot label (each
+    (the class of the largest margin; ``coef``, ``intercept``: the k rows of the multinomial
+    model or the k binary models on the ``scaling`` of the training branch) and the one-hot label (each
     constant's correctness). A label outside the classes (index
     :data:`~dpopt.preprocessing.labels.OTHER_LABEL`) is wrong for every candidate: its
     model column and its row are 0."""
@@ -206,11 +206,13 @@ def noisy_class_totals(totals, m, mu, rng):
     return totals / m + sigma * rng.standard_normal(totals.size), sigma
 
 
-def _constant(result, rates, best):
-    """The one-vs-rest form of the constant ``best``: zero coefficients, intercepts the logits
-    of the noisy rates, the chosen class's raised above the others'."""
+def _constant(result, rates, best, multinomial=False):
+    """The constant ``best`` as the fit's model: zero coefficients, intercepts whose
+    probabilities are the noisy rates (the logits of the rates for one-vs-rest's normalized
+    sigmoids, their logarithms for a ``multinomial`` model's softmax), the chosen class's
+    raised above the others'."""
     p = np.clip(np.asarray(rates, dtype=np.float64), 1e-3, 1.0 - 1e-3)
-    b = np.log(p / (1.0 - p))
+    b = np.log(p) if multinomial else np.log(p / (1.0 - p))
     b[best] = max(b[best], b.max() + 1e-6)
     coef = np.zeros_like(np.asarray(result.coef, dtype=np.float64))
     return {"coef": coef, "intercept": b, "w": np.column_stack([coef, b])}  # an intercept
