@@ -253,12 +253,14 @@ def test_selection_score_release_passes_the_audit_and_its_broken_variant_is_caug
 
 
 @pytest.mark.parametrize("name", ["audit_class_scores", "audit_constant",
-                                  "audit_pooled_histogram", "audit_gap_histogram"])
+                                  "audit_pooled_histogram", "audit_gap_histogram",
+                                  "audit_multinomial_step"])
 def test_a_single_release_passes_its_audit_and_its_broken_variant_is_caught(name):
     """The default path's single releases (dpopt.api.release_audits): the k >= 3 held-out
     class scores (sensitivity sqrt(3)/m), a regressor's constant on all rows, the target's
     histogram released again and pooled, a regressor's held-out histogram of prediction
-    gaps. Each is consistent at the claimed budget and caught with a quarter of the noise."""
+    gaps, the multinomial model's DP-GD step. Each is consistent at the claimed budget and
+    caught with a quarter of the noise."""
     from dpopt.api import release_audits
 
     audit = getattr(release_audits, name)

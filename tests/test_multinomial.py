@@ -1,5 +1,6 @@
 """The default path's multinomial model for k >= 3 classes (dpopt.pipeline.multinomial):
-DP-GD on the softmax loss, its noise, its clip, its audit and what it learns."""
+DP-GD on the softmax loss, its noise, its clip and what it learns (its audit:
+tests/test_audit.py)."""
 
 import math
 
@@ -9,7 +10,6 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.preprocessing import StandardScaler
 
 import dpopt
-from dpopt.api.release_audits import audit_multinomial_step
 from dpopt.solvers.dp_gd import fit_multinomial_gd, multinomial_clipped_gradient
 
 
@@ -43,13 +43,6 @@ def test_clip_bounds_every_record_whatever_its_norm():
     for label in range(3):
         g = multinomial_clipped_gradient(X, np.array([label]), np.zeros((2, 3)), clip=1.5)
         assert np.linalg.norm(g) <= 1.5 * (1 + 1e-12)
-
-
-def test_audit_passes_and_catches_too_little_noise():
-    ok = audit_multinomial_step(n_runs=2000)
-    assert ok.epsilon_lb <= ok.epsilon
-    broken = audit_multinomial_step(n_runs=2000, noise_scale=0.25)
-    assert broken.epsilon_lb > broken.epsilon
 
 
 def test_bad_mu_is_refused():

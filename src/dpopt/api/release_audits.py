@@ -299,26 +299,27 @@ def audit_multinomial_step(*, epsilon=DEFAULT_EPSILON, delta=DEFAULT_DELTA,
     (:func:`dpopt.solvers.dp_gd.fit_multinomial_gd`, one step from W = 0, sensitivity
     2 C / n of the mean gradient, C = sqrt(2) r). Neighbouring data of ``n`` rows (one
     feature and the intercept's column, r = sqrt(2)), all 0 in the feature and of class 0,
-    except the canary row (1, 1), of class 0 on D0 and class 1 on D1: its gradient
-    x (p - e_y)^T at W = 0 moves by sqrt(2) ||x|| = 2 of the bound 2 C = 4, so the bound
-    read is about half the claim. The statistic is the step's output projected on that
-    move. ``noise_scale`` < 1 is a broken variant, for the tests only."""
+    except the canary row, of class 0, (1000, 1) on D0 and (-1000, 1) on D1: its gradient is
+    clipped to norm C on both and turns round, so the mean gradient moves by 2 C / n to
+    within a part in 10^6 (the worst case). The statistic is the step's output projected on
+    that move. ``noise_scale`` < 1 is a broken variant, for the tests only."""
     epsilon, delta, n_runs, mu = _release_claim(epsilon, delta, n_runs)
     rng = np.random.default_rng(random_state)
-    X = np.column_stack([np.zeros(n), np.ones(n)])
-    X[0, 0] = 1.0
-    direction = np.zeros((2, n_classes))
-    direction[:, 1], direction[:, 0] = -1.0, 1.0  # -step * (g1 - g0): e_0 - e_1 per row
+    labels = np.zeros(n, dtype=np.int64)
+
+    def step(canary, generator):
+        X = np.column_stack([np.zeros(n), np.ones(n)])
+        X[0, 0] = canary
+        return fit_multinomial_gd(X, labels, n_classes, mu=mu, passes=1, step=1.0,
+                                  row_bound=np.sqrt(2.0), rng=generator)[0]
+
+    exact = [step(c, _Zero()) for c in (1000.0, -1000.0)]
+    direction = exact[1] - exact[0]
     scores = np.empty((2, n_runs))
-    for b in range(2):
-        labels = np.zeros(n, dtype=np.int64)
-        labels[0] = b
-        exact = fit_multinomial_gd(X, labels, n_classes, mu=mu,
-                                   passes=1, step=1.0, row_bound=np.sqrt(2.0), rng=_Zero())[0]
+    for b, canary in enumerate((1000.0, -1000.0)):
         for k in range(n_runs):
-            W = fit_multinomial_gd(X, labels, n_classes, mu=mu, passes=1, step=1.0,
-                                   row_bound=np.sqrt(2.0), rng=rng)[0]
-            scores[b, k] = float(np.sum(direction * (exact + noise_scale * (W - exact))))
+            W = exact[b] + noise_scale * (step(canary, rng) - exact[b])
+            scores[b, k] = float(np.sum(direction * W))
     return _release_audit("multinomial DP-GD step (default path, k >= 3 classes)", scores, mu,
                           delta, confidence, {"n": n, "n_classes": n_classes,
                                               "noise_scale": noise_scale})
