@@ -28,6 +28,7 @@ from dpopt._core.validation import (
 from dpopt.api.charge import charged, ledger_entry, solve
 from dpopt.data import Problem
 from dpopt.data.chunked import ChunkedProblem, as_dask_arrays, is_chunked_input
+from dpopt.pipeline.autofit import prediction_range
 from dpopt.pipeline.constant import fit_one_class
 from dpopt.pipeline.feature_selection import high_dimensional
 from dpopt.pipeline.multiclass import OneVsRestProblems, solve_one_vs_rest
@@ -41,6 +42,7 @@ from dpopt.preprocessing.table_encoder import (
     dask_table,
     encode_partitions,
     is_dask_text_frame,
+    known_target_range,
     prepare_dask,
     prepare_default,
     public_table,
@@ -211,11 +213,7 @@ class _DPLinearModel(BaseEstimator):
         penalty, penalty_kwargs = self._penalty()
         out = {}
 
-        # declared classes: their noisy counts name the majority for the held-out choice
-        # (not on the high-dimensional route, which releases its own class share)
-        count_declared = (self._classifier and self.fit_intercept and selection_runs(
-            n, inference=bool(getattr(self, "inference", False)))
-            and not high_dimensional(n, X.shape[1], gdp_mu(epsilon, delta)))
+        count_declared = self._counts_declared(n, X.shape[1], epsilon, delta)
 
         def prepare(rng):
             Xf, yy, classes, encoder, bounds, prior = prepare_default(
@@ -296,8 +294,12 @@ class _DPLinearModel(BaseEstimator):
             delta = default_delta(n) if delta_given is None else delta_given
             self.table_ = None
 
+            count_declared = (X is not None and not math.isnan(X.shape[1])
+                              and self._counts_declared(n, int(X.shape[1]), epsilon, delta))
+
             def prepare(rng):
-                target, prior = self._chunked_default_target(y, n, epsilon, delta, rng)
+                target, prior = self._chunked_default_target(y, n, epsilon, delta, rng,
+                                                             count_declared=count_declared)
                 multiclass = self._n_classes() > 2  # class indices: "squared" checks no labels
                 problem = problem_of(target, "squared" if multiclass else None, penalized=False)
                 bounds = array_bounds(getattr(self, "feature_bounds", None), problem.n_features)
@@ -338,12 +340,15 @@ class _DPLinearModel(BaseEstimator):
         penalty, penalty_kwargs = self._penalty()  # alpha="auto": resolved on the training rows
         delta = default_delta(n) if delta_given is None else delta_given
 
+        count_declared = self._counts_declared(n, len(frame.columns), epsilon, delta)
+
         def prepare(rng):
             encoded, classes, encoder, bounds, prior = prepare_dask(
                 frame, y, n=n, epsilon=epsilon, delta=delta,
                 categories=getattr(self, "categories", None),
                 feature_bounds=getattr(self, "feature_bounds", None),
-                classes=getattr(self, "classes", None), classifier=self._classifier, rng=rng)
+                classes=getattr(self, "classes", None), classifier=self._classifier, rng=rng,
+                count_declared=count_declared)
             self.table_ = encoder
             Xa, target = as_dask_arrays(encoded, y)
             if self._classifier:
@@ -358,10 +363,18 @@ class _DPLinearModel(BaseEstimator):
         self.n_features_in_ = self.fit_result_.coef.shape[-1]
         return self
 
-    def _chunked_default_target(self, y, n, epsilon, delta, rng, chosen=None):
+    def _chunked_default_target(self, y, *args, **kwargs):
         """The loss's target of chunked data on the default path, and the releases it took
         (regressors: y itself, nothing)."""
         return y, None
+
+    def _counts_declared(self, n, p, epsilon, delta):
+        """Whether declared classes get noisy counts on all n rows, in memory and chunked:
+        they name the majority where the held-out choice runs, off the high-dimensional
+        route (its own class share). Public facts only."""
+        return bool(self._classifier and self.fit_intercept and selection_runs(
+            n, inference=bool(getattr(self, "inference", False)))
+            and not high_dimensional(n, p, gdp_mu(epsilon, delta)))
 
     def _n_classes(self):
         """k > 2: a one-vs-rest fit of the classes found by ``_encode_y`` (0 for regressors)."""
@@ -433,7 +446,7 @@ class _DPLinearModel(BaseEstimator):
                                         delta=delta, rng=rng, regression=not self._classifier,
                                         feature_bounds=bounds, prior=prior,
                                         inference=inference,
-                                        target_bounds=_known_target(
+                                        target_bounds=known_target_range(
                                             self._public_target(), prior))
                 if auto.result.epsilon > epsilon * (1 + 1e-9):  # never expected: exact split
                     raise RuntimeError(f"internal error: the default path would spend "
@@ -451,7 +464,7 @@ class _DPLinearModel(BaseEstimator):
                            if np.ndim(self.intercept_) else float(intercept))
         self.feature_bounds_ = (None if auto.scaling.lower is None else
                                 (auto.scaling.lower, auto.scaling.upper))
-        self.target_range_ = _target_range(auto)
+        self.target_range_ = prediction_range(auto)
         return self
 
     def _check_params(self):
@@ -578,22 +591,3 @@ class _Regressor(RegressorMixin, _DPLinearModel):
         tags = super().__sklearn_tags__()
         tags.regressor_tags.poor_score = True  # see DPLogisticRegression.__sklearn_tags__
         return tags
-
-
-def _known_target(given, prior):
-    """The target's range the default path takes as known: the one given
-    (``target_bounds=``), else the one the table layer released with its target coding
-    (post-processing), else None."""
-    if given is not None or prior is None or "target_range" not in prior.info:
-        return given
-    return tuple(prior.info["target_range"])
-
-
-def _target_range(auto):
-    """(lower, upper): the private range a regressor's target was clipped to on the default
-    path (the prediction's range), or None (a classifier, or a collapsed range: the
-    released predictor is then a constant)."""
-    target = getattr(auto, "target", None)
-    if target is None or not target.half_width > 0:
-        return None
-    return float(target.lower), float(target.upper)

@@ -90,7 +90,7 @@ from dpopt.api.modelio import is_multinomial, probabilities
 from dpopt.data.losses import huber
 from dpopt.pipeline.inference import InferenceMixin
 from dpopt.preprocessing.labels import OTHER_LABEL, declared_classes, encode_labels, label_prior
-from dpopt.preprocessing.table_encoder import check_labels_kept
+from dpopt.preprocessing.table_encoder import check_labels_kept, declared_counts_prior
 
 __all__ = ["DPLogisticRegression", "DPLinearRegression", "DPLasso", "DPElasticNet",
            "DPHuberRegressor"]
@@ -236,8 +236,11 @@ class DPLogisticRegression(InferenceMixin, ClassifierMixin, _DPLinearModel):
             raise ValueError("DPLogisticRegression needs at least 2 classes in y, got 1 class")
         self.classes_ = classes
 
-    def _chunked_default_target(self, y, n, epsilon, delta, rng, chosen=None):
-        """Chunked labels on the default path: declared (``classes=``) or chosen privately
+    def _chunked_default_target(self, y, n, epsilon, delta, rng, chosen=None,
+                                count_declared=False):
+        """Chunked labels on the default path: declared (``classes=``; with
+        ``count_declared`` their counts summed over the chunks and released as in memory,
+        :func:`dpopt.preprocessing.table_encoder.declared_counts_prior`) or chosen privately
         from their counts (one pass, summed over the chunks; :func:`dpopt.preprocessing.labels.label_prior`,
         the release of the in-memory path); ``chosen``: already selected with a table's
         columns (:func:`dpopt.preprocessing.table_encoder.prepare_dask`)."""
@@ -250,11 +253,14 @@ class DPLogisticRegression(InferenceMixin, ClassifierMixin, _DPLinearModel):
             classes = np.asarray(chosen)
         elif self.classes is not None:
             classes = declared_classes(None, self.classes)
+            if count_declared and len(classes) >= 2:
+                counts = da.compute(*[(y == c).sum() for c in classes])
+                prior = declared_counts_prior(counts, n, epsilon, delta, rng)
         else:
             values, counts = da.compute(*da.unique(y, return_counts=True))
             classes, prior = label_prior(dict(zip(values.tolist(), counts.tolist())), n,
                                          epsilon, delta, rng)
-        info = prior.info if prior is not None else {}
+        info = prior.info if prior is not None and self.classes is None else {}
         check_labels_kept(classes, epsilon, info.get("selection_mu"), info.get("selection_delta"),
                           getattr(prior, "records", ()), getattr(prior, "delta", 0.0))
         self.classes_ = classes

@@ -18,7 +18,7 @@ from dpopt.preprocessing.feature_maps import RowNormalization, Scaling, TargetSc
 from dpopt.solvers import Checkpoints, make_result
 from dpopt.solvers._base import chunked_note
 
-__all__ = ["AutoFit", "constant_fit"]
+__all__ = ["AutoFit", "constant_fit", "prediction_range"]
 
 
 @dataclass
@@ -86,3 +86,13 @@ def constant_fit(n_features, fit_intercept, intercept, *, mechanisms, epsilon, d
                          mechanisms=mechanisms, n_iter=0, passes=0.0, checkpoints=Checkpoints(),
                          params={"auto": plan})
     return AutoFit(result, RowNormalization() if scaling is None else scaling, target, plan)
+
+
+def prediction_range(auto):
+    """(lower, upper): the private range a regressor's target was clipped to on the default
+    path (the prediction's range), or None (a classifier, or a collapsed range: the
+    released predictor is then a constant)."""
+    target = getattr(auto, "target", None)
+    if target is None or not target.half_width > 0:
+        return None
+    return float(target.lower), float(target.upper)

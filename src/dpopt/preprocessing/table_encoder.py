@@ -172,9 +172,25 @@ def noisy_class_counts(index, k, mu, rng):
     of one still moves at most two counts by one). Returns (noisy counts in class order,
     records)."""
     index = np.asarray(index, dtype=np.int64)
-    counts = np.bincount(index[index >= 0], minlength=k).astype(np.float64)
+    return released_class_counts(np.bincount(index[index >= 0], minlength=k), mu, rng)
+
+
+def released_class_counts(counts, mu, rng):
+    """The release of :func:`noisy_class_counts` from the k classes' counts already summed
+    (chunk by chunk out of core): the same Gaussian, the same draws."""
+    counts = np.asarray(counts, dtype=np.float64)
     noisy, _, record = release_counts(counts[None, :], mu, rng)  # one histogram: sqrt(2)/mu
     return noisy[0].tolist(), [record]
+
+
+def declared_counts_prior(counts, n, epsilon, delta, rng):
+    """The :class:`Prior` of the declared classes' noisy counts on n records of an array
+    (no table): the release :func:`prepare_default` makes with ``count_declared`` (the same
+    share :func:`declared_label_share`, the same draws), from counts summed over chunks."""
+    mu, delta_sel, _, _, _ = selection_split(n, None, False, epsilon, delta)
+    share_y = declared_label_share(n, mu)
+    label_counts, records = released_class_counts(counts, mu * math.sqrt(share_y), rng)
+    return _prior(mu, delta_sel, share_y, 0.0, records, None, False, label_counts, True)
 
 
 def selection_split(n, columns, select_y, epsilon, delta):
@@ -368,28 +384,37 @@ def split_dask_target(ddf, y):
 
 
 def prepare_dask(ddf, y, *, n, epsilon, delta, categories, feature_bounds, classes,
-                 classifier, rng):
+                 classifier, rng, count_declared=False):
     """The table releases of the default path on a Dask DataFrame: the plan, the split of
     the budget, the labels' and the columns' partition selection of :func:`prepare_default`,
     with every count (values of each string column, missing cells, labels) summed over the
     partitions by Dask in one pass; only those counts leave the workers, and they enter the
     same noisy threshold as in memory (same sensitivity: each record is in one partition).
     Returns ``(encoded Dask DataFrame, classes or None, TableEncoder, public bounds,
-    Prior)``; the encoding is applied partition by partition (a per-record map: free)."""
+    Prior)``; the encoding is applied partition by partition (a per-record map: free).
+    ``count_declared``: as in :func:`prepare_default` (the declared classes' counts summed
+    over the partitions, then the same release)."""
     meta = _declared_meta(ddf._meta, categories)
     columns = plan_table(meta, categories)
     y_meta = getattr(y, "_meta", None)
     if str(getattr(y_meta, "dtype", "")) == "category" and "__UNKNOWN_CATEGORIES__" in list(
             y_meta.cat.categories):
         y_meta = None  # categories Dask has not read: data, selected privately
-    select_y = classifier and declared_classes(y_meta, classes) is None
+    declared = declared_classes(y_meta, classes) if classifier else None
+    select_y = classifier and declared is None
     mu, delta_sel, delta_y, share_y, share_c = selection_split(n, columns, select_y,
                                                                epsilon, delta)
-    values, missing, label_counts = _dask_counts(ddf, y, columns, select_y)
+    count_y = count_declared and declared is not None and len(declared) >= 2
+    if count_y:
+        share_y = declared_label_share(n, mu)
+    values, missing, label_counts = _dask_counts(ddf, y, columns, select_y or count_y)
     chosen, records, noisy_counts = None, [], None
     if select_y:
         chosen, records, _, noisy_counts = select_labels(None, mu * math.sqrt(share_y), delta_y,
                                                          rng, counts=label_counts)
+    elif count_y:
+        noisy_counts, records = released_class_counts(
+            [label_counts.get(c, 0) for c in declared], mu * math.sqrt(share_y), rng)
     schema, _ = fit_schema(None, columns, mu * math.sqrt(share_c) if share_c else 0.0,
                            delta_sel - delta_y, rng, counts=(values, missing))
     records += list(schema.records)
@@ -400,14 +425,15 @@ def prepare_dask(ddf, y, *, n, epsilon, delta, categories, feature_bounds, class
     names = list(ddf.columns)
     width = len(schema.feature_names_out())
     bounds = _resolve_bounds(feature_bounds, schema, names, width)
-    prior = _prior(mu, delta_sel, share_y, share_c, records, schema, select_y, noisy_counts)
+    prior = _prior(mu, delta_sel, share_y, share_c, records, schema, select_y, noisy_counts,
+                   count_y)
     encoder = TableEncoder(schema, np.asarray(names, dtype=object))
     return encode_partitions(ddf, encoder), chosen, encoder, bounds, prior
 
 
-def _dask_counts(ddf, y, columns, select_y):
-    """``({column: {value text: count}}, {column: missing count}, {label: count})`` summed
-    over the partitions (one ``dask.compute``)."""
+def _dask_counts(ddf, y, columns, count_y):
+    """``({column: {value text: count}}, {column: missing count}, {label: count} or None)``
+    summed over the partitions (one ``dask.compute``; the labels' when ``count_y``)."""
     # lazy: dask is an optional dependency (pip install dpopt[dask])
     import dask
     strings = [c.name for c in columns if c.kind == "string"]
@@ -415,7 +441,7 @@ def _dask_counts(ddf, y, columns, select_y):
     fixed = [c.name for c in columns if c.kind != "string" and c.missable]
     tasks = ([ddf[c].value_counts(dropna=False) for c in strings + declared]
              + [ddf[c].isna().sum() for c in fixed]
-             + ([_label_count_task(y)] if select_y else []))
+             + ([_label_count_task(y)] if count_y else []))
     try:
         out = dask.compute(*tasks)
     except UnicodeEncodeError:  # Dask hashes (or converts) text first: name the column
@@ -438,7 +464,7 @@ def _dask_counts(ddf, y, columns, select_y):
             values[c][text] = values[c].get(text, 0) + int(count)
     missing = {c: int(m) for c, m in zip(fixed, out[len(strings):])}
     labels = None
-    if select_y:
+    if count_y:
         labels = {k: int(v) for k, v in out[-1].items()}
     return values, missing, labels
 
@@ -513,3 +539,12 @@ def public_table(X, categories=None):
                          f"(categories={{{strings[0]!r}: [...]}})")
     schema = TableSchema(columns)
     return schema, schema.transform(df)
+
+
+def known_target_range(given, prior):
+    """The target's range the default path takes as known: the one given
+    (``target_bounds=``), else the one the table layer released with its target coding
+    (post-processing of ``prior``), else None."""
+    if given is not None or prior is None or "target_range" not in prior.info:
+        return given
+    return tuple(prior.info["target_range"])
