@@ -907,3 +907,15 @@ def test_records_of_neither_binary_class_are_misses_of_the_model():
     assert sel["majority_from"] == "the labels' noisy counts"
     assert sel["noisy_scores"][0] == pytest.approx(np.mean(y == "a"), abs=0.08)
     assert sel["released"] == "constant -1" and set(reg.predict(X)) == {"a"}
+
+
+def test_binary_constant_probability_is_its_share_of_the_two_labels():
+    """Records outside the two declared labels: the released constant's probability is its
+    count over the two counts' sum (0.61 here), not over n (which clipped it to 0.5)."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(4000, 3))
+    y = rng.choice(np.array(["other", "c1", "c0"]), size=4000, p=[0.5, 0.3, 0.2])
+    clf = dpopt.DPLogisticRegression(epsilon=4.0, random_state=0, classes=["c0", "c1"]).fit(X, y)
+    assert clf.fit_result_.params["auto"]["selection"]["released"].startswith("constant")
+    share = np.mean(y[y != "other"] == "c1")
+    assert clf.predict_proba(X[:1])[0, 1] == pytest.approx(share, abs=0.02)

@@ -34,12 +34,15 @@ MARGIN = 2.0
 TOLERANCE = 0.005
 
 
-def released_majority(prior, n=None):
+def released_majority(prior):
     """(index of the majority constant among (+1, -1), its rate, whether the counts resolve
     it, the rate's noise sd) from the label counts the table layer released on all n rows
     (:func:`dpopt.preprocessing.labels.select_labels`: the kept labels' noisy counts,
     classes_[1] -> +1; declared classes' :func:`~dpopt.preprocessing.table_encoder.noisy_class_counts`),
-    or None without them. The rate is :func:`kept_rate` (``n`` the records' count, public).
+    or None without them. The rate is the count over the two counts' sum (:func:`kept_rate`
+    without n): it is also the released constant's probability, and the chunked path scores
+    a record of neither class as the negative class; where labels were not kept the
+    comparison leans towards the constant (k >= 3 classes read it over n: :func:`kept_rate`).
     Post-processing of a release already in the composition: free, and its noise (sqrt(2) /
     mu_y on counts of all n rows) is far below the held-out rate's (one part in m). The
     held-out release then only compares the model with that constant."""
@@ -50,7 +53,7 @@ def released_majority(prior, n=None):
     # resolved: the noisy difference of the counts (std sqrt(2) sigma) beats MARGIN of it
     sigma = prior.info["label_sigma"]
     resolved = abs(counts[1] - counts[0]) > MARGIN * math.sqrt(2.0) * sigma
-    rate, sd = kept_rate(counts, sigma, n)
+    rate, sd = kept_rate(counts, sigma)
     return best, rate, bool(resolved), sd
 
 

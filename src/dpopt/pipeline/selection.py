@@ -378,7 +378,7 @@ def fit_selected(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon,
     if mu_v == 0.0:
         return auto
     majority = (None if regression or not fit_intercept
-                else released_majority(prior, n) or screened_majority(auto.plan))
+                else released_majority(prior) or screened_majority(auto.plan))
     all_rows = None
     if mu_c and auto.target is not None:
         mu_all = mu_left(auto, prior, whole, mu_c) if auto.target.half_width == 0 else 0.0
