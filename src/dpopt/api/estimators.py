@@ -254,8 +254,7 @@ class DPLogisticRegression(InferenceMixin, ClassifierMixin, _DPLinearModel):
         elif self.classes is not None:
             classes = declared_classes(None, self.classes)
             if count_declared and len(classes) >= 2:
-                counts = da.compute(*[(y == c).sum() for c in classes])
-                prior = declared_counts_prior(counts, n, epsilon, delta, rng)
+                prior = declared_counts_prior(y, classes, n, epsilon, delta, rng)
         else:
             values, counts = da.compute(*da.unique(y, return_counts=True))
             classes, prior = label_prior(dict(zip(values.tolist(), counts.tolist())), n,

@@ -183,13 +183,16 @@ def released_class_counts(counts, mu, rng):
     return noisy[0].tolist(), [record]
 
 
-def declared_counts_prior(counts, n, epsilon, delta, rng):
-    """The :class:`Prior` of the declared classes' noisy counts on n records of an array
-    (no table): the release :func:`prepare_default` makes with ``count_declared`` (the same
-    share :func:`declared_label_share`, the same draws), from counts summed over chunks."""
+def declared_counts_prior(y, classes, n, epsilon, delta, rng):
+    """The :class:`Prior` of the declared ``classes``' noisy counts on the n labels ``y`` of a
+    Dask array (no table): the release :func:`prepare_default` makes with ``count_declared``
+    (the same share :func:`declared_label_share`, the same draws), from the labels' counts
+    summed over the chunks as :func:`prepare_dask` sums them."""
     mu, delta_sel, _, _, _ = selection_split(n, None, False, epsilon, delta)
     share_y = declared_label_share(n, mu)
-    label_counts, records = released_class_counts(counts, mu * math.sqrt(share_y), rng)
+    summed = _label_count_task(y).compute()
+    label_counts, records = released_class_counts([summed.get(c, 0) for c in classes],
+                                                  mu * math.sqrt(share_y), rng)
     return _prior(mu, delta_sel, share_y, 0.0, records, None, False, label_counts, True)
 
 
