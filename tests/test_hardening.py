@@ -3,6 +3,7 @@
 import warnings
 
 import numpy as np
+import pandas as pd
 import pytest
 
 import dpopt
@@ -575,3 +576,50 @@ def test_a_continuous_target_to_a_classifier_is_refused_free_for_tables_as_for_a
     labels = dpopt.DPLogisticRegression(epsilon=2.0, random_state=0).fit(
         pd.DataFrame(X, columns=["a", "b"]), np.where(y > 0, 1.0, 0.0))  # float 0/1: labels
     assert list(labels.classes_) == [0.0, 1.0]
+
+
+@pytest.mark.parametrize("case", ["text classes, int y", "missing label", "continuous y"])
+@pytest.mark.parametrize("where", ["dask array", "dask frame"])
+def test_chunked_labels_are_checked_as_in_memory(case, where):
+    """The in-memory label checks on chunks, before anything is counted: a fuzz found Dask
+    labels of another kind than classes=, a None label and continuous numbers accepted, and
+    their fits charged."""
+    da = pytest.importorskip("dask.array")
+    dd = pytest.importorskip("dask.dataframe")
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(3000, 3))
+    yb = X[:, 0] + rng.normal(size=3000) > 0
+    y, classes, match = {
+        "text classes, int y": (yb.astype(int), ["0", "1"], "are text but y holds numbers"),
+        "missing label": (np.where(np.arange(3000) == 5, None, np.where(yb, "a", "b")).astype(
+            object), ["a", "b"], "missing labels"),
+        "continuous y": (X[:, 1].copy(), [0.0, 1.0], "continuous"),
+    }[case]
+    acc = dpopt.BudgetAccountant(epsilon=5.0, delta=1e-3)
+    clf = dpopt.DPLogisticRegression(epsilon=1.0, random_state=0, classes=classes,
+                                     accountant=acc)
+    with pytest.raises(ValueError, match=match):
+        clf.fit(X, y)  # in memory: the reference
+    if where == "dask array":
+        Xc, yc = da.from_array(X, chunks=(1000, -1)), da.from_array(y, chunks=1000)
+    else:
+        frame = pd.DataFrame(X, columns=["a", "b", "c"]).assign(s=np.where(yb, "u", "v"))
+        Xc, yc = dd.from_pandas(frame, npartitions=3), dd.from_pandas(pd.Series(y), npartitions=3)
+    with pytest.raises(ValueError, match=match):
+        clf.fit(Xc, yc)
+    assert acc.ledger == [] and not hasattr(clf, "coef_")
+
+
+def test_a_chunked_bool_target_is_declared_as_in_memory():
+    """A bool y's classes are [False, True], public, on chunks as in memory (the chunked path
+    selected them privately): the same counts, the same model."""
+    da = pytest.importorskip("dask.array")
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(3000, 3))
+    y = X[:, 0] + rng.normal(size=3000) > 0
+    mem = dpopt.DPLogisticRegression(epsilon=2.0, random_state=1).fit(X, y)
+    got = dpopt.DPLogisticRegression(epsilon=2.0, random_state=1).fit(
+        da.from_array(X, chunks=(1000, -1)), da.from_array(y, chunks=1000))
+    a, b = mem.fit_result_.params["auto"]["table"], got.fit_result_.params["auto"]["table"]
+    assert b["labels"] == a["labels"] == "declared; their noisy counts released"
+    np.testing.assert_allclose(got.coef_, mem.coef_, rtol=1e-6, atol=1e-8)

@@ -10,7 +10,6 @@ import math
 import warnings
 
 import numpy as np
-import pandas as pd
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
@@ -35,7 +34,12 @@ from dpopt.pipeline.multiclass import OneVsRestProblems, solve_one_vs_rest
 from dpopt.pipeline.multiclass_selection import fit_selected_one_vs_rest
 from dpopt.pipeline.selection import fit_selected, n_features, selection_runs
 from dpopt.pipeline.selection import resolve_alpha as _resolve_alpha
-from dpopt.preprocessing.labels import LABELS_SELECTED, signed_labels
+from dpopt.preprocessing.labels import (
+    LABELS_SELECTED,
+    check_chunked_labels,
+    labels_present,
+    signed_labels,
+)
 from dpopt.preprocessing.table_encoder import (
     TableEncoder,
     array_bounds,
@@ -70,21 +74,6 @@ def _charged_solve(problem, spec, epsilon, delta, options, accountant, seed):
                                    random_state=seed, **options)
         slot.record(result, label=spec.name)
     return result
-
-
-def _labels_present(y):
-    """y, after a clear error for a missing label (None, NaN: sklearn would call it 'unknown')
-    or a text label that is not valid Unicode (pandas reads text through UTF-8)."""
-    try:
-        labels = pd.Series(np.asarray(y, dtype=object))
-    except UnicodeEncodeError:
-        raise ValueError("y holds a label that is not valid Unicode (a lone surrogate "
-                         "character): read the file with its encoding, or replace the "
-                         "character") from None
-    if pd.isna(labels).any():
-        raise ValueError("y has missing labels: drop those rows first (the labels cannot be "
-                         "imputed)")
-    return y
 
 
 def _no_intervals(k, prior):
@@ -207,7 +196,7 @@ class _DPLinearModel(BaseEstimator):
             X, y = validate_data(self, X, y, accept_sparse=("csr", "csc"), dtype=np.float64,
                                  y_numeric=not self._classifier)
             if self._classifier:
-                check_classification_targets(_labels_present(y))
+                check_classification_targets(labels_present(y))
         n = X.shape[0]
         delta = default_delta(n) if delta_given is None else delta_given
         penalty, penalty_kwargs = self._penalty()
@@ -248,7 +237,7 @@ class _DPLinearModel(BaseEstimator):
         if n == 0:
             raise ValueError("X has 0 rows: a fit needs data")
         if self._classifier:  # continuous numbers are refused as for arrays, before any release
-            y = _labels_present(y)
+            y = labels_present(y)
             if np.asarray(y).dtype.kind == "f":
                 check_classification_targets(y)
             return y
@@ -298,12 +287,12 @@ class _DPLinearModel(BaseEstimator):
                               and self._counts_declared(n, int(X.shape[1]), epsilon, delta))
 
             def prepare(rng):
-                target, prior = self._chunked_default_target(y, n, epsilon, delta, rng,
-                                                             count_declared=count_declared)
+                target, prior, scored = self._chunked_default_target(
+                    y, n, epsilon, delta, rng, count_declared=count_declared)
                 multiclass = self._n_classes() > 2  # class indices: "squared" checks no labels
                 problem = problem_of(target, "squared" if multiclass else None, penalized=False)
                 bounds = array_bounds(getattr(self, "feature_bounds", None), problem.n_features)
-                return problem, None, bounds, prior
+                return problem, scored, bounds, prior
 
             self._fit_auto(prepare, epsilon, delta, penalty, penalty_kwargs)
             self.n_features_in_ = self.fit_result_.coef.shape[-1]
@@ -343,6 +332,8 @@ class _DPLinearModel(BaseEstimator):
         count_declared = self._counts_declared(n, len(frame.columns), epsilon, delta)
 
         def prepare(rng):
+            if self._classifier:  # the in-memory label checks, before anything is counted
+                check_chunked_labels(y)
             encoded, classes, encoder, bounds, prior = prepare_dask(
                 frame, y, n=n, epsilon=epsilon, delta=delta,
                 categories=getattr(self, "categories", None),
@@ -351,13 +342,14 @@ class _DPLinearModel(BaseEstimator):
                 count_declared=count_declared)
             self.table_ = encoder
             Xa, target = as_dask_arrays(encoded, y)
+            scored = None
             if self._classifier:
-                target, _ = self._chunked_default_target(target, n, epsilon, delta, rng,
-                                                         chosen=classes)
+                target, _, scored = self._chunked_default_target(target, n, epsilon, delta, rng,
+                                                                 chosen=classes)
             loss = "squared" if self._n_classes() > 2 else self._loss()
             # the records: the penalty is set on the scaled problem of the default path
             problem = ChunkedProblem(Xa, target, loss=loss, fit_intercept=self.fit_intercept)
-            return problem, None, bounds, prior
+            return problem, scored, bounds, prior
 
         self._fit_auto(prepare, epsilon, delta, penalty, penalty_kwargs)
         self.n_features_in_ = self.fit_result_.coef.shape[-1]
@@ -365,8 +357,8 @@ class _DPLinearModel(BaseEstimator):
 
     def _chunked_default_target(self, y, *args, **kwargs):
         """The loss's target of chunked data on the default path, and the releases it took
-        (regressors: y itself, nothing)."""
-        return y, None
+        (regressors: y itself, nothing, no labels to score)."""
+        return y, None, None
 
     def _counts_declared(self, n, p, epsilon, delta):
         """Whether declared classes get noisy counts on all n rows, in memory and chunked:

@@ -89,7 +89,14 @@ from dpopt.api._linear_model import (
 from dpopt.api.modelio import is_multinomial, probabilities
 from dpopt.data.losses import huber
 from dpopt.pipeline.inference import InferenceMixin
-from dpopt.preprocessing.labels import OTHER_LABEL, declared_classes, encode_labels, label_prior
+from dpopt.preprocessing.labels import (
+    OTHER_LABEL,
+    check_chunked_labels,
+    declared_classes,
+    encode_labels,
+    label_prior,
+    signed_labels,
+)
 from dpopt.preprocessing.table_encoder import check_labels_kept, declared_counts_prior
 
 __all__ = ["DPLogisticRegression", "DPLinearRegression", "DPLasso", "DPElasticNet",
@@ -243,30 +250,36 @@ class DPLogisticRegression(InferenceMixin, ClassifierMixin, _DPLinearModel):
         :func:`dpopt.preprocessing.table_encoder.declared_counts_prior`) or chosen privately
         from their counts (one pass, summed over the chunks; :func:`dpopt.preprocessing.labels.label_prior`,
         the release of the in-memory path); ``chosen``: already selected with a table's
-        columns (:func:`dpopt.preprocessing.table_encoder.prepare_dask`)."""
+        columns (:func:`dpopt.preprocessing.table_encoder.prepare_dask`). Returns (the loss's
+        target, the label releases or None, two classes' signed labels with 0 for a record of
+        neither class, which the held-out choice scores: :func:`dpopt.pipeline.selection.fit_selected`)."""
         # lazy: dask is an optional dependency (pip install dpopt[dask])
         import dask.array as da
 
         y = y if isinstance(y, da.Array) else da.from_array(np.asarray(y))
-        prior = None
+        prior, declared = None, None
+        if chosen is None:  # the in-memory checks, before anything is counted
+            check_chunked_labels(y)
+            declared = declared_classes(y, self.classes)  # a bool y's are public
         if chosen is not None:
             classes = np.asarray(chosen)
-        elif self.classes is not None:
-            classes = declared_classes(None, self.classes)
+        elif declared is not None:
+            classes = declared
             if count_declared and len(classes) >= 2:
                 prior = declared_counts_prior(y, classes, n, epsilon, delta, rng)
         else:
             values, counts = da.compute(*da.unique(y, return_counts=True))
             classes, prior = label_prior(dict(zip(values.tolist(), counts.tolist())), n,
                                          epsilon, delta, rng)
-        info = prior.info if prior is not None and self.classes is None else {}
+        info = prior.info if prior is not None and declared is None else {}  # selected
         check_labels_kept(classes, epsilon, info.get("selection_mu"), info.get("selection_delta"),
                           getattr(prior, "records", ()), getattr(prior, "delta", 0.0))
         self.classes_ = classes
         index = da.full(y.shape, OTHER_LABEL, dtype=np.int64, chunks=y.chunks)
         for i, c in enumerate(classes):
             index = da.where(y == c, i, index)
-        return self._encode_classes(index, classes), prior
+        signed = index.map_blocks(signed_labels, dtype=np.float64) if len(classes) == 2 else None
+        return self._encode_classes(index, classes), prior, signed
 
     def _encode_chunked_y(self, y):
         """The same encoding of a Dask array of labels (one pass for the label set)."""

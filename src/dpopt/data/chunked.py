@@ -366,12 +366,10 @@ class ChunkedProblem:
         return X, y
 
     def take(self, index) -> ChunkedProblem:
-        """The same problem on the records ``index`` (sorted distinct row numbers), for a
-        split of the records that does not depend on their values (the held-out choice of
-        :mod:`dpopt.pipeline.selection`): each chunk keeps its own rows of the set, by a
-        mask of one bit per row shipped with it (n / 8 bytes in the graph), lazily, the
-        chunk sizes known (a chunk may keep none); the rows were validated with the whole
-        data. No pass over the data."""
+        """The same problem on the records ``index`` (sorted distinct row numbers; the
+        held-out split of :mod:`dpopt.pipeline.selection`): each chunk keeps its own rows,
+        lazily, by a mask of one bit per row (n / 8 bytes in the graph; a chunk may keep
+        none), validated with the whole data. No pass over the data."""
         index = np.asarray(index, dtype=np.intp).ravel()
         if index.size and (index[0] < 0 or index[-1] >= self.n_samples
                            or np.any(np.diff(index) <= 0)):
@@ -392,6 +390,16 @@ class ChunkedProblem:
         part.y = da.map_blocks(_kept_rows, self.y, bits, dtype=self.y.dtype, chunks=(sizes,),
                                meta=self.y._meta)
         part.n_samples = int(index.size)
+        return part
+
+    def with_target(self, y) -> ChunkedProblem:
+        """The same records with the target ``y`` (a Dask array, one value per record),
+        unvalidated: labels the loss does not take, read only by per-record sums (the
+        held-out scores of :mod:`dpopt.pipeline.selection`)."""
+        if getattr(y, "shape", None) != self.y.shape or not hasattr(y, "rechunk"):
+            raise ValueError(f"y must be a Dask array of shape {self.y.shape}")
+        part = copy.copy(self)
+        part.y = y.astype(np.float64).rechunk((self.X.chunks[0],))
         return part
 
     # -- the reduction -------------------------------------------------------------

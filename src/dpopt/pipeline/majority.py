@@ -15,13 +15,14 @@ release, whose privacy is argued in :mod:`dpopt.pipeline.selection`.
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 from scipy.optimize import brentq, minimize_scalar
 from scipy.stats import norm
 
 from dpopt.pipeline.held_out import noisy_score_totals
 
-__all__ = ["ARGMAX_LOSS", "MARGIN", "TOLERANCE", "against_known_rate", "rate_noise",
+__all__ = ["ARGMAX_LOSS", "MARGIN", "TOLERANCE", "Majority", "against_known_rate", "rate_noise",
            "kept_rate", "released_majority", "screened_majority", "tolerance_margin",
            "worst_loss"]
 
@@ -34,18 +35,33 @@ MARGIN = 2.0
 TOLERANCE = 0.005
 
 
-def released_majority(prior):
-    """(index of the majority constant among (+1, -1), its rate, whether the counts resolve
-    it, the rate's noise sd) from the label counts the table layer released on all n rows
-    (:func:`dpopt.preprocessing.labels.select_labels`: the kept labels' noisy counts,
-    classes_[1] -> +1; declared classes' :func:`~dpopt.preprocessing.table_encoder.noisy_class_counts`),
-    or None without them. The rate is the count over the two counts' sum (:func:`kept_rate`
-    without n): it is also the released constant's probability, and the chunked path scores
-    a record of neither class as the negative class; where labels were not kept the
-    comparison leans towards the constant (k >= 3 classes read it over n: :func:`kept_rate`).
-    Post-processing of a release already in the composition: free, and its noise (sqrt(2) /
-    mu_y on counts of all n rows) is far below the held-out rate's (one part in m). The
-    held-out release then only compares the model with that constant."""
+class Majority(NamedTuple):
+    """The constant classifier as the held-out choice reads it: ``best`` its index among the
+    candidates' constants (+1, -1); ``rate`` its accuracy over the records the model is scored
+    on, with noise sd ``sd``; ``resolved`` whether the counts tell the majority; ``rates`` the
+    two constants' accuracies (+1, -1); ``probability`` the rate of its class among the two
+    classes' records, which the released constant predicts."""
+
+    best: int
+    rate: float
+    resolved: bool
+    sd: float
+    probability: float
+    rates: tuple
+
+
+def released_majority(prior, n=None):
+    """The :class:`Majority` read from the label counts the table layer released on all
+    ``n`` rows (:func:`dpopt.preprocessing.labels.select_labels`: the kept labels' noisy
+    counts, classes_[1] -> +1; declared classes'
+    :func:`~dpopt.preprocessing.table_encoder.noisy_class_counts`), or None without them.
+    Its rate is :func:`kept_rate`: over the n records where records of neither class are
+    resolved, since the held-out choice scores those wrong for every candidate; its
+    probability is the count over the two counts' sum (a record of neither class says
+    nothing of which of the two is likelier). Post-processing of a release already in the
+    composition: free, and its noise (sqrt(2) / mu_y on counts of all n rows) is far below
+    the held-out rate's (one part in m). The held-out release then only compares the model
+    with that constant."""
     counts = None if prior is None else prior.info.get("label_counts")
     if counts is None or len(counts) != 2:
         return None
@@ -53,8 +69,11 @@ def released_majority(prior):
     # resolved: the noisy difference of the counts (std sqrt(2) sigma) beats MARGIN of it
     sigma = prior.info["label_sigma"]
     resolved = abs(counts[1] - counts[0]) > MARGIN * math.sqrt(2.0) * sigma
-    rate, sd = kept_rate(counts, sigma)
-    return best, rate, bool(resolved), sd
+    rate, sd = kept_rate(counts, sigma, n)
+    probability = kept_rate(counts, sigma)[0]
+    other = rate * max(min(float(c) for c in counts), 0.0) / max(max(counts), 1e-12)
+    return Majority(best, rate, bool(resolved), sd, probability,
+                    (rate, other) if best == 0 else (other, rate))
 
 
 def kept_rate(counts, sigma, n=None):
@@ -85,9 +104,8 @@ def rate_noise(sigma, rate, k, total):
 
 
 def screened_majority(plan):
-    """(index of the majority constant among (+1, -1), its rate, whether it is resolved)
-    from the positive-class share the high-dimensional route released with its screen
-    (:func:`dpopt.pipeline.feature_selection.fit_screened`: n_+ plus N(0, s^2) on the
+    """The :class:`Majority` read from the positive-class share the high-dimensional route
+    released with its screen (:func:`dpopt.pipeline.feature_selection.fit_screened`: n_+ plus N(0, s^2) on the
     training rows, so a rate with noise s / n), or None off that route. A release of the
     training branch, already in its records: reading it is post-processing, and its noise is
     far below the held-out rate's on the m held-out rows (a part of n)."""
@@ -96,7 +114,9 @@ def screened_majority(plan):
         return None
     rate, sd = screen["class_rate"], screen["class_rate_sigma"]
     best = 0 if rate >= 0.5 else 1  # candidates: model, constant +1, constant -1
-    return best, max(rate, 1.0 - rate), bool(abs(2.0 * rate - 1.0) > MARGIN * 2.0 * sd), sd
+    top = max(rate, 1.0 - rate)
+    return Majority(best, top, bool(abs(2.0 * rate - 1.0) > MARGIN * 2.0 * sd), sd, top,
+                    (rate, 1.0 - rate))
 
 
 def against_known_rate(total, m, mu, rng, rate, rate_sd):

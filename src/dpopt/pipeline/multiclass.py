@@ -70,8 +70,13 @@ from dpopt.solvers.objective_perturbation import calibrate_objective_perturbatio
 __all__ = ["one_vs_rest", "solve_one_vs_rest", "fit_default_one_vs_rest", "MulticlassFit"]
 
 #: PLD grid of the bisection on the per-class epsilon (pessimistic, so an upper bound);
-#: the final certification uses the accountant's default resolution.
+#: the final certification uses the accountant's default resolution. Below
+#: epsilon = 20 x this step the grid is epsilon / 20: each composed record can round its
+#: loss up by one step, and at 2e-3 a few records alone overran a target of 0.01, so the
+#: search for a feasible per-class epsilon never ended.
 SEARCH_PLD_STEP = 2e-3
+#: The search gives up (a clear error, nothing released) below this fraction of its guess.
+SEARCH_FLOOR = 1e-9
 
 
 def one_vs_rest(y, cls):
@@ -273,8 +278,9 @@ def op_class_epsilon(epsilon, delta, k, prior, guess, **public):
     bracket. Public inputs only; cached (a calibration costs about half a second)."""
     prior = list(prior)
     feasible = []
+    coarse = min(SEARCH_PLD_STEP, epsilon / 20.0)
 
-    def total(e, step=SEARCH_PLD_STEP):
+    def total(e, step=coarse):
         return epsilon_of(prior + _op_records(e, delta, k, **public), delta, accountant="pld",
                           _pld_step=step)
 
@@ -295,6 +301,10 @@ def op_class_epsilon(epsilon, delta, k, prior, guess, **public):
     else:
         lo -= step
         while excess(lo) > 0:
+            if lo < math.log(guess * SEARCH_FLOOR):
+                raise ValueError(f"epsilon={epsilon:g} is too small for {k} objective-"
+                                 f"perturbation fits after the earlier releases; raise "
+                                 f"epsilon or declare fewer classes")
             lo -= step
     optimize.brentq(excess, lo, hi, xtol=1e-2)
     e = max(feasible)

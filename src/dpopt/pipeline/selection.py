@@ -331,7 +331,7 @@ def fit_selected(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon,
     fit = fit_routed if fit is None else fit
     loss_name = loss if isinstance(loss, str) else loss.name
     X, y = as_records(X, y, loss, fit_intercept)
-    y, scored = _neither_class(y, regression, prior)
+    (X, y), scored = _neither_class(X, y, regression, prior)
     n = X.n_samples if is_chunked(X) else X.shape[0]
     runs = regression and fit_intercept and selection_runs(n)
     # a share kept for the constant on all rows (dpopt.pipeline.constant; no selection, none)
@@ -351,8 +351,6 @@ def fit_selected(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon,
         kwargs = resolve_alpha(penalty_kwargs, loss_name, n)
         if constant_only:
             extra["constant_only"] = True
-        if not regression and isinstance(y, np.ndarray):  # as the held-out branch trains
-            y = _as_negative(y)
         auto = fit(X, y, loss=loss, penalty=penalty, penalty_kwargs=kwargs,
                    fit_intercept=fit_intercept, epsilon=epsilon, delta=delta, rng=rng,
                    regression=regression, **extra)
@@ -378,7 +376,7 @@ def fit_selected(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon,
     if mu_v == 0.0:
         return auto
     majority = (None if regression or not fit_intercept
-                else released_majority(prior) or screened_majority(auto.plan))
+                else released_majority(prior, n) or screened_majority(auto.plan))
     all_rows = None
     if mu_c and auto.target is not None:
         mu_all = mu_left(auto, prior, whole, mu_c) if auto.target.half_width == 0 else 0.0
@@ -391,30 +389,31 @@ def fit_selected(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon,
             auto.plan["mu_shares"]["constant"] = mu_c  # the plan's split: sum of mu^2 = mu^2
             if auto.plan.get("target_collapsed"):  # two noisy means, no model: pool them
                 return _pooled_constant(auto, n - m, all_rows)
-    return _select(auto, _records(*_rows(X, y if majority is None else scored, val),
-                                  target_bounds), regression, fit_intercept,
+    return _select(auto, _records(*_rows(*scored, val), target_bounds), regression, fit_intercept,
                    mu_v, rng, n - m, majority, all_rows)
 
 
-def _neither_class(y, regression, prior):
-    """(labels for the model, labels for the held-out scores) of a binary classifier whose
-    y marks the records of neither class with 0 (a label the private selection did not
-    keep; :data:`~dpopt.preprocessing.labels.OTHER_LABEL`): the model is trained on them as
-    the negative class (-1), as a one-vs-rest model is, and the held-out choice scores them
-    wrong for the model (no released classifier predicts their label). Scored as -1, the
-    model's accuracy counted them as hits whenever it predicted the negative class, while
-    the constant's rate (:func:`~dpopt.pipeline.majority.released_majority`) is over the
-    kept labels only. Per-record maps: n is unchanged."""
-    if regression or y is None or prior is None or prior.info.get("label_counts") is None:
-        return y, y
+def _neither_class(X, y, regression, prior):
+    """((X, y) the model trains on, (X, y) the held-out choice scores) of a binary classifier
+    whose labels mark the records of neither class with 0 (a label the private selection did
+    not keep, or outside the declared classes; :data:`~dpopt.preprocessing.labels.OTHER_LABEL`).
+    The model trains on them as the negative class (-1), as a one-vs-rest model does. Where
+    the labels' counts on all n rows give the constant's rate
+    (:func:`~dpopt.pipeline.majority.released_majority`: over the same n records), the
+    held-out choice scores them wrong for every candidate (0: no released classifier
+    predicts their label); without those counts the candidates' scores are compared with
+    each other on the training labels. A chunked problem carries its training labels and
+    ``y`` is then the signed labels of the same records (a Dask array), scored through
+    :meth:`~dpopt.data.chunked.ChunkedProblem.with_target`. Per-record maps: n is
+    unchanged."""
+    if regression or y is None:
+        return (X, y), (X, y)
+    counted = prior is not None and prior.info.get("label_counts") is not None
+    if is_chunked(X):
+        return (X, None), (X.with_target(y) if counted else X, None)
     y = np.asarray(y, dtype=np.float64)
-    return _as_negative(y), y
-
-
-def _as_negative(y):
-    """A binary classifier's labels for its model: a record of neither class (0) counts
-    as the negative class (-1)."""
-    return np.where(y == 0.0, -1.0, y)
+    train = np.where(y == 0.0, -1.0, y)
+    return (X, train), (X, y if counted else train)
 
 
 def _pooled_constant(auto, n_train, all_rows):
@@ -553,24 +552,24 @@ def _select(auto, data, regression, fit_intercept, mu_v, rng, n_train, majority=
         noisy, released_columns = np.array([noisy_d]), 1
         best, use_model = 0, bool(noisy_d > MARGIN * sigma)
     elif majority is not None and fit_intercept:  # the constant's rate is released already
-        best, rate, _, rate_sd = majority
-        score, sigma, use_model = against_known_rate(totals[0], m, mu_scores, rng, rate, rate_sd)
-        rates = [rate, 1.0 - rate] if best == 0 else [1.0 - rate, rate]  # (+1, -1)
-        noisy, released_columns = np.array([score, *rates]), 1
+        best = majority.best
+        score, sigma, use_model = against_known_rate(totals[0], m, mu_scores, rng,
+                                                     majority.rate, majority.sd)
+        noisy, released_columns = np.array([score, *majority.rates]), 1
     else:
         noisy, sigma = noisy_score_totals(totals, m, mu_scores, rng)
         released_columns = len(totals)
         if released_columns < len(cands):  # classifier: constant -1 scores 1 - (constant +1)
             noisy = np.append(noisy, 1.0 - noisy[1])
         best, use_model = choose(noisy[0], noisy[1:], sigma,
-                                 None if majority is None else majority[0])
+                                 None if majority is None else majority.best)
     sigma_mean = None if source is None or mu_scores == mu_v else 2.0 / (m * mu_scores)
-    resolved = (True if regression else majority[2] if majority is not None
+    resolved = (True if regression else majority.resolved if majority is not None
                 else constant_resolved(noisy[1:], sigma))
     name, coef, intercept = cands[0] if use_model else cands[1 + best]
     if not use_model and not regression and fit_intercept:
         # the constant's probability: the noisy rate of its class (post-processing)
-        rate = noisy[1 + best] if majority is None else majority[1]
+        rate = noisy[1 + best] if majority is None else majority.probability
         rate = float(np.clip(rate, 0.5 + 1e-9, 1.0 - 1e-6))
         intercept = math.copysign(math.log(rate / (1.0 - rate)), intercept)
     record = {"released": "model" if use_model else name,

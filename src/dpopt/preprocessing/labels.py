@@ -9,14 +9,16 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pandas as pd
 from scipy.stats import norm
+from sklearn.utils.multiclass import check_classification_targets
 
 from dpopt.preprocessing.tables import Prior, delta_split, select_noisy, selection_threshold
 from dpopt.privacy import Gaussian, gdp_mu
 
 __all__ = ["select_labels", "label_prior", "label_share", "declared_classes", "encode_labels",
            "OTHER_LABEL", "LABELS_SELECTED", "SELECTION_SHARE_LABELS", "MAX_LABEL_SHARE",
-           "MIN_CLASS_FRACTION", "signed_labels"]
+           "MIN_CLASS_FRACTION", "signed_labels", "labels_present", "check_chunked_labels"]
 
 #: ``Prior.info["labels"]`` when the labels were chosen by the private selection.
 LABELS_SELECTED = "selected privately"
@@ -72,6 +74,43 @@ def label_prior(counts, n, epsilon, delta, rng):
             "column_share": 0.0, "labels": LABELS_SELECTED, "label_counts": noisy,
             "label_sigma": sigma}
     return classes, Prior(share, delta_sel, [Gaussian(1.0 / mu_y, 1)], info)
+
+
+def labels_present(y):
+    """y, after a clear ValueError for a missing label (None, NaN: scikit-learn would call
+    it 'unknown') or a text label that is not valid Unicode (pandas reads text through
+    UTF-8). Reads nothing it releases."""
+    try:
+        labels = pd.Series(np.asarray(y, dtype=object))
+    except UnicodeEncodeError:
+        raise ValueError("y holds a label that is not valid Unicode (a lone surrogate "
+                         "character): read the file with its encoding, or replace the "
+                         "character") from None
+    if pd.isna(labels).any():
+        raise ValueError("y has missing labels: drop those rows first (the labels cannot be "
+                         "imputed)")
+    return y
+
+
+def _checked_block(y):
+    """One chunk of labels checked as an in-memory y is (:func:`labels_present`, then
+    scikit-learn's refusal of continuous numbers); a chunk holds them iff the whole does."""
+    y = np.asarray(y)
+    if y.size:
+        check_classification_targets(labels_present(y))
+    return 0
+
+
+def check_chunked_labels(y):
+    """The in-memory checks of a classifier's labels on a Dask array or Series ``y``, chunk
+    by chunk (one pass over y, before anything is counted or released): a ValueError, as in
+    memory, for a missing label, invalid text or continuous numbers."""
+    # lazy: dask is an optional dependency (pip install dpopt[dask])
+    import dask
+
+    parts = y.to_delayed()
+    parts = parts.ravel().tolist() if isinstance(parts, np.ndarray) else list(parts)
+    dask.compute(*[dask.delayed(_checked_block)(part) for part in parts])
 
 
 def _label_counts(labels):
