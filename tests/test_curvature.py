@@ -11,7 +11,13 @@ import dpopt
 from dpopt.api.release_audits import audit_curvature
 from dpopt.data import Problem
 from dpopt.pipeline import default_path as auto
-from dpopt.pipeline.curvature import curvature_share, noisy_gram, private_curvature
+from dpopt.pipeline.curvature import (
+    HUBER_K,
+    curvature_share,
+    huber_in_place_of_squares,
+    noisy_gram,
+    private_curvature,
+)
 from dpopt.privacy import Gaussian, gdp_mu
 from dpopt.solvers import available_solvers
 from dpopt.solvers.adassp import declines, gram_noise_ratio, sensitivities, symmetric_noise
@@ -29,6 +35,10 @@ def test_gram_noise_ratio_and_the_choice():
     assert gram_noise_ratio(1000, 9, 0.5) == pytest.approx(
         2 * math.sqrt(2) * 27 / (1000 * 0.5 * math.sqrt(0.5)))
     assert declines(10 ** 6, 10, 1.0) is None
+    # the threshold is 1 / d: at d = 10 a ratio of 0.09 keeps AdaSSP, 0.11 passes it over
+    n_at = 2 * math.sqrt(2) * 10 ** 1.5 / (0.5 * math.sqrt(0.5))  # n * ratio at mu = 0.5
+    assert declines(math.ceil(n_at / 0.09), 10, 0.5) is None
+    assert "> 1 / d" in declines(math.floor(n_at / 0.11), 10, 0.5)
     why = declines(6000, 124, 0.16)
     assert why is not None and "times the average eigenvalue" in why
     every = available_solvers()
@@ -103,6 +113,33 @@ def test_dp_gd_settings_follow_the_released_curvature():
     assert got["clip"] == base["clip"]
 
 
+def test_huber_settings_take_the_residual_clip():
+    """The Huber loss at t < 2 on the scaled domain: clip t r instead of the squared loss's
+    2 r, and the run length times (2 / t)^(2/3) (the same trade-off at that Lipschitz
+    bound); t >= 2 changes nothing."""
+    r = math.sqrt(4.4 ** 2 + 1)
+    kw = dict(n=6000, dim=124, mu=0.14, row_bound=4.4, curvature=2.0)
+    sq = default_settings(loss="squared", **kw)
+    hub = default_settings(loss="huber", huber_threshold=0.5, **kw)
+    assert sq["clip"] == pytest.approx(2 * r) and hub["clip"] == pytest.approx(0.5 * r)
+    assert hub["passes"] == max(5, round((6000 * 0.14 * 2.0 * 4.0 / (math.sqrt(124) * r * r))
+                                         ** (2 / 3)))
+    assert hub["smoothness"] == sq["smoothness"]
+    wide = default_settings(loss="huber", huber_threshold=3.0, **kw)
+    assert wide["passes"] == sq["passes"]
+
+
+def test_huber_in_place_of_squares_reads_the_released_spread():
+    X, y = rows(500, 4)
+    problem = Problem(X, y, loss="squared", fit_intercept=True)
+    hub, t = huber_in_place_of_squares(problem, 0.3)
+    assert t == pytest.approx(HUBER_K * 0.3) and hub.loss.name == "huber"
+    assert hub.loss.param == pytest.approx(t) and hub.X is problem.X  # no copy of the design
+    assert problem.loss.name == "squared"  # the original is unchanged
+    assert huber_in_place_of_squares(problem)[1] == HUBER_K  # no release: the bound 1
+    assert huber_in_place_of_squares(problem, 4.0)[1] == HUBER_K
+
+
 def factors(n=5000, p=120, seed=0):
     """Wide rows driven by three shared factors (a spiked spectrum, as one-hot groups and
     correlated numeric columns give real tables); the target follows the factors."""
@@ -137,10 +174,16 @@ def test_default_fit_takes_dp_gd_with_the_curvature_where_adassp_declines():
         assert Gaussian(1 / mus["curvature"]) in est.fit_result_.mechanisms
         # the released curvature, far below the public r^2, sets the step
         assert 1.0 <= plan["model_options"]["smoothness"] < 0.3 * (plan["row_bound"] ** 2 + 1)
+        # the Huber loss at k times the released spread: its clip is t r, not 2 r
+        t = plan["huber_threshold"]
+        assert t == pytest.approx(HUBER_K * min(1.0, plan["target_spread"])) and t < 1.0
+        assert plan["model_options"]["clip"] == pytest.approx(
+            t * math.sqrt(plan["row_bound"] ** 2 + 1))
         assert plan["selection"]["released"] == "model"
         scores.append(est.score(Xt, yt))
-    # AdaSSP on these fits scored 0.759 and 0.742 (measured before the rule; OLS 0.888)
-    assert np.mean(scores) > 0.82
+    # AdaSSP on these fits scored 0.759 and 0.742 (measured before the rule; OLS 0.888), DP-GD
+    # with the squared loss's clip 0.835 and 0.866, with the Huber loss's 0.879 and 0.879
+    assert np.mean(scores) > 0.87
 
 
 def test_adassp_stays_with_inference_and_below_the_ratio():

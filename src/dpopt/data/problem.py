@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import functools
 import math
 
@@ -208,6 +209,14 @@ class Problem:
         return (f"Problem(n={self.n_samples}, p={self.n_features}, {kind}, loss={self.loss.name}, "
                 f"penalty={self.penalty.name}(alpha={self.penalty.alpha:g}), "
                 f"fit_intercept={self.fit_intercept})")
+
+
+def with_loss(problem, loss):
+    """The same records (in memory or chunked: the design is shared, not copied) with
+    another loss; the labels must suit it (a regression loss for a regression problem)."""
+    out = copy.copy(problem)
+    out.loss = get_loss(loss)
+    return out
 
 
 def _spectral_norm_sq(X) -> float:

@@ -93,7 +93,7 @@ import numpy as np
 
 from dpopt._core.validation import MIN_EPSILON
 from dpopt.pipeline.autofit import AutoFit, constant_fit  # noqa: F401 (AutoFit: public here too)
-from dpopt.pipeline.curvature import curvature_step
+from dpopt.pipeline.curvature import curvature_step, huber_in_place_of_squares
 from dpopt.pipeline.inference import SUPPORTED as INFERENCE_PATHS
 from dpopt.pipeline.inference import Inference, release_inference, unsupported_reason
 from dpopt.pipeline.mean_of_y import private_mean_of_y
@@ -392,6 +392,8 @@ def fit_default(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, 
     if solver == "dp-gd" and loss_name == "squared":
         curvature, rec = curvature_step(problem, mus, R, rng)
         records.append(rec)
+        problem, columns_note["huber_threshold"] = huber_in_place_of_squares(
+            problem, columns_note.get("target_spread"))
     # numbers released on the way, for the settings that take them (each ignores the rest)
     released = {k: v for k, v in (("curvature", curvature),
                                   ("target_spread", columns_note.get("target_spread")))

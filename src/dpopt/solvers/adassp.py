@@ -454,17 +454,23 @@ def gram_noise_ratio(n, dim, mu, budget_split=SURE_SPLIT):
 
 def declines(n, dim, mu):
     """Why the default path passes AdaSSP over at these public sizes, or None: when
-    :func:`gram_noise_ratio` exceeds 1, the ridge the noise on X^T X forces (of the noise's
-    own scale, step 2) is above the average eigenvalue of X^T X, so it shrinks most
-    directions of the solution by more than half; a gradient method's noise grows like
-    sqrt(d) B per step instead (DP-GD with a released curvature,
-    :mod:`dpopt.pipeline.curvature`). mu_2 is the X^T X share of :data:`SURE_SPLIT`, the
-    split the default path runs AdaSSP with."""
+    :func:`gram_noise_ratio` rho exceeds 1 / d. The ridge the noise on X^T X forces (of the
+    noise's own scale, step 2) is rho times the average eigenvalue h of X^T X / n, and it
+    shrinks every direction whose eigenvalue is below it by more than half. A table's d
+    columns carry directions down to about h / d (an indicator, a level of a categorical
+    column, a correlated pair: a small part of a trace shared by d columns), so from
+    rho = 1 / d on, AdaSSP's ridge reaches directions of the solution, while the gradient
+    method's noise does not pass through X^T X (DP-GD with a released curvature and the
+    residual's clip, :mod:`dpopt.pipeline.curvature`). Below it AdaSSP's closed form is
+    also the one that converges to least squares as epsilon grows. mu_2 is the X^T X
+    share of :data:`SURE_SPLIT`, the split the default path runs AdaSSP with. The
+    threshold 1 / d replaced 1 after a comparison of the two forced on every regression
+    table of the practitioner benchmark (docs/default_path.md)."""
     ratio = gram_noise_ratio(n, dim, mu)
-    if ratio <= 1.0:
+    if ratio <= 1.0 / dim:
         return None
     return (f"its noise on X^T X is {ratio:.3g} times the average eigenvalue of X^T X "
-            f"(2 sqrt(2) d^1.5 / (n mu_2) > 1 at n = {n}, d = {dim})")
+            f"(2 sqrt(2) d^1.5 / (n mu_2) > 1 / d at n = {n}, d = {dim})")
 
 
 # public bounds equal to the canary's norm (1) and below its label (clipped to 1). The canary

@@ -87,15 +87,27 @@ def default_settings(*, loss, n, dim, mu, row_bound, alpha=0.0, huber_threshold=
     squared loss (:mod:`dpopt.pipeline.curvature`); then beta = curvature + alpha and T
     follows the same bound with that beta: T ~ (beta n mu / (L sqrt(d)))^(2/3) is
     run_length's (n mu / sqrt(d))^(2/3) times (beta / (c r^2))^(2/3), clamped to [5, 200]
-    (post-processing of the release: privacy does not depend on the step)."""
-    T = run_length(n, dim, mu)
+    (post-processing of the release: privacy does not depend on the step). The Huber loss
+    at a threshold t < 2 takes T times (2 / t)^(2/3) (:func:`_lipschitz_ratio`)."""
+    lipschitz = _lipschitz_ratio(loss, huber_threshold)
+    T = run_length(n, dim, mu, lipschitz)
     G, c, r = scaled_domain(loss, row_bound, T, huber_threshold)
     if curvature is None:
         return {"passes": T, "step": 1.0, "clip": G * r,
                 "smoothness": max(c * r ** 2 + alpha, 1e-12)}
     beta = max(curvature + alpha, 1e-12)
-    T = run_length(n, dim, mu, beta / (c * r ** 2))
+    T = run_length(n, dim, mu, beta / (c * r ** 2) * lipschitz)
     return {"passes": T, "step": 1.0, "clip": G * r, "smoothness": beta}
+
+
+def _lipschitz_ratio(loss, huber_threshold):
+    """2 / t for the Huber loss at a threshold t < 2 on the scaled domain, else 1: the run
+    length's trade-off T ~ (beta D n mu / (L sqrt(d)))^(2/3) was set for the squared loss's
+    L = 2 r, and the Huber loss's gradient is bounded by L = t r
+    (:mod:`dpopt.pipeline.curvature`, the residual's clip)."""
+    if loss == "huber" and huber_threshold < 2.0:
+        return 2.0 / huber_threshold
+    return 1.0
 
 
 @register_solver("dp-gd", description="DP proximal gradient descent, full batch (baseline)",
