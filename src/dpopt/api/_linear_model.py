@@ -24,12 +24,11 @@ from dpopt._core.validation import (
     default_delta,
     sklearn_seed,
 )
-from dpopt.api.charge import charged, ledger_entry, solve
+from dpopt.api.charge import charged, charged_after, ledger_entry, solve
 from dpopt.data import Problem
 from dpopt.data.chunked import ChunkedProblem, as_dask_arrays, is_chunked_input
 from dpopt.pipeline.autofit import prediction_range
 from dpopt.pipeline.constant import fit_one_class
-from dpopt.pipeline.feature_selection import high_dimensional
 from dpopt.pipeline.multiclass import OneVsRestProblems, solve_one_vs_rest
 from dpopt.pipeline.multiclass_selection import fit_selected_one_vs_rest
 from dpopt.pipeline.selection import fit_selected, n_features, selection_runs
@@ -53,7 +52,6 @@ from dpopt.preprocessing.table_encoder import (
     split_dask_target,
 )
 from dpopt.preprocessing.tables import as_pandas, is_frame, plan_table
-from dpopt.privacy import gdp_mu
 from dpopt.solvers import check_distributed, get_solver
 
 _RESERVED_OPTIONS = ("epsilon", "delta", "random_state", "rng", "problem", "budget")
@@ -143,6 +141,8 @@ class _DPLinearModel(BaseEstimator):
                                plan_table(X, getattr(self, "categories", None))):
             names, X = np.asarray(X.columns, dtype=object), self._public_table(X)
         y = check_Xy_input(X, y, numeric=not self._classifier)
+        if self._classifier:  # a missing label named before scikit-learn's checks read it
+            labels_present(y)
         X, y = validate_data(self, X, y, accept_sparse=("csr", "csc"), dtype=np.float64,
                              y_numeric=not self._classifier)
         if names is not None:
@@ -193,10 +193,12 @@ class _DPLinearModel(BaseEstimator):
                 _no_reference_without_intercept(X, getattr(self, "categories", None))
         else:
             y = check_Xy_input(X, y, numeric=not self._classifier)
+            if self._classifier:  # a missing label named before scikit-learn's checks
+                y = labels_present(y)
             X, y = validate_data(self, X, y, accept_sparse=("csr", "csc"), dtype=np.float64,
                                  y_numeric=not self._classifier)
             if self._classifier:
-                check_classification_targets(labels_present(y))
+                check_classification_targets(y)
         n = X.shape[0]
         delta = default_delta(n) if delta_given is None else delta_given
         penalty, penalty_kwargs = self._penalty()
@@ -333,7 +335,7 @@ class _DPLinearModel(BaseEstimator):
 
         def prepare(rng):
             if self._classifier:  # the in-memory label checks, before anything is counted
-                check_chunked_labels(y)
+                check_chunked_labels(y, getattr(self, "classes", None))
             encoded, classes, encoder, bounds, prior = prepare_dask(
                 frame, y, n=n, epsilon=epsilon, delta=delta,
                 categories=getattr(self, "categories", None),
@@ -362,11 +364,11 @@ class _DPLinearModel(BaseEstimator):
 
     def _counts_declared(self, n, p, epsilon, delta):
         """Whether declared classes get noisy counts on all n rows, in memory and chunked:
-        they name the majority where the held-out choice runs, off the high-dimensional
-        route (its own class share). Public facts only."""
+        they name the majority where the held-out choice runs (on the high-dimensional route
+        too: its screen's class share counts the records of neither class as negatives, and
+        a fuzz saw it release the minority class). Public facts only."""
         return bool(self._classifier and self.fit_intercept and selection_runs(
-            n, inference=bool(getattr(self, "inference", False)))
-            and not high_dimensional(n, p, gdp_mu(epsilon, delta)))
+            n, inference=bool(getattr(self, "inference", False))))
 
     def _n_classes(self):
         """k > 2: a one-vs-rest fit of the classes found by ``_encode_y`` (0 for regressors)."""
@@ -420,30 +422,9 @@ class _DPLinearModel(BaseEstimator):
                 inference = bool(getattr(self, "inference", False))
                 if inference and self._classifier and self._n_classes() != 2:
                     raise _no_intervals(self._n_classes(), prior)
-                if self._n_classes() == 1:  # the selection kept one label: its classifier
-                    auto = fit_one_class(n_features(X), label=self.classes_[0],
-                                         fit_intercept=self.fit_intercept, epsilon=epsilon,
-                                         delta=delta, prior=prior)
-                elif self._n_classes() > 2:  # one-vs-rest, one composition (dpopt.pipeline.multiclass)
-                    # the model or the majority class (dpopt.pipeline.multiclass_selection)
-                    auto = fit_selected_one_vs_rest(
-                        X, target, self._n_classes(), penalty=penalty,
-                        penalty_kwargs=penalty_kwargs, fit_intercept=self.fit_intercept,
-                        epsilon=epsilon, delta=delta, rng=rng, feature_bounds=bounds,
-                        prior=prior)
-                else:  # the model or the constant, chosen privately (dpopt.pipeline.selection)
-                    auto = fit_selected(X, target, loss=self._loss(), penalty=penalty,
-                                        penalty_kwargs=penalty_kwargs,
-                                        fit_intercept=self.fit_intercept, epsilon=epsilon,
-                                        delta=delta, rng=rng, regression=not self._classifier,
-                                        feature_bounds=bounds, prior=prior,
-                                        inference=inference,
-                                        target_bounds=known_target_range(
-                                            self._public_target(), prior))
-                if auto.result.epsilon > epsilon * (1 + 1e-9):  # never expected: exact split
-                    raise RuntimeError(f"internal error: the default path would spend "
-                                       f"{auto.result.epsilon} > epsilon={epsilon}; nothing "
-                                       f"is released")
+                with charged_after(prior):
+                    auto = self._fit_prepared(X, target, bounds, prior, rng, epsilon, delta,
+                                              penalty, penalty_kwargs, inference)
                 slot.record(ledger_entry(auto.result, name), label=name)
         self.privacy_leaks_ = []
         self._surface(caught, stacklevel=6)
@@ -458,6 +439,35 @@ class _DPLinearModel(BaseEstimator):
                                 (auto.scaling.lower, auto.scaling.upper))
         self.target_range_ = prediction_range(auto)
         return self
+
+    def _fit_prepared(self, X, target, bounds, prior, rng, epsilon, delta, penalty,
+                      penalty_kwargs, inference):
+        """The default path's fit after the table layer's releases (``prior``)."""
+        if self._n_classes() == 1:  # the selection kept one label: its classifier
+            auto = fit_one_class(n_features(X), label=self.classes_[0],
+                                 fit_intercept=self.fit_intercept, epsilon=epsilon,
+                                 delta=delta, prior=prior)
+        elif self._n_classes() > 2:  # one-vs-rest, one composition (dpopt.pipeline.multiclass)
+            # the model or the majority class (dpopt.pipeline.multiclass_selection)
+            auto = fit_selected_one_vs_rest(
+                X, target, self._n_classes(), penalty=penalty,
+                penalty_kwargs=penalty_kwargs, fit_intercept=self.fit_intercept,
+                epsilon=epsilon, delta=delta, rng=rng, feature_bounds=bounds,
+                prior=prior)
+        else:  # the model or the constant, chosen privately (dpopt.pipeline.selection)
+            auto = fit_selected(X, target, loss=self._loss(), penalty=penalty,
+                                penalty_kwargs=penalty_kwargs,
+                                fit_intercept=self.fit_intercept, epsilon=epsilon,
+                                delta=delta, rng=rng, regression=not self._classifier,
+                                feature_bounds=bounds, prior=prior,
+                                inference=inference,
+                                target_bounds=known_target_range(
+                                    self._public_target(), prior))
+        if auto.result.epsilon > epsilon * (1 + 1e-9):  # never expected: exact split
+            raise RuntimeError(f"internal error: the default path would spend "
+                               f"{auto.result.epsilon} > epsilon={epsilon}; nothing "
+                               f"is released")
+        return auto
 
     def _check_params(self):
         """Everything that can be checked before reading the data, by the checks

@@ -36,7 +36,7 @@ from dpopt.privacy import epsilon_of
 from dpopt.privacy.budget import Spend, _unbudgeted, resolve_budget
 from dpopt.solvers import FitResult, prepare_solve
 
-__all__ = ["charged", "failure_spend", "ledger_entry", "solve"]
+__all__ = ["charged", "charged_after", "failure_spend", "ledger_entry", "solve"]
 
 
 class _Uncharged:
@@ -64,6 +64,25 @@ def charged(budget, epsilon, delta, *, adjacency="replace-one", label="fit"):
             if err.records:
                 slot.record(failure_spend(err, delta, label, adjacency))
             raise
+
+
+@contextmanager
+def charged_after(prior):
+    """A failure of the fit after the table layer's releases (``prior``: the labels'
+    selection or counts, the columns' categories) may follow from their outcome (a fuzz:
+    a chunked fit crashed only when the selection kept three labels), so it is an output
+    of them: raised as a :class:`ChargedFitError` that records them. Without such releases
+    an error passes as it is."""
+    try:
+        yield
+    except ChargedFitError:
+        raise
+    except Exception as exc:
+        if prior is None or not prior.records:
+            raise
+        raise ChargedFitError(f"{exc} (the fit failed after the private releases of its labels "
+                              f"or columns, which are charged)", prior.records,
+                              prior.delta) from exc
 
 
 def failure_spend(err, delta, label, adjacency="replace-one"):

@@ -99,6 +99,11 @@ from dpopt.preprocessing.labels import (
 )
 from dpopt.preprocessing.table_encoder import check_labels_kept, declared_counts_prior
 
+#: The warning of an explicit solver that reads its label set from y.
+LABELS_READ = ("classes_ = np.unique(y) is read from the data without privacy (which labels "
+               "occur is released); declare them with classes=[...] or use solver='auto', "
+               "which selects them privately")
+
 __all__ = ["DPLogisticRegression", "DPLinearRegression", "DPLasso", "DPElasticNet",
            "DPHuberRegressor"]
 
@@ -229,10 +234,7 @@ class DPLogisticRegression(InferenceMixin, ClassifierMixin, _DPLinearModel):
         declared = declared_classes(y, self.classes)
         if declared is not None:
             return self._encode_classes(encode_labels(y, declared), declared)
-        warnings.warn("classes_ = np.unique(y) is read from the data without privacy (which "
-                      "labels occur is released); declare them with classes=[...] or use "
-                      "solver='auto', which selects them privately", PrivacyLeakWarning,
-                      stacklevel=2)
+        warnings.warn(LABELS_READ, PrivacyLeakWarning, stacklevel=2)
         self._set_classes(_classes_of(y))
         if self._n_classes() > 2:
             return _class_index(y, self.classes_)
@@ -256,10 +258,10 @@ class DPLogisticRegression(InferenceMixin, ClassifierMixin, _DPLinearModel):
         # lazy: dask is an optional dependency (pip install dpopt[dask])
         import dask.array as da
 
-        y = y if isinstance(y, da.Array) else da.from_array(np.asarray(y))
+        y = _one_column(y if isinstance(y, da.Array) else da.from_array(np.asarray(y)))
         prior, declared = None, None
         if chosen is None:  # the in-memory checks, before anything is counted
-            check_chunked_labels(y)
+            check_chunked_labels(y, self.classes)
             declared = declared_classes(y, self.classes)  # a bool y's are public
         if chosen is not None:
             classes = np.asarray(chosen)
@@ -275,9 +277,7 @@ class DPLogisticRegression(InferenceMixin, ClassifierMixin, _DPLinearModel):
         check_labels_kept(classes, epsilon, info.get("selection_mu"), info.get("selection_delta"),
                           getattr(prior, "records", ()), getattr(prior, "delta", 0.0))
         self.classes_ = classes
-        index = da.full(y.shape, OTHER_LABEL, dtype=np.int64, chunks=y.chunks)
-        for i, c in enumerate(classes):
-            index = da.where(y == c, i, index)
+        index = _chunked_index(y, classes)
         signed = index.map_blocks(signed_labels, dtype=np.float64) if len(classes) == 2 else None
         return self._encode_classes(index, classes), prior, signed
 
@@ -286,11 +286,13 @@ class DPLogisticRegression(InferenceMixin, ClassifierMixin, _DPLinearModel):
         # lazy: dask is an optional dependency (pip install dpopt[dask])
         import dask.array as da
 
-        y = y if isinstance(y, da.Array) else da.from_array(np.asarray(y))
-        self._set_classes(_classes_of(y))  # one pass for the label set
-        if self._n_classes() > 2:
-            return da.map_blocks(_class_index, y, self.classes_, dtype=np.float64)
-        return da.where(y == self.classes_[1], 1.0, -1.0)
+        y = _one_column(y if isinstance(y, da.Array) else da.from_array(np.asarray(y)))
+        check_chunked_labels(y, self.classes)
+        declared = declared_classes(y, self.classes)
+        if declared is None:  # the in-memory warning and label set (one pass)
+            warnings.warn(LABELS_READ, PrivacyLeakWarning, stacklevel=3)
+            declared = _classes_of(y)
+        return self._encode_classes(_chunked_index(y, declared), declared)
 
     def _set_fitted(self, result):
         super()._set_fitted(result)
@@ -529,6 +531,27 @@ def _log_probabilities(margins, multinomial=False):
         with np.errstate(divide="ignore"):
             return np.log(probabilities(margins))
     return np.column_stack([-np.logaddexp(0.0, margins), -np.logaddexp(0.0, -margins)])
+
+
+def _one_column(y):
+    """A chunked y of one column as a vector (in memory scikit-learn ravels it too)."""
+    if y.ndim == 2 and y.shape[1] == 1:
+        return y[:, 0]
+    if y.ndim != 1:
+        raise ValueError(f"y must be 1-dimensional (one label per row), got shape {y.shape}")
+    return y
+
+
+def _chunked_index(y, classes):
+    """Each chunked label's index in ``classes``, :data:`OTHER_LABEL` outside them (a
+    per-record map, lazy)."""
+    # lazy: dask is an optional dependency (pip install dpopt[dask])
+    import dask.array as da
+
+    index = da.full(y.shape, OTHER_LABEL, dtype=np.int64, chunks=y.chunks)
+    for i, c in enumerate(classes):
+        index = da.where(y == c, i, index)
+    return index
 
 
 def _class_index(y, classes):

@@ -75,8 +75,10 @@ __all__ = ["one_vs_rest", "solve_one_vs_rest", "fit_default_one_vs_rest", "Multi
 #: loss up by one step, and at 2e-3 a few records alone overran a target of 0.01, so the
 #: search for a feasible per-class epsilon never ended.
 SEARCH_PLD_STEP = 2e-3
-#: The search gives up (a clear error, nothing released) below this fraction of its guess.
+#: The search gives up (a clear error, nothing released) below this fraction of its guess,
+#: and its certification on the final grid after this many 1% steps down.
 SEARCH_FLOOR = 1e-9
+CERTIFY_STEPS = 100
 
 
 def one_vs_rest(y, cls):
@@ -308,9 +310,13 @@ def op_class_epsilon(epsilon, delta, k, prior, guess, **public):
             lo -= step
     optimize.brentq(excess, lo, hi, xtol=1e-2)
     e = max(feasible)
-    while total(e, 1e-4) > epsilon:  # rarely: the fine grid is not below the coarse one
-        e *= 0.999
-    return e
+    for _ in range(CERTIFY_STEPS):  # rarely: the final grid is not below the coarse one
+        if epsilon_of(prior + _op_records(e, delta, k, **public), delta,
+                      accountant="pld") <= epsilon:  # the final accounting's own grid
+            return e
+        e *= 0.99
+    raise ValueError(f"epsilon={epsilon:g} is too small for {k} objective-perturbation fits "
+                     f"after the earlier releases; raise epsilon or declare fewer classes")
 
 
 def _plan(entries, why, n_classes, mu_total, mus, R, public, prior):

@@ -331,7 +331,7 @@ def fit_selected(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon,
     fit = fit_routed if fit is None else fit
     loss_name = loss if isinstance(loss, str) else loss.name
     X, y = as_records(X, y, loss, fit_intercept)
-    (X, y), scored = _neither_class(X, y, regression, prior)
+    (X, y), scored = _neither_class(X, y, regression, prior, fit_intercept)
     n = X.n_samples if is_chunked(X) else X.shape[0]
     runs = regression and fit_intercept and selection_runs(n)
     # a share kept for the constant on all rows (dpopt.pipeline.constant; no selection, none)
@@ -393,22 +393,24 @@ def fit_selected(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon,
                    mu_v, rng, n - m, majority, all_rows)
 
 
-def _neither_class(X, y, regression, prior):
+def _neither_class(X, y, regression, prior, fit_intercept=True):
     """((X, y) the model trains on, (X, y) the held-out choice scores) of a binary classifier
     whose labels mark the records of neither class with 0 (a label the private selection did
     not keep, or outside the declared classes; :data:`~dpopt.preprocessing.labels.OTHER_LABEL`).
-    The model trains on them as the negative class (-1), as a one-vs-rest model does. Where
-    the labels' counts on all n rows give the constant's rate
-    (:func:`~dpopt.pipeline.majority.released_majority`: over the same n records), the
+    The model trains on them as the negative class (-1), as a one-vs-rest model does. The
     held-out choice scores them wrong for every candidate (0: no released classifier
-    predicts their label); without those counts the candidates' scores are compared with
-    each other on the training labels. A chunked problem carries its training labels and
-    ``y`` is then the signed labels of the same records (a Dask array), scored through
-    :meth:`~dpopt.data.chunked.ChunkedProblem.with_target`. Per-record maps: n is
-    unchanged."""
+    predicts their label) where the labels' counts on all n rows give the constant's rate
+    (:func:`~dpopt.pipeline.majority.released_majority`: over the same n records) and
+    without an intercept (the model and the zero predictor, each scored); only with an
+    intercept and no counts, whose two constants are scored as one column (their scores
+    summing to one), are they compared on the training labels. A chunked problem carries
+    its training labels and ``y`` is then the signed labels of the same records (a Dask
+    array), scored through :meth:`~dpopt.data.chunked.ChunkedProblem.with_target`.
+    Per-record maps: n is unchanged."""
     if regression or y is None:
         return (X, y), (X, y)
-    counted = prior is not None and prior.info.get("label_counts") is not None
+    counted = (prior is not None and prior.info.get("label_counts") is not None
+               or not fit_intercept)
     if is_chunked(X):
         return (X, None), (X.with_target(y) if counted else X, None)
     y = np.asarray(y, dtype=np.float64)

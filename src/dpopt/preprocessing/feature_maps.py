@@ -210,6 +210,8 @@ class RowNormalization:
     lower = upper = None
 
     def transform(self, X):
+        if X.shape[0] == 0:  # an empty chunk (a held-out split can leave one): nothing to map
+            return sp.csc_matrix(X, dtype=np.float64) if sp.issparse(X) else np.zeros(X.shape)
         out = normalize(X, norm="l2", copy=True)
         return sp.csc_matrix(out) if sp.issparse(out) else out
 

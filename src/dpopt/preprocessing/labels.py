@@ -18,7 +18,8 @@ from dpopt.privacy import Gaussian, gdp_mu
 
 __all__ = ["select_labels", "label_prior", "label_share", "declared_classes", "encode_labels",
            "OTHER_LABEL", "LABELS_SELECTED", "SELECTION_SHARE_LABELS", "MAX_LABEL_SHARE",
-           "MIN_CLASS_FRACTION", "signed_labels", "labels_present", "check_chunked_labels"]
+           "MIN_CLASS_FRACTION", "signed_labels", "labels_present", "check_chunked_labels",
+           "check_label_kind"]
 
 #: ``Prior.info["labels"]`` when the labels were chosen by the private selection.
 LABELS_SELECTED = "selected privately"
@@ -81,7 +82,7 @@ def labels_present(y):
     it 'unknown') or a text label that is not valid Unicode (pandas reads text through
     UTF-8). Reads nothing it releases."""
     try:
-        labels = pd.Series(np.asarray(y, dtype=object))
+        labels = pd.Series(np.asarray(y, dtype=object).ravel())
     except UnicodeEncodeError:
         raise ValueError("y holds a label that is not valid Unicode (a lone surrogate "
                          "character): read the file with its encoding, or replace the "
@@ -92,25 +93,32 @@ def labels_present(y):
     return y
 
 
-def _checked_block(y):
-    """One chunk of labels checked as an in-memory y is (:func:`labels_present`, then
-    scikit-learn's refusal of continuous numbers); a chunk holds them iff the whole does."""
+def _checked_block(y, classes):
+    """One chunk of labels checked as an in-memory y is (:func:`labels_present`, scikit-learn's
+    refusal of continuous numbers, the kind of the declared ``classes``); a chunk fails iff
+    the whole would."""
     y = np.asarray(y)
+    if y.dtype == object and y.size and all(isinstance(v, (bool, np.bool_)) for v in y.flat):
+        y = y.astype(bool)  # a nullable boolean chunk without NA: bools, as in memory
     if y.size:
         check_classification_targets(labels_present(y))
+        if classes is not None:
+            check_label_kind(y, classes)
     return 0
 
 
-def check_chunked_labels(y):
+def check_chunked_labels(y, classes=None):
     """The in-memory checks of a classifier's labels on a Dask array or Series ``y``, chunk
     by chunk (one pass over y, before anything is counted or released): a ValueError, as in
-    memory, for a missing label, invalid text or continuous numbers."""
+    memory, for a missing label, invalid text, continuous numbers or ``classes`` of another
+    kind."""
     # lazy: dask is an optional dependency (pip install dpopt[dask])
     import dask
 
+    items = None if classes is None or isinstance(classes, (str, bytes)) else list(classes)
     parts = y.to_delayed()
     parts = parts.ravel().tolist() if isinstance(parts, np.ndarray) else list(parts)
-    dask.compute(*[dask.delayed(_checked_block)(part) for part in parts])
+    dask.compute(*[dask.delayed(_checked_block)(part, items) for part in parts])
 
 
 def _label_counts(labels):
@@ -130,11 +138,7 @@ def declared_classes(y, classes=None):
         out = np.asarray(items)
         if out.ndim != 1 or out.size < 2 or np.unique(out).size != out.size:
             raise ValueError(f"classes must list at least 2 distinct labels, got {classes!r}")
-        kind = getattr(getattr(y, "dtype", None), "kind", "O")  # numpy dtypes; else unknown
-        if kind in "iufb" and all(text) or kind in "US" and not any(text):
-            raise ValueError(f"classes {classes!r} are {'text' if all(text) else 'numbers'} "
-                             f"but y holds {'numbers' if kind in 'iufb' else 'text'}: "
-                             f"classes_ and predict would not be y's kind; declare its labels")
+        check_label_kind(y, items)
         return out
     dtype = getattr(y, "dtype", None)
     if dtype is not None and str(dtype) == "category":
@@ -144,6 +148,40 @@ def declared_classes(y, classes=None):
                               else str(dtype) == "boolean"):
         return np.array([False, True])
     return None
+
+
+def _held_kind(y):
+    """"text", "numbers" or None (unknown, mixed): the kind of labels y holds, from its dtype,
+    or from its values when it holds Python objects in memory (a chunked y's are read chunk
+    by chunk: :func:`check_chunked_labels`)."""
+    dtype = getattr(y, "dtype", None)
+    kind = getattr(dtype, "kind", None)
+    if kind is not None and kind in "iufb":
+        return "numbers"
+    if kind is not None and kind in "US" or str(dtype) == "string":
+        return "text"
+    if str(dtype) == "category":
+        return _held_kind(np.asarray(y.cat.categories if hasattr(y, "cat") else y.categories))
+    if hasattr(y, "dask") or not hasattr(y, "__len__") or not len(y):
+        return None
+    values = np.asarray(y, dtype=object).ravel()
+    if all(isinstance(v, (str, bytes)) for v in values):
+        return "text"
+    if all(isinstance(v, (int, float, np.number)) for v in values):
+        return "numbers"
+    return None
+
+
+def check_label_kind(y, classes):
+    """A ValueError naming ``classes`` when they are text and y holds numbers, or the other
+    way round: ``classes_`` and ``predict`` would not be y's kind, and no label would match.
+    Reads the labels' type only."""
+    text = [isinstance(c, (str, bytes)) for c in classes]
+    held = _held_kind(y)
+    if held == "numbers" and all(text) or held == "text" and not any(text):
+        raise ValueError(f"classes {list(classes)!r} are {'text' if all(text) else 'numbers'} "
+                         f"but y holds {held}: classes_ and predict would not be y's kind; "
+                         f"declare its labels")
 
 
 OTHER_LABEL = -1  # the class index of a label outside the classes (unselected, undeclared)

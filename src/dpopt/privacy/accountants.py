@@ -30,6 +30,7 @@ from dpopt.privacy.events import Gaussian
 from dpopt.privacy.op_profile import _OP_PLD_RMAX, _op_exact_epsilon, _op_pld, _op_rdp
 
 PLD_DISCRETIZATION = 1e-4  # final certification
+PLD_RELATIVE_STEP = 1 / 2000  # below epsilon = 0.2 the final grid is epsilon / 2000
 PLD_SEARCH_DISCRETIZATION = 2e-3  # bisection steps (pessimistic, so still an upper bound)
 REFINE_SLACK = 0.02  # refine on the final grid when the coarse search left more epsilon unused
 # Cap on the grid of one mechanism's privacy-loss distribution: tiny noise multipliers

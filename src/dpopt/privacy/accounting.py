@@ -50,6 +50,7 @@ from dpopt.privacy.accountants import (  # noqa: F401 (public or shared: importa
     _RDP_ORDERS,
     PLD_DISCRETIZATION,
     PLD_MAX_POINTS,
+    PLD_RELATIVE_STEP,
     PLD_SEARCH_DISCRETIZATION,
     PLD_SEARCH_MAX_POINTS,
     REFINE_SLACK,
@@ -118,7 +119,13 @@ def epsilon_of(mechanisms, delta, *, adjacency="replace-one", accountant="auto",
         mu = _gdp_mu_of([m for m in mechanisms if m.kind == "gaussian"])
         return _op_exact_epsilon(ops[0], mu, delta) if ops else gdp_epsilon(mu, delta)
     if accountant == "pld":
-        return _pld_epsilon(mechanisms, delta, adjacency, _pld_step, _pld_max_points)
+        eps = _pld_epsilon(mechanisms, delta, adjacency, _pld_step, _pld_max_points)
+        if _pld_step == PLD_DISCRETIZATION and 0.0 < eps * PLD_RELATIVE_STEP < _pld_step:
+            # a small epsilon on a grid relative to it (every record rounds its loss up by
+            # one step; both are upper bounds)
+            eps = min(eps, _pld_epsilon(mechanisms, delta, adjacency, eps * PLD_RELATIVE_STEP,
+                                        _pld_max_points))
+        return eps
     return _rdp_epsilon(mechanisms, delta, adjacency)
 
 
@@ -211,7 +218,7 @@ def calibrate(make_mechanisms, epsilon, delta, *, adjacency="replace-one", accou
 
     # PLD grids relative to the target so that small epsilons stay tight.
     search_step = min(PLD_SEARCH_DISCRETIZATION, epsilon / 200)
-    final_step = min(PLD_DISCRETIZATION, epsilon / 2000)
+    final_step = min(PLD_DISCRETIZATION, epsilon * PLD_RELATIVE_STEP)
 
     def eps_at(z, step=search_step):
         points = PLD_SEARCH_MAX_POINTS if step == search_step else PLD_MAX_POINTS
