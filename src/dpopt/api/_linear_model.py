@@ -14,7 +14,7 @@ from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from dpopt._core.exceptions import ChargedFitError, PrivacyLeakWarning
+from dpopt._core.exceptions import PrivacyLeakWarning
 from dpopt._core.input import check_Xy_input, one_target
 from dpopt._core.validation import (
     check_bool,
@@ -24,17 +24,18 @@ from dpopt._core.validation import (
     default_delta,
     sklearn_seed,
 )
-from dpopt.api.charge import charged, charged_after, ledger_entry, solve
+from dpopt.api.charge import charged, charged_after, ledger_entry, no_intervals, solve
 from dpopt.data import Problem
 from dpopt.data.chunked import ChunkedProblem, as_dask_arrays, is_chunked_input
 from dpopt.pipeline.autofit import prediction_range
 from dpopt.pipeline.constant import fit_one_class
+from dpopt.pipeline.default_path import check_inference
+from dpopt.pipeline.feature_selection import high_dimensional
 from dpopt.pipeline.multiclass import OneVsRestProblems, solve_one_vs_rest
 from dpopt.pipeline.multiclass_selection import fit_selected_one_vs_rest
 from dpopt.pipeline.selection import fit_selected, n_features, selection_runs
 from dpopt.pipeline.selection import resolve_alpha as _resolve_alpha
 from dpopt.preprocessing.labels import (
-    LABELS_SELECTED,
     check_chunked_labels,
     labels_present,
     signed_labels,
@@ -52,6 +53,7 @@ from dpopt.preprocessing.table_encoder import (
     split_dask_target,
 )
 from dpopt.preprocessing.tables import as_pandas, is_frame, plan_table
+from dpopt.privacy import gdp_mu
 from dpopt.solvers import check_distributed, get_solver
 
 _RESERVED_OPTIONS = ("epsilon", "delta", "random_state", "rng", "problem", "budget")
@@ -72,17 +74,6 @@ def _charged_solve(problem, spec, epsilon, delta, options, accountant, seed):
                                    random_state=seed, **options)
         slot.record(result, label=spec.name)
     return result
-
-
-def _no_intervals(k, prior):
-    """The error of ``inference=True`` with k != 2 classes: a :class:`ChargedFitError` when
-    k came out of the private label selection, a plain ValueError when k is declared (public)."""
-    why = ("inference=True needs a model; the label selection kept one label of y, so there "
-           "is none" if k == 1 else "inference=True gives intervals for a binary or linear "
-           "model; a fit of k >= 3 classes has none")
-    private = prior is not None and prior.info.get("labels") == LABELS_SELECTED
-    return (ChargedFitError(f"{why} (the label selection is charged)", prior.records,
-                            prior.delta) if private else ValueError(why))
 
 
 def _no_reference_without_intercept(X, categories):
@@ -141,7 +132,7 @@ class _DPLinearModel(BaseEstimator):
                                plan_table(X, getattr(self, "categories", None))):
             names, X = np.asarray(X.columns, dtype=object), self._public_table(X)
         y = check_Xy_input(X, y, numeric=not self._classifier)
-        if self._classifier:  # a missing label named before scikit-learn's checks read it
+        if self._classifier and y is not None:  # a missing label named before scikit-learn's
             labels_present(y)
         X, y = validate_data(self, X, y, accept_sparse=("csr", "csc"), dtype=np.float64,
                              y_numeric=not self._classifier)
@@ -193,7 +184,7 @@ class _DPLinearModel(BaseEstimator):
                 _no_reference_without_intercept(X, getattr(self, "categories", None))
         else:
             y = check_Xy_input(X, y, numeric=not self._classifier)
-            if self._classifier:  # a missing label named before scikit-learn's checks
+            if self._classifier and y is not None:  # a missing label named before sklearn's
                 y = labels_present(y)
             X, y = validate_data(self, X, y, accept_sparse=("csr", "csc"), dtype=np.float64,
                                  y_numeric=not self._classifier)
@@ -318,7 +309,7 @@ class _DPLinearModel(BaseEstimator):
                                       **penalty_kwargs)
 
             problem = OneVsRestProblems(binary, self._n_classes())
-        return self._solve(problem, spec, epsilon, delta, options, label_leaks)
+        return self._solve(problem, spec, epsilon, delta, options, label_leaks, depth=1)
 
     def _fit_chunked_table(self, X, y, epsilon, delta_given):
         """The default path on a Dask DataFrame with text columns: the table's releases with
@@ -364,11 +355,12 @@ class _DPLinearModel(BaseEstimator):
 
     def _counts_declared(self, n, p, epsilon, delta):
         """Whether declared classes get noisy counts on all n rows, in memory and chunked:
-        they name the majority where the held-out choice runs (on the high-dimensional route
-        too: its screen's class share counts the records of neither class as negatives, and
-        a fuzz saw it release the minority class). Public facts only."""
+        they name the majority where the held-out choice runs, off the high-dimensional
+        route (its own class share; the route runs only without the table layer's
+        releases). Public facts only."""
         return bool(self._classifier and self.fit_intercept and selection_runs(
-            n, inference=bool(getattr(self, "inference", False))))
+            n, inference=bool(getattr(self, "inference", False)))
+            and not high_dimensional(n, p, gdp_mu(epsilon, delta)))
 
     def _n_classes(self):
         """k > 2: a one-vs-rest fit of the classes found by ``_encode_y`` (0 for regressors)."""
@@ -377,7 +369,9 @@ class _DPLinearModel(BaseEstimator):
     def _encode_chunked_y(self, y):
         return y
 
-    def _solve(self, problem, spec, epsilon, delta, options, earlier=()):
+    def _solve(self, problem, spec, epsilon, delta, options, earlier=(), depth=0):
+        """An explicit solver's fit, its warnings raised from the caller of ``fit`` (``depth``:
+        the frames between ``_fit`` and this call, 1 from ``_fit_chunked``)."""
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             result = _charged_solve(problem, spec, epsilon, delta, options, self.accountant,
@@ -387,8 +381,8 @@ class _DPLinearModel(BaseEstimator):
             msg = (f"{type(self).__name__}: solver {spec.name!r} with epsilon={epsilon:g} is not "
                    f"private; the model is not differentially private")
             self.privacy_leaks_.append(msg)
-            warnings.warn(msg, PrivacyLeakWarning, stacklevel=4)  # _solve, _fit, fit, caller
-        self._surface(list(earlier) + list(caught), stacklevel=5)
+            warnings.warn(msg, PrivacyLeakWarning, stacklevel=4 + depth)  # _solve, _fit, fit
+        self._surface(list(earlier) + list(caught), stacklevel=5 + depth)
         self._set_fitted(result)
         return self
 
@@ -413,6 +407,9 @@ class _DPLinearModel(BaseEstimator):
         reservation, so a refused fit reads nothing and a failed one charges nothing (but
         a :class:`ChargedFitError`, :mod:`dpopt.api.charge`)."""
         _check_auto_epsilon(epsilon)
+        if getattr(self, "inference", False):  # refused before the table layer's releases
+            loss = self._loss()
+            check_inference(getattr(loss, "name", loss), penalty, penalty_kwargs)
         rng = check_random_state(sklearn_seed(self.random_state))
         name = type(self).__name__
         with warnings.catch_warnings(record=True) as caught:
@@ -421,8 +418,8 @@ class _DPLinearModel(BaseEstimator):
                 X, target, bounds, prior = prepare(rng)  # a ChargedFitError is charged
                 inference = bool(getattr(self, "inference", False))
                 if inference and self._classifier and self._n_classes() != 2:
-                    raise _no_intervals(self._n_classes(), prior)
-                with charged_after(prior):
+                    raise no_intervals(self._n_classes(), prior)
+                with charged_after(prior, epsilon, delta):
                     auto = self._fit_prepared(X, target, bounds, prior, rng, epsilon, delta,
                                               penalty, penalty_kwargs, inference)
                 slot.record(ledger_entry(auto.result, name), label=name)

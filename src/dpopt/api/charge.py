@@ -32,11 +32,12 @@ from __future__ import annotations
 from contextlib import contextmanager
 
 from dpopt._core.exceptions import ChargedFitError
-from dpopt.privacy import epsilon_of
+from dpopt.preprocessing.labels import LABELS_SELECTED
+from dpopt.privacy import Gaussian, epsilon_of, gdp_mu
 from dpopt.privacy.budget import Spend, _unbudgeted, resolve_budget
 from dpopt.solvers import FitResult, prepare_solve
 
-__all__ = ["charged", "charged_after", "failure_spend", "ledger_entry", "solve"]
+__all__ = ["charged", "charged_after", "failure_spend", "ledger_entry", "no_intervals", "solve"]
 
 
 class _Uncharged:
@@ -67,22 +68,40 @@ def charged(budget, epsilon, delta, *, adjacency="replace-one", label="fit"):
 
 
 @contextmanager
-def charged_after(prior):
-    """A failure of the fit after the table layer's releases (``prior``: the labels'
-    selection or counts, the columns' categories) may follow from their outcome (a fuzz:
-    a chunked fit crashed only when the selection kept three labels), so it is an output
-    of them: raised as a :class:`ChargedFitError` that records them. Without such releases
-    an error passes as it is."""
+def charged_after(prior, epsilon, delta):
+    """A failure of a fit after its first private releases may follow from their outcome
+    (a fuzz: a chunked fit crashed only when the label selection kept three labels), so it
+    is an output of them, raised as a :class:`ChargedFitError`: a ``ValueError`` records the
+    table layer's releases (``prior``; without them it passes as it is: a refusal of the
+    input), any other error (an internal one, a lost worker) the fit's whole (``epsilon``,
+    ``delta``), one Gaussian record of that curve, since the releases it had made inside
+    are not known here."""
     try:
         yield
     except ChargedFitError:
         raise
-    except Exception as exc:
+    except ValueError as exc:
         if prior is None or not prior.records:
             raise
         raise ChargedFitError(f"{exc} (the fit failed after the private releases of its labels "
                               f"or columns, which are charged)", prior.records,
                               prior.delta) from exc
+    except Exception as exc:
+        raise ChargedFitError(f"{type(exc).__name__}: {exc} (an internal failure after the "
+                              f"fit's private releases: its whole epsilon={epsilon:g}, "
+                              f"delta={delta:g} is charged)",
+                              [Gaussian(1.0 / gdp_mu(epsilon, delta))]) from exc
+
+
+def no_intervals(k, prior):
+    """The error of ``inference=True`` with k != 2 classes: a :class:`ChargedFitError` when
+    k came out of the private label selection, a plain ValueError when k is declared (public)."""
+    why = ("inference=True needs a model; the label selection kept one label of y, so there "
+           "is none" if k == 1 else "inference=True gives intervals for a binary or linear "
+           "model; a fit of k >= 3 classes has none")
+    private = prior is not None and prior.info.get("labels") == LABELS_SELECTED
+    return (ChargedFitError(f"{why} (the label selection is charged)", prior.records,
+                            prior.delta) if private else ValueError(why))
 
 
 def failure_spend(err, delta, label, adjacency="replace-one"):

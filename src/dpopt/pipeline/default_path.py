@@ -339,7 +339,7 @@ def fit_default(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, 
     loss_name = loss if isinstance(loss, str) else loss.name
     center = fit_intercept and not data.sparse
     if inference:
-        _check_inference(loss_name, penalty, penalty_kwargs, n, p, data.chunked)
+        check_inference(loss_name, penalty, penalty_kwargs, data.chunked, n, p)
     delta_total, delta = delta, delta - (prior.delta if prior is not None else 0.0)
     public = public_count(feature_bounds)
     whole = gdp_mu(epsilon, delta)
@@ -443,8 +443,9 @@ def fit_default(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, 
     return AutoFit(result, scaling, target, plan, released)
 
 
-def _check_inference(loss_name, penalty, penalty_kwargs, n, p, chunked):
-    """ValueError, before any data is read, when the path's mechanism cannot give intervals."""
+def check_inference(loss_name, penalty, penalty_kwargs, chunked=False, n=1, p=1):
+    """ValueError, before any data is read, when the path's mechanism cannot give intervals
+    (the choice reads (loss, penalty) only: n and p matter only to a decline, with mu)."""
     pen = "none" if penalty == "l2" and not penalty_kwargs.get("alpha") else penalty
     solver = choose_solver(loss_name, pen, n, p, available_solvers(), chunked=chunked)[0]
     reason = unsupported_reason(solver, chunked=chunked)

@@ -165,7 +165,10 @@ def spread_bound(noisy, sigma, n, edges, lower, upper, confidence=DEFAULT_CONFID
     c = float(np.dot(weights, 0.5 * (a + b))) / total if total > 0 else 0.0
     g = np.maximum((a - c) ** 2, (b - c) ** 2)
     second = (float(np.dot(noisy, g)) + confidence * sigma * float(np.linalg.norm(g))) / n
-    return float(min(1.0, math.sqrt(max(second, 0.0))))
+    # at least half the narrowest bin: below it the histogram tells nothing (and a noise far
+    # below its mean gave 0, a Huber threshold of 0 downstream)
+    floor = 0.5 * float(np.min((b - a)[b > a])) if np.any(b > a) else 1.0
+    return float(min(1.0, max(math.sqrt(max(second, 0.0)), floor)))
 
 
 def skew_adjusted_fences(q25, q50, q75):
