@@ -166,3 +166,9 @@ def test_missing_and_nullable_labels():
         da.from_array(X, chunks=(1000, -1)), dd.from_pandas(pd.Series(yb, dtype="boolean"),
                                                             npartitions=3))
     assert [bool(c) for c in clf.classes_] == [False, True]
+    # in memory a nullable boolean y is declared [False, True], as numpy's bools (it was read
+    # as floats and its labels selected privately)
+    mem = dpopt.DPLogisticRegression(epsilon=1.0, random_state=0).fit(
+        X, pd.Series(yb, dtype="boolean"))
+    assert list(mem.classes_) == [False, True]
+    assert mem.fit_result_.params["auto"]["table"]["labels"].startswith("declared")

@@ -55,6 +55,7 @@ from dpopt.preprocessing.table_encoder import (
 from dpopt.preprocessing.tables import as_pandas, is_frame, plan_table
 from dpopt.privacy import gdp_mu
 from dpopt.solvers import check_distributed, get_solver
+from dpopt.solvers.adassp import declines_at as adassp_declines_at
 
 _RESERVED_OPTIONS = ("epsilon", "delta", "random_state", "rng", "problem", "budget")
 
@@ -202,8 +203,8 @@ class _DPLinearModel(BaseEstimator):
                 X, y, epsilon=epsilon, delta=delta, categories=getattr(self, "categories", None),
                 feature_bounds=getattr(self, "feature_bounds", None),
                 classes=getattr(self, "classes", None), classifier=self._classifier, rng=rng,
-                count_declared=count_declared,
-                coding=self._coding(), target_range=self._public_target())
+                count_declared=count_declared, coding=self._coding(),
+                target_range=self._public_target(), gradient_model=adassp_declines_at)
             out.update(classes=classes, encoder=encoder)
             target = self._encode_classes(yy, classes) if self._classifier else yy
             if self._classifier and len(classes) == 2:  # neither class: 0 (fit_selected)

@@ -90,6 +90,8 @@ def labels_present(y):
     if pd.isna(labels).any():
         raise ValueError("y has missing labels: drop those rows first (the labels cannot be "
                          "imputed)")
+    if str(getattr(y, "dtype", "")) == "boolean":  # pandas' nullable bools, no NA left:
+        return np.asarray(y, dtype=bool)  # numpy's, declared [False, True] as they are
     return y
 
 

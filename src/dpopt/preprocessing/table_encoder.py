@@ -78,7 +78,8 @@ def check_labels_kept(chosen, epsilon, mu=None, delta=None, records=(), selectio
 
 
 def prepare_default(X, y, *, epsilon, delta, categories, feature_bounds, classes, classifier,
-                    rng, count_declared=False, coding="one-hot", target_range=None):
+                    rng, count_declared=False, coding="one-hot", target_range=None,
+                    gradient_model=None):
     """The table and label part of the default path: plan (public), select (private),
     encode. Returns ``(X_float, y, classes, encoder, public_bounds, prior)``.
 
@@ -92,7 +93,8 @@ def prepare_default(X, y, *, epsilon, delta, categories, feature_bounds, classes
     ``"target"`` (string columns of a regressor or a binary classifier,
     :mod:`dpopt.preprocessing.target_coding`) falls back to one-hot where it does not apply;
     for a regressor the prior's ``info["target_range"]`` is then y's range it released (or
-    ``target_range``, public, given).
+    ``target_range``, public, given); ``gradient_model``: as in
+    :func:`~dpopt.preprocessing.target_coding.code_table`.
     """
     frame = is_frame(X)
     columns, df = None, None
@@ -137,7 +139,8 @@ def prepare_default(X, y, *, epsilon, delta, categories, feature_bounds, classes
             values = y if not classifier else signed_labels(y_out)
             rec, spent, coding_info = code_table(
                 df, schema, strings, values, mu, shares, rng,
-                (-1.0, 1.0) if classifier else target_range, range_known=not classifier)
+                (-1.0, 1.0) if classifier else target_range, range_known=not classifier,
+                gradient_model=gradient_model)
             records += rec
             share_c += spent
         Xf = (schema.transform_sparse(df) if schema.prefers_sparse(len(df))

@@ -473,6 +473,13 @@ def declines(n, dim, mu):
             f"(2 sqrt(2) d^1.5 / (n mu_2) > 1 / d at n = {n}, d = {dim})")
 
 
+def declines_at(n, dim, mu):
+    """Whether the default path certainly passes AdaSSP over for a table of n records and dim
+    columns at a budget of at most ``mu`` (:func:`declines` at the whole n and mu: the fit's
+    training rows and model mu are fewer, which only raises the ratio)."""
+    return declines(n, dim, mu) is not None
+
+
 # public bounds equal to the canary's norm (1) and below its label (clipped to 1). The canary
 # +-a e_1 leaves X^T X unchanged and moves only X^T y, so most of mu^2 goes to that release
 # (with the default split noise / 4 gives bounds 1.9-2.9 over seeds 0-5, here 2.7-3.7); the
