@@ -95,6 +95,20 @@ def neither(n, p, seed=0):
     return X, y
 
 
+def test_declared_classes_on_the_high_dimensional_route_name_the_majority():
+    """p > n with declared classes, most records outside them: their counts are released
+    and the screening route runs after them, so the held-out choice scores the records of
+    neither class as misses and compares with the majority's count over n (the screen's
+    class share counted them as the negative class, and the minority c0 was released:
+    accuracy 0.10 against 0.30)."""
+    X, y = neither(1500, 3000)
+    clf = dpopt.DPLogisticRegression(epsilon=1.0, random_state=0, classes=["c0", "c1"]).fit(X, y)
+    plan = clf.fit_result_.params["auto"]
+    assert "screen" in plan and plan["selection"]["majority_from"] == "the labels' noisy counts"
+    assert np.mean(np.asarray(clf.predict(X)) == y) >= np.mean(y == "c1") - 0.005
+    assert clf.epsilon_spent_ <= 1.0
+
+
 def test_without_an_intercept_the_zero_predictor_scores_others_as_misses():
     """No intercept, declared classes, 60% of the records outside them: the model and the
     zero predictor (always classes_[0]) are both scored with those records as misses (zero
@@ -172,3 +186,14 @@ def test_missing_and_nullable_labels():
         X, pd.Series(yb, dtype="boolean"))
     assert list(mem.classes_) == [False, True]
     assert mem.fit_result_.params["auto"]["table"]["labels"].startswith("declared")
+
+
+def test_the_screens_class_share_names_a_majority_without_counts():
+    """Without label counts (a pipeline call with no table layer) the screen's released
+    positive share names the constant, and says so."""
+    from dpopt.pipeline.majority import screened_majority
+
+    got = screened_majority({"screen": {"class_rate": 0.2, "class_rate_sigma": 0.01}})
+    assert got.best == 1 and got.rate == pytest.approx(0.8) and got.resolved
+    assert got.rates == pytest.approx((0.2, 0.8)) and got.source == "the screen's class share"
+    assert screened_majority({}) is None

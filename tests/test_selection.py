@@ -594,9 +594,11 @@ def test_a_collapsed_training_target_spends_the_model_share_on_its_mean(monkeypa
 
 
 def test_the_high_dimensional_route_names_the_majority_from_its_class_share():
-    """p >> n without signal: the screen's released class share names the majority, so the
-    held-out release never picks the minority class by its noise (it did on 1 fit of 5 at
-    epsilon = 0.25 in the practitioner benchmark's sparse-wide table)."""
+    """p >> n without signal: a released class count names the majority, so the held-out
+    release never picks the minority class by its noise (it did on 1 fit of 5 at epsilon =
+    0.25 in the practitioner benchmark's sparse-wide table). Declared classes get their
+    counts on all rows before the screen since session 25 (the screen's class share counted
+    records of neither class as negatives), so those name it here."""
     import scipy.sparse as sp
 
     rng = np.random.default_rng(0)
@@ -608,7 +610,7 @@ def test_the_high_dimensional_route_names_the_majority_from_its_class_share():
                                                    classes=[-1.0, 1.0]), X, y)
         sel = clf.auto_.plan["selection"]
         assert "screen" in clf.auto_.plan
-        assert sel["majority_from"] == "the screen's class share"
+        assert sel["majority_from"] == "the labels' noisy counts"
         assert np.mean(clf.predict(X) == -1.0) == 1.0
 
 

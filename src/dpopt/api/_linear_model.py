@@ -30,7 +30,6 @@ from dpopt.data.chunked import ChunkedProblem, as_dask_arrays, is_chunked_input
 from dpopt.pipeline.autofit import prediction_range
 from dpopt.pipeline.constant import fit_one_class
 from dpopt.pipeline.default_path import check_inference
-from dpopt.pipeline.feature_selection import high_dimensional
 from dpopt.pipeline.multiclass import OneVsRestProblems, solve_one_vs_rest
 from dpopt.pipeline.multiclass_selection import fit_selected_one_vs_rest
 from dpopt.pipeline.selection import fit_selected, n_features, selection_runs
@@ -53,7 +52,6 @@ from dpopt.preprocessing.table_encoder import (
     split_dask_target,
 )
 from dpopt.preprocessing.tables import as_pandas, is_frame, plan_table
-from dpopt.privacy import gdp_mu
 from dpopt.solvers import check_distributed, get_solver
 from dpopt.solvers.adassp import declines_at as adassp_declines_at
 
@@ -356,12 +354,11 @@ class _DPLinearModel(BaseEstimator):
 
     def _counts_declared(self, n, p, epsilon, delta):
         """Whether declared classes get noisy counts on all n rows, in memory and chunked:
-        they name the majority where the held-out choice runs, off the high-dimensional
-        route (its own class share; the route runs only without the table layer's
-        releases). Public facts only."""
+        they name the majority where the held-out choice runs, on the high-dimensional route
+        too (its screen's class share counted the records of neither class as negatives,
+        and a fuzz saw the minority class released). Public facts only."""
         return bool(self._classifier and self.fit_intercept and selection_runs(
-            n, inference=bool(getattr(self, "inference", False)))
-            and not high_dimensional(n, p, gdp_mu(epsilon, delta)))
+            n, inference=bool(getattr(self, "inference", False))))
 
     def _n_classes(self):
         """k > 2: a one-vs-rest fit of the classes found by ``_encode_y`` (0 for regressors)."""

@@ -191,27 +191,33 @@ class SelectedScaling:
         return self.embed(raw), b
 
 
-def _constant_fit(p, rate, fit_intercept, records, delta, plan):
+def _constant_fit(p, rate, fit_intercept, records, delta, plan, prior_delta=0.0):
     """The majority-class model from the released positive share (post-processing): the
-    logit of the share as intercept (0 without an intercept), every coefficient 0."""
+    logit of the share as intercept (0 without an intercept), every coefficient 0.
+    ``prior_delta``: the part of ``delta`` the table layer's thresholds spent."""
     b = math.log(rate / (1.0 - rate)) if fit_intercept else 0.0
     return constant_fit(p, fit_intercept, b, mechanisms=list(records),
-                        epsilon=epsilon_of(records, delta), delta=delta, accountant="exact",
+                        epsilon=epsilon_of(records, delta - prior_delta), delta=delta,
+                        accountant="exact",
                         plan=plan, scaling=SelectedScaling(RowNormalization(),
                                                            np.zeros(0, dtype=int), p),
                         noise_multiplier=records[0].noise_multiplier)
 
 
-def fit_screened(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, delta, rng):
+def fit_screened(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, delta, rng,
+                 prior=None):
     """The route (module docstring): screen with ``SELECTION_SHARE`` of mu^2, then
     ``fit_default`` on the kept columns with the rest (``spent_mu`` tells it what was
     spent), or the constant model when none is kept. Returns an :class:`dpopt.pipeline.autofit.AutoFit`
-    whose result holds the whole composition."""
+    whose result holds the whole composition. ``prior``: the declared classes' noisy counts
+    (:func:`screenable`), whose share of mu^2 and delta come first, as in ``fit_default``."""
 
     n, p = X.shape
-    mu = gdp_mu(epsilon, delta)
-    mu_sel = mu * math.sqrt(SELECTION_SHARE)
-    mu_model = math.sqrt(mu ** 2 - mu_sel ** 2)
+    prior_delta = prior.delta if prior is not None else 0.0
+    mu = gdp_mu(epsilon, delta - prior_delta)
+    mu_left = mu * math.sqrt(1.0 - (prior.share if prior is not None else 0.0))
+    mu_sel = mu_left * math.sqrt(SELECTION_SHARE)
+    mu_model = math.sqrt(mu_left ** 2 - mu_sel ** 2)
     noisy, sigma, record = release_class_sums(X, y, mu_sel, rng)
     scores, noise_std, rate = marginal_scores(noisy, sigma, n)
     k_max = max(1, int(dimension_limit(n, mu_model)))
@@ -228,13 +234,16 @@ def fit_screened(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon,
                 "constant from the released class share", "mu": mu_sel,
                 "mu_shares": {"feature_selection": mu_sel}, "scaling": "none",
                 "row_bound": None, "model_options": {}, "screen": selection}
-        return _constant_fit(p, rate, fit_intercept, [record], delta, plan)
+        if prior is not None:
+            plan["table"], plan["selection_delta"] = prior.info, prior.delta
+        return _constant_fit(p, rate, fit_intercept, [*(prior.records if prior else ()), record],
+                             delta, plan, prior_delta)
     Xs = X[:, columns] if not sp.issparse(X) else sp.csc_matrix(X)[:, columns]
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         inner = fit_default(Xs, y, loss=loss, penalty=penalty, penalty_kwargs=penalty_kwargs,
                             fit_intercept=fit_intercept, epsilon=epsilon, delta=delta, rng=rng,
-                            regression=False, spent_mu=mu_sel)
+                            regression=False, spent_mu=mu_sel, prior=prior)
     for w in caught:  # column warnings are re-issued below, in the original indices
         if not issubclass(w.category, ColumnWarning):
             warnings.warn(w.message, w.category, stacklevel=3)
@@ -243,8 +252,10 @@ def fit_screened(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon,
             inner.plan[key] = columns[inner.plan[key]].tolist()
     warn_columns(inner.plan, stacklevel=4)
     scaling = SelectedScaling(inner.scaling, columns, p)
-    mechanisms = [record] + list(inner.result.mechanisms)
-    total = epsilon_of(mechanisms, delta, adjacency=inner.result.adjacency)
+    own = list(inner.result.mechanisms)  # the prior's first, as the inner fit lists them
+    first = len(prior.records) if prior is not None else 0
+    mechanisms = own[:first] + [record] + own[first:]
+    total = epsilon_of(mechanisms, delta - prior_delta, adjacency=inner.result.adjacency)
     plan = {**inner.plan, "mu": mu, "mu_shares": {"feature_selection": mu_sel,
                                                   **inner.plan["mu_shares"]},
             "screen": selection}
@@ -262,17 +273,28 @@ def fit_routed(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, d
     screening route (:func:`fit_screened`) when the problem is a classification in memory
     with more features than a private full-dimensional fit can use (:func:`high_dimensional`,
     from public n, p and mu only). Same arguments and result as ``fit_default``. The route
-    is not taken after releases of the table layer (``prior``: private labels or categories)
-    or with public ``feature_bounds``: its screen would need their budget (declare the
-    labels with ``classes=`` to use it), nor after another release (``spent_mu``, the
-    held-out choice's constant of a regression)."""
+    is not taken after releases of the table layer that select labels or categories, whose
+    budget its screen would need (declare the labels with ``classes=`` to use it; their
+    noisy counts, :func:`screenable`, come first), with public ``feature_bounds``, nor after
+    another release (``spent_mu``, the held-out choice's constant of a regression)."""
     chunked = getattr(X, "is_chunked", False) is True or is_chunked_input(X)
-    if (not (regression or chunked or inference) and prior is None and feature_bounds is None
-            and not spent_mu and high_dimensional(*X.shape, gdp_mu(epsilon, delta))):
+    if (not (regression or chunked or inference) and screenable(prior)
+            and feature_bounds is None and not spent_mu
+            and high_dimensional(*X.shape, gdp_mu(epsilon, delta))):
         return fit_screened(X, y, loss=loss, penalty=penalty, penalty_kwargs=penalty_kwargs,
-                            fit_intercept=fit_intercept, epsilon=epsilon, delta=delta, rng=rng)
+                            fit_intercept=fit_intercept, epsilon=epsilon, delta=delta, rng=rng,
+                            prior=prior)
     return fit_default(X, y, loss=loss, penalty=penalty, penalty_kwargs=penalty_kwargs,
                        fit_intercept=fit_intercept, epsilon=epsilon, delta=delta, rng=rng,
                        regression=regression, feature_bounds=feature_bounds, prior=prior,
                        inference=inference, constant_only=constant_only, spent_mu=spent_mu,
                        target_bounds=target_bounds)
+
+
+def screenable(prior):
+    """Whether the screening route runs after the table layer's releases ``prior``: none, or
+    only the declared classes' noisy counts (a public label set; the counts name the
+    majority over all n records, the records of neither class included, which the screen's
+    class share cannot)."""
+    return prior is None or (prior.info.get("column_share", 0.0) == 0.0
+                             and str(prior.info.get("labels", "")).startswith("declared"))

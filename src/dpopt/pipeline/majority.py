@@ -40,7 +40,7 @@ class Majority(NamedTuple):
     candidates' constants (+1, -1); ``rate`` its accuracy over the records the model is scored
     on, with noise sd ``sd``; ``resolved`` whether the counts tell the majority; ``rates`` the
     two constants' accuracies (+1, -1); ``probability`` the rate of its class among the two
-    classes' records, which the released constant predicts."""
+    classes' records, which the released constant predicts; ``source`` the release read."""
 
     best: int
     rate: float
@@ -48,6 +48,7 @@ class Majority(NamedTuple):
     sd: float
     probability: float
     rates: tuple
+    source: str = "the labels' noisy counts"
 
 
 def released_majority(prior, n=None):
@@ -116,7 +117,7 @@ def screened_majority(plan):
     best = 0 if rate >= 0.5 else 1  # candidates: model, constant +1, constant -1
     top = max(rate, 1.0 - rate)
     return Majority(best, top, bool(abs(2.0 * rate - 1.0) > MARGIN * 2.0 * sd), sd, top,
-                    (rate, 1.0 - rate))
+                    (rate, 1.0 - rate), "the screen's class share")
 
 
 def against_known_rate(total, m, mu, rng, rate, rate_sd):

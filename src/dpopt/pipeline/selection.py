@@ -581,8 +581,7 @@ def _select(auto, data, regression, fit_intercept, mu_v, rng, n_train, majority=
               "sigma_mean": sigma_mean, "constant_resolved": resolved,
               "validation_rows": int(m), "released_columns": released_columns,
               "margin": MARGIN, "difference_bound": clip, "gap_bound": bound, "gap_sigma": gap_sigma,
-              "majority_from": (None if majority is None else "the labels' noisy counts"
-                                if "screen" not in auto.plan else "the screen's class share"),
+              "majority_from": None if majority is None else majority.source,
               "reason": (f"held-out selection on {m} rows (Gaussian, mu={mu_v:.3g}, "
                          f"sigma={sigma:.3g}): released {'the model' if use_model else name}"
                          + ("" if resolved else " (which class is the majority is not "
