@@ -34,11 +34,7 @@ from dpopt.pipeline.multiclass import OneVsRestProblems, solve_one_vs_rest
 from dpopt.pipeline.multiclass_selection import fit_selected_one_vs_rest
 from dpopt.pipeline.selection import fit_selected, n_features, selection_runs
 from dpopt.pipeline.selection import resolve_alpha as _resolve_alpha
-from dpopt.preprocessing.labels import (
-    check_chunked_labels,
-    labels_present,
-    signed_labels,
-)
+from dpopt.preprocessing.labels import labels_present, signed_labels
 from dpopt.preprocessing.table_encoder import (
     TableEncoder,
     array_bounds,
@@ -324,8 +320,6 @@ class _DPLinearModel(BaseEstimator):
         count_declared = self._counts_declared(n, len(frame.columns), epsilon, delta)
 
         def prepare(rng):
-            if self._classifier:  # the in-memory label checks, before anything is counted
-                check_chunked_labels(y, getattr(self, "classes", None))
             encoded, classes, encoder, bounds, prior = prepare_dask(
                 frame, y, n=n, epsilon=epsilon, delta=delta,
                 categories=getattr(self, "categories", None),

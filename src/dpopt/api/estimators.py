@@ -92,8 +92,10 @@ from dpopt.pipeline.inference import InferenceMixin
 from dpopt.preprocessing.labels import (
     OTHER_LABEL,
     check_chunked_labels,
+    computed_with_checks,
     declared_classes,
     encode_labels,
+    label_checks,
     label_prior,
     signed_labels,
 )
@@ -259,18 +261,20 @@ class DPLogisticRegression(InferenceMixin, ClassifierMixin, _DPLinearModel):
         import dask.array as da
 
         y = _one_column(y if isinstance(y, da.Array) else da.from_array(np.asarray(y)))
-        prior, declared = None, None
-        if chosen is None:  # the in-memory checks, before anything is counted
-            check_chunked_labels(y, self.classes)
+        prior, declared, checks = None, None, ()
+        if chosen is None:  # the in-memory checks, in the pass that counts (before a release)
             declared = declared_classes(y, self.classes)  # a bool y's are public
+            checks = label_checks(y, self.classes)
         if chosen is not None:
             classes = np.asarray(chosen)
         elif declared is not None:
             classes = declared
             if count_declared and len(classes) >= 2:
-                prior = declared_counts_prior(y, classes, n, epsilon, delta, rng)
+                prior = declared_counts_prior(y, classes, n, epsilon, delta, rng, checks)
+            else:
+                computed_with_checks([], checks)
         else:
-            values, counts = da.compute(*da.unique(y, return_counts=True))
+            values, counts = computed_with_checks(da.unique(y, return_counts=True), checks)
             classes, prior = label_prior(dict(zip(values.tolist(), counts.tolist())), n,
                                          epsilon, delta, rng)
         info = prior.info if prior is not None and declared is None else {}  # selected

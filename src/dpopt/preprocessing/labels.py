@@ -19,7 +19,8 @@ from dpopt.privacy import Gaussian, gdp_mu
 __all__ = ["select_labels", "label_prior", "label_share", "declared_classes", "encode_labels",
            "OTHER_LABEL", "LABELS_SELECTED", "SELECTION_SHARE_LABELS", "MAX_LABEL_SHARE",
            "MIN_CLASS_FRACTION", "signed_labels", "labels_present", "check_chunked_labels",
-           "check_label_kind"]
+           "check_label_kind", "label_checks",
+           "computed_with_checks"]
 
 #: ``Prior.info["labels"]`` when the labels were chosen by the private selection.
 LABELS_SELECTED = "selected privately"
@@ -109,18 +110,42 @@ def _checked_block(y, classes):
     return 0
 
 
-def check_chunked_labels(y, classes=None):
-    """The in-memory checks of a classifier's labels on a Dask array or Series ``y``, chunk
-    by chunk (one pass over y, before anything is counted or released): a ValueError, as in
-    memory, for a missing label, invalid text, continuous numbers or ``classes`` of another
-    kind."""
+def label_checks(y, classes=None):
+    """The in-memory checks of a classifier's labels on a Dask array or Series ``y`` as lazy
+    tasks, one per chunk, to compute in the pass that counts the labels (a check that fails
+    stops that pass, before anything is released): a ValueError, as in memory, for a missing
+    label, invalid text, continuous numbers or ``classes`` of another kind."""
     # lazy: dask is an optional dependency (pip install dpopt[dask])
     import dask
 
     items = None if classes is None or isinstance(classes, (str, bytes)) else list(classes)
     parts = y.to_delayed()
     parts = parts.ravel().tolist() if isinstance(parts, np.ndarray) else list(parts)
-    dask.compute(*[dask.delayed(_checked_block)(part, items) for part in parts])
+    return [dask.delayed(_checked_block)(part, items) for part in parts]
+
+
+def computed_with_checks(tasks, checks):
+    """``dask.compute(*tasks)`` in one pass with the labels' ``checks`` (:func:`label_checks`);
+    where a task fails on labels the checks refuse (``numpy.unique`` on None and text), the
+    checks' own ValueError is raised instead."""
+    # lazy: dask is an optional dependency (pip install dpopt[dask])
+    import dask
+
+    try:
+        return dask.compute(*tasks, *checks)[:len(tasks)]
+    except ValueError:
+        raise
+    except Exception:
+        dask.compute(*checks)  # the labels' error, where they have one
+        raise
+
+
+def check_chunked_labels(y, classes=None):
+    """:func:`label_checks` computed on their own (one pass over y), where no count follows."""
+    # lazy: dask is an optional dependency (pip install dpopt[dask])
+    import dask
+
+    dask.compute(*label_checks(y, classes))
 
 
 def _label_counts(labels):

@@ -24,8 +24,10 @@ from dpopt.preprocessing.labels import (
     MAX_LABEL_SHARE,
     MIN_CLASS_FRACTION,
     SELECTION_SHARE_LABELS,
+    computed_with_checks,
     declared_classes,
     encode_labels,
+    label_checks,
     label_share,
     select_labels,
     signed_labels,
@@ -129,7 +131,7 @@ def prepare_default(X, y, *, epsilon, delta, categories, feature_bounds, classes
         records += list(schema.records)
     y_out, classes_out = y, None
     if classifier:
-        chosen = labels if select_y else declared_classes(y, classes)
+        chosen = labels if select_y else declared
         check_labels_kept(chosen, epsilon, mu * math.sqrt(share_y) if select_y else None, delta_y,
                           records, delta_sel)
         y_out, classes_out = encode_labels(y, chosen), chosen
@@ -186,14 +188,15 @@ def released_class_counts(counts, mu, rng):
     return noisy[0].tolist(), [record]
 
 
-def declared_counts_prior(y, classes, n, epsilon, delta, rng):
+def declared_counts_prior(y, classes, n, epsilon, delta, rng, checks=()):
     """The :class:`Prior` of the declared ``classes``' noisy counts on the n labels ``y`` of a
     Dask array (no table): the release :func:`prepare_default` makes with ``count_declared``
     (the same share :func:`declared_label_share`, the same draws), from the labels' counts
-    summed over the chunks as :func:`prepare_dask` sums them."""
+    summed over the chunks as :func:`prepare_dask` sums them; ``checks``
+    (:func:`~dpopt.preprocessing.labels.label_checks`) run in the same pass."""
     mu, delta_sel, _, _, _ = selection_split(n, None, False, epsilon, delta)
     share_y = declared_label_share(n, mu)
-    summed = _label_count_task(y).compute()
+    summed = computed_with_checks([_label_count_task(y)], checks)[0]
     label_counts, records = released_class_counts([summed.get(c, 0) for c in classes],
                                                   mu * math.sqrt(share_y), rng)
     return _prior(mu, delta_sel, share_y, 0.0, records, None, False, label_counts, True)
@@ -413,7 +416,8 @@ def prepare_dask(ddf, y, *, n, epsilon, delta, categories, feature_bounds, class
     count_y = count_declared and declared is not None and len(declared) >= 2
     if count_y:
         share_y = declared_label_share(n, mu)
-    values, missing, label_counts = _dask_counts(ddf, y, columns, select_y or count_y)
+    values, missing, label_counts = _dask_counts(
+        ddf, y, columns, select_y or count_y, label_checks(y, classes) if classifier else ())
     chosen, records, noisy_counts = None, [], None
     if select_y:
         chosen, records, _, noisy_counts = select_labels(None, mu * math.sqrt(share_y), delta_y,
@@ -437,11 +441,11 @@ def prepare_dask(ddf, y, *, n, epsilon, delta, categories, feature_bounds, class
     return encode_partitions(ddf, encoder), chosen, encoder, bounds, prior
 
 
-def _dask_counts(ddf, y, columns, count_y):
+def _dask_counts(ddf, y, columns, count_y, checks=()):
     """``({column: {value text: count}}, {column: missing count}, {label: count} or None)``
-    summed over the partitions (one ``dask.compute``; the labels' when ``count_y``)."""
+    summed over the partitions (one ``dask.compute``; the labels' when ``count_y``, and the
+    labels' ``checks``, :func:`~dpopt.preprocessing.labels.label_checks`, in the same pass)."""
     # lazy: dask is an optional dependency (pip install dpopt[dask])
-    import dask
     strings = [c.name for c in columns if c.kind == "string"]
     declared = [c.name for c in columns if c.kind == "declared"]  # texts checked, not counted
     fixed = [c.name for c in columns if c.kind != "string" and c.missable]
@@ -449,7 +453,7 @@ def _dask_counts(ddf, y, columns, count_y):
              + [ddf[c].isna().sum() for c in fixed]
              + ([_label_count_task(y)] if count_y else []))
     try:
-        out = dask.compute(*tasks)
+        out = computed_with_checks(tasks, checks)
     except UnicodeEncodeError:  # Dask hashes (or converts) text first: name the column
         for c in strings + declared:
             try:
