@@ -1,7 +1,7 @@
 """Empirical audits of the default path's single releases: the held-out selection's scores,
 a regressor's constant on all rows, the prediction gaps' histogram, the target's histogram
-released again and pooled, the indicator test, DP-GD's curvature, the re-centring and the
-one-vs-rest class scores. Each runs the fit's own release on neighbouring data that differ
+released again and pooled, the indicator test, DP-GD's curvature and intercept step, the
+re-centring and the one-vs-rest class scores. Each runs the fit's own release on neighbouring data that differ
 in one canary record (the worst case of its stated sensitivity) at mu = gdp_mu(epsilon,
 delta), and reads an empirical lower bound on epsilon from the distinguishing test of
 :mod:`dpopt.api.audit` (:func:`~dpopt.api.audit.empirical_epsilon`). ``noise_scale`` < 1 is
@@ -25,7 +25,7 @@ from dpopt.api.audit import (
 )
 from dpopt.data import Problem
 from dpopt.pipeline.constant import release_constant
-from dpopt.pipeline.curvature import noisy_gram
+from dpopt.pipeline.curvature import noisy_gram, noisy_mean_residual
 from dpopt.pipeline.held_out import gap_counts, noisy_gap_counts
 from dpopt.pipeline.multiclass_selection import noisy_class_scores
 from dpopt.pipeline.scaling import InMemoryData, recentre
@@ -47,6 +47,7 @@ from dpopt.solvers.dp_gd import fit_multinomial_gd
 
 __all__ = ["audit_selection", "audit_constant", "audit_gap_histogram",
            "audit_pooled_histogram", "audit_indicator_counts", "audit_curvature",
+           "audit_intercept_step",
            "audit_recentre", "audit_class_scores", "audit_target_codes",
            "audit_coding_check", "audit_multinomial_step"]
 
@@ -243,6 +244,30 @@ def audit_curvature(*, epsilon=DEFAULT_EPSILON, delta=DEFAULT_DELTA, n_runs=DEFA
             scores[b, k] = noisy[1, 1] - noisy[0, 0]
     return _release_audit("curvature release (default path, DP-GD)", scores, mu, delta,
                           confidence, {"n": n, "p": p, "noise_scale": noise_scale})
+
+
+def audit_intercept_step(*, epsilon=DEFAULT_EPSILON, delta=DEFAULT_DELTA, n_runs=DEFAULT_RUNS,
+                         n=50, random_state=0, confidence=0.95, noise_scale=1.0) -> AuditResult:
+    """Empirical lower bound on the epsilon of the intercept step after DP-GD on the default
+    path (:func:`dpopt.pipeline.curvature.noisy_mean_residual`: the mean of the residuals
+    clipped at c = 1, N(0, (2 c / (n mu))^2) noise). Neighbouring data of ``n`` rows, a model
+    w = 0 and targets 0 except the canary's, -1 on D0 and +1 on D1 (the worst case: one
+    clipped residual moves by 2 c). The statistic is the noisy mean. ``noise_scale`` < 1 is a
+    broken variant, for the tests only."""
+    epsilon, delta, n_runs, mu = _release_claim(epsilon, delta, n_runs)
+    rng = np.random.default_rng(random_state)
+    scores = np.empty((2, n_runs))
+    w = np.zeros(2)
+    for b, canary in enumerate((-1.0, 1.0)):
+        y = np.zeros(n)
+        y[0] = canary
+        problem = Problem(np.zeros((n, 1)), y, loss="squared", fit_intercept=True)
+        exact = canary / n
+        for k in range(n_runs):
+            noisy = noisy_mean_residual(problem, w, mu, rng)[0]
+            scores[b, k] = exact + noise_scale * (noisy - exact)
+    return _release_audit("intercept step (default path, after DP-GD)", scores, mu, delta,
+                          confidence, {"n": n, "noise_scale": noise_scale})
 
 
 def audit_recentre(*, epsilon=DEFAULT_EPSILON, delta=DEFAULT_DELTA, n_runs=DEFAULT_RUNS, n=50,

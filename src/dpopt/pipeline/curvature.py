@@ -49,11 +49,30 @@ times on the benchmark's tables) and the run length grows by (2 / t)^(2/3)
 the errors are symmetric; a skewed target's Huber intercept leans towards its median. The
 threshold reads released numbers only (post-processing), and the step, the clip and the
 noise follow the Huber loss's bounds, so the privacy argument is DP-GD's, unchanged.
+
+**The intercept of least squares** (:func:`intercept_step`). Given DP-GD's slopes, the
+intercept that minimises the squared loss is b + mean_i (y_i - x_i^T w), one Newton step on
+the intercept alone (its curvature is exactly 1). DP-GD's own intercept misses it twice: its
+gradient clips the residuals at t, so on a skewed target it converges to the Huber
+intercept (towards the median), and its T noisy steps stop before convergence. So the default
+path takes that step after DP-GD, with the residuals clipped at c = :data:`INTERCEPT_CLIP` = 1
+(half the scaled target's range [-1, 1]: a residual beyond it misses by half of that
+range): the mean of clip(y_i - x_i^T w, -c, c) over the n training rows, released with
+N(0, (2 c / (n mu_b))^2) noise. Replacing one record moves one clipped residual by at most
+2 c (w is fixed: it is DP-GD's output), so the sensitivity is 2 c / n and the release is
+mu_b-GDP, recorded as ``Gaussian(1 / mu_b)``. Its share (:func:`intercept_share`) is one
+step's: with T steps DP-GD spends mu_m^2 T / (T + 1) and this step mu_m^2 / (T + 1), so
+each of the T + 1 steps gets the same mu^2 (fully adaptive composition of Gaussian
+mechanisms: the step reads DP-GD's output). Measured exactly (no noise in the step) on the
+practitioner benchmark's DP-GD fits at epsilon = 1, the step raised R^2 by 0.005 on
+``doctor_contacts`` (skew 4.9), 0.004 on ``slid`` and 0.002 on ``txhousing`` and ``loans``
+(docs/default_path.md).
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 
@@ -61,11 +80,14 @@ from dpopt.data.losses import huber
 from dpopt.data.problem import with_loss
 from dpopt.pipeline.scaling import from_model
 from dpopt.privacy import Gaussian
+from dpopt.privacy.mechanisms import gaussian_noise
 from dpopt.solvers.adassp import sensitivities, symmetric_noise
 
 #: Huber's k: the threshold in residual standard deviations at which the Huber estimate's
 #: efficiency at normal errors is 95% (:func:`huber_in_place_of_squares`).
 HUBER_K = 1.345
+#: The residuals' clip of :func:`intercept_step`, on the scaled target's [-1, 1].
+INTERCEPT_CLIP = 1.0
 #: Shares of the model's mu^2 that :func:`curvature_share` chooses among.
 SHARE_GRID = tuple(np.round(np.arange(0.02, 0.51, 0.02), 2))
 
@@ -124,3 +146,32 @@ def huber_in_place_of_squares(problem, target_spread=None):
     spread = 1.0 if target_spread is None else min(1.0, float(target_spread))
     t = HUBER_K * spread
     return with_loss(problem, huber(t)), t
+
+
+def intercept_share(mus, passes):
+    """Give the plan's "intercept" step one step's mu out of the model's (module docstring):
+    mu_m / sqrt(T + 1) for DP-GD's T = ``passes`` steps. Returns that mu."""
+    from_model(mus, "intercept", mus["model"] / math.sqrt(passes + 1.0))
+    return mus["intercept"]
+
+
+def noisy_mean_residual(problem, w, mu, rng, clip=INTERCEPT_CLIP):
+    """(noisy mean of clip(y_i - x_i^T w, -clip, clip) over ``problem``'s rows, its record):
+    the release of :func:`intercept_step` (sensitivity 2 clip / n, in memory or chunked: the
+    intercept coordinate of the Huber loss's gradient at threshold ``clip``, one pass)."""
+    if not (mu > 0 and math.isfinite(mu)):
+        raise ValueError(f"mu must be positive and finite, got {mu!r}")
+    w = np.asarray(w, dtype=np.float64)
+    grad = with_loss(problem, huber(clip)).clipped_gradient(w, clips=np.full(w.size, clip))
+    sigma = 2.0 * clip / (problem.n_samples * mu)
+    return -float(grad[-1]) + float(gaussian_noise(rng, sigma)), Gaussian(1.0 / mu)
+
+
+def intercept_step(problem, result, mu, rng):
+    """DP-GD's ``result`` with its intercept moved by the noisy mean residual (module
+    docstring) and the release's record added to its mechanisms."""
+    step, record = noisy_mean_residual(problem, result.w, mu, rng)
+    w = np.array(result.w, dtype=np.float64)
+    w[-1] += step
+    return replace(result, w=w, coef=w[:-1].copy(), intercept=float(w[-1]),
+                   mechanisms=list(result.mechanisms) + [record])

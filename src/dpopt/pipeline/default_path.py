@@ -93,7 +93,12 @@ import numpy as np
 
 from dpopt._core.validation import MIN_EPSILON
 from dpopt.pipeline.autofit import AutoFit, constant_fit  # noqa: F401 (AutoFit: public here too)
-from dpopt.pipeline.curvature import curvature_step, huber_in_place_of_squares
+from dpopt.pipeline.curvature import (
+    curvature_step,
+    huber_in_place_of_squares,
+    intercept_share,
+    intercept_step,
+)
 from dpopt.pipeline.inference import SUPPORTED as INFERENCE_PATHS
 from dpopt.pipeline.inference import Inference, release_inference, unsupported_reason
 from dpopt.pipeline.mean_of_y import private_mean_of_y
@@ -400,6 +405,9 @@ def fit_default(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, 
                 if v is not None}
     options = _model_options(solver, problem, mus["model"], R,
                              inference=inference, **released)
+    step_mu = None  # least squares' intercept after DP-GD's steps (curvature.py): its mu
+    if curvature is not None and fit_intercept and not inference and not collapsed:
+        step_mu = intercept_share(mus, options["passes"])  # comes out of their noise
     eps_model = gdp_epsilon(mus["model"], delta)
     if solver == "objective-perturbation":
         # not a Gaussian mechanism: it calibrates against the whole target, given the
@@ -414,6 +422,8 @@ def fit_default(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, 
     # uncharged: the api-level caller charges the whole pipeline once
     result = solve_uncharged(problem, solver, epsilon=eps_model, delta=delta, random_state=rng,
                              **options)
+    if step_mu is not None:
+        result = intercept_step(problem, result, step_mu, rng)
 
     stats = getattr(result, "release", None)
     released = None  # the inference releases: only on a path with a usable noise law
