@@ -16,8 +16,8 @@ from dpopt.pipeline.curvature import (
     INTERCEPT_CLIP,
     curvature_share,
     huber_in_place_of_squares,
-    noisy_gram,
     intercept_step,
+    noisy_gram,
     noisy_mean_residual,
     private_curvature,
 )
