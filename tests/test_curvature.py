@@ -184,8 +184,9 @@ def test_default_fit_takes_dp_gd_with_the_curvature_where_adassp_declines():
             t * math.sqrt(plan["row_bound"] ** 2 + 1))
         assert plan["selection"]["released"] == "model"
         # the intercept step: one step's mu out of the model's, recorded
-        T = plan["model_options"]["passes"]
-        assert mus["intercept"] ** 2 * T == pytest.approx(mus["model"] ** 2, rel=0.15)
+        T = plan["model_options"]["passes"]  # mu_b = mu_m / sqrt(T + 1), mu_m before the step
+        assert mus["intercept"] ** 2 * (T + 1) == pytest.approx(
+            mus["intercept"] ** 2 + mus["model"] ** 2, rel=1e-9)
         assert Gaussian(1 / mus["intercept"]) in est.fit_result_.mechanisms
         scores.append(est.score(Xt, yt))
     # AdaSSP on these fits scored 0.759 and 0.742 (measured before the rule; OLS 0.888), DP-GD
@@ -253,11 +254,14 @@ def test_noisy_mean_residual_is_the_clipped_mean_with_its_noise():
     assert noisy_mean_residual(problem, w, 0.5, np.random.default_rng(0))[1] == Gaussian(2.0)
     with pytest.raises(ValueError, match="mu"):
         noisy_mean_residual(problem, w, math.inf, np.random.default_rng(0))
-    # replace-one: one record's clipped residual moves the exact mean by at most 2 c / n
-    other = y.copy()
-    other[0] = -50.0
-    moved = np.mean(np.clip(other - (X @ w[:3] + w[3]), -1, 1)) - exact
-    assert abs(moved) <= 2 * INTERCEPT_CLIP / 400 + 1e-15
+    # replace-one: one record replaced (any value, far beyond the clip) moves the release's
+    # mean by at most 2 c / n (at mu = 1e12 the noise is below 1e-14)
+    for value in (-50.0, 50.0, 1e9):
+        other = y.copy()
+        other[0] = value
+        moved = [noisy_mean_residual(Problem(X, t, loss="huber", fit_intercept=True), w, 1e12,
+                                     np.random.default_rng(1))[0] for t in (y, other)]
+        assert abs(moved[1] - moved[0]) <= 2 * INTERCEPT_CLIP / 400 + 1e-12
 
 
 def test_intercept_step_moves_dp_gd_to_least_squares_intercept(monkeypatch):
@@ -296,3 +300,38 @@ def test_intercept_step_adds_the_noisy_mean_residual():
     assert stepped.intercept == pytest.approx(result.intercept + exact, abs=1e-7)
     assert stepped.w[-1] == stepped.intercept and result.w[-1] == w[-1]  # the input kept
     assert stepped.mechanisms == list(result.mechanisms) + [Gaussian(1e-9)]
+    # one more pass over the data, and the released vector is the last checkpoint
+    assert stepped.passes == result.passes + 1 and stepped.n_iter == result.n_iter
+    np.testing.assert_array_equal(stepped.checkpoints[-1], stepped.w)
+    assert stepped.checkpoint_passes[-1] == stepped.passes
+    assert len(stepped.checkpoint_times) == len(stepped.checkpoints)
+
+
+def test_the_intercept_step_runs_only_on_the_default_dp_gd_path_with_an_intercept():
+    X, y = factors(n=3000, p=60)
+    bounds = {j: (-6.0, 6.0) for j in range(60)}
+    est = dpopt.DPLinearRegression(epsilon=1.0, random_state=0, feature_bounds=bounds,
+                                   fit_intercept=False).fit(X, y)
+    assert est.auto_.plan["solver"] == "dp-gd" and "intercept" not in est.auto_.plan["mu_shares"]
+    est = dpopt.DPLinearRegression(epsilon=1.0, random_state=0, feature_bounds=bounds,
+                                   inference=True).fit(X, y)
+    assert "intercept" not in est.auto_.plan["mu_shares"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # an explicit solver's settings read from the data
+        est = dpopt.DPLinearRegression(epsilon=1.0, random_state=0, solver="dp-gd").fit(X, y)
+    assert len(est.fit_result_.mechanisms) == 1  # DP-GD's steps alone
+
+
+def test_the_intercept_audit_catches_a_release_without_the_clip(monkeypatch):
+    """The audit's canary (+-50) lies beyond the clip, so a release that forgot to clip the
+    residuals (noise still calibrated to c = 1) moves by 100 / n and is caught."""
+    from dpopt.api import release_audits
+
+    def unclipped(problem, w, mu, rng):
+        residuals = problem.y - problem.X @ w
+        return float(np.mean(residuals)) + rng.normal() * 2.0 / (problem.n_samples * mu), \
+            Gaussian(1.0 / mu)
+
+    monkeypatch.setattr(release_audits, "noisy_mean_residual", unclipped)
+    broken = audit_intercept_step(n_runs=1000)
+    assert broken.epsilon_lb > broken.epsilon

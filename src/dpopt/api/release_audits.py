@@ -251,18 +251,19 @@ def audit_intercept_step(*, epsilon=DEFAULT_EPSILON, delta=DEFAULT_DELTA, n_runs
     """Empirical lower bound on the epsilon of the intercept step after DP-GD on the default
     path (:func:`dpopt.pipeline.curvature.noisy_mean_residual`: the mean of the residuals
     clipped at c = 1, N(0, (2 c / (n mu))^2) noise). Neighbouring data of ``n`` rows, a model
-    w = 0 and targets 0 except the canary's, -1 on D0 and +1 on D1 (the worst case: one
-    clipped residual moves by 2 c). The statistic is the noisy mean. ``noise_scale`` < 1 is a
-    broken variant, for the tests only."""
+    w = 0 and targets 0 except the canary's, -50 on D0 and +50 on D1, beyond the clip (the
+    worst case: one clipped residual moves by 2 c; a release without the clip would move by
+    100 and be caught). The statistic is the noisy mean. ``noise_scale`` < 1 is a broken
+    variant, for the tests only."""
     epsilon, delta, n_runs, mu = _release_claim(epsilon, delta, n_runs)
     rng = np.random.default_rng(random_state)
     scores = np.empty((2, n_runs))
     w = np.zeros(2)
-    for b, canary in enumerate((-1.0, 1.0)):
+    for b, canary in enumerate((-50.0, 50.0)):
         y = np.zeros(n)
         y[0] = canary
         problem = Problem(np.zeros((n, 1)), y, loss="squared", fit_intercept=True)
-        exact = canary / n
+        exact = np.sign(canary) / n  # the canary's residual clipped at 1
         for k in range(n_runs):
             noisy = noisy_mean_residual(problem, w, mu, rng)[0]
             scores[b, k] = exact + noise_scale * (noisy - exact)

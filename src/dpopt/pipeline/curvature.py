@@ -72,6 +72,7 @@ practitioner benchmark's DP-GD fits at epsilon = 1, the step raised R^2 by 0.005
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import replace
 
 import numpy as np
@@ -169,9 +170,20 @@ def noisy_mean_residual(problem, w, mu, rng, clip=INTERCEPT_CLIP):
 
 def intercept_step(problem, result, mu, rng):
     """DP-GD's ``result`` with its intercept moved by the noisy mean residual (module
-    docstring) and the release's record added to its mechanisms."""
+    docstring), the release's record added to its mechanisms, and its pass over the data
+    counted (one more pass and checkpoint, the released vector last)."""
+    start = time.perf_counter()
     step, record = noisy_mean_residual(problem, result.w, mu, rng)
     w = np.array(result.w, dtype=np.float64)
     w[-1] += step
+    spent = time.perf_counter() - start
+    marks = {}
+    if result.checkpoints is not None and len(result.checkpoint_times):
+        marks = dict(
+            checkpoints=np.vstack([np.reshape(result.checkpoints, (-1, w.size)), w]),
+            checkpoint_passes=np.append(result.checkpoint_passes, result.passes + 1),
+            checkpoint_times=np.append(result.checkpoint_times,
+                                       result.checkpoint_times[-1] + spent))
     return replace(result, w=w, coef=w[:-1].copy(), intercept=float(w[-1]),
-                   mechanisms=list(result.mechanisms) + [record])
+                   mechanisms=list(result.mechanisms) + [record], passes=result.passes + 1,
+                   time=result.time + spent, **marks)
