@@ -753,8 +753,8 @@ def test_a_target_mostly_zero_has_its_nonzero_values_located():
     original = mean_of_y._located
 
     def zero_kept(noisy, sigma, n, grid, final=False):  # the scans alone, as before
-        lo, hi, unresolved = mean_of_y.guarded_target_bounds(noisy, sigma, n, (0.01, 0.99),
-                                                             grid=grid)
+        lo, hi, unresolved = mean_of_y.histogram_bounds(noisy, sigma, n, (0.01, 0.99),
+                                                        grid=grid)
         return (None, None) if unresolved[0] else (float(lo[0]), float(hi[0]))
 
     mean_of_y._located = zero_kept

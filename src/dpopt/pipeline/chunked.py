@@ -188,8 +188,7 @@ class ChunkedData:
         if self.public_target is not None:  # nothing released, no pass over the chunks
             return public_bounds(*self.public_target, self.shape[0])
         counts = self.raw._reduce(_chunk_target_counts, DEFAULT_GRID.n_bins, grid=DEFAULT_GRID)
-        return private_bounds_from_counts(counts[None, :], self.shape[0], mu, rng, quiet=True,
-                                          target=True)
+        return private_bounds_from_counts(counts[None, :], self.shape[0], mu, rng, quiet=True)
 
     def refined_target_bounds(self, lower, upper, mu, rng):
         counts = self.raw._reduce(_chunk_target_linear_counts, REFINE_BINS, lower=lower,

@@ -23,7 +23,7 @@ from dpopt.preprocessing._bounds import (
     DEFAULT_QUANTILES,
     coarsened,
     coarser_grids,
-    guarded_target_bounds,
+    histogram_bounds,
 )
 from dpopt.preprocessing._refine import (
     bin_sums,
@@ -133,7 +133,7 @@ def _located(noisy, sigma, n, grid, final=False):
     (post-processing), and [0, 0] is kept only when they do not resolve at the last look
     (``final``; before it, the looks go on). A target within 1% of the zero bin's count of
     being all zeros keeps 0, which is then within the rule's own tolerance."""
-    lo, hi, unresolved = guarded_target_bounds(noisy, sigma, n, DEFAULT_QUANTILES, grid=grid)
+    lo, hi, unresolved = histogram_bounds(noisy, sigma, n, DEFAULT_QUANTILES, grid=grid)
     if unresolved[0]:
         return None, None
     lo, hi = float(lo[0]), float(hi[0])
@@ -142,8 +142,8 @@ def _located(noisy, sigma, n, grid, final=False):
     counts = _without_zeros(noisy, grid)
     n_nonzero = n - float(np.ravel(noisy)[grid.zero_bin])
     if n_nonzero > DEFAULT_QUANTILES[0] * n:
-        lo_nz, hi_nz, unresolved = guarded_target_bounds(counts, sigma, n_nonzero,
-                                                         DEFAULT_QUANTILES, grid=grid)
+        lo_nz, hi_nz, unresolved = histogram_bounds(counts, sigma, n_nonzero,
+                                                    DEFAULT_QUANTILES, grid=grid)
         if not unresolved[0]:
             return min(0.0, float(lo_nz[0])), max(0.0, float(hi_nz[0]))
     return (0.0, 0.0) if final or n_nonzero <= DEFAULT_QUANTILES[0] * n else (None, None)

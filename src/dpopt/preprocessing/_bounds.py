@@ -2,44 +2,62 @@
 
 Mechanism
 ---------
-Every feature ``j`` that needs a private bound gets a histogram of its n values on the fixed
-public grid :class:`SignedLogGrid` (no parameter of the grid depends on the data). All
-histograms are released at once with independent ``N(0, sigma^2)`` noise on every count.
+Every feature ``j`` that needs a private bound gets a histogram of its n
+values on the fixed public grid :class:`SignedLogGrid` (no parameter of the
+grid depends on the data). All histograms are released at once with
+independent ``N(0, sigma^2)`` noise on every count.
 
-Sensitivity (replace-one adjacency: neighbouring datasets have the same n and differ in one
-record's value). Replacing a record moves, in each of the ``p`` released histograms, one
-unit out of one bin and into another (or nothing if both values fall in the same bin): the
-released vector of ``p * bins`` counts moves by at most ``sqrt(2 p)`` in L2. With
-``sigma = sqrt(2 p) / mu`` the release is the Gaussian mechanism with noise multiplier ``z = 1 / mu``,
-i.e. exactly mu-GDP (Dong, Roth, Su 2022), recorded as ``Gaussian(1 / mu, 1)``; it composes
-with the model's Gaussian mechanisms by ``mu_total^2 = sum_k mu_k^2``. Under add-remove
-adjacency one histogram bin per feature moves by one: sensitivity ``sqrt(p)``, so the same
-record is also valid (conservative) there. ``n`` is public under replace-one.
+Sensitivity (replace-one adjacency: neighbouring datasets have the same n and
+differ in one record's value). Replacing a record moves, in each of the
+``p`` released histograms, one unit out of one bin and into another (or
+nothing if both values fall in the same bin): the released vector of
+``p * bins`` counts moves by at most ``sqrt(2 p)`` in L2. With ``sigma =
+sqrt(2 p) / mu`` the release is the Gaussian mechanism with noise multiplier
+``z = 1 / mu``, i.e. exactly mu-GDP (Dong, Roth, Su 2022), recorded as
+``Gaussian(1 / mu, 1)``; it composes with the model's Gaussian mechanisms by
+``mu_total^2 = sum_k mu_k^2``. Under add-remove adjacency one histogram bin
+per feature moves by one: sensitivity ``sqrt(p)``, so the same record is
+also valid (conservative) there. ``n`` is public under replace-one.
 
 Post-processing (free). The bounds are read from the noisy histograms by the
-confidence-margin scan :func:`dpopt.privacy.mechanisms.noisy_scan` (shared with
-:func:`dpopt.privacy.private_quantile`): the lower bound is the lower end of the first bin
-(from the bottom) where the noisy cumulative count reaches ``q_lo n + c sigma sqrt(j)``, the
-upper bound the upper end of the first bin (from the top) where the noisy tail exceeds
-``(1 - q_hi) n + c sigma sqrt(j)``; ``j`` is the number of bins scanned and ``c`` the
-``confidence`` (default 4: a scan stops in an empty region with probability about 6e-4 over
-the 109 bins of the default grid). A second rule stops the scan as soon as the bins whose
-own noisy count exceeds ``t sigma`` (``bin_confidence`` t = 4.5) hold more than the target
-tail: no growing margin for tails that sit in a few well-populated bins (false stop at most
-3.7e-4 per scan). Both ends are rounded outwards to bin edges. A feature whose scans never
-stop or cross, or whose bounds hold less than half of the records (noisy count), is read
-again on coarser grids (2, then 1 bin per decade: :func:`coarsened` sums its released
-counts, so this is free): a column spread over both signs and several decades (centred data,
-|x| from 0.1 to 10) fills many bins of the default grid with few records each, and a coarser
-bin holds several of them. Still unresolved after that, it gets [0, 0] and a warning.
+confidence-margin scan :func:`dpopt.privacy.mechanisms.noisy_scan` (shared
+with :func:`dpopt.privacy.private_quantile`): the lower bound is the lower
+end of the first bin (from the bottom) where the noisy cumulative count
+reaches ``q_lo n + c sigma sqrt(j)``, the upper bound the upper end of the
+first bin (from the top) where the noisy tail exceeds ``(1 - q_hi) n + c
+sigma sqrt(j)``; ``j`` is the number of bins scanned and ``c`` the
+``confidence`` (default 4: a scan stops in an empty region with probability
+about 6e-4 over the 109 bins of the default grid). A second rule stops the scan
+as soon as the bins whose own noisy count exceeds ``t sigma`` (``bin_confidence``
+t = 4.5) hold more than the target tail: no growing margin for tails that sit in
+a few well-populated bins (false stop at most 3.7e-4 per scan). Both ends are rounded
+outwards to bin edges. A feature whose scans never stop or cross, or whose
+bounds hold less than half of the records (noisy count), is read again on coarser
+grids (2, then 1 bin per decade: :func:`coarsened` sums its released counts, so this is
+free): a column spread over both signs and several decades (centred data, |x| from
+0.1 to 10) fills many bins of the default grid with few records each, and a coarser bin
+holds several of them. Still unresolved after that, it gets [0, 0] and a warning.
 
 Zero-inflated columns (``fallback``). A column of counts or indicators that is zero in
-most rows has its 1% and 99% quantiles at 0, and its nonzero values are invisible below the
-noise: its bounds collapse onto the zero bin, or stay unresolved. No post-processing can
-place values whose counts are below the noise, so the default path passes a public
-``fallback`` (:data:`ZERO_INFLATED_FALLBACK`, [0, 1]: exact for indicators, "nonzero" for
-counts) for a collapsed column and its symmetric hull [-1, 1] for an unresolved one; they
-cost nothing and are listed in ``FeatureBounds.fallback`` (docs/preprocessing.md).
+most rows has its 1% and 99% quantiles at 0 whenever fewer than 1% of its values are
+nonzero, and its nonzero values are invisible to the scan whenever their counts stay
+below the noise margin (about 4.5 sigma per bin): both bounds then land on the exact zero
+bin and the column collapses to [0, 0], a constant, i.e. it is dropped. No post-processing
+of this release can locate values whose counts are below its noise, so the default path
+passes a public ``fallback`` range instead (:data:`ZERO_INFLATED_FALLBACK`, [0, 1]), chosen
+by the shape of the release:
+
+* bounds collapsed onto the zero bin (both scans stopped there: the bulk of the column is
+  exactly 0, the nonzero values are too few to be placed): ``fallback`` = [0, 1]. It is
+  exact for indicators (0/1) and keeps "nonzero or not" for counts (clip at 1): the
+  zero-inflated columns of tables are counts and indicators, so the nonnegative side is
+  the public default;
+* unresolved (the scans found nothing: the values are spread over more bins than the
+  noise lets through, and not even their sign is known): the symmetric hull
+  [-m, m], m = max(|fallback|) = 1, which keeps values of either sign near the unit scale.
+
+Both are public, so they cost nothing; the features that took one are listed in
+``FeatureBounds.fallback`` (the default path warns and reports them by index).
 """
 
 from __future__ import annotations
@@ -60,7 +78,7 @@ from dpopt.privacy.accounting import Gaussian
 from dpopt.privacy.mechanisms import gaussian_noise, noisy_scan
 
 __all__ = ["SignedLogGrid", "FeatureBounds", "DEFAULT_QUANTILES", "DEFAULT_CONFIDENCE",
-           "COARSE_GRID", "DEFAULT_BIN_CONFIDENCE", "bounds_resolvable", "guarded_target_bounds",
+           "COARSE_GRID", "DEFAULT_BIN_CONFIDENCE", "bounds_resolvable",
            "ZERO_INFLATED_FALLBACK", "collapsed_to_zero",
            "private_feature_bounds", "private_target_bounds", "release_histograms",
            "release_counts", "feature_histograms", "private_bounds_from_counts", "public_bounds",
@@ -72,8 +90,6 @@ DEFAULT_QUANTILES = (0.01, 0.99)
 DEFAULT_CONFIDENCE = 4.0
 #: Default per-bin threshold of the scan's second rule (in noise standard deviations).
 DEFAULT_BIN_CONFIDENCE = 4.5
-#: The target's guard (:func:`guarded_target_bounds`): its reading's confidences and jump.
-TARGET_CONFIDENCE, TARGET_BIN_CONFIDENCE, TARGET_JUMP = 5.5, 6.0, 1000.0
 #: Public range of a feature whose bounds collapse onto the zero bin or are unresolved
 #: (module docstring, "Zero-inflated columns"): exact for indicators, "nonzero" for counts.
 ZERO_INFLATED_FALLBACK = (0.0, 1.0)
@@ -356,24 +372,6 @@ def histogram_bounds(noisy, sigma, n, quantiles, confidence=DEFAULT_CONFIDENCE, 
     return np.where(unresolved, 0.0, lower), np.where(unresolved, 0.0, upper), unresolved
 
 
-def guarded_target_bounds(noisy, sigma, n, quantiles, confidence=DEFAULT_CONFIDENCE,
-                          grid=DEFAULT_GRID, bin_confidence=DEFAULT_BIN_CONFIDENCE):
-    """:func:`histogram_bounds` of a target, each end checked against a second reading of
-    the same counts at (:data:`TARGET_CONFIDENCE`, :data:`TARGET_BIN_CONFIDENCE`), free: an
-    end farther from its centre than :data:`TARGET_JUMP` of its widths is a false stop and
-    takes its end (docs/preprocessing.md: a scan stops on noise with probability about 1e-3
-    at the defaults, 5e-7 there; the target's range sets the scale of model and constant)."""
-    lower, upper, unresolved = histogram_bounds(noisy, sigma, n, quantiles, confidence, grid,
-                                                bin_confidence)
-    g_lo, g_hi, g_un = histogram_bounds(noisy, sigma, n, quantiles, TARGET_CONFIDENCE, grid,
-                                        TARGET_BIN_CONFIDENCE)
-    width, mid = g_hi - g_lo, 0.5 * (g_lo + g_hi)
-    checked = ~unresolved & ~g_un & (width > 0)
-    lower = np.where(checked & (mid - lower > TARGET_JUMP * width), g_lo, lower)
-    upper = np.where(checked & (upper - mid > TARGET_JUMP * width), g_hi, upper)
-    return lower, upper, unresolved
-
-
 def _scan_bounds(noisy, sigma, n, quantiles, confidence, ends, bin_confidence,
                  inside_margin=0.0):
     """The two scans of :func:`histogram_bounds` on one grid (no coarser reading), whose
@@ -498,7 +496,7 @@ def _matrix_release(X, mu, rng, *, grid, **options) -> FeatureBounds:
 def private_bounds_from_counts(counts, n, mu, rng, *, quantiles=DEFAULT_QUANTILES, bounds=None,
                                confidence=DEFAULT_CONFIDENCE, grid=DEFAULT_GRID,
                                bin_confidence=DEFAULT_BIN_CONFIDENCE,
-                               fallback=None, quiet=False, target=False) -> FeatureBounds:
+                               fallback=None, quiet=False) -> FeatureBounds:
     """:func:`private_feature_bounds` from exact histograms already counted on ``grid``.
 
     ``counts``: shape (p, grid.n_bins), the exact (non-private) counts of the n values of
@@ -508,7 +506,6 @@ def private_bounds_from_counts(counts, n, mu, rng, *, quantiles=DEFAULT_QUANTILE
     ``feature_histograms(X, range(p))`` the two return the same bounds at the same seed.
     Features with public bounds (``bounds``) are left out of the release. ``quiet``: no
     warning for unresolved features (a caller that keeps an earlier map for them).
-    ``target``: one target's histogram, read by :func:`guarded_target_bounds`.
     """
     counts = np.asarray(counts, dtype=np.float64)
     if not isinstance(grid, SignedLogGrid):
@@ -519,8 +516,7 @@ def private_bounds_from_counts(counts, n, mu, rng, *, quantiles=DEFAULT_QUANTILE
     n = check_positive_int(n, "n")
     return _bounds_release(lambda columns: counts[columns], (n, counts.shape[0]), mu, rng,
                            quantiles=quantiles, bounds=bounds, confidence=confidence, grid=grid,
-                           bin_confidence=bin_confidence, fallback=fallback, quiet=quiet,
-                           target=target)
+                           bin_confidence=bin_confidence, fallback=fallback, quiet=quiet)
 
 
 def _bounds_release(counts_of, shape, mu, rng, *, quantiles, bounds, confidence, grid,
@@ -542,9 +538,8 @@ def _bounds_release(counts_of, shape, mu, rng, *, quantiles, bounds, confidence,
     if columns.size == 0:
         return public_bounds(lower, upper, n, grid)
     noisy, sigma, record = release_counts(counts_of(columns), mu, rng)
-    read = guarded_target_bounds if target else histogram_bounds
-    est_lo, est_hi, unresolved = read(noisy, sigma, n, quantiles, confidence, grid,
-                                      bin_confidence)
+    est_lo, est_hi, unresolved = histogram_bounds(noisy, sigma, n, quantiles, confidence, grid,
+                                                  bin_confidence)
     fell = np.zeros(p, dtype=bool)
     if fallback is None:
         if not quiet:
@@ -586,10 +581,13 @@ def collapsed_to_zero(lower, upper):
 def private_target_bounds(y, mu, rng, *, quantiles=DEFAULT_QUANTILES, bounds=None,
                           confidence=DEFAULT_CONFIDENCE, grid=DEFAULT_GRID,
                           bin_confidence=DEFAULT_BIN_CONFIDENCE, quiet=False) -> FeatureBounds:
-    """Private bounds of a 1-d target: one histogram, L2 sensitivity sqrt(2), mu-GDP, read
-    by :func:`guarded_target_bounds`. ``bounds``: None or a pair of scalars (NaN = estimate).
-    Returns a :class:`FeatureBounds` of length 1. An unresolved range is warned about,
-    unless ``quiet`` (the default path says in its report what it released instead)."""
+    """Private bounds of a 1-d target: one histogram, L2 sensitivity sqrt(2), mu-GDP.
+
+    ``bounds`` is None or a pair of scalars (NaN = estimate). Returns a
+    :class:`FeatureBounds` of length 1 (``lower[0]``, ``upper[0]``). An unresolved range
+    is warned about, unless ``quiet`` (the default path, which says in its report what it
+    released instead).
+    """
     v = np.asarray(y, dtype=np.float64)
     if v.ndim != 1 or v.size < 1:
         raise ValueError(f"y must be a non-empty 1-d array, got shape {v.shape}")
