@@ -1,11 +1,12 @@
-"""Empirical audits of the default path's single releases: the held-out selection's scores,
-a regressor's constant on all rows, the prediction gaps' histogram, the target's histogram
+"""Empirical audits of the default path's single releases: the held-out selection's scores, a
+regressor's constant on all rows, the prediction gaps' histogram, the target's histogram
 released again and pooled, the indicator test, DP-GD's curvature and intercept step, the
-re-centring and the one-vs-rest class scores. Each runs the fit's own release on neighbouring data that differ
-in one canary record (the worst case of its stated sensitivity) at mu = gdp_mu(epsilon,
-delta), and reads an empirical lower bound on epsilon from the distinguishing test of
-:mod:`dpopt.api.audit` (:func:`~dpopt.api.audit.empirical_epsilon`). ``noise_scale`` < 1 is
-a broken variant, for the tests: a bound above the claim catches it.
+re-centring and the one-vs-rest class scores. Each runs the fit's own release on
+neighbouring data that differ in one canary record (the worst case of its stated
+sensitivity) at mu = gdp_mu(epsilon, delta), and reads an empirical lower bound on epsilon
+from the distinguishing test of :mod:`dpopt.api.audit`
+(:func:`~dpopt.api.audit.empirical_epsilon`). ``noise_scale`` < 1 is a broken variant, for
+the tests: a bound above the claim catches it.
 """
 
 from __future__ import annotations
