@@ -91,7 +91,6 @@ from dpopt.data.losses import huber
 from dpopt.pipeline.inference import InferenceMixin
 from dpopt.preprocessing.labels import (
     OTHER_LABEL,
-    check_chunked_labels,
     computed_with_checks,
     declared_classes,
     encode_labels,
@@ -291,11 +290,13 @@ class DPLogisticRegression(InferenceMixin, ClassifierMixin, _DPLinearModel):
         import dask.array as da
 
         y = _one_column(y if isinstance(y, da.Array) else da.from_array(np.asarray(y)))
-        check_chunked_labels(y, self.classes)
+        checks = label_checks(y, self.classes)  # the in-memory checks, in the label set's pass
         declared = declared_classes(y, self.classes)
         if declared is None:  # the in-memory warning and label set (one pass)
             warnings.warn(LABELS_READ, PrivacyLeakWarning, stacklevel=3)
-            declared = _classes_of(y)
+            declared = _classes_of(computed_with_checks([da.unique(y)], checks)[0])
+        else:
+            computed_with_checks([], checks)
         return self._encode_classes(_chunked_index(y, declared), declared)
 
     def _set_fitted(self, result):

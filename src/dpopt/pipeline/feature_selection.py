@@ -71,6 +71,7 @@ from dpopt.pipeline.default_path import (
     warn_columns,
 )
 from dpopt.pipeline.scaling import COLUMN_NOTES
+from dpopt.preprocessing.labels import LABELS_COUNTED
 from dpopt.privacy import Gaussian, epsilon_of, gdp_mu
 
 __all__ = ["dimension_limit", "high_dimensional", "release_class_sums", "marginal_scores",
@@ -297,4 +298,4 @@ def screenable(prior):
     majority over all n records, the records of neither class included, which the screen's
     class share cannot)."""
     return prior is None or (prior.info.get("column_share", 0.0) == 0.0
-                             and str(prior.info.get("labels", "")).startswith("declared"))
+                             and prior.info.get("labels") == LABELS_COUNTED)

@@ -10,6 +10,7 @@ import math
 
 import numpy as np
 import pandas as pd
+from pandas.api.types import infer_dtype
 from scipy.stats import norm
 from sklearn.utils.multiclass import check_classification_targets
 
@@ -17,13 +18,15 @@ from dpopt.preprocessing.tables import Prior, delta_split, select_noisy, selecti
 from dpopt.privacy import Gaussian, gdp_mu
 
 __all__ = ["select_labels", "label_prior", "label_share", "declared_classes", "encode_labels",
-           "OTHER_LABEL", "LABELS_SELECTED", "SELECTION_SHARE_LABELS", "MAX_LABEL_SHARE",
-           "MIN_CLASS_FRACTION", "signed_labels", "labels_present", "check_chunked_labels",
+           "OTHER_LABEL", "LABELS_SELECTED", "LABELS_COUNTED", "SELECTION_SHARE_LABELS", "MAX_LABEL_SHARE",
+           "MIN_CLASS_FRACTION", "signed_labels", "labels_present",
            "check_label_kind", "label_checks",
            "computed_with_checks"]
 
 #: ``Prior.info["labels"]`` when the labels were chosen by the private selection.
 LABELS_SELECTED = "selected privately"
+#: ``Prior.info["labels"]`` when the labels were declared and their noisy counts released.
+LABELS_COUNTED = "declared; their noisy counts released"
 #: Share of mu^2 when only the labels of a classifier are selected.
 SELECTION_SHARE_LABELS = 0.02
 #: The largest share the labels' selection may take (:func:`label_share`).
@@ -101,7 +104,7 @@ def _checked_block(y, classes):
     refusal of continuous numbers, the kind of the declared ``classes``); a chunk fails iff
     the whole would."""
     y = np.asarray(y)
-    if y.dtype == object and y.size and all(isinstance(v, (bool, np.bool_)) for v in y.flat):
+    if y.dtype == object and y.size and infer_dtype(y.ravel(), skipna=False) == "boolean":
         y = y.astype(bool)  # a nullable boolean chunk without NA: bools, as in memory
     if y.size:
         check_classification_targets(labels_present(y))
@@ -140,14 +143,6 @@ def computed_with_checks(tasks, checks):
         raise
 
 
-def check_chunked_labels(y, classes=None):
-    """:func:`label_checks` computed on their own (one pass over y), where no count follows."""
-    # lazy: dask is an optional dependency (pip install dpopt[dask])
-    import dask
-
-    dask.compute(*label_checks(y, classes))
-
-
 def _label_counts(labels):
     values, counts = np.unique(labels, return_counts=True)
     return dict(zip(values.tolist(), counts.tolist()))
@@ -180,7 +175,7 @@ def declared_classes(y, classes=None):
 def _held_kind(y):
     """"text", "numbers" or None (unknown, mixed): the kind of labels y holds, from its dtype,
     or from its values when it holds Python objects in memory (a chunked y's are read chunk
-    by chunk: :func:`check_chunked_labels`)."""
+    by chunk: :func:`label_checks`)."""
     dtype = getattr(y, "dtype", None)
     kind = getattr(dtype, "kind", None)
     if kind is not None and kind in "iufb":
@@ -191,12 +186,12 @@ def _held_kind(y):
         return _held_kind(np.asarray(y.cat.categories if hasattr(y, "cat") else y.categories))
     if hasattr(y, "dask") or not hasattr(y, "__len__") or not len(y):
         return None
-    values = np.asarray(y, dtype=object).ravel()
-    if all(isinstance(v, (str, bytes)) for v in values):
-        return "text"
-    if all(isinstance(v, (int, float, np.number)) for v in values):
-        return "numbers"
-    return None
+    return _VALUE_KINDS.get(infer_dtype(np.asarray(y, dtype=object).ravel(), skipna=False))
+
+
+#: :func:`pandas.api.types.infer_dtype` of an object y's values, as :func:`_held_kind` reads it.
+_VALUE_KINDS = {"string": "text", "bytes": "text", "integer": "numbers", "floating": "numbers",
+                "mixed-integer-float": "numbers", "boolean": "numbers", "complex": "numbers"}
 
 
 def check_label_kind(y, classes):

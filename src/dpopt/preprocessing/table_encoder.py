@@ -20,6 +20,7 @@ from dpopt._core.validation import check_privacy_target, check_random_state, rea
 from dpopt.preprocessing._bounds import release_counts
 from dpopt.preprocessing._cells import check_keys, check_text, not_unicode, text_codes
 from dpopt.preprocessing.labels import (
+    LABELS_COUNTED,
     LABELS_SELECTED,
     MAX_LABEL_SHARE,
     MIN_CLASS_FRACTION,
@@ -225,8 +226,7 @@ def _prior(mu, delta_sel, share_y, share_c, records, schema, select_y, label_cou
     if schema is not None:
         info.update(_schema_info(schema))
     if select_y or count_y:
-        info["labels"] = (LABELS_SELECTED if select_y
-                          else "declared; their noisy counts released")
+        info["labels"] = LABELS_SELECTED if select_y else LABELS_COUNTED
         info["label_counts"] = label_counts
         info["label_sigma"] = math.sqrt(2.0) / (mu * math.sqrt(share_y))
     return Prior(share, delta_sel, records, info) if share else None
