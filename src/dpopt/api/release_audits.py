@@ -35,6 +35,7 @@ from dpopt.preprocessing._bounds import DEFAULT_GRID, feature_histograms
 from dpopt.preprocessing._cells import text_codes
 from dpopt.preprocessing._indicators import other_value_counts, private_indicators
 from dpopt.preprocessing._refine import pooled_counts
+from dpopt.preprocessing.far_ends import noisy_beyond
 from dpopt.preprocessing.feature_maps import Scaling
 from dpopt.preprocessing.tables import plan_table
 from dpopt.preprocessing.target_coding import (
@@ -48,7 +49,7 @@ from dpopt.solvers.dp_gd import fit_multinomial_gd
 
 __all__ = ["audit_selection", "audit_constant", "audit_gap_histogram",
            "audit_pooled_histogram", "audit_indicator_counts", "audit_curvature",
-           "audit_intercept_step",
+           "audit_intercept_step", "audit_far_end_count",
            "audit_recentre", "audit_class_scores", "audit_target_codes",
            "audit_coding_check", "audit_multinomial_step"]
 
@@ -269,6 +270,32 @@ def audit_intercept_step(*, epsilon=DEFAULT_EPSILON, delta=DEFAULT_DELTA, n_runs
             noisy = noisy_mean_residual(problem, w, mu, rng)[0]
             scores[b, k] = exact + noise_scale * (noisy - exact)
     return _release_audit("intercept step (default path, after DP-GD)", scores, mu, delta,
+                          confidence, {"n": n, "noise_scale": noise_scale})
+
+
+def audit_far_end_count(*, epsilon=DEFAULT_EPSILON, delta=DEFAULT_DELTA, n_runs=DEFAULT_RUNS,
+                        n=50, random_state=0, confidence=0.95, noise_scale=1.0) -> AuditResult:
+    """Empirical lower bound on the epsilon of the count that confirms a far end of the
+    target's range (:func:`dpopt.preprocessing.far_ends.noisy_beyond`, both ends: two
+    counts, N(0, 2 / mu^2) noise each). Neighbouring targets of ``n`` records, all 0 except
+    the canary, at the grid's lowest bin on D0 and its highest on D1 (the worst case: a
+    record leaves one far region and enters the other, each count moves by 1), the counts'
+    data read by the fit's adapter (:meth:`InMemoryData.confirmed_target_range`'s exact
+    histogram). The statistic is the upper count less the lower. ``noise_scale`` < 1 is a
+    broken variant, for the tests only."""
+    epsilon, delta, n_runs, mu = _release_claim(epsilon, delta, n_runs)
+    rng = np.random.default_rng(random_state)
+    scores = np.empty((2, n_runs))
+    stops = {"lower": 0, "upper": DEFAULT_GRID.n_bins - 1}
+    for b, canary in enumerate((-1e12, 1e12)):
+        y = np.zeros(n)
+        y[0] = canary
+        exact = noisy_beyond(feature_histograms(y[:, None], [0])[0], stops, np.inf, rng)[0]
+        for k in range(n_runs):
+            noisy = noisy_beyond(feature_histograms(y[:, None], [0])[0], stops, mu, rng)[0]
+            noisy = exact + noise_scale * (noisy - exact)
+            scores[b, k] = noisy[1] - noisy[0]
+    return _release_audit("far end's count (default path, target range)", scores, mu, delta,
                           confidence, {"n": n, "noise_scale": noise_scale})
 
 

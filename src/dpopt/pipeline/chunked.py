@@ -71,6 +71,7 @@ from dpopt.preprocessing._norms import (
     row_norms,
 )
 from dpopt.preprocessing._refine import REFINE_BINS, linear_counts, refined_bounds
+from dpopt.preprocessing.far_ends import confirmed_range
 from dpopt.privacy import quantile_counts
 
 # ---------------------------------------------------------------------------
@@ -189,6 +190,11 @@ class ChunkedData:
             return public_bounds(*self.public_target, self.shape[0])
         counts = self.raw._reduce(_chunk_target_counts, DEFAULT_GRID.n_bins, grid=DEFAULT_GRID)
         return private_bounds_from_counts(counts[None, :], self.shape[0], mu, rng, quiet=True)
+
+    def confirmed_target_range(self, noisy, sigma, lower, upper, mu, rng):
+        def counts():  # a pass over the chunks, only when an end is far
+            return self.raw._reduce(_chunk_target_counts, DEFAULT_GRID.n_bins, grid=DEFAULT_GRID)
+        return confirmed_range(noisy, sigma, self.shape[0], lower, upper, mu, rng, counts)
 
     def refined_target_bounds(self, lower, upper, mu, rng):
         counts = self.raw._reduce(_chunk_target_linear_counts, REFINE_BINS, lower=lower,

@@ -115,6 +115,7 @@ from dpopt.pipeline.scaling import (  # noqa: F401 (the scaling steps, public he
     private_scaling,
     public_count,
     raw_unit_penalty,
+    target_range,
     warn_columns,
 )
 from dpopt.preprocessing._bounds import COARSE_GRID, DEFAULT_GRID
@@ -551,7 +552,7 @@ def _mean_instead(data, p, eps_model, delta, delta_total, mu_total, mus, scaling
     mu_bounds, mu_mean = (_mu_of(z) for z in zs[1:])
     tb = data.target_bounds(mu_bounds, rng)
     rec = list(tb.mechanisms)
-    lo, hi = float(tb.lower[0]), float(tb.upper[0])
+    lo, hi = target_range(data, tb, None, rng)[:2]  # a far end cut: no count to confirm it
     found, mean, sd = target, 0.0, None
     what = "the constant at the collapsed range (a second histogram did not resolve it)"
     if hi > lo:
@@ -574,8 +575,7 @@ def _mean_instead(data, p, eps_model, delta, delta_total, mu_total, mus, scaling
 
 
 def _mu_of(z):
-    """1 / z, rounded down where needed so that the record's multiplier 1 / mu is at least
-    z (its release then has at least the noise of the planned one)."""
+    """1 / z, rounded down where needed so that the record's multiplier 1 / mu is >= z."""
     mu = 1.0 / z
     return mu if 1.0 / mu >= z else math.nextafter(mu, 0.0)
 

@@ -33,6 +33,7 @@ from dpopt.preprocessing._refine import (
     pooled_counts,
     zeros_only,
 )
+from dpopt.preprocessing.far_ends import confirm_mu
 from dpopt.preprocessing.feature_maps import TargetScaling
 
 __all__ = ["LOOKS", "private_mean_of_y"]
@@ -55,7 +56,9 @@ def private_mean_of_y(data, mu, rng):
        Where 3/4 does not resolve, the rest of mu releases it once more, pooled with the
        looks (:func:`_released_again`), and the constant is read from the pooled counts:
        in the range the scans resolve, else from the bins its largest bin places
-       (:func:`_placed`), else 0 (no bin clears the noise).
+       (:func:`_placed`), else 0 (no bin clears the noise). A far end of the range is kept
+       only on a fresh count whose mu comes out of the mean's (:func:`_confirmed`,
+       :mod:`dpopt.preprocessing.far_ends`); on the last look, with nothing left, it is cut.
     2. Where those bounds are :func:`~dpopt.preprocessing._bounds.concentrated` (one sign,
        at most two log bins wide: the grid located the target but not its spread), half of
        the rest reads them again on 16 equal bins (:func:`refined_bounds`, sensitivity
@@ -82,6 +85,7 @@ def private_mean_of_y(data, mu, rng):
         lo, hi, share, (releases, records) = _looks(data, mu, rng, rule)
         if lo is None:  # not located at LOOKS[-1]: the last share, pooled, is read
             return _released_again(data, (releases, records), mu, rng)
+        lo, hi, share = _confirmed(data, releases, records, lo, hi, share, mu, rng)
     if not hi > lo:
         return (None, 0.0, records, "the constant 0 (the histogram of y collapsed onto 0)",
                 mu * math.sqrt(share))
@@ -122,6 +126,17 @@ def _looks(data, mu, rng, rule):
                                                                 tb.grid)):
             return lo, hi, share, (releases, records)
     return None, None, spent, (releases, records)
+
+
+def _confirmed(data, releases, records, lower, upper, share, mu, rng):
+    """The located range with each far end confirmed by a fresh count (appended to
+    ``records``) whose mu comes out of the mean's share (:func:`~dpopt.preprocessing.far_ends.
+    confirm_mu`), or replaced by its inner end. Returns (lower, upper, share of mu^2 spent)."""
+    noisy, sigma = pooled_counts(*releases)
+    mu_c = confirm_mu(mu * math.sqrt(share), mu * math.sqrt(1.0 - share))
+    lower, upper, rec, _ = data.confirmed_target_range(noisy, sigma, lower, upper, mu_c, rng)
+    records += rec
+    return lower, upper, share + (mu_c / mu) ** 2 if rec else share
 
 
 def _located(noisy, sigma, n, grid, final=False):
@@ -188,7 +203,8 @@ def _released_again(data, releases, mu, rng):
     noisy, sigma = pooled_counts(*releases)
     n = data.shape[0]
     lo, hi = _located(noisy, sigma, n, last.grid, final=True)
-    if lo is not None and hi > lo:
+    if lo is not None and hi > lo:  # nothing left to confirm a far end with: cut (far_ends.py)
+        lo, hi, _, _ = data.confirmed_target_range(noisy, sigma, lo, hi, None, rng)
         target = TargetScaling.from_bounds(lo, hi, shift=True)
         mean = float(np.clip(target.transform(histogram_mean(noisy, lo, hi, last.grid)), -1, 1))
         return (target, mean, records, "the private mean of y (read from its histograms, "

@@ -25,6 +25,7 @@ from dpopt.preprocessing._bounds import (
     ZERO_INFLATED_FALLBACK,
     bounds_resolvable,
     check_public_bounds,
+    feature_histograms,
     private_bounds_from_counts,
     public_bounds,
     scaled_feature_histograms,
@@ -43,6 +44,7 @@ from dpopt.preprocessing._refine import (
     within_bins,
     zeros_only,
 )
+from dpopt.preprocessing.far_ends import confirm_mu, confirmed_range
 from dpopt.preprocessing.feature_maps import RowNormalization, Scaling, TargetScaling
 from dpopt.preprocessing.shares import SHARES  # noqa: F401 (the default path's, here too)
 
@@ -204,6 +206,10 @@ class InMemoryData:
             return public_bounds(*self.public_target, self.shape[0])
         return private_target_bounds(self.y, mu, rng, quiet=True)
 
+    def confirmed_target_range(self, noisy, sigma, lower, upper, mu, rng):
+        return confirmed_range(noisy, sigma, self.shape[0], lower, upper, mu, rng,
+                               lambda: feature_histograms(self.y[:, None], [0])[0])
+
     def refined_target_bounds(self, lower, upper, mu, rng):
         counts = linear_counts(self.y, lower, upper)
         return refined_bounds(counts, self.shape[0], lower, upper, mu, rng)
@@ -309,7 +315,15 @@ def private_scaling(data, mus, *, fit_intercept, center, regression, rng, bounds
             columns_note["public_target"] = [float(v) for v in data.public_target]
         tb = data.target_bounds(mus.get("target_bounds", math.inf), rng)
         records += list(tb.mechanisms)
-        lo, hi = float(tb.lower[0]), float(tb.upper[0])
+        # a far end confirmed by a fresh count out of the model's mu (a Gaussian model only)
+        mu_c = confirm_mu(mus["target_bounds"], mus["model"]) if (
+            may_recentre and "target_bounds" in mus) else None
+        lo, hi, rec, far = target_range(data, tb, mu_c, rng)
+        if rec:
+            from_model(mus, "target_confirm", mu_c)
+            records += rec
+        if far:
+            columns_note["target_far_ends"] = far
         if data.public_target is None and max(abs(lo), abs(hi)) >= tb.grid.edges[-1]:
             columns_note["target_grid_end"] = True
             warnings.warn(TARGET_END, ColumnWarning, stacklevel=5)
@@ -330,6 +344,17 @@ def private_scaling(data, mus, *, fit_intercept, center, regression, rng, bounds
                 records.append(record)
         target = TargetScaling.from_bounds(lo, hi, shift=fit_intercept)
     return scaling, target, R, records, columns_note
+
+
+def target_range(data, tb, mu, rng):
+    """(lower, upper, records, note) of the target's released range ``tb`` (a
+    :class:`FeatureBounds` of y), each far end kept only on a fresh count at ``mu`` (None:
+    replaced by its inner end), by :func:`dpopt.preprocessing.far_ends.confirmed_range`. A
+    public range, or one released without noise, is taken as it is."""
+    lo, hi = float(tb.lower[0]), float(tb.upper[0])
+    if data.public_target is not None or not tb.sigma > 0:
+        return lo, hi, [], None
+    return data.confirmed_target_range(tb.noisy_counts, tb.sigma, lo, hi, mu, rng)
 
 
 def _to_model(mus, *steps):

@@ -80,8 +80,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from dpopt.preprocessing._bounds import bounds_resolvable, private_target_bounds
+from dpopt.preprocessing._bounds import bounds_resolvable, feature_histograms, private_target_bounds
 from dpopt.preprocessing._cells import MISSING, text_codes
+from dpopt.preprocessing.far_ends import confirm_mu, confirmed_range
 from dpopt.preprocessing.shares import SHARES
 from dpopt.privacy import Gaussian
 from dpopt.privacy.mechanisms import gaussian_noise
@@ -257,7 +258,13 @@ def release_target_codes(cells, y, columns, mu_range, mu_codes, rng, public_rang
     if public_range is None:
         tb = private_target_bounds(y, mu_range, rng, quiet=True)
         records += list(tb.mechanisms)
-        lo, hi = float(tb.lower[0]), float(tb.upper[0])
+        # a far end confirmed by a fresh count, its mu out of the codes' (far_ends.py)
+        mu_c = confirm_mu(mu_range, mu_codes)
+        lo, hi, rec, _ = confirmed_range(tb.noisy_counts, tb.sigma, len(y), float(tb.lower[0]),
+                                         float(tb.upper[0]), mu_c, rng,
+                                         lambda: feature_histograms(y[:, None], [0])[0])
+        records += rec
+        mu_codes = math.sqrt(mu_codes ** 2 - mu_c ** 2) if rec else mu_codes
     else:
         lo, hi = (float(v) for v in public_range)
     sigma = coding_sigma(len(columns), mu_codes)

@@ -1,0 +1,152 @@
+"""A far end of the target's range is kept only on fresh evidence: a noisy count of the
+records beyond it.
+
+Why. The scans that read a range from a released histogram (:mod:`._bounds`) cross about
+fifty empty bins on each side of the data before they reach it, and stop in that empty
+region by noise alone in about 1e-3 of scans (at the default confidences 4 and 4.5). For a
+feature it costs little: its range is read again, centred. The target's range sets the
+scale of the model and of the constant alike: a lower end at -2.9e7 for a target in
+[-5, 5] multiplies every released number's noise, in y's units, by 10^6 (R^2 -1.8e8 on
+fresh data, at one seed in about 800). One reading of one release cannot tell such a
+stop from a real cluster of records whose bin stands just above the threshold (reading
+the same counts more strictly cuts real far clusters: docs/preprocessing.md); a second,
+independent release can.
+
+Which ends are far (post-processing, free). Each end's *inner end* is the same scan run
+again from the bin next to it, towards the data, with a fresh walk (the end's bin and the
+noise accumulated on the way to it left behind): after a false stop it crosses the rest of
+the empty region and stops at the data; next to a heavy tail it stops within a bin or two.
+The lower end is far when it widens the range more than ``FAR_FACTOR`` (ten) times:
+``upper - lower > 10 (upper - inner lower)`` (and the upper end likewise). Ends are bin
+edges 10^(1/4) apart, so an end on the other end's side of zero is never far
+(``(U - L) / (U - I) <= 1.78 / 0.78``): only an end across zero from the data, or
+decades beyond it, is.
+
+Mechanism (only when an end is far). The exact number of records in the far end's bin and
+beyond it (for the lower end, the records in its bin or any lower one; for the upper,
+likewise above), plus N(0, sigma_c^2) noise, sigma_c = Delta / mu: under replace-one
+adjacency one record moves each count by at most 1, so Delta = 1 for one end and
+sqrt(2) for both. mu-GDP, recorded as ``Gaussian(1 / mu)``. Whether it runs is a function
+of the released histogram; the caller takes its mu out of a later step of the same fit,
+so both branches spend the same total (fully adaptive composition of Gaussian mechanisms,
+Smith & Thakurta 2022).
+
+Decision (post-processing). A scan's end claims that at least ``q n`` records (q = 1%) lie
+at or beyond it. The far end is kept when its noisy count reaches ``q n / 2 +
+CONFIRM_CONFIDENCE sigma_c`` (2.5 standard deviations): a stop on noise over an empty region
+(true count 0) passes with probability at most Phi(-2.5) = 0.6%, so a catastrophic range
+becomes a 6e-6 event; a real far cluster holding q n records and more passes unless it
+is within a few sigma_c of half of q n. Otherwise the end is replaced by its inner end. With
+no budget for the count (``mu`` None: a caller with nothing left to spend) every far end is
+replaced by its inner end.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from dpopt.preprocessing._bounds import (
+    DEFAULT_BIN_CONFIDENCE,
+    DEFAULT_CONFIDENCE,
+    DEFAULT_GRID,
+    DEFAULT_QUANTILES,
+)
+from dpopt.privacy.accounting import Gaussian
+from dpopt.privacy.mechanisms import gaussian_noise, noisy_scan
+
+__all__ = ["FAR_FACTOR", "CONFIRM_CONFIDENCE", "far_ends", "noisy_beyond", "confirmed_range",
+           "confirm_mu"]
+
+#: An end is far when it makes the range more than this many times wider than its inner end.
+FAR_FACTOR = 10.0
+#: The fresh count keeps a far end at ``q n / 2`` plus this many of its noise's deviations.
+CONFIRM_CONFIDENCE = 2.5
+
+
+def confirm_mu(mu_histogram, mu_next):
+    """The mu of the count, out of a later step's ``mu_next``: the histogram's own mu (its
+    noise then sqrt(2) times smaller than a bin's, for one end), at most half of
+    ``mu_next`` squared."""
+    return min(mu_histogram, mu_next / math.sqrt(2.0))
+
+
+def _stop_bins(lower, upper, grid):
+    """The bins whose lower end is ``lower`` and whose upper end is ``upper`` (the scans
+    round outwards to bin edges; the coarser readings' edges are edges of ``grid`` too),
+    -1 where there is none."""
+    lo_end, hi_end = grid.bin_ends()
+    b_lo = np.flatnonzero(lo_end == lower)
+    b_hi = np.flatnonzero(hi_end == upper)
+    return (int(b_lo[0]) if b_lo.size else -1), (int(b_hi[-1]) if b_hi.size else -1)
+
+
+def far_ends(noisy, sigma, n, lower, upper, *, grid=DEFAULT_GRID, quantiles=DEFAULT_QUANTILES):
+    """Which ends of the reading (``lower``, ``upper``) of the noisy histogram ``noisy`` (one
+    row of ``grid``'s bins, noise std ``sigma``, public ``n``) are far (module docstring).
+    Returns ``{"lower": (stop bin, inner end), "upper": ...}`` for the far ends only
+    (post-processing)."""
+    noisy = np.ravel(np.asarray(noisy, dtype=np.float64))
+    lo_end, hi_end = grid.bin_ends()
+    b_lo, b_hi = _stop_bins(lower, upper, grid)
+    if b_lo < 0 or b_hi < 0 or b_lo >= b_hi:
+        return {}
+    lo_q, hi_q = quantiles
+    scan = dict(sigma=sigma, confidence=DEFAULT_CONFIDENCE, bin_confidence=DEFAULT_BIN_CONFIDENCE)
+    r_lo = int(noisy_scan(noisy[b_lo + 1:], lo_q * n, from_top=False, **scan)[0])
+    r_hi = int(noisy_scan(noisy[:b_hi], (1.0 - hi_q) * n, from_top=True, **scan)[0])
+    far = {}
+    if r_lo >= 0:
+        inner = float(lo_end[b_lo + 1 + r_lo])
+        if inner < upper and upper - lower > FAR_FACTOR * (upper - inner):
+            far["lower"] = (b_lo, inner)
+    if r_hi >= 0:
+        inner = float(hi_end[r_hi])
+        if inner > lower and upper - lower > FAR_FACTOR * (inner - lower):
+            far["upper"] = (b_hi, inner)
+    return far
+
+
+def noisy_beyond(counts, stops, mu, rng):
+    """The mechanism: for each end of ``stops`` (``{"lower": bin, "upper": bin}``, one or
+    both), the number of records of the exact histogram ``counts`` in that bin and beyond
+    it, plus N(0, sigma_c^2) noise with sigma_c = sqrt(len(stops)) / mu (replace-one: each
+    count moves by at most 1). Returns (noisy counts in the order of ``stops``, sigma_c)."""
+    exact = np.ravel(counts)
+    beyond = {"lower": lambda b: exact[:b + 1].sum(), "upper": lambda b: exact[b:].sum()}
+    true = np.array([beyond[end](b) for end, b in stops.items()], dtype=np.float64)
+    sigma_c = math.sqrt(len(stops)) / mu
+    return true + gaussian_noise(rng, sigma_c, true.shape), sigma_c
+
+
+def confirmed_range(noisy, sigma, n, lower, upper, mu, rng, counts, *, grid=DEFAULT_GRID,
+                    quantiles=DEFAULT_QUANTILES):
+    """The range (``lower``, ``upper``) read from the noisy histogram ``noisy`` with each far
+    end confirmed by a fresh count or replaced by its inner end (module docstring).
+
+    ``counts``: a function of no argument returning the exact histogram of the same values
+    on ``grid`` (called only when an end is far: on chunked data it is a pass). ``mu``: the
+    count's Gaussian-DP mu, or None (nothing to spend: far ends are replaced). Returns
+    ``(lower, upper, records, note)``: ``records`` is ``[Gaussian(1 / mu)]`` when the count
+    was released, else ``[]``; ``note`` None when no end was far, else a dict for the
+    fit's report (``{"lower": "kept" or "cut", ...}``)."""
+    far = far_ends(noisy, sigma, n, lower, upper, grid=grid, quantiles=quantiles)
+    if not far:
+        return lower, upper, [], None
+    ends = dict(zip(("lower", "upper"), (lower, upper)))
+    note, records = {}, []
+    if mu is None or mu <= 0.0:
+        kept = dict.fromkeys(far, False)
+    else:
+        released, sigma_c = noisy_beyond(counts(), {e: b for e, (b, _) in far.items()}, mu, rng)
+        tail = {"lower": quantiles[0] * n, "upper": (1.0 - quantiles[1]) * n}
+        kept = {end: bool(c >= 0.5 * tail[end] + CONFIRM_CONFIDENCE * sigma_c)
+                for end, c in zip(far, released)}
+        records.append(Gaussian(1.0 / mu, 1))
+    for end in far:
+        note[end] = "kept" if kept[end] else "cut"
+        if not kept[end]:
+            ends[end] = far[end][1]
+    lower, upper = sorted((ends["lower"], ends["upper"]))  # two inner ends may cross
+    return lower, upper, records, note
