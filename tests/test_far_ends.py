@@ -47,7 +47,9 @@ def normal_target(n=2000, seed=0):
 
 def test_a_planted_false_stop_is_far_and_its_inner_end_is_the_datas():
     y, rng = normal_target(), np.random.default_rng(1)
-    for at in (-3e7, -2e3, -300.0):  # ten times the range's width and more
+    # 10^1.5 times the range's width and more; -9e8 is the bin next to the overflow bin,
+    # both of which end at -1e9
+    for at in (-9e8, -3e7, -2e3, -1.5e3):
         noisy, lo, hi = spiked(y, 5.0, at, rng)
         assert lo < at  # the scan stopped on the spike
         far = F.far_ends(noisy, 5.0, len(y), lo, hi)
@@ -55,17 +57,39 @@ def test_a_planted_false_stop_is_far_and_its_inner_end_is_the_datas():
         assert -12.0 < far["lower"][1] < -3.0  # the data's 1% end, rounded to a bin edge
 
 
-def test_heavy_tails_zero_inflation_and_binary_targets_have_no_far_end():
+@pytest.mark.parametrize("at", [1e8, -1e7])
+def test_a_false_stop_beside_a_zero_inflated_target_is_cut(at):
+    """80% zeros and counts up to 10 on 400 rows (sigma 10.7): the nonzero values are too
+    thin for the restarted scan, which stops at the zero bin; the far end is still cut."""
+    rng = np.random.default_rng(9)
+    y = np.where(rng.random(400) < 0.8, 0.0, rng.integers(1, 11, 400)).astype(float)
+    for _ in range(50):
+        noisy, lo, hi = spiked(y, 10.7, at, rng, height=30.0)
+        lo2, hi2, rec, note = F.confirmed_range(noisy, 10.7, len(y), lo, hi, math.sqrt(2) / 10.7,
+                                                rng, lambda: counts_of(y))
+        assert max(abs(lo2), abs(hi2)) <= 100 and "cut" in note.values()
+
+
+def test_heavy_tails_and_zero_inflation_have_no_far_end_and_a_binary_targets_is_kept():
     rng = np.random.default_rng(2)
     targets = [np.exp(2.5 * rng.standard_normal(5000)),  # five decades, both tails thin
                -np.exp(2.5 * rng.standard_normal(5000)),
                np.where(rng.random(5000) < 0.9, 0.0, rng.pareto(1.5, 5000) * 100),
-               (rng.random(5000) < 0.3).astype(float), rng.standard_t(1.5, 5000)]
+               rng.poisson(0.3, 5000).astype(float), rng.standard_t(1.5, 5000)]
     for y in targets:
         for _ in range(20):
             noisy = counts_of(y) + 5.0 * rng.standard_normal(G.n_bins)
             lo, hi, un = histogram_bounds(noisy, 5.0, len(y), DEFAULT_QUANTILES)
             assert F.far_ends(noisy, 5.0, len(y), float(lo[0]), float(hi[0])) == {}
+    # a 0/1 target: the restarted scan from below 1 stops at the zero bin, so 1 is far (ten
+    # thousand times the zero bin's width) and the count keeps it, even at 2% of ones
+    for share in (0.3, 0.02):
+        y = (rng.random(5000) < share).astype(float)
+        for _ in range(20):
+            noisy = counts_of(y) + 5.0 * rng.standard_normal(G.n_bins)
+            lo, hi, rec, note = F.confirmed_range(noisy, 5.0, len(y), 0.0, 1.0, 0.3, rng,
+                                                  lambda y=y: counts_of(y))
+            assert (lo, hi, note, len(rec)) == (0.0, 1.0, {"upper": "kept"}, 1)
 
 
 def test_a_false_stop_is_cut_and_a_real_far_cluster_is_kept():
@@ -112,7 +136,8 @@ def test_the_count_has_the_stated_noise_and_replace_one_sensitivity(stops):
     y = normal_target(500)
     exact = counts_of(y)
     draws = np.array([F.noisy_beyond(exact, stops, mu, rng)[0] for _ in range(4000)])
-    truth = [exact[:b + 1].sum() if e == "lower" else exact[b:].sum() for e, b in stops.items()]
+    # the stop bin, the next one towards the data, and beyond
+    truth = [exact[:b + 2].sum() if e == "lower" else exact[b - 1:].sum() for e, b in stops.items()]
     sd = math.sqrt(len(stops)) / mu
     assert np.allclose(draws.mean(0), truth, atol=4 * sd / math.sqrt(4000))
     assert np.allclose(draws.std(0), sd, rtol=0.05)
@@ -188,10 +213,10 @@ class Spiked(InMemoryData):
 def test_the_constants_range_is_confirmed_out_of_the_means_share():
     y = 10.0 + normal_target(3000)
     mu = 0.5
-    target, mean, records, _, spent = mean_of_y.private_mean_of_y(
+    target, mean, records, what, spent = mean_of_y.private_mean_of_y(
         Spiked(np.zeros((len(y), 1)), y), mu, np.random.default_rng(7))
     lo = target.center - target.half_width
-    assert 0.0 <= lo < 10.0 and spent == mu
+    assert 0.0 <= lo < 10.0 and spent == mu and what.endswith("a far end of its range lower cut")
     # the histogram(s), the count and the mean: their mu^2 add up to mu^2
     assert sum(r.noise_multiplier ** -2 for r in records) == pytest.approx(mu ** 2, rel=1e-9)
     assert len(records) == 3
@@ -210,6 +235,7 @@ def test_the_table_layers_range_is_confirmed_out_of_the_codes_mu(monkeypatch):
     records, found, info = release_target_codes([text_codes(df["c"])], y, [column], 0.3, 0.6,
                                                 np.random.default_rng(8))
     assert -20 < found[0] < -3 and len(records) == 3  # histogram, count, codes
+    assert info["far_ends"] == {"lower": "cut"}
     assert info["mu"] == pytest.approx(math.sqrt(0.6 ** 2 - F.confirm_mu(0.3, 0.6) ** 2))
 
 
@@ -218,3 +244,33 @@ def test_the_count_passes_its_audit_and_a_broken_variant_is_caught():
     assert ok.epsilon_lb <= ok.epsilon, ok
     broken = audit_far_end_count(n_runs=1000, noise_scale=0.25)
     assert broken.epsilon_lb > broken.epsilon, broken
+
+
+def test_before_objective_perturbation_the_counts_mu_is_planned_and_a_real_cluster_kept():
+    """DPHuberRegressor: objective perturbation's calibration must not depend on the data, so
+    the count's mu leaves the model in any case; here it runs and keeps a real cluster (3% of
+    records at 3e6, marked by a feature), which a cut would have clipped (R^2 about 0)."""
+    rng = np.random.default_rng(1)
+    X = rng.standard_normal((2000, 3))
+    far = (rng.random(2000) < 0.03).astype(float)
+    y = X @ [1.0, -1.0, 0.5] + 0.5 * rng.standard_normal(2000) + 3e6 * far
+    X = np.column_stack([X, far])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est = dpopt.DPHuberRegressor(epsilon=4.0, random_state=0).fit(X, y)
+    assert est.auto_.plan["target_far_ends"] == {"upper": "kept"}
+    assert est.target_range_[1] > 1e6 and est.score(X, y) > 0.9
+    assert est.epsilon_spent_ == pytest.approx(4.0, rel=1e-6) and est.epsilon_spent_ <= 4.0
+
+
+def test_a_model_share_refused_after_a_data_decided_release_is_charged():
+    from dpopt._core.exceptions import ChargedFitError
+    from dpopt.pipeline.default_path import _check_model_share
+    from dpopt.privacy import Gaussian
+
+    with pytest.raises(ValueError) as plain:  # on the plan: nothing was released
+        _check_model_share(1e-9, 0.01, 0.5, 100)
+    assert not isinstance(plain.value, ChargedFitError)
+    with pytest.raises(ChargedFitError) as charged:
+        _check_model_share(1e-9, 0.01, 0.5, 100, [Gaussian(10.0)])
+    assert charged.value.records == (Gaussian(10.0),)

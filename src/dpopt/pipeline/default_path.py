@@ -24,6 +24,9 @@ re-centring           from the    (features whose noisy mean missed their values
 row-norm bound        3%          noisy log-histogram of the scaled rows' norms -> its 95%
                                   quantile R (:func:`dpopt.privacy.private_quantile`)
 target bounds         5%          (regression) noisy histogram of y -> lower/upper quantiles
+far end's count       from the    (an end of y's range more than 10^1.5 times beyond the scan
+                      model's     restarted inside it) records beyond it, noisy -> kept or cut
+                                  (:mod:`dpopt.preprocessing.far_ends`)
 curvature             2-50% of    (least squares where AdaSSP declines) noisy Gram matrix ->
                       the model's a bound on lambda_max(X^T X / n), DP-GD's smoothness
                                   (:mod:`dpopt.pipeline.curvature`)
@@ -91,6 +94,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from dpopt._core.exceptions import ChargedFitError
 from dpopt._core.validation import MIN_EPSILON
 from dpopt.pipeline.autofit import AutoFit, constant_fit  # noqa: F401 (AutoFit: public here too)
 from dpopt.pipeline.curvature import (
@@ -101,7 +105,7 @@ from dpopt.pipeline.curvature import (
 )
 from dpopt.pipeline.inference import SUPPORTED as INFERENCE_PATHS
 from dpopt.pipeline.inference import Inference, release_inference, unsupported_reason
-from dpopt.pipeline.mean_of_y import private_mean_of_y
+from dpopt.pipeline.mean_of_y import adassp_mean_instead, private_mean_of_y
 from dpopt.pipeline.scaling import (  # noqa: F401 (the scaling steps, public here too)
     MAX_SHARE,
     SHARES,
@@ -115,7 +119,6 @@ from dpopt.pipeline.scaling import (  # noqa: F401 (the scaling steps, public he
     private_scaling,
     public_count,
     raw_unit_penalty,
-    target_range,
     warn_columns,
 )
 from dpopt.preprocessing._bounds import COARSE_GRID, DEFAULT_GRID
@@ -129,11 +132,9 @@ from dpopt.privacy import (
     epsilon_of,
     gdp_epsilon,
     gdp_mu,
-    resolve_accountant,
 )
 from dpopt.solvers import available_solvers, get_solver, solve_uncharged
 from dpopt.solvers._common import run_length  # noqa: F401 (the rules' run length, public here)
-from dpopt.solvers.adassp import calibrate_adassp, check_budget_split
 
 #: Share of mu^2 of the releases of :mod:`dpopt.pipeline.inference` (``inference=True`` only): they
 #: fix a variance, not the model, so they need to be right within tens of percent.
@@ -369,13 +370,14 @@ def fit_default(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, 
     row_mode = "feature_bounds" not in shares and public < p
     if row_mode:
         _warn_row_normalization(n, p, epsilon)
-    # the re-centring (its mu decided by the data) only ahead of a Gaussian model mechanism
-    family = choose_solver(loss_name, getattr(penalty, "name", penalty), n, p,
-                           available_solvers(), chunked=data.chunked)[0]
+    # a mu decided by the data moves to or from the model only ahead of a Gaussian mechanism
+    gaussian = choose_solver(loss_name, getattr(penalty, "name", penalty), n, p,
+                             available_solvers(), chunked=data.chunked)[0] != "objective-perturbation"
+    if gaussian:  # the plan's model share, before the data is read
+        _check_model_share(gdp_epsilon(mus["model"], delta), epsilon, delta, n)
     scaling, target, R, records, columns_note = private_scaling(
         data, mus, fit_intercept=fit_intercept, center=center, regression=regression, rng=rng,
-        bounds=feature_bounds, row_mode=row_mode,
-        may_recentre=family != "objective-perturbation")
+        bounds=feature_bounds, row_mode=row_mode, gaussian_model=gaussian)
     records = (list(prior.records) if prior is not None else []) + records
     if prior is not None and prior.info.get("target_coding", {}).get("grid_end"):
         columns_note["target_grid_end"] = True  # y's range released by the table layer
@@ -415,9 +417,9 @@ def fit_default(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, 
         # Gaussian releases above (their mu adds in quadrature to its Gaussian part)
         options["prior_mu"] = math.sqrt(max(mu_total ** 2 - mus["model"] ** 2, 0.0))
         eps_model = epsilon
-    _check_model_share(eps_model, epsilon, delta, n)
+    _check_model_share(eps_model, epsilon, delta, n, records, prior)
     if solver == "adassp" and collapsed and not inference:
-        return _mean_instead(data, p, eps_model, delta, delta_total, mu_total, mus,
+        return adassp_mean_instead(data, p, eps_model, delta, delta_total, mu_total, mus,
                              scaling, target, records, R, rng,
                              {"scaling": scaled_how, **columns_note}, prior, options)
     # uncharged: the api-level caller charges the whole pipeline once
@@ -478,20 +480,25 @@ def _warn_row_normalization(n, p, epsilon):
                   f"with public bounds", UserWarning, stacklevel=4)
 
 
-def _check_model_share(eps_model, epsilon, delta, n):
-    """Refuse, before the model's solver runs (data-independent: it depends on n, p,
-    epsilon, delta only), a plan whose model share is below the smallest epsilon a solver
-    accepts. A mu-GDP share is (gdp_epsilon(mu, delta), delta)-DP, and that epsilon is
-    0 when delta >= 2 Phi(mu/2) - 1: a large delta (or a tiny epsilon) leaves the
-    model's share nothing to calibrate to. The error names the user's values."""
+def _check_model_share(eps_model, epsilon, delta, n, records=(), prior=None):
+    """Refuse a plan whose model share is below the smallest epsilon a solver accepts. A
+    mu-GDP share is (gdp_epsilon(mu, delta), delta)-DP, and that epsilon is 0 when delta >=
+    2 Phi(mu/2) - 1: a large delta (or a tiny epsilon) leaves the model's share nothing to
+    calibrate to. The error names the user's values. Checked on the plan's share before
+    the data is read (n, p, epsilon, delta only: a ValueError, nothing spent), and again
+    before the solver runs, after the releases whose outcome moved mu out of the model
+    (``records``: then the refusal depends on the data and is charged, ChargedFitError)."""
     if eps_model < MIN_EPSILON:
-        raise ValueError(
+        why = (
             f"epsilon={epsilon:g} with delta={delta:g} is too small a budget for the default "
             f"path (n={n}): its model share is worth epsilon {eps_model:.3g} at this delta, below "
             f"the smallest usable {MIN_EPSILON:g}"
             + (f"; delta is also far above 1/n={1 / n:.3g}, which makes epsilon meaningless"
                if delta > 1 / n else "")
             + ". Use a larger epsilon or a delta << 1/n (the default is 1/n^2)")
+        if records:
+            raise ChargedFitError(why, records, prior.delta if prior is not None else 0.0)
+        raise ValueError(why)
 
 
 def _no_model(data, p, fit_intercept, delta, n, epsilon, mu, rng, prior=None, why=None):
@@ -528,56 +535,6 @@ def _no_model(data, p, fit_intercept, delta, n, epsilon, mu, rng, prior=None, wh
                         epsilon=epsilon_of(spent, delta) if spent else 0.0,
                         delta=delta + (prior.delta if prior else 0.0), accountant="none",
                         plan=plan, target=target)
-
-
-def _mean_instead(data, p, eps_model, delta, delta_total, mu_total, mus, scaling,
-                  target, records, R, rng, columns_note, prior, options):
-    """The training rows' target histogram collapsed (both bounds in one bin: the target's
-    scale is unknown, so AdaSSP would fit a model of one value): AdaSSP's own releases are
-    spent on the private mean of y instead. Its calibration at the model's epsilon gives
-    the multipliers (z_1, z_2, z_3) of its three releases (:func:`~dpopt.solvers.adassp.calibrate_adassp`);
-    the target's histogram is released again with z_2 (sensitivity sqrt(2), as the first
-    look, a far larger share than the first look had), and where it resolves, the mean of
-    y clipped to that range with z_3 (sensitivity 2 on the sum). The records are
-    ``Gaussian(z_2), Gaussian(z_3)``: a subsequence of AdaSSP's planned records, so every
-    accounting that holds for the planned model holds here (a search's data-independent
-    probe accounts exactly those), and z_1 is not spent. Which branch runs is a function of
-    released numbers (adaptive composition). ``plan["constant_sd"]`` is the mean's
-    standard deviation in its scaled units (public), for pooling
-    (:func:`dpopt.pipeline.constant.released_mean`). When even that range does not
-    resolve, the collapsed range is kept and the constant is its point."""
-    n = data.shape[0]
-    shares = check_budget_split(options["budget_split"])  # AdaSSP's default_settings
-    _, zs = calibrate_adassp(eps_model, delta, shares)
-    mu_bounds, mu_mean = (_mu_of(z) for z in zs[1:])
-    tb = data.target_bounds(mu_bounds, rng)
-    rec = list(tb.mechanisms)
-    lo, hi = target_range(data, tb, None, rng)[:2]  # a far end cut: no count to confirm it
-    found, mean, sd = target, 0.0, None
-    what = "the constant at the collapsed range (a second histogram did not resolve it)"
-    if hi > lo:
-        found = TargetScaling.from_bounds(lo, hi, shift=True)
-        mean, spent = data.target_mean(found, mu_mean, rng)
-        rec += spent
-        sd, what = 2.0 / (n * mu_mean), "the private mean of y (its range, then its mean)"
-    mechanisms = records + rec
-    plan = {"solver": "none", "reason": (f"the training rows' histogram of y collapsed to one "
-                                         f"value: AdaSSP's releases gave {what} instead"),
-            "mu": mu_total, "mu_shares": mus, "target_collapsed": True, "constant": what,
-            "constant_sd": sd, "row_bound": R, "model_options": {}, **columns_note}
-    if prior is not None:
-        plan["table"] = prior.info
-        plan["selection_delta"] = prior.delta
-    return constant_fit(p, True, mean, mechanisms=mechanisms,
-                        epsilon=epsilon_of(mechanisms, delta), delta=delta_total,
-                        accountant=resolve_accountant(mechanisms, "auto"), plan=plan,
-                        scaling=scaling, target=found)
-
-
-def _mu_of(z):
-    """1 / z, rounded down where needed so that the record's multiplier 1 / mu is >= z."""
-    mu = 1.0 / z
-    return mu if 1.0 / mu >= z else math.nextafter(mu, 0.0)
 
 
 def _model_options(solver, problem, mu, R, *, inference=False, **released):

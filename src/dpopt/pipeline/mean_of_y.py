@@ -17,7 +17,8 @@ import math
 import numpy as np
 from scipy.stats import norm
 
-from dpopt.pipeline.scaling import bounds_resolvable, refine_resolvable
+from dpopt.pipeline.autofit import constant_fit
+from dpopt.pipeline.scaling import bounds_resolvable, refine_resolvable, target_range
 from dpopt.preprocessing._bounds import (
     DEFAULT_BIN_CONFIDENCE,
     DEFAULT_QUANTILES,
@@ -35,8 +36,10 @@ from dpopt.preprocessing._refine import (
 )
 from dpopt.preprocessing.far_ends import confirm_mu
 from dpopt.preprocessing.feature_maps import TargetScaling
+from dpopt.privacy import epsilon_of, resolve_accountant
+from dpopt.solvers.adassp import calibrate_adassp, check_budget_split
 
-__all__ = ["LOOKS", "private_mean_of_y"]
+__all__ = ["LOOKS", "private_mean_of_y", "adassp_mean_instead"]
 
 
 def private_mean_of_y(data, mu, rng):
@@ -78,17 +81,17 @@ def private_mean_of_y(data, mu, rng):
     n = data.shape[0]
     if data.public_target is not None:
         tb = data.target_bounds(0.0, rng)
-        lo, hi, share, records = float(tb.lower[0]), float(tb.upper[0]), 0.0, []
+        lo, hi, share, records, far = float(tb.lower[0]), float(tb.upper[0]), 0.0, [], ""
     else:
         rule = next((s for s in (0.25, 0.5) if bounds_resolvable(n / 2, 1, mu * math.sqrt(s))),
                     0.75)
         lo, hi, share, (releases, records) = _looks(data, mu, rng, rule)
         if lo is None:  # not located at LOOKS[-1]: the last share, pooled, is read
             return _released_again(data, (releases, records), mu, rng)
-        lo, hi, share = _confirmed(data, releases, records, lo, hi, share, mu, rng)
+        lo, hi, share, far = _confirmed(data, releases, records, lo, hi, share, mu, rng)
     if not hi > lo:
-        return (None, 0.0, records, "the constant 0 (the histogram of y collapsed onto 0)",
-                mu * math.sqrt(share))
+        return (None, 0.0, records, "the constant 0 (the histogram of y collapsed onto 0)"
+                + far, mu * math.sqrt(share))
     rest, what = 1.0 - share, ("the private mean of y (its public range, then a noisy mean)"
                                if data.public_target is not None else "the private mean of y "
                                "(its range by a histogram, then a noisy mean)")
@@ -100,7 +103,7 @@ def private_mean_of_y(data, mu, rng):
                 "then a noisy mean)")
     target = TargetScaling.from_bounds(lo, hi, shift=True)
     mean, rec = data.target_mean(target, mu * math.sqrt(rest), rng)
-    return target, mean, records + rec, what, mu
+    return target, mean, records + rec, what + far, mu
 
 
 #: The cumulative shares of mu^2 at which :func:`private_mean_of_y` reads y's histogram:
@@ -131,12 +134,20 @@ def _looks(data, mu, rng, rule):
 def _confirmed(data, releases, records, lower, upper, share, mu, rng):
     """The located range with each far end confirmed by a fresh count (appended to
     ``records``) whose mu comes out of the mean's share (:func:`~dpopt.preprocessing.far_ends.
-    confirm_mu`), or replaced by its inner end. Returns (lower, upper, share of mu^2 spent)."""
+    confirm_mu`), or replaced by its inner end. Returns (lower, upper, share of mu^2 spent,
+    the words for the report: :func:`far_words`)."""
     noisy, sigma = pooled_counts(*releases)
     mu_c = confirm_mu(mu * math.sqrt(share), mu * math.sqrt(1.0 - share))
-    lower, upper, rec, _ = data.confirmed_target_range(noisy, sigma, lower, upper, mu_c, rng)
+    lower, upper, rec, note = data.confirmed_target_range(noisy, sigma, lower, upper, mu_c, rng)
     records += rec
-    return lower, upper, share + (mu_c / mu) ** 2 if rec else share
+    return lower, upper, share + (mu_c / mu) ** 2 if rec else share, far_words(note)
+
+
+def far_words(note):
+    """What the report says of a far end (:func:`~dpopt.preprocessing.far_ends.
+    confirmed_range`'s note): "" when no end was far."""
+    return "" if not note else "; a far end of its range " + ", ".join(
+        f"{end} {what}" for end, what in note.items())
 
 
 def _located(noisy, sigma, n, grid, final=False):
@@ -204,11 +215,11 @@ def _released_again(data, releases, mu, rng):
     n = data.shape[0]
     lo, hi = _located(noisy, sigma, n, last.grid, final=True)
     if lo is not None and hi > lo:  # nothing left to confirm a far end with: cut (far_ends.py)
-        lo, hi, _, _ = data.confirmed_target_range(noisy, sigma, lo, hi, None, rng)
+        lo, hi, _, note = data.confirmed_target_range(noisy, sigma, lo, hi, None, rng)
         target = TargetScaling.from_bounds(lo, hi, shift=True)
         mean = float(np.clip(target.transform(histogram_mean(noisy, lo, hi, last.grid)), -1, 1))
         return (target, mean, records, "the private mean of y (read from its histograms, "
-                "pooled: three looks did not resolve its range)", mu)
+                "pooled: three looks did not resolve its range)" + far_words(note), mu)
     # [0, 0]: the zeros resolved, the nonzero values did not
     counts = np.ravel(noisy) if lo is None else _without_zeros(noisy, last.grid)
     placed = _placed(counts, sigma, last.grid)
@@ -311,3 +322,54 @@ def _grown(counts, first, last, sigma):
             first -= 1
         else:
             last += 1
+
+
+def adassp_mean_instead(data, p, eps_model, delta, delta_total, mu_total, mus, scaling,
+                        target, records, R, rng, columns_note, prior, options):
+    """The training rows' target histogram collapsed (both bounds in one bin: the target's
+    scale is unknown, so AdaSSP would fit a model of one value): AdaSSP's own releases are
+    spent on the private mean of y instead. Its calibration at the model's epsilon gives
+    the multipliers (z_1, z_2, z_3) of its three releases (:func:`~dpopt.solvers.adassp.calibrate_adassp`);
+    the target's histogram is released again with z_2 (sensitivity sqrt(2), as the first
+    look, a far larger share than the first look had), and where it resolves, the mean of
+    y clipped to that range with z_3 (sensitivity 2 on the sum). The records are
+    ``Gaussian(z_2), Gaussian(z_3)``: a subsequence of AdaSSP's planned records, so every
+    accounting that holds for the planned model holds here (a search's data-independent
+    probe accounts exactly those), and z_1 is not spent. Which branch runs is a function of
+    released numbers (adaptive composition). ``plan["constant_sd"]`` is the mean's
+    standard deviation in its scaled units (public), for pooling
+    (:func:`dpopt.pipeline.constant.released_mean`). When even that range does not
+    resolve, the collapsed range is kept and the constant is its point."""
+    n = data.shape[0]
+    shares = check_budget_split(options["budget_split"])  # AdaSSP's default_settings
+    _, zs = calibrate_adassp(eps_model, delta, shares)
+    mu_bounds, mu_mean = (_mu_of(z) for z in zs[1:])
+    tb = data.target_bounds(mu_bounds, rng)
+    rec = list(tb.mechanisms)
+    lo, hi, _, far = target_range(data, tb, None, rng)  # a far end cut: no count to confirm it
+    found, mean, sd = target, 0.0, None
+    what = "the constant at the collapsed range (a second histogram did not resolve it)"
+    if hi > lo:
+        found = TargetScaling.from_bounds(lo, hi, shift=True)
+        mean, spent = data.target_mean(found, mu_mean, rng)
+        rec += spent
+        sd, what = 2.0 / (n * mu_mean), "the private mean of y (its range, then its mean)"
+    mechanisms = records + rec
+    plan = {"solver": "none", "reason": (f"the training rows' histogram of y collapsed to one "
+                                         f"value: AdaSSP's releases gave {what} instead"),
+            "mu": mu_total, "mu_shares": mus, "target_collapsed": True, "constant": what,
+            "constant_sd": sd, "row_bound": R, "model_options": {}, **columns_note,
+            **({"target_far_ends": far} if far else {})}
+    if prior is not None:
+        plan["table"] = prior.info
+        plan["selection_delta"] = prior.delta
+    return constant_fit(p, True, mean, mechanisms=mechanisms,
+                        epsilon=epsilon_of(mechanisms, delta), delta=delta_total,
+                        accountant=resolve_accountant(mechanisms, "auto"), plan=plan,
+                        scaling=scaling, target=found)
+
+
+def _mu_of(z):
+    """1 / z, rounded down where needed so that the record's multiplier 1 / mu is >= z."""
+    mu = 1.0 / z
+    return mu if 1.0 / mu >= z else math.nextafter(mu, 0.0)

@@ -260,18 +260,19 @@ def _data_of(X, y, loss, fit_intercept, target_bounds=None):
 
 
 def private_scaling(data, mus, *, fit_intercept, center, regression, rng, bounds=None,
-                    row_mode=None, may_recentre=False):
+                    row_mode=None, gaussian_model=False):
     """The scaling steps of :func:`fit_default` (the releases of the module table with the
     mu of ``mus``; rows normalized, for free, when ``mus`` has no ``feature_bounds``).
     Returns ``(scaling, target_scaling or None, R, records, columns_note)``, the note naming
     the columns whose bounds fell back or collapsed (:func:`note_columns`). ``bounds``:
     public (lower, upper) per feature, NaN where unknown (those cost nothing). The feature
     bounds' histograms are on :func:`bounds_grid` of their mu (the note has ``coarse_grid``
-    True when that is the coarse grid). ``may_recentre``: whether the re-centring's release
-    may follow the (free) narrowing of a feature whose mean missed its values (its mu,
-    decided by the data, leaves the model: only for a Gaussian model mechanism, whose mu can
-    move between Gaussian releases; objective perturbation is calibrated against the
-    scaling's mu, which must not depend on the data)."""
+    True when that is the coarse grid). ``gaussian_model``: whether the model mechanism is
+    Gaussian, so that a release decided by the data may take its mu out of the model's (the
+    re-centring after the (free) narrowing of a feature whose mean missed its values, the
+    count of a far end of the target's range): objective perturbation is calibrated against
+    the scaling's mu, which must not depend on the data, so there the re-centring does not
+    run and the far end's mu leaves the model whether or not its count runs."""
     records, columns_note = [], {}
     if row_mode is None:
         row_mode = "feature_bounds" not in mus
@@ -302,7 +303,7 @@ def private_scaling(data, mus, *, fit_intercept, center, regression, rng, bounds
                 records += rec
                 if moved.size:  # narrowed about their bounds' middle (free)
                     columns_note["recentred_features"] = moved.tolist()
-                mu_c = recentre_mu(data.shape[0], moved.size, mus) if may_recentre else None
+                mu_c = recentre_mu(data.shape[0], moved.size, mus) if gaussian_model else None
                 if mu_c is not None:  # then centred by a second location release
                     from_model(mus, "recentre", mu_c)
                     scaling, rec = recentre(data, scaling, moved, mus["recentre"], rng)
@@ -315,13 +316,15 @@ def private_scaling(data, mus, *, fit_intercept, center, regression, rng, bounds
             columns_note["public_target"] = [float(v) for v in data.public_target]
         tb = data.target_bounds(mus.get("target_bounds", math.inf), rng)
         records += list(tb.mechanisms)
-        # a far end confirmed by a fresh count out of the model's mu (a Gaussian model only)
-        mu_c = confirm_mu(mus["target_bounds"], mus["model"]) if (
-            may_recentre and "target_bounds" in mus) else None
-        lo, hi, rec, far = target_range(data, tb, mu_c, rng)
-        if rec:
+        # a far end confirmed by a fresh count, its mu out of the model's: when the count
+        # runs, or in any case before objective perturbation (gaussian_model)
+        mu_c = confirm_mu(mus["target_bounds"], mus["model"]) if "target_bounds" in mus else None
+        if mu_c is not None and not gaussian_model:
             from_model(mus, "target_confirm", mu_c)
-            records += rec
+        lo, hi, rec, far = target_range(data, tb, mu_c, rng)
+        if rec and gaussian_model:
+            from_model(mus, "target_confirm", mu_c)
+        records += rec
         if far:
             columns_note["target_far_ends"] = far
         if data.public_target is None and max(abs(lo), abs(hi)) >= tb.grid.edges[-1]:

@@ -14,31 +14,37 @@ independent release can.
 
 Which ends are far (post-processing, free). Each end's *inner end* is the same scan run
 again from the bin next to it, towards the data, with a fresh walk (the end's bin and the
-noise accumulated on the way to it left behind): after a false stop it crosses the rest of
-the empty region and stops at the data; next to a heavy tail it stops within a bin or two.
-The lower end is far when it widens the range more than ``FAR_FACTOR`` (ten) times:
-``upper - lower > 10 (upper - inner lower)`` (and the upper end likewise). Ends are bin
-edges 10^(1/4) apart, so an end on the other end's side of zero is never far
-(``(U - L) / (U - I) <= 1.78 / 0.78``): only an end across zero from the data, or
-decades beyond it, is.
+noise accumulated on the way to it left behind, and the exact zero bin left out: a point
+mass of zeros says nothing of where the other values end): after a false stop it crosses
+the rest of the empty region and stops at the data; next to a heavy tail it stops within a
+bin or two. A restarted scan that never stops, or stops beyond the other end's bin, gives
+that bin's edge (the least range the reading supports). The lower end is far when it widens
+the range more than ``FAR_FACTOR`` = 10^1.5 times: ``upper - lower > 10^1.5 (upper - inner
+lower)``, and the upper end likewise: more than the decade a restarted scan may cross before
+a thin real tail adds up to its margin. A 0/1 target's upper end is far by this rule (its
+inner end is the zero bin) and its count keeps it.
 
-Mechanism (only when an end is far). The exact number of records in the far end's bin and
-beyond it (for the lower end, the records in its bin or any lower one; for the upper,
-likewise above), plus N(0, sigma_c^2) noise, sigma_c = Delta / mu: under replace-one
-adjacency one record moves each count by at most 1, so Delta = 1 for one end and
-sqrt(2) for both. mu-GDP, recorded as ``Gaussian(1 / mu)``. Whether it runs is a function
-of the released histogram; the caller takes its mu out of a later step of the same fit,
-so both branches spend the same total (fully adaptive composition of Gaussian mechanisms,
-Smith & Thakurta 2022).
+Mechanism (only when an end is far). The exact number of records in the far end's bin, the
+next bin towards the data (a cluster astride a bin edge) and beyond (for the lower end, the
+records in those two bins or any lower one; for the upper, likewise above), plus
+N(0, sigma_c^2) noise, sigma_c = Delta / mu: under replace-one adjacency one record moves
+each count by at most 1, so Delta = 1 for one end and sqrt(2) for both (add-remove: 1 per
+count, the record is conservative there). mu-GDP, recorded as ``Gaussian(1 / mu)``. Whether
+it runs is a function of the released histogram; the caller takes its mu out of a later step
+of the same fit when it runs, so both branches spend the same total (fully adaptive
+composition of Gaussian mechanisms, Smith & Thakurta 2022); before objective perturbation,
+whose calibration must not depend on the data, it is taken in any case.
 
 Decision (post-processing). A scan's end claims that at least ``q n`` records (q = 1%) lie
 at or beyond it. The far end is kept when its noisy count reaches ``q n / 2 +
 CONFIRM_CONFIDENCE sigma_c`` (2.5 standard deviations): a stop on noise over an empty region
-(true count 0) passes with probability at most Phi(-2.5) = 0.6%, so a catastrophic range
-becomes a 6e-6 event; a real far cluster holding q n records and more passes unless it
-is within a few sigma_c of half of q n. Otherwise the end is replaced by its inner end. With
-no budget for the count (``mu`` None: a caller with nothing left to spend) every far end is
-replaced by its inner end.
+(true count 0) passes with probability at most Phi(-2.5) = 0.6%. A real cluster passes when
+it holds that many records and a few sigma_c more; the scan itself stops on a cluster only
+when its count reaches about q n plus the scan's margin, or 4.5 of the histogram's noise
+deviations (sqrt(2) sigma_c at the default mu), so the clusters the scan finds pass unless
+q n / 2 is large against sigma_c and the cluster holds barely q n. Otherwise the end is
+replaced by its inner end. With no budget for the count (``mu`` None: a caller with nothing
+left to spend) every far end is replaced by its inner end.
 """
 
 from __future__ import annotations
@@ -59,8 +65,10 @@ from dpopt.privacy.mechanisms import gaussian_noise, noisy_scan
 __all__ = ["FAR_FACTOR", "CONFIRM_CONFIDENCE", "far_ends", "noisy_beyond", "confirmed_range",
            "confirm_mu"]
 
-#: An end is far when it makes the range more than this many times wider than its inner end.
-FAR_FACTOR = 10.0
+#: An end is far when it makes the range more than this many times wider than its inner end:
+#: a decade and a half (six bins of the default grid), beyond the decade that a restarted
+#: scan may cross before a thin real tail adds up to its margin.
+FAR_FACTOR = 10.0 ** 1.5
 #: The fresh count keeps a far end at ``q n / 2`` plus this many of its noise's deviations.
 CONFIRM_CONFIDENCE = 2.5
 
@@ -73,20 +81,23 @@ def confirm_mu(mu_histogram, mu_next):
 
 
 def _stop_bins(lower, upper, grid):
-    """The bins whose lower end is ``lower`` and whose upper end is ``upper`` (the scans
-    round outwards to bin edges; the coarser readings' edges are edges of ``grid`` too),
-    -1 where there is none."""
+    """The stop bins of a reading (``lower``, ``upper``), -1 where there is none (the scans
+    round outwards to bin edges; the coarser readings' edges are edges of ``grid`` too). Two
+    bins share an end where the grid's exact zero bin and the overflow bins meet their
+    neighbours: the lower end's bin is the inner one of the two, the upper end's likewise, so
+    that the count covers both and the restarted scan begins past both."""
     lo_end, hi_end = grid.bin_ends()
     b_lo = np.flatnonzero(lo_end == lower)
     b_hi = np.flatnonzero(hi_end == upper)
-    return (int(b_lo[0]) if b_lo.size else -1), (int(b_hi[-1]) if b_hi.size else -1)
+    return (int(b_lo[-1]) if b_lo.size else -1), (int(b_hi[0]) if b_hi.size else -1)
 
 
 def far_ends(noisy, sigma, n, lower, upper, *, grid=DEFAULT_GRID, quantiles=DEFAULT_QUANTILES):
     """Which ends of the reading (``lower``, ``upper``) of the noisy histogram ``noisy`` (one
     row of ``grid``'s bins, noise std ``sigma``, public ``n``) are far (module docstring).
     Returns ``{"lower": (stop bin, inner end), "upper": ...}`` for the far ends only
-    (post-processing)."""
+    (post-processing). A restarted scan that never stops, or stops beyond the other end's
+    bin, gives the other end's bin as the inner end: the least range the reading supports."""
     noisy = np.ravel(np.asarray(noisy, dtype=np.float64))
     lo_end, hi_end = grid.bin_ends()
     b_lo, b_hi = _stop_bins(lower, upper, grid)
@@ -94,27 +105,28 @@ def far_ends(noisy, sigma, n, lower, upper, *, grid=DEFAULT_GRID, quantiles=DEFA
         return {}
     lo_q, hi_q = quantiles
     scan = dict(sigma=sigma, confidence=DEFAULT_CONFIDENCE, bin_confidence=DEFAULT_BIN_CONFIDENCE)
-    r_lo = int(noisy_scan(noisy[b_lo + 1:], lo_q * n, from_top=False, **scan)[0])
-    r_hi = int(noisy_scan(noisy[:b_hi], (1.0 - hi_q) * n, from_top=True, **scan)[0])
+    rest = noisy.copy()
+    rest[grid.zero_bin] = 0.0  # the exact zeros say nothing of where the other values end
+    r_lo = int(noisy_scan(rest[b_lo + 1:], lo_q * n, from_top=False, **scan)[0])
+    r_hi = int(noisy_scan(rest[:b_hi], (1.0 - hi_q) * n, from_top=True, **scan)[0])
+    inner_lo = min(lo_end[b_lo + 1 + r_lo] if r_lo >= 0 else math.inf, lo_end[b_hi])
+    inner_hi = max(hi_end[r_hi] if r_hi >= 0 else -math.inf, hi_end[b_lo])
     far = {}
-    if r_lo >= 0:
-        inner = float(lo_end[b_lo + 1 + r_lo])
-        if inner < upper and upper - lower > FAR_FACTOR * (upper - inner):
-            far["lower"] = (b_lo, inner)
-    if r_hi >= 0:
-        inner = float(hi_end[r_hi])
-        if inner > lower and upper - lower > FAR_FACTOR * (inner - lower):
-            far["upper"] = (b_hi, inner)
+    if upper - lower > FAR_FACTOR * (upper - inner_lo):
+        far["lower"] = (b_lo, float(inner_lo))
+    if upper - lower > FAR_FACTOR * (inner_hi - lower):
+        far["upper"] = (b_hi, float(inner_hi))
     return far
 
 
 def noisy_beyond(counts, stops, mu, rng):
     """The mechanism: for each end of ``stops`` (``{"lower": bin, "upper": bin}``, one or
-    both), the number of records of the exact histogram ``counts`` in that bin and beyond
-    it, plus N(0, sigma_c^2) noise with sigma_c = sqrt(len(stops)) / mu (replace-one: each
-    count moves by at most 1). Returns (noisy counts in the order of ``stops``, sigma_c)."""
+    both), the number of records of the exact histogram ``counts`` in that bin, the next one
+    towards the data (a cluster astride a bin edge) and beyond, plus N(0, sigma_c^2) noise
+    with sigma_c = sqrt(len(stops)) / mu (replace-one: each count moves by at most 1).
+    Returns (noisy counts in the order of ``stops``, sigma_c)."""
     exact = np.ravel(counts)
-    beyond = {"lower": lambda b: exact[:b + 1].sum(), "upper": lambda b: exact[b:].sum()}
+    beyond = {"lower": lambda b: exact[:b + 2].sum(), "upper": lambda b: exact[max(b - 1, 0):].sum()}
     true = np.array([beyond[end](b) for end, b in stops.items()], dtype=np.float64)
     sigma_c = math.sqrt(len(stops)) / mu
     return true + gaussian_noise(rng, sigma_c, true.shape), sigma_c

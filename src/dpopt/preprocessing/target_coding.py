@@ -260,7 +260,7 @@ def release_target_codes(cells, y, columns, mu_range, mu_codes, rng, public_rang
         records += list(tb.mechanisms)
         # a far end confirmed by a fresh count, its mu out of the codes' (far_ends.py)
         mu_c = confirm_mu(mu_range, mu_codes)
-        lo, hi, rec, _ = confirmed_range(tb.noisy_counts, tb.sigma, len(y), float(tb.lower[0]),
+        lo, hi, rec, far = confirmed_range(tb.noisy_counts, tb.sigma, len(y), float(tb.lower[0]),
                                          float(tb.upper[0]), mu_c, rng,
                                          lambda: feature_histograms(y[:, None], [0])[0])
         records += rec
@@ -272,6 +272,8 @@ def release_target_codes(cells, y, columns, mu_range, mu_codes, rng, public_rang
     info = {"columns": [str(c.name) for c in columns], "range": [lo, hi], "buckets": buckets,
             "sigma": sigma, "mu": mu_codes, "range_released": public_range is None}
     info["grid_end"] = public_range is None and max(abs(lo), abs(hi)) >= tb.grid.edges[-1]
+    if public_range is None and far:
+        info["far_ends"] = far  # a far end of the range, kept or cut (far_ends.py)
     if not hi > lo:  # collapsed or unresolved: nothing is coded, the pipeline reads y itself
         return records, None, info
     scaled = np.clip((y - 0.5 * (lo + hi)) / (0.5 * (hi - lo)), -1.0, 1.0)
