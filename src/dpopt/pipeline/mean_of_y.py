@@ -206,15 +206,18 @@ def _released_again(data, releases, mu, rng):
     located the zeros alone ([0, 0]), the zero bin is left out of that placing, so the
     nonzero values are placed and the zeros count at 0. All are Gaussian histograms of sensitivity
     sqrt(2) whose mu^2 add up to mu^2; each runs only after the earlier failed (fully
-    adaptive composition, Smith & Thakurta 2022). The same return as
-    :func:`private_mean_of_y`."""
+    adaptive composition, Smith & Thakurta 2022). Nothing is left for the count that would
+    confirm a far end of the range read (:mod:`dpopt.preprocessing.far_ends`; at these
+    budgets a count precise enough to keep a real end would take about half of mu^2): a far
+    end is cut where the scan restarted inside it finds the data, kept otherwise. The same
+    return as :func:`private_mean_of_y`."""
     releases, records = releases
     last = data.target_bounds(mu * math.sqrt(1.0 - LOOKS[-1]), rng)
     releases, records = releases + [last], records + list(last.mechanisms)
     noisy, sigma = pooled_counts(*releases)
     n = data.shape[0]
     lo, hi = _located(noisy, sigma, n, last.grid, final=True)
-    if lo is not None and hi > lo:  # nothing left to confirm a far end with: cut (far_ends.py)
+    if lo is not None and hi > lo:
         lo, hi, _, note = data.confirmed_target_range(noisy, sigma, lo, hi, None, rng)
         target = TargetScaling.from_bounds(lo, hi, shift=True)
         mean = float(np.clip(target.transform(histogram_mean(noisy, lo, hi, last.grid)), -1, 1))
@@ -227,11 +230,12 @@ def _released_again(data, releases, mu, rng):
         return (None, 0.0, records, "the constant 0 (its histograms, pooled, did not resolve "
                 "its range)", mu)
     lower, upper = min(placed[0], 0.0), max(placed[1], 0.0)
+    lower, upper, _, note = data.confirmed_target_range(noisy, sigma, lower, upper, None, rng)
     mean = bin_sums(counts, bins_inside(lower, upper, last.grid), last.grid)[0] / n
     target = TargetScaling.from_bounds(lower, upper, shift=True)
     return (target, float(np.clip(target.transform(mean), -1, 1)), records,
             "the private mean of y (read from the bins its histograms, pooled, place: the "
-            "scans did not resolve its range)", mu)
+            "scans did not resolve its range)" + far_words(note), mu)
 
 
 def _placed(counts, sigma, grid):

@@ -44,7 +44,9 @@ when its count reaches about q n plus the scan's margin, or 4.5 of the histogram
 deviations (sqrt(2) sigma_c at the default mu), so the clusters the scan finds pass unless
 q n / 2 is large against sigma_c and the cluster holds barely q n. Otherwise the end is
 replaced by its inner end. With no budget for the count (``mu`` None: a caller with nothing
-left to spend) every far end is replaced by its inner end.
+left to spend) a far end is replaced by its inner end where the restarted scan found the data
+inside the range, and kept where it did not (a zero-inflated target's thin nonzero values
+look alike whether its upper end is real or noise: only a count tells them apart).
 """
 
 from __future__ import annotations
@@ -95,9 +97,11 @@ def _stop_bins(lower, upper, grid):
 def far_ends(noisy, sigma, n, lower, upper, *, grid=DEFAULT_GRID, quantiles=DEFAULT_QUANTILES):
     """Which ends of the reading (``lower``, ``upper``) of the noisy histogram ``noisy`` (one
     row of ``grid``'s bins, noise std ``sigma``, public ``n``) are far (module docstring).
-    Returns ``{"lower": (stop bin, inner end), "upper": ...}`` for the far ends only
-    (post-processing). A restarted scan that never stops, or stops beyond the other end's
-    bin, gives the other end's bin as the inner end: the least range the reading supports."""
+    Returns ``{"lower": (stop bin, inner end, found), "upper": ...}`` for the far ends only
+    (post-processing). A restarted scan that never stops, or stops at or beyond the other
+    end's bin, gives the other end's bin as the inner end (the least range the reading
+    supports) and ``found`` False: the reading then holds no evidence that the data end
+    elsewhere, only a count can tell."""
     noisy = np.ravel(np.asarray(noisy, dtype=np.float64))
     lo_end, hi_end = grid.bin_ends()
     b_lo, b_hi = _stop_bins(lower, upper, grid)
@@ -109,13 +113,15 @@ def far_ends(noisy, sigma, n, lower, upper, *, grid=DEFAULT_GRID, quantiles=DEFA
     rest[grid.zero_bin] = 0.0  # the exact zeros say nothing of where the other values end
     r_lo = int(noisy_scan(rest[b_lo + 1:], lo_q * n, from_top=False, **scan)[0])
     r_hi = int(noisy_scan(rest[:b_hi], (1.0 - hi_q) * n, from_top=True, **scan)[0])
-    inner_lo = min(lo_end[b_lo + 1 + r_lo] if r_lo >= 0 else math.inf, lo_end[b_hi])
-    inner_hi = max(hi_end[r_hi] if r_hi >= 0 else -math.inf, hi_end[b_lo])
+    found_lo = r_lo >= 0 and lo_end[b_lo + 1 + r_lo] < lo_end[b_hi]
+    found_hi = r_hi >= 0 and hi_end[r_hi] > hi_end[b_lo]
+    inner_lo = lo_end[b_lo + 1 + r_lo] if found_lo else lo_end[b_hi]
+    inner_hi = hi_end[r_hi] if found_hi else hi_end[b_lo]
     far = {}
     if upper - lower > FAR_FACTOR * (upper - inner_lo):
-        far["lower"] = (b_lo, float(inner_lo))
+        far["lower"] = (b_lo, float(inner_lo), bool(found_lo))
     if upper - lower > FAR_FACTOR * (inner_hi - lower):
-        far["upper"] = (b_hi, float(inner_hi))
+        far["upper"] = (b_hi, float(inner_hi), bool(found_hi))
     return far
 
 
@@ -139,7 +145,8 @@ def confirmed_range(noisy, sigma, n, lower, upper, mu, rng, counts, *, grid=DEFA
 
     ``counts``: a function of no argument returning the exact histogram of the same values
     on ``grid`` (called only when an end is far: on chunked data it is a pass). ``mu``: the
-    count's Gaussian-DP mu, or None (nothing to spend: far ends are replaced). Returns
+    count's Gaussian-DP mu, or None (nothing to spend: a far end is replaced where the
+    restarted scan found the data inside, kept otherwise). Returns
     ``(lower, upper, records, note)``: ``records`` is ``[Gaussian(1 / mu)]`` when the count
     was released, else ``[]``; ``note`` None when no end was far, else a dict for the
     fit's report (``{"lower": "kept" or "cut", ...}``)."""
@@ -148,10 +155,11 @@ def confirmed_range(noisy, sigma, n, lower, upper, mu, rng, counts, *, grid=DEFA
         return lower, upper, [], None
     ends = dict(zip(("lower", "upper"), (lower, upper)))
     note, records = {}, []
-    if mu is None or mu <= 0.0:
-        kept = dict.fromkeys(far, False)
+    if mu is None or mu <= 0.0:  # cut only where the restarted scan found the data inside
+        kept = {end: not found for end, (_, _, found) in far.items()}
     else:
-        released, sigma_c = noisy_beyond(counts(), {e: b for e, (b, _) in far.items()}, mu, rng)
+        released, sigma_c = noisy_beyond(counts(), {e: b for e, (b, _, _) in far.items()}, mu,
+                                         rng)
         tail = {"lower": quantiles[0] * n, "upper": (1.0 - quantiles[1]) * n}
         kept = {end: bool(c >= 0.5 * tail[end] + CONFIRM_CONFIDENCE * sigma_c)
                 for end, c in zip(far, released)}
