@@ -420,8 +420,8 @@ def fit_default(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, 
     _check_model_share(eps_model, epsilon, delta, n, records, prior)
     if solver == "adassp" and collapsed and not inference:
         return adassp_mean_instead(data, p, eps_model, delta, delta_total, mu_total, mus,
-                             scaling, target, records, R, rng,
-                             {"scaling": scaled_how, **columns_note}, prior, options)
+                                   scaling, target, records, R, rng,
+                                   {"scaling": scaled_how, **columns_note}, prior, options)
     # uncharged: the api-level caller charges the whole pipeline once
     result = solve_uncharged(problem, solver, epsilon=eps_model, delta=delta, random_state=rng,
                              **options)

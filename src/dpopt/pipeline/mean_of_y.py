@@ -61,7 +61,8 @@ def private_mean_of_y(data, mu, rng):
        in the range the scans resolve, else from the bins its largest bin places
        (:func:`_placed`), else 0 (no bin clears the noise). A far end of the range is kept
        only on a fresh count whose mu comes out of the mean's (:func:`_confirmed`,
-       :mod:`dpopt.preprocessing.far_ends`); on the last look, with nothing left, it is cut.
+       :mod:`dpopt.preprocessing.far_ends`); on the last look, with nothing left, it is cut
+       only where the scan restarted inside it finds the data.
     2. Where those bounds are :func:`~dpopt.preprocessing._bounds.concentrated` (one sign,
        at most two log bins wide: the grid located the target but not its spread), half of
        the rest reads them again on 16 equal bins (:func:`refined_bounds`, sensitivity
@@ -133,9 +134,9 @@ def _looks(data, mu, rng, rule):
 
 def _confirmed(data, releases, records, lower, upper, share, mu, rng):
     """The located range with each far end confirmed by a fresh count (appended to
-    ``records``) whose mu comes out of the mean's share (:func:`~dpopt.preprocessing.far_ends.
-    confirm_mu`), or replaced by its inner end. Returns (lower, upper, share of mu^2 spent,
-    the words for the report: :func:`far_words`)."""
+    ``records``) whose mu (``confirm_mu`` of :mod:`dpopt.preprocessing.far_ends`) comes out
+    of the mean's share, or replaced by its inner end. Returns (lower, upper, share of mu^2
+    spent, the words for the report: :func:`far_words`)."""
     noisy, sigma = pooled_counts(*releases)
     mu_c = confirm_mu(mu * math.sqrt(share), mu * math.sqrt(1.0 - share))
     lower, upper, rec, note = data.confirmed_target_range(noisy, sigma, lower, upper, mu_c, rng)
@@ -144,8 +145,8 @@ def _confirmed(data, releases, records, lower, upper, share, mu, rng):
 
 
 def far_words(note):
-    """What the report says of a far end (:func:`~dpopt.preprocessing.far_ends.
-    confirmed_range`'s note): "" when no end was far."""
+    """What the report says of a far end (the note of ``confirmed_range``,
+    :mod:`dpopt.preprocessing.far_ends`): "" when no end was far."""
     return "" if not note else "; a far end of its range " + ", ".join(
         f"{end} {what}" for end, what in note.items())
 
