@@ -338,9 +338,11 @@ def adassp_mean_instead(data, p, eps_model, delta, delta_total, mu_total, mus, s
     the target's histogram is released again with z_2 (sensitivity sqrt(2), as the first
     look, a far larger share than the first look had), and where it resolves, the mean of
     y clipped to that range with z_3 (sensitivity 2 on the sum). The records are
-    ``Gaussian(z_2), Gaussian(z_3)``: a subsequence of AdaSSP's planned records, so every
-    accounting that holds for the planned model holds here (a search's data-independent
-    probe accounts exactly those), and z_1 is not spent. Which branch runs is a function of
+    ``Gaussian(z_2), Gaussian(z_3)``, and ``Gaussian(z_1)`` when a far end of that range is
+    confirmed by a count (:mod:`dpopt.preprocessing.far_ends`) at z_1: a sub-multiset of
+    AdaSSP's planned records, so every accounting that holds for the planned model holds
+    here (a search's data-independent probe accounts exactly those); z_1 is otherwise not
+    spent. Which branch runs is a function of
     released numbers (adaptive composition). ``plan["constant_sd"]`` is the mean's
     standard deviation in its scaled units (public), for pooling
     (:func:`dpopt.pipeline.constant.released_mean`). When even that range does not
@@ -351,7 +353,10 @@ def adassp_mean_instead(data, p, eps_model, delta, delta_total, mu_total, mus, s
     mu_bounds, mu_mean = (_mu_of(z) for z in zs[1:])
     tb = data.target_bounds(mu_bounds, rng)
     rec = list(tb.mechanisms)
-    lo, hi, _, far = target_range(data, tb, None, rng)  # a far end cut: no count to confirm it
+    # a far end's count at z_1, the multiplier of AdaSSP's release this branch leaves unspent
+    lo, hi, count, far = target_range(data, tb, _mu_of(zs[0]) if math.isfinite(zs[0]) else None,
+                                      rng)
+    rec += count
     found, mean, sd = target, 0.0, None
     what = "the constant at the collapsed range (a second histogram did not resolve it)"
     if hi > lo:

@@ -21,8 +21,11 @@ bin or two. A restarted scan that never stops, or stops beyond the other end's b
 that bin's edge (the least range the reading supports). The lower end is far when it widens
 the range more than ``FAR_FACTOR`` = 10^1.5 times: ``upper - lower > 10^1.5 (upper - inner
 lower)``, and the upper end likewise: more than the decade a restarted scan may cross before
-a thin real tail adds up to its margin. A 0/1 target's upper end is far by this rule (its
-inner end is the zero bin) and its count keeps it.
+a thin real tail adds up to its margin. A far end whose own released bin and its neighbour
+towards the data hold q n records plus ``EVIDENT`` = 6 deviations of their summed noise is
+not far after all: noise alone gets there with probability 1e-9 (a 0/1 target's upper end,
+whose restarted scan stops in the zero bin; a cluster of thousands of records). That
+stricter reading of the same release can only spare a count, never cut an end.
 
 Mechanism (only when an end is far). The exact number of records in the far end's bin, the
 next bin towards the data (a cluster astride a bin edge) and beyond (for the lower end, the
@@ -64,7 +67,7 @@ from dpopt.preprocessing._bounds import (
 from dpopt.privacy.accounting import Gaussian
 from dpopt.privacy.mechanisms import gaussian_noise, noisy_scan
 
-__all__ = ["FAR_FACTOR", "CONFIRM_CONFIDENCE", "far_ends", "noisy_beyond", "confirmed_range",
+__all__ = ["FAR_FACTOR", "CONFIRM_CONFIDENCE", "EVIDENT", "far_ends", "noisy_beyond", "confirmed_range",
            "confirm_mu"]
 
 #: An end is far when it makes the range more than this many times wider than its inner end:
@@ -73,6 +76,9 @@ __all__ = ["FAR_FACTOR", "CONFIRM_CONFIDENCE", "far_ends", "noisy_beyond", "conf
 FAR_FACTOR = 10.0 ** 1.5
 #: The fresh count keeps a far end at ``q n / 2`` plus this many of its noise's deviations.
 CONFIRM_CONFIDENCE = 2.5
+#: A far end whose own released counts stand this many noise deviations above q n is kept
+#: without a count (:func:`_evident`).
+EVIDENT = 6.0
 
 
 def confirm_mu(mu_histogram, mu_next):
@@ -113,16 +119,31 @@ def far_ends(noisy, sigma, n, lower, upper, *, grid=DEFAULT_GRID, quantiles=DEFA
     rest[grid.zero_bin] = 0.0  # the exact zeros say nothing of where the other values end
     r_lo = int(noisy_scan(rest[b_lo + 1:], lo_q * n, from_top=False, **scan)[0])
     r_hi = int(noisy_scan(rest[:b_hi], (1.0 - hi_q) * n, from_top=True, **scan)[0])
-    found_lo = r_lo >= 0 and lo_end[b_lo + 1 + r_lo] < lo_end[b_hi]
-    found_hi = r_hi >= 0 and hi_end[r_hi] > hi_end[b_lo]
-    inner_lo = lo_end[b_lo + 1 + r_lo] if found_lo else lo_end[b_hi]
-    inner_hi = hi_end[r_hi] if found_hi else hi_end[b_lo]
+    s_lo, s_hi = b_lo + 1 + r_lo, r_hi  # the restarted scans' stop bins
+    near_zero = {grid.zero_bin - 1, grid.zero_bin, grid.zero_bin + 1}
+    # found: stopped inside the range, or on the other end's bin (the data in one bin), but
+    # not beside the zeros, which the restarts leave out
+    found_lo = r_lo >= 0 and (s_lo < b_hi or (s_lo == b_hi and b_hi not in near_zero))
+    found_hi = r_hi >= 0 and (s_hi > b_lo or (s_hi == b_lo and b_lo not in near_zero))
+    inner_lo = lo_end[s_lo] if found_lo else lo_end[b_hi]
+    inner_hi = hi_end[s_hi] if found_hi else hi_end[b_lo]
     far = {}
-    if upper - lower > FAR_FACTOR * (upper - inner_lo):
+    if upper - lower > FAR_FACTOR * (upper - inner_lo) and not _evident(noisy, sigma, n, b_lo, +1, lo_q):
         far["lower"] = (b_lo, float(inner_lo), bool(found_lo))
-    if upper - lower > FAR_FACTOR * (inner_hi - lower):
+    if upper - lower > FAR_FACTOR * (inner_hi - lower) and not _evident(noisy, sigma, n, b_hi, -1,
+                                                                      1.0 - hi_q):
         far["upper"] = (b_hi, float(inner_hi), bool(found_hi))
     return far
+
+
+def _evident(noisy, sigma, n, b, towards, q):
+    """Whether the released counts of the stop bin ``b`` and its neighbour towards the data
+    hold at least q n records plus ``EVIDENT`` standard deviations of their summed noise
+    (sigma sqrt(2)): noise alone reaches that with probability Phi(-6) = 1e-9 per pair of
+    bins, so such an end needs no count (a 0/1 target's upper end, a cluster of thousands).
+    A stricter reading of the same release can only spare a count, never cut an end."""
+    pair = noisy[b] + noisy[b + towards]
+    return bool(pair >= q * n + EVIDENT * sigma * math.sqrt(2.0))
 
 
 def noisy_beyond(counts, stops, mu, rng):
