@@ -31,11 +31,11 @@ from dpopt.pipeline.held_out import gap_counts, noisy_gap_counts
 from dpopt.pipeline.multiclass_selection import noisy_class_scores
 from dpopt.pipeline.scaling import InMemoryData, recentre
 from dpopt.pipeline.selection import noisy_scores
-from dpopt.preprocessing._bounds import DEFAULT_GRID, feature_histograms
+from dpopt.preprocessing._bounds import DEFAULT_GRID
 from dpopt.preprocessing._cells import text_codes
 from dpopt.preprocessing._indicators import other_value_counts, private_indicators
 from dpopt.preprocessing._refine import pooled_counts
-from dpopt.preprocessing.far_ends import noisy_beyond
+from dpopt.preprocessing.far_ends import noisy_beyond, target_histogram
 from dpopt.preprocessing.feature_maps import Scaling
 from dpopt.preprocessing.tables import plan_table
 from dpopt.preprocessing.target_coding import (
@@ -188,7 +188,7 @@ def audit_pooled_histogram(*, epsilon=DEFAULT_EPSILON, delta=DEFAULT_DELTA,
         y = np.zeros(n)
         y[0] = canary
         data = InMemoryData(np.empty((n, 0)), y)
-        counts = feature_histograms(y[:, None], [0])[0]
+        counts = target_histogram(y)
         zero, one = DEFAULT_GRID.bin_index(np.array([0.0, 1.0]))
         for k in range(n_runs):
             first = data.target_bounds(mu * np.sqrt(share), rng)
@@ -290,9 +290,10 @@ def audit_far_end_count(*, epsilon=DEFAULT_EPSILON, delta=DEFAULT_DELTA, n_runs=
     for b, canary in enumerate((-1e12, 1e12)):
         y = np.zeros(n)
         y[0] = canary
-        exact = noisy_beyond(feature_histograms(y[:, None], [0])[0], stops, np.inf, rng)[0]
+        counts = target_histogram(y)  # as the fit's adapter reads it
+        exact = noisy_beyond(counts, stops, np.inf, rng)[0]
         for k in range(n_runs):
-            noisy = noisy_beyond(feature_histograms(y[:, None], [0])[0], stops, mu, rng)[0]
+            noisy = noisy_beyond(counts, stops, mu, rng)[0]
             noisy = exact + noise_scale * (noisy - exact)
             scores[b, k] = noisy[1] - noisy[0]
     return _release_audit("far end's count (default path, target range)", scores, mu, delta,

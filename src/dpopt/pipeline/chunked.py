@@ -188,13 +188,17 @@ class ChunkedData:
     def target_bounds(self, mu, rng):
         if self.public_target is not None:  # nothing released, no pass over the chunks
             return public_bounds(*self.public_target, self.shape[0])
-        counts = self.raw._reduce(_chunk_target_counts, DEFAULT_GRID.n_bins, grid=DEFAULT_GRID)
-        return private_bounds_from_counts(counts[None, :], self.shape[0], mu, rng, quiet=True)
+        return private_bounds_from_counts(self._target_counts()[None, :], self.shape[0], mu, rng,
+                                          quiet=True)
 
     def confirmed_target_range(self, noisy, sigma, lower, upper, mu, rng):
-        def counts():  # a pass over the chunks, only when an end is far
-            return self.raw._reduce(_chunk_target_counts, DEFAULT_GRID.n_bins, grid=DEFAULT_GRID)
-        return confirmed_range(noisy, sigma, self.shape[0], lower, upper, mu, rng, counts)
+        # the counts are a pass over the chunks, made only when an end is far
+        return confirmed_range(noisy, sigma, self.shape[0], lower, upper, mu, rng,
+                               self._target_counts)
+
+    def _target_counts(self):
+        """The exact counts of y on the default grid, summed over the chunks (one pass)."""
+        return self.raw._reduce(_chunk_target_counts, DEFAULT_GRID.n_bins, grid=DEFAULT_GRID)
 
     def refined_target_bounds(self, lower, upper, mu, rng):
         counts = self.raw._reduce(_chunk_target_linear_counts, REFINE_BINS, lower=lower,

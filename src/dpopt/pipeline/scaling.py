@@ -25,7 +25,6 @@ from dpopt.preprocessing._bounds import (
     ZERO_INFLATED_FALLBACK,
     bounds_resolvable,
     check_public_bounds,
-    feature_histograms,
     private_bounds_from_counts,
     public_bounds,
     scaled_feature_histograms,
@@ -44,7 +43,7 @@ from dpopt.preprocessing._refine import (
     within_bins,
     zeros_only,
 )
-from dpopt.preprocessing.far_ends import confirm_mu, confirmed_range
+from dpopt.preprocessing.far_ends import confirm_mu, confirmed_range, target_histogram
 from dpopt.preprocessing.feature_maps import RowNormalization, Scaling, TargetScaling
 from dpopt.preprocessing.shares import SHARES  # noqa: F401 (the default path's, here too)
 
@@ -208,7 +207,7 @@ class InMemoryData:
 
     def confirmed_target_range(self, noisy, sigma, lower, upper, mu, rng):
         return confirmed_range(noisy, sigma, self.shape[0], lower, upper, mu, rng,
-                               lambda: feature_histograms(self.y[:, None], [0])[0])
+                               lambda: target_histogram(self.y))
 
     def refined_target_bounds(self, lower, upper, mu, rng):
         counts = linear_counts(self.y, lower, upper)
@@ -352,8 +351,9 @@ def private_scaling(data, mus, *, fit_intercept, center, regression, rng, bounds
 def target_range(data, tb, mu, rng):
     """(lower, upper, records, note) of the target's released range ``tb`` (a
     :class:`FeatureBounds` of y), each far end kept only on a fresh count at ``mu`` (None:
-    replaced by its inner end), by :func:`dpopt.preprocessing.far_ends.confirmed_range`. A
-    public range, or one released without noise, is taken as it is."""
+    replaced by its inner end where the restarted scan found the data, kept otherwise), by
+    :func:`dpopt.preprocessing.far_ends.confirmed_range`. A public range, or one released
+    without noise, is taken as it is."""
     lo, hi = float(tb.lower[0]), float(tb.upper[0])
     if data.public_target is not None or not tb.sigma > 0:
         return lo, hi, [], None

@@ -63,12 +63,13 @@ from dpopt.preprocessing._bounds import (
     DEFAULT_CONFIDENCE,
     DEFAULT_GRID,
     DEFAULT_QUANTILES,
+    feature_histograms,
 )
 from dpopt.privacy.accounting import Gaussian
 from dpopt.privacy.mechanisms import gaussian_noise, noisy_scan
 
 __all__ = ["FAR_FACTOR", "CONFIRM_CONFIDENCE", "EVIDENT", "far_ends", "noisy_beyond", "confirmed_range",
-           "confirm_mu"]
+           "confirm_mu", "target_histogram"]
 
 #: An end is far when it makes the range more than this many times wider than its inner end:
 #: a decade and a half (six bins of the default grid), beyond the decade that a restarted
@@ -88,13 +89,19 @@ def confirm_mu(mu_histogram, mu_next):
     return min(mu_histogram, mu_next / math.sqrt(2.0))
 
 
-def _stop_bins(lower, upper, grid):
+def target_histogram(y, grid=DEFAULT_GRID):
+    """The exact histogram of a 1-d target on ``grid`` (what the count reads, in memory)."""
+    return feature_histograms(np.asarray(y, dtype=np.float64)[:, None], [0], grid)[0]
+
+
+def _stop_bins(lower, upper, ends):
     """The stop bins of a reading (``lower``, ``upper``), -1 where there is none (the scans
     round outwards to bin edges; the coarser readings' edges are edges of ``grid`` too). Two
     bins share an end where the grid's exact zero bin and the overflow bins meet their
     neighbours: the lower end's bin is the inner one of the two, the upper end's likewise, so
-    that the count covers both and the restarted scan begins past both."""
-    lo_end, hi_end = grid.bin_ends()
+    that the count covers both and the restarted scan begins past both. ``ends``: the grid's
+    (lower ends, upper ends) of its bins."""
+    lo_end, hi_end = ends
     b_lo = np.flatnonzero(lo_end == lower)
     b_hi = np.flatnonzero(hi_end == upper)
     return (int(b_lo[-1]) if b_lo.size else -1), (int(b_hi[0]) if b_hi.size else -1)
@@ -109,8 +116,8 @@ def far_ends(noisy, sigma, n, lower, upper, *, grid=DEFAULT_GRID, quantiles=DEFA
     supports) and ``found`` False: the reading then holds no evidence that the data end
     elsewhere, only a count can tell."""
     noisy = np.ravel(np.asarray(noisy, dtype=np.float64))
-    lo_end, hi_end = grid.bin_ends()
-    b_lo, b_hi = _stop_bins(lower, upper, grid)
+    lo_end, hi_end = ends = grid.bin_ends()
+    b_lo, b_hi = _stop_bins(lower, upper, ends)
     if b_lo < 0 or b_hi < 0 or b_lo >= b_hi:
         return {}
     lo_q, hi_q = quantiles

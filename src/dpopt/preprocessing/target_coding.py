@@ -80,9 +80,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from dpopt.preprocessing._bounds import bounds_resolvable, feature_histograms, private_target_bounds
+from dpopt.preprocessing._bounds import bounds_resolvable, private_target_bounds
 from dpopt.preprocessing._cells import MISSING, text_codes
-from dpopt.preprocessing.far_ends import confirm_mu, confirmed_range
+from dpopt.preprocessing.far_ends import confirm_mu, confirmed_range, target_histogram
 from dpopt.preprocessing.shares import SHARES
 from dpopt.privacy import Gaussian
 from dpopt.privacy.mechanisms import gaussian_noise
@@ -262,7 +262,7 @@ def release_target_codes(cells, y, columns, mu_range, mu_codes, rng, public_rang
         mu_c = confirm_mu(mu_range, mu_codes)
         lo, hi, rec, far = confirmed_range(tb.noisy_counts, tb.sigma, len(y), float(tb.lower[0]),
                                          float(tb.upper[0]), mu_c, rng,
-                                         lambda: feature_histograms(y[:, None], [0])[0])
+                                         lambda: target_histogram(y))
         records += rec
         mu_codes = math.sqrt(mu_codes ** 2 - mu_c ** 2) if rec else mu_codes
     else:
