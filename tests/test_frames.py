@@ -49,6 +49,30 @@ def test_plan_reads_only_dtypes_and_declarations():
         dpopt.DPLinearRegression(epsilon=1.0).fit(twice, np.arange(100.0))
 
 
+@pytest.mark.parametrize("cell", [[1, 2], {"a": 1}, {1, 2}])
+def test_a_cell_without_a_text_key_is_a_value_error_naming_its_column(cell):
+    """A list, dict or set in a text column was a TypeError from pandas.factorize; it is now
+    refused before any release, so the failed fit spends nothing."""
+    rng = np.random.default_rng(0)
+    df = pd.DataFrame({"a": rng.standard_normal(200),
+                       "tags": pd.Series([cell] * 200, dtype=object)})
+    accountant = dpopt.BudgetAccountant(epsilon=2.0, delta=1e-3)
+    with pytest.raises(ValueError, match="column 'tags' holds values that are neither text"):
+        dpopt.DPLinearRegression(epsilon=1.0, accountant=accountant).fit(
+            df, rng.standard_normal(200))
+    assert accountant.spent() == 0.0 and not accountant.ledger
+    with pytest.raises(ValueError, match="y holds a label that is neither text nor a number"):
+        dpopt.DPLogisticRegression(epsilon=1.0, accountant=accountant).fit(
+            df[["a"]], pd.Series([cell, "b"] * 100, dtype=object))
+    assert accountant.spent() == 0.0
+    df["tags"] = rng.choice(["x", "y"], 200)
+    model = dpopt.DPLinearRegression(epsilon=1.0, random_state=0).fit(df, rng.standard_normal(200))
+    later = df.head(2).astype({"tags": object})
+    later["tags"] = pd.Series([cell, "x"], dtype=object, index=later.index)
+    with pytest.raises(ValueError, match="column 'tags' holds values that are neither text"):
+        model.predict(later)
+
+
 def test_dataframe_fit_selects_privately_and_keeps_indicator_columns():
     df, y = _table()
     with warnings.catch_warnings():

@@ -27,11 +27,18 @@ def value_counts(values):
     return out
 
 
-def text_codes(values):
+def text_codes(values, name=None):
     """``(codes, keys)``: each cell's index into ``keys``, the texts of the distinct values
-    (``MISSING`` last when a cell is missing; two values with one text share it)."""
-    codes, uniques = pd.factorize(values if isinstance(values, pd.Series)
-                                  else pd.Series(np.asarray(values, dtype=object)))
+    (``MISSING`` last when a cell is missing; two values with one text share it). A cell
+    with no text key (a list, a dict, a set: unhashable) is a ValueError naming the column
+    ``name``."""
+    try:
+        codes, uniques = pd.factorize(values if isinstance(values, pd.Series)
+                                      else pd.Series(np.asarray(values, dtype=object)))
+    except TypeError as exc:  # an unhashable cell
+        raise ValueError(f"column {name!r} holds values that are neither text nor numbers "
+                         f"({exc}); give one value per cell, e.g. join a list into a string, "
+                         f"or drop the column") from None
     keys = [str(u) for u in np.asarray(uniques, dtype=object)] + [MISSING]
     codes = np.asarray(codes, dtype=np.int64)
     codes[codes < 0] = len(keys) - 1
@@ -79,10 +86,11 @@ def check_text(df, columns):
     """A ValueError naming the column, before anything is released, when a text cell of a
     string or declared column is not valid Unicode (a lone surrogate, e.g. a file decoded
     with errors="surrogateescape"): the releases after the selection read text as UTF-8,
-    and a failure there would depend on one record after a release."""
+    and a failure there would depend on one record after a release. Likewise for a cell with
+    no text key at all (:func:`text_codes`)."""
     for c in columns:
         if c.kind in ("string", "declared"):
-            check_keys(c.name, text_codes(df[c.name])[1])
+            check_keys(c.name, text_codes(df[c.name], c.name)[1])
 
 
 def check_keys(name, keys):

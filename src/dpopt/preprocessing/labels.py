@@ -94,6 +94,11 @@ def labels_present(y):
     if pd.isna(labels).any():
         raise ValueError("y has missing labels: drop those rows first (the labels cannot be "
                          "imputed)")
+    try:
+        pd.factorize(labels)
+    except TypeError:  # an unhashable label (a list, a dict, a set) cannot be counted
+        raise ValueError("y holds a label that is neither text nor a number (a list, a dict "
+                         "or a set): give one label per row") from None
     if str(getattr(y, "dtype", "")) == "boolean":  # pandas' nullable bools, no NA left:
         return np.asarray(y, dtype=bool)  # numpy's, declared [False, True] as they are
     return y

@@ -481,7 +481,7 @@ def _dask_counts(ddf, y, columns, count_y, checks=()):
 
 def _checked_text(s, name):
     """:func:`check_keys` of one partition's cells of column ``name`` (nothing returned)."""
-    check_keys(name, text_codes(s)[1])
+    check_keys(name, text_codes(s, name)[1])
     return s.iloc[:0]
 
 

@@ -471,7 +471,7 @@ class TableSchema:
         """Index of each cell's column among the coded levels: ``<other>`` last (one-hot), or
         -1, no column (reference coding: the reference level and the values outside the levels)."""
         levels = self._coded_levels(c)
-        cell_codes, keys = text_codes(s)
+        cell_codes, keys = text_codes(s, c.name)
         to_level = self.key_levels(c, keys)
         if self.coding != "reference":
             to_level[to_level < 0] = len(levels)  # unselected, undeclared or unseen: <other>

@@ -126,7 +126,7 @@ class TargetCode:
 
     def transform(self, s):
         """The bucket mean of each cell of ``s`` (a pandas Series)."""
-        codes, keys = text_codes(s)
+        codes, keys = text_codes(s, s.name)
         table = np.array([self.values.get(int(b), 0.0) for b in buckets_of(keys, self.buckets)],
                          dtype=np.float64)
         return table[codes]
@@ -309,7 +309,7 @@ def code_table(df, schema, columns, values, mu, shares, rng, public_range=None,
         if c not in candidates]
     if not candidates and not many:
         return [], 0.0, {}
-    cells = {c.name: text_codes(df[c.name]) for c in candidates + many}  # each read once
+    cells = {c.name: text_codes(df[c.name], c.name) for c in candidates + many}  # read once
     records, spent, info, coded = [], 0.0, {}, list(many)
     if candidates:
         chosen, checked, record = resolvable(
