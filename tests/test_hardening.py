@@ -623,3 +623,50 @@ def test_a_chunked_bool_target_is_declared_as_in_memory():
     a, b = mem.fit_result_.params["auto"]["table"], got.fit_result_.params["auto"]["table"]
     assert b["labels"] == a["labels"] == "declared; their noisy counts released"
     np.testing.assert_allclose(got.coef_, mem.coef_, rtol=1e-6, atol=1e-8)
+
+
+@pytest.mark.parametrize("replacement", ["tiny row", "wide row", "tiny over a wide range"])
+def test_one_record_of_tiny_values_cannot_make_the_default_path_fail_after_a_release(
+        replacement):
+    """An independent audit (session 28): a training record whose features are all 1e-300
+    kept its tiny values through the row normalization (its squared norm underflows) and
+    the scaled design's check refused them after the target's histogram was released: a
+    failure decided by one record. The default path's scaled design now sets such values
+    to 0 (a per-record map), so the neighbour fits and spends what the original does."""
+    rng = np.random.default_rng(0)
+    n = 300
+    X = rng.normal(size=(n, 3)) * np.geomspace(0.1, 100, 3) + np.linspace(0, 1000, 3)
+    y = X @ (rng.normal(size=3) / np.geomspace(0.1, 100, 3)) + rng.normal(size=n) + 40
+    moved = X.copy()
+    moved[:, 2] = 0.0 if replacement == "tiny over a wide range" else moved[:, 2]
+    if replacement == "tiny row":
+        moved[:] = np.where(np.arange(n)[:, None] < 40, 1e-300, moved)  # training rows too
+    elif replacement == "wide row":
+        moved[:40] = [1.0, 1e-200, 0.5]
+    else:
+        moved[:40, 2] = 1e-149
+        moved[40, 2] = 1e9
+    for data in (X, moved):
+        for seed in (100, 101):
+            acc = dpopt.BudgetAccountant(epsilon=2.0, delta=1e-3)
+            model = dpopt.DPLinearRegression(epsilon=1.0, random_state=seed,
+                                             accountant=acc).fit(data, y)
+            assert np.all(np.isfinite(model.coef_)) and 0.99 < model.epsilon_spent_ <= 1.0
+
+
+def test_problem_refuses_tiny_user_values_and_zeroes_them_only_when_asked():
+    X = np.array([[1.0, 1e-200], [0.5, 2.0], [0.0, 1.0]])
+    y = np.array([1.0, 1e-160, -1.0])
+    with pytest.raises(ValueError, match="as small as 1e-200"):
+        dpopt.Problem(X, np.ones(3))
+    with pytest.raises(ValueError, match="y has non-zero entries as small as 1e-160"):
+        dpopt.Problem(np.ones((3, 1)), y)
+    for layout in (np.ascontiguousarray, np.asfortranarray):
+        for fit_intercept in (False, True):
+            source = layout(X.copy())
+            problem = dpopt.Problem(source, y, zero_tiny=True, fit_intercept=fit_intercept)
+            assert problem.X[0, 1] == 0.0 and problem.X[1, 1] == 2.0 and problem.y[1] == 0.0
+            assert source[0, 1] == 1e-200  # the caller's array is not written
+    import scipy.sparse as sp
+    problem = dpopt.Problem(sp.csr_matrix(X), y, zero_tiny=True)
+    assert problem.X.nnz == 4 and problem.X[0, 1] == 0.0

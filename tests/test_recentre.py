@@ -45,6 +45,19 @@ def test_a_one_sided_range_within_reach_is_narrowed_about_its_own_middle():
     assert np.all(np.abs(z) <= 1.0 + 1e-12)
 
 
+@pytest.mark.parametrize("lower, upper", [(0.1, 2.37), (-3.16, -0.2), (0.02, 1.9)])
+def test_a_one_sided_range_wider_than_the_box_still_maps_into_it(lower, upper):
+    """An independent audit (session 28): a one-sided centred range within reach whose
+    half-width exceeds 1 (its far end read beyond the values on noise) was divided by at
+    most 1, which let values reach -1.135, outside the [-1, 1] that the gap bound of the
+    held-out choice and the re-centring's sensitivity assume. Its half-width divides it now."""
+    s = Scaling.from_bounds([0.0], [10.0], shift=True, sparse=False).centered(np.array([0.2]))
+    out = s.narrowed([0], [lower], [upper], reach=4.0)
+    z = out.transform(np.linspace(-5.0, 15.0, 401)[:, None])
+    assert np.all(np.abs(z) <= 1.0 + 1e-12)
+    assert out.scale[0] == pytest.approx(10.0 * 0.5 * (upper - lower))
+
+
 def test_a_one_sided_range_beyond_reach_or_touching_zero_keeps_its_map():
     s = centred_map()
     lower, upper = [-0.3, -0.0001, 0.05], [-0.05, 0.0, 0.2]

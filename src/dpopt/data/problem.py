@@ -43,6 +43,13 @@ class Problem:
     fit_intercept : bool
         Append a constant column of ones, left unpenalized. The solver then
         works in dimension ``p + 1`` and :meth:`unpack` splits the result.
+    zero_tiny : bool
+        Set the entries of X and y below 1e-150 in magnitude (whose squares underflow) to 0
+        instead of refusing them. For data the library maps itself after private releases
+        (the default path's scaled design, :class:`dpopt.pipeline.scaling.InMemoryData`):
+        a refusal there would depend on one record after its releases, while zeroing is a
+        per-record map that moves a value by less than 1e-150. User data is refused
+        (default False).
 
     Notes
     -----
@@ -55,10 +62,11 @@ class Problem:
     is_chunked = False  # see dpopt.data.chunked.ChunkedProblem
 
     def __init__(self, X, y, loss="squared", penalty=None, *, alpha=None, fit_intercept=False,
-                 **penalty_kwargs):
+                 zero_tiny=False, **penalty_kwargs):
         self.loss: Loss = get_loss(loss)
-        X = _check_X(X)
-        y = _check_y(y, X.shape[0])
+        zero_tiny = check_bool(zero_tiny, "zero_tiny")
+        X = _check_X(X, zero_tiny)
+        y = _check_y(y, X.shape[0], zero_tiny)
         self.loss.check_labels(y)
         self.fit_intercept = check_bool(fit_intercept, "fit_intercept")
         self.n_samples, self.n_features = X.shape
@@ -70,7 +78,7 @@ class Problem:
             X.sort_indices()
             X.eliminate_zeros()
         else:
-            X = _dense_design(X, self.fit_intercept)
+            X = _dense_design(X, self.fit_intercept, zero_tiny)
         self.X = X
         self.y = np.ascontiguousarray(y, dtype=np.float64)
         self.dim = X.shape[1]
@@ -237,7 +245,7 @@ def _spectral_norm_sq(X) -> float:
 _NUMERIC_KINDS = "biuf"
 
 
-def _check_X(X):
+def _check_X(X, zero_tiny=False):
     if sp.issparse(X):
         if X.dtype.kind not in _NUMERIC_KINDS:
             raise ValueError(f"X must have a numeric dtype (bool, int, float), got {X.dtype}")
@@ -249,6 +257,8 @@ def _check_X(X):
         if not np.all(np.isfinite(data.data)):
             raise ValueError("X contains NaN or infinity")
         _check_shape(data.shape)
+        if zero_tiny:
+            _zero_tiny(data.data)
         _check_magnitude(data.data, "X")
         return data
     if np.ma.isMaskedArray(X):
@@ -270,22 +280,24 @@ def _check_X(X):
 _TILE_ROWS, _TILE_COLS = 2048, 64
 
 
-def _dense_design(arr, fit_intercept):
+def _dense_design(arr, fit_intercept, zero_tiny=False):
     """The kernels' dense design: Fortran-ordered float64, a last column of ones with an
-    intercept, finite entries within the magnitude limits (``_check_magnitude``).
+    intercept, finite entries within the magnitude limits (``_check_magnitude``; with
+    ``zero_tiny``, entries below the lower limit are set to 0 in the design instead, by
+    :func:`_tiny_zeroed` on the slow path that a failed check takes).
 
     One pass over X: the copy (skipped for a Fortran float64 X without intercept, which is
     used as is) goes tile by tile and each tile is checked while in cache, instead of
     separate passes for isfinite, abs, the non-zero minimum, hstack and asfortranarray.
     """
     n, p = arr.shape
-    prepared = _prepared_design(arr) if fit_intercept else None
+    prepared = _prepared_design(arr, zero_tiny) if fit_intercept else None
     if prepared is not None:
         return prepared
     if not fit_intercept and arr.dtype == np.float64 and arr.flags.f_contiguous:
         out = arr
     elif arr.dtype == np.float64 and (arr.flags.c_contiguous or arr.flags.f_contiguous):
-        return _compiled_design(arr, fit_intercept)
+        return _compiled_design(arr, fit_intercept, zero_tiny)
     else:
         out = np.empty((n, p + int(bool(fit_intercept))), order="F")
         if fit_intercept:
@@ -302,11 +314,15 @@ def _dense_design(arr, fit_intercept):
                 _report_bad_values(out[:, :p])
             # the smallest non-zero magnitude; the mask only when the tile has zeros
             if a.min() < _MIN_ABS and np.min(a, where=a > 0, initial=np.inf) < _MIN_ABS:
-                _report_bad_values(out[:, :p])
+                if not zero_tiny:
+                    _report_bad_values(out[:, :p])
+                if out is arr:  # the caller's array: zeroed in a copy
+                    out = arr = np.array(arr, order="F")
+                _zero_tiny(out[i0:i0 + _TILE_ROWS, j0:j1])
     return out
 
 
-def _prepared_design(arr):
+def _prepared_design(arr, zero_tiny=False):
     """The design of ``arr`` with an intercept, without a copy, when ``arr`` is the first p
     columns of a Fortran-ordered float64 (n, p + 1) array whose last column is all ones
     (what :meth:`dpopt.preprocessing.feature_maps.Scaling.design` returns): that array,
@@ -320,11 +336,11 @@ def _prepared_design(arr):
         return None
     big, small, nans = magnitude_stats(arr)
     if nans or not big <= _MAX_ABS or small < _MIN_ABS:
-        _report_bad_values(arr)
+        _tiny_zeroed(arr, zero_tiny, nans, big)
     return base
 
 
-def _compiled_design(arr, fit_intercept):
+def _compiled_design(arr, fit_intercept, zero_tiny=False):
     """:func:`_dense_design` of a contiguous float64 array by one compiled pass
     (:mod:`dpopt.kernels.design`: the copy and the magnitude checks together)."""
     n, p = arr.shape
@@ -336,8 +352,22 @@ def _compiled_design(arr, fit_intercept):
     if fit_intercept:
         out[:, p] = 1.0
     if nans or not big <= _MAX_ABS or small < _MIN_ABS:
-        _report_bad_values(out[:, :p])
+        _tiny_zeroed(out[:, :p], zero_tiny, nans, big)
     return out
+
+
+def _tiny_zeroed(X, zero_tiny, nans, big):
+    """The slow path of a failed magnitude check of the design ``X`` (a view, zeroed in
+    place): entries below the lower limit set to 0 when only they failed it and
+    ``zero_tiny`` is set; else the error of :func:`_report_bad_values`."""
+    if not zero_tiny or nans or not big <= _MAX_ABS:
+        _report_bad_values(X)
+    _zero_tiny(X)
+
+
+def _zero_tiny(values):
+    """Set the entries of ``values`` whose magnitude is below ``_MIN_ABS`` to 0, in place."""
+    values[np.abs(values) < _MIN_ABS] = 0.0
 
 
 def _report_bad_values(X):
@@ -370,7 +400,7 @@ def _check_shape(shape):
         raise ValueError(f"X must have at least one sample and one feature, got shape {shape}")
 
 
-def _check_y(y, n):
+def _check_y(y, n, zero_tiny=False):
     if sp.issparse(y):
         raise ValueError("y must be a dense 1-dimensional array, got a sparse matrix")
     if np.ma.isMaskedArray(y):
@@ -388,5 +418,7 @@ def _check_y(y, n):
     arr = arr.astype(np.float64)
     if not np.all(np.isfinite(arr)):
         raise ValueError("y contains NaN or infinity")
+    if zero_tiny:
+        _zero_tiny(arr)
     _check_magnitude(arr, "y")
     return arr

@@ -219,10 +219,13 @@ class InMemoryData:
 
     def problem(self, scaling, target, relabel=None, **kwargs):
         """The scaled Problem; ``relabel`` (a per-record map of y, e.g. one class against
-        the rest) is applied to the target."""
+        the rest) is applied to the target. Scaled values below 1e-150 in magnitude (a
+        row of tiny raw values normalized, a tiny value over a wide range) are set to 0
+        (``zero_tiny``): the raw data passed its checks before any release, and a refusal
+        here would depend on one record after them."""
         y = self.y if target is None else target.transform(self.y)
         y = y if relabel is None else relabel(y)
-        return Problem(self.scaled(scaling), y, **kwargs)
+        return Problem(self.scaled(scaling), y, zero_tiny=True, **kwargs)
 
 
 def raw_unit_penalty(problem, scaling, target):

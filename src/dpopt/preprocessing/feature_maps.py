@@ -139,14 +139,17 @@ class Scaling:
         """The same centred map with feature ``columns[k]`` clipped to [lower[k], upper[k]]
         (bounds of its centred, scaled values: private bounds released after centring) and
         divided by s_k = min(1, max(|lower[k]|, |upper[k]|)), so that it spans [-1, 1]
-        instead of a small part of it.
+        instead of a small part of it (its centred values lie in [-1, 1] already: a
+        wider range is not stretched).
 
         Bounds that do not surround the mean (lower[k] < 0 < upper[k] fails) are one-sided
         for one of two reasons. The noisy mean missed a bulk narrower than the mean's own
         noise (a year in [2000, 2015] whose first bounds are [1778, 3162]): then the near
         end lies within ``reach`` of 0 (the caller's bound on the mean's error, in the same
         scaled units), and the feature is re-centred on the middle of its bounds and divided
-        by their half-width, so it spans [-1, 1] about its own centre. Otherwise (collapsed,
+        by their half-width, so it spans [-1, 1] about its own centre (also where that
+        half-width exceeds 1, bounds read wider than the values on noise: capped at 1 it
+        let values reach beyond [-1, 1], the domain every later release assumes). Otherwise (collapsed,
         unresolved, or a one-sided range beyond ``reach``) the feature keeps its map:
         narrowing it would make it a constant or clip most of its values. Post-processing
         of released bounds and of the released mean: free."""
@@ -160,7 +163,8 @@ class Scaling:
         middle = np.where(missed, 0.5 * (lower + upper), 0.0)
         half = np.where(missed, 0.5 * (upper - lower), np.maximum(np.abs(lower), np.abs(upper)))
         c, lower, upper = columns[keep], lower[keep], upper[keep]
-        middle, s = middle[keep], np.minimum(1.0, half[keep])
+        middle = middle[keep]
+        s = np.where(missed[keep], half[keep], np.minimum(1.0, half[keep]))
         lo, hi, sc, off = self.lower.copy(), self.upper.copy(), self.scale.copy(), self.offset.copy()
         lo[c] = np.maximum(lo[c], off[c] + lower * sc[c])
         hi[c] = np.minimum(hi[c], off[c] + upper * sc[c])
