@@ -149,10 +149,10 @@ class Scaling:
         scaled units), and the feature is re-centred on the middle of its bounds and divided
         by their half-width, so it spans [-1, 1] about its own centre (also where that
         half-width exceeds 1, bounds read wider than the values on noise: capped at 1 it
-        let values reach beyond [-1, 1], the domain every later release assumes). Otherwise (collapsed,
-        unresolved, or a one-sided range beyond ``reach``) the feature keeps its map:
-        narrowing it would make it a constant or clip most of its values. Post-processing
-        of released bounds and of the released mean: free."""
+        let values reach beyond [-1, 1], the domain every later release assumes).
+        Otherwise (collapsed, unresolved, or a one-sided range beyond ``reach``) the
+        feature keeps its map: narrowing it would make it a constant or clip most of its
+        values. Post-processing of released bounds and of the released mean: free."""
         columns = np.asarray(columns, dtype=np.intp)
         lower, upper = np.asarray(lower, float), np.asarray(upper, float)
         surround = (lower < 0) & (upper > 0)
