@@ -177,9 +177,10 @@ def test_default_fit_takes_dp_gd_with_the_curvature_where_adassp_declines():
         assert Gaussian(1 / mus["curvature"]) in est.fit_result_.mechanisms
         # the released curvature, far below the public r^2, sets the step
         assert 1.0 <= plan["model_options"]["smoothness"] < 0.3 * (plan["row_bound"] ** 2 + 1)
-        # the Huber loss at k times the released spread: its clip is t r, not 2 r
+        # the Huber loss at k times the estimated spread: its clip is t r, not 2 r
         t = plan["huber_threshold"]
-        assert t == pytest.approx(HUBER_K * min(1.0, plan["target_spread"])) and t < 1.0
+        assert t == pytest.approx(HUBER_K * min(1.0, plan["target_scale"])) and t < 1.0
+        assert plan["target_scale"] <= plan["target_spread"]  # the estimate, never above the bound
         assert plan["model_options"]["clip"] == pytest.approx(
             t * math.sqrt(plan["row_bound"] ** 2 + 1))
         assert plan["selection"]["released"] == "model"

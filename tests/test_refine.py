@@ -30,8 +30,9 @@ def test_the_second_look_adds_the_stated_noise(monkeypatch):
                         original(rng, sigma, size))
     counts = _refine.linear_counts(np.r_[np.full(300, 2.0), np.full(700, 3.0)], 1.0, 5.0)
     assert counts.sum() == 1000 and counts.size == _refine.REFINE_BINS
-    lo, hi, record, spread = _refine.refined_bounds(counts, 1000, 1.0, 5.0, 0.4,
-                                                    np.random.default_rng(0))
+    lo, hi, record, spread, scale = _refine.refined_bounds(counts, 1000, 1.0, 5.0, 0.4,
+                                                           np.random.default_rng(0))
+    assert 0.0 < scale <= spread
     assert drawn == [(math.sqrt(2) / 0.4, (1, 16))] and record.noise_multiplier == 2.5
     assert 1.0 <= lo <= 2.0 and 3.0 <= hi <= 5.0
     # no resolution at a tiny budget: the range is kept (the record is still spent)
@@ -100,6 +101,37 @@ def test_the_spread_bound_is_above_the_clipped_values_standard_deviation(sd):
     assert misses == 0
     if sd >= 10.0:  # the values span several of the 16 bins: within a bin's width of it
         assert np.mean(spreads) < np.mean(truths) + 0.25
+
+
+@pytest.mark.parametrize("sd", [5.0, 15.0, 30.0])
+def test_the_spread_estimate_is_close_to_the_spread_and_below_the_bound(sd):
+    """The Huber threshold's scale (curvature.huber_in_place_of_squares): an estimate of the
+    clipped values' standard deviation from the same release, within a quarter of a bin of
+    it on average and never above the upper bound (which sits half a bin and more above
+    it)."""
+    rng = np.random.default_rng(int(sd))
+    errors, gaps = [], []
+    for seed in range(100):
+        y = rng.normal(100.0, sd, 3000)
+        r = _refine.refined_bounds(_refine.linear_counts(y, 0.0, 200.0), 3000, 0.0, 200.0, 0.5,
+                                   np.random.default_rng(seed))
+        truth = np.std(np.clip(y, r.lower, r.upper)) / (0.5 * (r.upper - r.lower))
+        bins = 2.0 * 200.0 / _refine.REFINE_BINS / (r.upper - r.lower)  # a bin, half-widths
+        assert r.scale <= r.spread
+        errors.append((r.scale - truth) / bins)
+        gaps.append((r.spread - truth) / bins)
+    assert abs(np.mean(errors)) < 0.25 and np.mean(gaps) > np.mean(errors) + 0.2
+
+
+def test_the_spread_estimate_by_hand():
+    """Exact counts: half the values in each end bin of [-1, 1] (bins of width 1/2): their
+    middles +-0.75 and the bins' own spread 1/48; all of them in one bin is its floor."""
+    edges = np.linspace(-1.0, 1.0, 5)
+    assert _refine.spread_estimate(np.array([50.0, 0, 0, 50.0]), edges, -1.0, 1.0) == \
+        pytest.approx(math.sqrt(0.75 ** 2 + 0.25 / 12.0))
+    assert _refine.spread_estimate(np.array([0.0, 100.0, 0, 0]), edges, -1.0, 1.0) == \
+        pytest.approx(0.25)
+    assert _refine.spread_estimate(np.array([-5.0, 0.0, 0, 0]), edges, -1.0, 1.0) == 1.0
 
 
 def test_the_spread_bound_by_hand():

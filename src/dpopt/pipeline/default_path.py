@@ -401,7 +401,7 @@ def fit_default(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, 
         curvature, rec = curvature_step(problem, mus, R, rng)
         records.append(rec)
         problem, columns_note["huber_threshold"] = huber_in_place_of_squares(
-            problem, columns_note.get("target_spread"))
+            problem, columns_note.get("target_scale"))
     # numbers released on the way, for the settings that take them (each ignores the rest)
     released = {k: v for k, v in (("curvature", curvature),
                                   ("target_spread", columns_note.get("target_spread")))

@@ -98,7 +98,7 @@ def private_mean_of_y(data, mu, rng):
                                "(its range by a histogram, then a noisy mean)")
     if concentrated(lo, hi) and refine_resolvable(n, mu * math.sqrt(0.5 * rest)):
         rest *= 0.5
-        lo, hi, record, _ = data.refined_target_bounds(lo, hi, mu * math.sqrt(rest), rng)
+        lo, hi, record = data.refined_target_bounds(lo, hi, mu * math.sqrt(rest), rng)[:3]
         records.append(record)
         what = ("the private mean of y (its range by a histogram, read again on equal bins, "
                 "then a noisy mean)")

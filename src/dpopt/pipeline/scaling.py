@@ -344,8 +344,8 @@ def private_scaling(data, mus, *, fit_intercept, center, regression, rng, bounds
         if mu_r is not None:
             from_model(mus, "target_refine", mu_r)
             if hi > lo:
-                lo, hi, record, columns_note["target_spread"] = data.refined_target_bounds(
-                    lo, hi, mu_r, rng)
+                lo, hi, record, spread, scale = data.refined_target_bounds(lo, hi, mu_r, rng)
+                columns_note["target_spread"], columns_note["target_scale"] = spread, scale
                 records.append(record)
         target = TargetScaling.from_bounds(lo, hi, shift=fit_intercept)
     return scaling, target, R, records, columns_note

@@ -48,7 +48,7 @@ from dpopt.preprocessing._bounds import (
 
 __all__ = ["REFINE_BINS", "RefinedRange", "bin_sums", "bins_inside", "concentrated",
            "histogram_mean", "linear_counts", "pooled_counts", "refined_bounds",
-           "skew_adjusted_fences", "spread_bound", "within_bins", "zeros_only"]
+           "skew_adjusted_fences", "spread_bound", "spread_estimate", "within_bins", "zeros_only"]
 
 #: Equal-width bins of the grid on which a concentrated range is read again
 #: (:func:`refined_bounds`): a relative resolution of 1/16 of the range.
@@ -88,12 +88,14 @@ def linear_counts(values, lower, upper, bins=REFINE_BINS) -> np.ndarray:
 
 class RefinedRange(NamedTuple):
     """What :func:`refined_bounds` reads from its release: the bounds, the release's record,
-    and :func:`spread_bound` of the values clipped to those bounds (post-processing)."""
+    :func:`spread_bound` of the values clipped to those bounds, and :func:`spread_estimate`
+    of them (at most the bound; post-processing)."""
 
     lower: float
     upper: float
     record: object
     spread: float
+    scale: float
 
 
 def refined_bounds(counts, n, lower, upper, mu, rng, *, quantiles=DEFAULT_QUANTILES,
@@ -139,7 +141,8 @@ def refined_bounds(counts, n, lower, upper, mu, rng, *, quantiles=DEFAULT_QUANTI
         low, high = (max(float(lower), min(float(lo[0]), low)),
                      min(float(upper), max(float(hi[0]), high)))
     spread = spread_bound(noisy[0], sigma, n, edges, low, high, confidence)
-    return RefinedRange(low, high, record, spread)
+    return RefinedRange(low, high, record, spread,
+                        min(spread, spread_estimate(noisy[0], edges, low, high)))
 
 
 def spread_bound(noisy, sigma, n, edges, lower, upper, confidence=DEFAULT_CONFIDENCE):
@@ -154,21 +157,49 @@ def spread_bound(noisy, sigma, n, edges, lower, upper, confidence=DEFAULT_CONFID
     The bins' widths make it loose by about one bin (1/16 of the first range on the
     refine's bins). Used as the residual scale of AdaSSP's ridge choice (the target's
     variance bounds the variance of its noise around any regression function)."""
-    half = 0.5 * (upper - lower)
-    if not half > 0.0:
+    if not upper > lower:
         return 1.0
-    a = (np.clip(edges[:-1], lower, upper) - lower) / half - 1.0  # the bins on [-1, 1]
-    b = (np.clip(edges[1:], lower, upper) - lower) / half - 1.0
+    a, b, floor = _unit_bins(edges, lower, upper)
     noisy = np.ravel(noisy)
     weights = np.maximum(noisy, 0.0)
     total = float(weights.sum())
     c = float(np.dot(weights, 0.5 * (a + b))) / total if total > 0 else 0.0
     g = np.maximum((a - c) ** 2, (b - c) ** 2)
     second = (float(np.dot(noisy, g)) + confidence * sigma * float(np.linalg.norm(g))) / n
-    # at least half the narrowest bin: below it the histogram tells nothing (and a noise far
-    # below its mean gave 0, a Huber threshold of 0 downstream)
-    floor = 0.5 * float(np.min((b - a)[b > a])) if np.any(b > a) else 1.0
     return float(min(1.0, max(math.sqrt(max(second, 0.0)), floor)))
+
+
+def spread_estimate(noisy, edges, lower, upper):
+    """An estimate (not a bound) of the standard deviation of the values clipped to
+    ``[lower, upper]``, in units of that range's half-width, from the same noisy histogram
+    as :func:`spread_bound`: the variance of the bins' middles weighted by their noisy
+    counts (negative counts as 0), plus each bin's own (b - a)^2 / 12 (values spread evenly
+    inside a bin), at least half the narrowest bin and at most 1. The scale of the Huber
+    threshold on DP-GD's least squares (:func:`dpopt.pipeline.curvature.huber_in_place_of_squares`),
+    where an upper bound, about a bin and a margin of noise above the spread, sets the
+    threshold too high. Post-processing."""
+    if not upper > lower:
+        return 1.0
+    a, b, floor = _unit_bins(edges, lower, upper)
+    weights = np.maximum(np.ravel(noisy), 0.0)
+    total = float(weights.sum())
+    if not total > 0.0:
+        return 1.0
+    middle = 0.5 * (a + b)
+    c = float(np.dot(weights, middle)) / total
+    variance = float(np.dot(weights, (middle - c) ** 2 + (b - a) ** 2 / 12.0)) / total
+    return float(min(1.0, max(math.sqrt(variance), floor)))
+
+
+def _unit_bins(edges, lower, upper):
+    """(a, b, floor): the bins ``edges`` clipped to ``[lower, upper]`` and mapped to
+    [-1, 1], and half the narrowest of them: below it the histogram tells nothing about a
+    spread (and a noise far below its mean gave 0, a Huber threshold of 0 downstream)."""
+    half = 0.5 * (upper - lower)
+    a = (np.clip(edges[:-1], lower, upper) - lower) / half - 1.0
+    b = (np.clip(edges[1:], lower, upper) - lower) / half - 1.0
+    floor = 0.5 * float(np.min((b - a)[b > a])) if np.any(b > a) else 1.0
+    return a, b, floor
 
 
 def skew_adjusted_fences(q25, q50, q75):
