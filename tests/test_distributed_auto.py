@@ -413,7 +413,7 @@ def test_the_private_mean_of_a_concentrated_target_equals_the_in_memory_one():
     problem = ChunkedProblem(da.from_array(X, chunks=(1000, 1)), da.from_array(y, chunks=1000),
                              loss="squared", fit_intercept=True)
     got = private_mean_of_y(ChunkedData(problem), 1.0, np.random.default_rng(3))
-    assert len(ref[2]) == 3 and "read again" in ref[3]
+    assert len(ref[2]) >= 3 and "read again" in ref[3]  # a look, or more while they narrow
     assert got[0] == ref[0] and got[1] == pytest.approx(ref[1], abs=1e-12)
     assert got[2] == ref[2] and got[3] == ref[3]
 

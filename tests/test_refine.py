@@ -147,3 +147,59 @@ def test_the_spread_bound_by_hand():
     g = np.array([0.75, 0.25, 0.75, 1.25]) ** 2  # farther ends' squares about c = -0.25
     assert noisy == pytest.approx(math.sqrt((100 * g[1] + 4.0 * 2.0 * np.linalg.norm(g)) / 100))
     assert _refine.spread_bound(np.ones(4), 1.0, 4, edges, 0.5, 0.5) == 1.0
+
+
+def test_the_looks_take_as_many_bins_as_their_budget_resolves_and_go_on_while_they_narrow():
+    from dpopt.pipeline.target_looks import (
+        MIN_REFINE_BINS,
+        NARROWING,
+        least_refine_mu,
+        narrowed,
+        refine_bins,
+    )
+
+    for n in (150, 375, 5000):
+        assert refine_bins(n, least_refine_mu(n)) == _refine.REFINE_BINS
+        assert refine_bins(n, 10.0 * least_refine_mu(n)) == _refine.REFINE_BINS  # at most 16
+        assert refine_bins(n, least_refine_mu(n, MIN_REFINE_BINS)) == MIN_REFINE_BINS
+        assert refine_bins(n, 0.99 * least_refine_mu(n, MIN_REFINE_BINS)) == 0
+        assert refine_bins(n, least_refine_mu(n, 8)) == 8
+    assert narrowed(0.0, 1.0, NARROWING) and not narrowed(0.0, 1.0, 2.0)
+    assert not narrowed(1.0, 1.0, 100.0)  # collapsed: nothing left to read
+
+
+def _year_like(n, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 4))
+    return X, 2005.0 + 8.0 * (X @ rng.normal(size=4) / 2.0 + rng.normal(size=n)) / math.sqrt(2)
+
+
+def test_a_narrow_band_far_from_zero_is_read_again_until_the_looks_stop_narrowing():
+    """An independent fuzz (session 28): a year near 2005 with a spread of 8 was left in the
+    log grid's [1778, 3162] (170 of its standard deviations) or one look's 16th of it, and
+    the released constant's noise grew with that width (R^2 down to -100). The looks now go
+    on while they narrow the range by 2 sqrt(2) or more, each a Gaussian record of the
+    composition, in the constant's path and a Gaussian model's."""
+    import dpopt
+    from dpopt.privacy import Gaussian
+
+    X, y = _year_like(400)
+    constant = dpopt.DPLinearRegression(epsilon=0.5, random_state=0).fit(X, y)
+    plan = constant.auto_.plan
+    assert plan["solver"] == "none" and "read again on equal bins" in plan["constant"]
+    lo, hi = constant.target_range_
+    assert hi - lo < (3162.3 - 1778.3) / 4 and lo < y.mean() < hi
+    assert constant.epsilon_spent_ <= 0.5
+    model = dpopt.DPLinearRegression(epsilon=2.0, random_state=0).fit(X, y)
+    plan = model.auto_.plan
+    assert plan["target_looks"] >= 2
+    lo, hi = model.target_range_
+    assert hi - lo < 20 * y.std() and lo < y.mean() < hi
+    mus = plan["mu_shares"]
+    assert math.sqrt(sum(m ** 2 for m in mus.values())) == pytest.approx(plan["mu"], rel=1e-9)
+    assert model.epsilon_spent_ <= 2.0 and model.epsilon_spent_ == pytest.approx(2.0, rel=1e-6)
+    looks = [m for m in model.fit_result_.mechanisms if isinstance(m, Gaussian)]
+    assert len(looks) >= plan["target_looks"]
+    # objective perturbation's calibration is fixed before the data: one look at most
+    huber = dpopt.DPHuberRegressor(epsilon=2.0, random_state=0).fit(X, y)
+    assert "target_looks" not in huber.auto_.plan and huber.epsilon_spent_ <= 2.0

@@ -326,7 +326,11 @@ def test_declared_labels_spend_nothing_when_no_selection_uses_their_counts():
 
 def test_adassps_released_sum_of_y_is_the_free_constant():
     X, y = signal(regression=True)
+    # about 0 (near 100 the target's further looks take from the model's budget and the
+    # least squares go to DP-GD, which releases no sum of y: session 28)
+    y = y - 100.0
     reg = fit_quiet(dpopt.DPLinearRegression(epsilon=1.0, random_state=0), X, y)
+    assert reg.auto_.plan["solver"] == "adassp"
     sel = reg.auto_.plan["selection"]
     assert sel["noisy_mean_from"] == ("the training branch's release and the release on all "
                                       "rows (free)")
@@ -817,7 +821,7 @@ def test_a_concentrated_target_is_read_again_on_equal_bins():
         return np.sqrt(np.mean(np.square(out))), records, what, target
 
     refined, records, what, target = errors()
-    assert len(records) == 3 and "read again" in what
+    assert len(records) >= 3 and "read again" in what  # a look, or more while they narrow
     assert target.upper - target.lower < 0.25 * (10 ** 3.25 - 10 ** 2.75)  # 1/4 of [562, 1778]
     original = mean_of_y.concentrated
     try:  # the same fits without the second look

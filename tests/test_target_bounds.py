@@ -130,3 +130,27 @@ def test_an_unresolved_target_is_warned_about_as_the_target():
     messages = [str(w.message) for w in caught]
     assert not any("features [0]" in m or "target y;" in m for m in messages)
     assert any("target_bounds=(lower, upper)" in m for m in messages)
+
+
+def test_a_narrow_band_far_from_zero_is_warned_and_reported():
+    """An independent fuzz (session 28): a target like a year (2005 +- 8) is located on the log
+    grid within [1778, 3162], 170 of its standard deviations, and the released predictor's
+    noise grows with that width. The fit says so and names the remedies; with the public
+    range given, or a public offset subtracted, it does not."""
+    from dpopt.pipeline.scaling import ColumnWarning
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(375, 8))
+    y = 2005.0 + 8.0 * (X @ rng.normal(size=8) / np.sqrt(8) + rng.normal(size=375)) / np.sqrt(2)
+    with pytest.warns(ColumnWarning, match=r"target's private range \[\d+, \d+\] is a narrow "
+                                           r"band far from 0"):
+        model = dpopt.DPLinearRegression(epsilon=1.0, random_state=0).fit(X, y)
+    assert model.auto_.plan["target_narrow_band"] == list(model.target_range_)
+    assert "target_bounds=(lower, upper)" in model.privacy_report()
+    for fitted in (dpopt.DPLinearRegression(epsilon=1.0, random_state=0,
+                                            target_bounds=(1950.0, 2060.0)).fit(X, y),
+                   dpopt.DPLinearRegression(epsilon=1.0, random_state=0).fit(X, y - 2000.0)):
+        assert "target_narrow_band" not in fitted.auto_.plan
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ColumnWarning)
+        dpopt.DPLinearRegression(epsilon=1.0, random_state=0).fit(X, y - 2000.0)

@@ -32,8 +32,10 @@ from dpopt.pipeline.constant import fit_one_class
 from dpopt.pipeline.default_path import check_inference
 from dpopt.pipeline.multiclass import OneVsRestProblems, solve_one_vs_rest
 from dpopt.pipeline.multiclass_selection import fit_selected_one_vs_rest
+from dpopt.pipeline.scaling import ColumnWarning
 from dpopt.pipeline.selection import fit_selected, n_features, selection_runs
 from dpopt.pipeline.selection import resolve_alpha as _resolve_alpha
+from dpopt.pipeline.target_looks import NARROW_BAND, narrow_band
 from dpopt.preprocessing.labels import labels_present, signed_labels
 from dpopt.preprocessing.table_encoder import (
     TableEncoder,
@@ -417,6 +419,10 @@ class _DPLinearModel(BaseEstimator):
                 slot.record(ledger_entry(auto.result, name), label=name)
         self.privacy_leaks_ = []
         self._surface(caught, stacklevel=6)
+        band = None if self._classifier else narrow_band(auto)
+        if band is not None:  # post-processing of the released range (pipeline.scaling)
+            auto.plan["target_narrow_band"] = band
+            warnings.warn(NARROW_BAND.format(*band), ColumnWarning, stacklevel=5)
         self.auto_ = auto
         self.alpha_ = auto.plan.get("alpha", penalty_kwargs.get("alpha"))
         self._set_fitted(auto.result)

@@ -113,9 +113,9 @@ def _chunk_row_norm_counts(xb, yb, *, scaling, edges):
     return quantile_counts(norms, edges).astype(np.float64)[None, :]
 
 
-def _chunk_target_linear_counts(xb, yb, *, lower, upper):
+def _chunk_target_linear_counts(xb, yb, *, lower, upper, bins):
     """Exact counts of the chunk's clipped targets on the equal bins of [lower, upper]."""
-    return linear_counts(np.asarray(yb, dtype=np.float64), lower, upper)[None, :]
+    return linear_counts(np.asarray(yb, dtype=np.float64), lower, upper, bins)[None, :]
 
 
 def _chunk_target_sum(xb, yb, *, target):
@@ -200,9 +200,9 @@ class ChunkedData:
         """The exact counts of y on the default grid, summed over the chunks (one pass)."""
         return self.raw._reduce(_chunk_target_counts, DEFAULT_GRID.n_bins, grid=DEFAULT_GRID)
 
-    def refined_target_bounds(self, lower, upper, mu, rng):
-        counts = self.raw._reduce(_chunk_target_linear_counts, REFINE_BINS, lower=lower,
-                                  upper=upper)
+    def refined_target_bounds(self, lower, upper, mu, rng, bins=REFINE_BINS):
+        counts = self.raw._reduce(_chunk_target_linear_counts, bins, lower=lower,
+                                  upper=upper, bins=bins)
         return refined_bounds(np.ravel(counts), self.shape[0], lower, upper, mu, rng)
 
     def target_mean(self, target, mu, rng):

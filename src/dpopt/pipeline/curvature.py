@@ -87,7 +87,7 @@ import numpy as np
 
 from dpopt.data.losses import huber
 from dpopt.data.problem import with_loss
-from dpopt.pipeline.scaling import from_model
+from dpopt.pipeline.target_looks import from_model
 from dpopt.privacy import Gaussian
 from dpopt.privacy.mechanisms import gaussian_noise
 from dpopt.solvers.adassp import sensitivities, symmetric_noise

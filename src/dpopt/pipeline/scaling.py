@@ -16,10 +16,20 @@ import scipy.sparse as sp
 from dpopt.data import Problem
 from dpopt.data.chunked import is_chunked_input
 from dpopt.pipeline.chunked import ChunkedData
+from dpopt.pipeline.target_looks import (  # noqa: F401 (from_model, refine_*: public here too)
+    NARROW_BAND,
+    from_model,
+    least_refine_mu,
+    looks_at_target,
+    narrow_band,
+    narrowed,
+    refine_bins,
+    refine_mu,
+    refine_resolvable,
+)
 from dpopt.preprocessing import private_feature_bounds, private_target_bounds
 from dpopt.preprocessing._bounds import (
     COARSE_GRID,
-    DEFAULT_BIN_CONFIDENCE,
     DEFAULT_CONFIDENCE,
     DEFAULT_GRID,
     ZERO_INFLATED_FALLBACK,
@@ -90,21 +100,6 @@ def public_count(feature_bounds):
     if feature_bounds is None:
         return 0
     return int(np.sum(~(np.isnan(feature_bounds[0]) | np.isnan(feature_bounds[1]))))
-
-
-def refine_resolvable(n, mu_refine):
-    """Whether :func:`refined_bounds` at ``mu_refine`` can narrow a range, from public n
-    and mu: ``mu_refine >= least_refine_mu(n)``."""
-    return mu_refine >= least_refine_mu(n)
-
-
-def least_refine_mu(n):
-    """The least mu at which :func:`refined_bounds` can narrow a range of n values: a bulk
-    that fills half of the 16 equal bins (a narrowing by 2, the least that pays for the
-    budget the step takes) puts about n/8 records in each, and a bin is trusted when its
-    noisy count exceeds t sigma, sigma = sqrt(2) / mu (the rule of
-    :func:`bounds_resolvable`): n/8 >= t sqrt(2) / mu."""
-    return (REFINE_BINS / 2) * DEFAULT_BIN_CONFIDENCE * math.sqrt(2.0) / n
 
 
 #: The plan's keys naming the features the scaling could not keep as they are (one
@@ -209,8 +204,8 @@ class InMemoryData:
         return confirmed_range(noisy, sigma, self.shape[0], lower, upper, mu, rng,
                                lambda: target_histogram(self.y))
 
-    def refined_target_bounds(self, lower, upper, mu, rng):
-        counts = linear_counts(self.y, lower, upper)
+    def refined_target_bounds(self, lower, upper, mu, rng, bins=REFINE_BINS):
+        counts = linear_counts(self.y, lower, upper, bins)
         return refined_bounds(counts, self.shape[0], lower, upper, mu, rng)
 
     def target_mean(self, target, mu, rng):
@@ -339,14 +334,9 @@ def private_scaling(data, mus, *, fit_intercept, center, regression, rng, bounds
         # the model by public sizes alone, so the model's calibration (objective
         # perturbation's prior) is the same whatever the first look said; a range collapsed
         # onto one value cannot be read again and leaves it unspent
-        look = fit_intercept and "inference" not in mus
-        mu_r = refine_mu(data.shape[0], mus) if look else None
-        if mu_r is not None:
-            from_model(mus, "target_refine", mu_r)
-            if hi > lo:
-                lo, hi, record, spread, scale = data.refined_target_bounds(lo, hi, mu_r, rng)
-                columns_note["target_spread"], columns_note["target_scale"] = spread, scale
-                records.append(record)
+        if fit_intercept and "inference" not in mus:
+            lo, hi = looks_at_target(data, lo, hi, mus, rng, gaussian_model, columns_note,
+                                      records)
         target = TargetScaling.from_bounds(lo, hi, shift=fit_intercept)
     return scaling, target, R, records, columns_note
 
@@ -372,13 +362,6 @@ def _to_model(mus, *steps):
     mus["model"] = math.sqrt(mus["model"] ** 2 + freed)
 
 
-def from_model(mus, step, mu):
-    """Give plan ``step`` the mu ``mu`` out of the model's (a release decided by an earlier
-    one's outcome): sum of mu^2 unchanged (fully adaptive composition, as :func:`_to_model`)."""
-    mus[step] = mu
-    mus["model"] = math.sqrt(max(mus["model"] ** 2 - mu ** 2, 0.0))
-
-
 def _indicators(data, bounds, mu, rng):
     """The indicator test (:mod:`dpopt.preprocessing._indicators`) on the columns with no
     public bound: (bounds with [0, 1] for the columns it finds to be 0/1 indicators, its
@@ -401,26 +384,6 @@ def _short(columns, head=20):
     """A list of column indices for a report line, its first ``head`` then an ellipsis."""
     shown = ", ".join(str(int(c)) for c in list(columns)[:head])
     return f"[{shown}]" if len(columns) <= head else f"[{shown}, ...]"
-
-
-def refine_mu(n, mus):
-    """The mu of the model path's second look at the target's range, or None.
-
-    The model's noise, in the target's units, is proportional to the width of the
-    target's range, so a range that the log grid left ten standard deviations wide (a
-    target of 40 +- 2.5 in [31.6, 56.2]) costs the model what a 3-times narrower one
-    would not; and whatever the width, each end is rounded outwards to a bin edge, a
-    factor up to 1.78 (a price whose 99% quantile is 244,000 gets 316,228: its top bin
-    alone is 44% of the upper end). The second look (:func:`refined_bounds`) takes the larger of
-    ``SHARES["target_bounds"]`` of the whole mu^2 and the least mu at which
-    :func:`least_refine_mu`, out of the model's own mu^2, and only while the
-    model keeps at least half of it (its noise grows by at most sqrt(2), less than the
-    narrowing it buys). Whether it runs depends on the released target bounds; the
-    total mu^2 is the same on both branches (fully adaptive composition, Smith &
-    Thakurta 2022). ``mus`` is the plan's split (:func:`split_mu`)."""
-    whole = math.sqrt(sum(m ** 2 for m in mus.values()))
-    mu_r = max(whole * math.sqrt(SHARES["target_bounds"]), least_refine_mu(n))
-    return mu_r if mu_r ** 2 <= 0.5 * mus["model"] ** 2 else None
 
 
 def _narrow(data, scaling, fb, mu, rng, reach):
@@ -520,6 +483,8 @@ def _column_lines(plan):
                      f"(target_bounds=): y is clipped to it, no histogram of y is released")
     if plan.get("target_grid_end"):
         lines.append(TARGET_END)
+    if plan.get("target_narrow_band"):
+        lines.append(NARROW_BAND.format(*plan["target_narrow_band"]))
     ends = plan.get("grid_end_features") or []
     if ends:
         lines.append(f"features {_short(ends)} ({len(ends)}): their private bounds reach "

@@ -1,0 +1,172 @@
+"""The looks at a regression target's range after its first histogram, and the plan's budget
+moves that the releases decided by an earlier one's outcome make (:func:`from_model`).
+
+A range read on the public log grid places the target within a factor of one bin of its
+magnitude, not within its spread (a target near 40 +- 2.5 gets [31.6, 56.2], a year near
+2005 +- 8 gets [1778, 3162]). A look releases the histogram of y clipped to that range on
+equal bins (:func:`dpopt.preprocessing._refine.refined_bounds`: sensitivity sqrt(2) under
+replace-one, a Gaussian record) and reads narrower bounds from it. How many bins a look's
+mu resolves (:func:`refine_bins`), whether the model path takes a first look
+(:func:`refine_mu`) and further ones (:func:`looks_at_target`), and when a narrow band
+far from 0 is reported (:func:`narrow_band`) are functions of public sizes and released
+values only; which looks run depends on earlier releases, and their mu^2 add up within the
+plan's (fully adaptive composition of Gaussian mechanisms, Smith & Thakurta 2022). The
+constant's own looks are in :func:`dpopt.pipeline.mean_of_y.private_mean_of_y`.
+"""
+
+from __future__ import annotations
+
+import math
+
+from dpopt.preprocessing._bounds import DEFAULT_BIN_CONFIDENCE
+from dpopt.preprocessing._refine import REFINE_BINS, concentrated
+from dpopt.preprocessing.shares import SHARES
+
+__all__ = ["MIN_REFINE_BINS", "NARROWING", "NARROW_BAND", "from_model", "least_refine_mu",
+           "looks_at_target", "narrow_band", "narrowed", "refine_bins", "refine_mu",
+           "refine_resolvable"]
+
+
+def refine_resolvable(n, mu_refine):
+    """Whether :func:`refined_bounds` at ``mu_refine`` can narrow a range on its 16 bins,
+    from public n and mu: ``mu_refine >= least_refine_mu(n)``."""
+    return mu_refine >= least_refine_mu(n)
+
+
+def least_refine_mu(n, bins=REFINE_BINS):
+    """The least mu at which :func:`refined_bounds` can narrow a range of n values on
+    ``bins`` equal bins: a bulk that fills half of them (a narrowing by 2, the least that
+    pays for the budget the step takes) puts about 2n/bins records in each, and a bin is
+    trusted when its noisy count exceeds t sigma, sigma = sqrt(2) / mu (the rule of
+    :func:`bounds_resolvable`): 2n/bins >= t sqrt(2) / mu."""
+    return (bins / 2) * DEFAULT_BIN_CONFIDENCE * math.sqrt(2.0) / n
+
+
+#: The fewest equal bins a look at the target's range reads (:func:`refine_bins`).
+MIN_REFINE_BINS = 4
+
+
+def refine_bins(n, mu_refine):
+    """The most equal bins, at most 16, on which a look at ``mu_refine`` reads a range of n
+    values (the inverse of :func:`least_refine_mu`: B = 2 n mu / (t sqrt 2)), or 0 below
+    :data:`MIN_REFINE_BINS`. Public n and mu only."""
+    bins = min(REFINE_BINS, int(math.floor(2.0 * n * mu_refine * (1.0 + 1e-9)
+                                           / (DEFAULT_BIN_CONFIDENCE * math.sqrt(2.0)))))
+    return bins if bins >= MIN_REFINE_BINS else 0
+
+
+#: A look at the target's range is followed by another when it narrowed the range by at
+#: least this factor (:func:`narrowed`).
+NARROWING = 2.0 * math.sqrt(2.0)
+
+
+def narrowed(lower, upper, was):
+    """Whether a look narrowed a range ``was`` wide to ``[lower, upper]`` by at least
+    :data:`NARROWING` (released bounds only). The look's equal bins locate the values
+    within a bin or two, not their spread: where they narrowed the range that much, the
+    values may fill far less of the new one, and a further look, whose budget costs the
+    mean (or the model) a factor sqrt(2) of noise at most, can narrow it by more than that
+    again; where they did not, the range is about as wide as the values and the looks
+    stop."""
+    return upper > lower and NARROWING * (upper - lower) <= was
+
+
+def narrow_band(auto):
+    """[lower, upper], the private range a regressor's target was scaled to, when it is a
+    narrow band far from 0: one sign, its ends within two bins of the log grid of each other
+    (:func:`~dpopt.preprocessing._refine.concentrated`: a factor 3.16); else None. The grid
+    places such a target within a factor of one bin (1.78) of its magnitude, not within its
+    spread; the looks narrow it while they can (:func:`looks_at_target`), which at a few
+    hundred rows and epsilon <= 1 still leaves a year near 2005 with a spread of 8 in 10 to
+    25 of its standard deviations, and the model's and the constant's noise grow with that
+    width (an independent fuzz, session 28: R^2 down to -100 before the looks went on, -4
+    after, at n = 375 and epsilon = 0.5). A public range or offset removes it, which the
+    report and a ColumnWarning then say (:data:`NARROW_BAND`). A function of released
+    values (post-processing); None with a public target range."""
+    target = getattr(auto, "target", None)
+    if (target is None or not target.half_width > 0 or auto.plan.get("public_target")
+            or not concentrated(target.lower, target.upper)):
+        return None
+    return [float(target.lower), float(target.upper)]
+
+
+#: The line of a regression target whose range is a narrow band far from 0 (:func:`narrow_band`).
+NARROW_BAND = ("the target's private range [{0:.4g}, {1:.4g}] is a narrow band far from 0: "
+               "ranges are located on a logarithmic grid, so when y varies much less than its "
+               "size (a year, a temperature, a score) the model and the constant carry noise in "
+               "proportion to that range's width, many times y's spread; give the target's "
+               "public range (target_bounds=(lower, upper)) or subtract a public offset from y "
+               "before fitting")
+
+
+def from_model(mus, step, mu):
+    """Give plan ``step`` the mu ``mu`` out of the model's (a release decided by an earlier
+    one's outcome): sum of mu^2 unchanged (fully adaptive composition, as :func:`_to_model`).
+    A step given mu twice holds their mu^2 summed (the target's further looks)."""
+    mus[step] = math.hypot(mus.get(step, 0.0), mu)
+    mus["model"] = math.sqrt(max(mus["model"] ** 2 - mu ** 2, 0.0))
+
+
+def refine_mu(n, mus):
+    """The mu of the model path's second look at the target's range, or None.
+
+    The model's noise, in the target's units, is proportional to the width of the
+    target's range, so a range that the log grid left ten standard deviations wide (a
+    target of 40 +- 2.5 in [31.6, 56.2]) costs the model what a 3-times narrower one
+    would not; and whatever the width, each end is rounded outwards to a bin edge, a
+    factor up to 1.78 (a price whose 99% quantile is 244,000 gets 316,228: its top bin
+    alone is 44% of the upper end). The second look (:func:`refined_bounds`) takes the larger of
+    ``SHARES["target_bounds"]`` of the whole mu^2 and the least mu at which
+    :func:`least_refine_mu`, out of the model's own mu^2, and only while the
+    model keeps at least half of it (its noise grows by at most sqrt(2), less than the
+    narrowing it buys). Whether it runs depends on the released target bounds; the
+    total mu^2 is the same on both branches (fully adaptive composition, Smith &
+    Thakurta 2022). ``mus`` is the plan's split (:func:`split_mu`)."""
+    whole = math.sqrt(sum(m ** 2 for m in mus.values()))
+    mu_r = max(whole * math.sqrt(SHARES["target_bounds"]), least_refine_mu(n))
+    return mu_r if mu_r ** 2 <= 0.5 * mus["model"] ** 2 else None
+
+
+def looks_at_target(data, lo, hi, mus, rng, gaussian_model, columns_note, records):
+    """The model path's looks at the target's range ``[lo, hi]``: (lo, hi) narrowed.
+
+    The first is :func:`refine_mu`'s, on 16 equal bins, its mu out of the model whatever the
+    range (objective perturbation's calibration may not depend on it). Further looks run for
+    a Gaussian model only (fully adaptive composition: their mu is decided by released
+    ranges, Smith & Thakurta 2022): a first one where :func:`refine_mu` declines and the
+    range is :func:`~dpopt.preprocessing._refine.concentrated` (a narrow band far from 0,
+    which the log grid places within a factor of its magnitude, not of its spread), and
+    another each time a look narrowed the range by :data:`NARROWING` or more
+    (:func:`narrowed`). Each takes half of what the model can still give while it keeps
+    half of its mu^2 from before the looks (:func:`_further_look_mu`), on as many bins as
+    that resolves (:func:`refine_bins`). One Gaussian record each (:func:`refined_bounds`)."""
+    n, model0 = data.shape[0], mus["model"]
+    mu_r = refine_mu(n, mus)
+    if mu_r is not None:
+        from_model(mus, "target_refine", mu_r)
+    looks, go_on = 0, mu_r is not None or concentrated(lo, hi)
+    while hi > lo and go_on:
+        if mu_r is None:
+            mu_r = _further_look_mu(n, mus, model0) if gaussian_model else None
+            if mu_r is None:
+                break
+            from_model(mus, "target_refine", mu_r)
+        was = hi - lo
+        lo, hi, record, spread, scale = data.refined_target_bounds(lo, hi, mu_r, rng,
+                                                                   refine_bins(n, mu_r))
+        columns_note["target_spread"], columns_note["target_scale"] = spread, scale
+        records.append(record)
+        looks, mu_r, go_on = looks + 1, None, narrowed(lo, hi, was)
+    if looks > 1:
+        columns_note["target_looks"] = looks
+    return lo, hi
+
+
+def _further_look_mu(n, mus, model0):
+    """The mu of a further look at the target's range (:func:`_looks_at_target`): half of
+    what the model can still give while it keeps half of ``model0`` ** 2 (so each look has
+    as many bins as that resolves, and the looks together never take more), at least the
+    least mu for :data:`MIN_REFINE_BINS` bins; None when that is more than is left."""
+    left = mus["model"] ** 2 - 0.5 * model0 ** 2
+    mu = max(math.sqrt(max(0.5 * left, 0.0)), least_refine_mu(n, MIN_REFINE_BINS))
+    return mu if mu ** 2 <= left else None
