@@ -203,3 +203,27 @@ def test_a_narrow_band_far_from_zero_is_read_again_until_the_looks_stop_narrowin
     # objective perturbation's calibration is fixed before the data: one look at most
     huber = dpopt.DPHuberRegressor(epsilon=2.0, random_state=0).fit(X, y)
     assert "target_looks" not in huber.auto_.plan and huber.epsilon_spent_ <= 2.0
+
+
+def test_a_constant_target_stops_the_looks_before_floating_point_does():
+    """An independent audit (session 28): a constant target passes every look's narrowing
+    test (each look narrows it by 16) until its equal bins fell below the spacing of
+    floating-point numbers, and np.histogram raised after some 17 releases. The looks stop
+    at a range narrower than RESOLUTION of its magnitude."""
+    import dpopt
+    from dpopt.pipeline.mean_of_y import private_mean_of_y
+    from dpopt.pipeline.scaling import InMemoryData
+    from dpopt.pipeline.target_looks import RESOLUTION, narrowed
+
+    assert not narrowed(2005.0, 2005.0 + 1e-7, 1.0) and narrowed(2005.0, 2005.1, 1.0)
+    assert RESOLUTION * 2005.0 > 1e3 * np.spacing(2005.0)  # 16 bins stay representable
+    for seed in range(10):
+        target, mean, records, what, spent = private_mean_of_y(
+            InMemoryData(np.zeros((5000, 1)), np.full(5000, 2005.0)), 3.0,
+            np.random.default_rng(seed))
+        assert target.lower <= 2005.0 <= target.upper and spent == 3.0
+        assert abs(target.center + target.half_width * mean - 2005.0) < 1e-3
+    rng = np.random.default_rng(1)
+    X, y = rng.standard_normal((20000, 3)), np.full(20000, 2005.0)
+    model = dpopt.DPLinearRegression(epsilon=8.0, random_state=2).fit(X, y)
+    assert abs(model.intercept_ - 2005.0) < 1e-3 and model.epsilon_spent_ <= 8.0
