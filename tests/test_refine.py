@@ -10,7 +10,7 @@ from dpopt.preprocessing import _bounds, _refine
 
 
 def test_the_second_look_is_only_taken_where_it_can_narrow():
-    from dpopt.pipeline.scaling import refine_resolvable
+    from dpopt.pipeline.target_looks import refine_resolvable
 
     assert _refine.concentrated(31.6, 56.2) and _refine.concentrated(-178.0, -100.0)
     assert _refine.concentrated(100.0, 316.3) is False  # three bins: already read at the grid's step
@@ -73,7 +73,7 @@ def test_the_model_path_pays_the_second_look_only_while_the_model_keeps_half():
     """refine_mu: the larger of 5% of the whole mu^2 and the least mu that 16 bins need
     (n/8 records per bin above 4.5 sigma, sigma = sqrt(2)/mu), or None when that would
     take more than half of the model's mu^2; all from public n and the plan's split."""
-    from dpopt.pipeline.scaling import refine_mu
+    from dpopt.pipeline.target_looks import refine_mu
 
     least = lambda n: 8 * 4.5 * math.sqrt(2.0) / n  # noqa: E731
     mus = {"target_bounds": 0.2, "model": 0.9}  # whole mu^2 = 0.85

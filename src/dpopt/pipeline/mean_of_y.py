@@ -19,7 +19,7 @@ from scipy.stats import norm
 
 from dpopt.pipeline.autofit import constant_fit
 from dpopt.pipeline.scaling import bounds_resolvable, target_range
-from dpopt.pipeline.target_looks import narrowed, refine_bins
+from dpopt.pipeline.target_looks import read_again, refine_bins
 from dpopt.preprocessing._bounds import (
     DEFAULT_BIN_CONFIDENCE,
     DEFAULT_QUANTILES,
@@ -68,8 +68,8 @@ def private_mean_of_y(data, mu, rng):
        at most two log bins wide: the grid located the target but not its spread), half of
        the rest reads them again on equal bins (:func:`refined_bounds`, sensitivity
        sqrt(2)), as many as that half resolves (at most 16, at least 4:
-       :func:`~dpopt.pipeline.scaling.refine_bins`), and again while a look narrowed the
-       range by 2 sqrt(2) or more (:func:`~dpopt.pipeline.scaling.narrowed`: a year near
+       :func:`~dpopt.pipeline.target_looks.refine_bins`), and again while a look narrowed the
+       range by 2 sqrt(2) or more (:func:`~dpopt.pipeline.target_looks.read_again`: a year near
        2005 with a spread of 8 is 170 of its standard deviations wide on the log grid, 40
        after one look). The mean's noise is proportional to the width of its range, so
        narrowing a range of ten standard deviations to three pays for the budget it takes
@@ -103,13 +103,17 @@ def private_mean_of_y(data, mu, rng):
     rest, what = 1.0 - share, ("the private mean of y (its public range, then a noisy mean)"
                                if data.public_target is not None else "the private mean of y "
                                "(its range by a histogram, then a noisy mean)")
-    go_on, looks = concentrated(lo, hi), 0
-    while go_on and hi > lo and (bins := refine_bins(n, mu * math.sqrt(0.5 * rest))):
-        rest, was = 0.5 * rest, hi - lo
-        lo, hi, record = data.refined_target_bounds(lo, hi, mu * math.sqrt(rest), rng,
-                                                    bins)[:3]
-        records.append(record)
-        looks, go_on = looks + 1, narrowed(lo, hi, was)
+    looks = 0
+    if concentrated(lo, hi):
+        def further_mu():  # half of what the mean has left, where it resolves 4 bins or more
+            nonlocal rest
+            look = mu * math.sqrt(0.5 * rest)
+            if not refine_bins(n, look):
+                return None
+            rest *= 0.5
+            return look
+
+        lo, hi, looks, _ = read_again(data, lo, hi, rng, records, further_mu)
     if looks:
         what = (f"the private mean of y (its range by a histogram, read again on equal bins"
                 f"{f' {looks} times' if looks > 1 else ''}, then a noisy mean)")

@@ -16,17 +16,7 @@ import scipy.sparse as sp
 from dpopt.data import Problem
 from dpopt.data.chunked import is_chunked_input
 from dpopt.pipeline.chunked import ChunkedData
-from dpopt.pipeline.target_looks import (  # noqa: F401 (from_model, refine_*: public here too)
-    NARROW_BAND,
-    from_model,
-    least_refine_mu,
-    looks_at_target,
-    narrow_band,
-    narrowed,
-    refine_bins,
-    refine_mu,
-    refine_resolvable,
-)
+from dpopt.pipeline.target_looks import NARROW_BAND, from_model, looks_at_target
 from dpopt.preprocessing import private_feature_bounds, private_target_bounds
 from dpopt.preprocessing._bounds import (
     COARSE_GRID,

@@ -24,7 +24,7 @@ from dpopt.preprocessing.shares import SHARES
 
 __all__ = ["MIN_REFINE_BINS", "NARROWING", "NARROW_BAND", "RESOLUTION", "from_model",
            "least_refine_mu",
-           "looks_at_target", "narrow_band", "narrowed", "refine_bins", "refine_mu",
+           "looks_at_target", "narrow_band", "narrowed", "read_again", "refine_bins", "refine_mu",
            "refine_resolvable"]
 
 
@@ -137,8 +137,31 @@ def refine_mu(n, mus):
     return mu_r if mu_r ** 2 <= 0.5 * mus["model"] ** 2 else None
 
 
+def read_again(data, lo, hi, rng, records, further_mu, first_mu=None):
+    """The looks at a target's range ``[lo, hi]``, the one loop of both paths: a look at
+    ``first_mu`` (if given), then one at each mu that ``further_mu()`` gives (it spends it,
+    or returns None to stop) while the last look :func:`narrowed` the range. Each look reads
+    ``data.refined_target_bounds`` on :func:`refine_bins` of its mu and appends its record
+    to ``records``. Returns (lo, hi, number of looks, the last look's RefinedRange or
+    None)."""
+    mu, looks, last = first_mu, 0, None
+    while hi > lo:
+        mu = mu if mu is not None else further_mu()
+        if mu is None:
+            break
+        was = hi - lo
+        last = data.refined_target_bounds(lo, hi, mu, rng, refine_bins(data.shape[0], mu))
+        lo, hi = last.lower, last.upper
+        records.append(last.record)
+        looks, mu = looks + 1, None
+        if not narrowed(lo, hi, was):
+            break
+    return lo, hi, looks, last
+
+
 def looks_at_target(data, lo, hi, mus, rng, gaussian_model, columns_note, records):
-    """The model path's looks at the target's range ``[lo, hi]``: (lo, hi) narrowed.
+    """The model path's looks at the target's range ``[lo, hi]`` (:func:`read_again`):
+    (lo, hi) narrowed.
 
     The first is :func:`refine_mu`'s, on 16 equal bins, its mu out of the model whatever the
     range (objective perturbation's calibration may not depend on it). Further looks run for
@@ -151,22 +174,21 @@ def looks_at_target(data, lo, hi, mus, rng, gaussian_model, columns_note, record
     half of its mu^2 from before the looks (:func:`_further_look_mu`), on as many bins as
     that resolves (:func:`refine_bins`). One Gaussian record each (:func:`refined_bounds`)."""
     n, model0 = data.shape[0], mus["model"]
-    mu_r = refine_mu(n, mus)
-    if mu_r is not None:
-        from_model(mus, "target_refine", mu_r)
-    looks, go_on = 0, mu_r is not None or concentrated(lo, hi)
-    while hi > lo and go_on:
-        if mu_r is None:
-            mu_r = _further_look_mu(n, mus, model0) if gaussian_model else None
-            if mu_r is None:
-                break
-            from_model(mus, "target_refine", mu_r)
-        was = hi - lo
-        lo, hi, record, spread, scale = data.refined_target_bounds(lo, hi, mu_r, rng,
-                                                                   refine_bins(n, mu_r))
-        columns_note["target_spread"], columns_note["target_scale"] = spread, scale
-        records.append(record)
-        looks, mu_r, go_on = looks + 1, None, narrowed(lo, hi, was)
+    first = refine_mu(n, mus)
+    if first is not None:
+        from_model(mus, "target_refine", first)
+    elif not concentrated(lo, hi):
+        return lo, hi
+
+    def further_mu():
+        mu = _further_look_mu(n, mus, model0) if gaussian_model else None
+        if mu is not None:
+            from_model(mus, "target_refine", mu)
+        return mu
+
+    lo, hi, looks, last = read_again(data, lo, hi, rng, records, further_mu, first)
+    if last is not None:
+        columns_note["target_spread"], columns_note["target_scale"] = last.spread, last.scale
     if looks > 1:
         columns_note["target_looks"] = looks
     return lo, hi
