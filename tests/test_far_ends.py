@@ -311,4 +311,6 @@ def test_without_budget_a_false_end_beside_data_in_one_bin_is_cut():
     far = F.far_ends(noisy, 5.0, len(y), lo, hi)
     assert far["lower"][2]  # found
     lo2, hi2, rec, note = F.confirmed_range(noisy, 5.0, len(y), lo, hi, None, rng, None)
-    assert (lo2, hi2, rec, note) == (5.62341325190349, hi, [], {"lower": "cut"})
+    # the bin edge 10^(3/4) (its last digit varies with the platform's power function)
+    assert lo2 == pytest.approx(10 ** 0.75, rel=1e-12)
+    assert (hi2, rec, note) == (hi, [], {"lower": "cut"})
