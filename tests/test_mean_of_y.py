@@ -183,3 +183,57 @@ def test_a_zero_inflated_targets_constant_is_placed_not_zero(monkeypatch):
     monkeypatch.setattr(mean_of_y, "_placed", lambda *args: None)
     zeros = _constants(y, 0.2, 60)
     assert loss(zeros) > 0.04 and loss(placed) < 0.6 * loss(zeros)
+
+
+def test_the_looks_are_pooled_into_the_constant(monkeypatch):
+    """Where the constant's looks at a concentrated range ran, the released constant is the
+    inverse-variance average of the noisy mean on the final range (sd 2 h / (n mu) in y's
+    units) and the looks' own estimates (look_mean): recomputed here from the captured
+    releases."""
+    from dpopt.pipeline import target_looks
+
+    rng = np.random.default_rng(5)
+    y = -500.0 + 100.0 * rng.standard_normal(331)
+    data = InMemoryData(np.zeros((y.size, 1)), y)
+    captured, means = [], []
+    original_read, original_mean = mean_of_y.read_again, data.target_mean
+    monkeypatch.setattr(mean_of_y, "read_again", lambda *a, **k: captured.append(
+        original_read(*a, **k)) or captured[-1])
+    monkeypatch.setattr(data, "target_mean", lambda t, mu, r: means.append(
+        (t, mu, original_mean(t, mu, r))) or means[-1][2])
+    pooled_fits = 0
+    for seed in range(10):
+        captured.clear(), means.clear()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            target, mean, *_ = private_mean_of_y(data, gdp_mu(1.0, 1 / y.size ** 2),
+                                                 np.random.default_rng(seed))
+        if not captured or not captured[0][2]:
+            continue
+        pooled_fits += 1
+        t, mu_mean, (direct, _) = means[-1]
+        expected = target_looks.pooled(
+            [(t.center + t.half_width * direct, 2 * t.half_width / (y.size * mu_mean))]
+            + [(look.mean, look.mean_sd) for look in captured[0][2]])[0]
+        assert target.center + target.half_width * mean == pytest.approx(
+            np.clip(expected, target.lower, target.upper), rel=1e-12)
+    assert pooled_fits >= 3  # the looks ran in some of these fits
+
+
+def test_pooling_the_looks_lowers_the_constants_error(monkeypatch):
+    """A look that did not narrow the range (-500 +- 100 on 331 rows, already placed by the
+    grid within its spread) costs the mean half its mu^2 unless its own histogram is pooled:
+    paired over the same 60 seeds, the squared error of the constant (in units of y's
+    standard deviation) is lower with the pooling than with the noisy mean alone (measured
+    0.062 against 0.129 over 40 seeds at epsilon = 0.5)."""
+    rng = np.random.default_rng(7)
+    y = -500.0 + 100.0 * rng.standard_normal(331)
+    mu = gdp_mu(0.5, 1 / y.size ** 2)
+
+    def loss():
+        return np.mean([((c - y.mean()) / y.std()) ** 2 for c, _ in _constants(y, mu, 60)])
+
+    pooled = loss()
+    monkeypatch.setattr(mean_of_y, "_with_looks", lambda target, mean, *a: mean)
+    alone = loss()
+    assert pooled < 0.8 * alone

@@ -30,7 +30,7 @@ def test_the_second_look_adds_the_stated_noise(monkeypatch):
                         original(rng, sigma, size))
     counts = _refine.linear_counts(np.r_[np.full(300, 2.0), np.full(700, 3.0)], 1.0, 5.0)
     assert counts.sum() == 1000 and counts.size == _refine.REFINE_BINS
-    lo, hi, record, spread, scale = _refine.refined_bounds(counts, 1000, 1.0, 5.0, 0.4,
+    lo, hi, record, spread, scale, *_ = _refine.refined_bounds(counts, 1000, 1.0, 5.0, 0.4,
                                                            np.random.default_rng(0))
     assert 0.0 < scale <= spread
     assert drawn == [(math.sqrt(2) / 0.4, (1, 16))] and record.noise_multiplier == 2.5
@@ -227,3 +227,39 @@ def test_a_constant_target_stops_the_looks_before_floating_point_does():
     X, y = rng.standard_normal((20000, 3)), np.full(20000, 2005.0)
     model = dpopt.DPLinearRegression(epsilon=8.0, random_state=2).fit(X, y)
     assert abs(model.intercept_ - 2005.0) < 1e-3 and model.epsilon_spent_ <= 8.0
+
+
+def test_a_looks_own_mean_is_the_binned_mean_with_its_stated_noise():
+    """look_mean: c + sum_k n~_k (m_k - c) / n, whose expectation is the mean of the values
+    rounded to their bins' middles (every value is counted once), and whose noise has the
+    public sd sigma ||m - c|| / n: checked against 4,000 noise draws (a stated sd too small
+    would make the pooling trust the look too much)."""
+    rng = np.random.default_rng(3)
+    y = -500.0 + 100.0 * rng.standard_normal(331)
+    lower, upper, bins, sigma = -1000.0, -316.0, 6, 25.0
+    counts = _refine.linear_counts(y, lower, upper, bins)
+    edges = np.linspace(lower, upper, bins + 1)
+    middle = 0.5 * (edges[1:] + edges[:-1])
+    binned = float(counts @ middle) / y.size
+    exact, sd = _refine.look_mean(counts, sigma, y.size, edges)
+    assert exact == pytest.approx(binned)  # no noise: the binned mean
+    assert sd == pytest.approx(sigma * np.linalg.norm(middle - 0.5 * (lower + upper)) / y.size)
+    draws = np.array([_refine.look_mean(counts + sigma * rng.standard_normal(bins), sigma,
+                                        y.size, edges)[0] for _ in range(4000)])
+    assert draws.mean() == pytest.approx(binned, abs=4 * sd / math.sqrt(4000))
+    assert draws.std() == pytest.approx(sd, rel=0.05)
+    # the bins' rounding: within half a bin of the clipped values' mean, and here far less
+    assert abs(binned - np.clip(y, lower, upper).mean()) < 0.1 * (edges[1] - edges[0])
+
+
+def test_every_look_reports_its_own_mean():
+    """refined_bounds carries the look's mean and sd (look_mean of its noisy counts) for the
+    pooling downstream; the sd follows from public n, mu and the range alone."""
+    y = np.r_[np.full(300, 2.0), np.full(700, 3.0)]
+    look = _refine.refined_bounds(_refine.linear_counts(y, 1.0, 5.0, 8), 1000, 1.0, 5.0, 2.0,
+                                  np.random.default_rng(0))
+    edges = np.linspace(1.0, 5.0, 9)
+    middle = 0.5 * (edges[1:] + edges[:-1])
+    assert look.mean_sd == pytest.approx(math.sqrt(2.0) / 2.0 * np.linalg.norm(middle - 3.0)
+                                         / 1000)
+    assert abs(look.mean - 2.7) < 5 * look.mean_sd + 0.25  # binned: 2.75 (middles 2.25, 2.75...)

@@ -1,5 +1,6 @@
 """The default path's private choice between its model and the constant (dpopt.pipeline.selection)."""
 
+import dataclasses
 import math
 import warnings
 
@@ -332,16 +333,22 @@ def test_adassps_released_sum_of_y_is_the_free_constant():
     reg = fit_quiet(dpopt.DPLinearRegression(epsilon=1.0, random_state=0), X, y)
     assert reg.auto_.plan["solver"] == "adassp"
     sel = reg.auto_.plan["selection"]
-    assert sel["noisy_mean_from"] == ("the training branch's release and the release on all "
-                                      "rows (free)")
+    looked = "target_look_mean" in reg.auto_.plan  # the looks' own estimate, when they ran
+    assert sel["noisy_mean_from"] == (
+        "the training branch's release and "
+        + ("the training branch's looks at y's range and " if looked else "")
+        + "the release on all rows (free)")
     # all of mu_v goes to the scores, and nothing more is spent than the target
     assert sel["mu_scores"] == sel["mu"] and sel["sigma_mean"] is None
     assert reg.epsilon_spent_ == pytest.approx(1.0, rel=1e-6)
     # AdaSSP's mean, sum(y_scaled) / n_train up to its noise sigma_3 / n_train, pooled with
-    # the one on all rows (noise 2 / (n mu_c))
+    # the one on all rows (noise 2 / (n mu_c)) and the looks' (their sd, in y's units)
     n_train = len(y) - sel["validation_rows"]
-    sd = 1 / math.hypot(n_train / reg.fit_result_.params["sigmas"][2],
-                        len(y) * reg.auto_.plan["constant_mu"] / 2)
+    precision = ((n_train / reg.fit_result_.params["sigmas"][2]) ** 2
+                 + (len(y) * reg.auto_.plan["constant_mu"] / 2) ** 2)
+    if looked:
+        precision += (reg.auto_.target.half_width / reg.auto_.plan["target_look_mean"][1]) ** 2
+    sd = 1 / math.sqrt(precision)
     exact = np.mean(reg.auto_.target.transform(y))
     assert abs(sel["noisy_mean"] - exact) < 5 * sd + 0.05
 
@@ -925,3 +932,29 @@ def test_binary_constant_probability_is_its_share_of_the_two_labels():
     assert clf.fit_result_.params["auto"]["selection"]["released"].startswith("constant")
     share = np.mean(y[y != "other"] == "c1")
     assert clf.predict_proba(X[:1])[0, 1] == pytest.approx(share, abs=0.02)
+
+
+def test_the_model_paths_looks_join_the_constant():
+    """The training branch's looks at y's range report their pooled estimate of the mean
+    (plan["target_look_mean"], y's units, sd public); looks_mean gives it in the target
+    scale's units, and the held-out choice's constant pools it (post-processing: the
+    records and the budget are those of a fit without it)."""
+    from dpopt.pipeline.constant import looks_mean, pooled_mean
+
+    X, y = signal(regression=True)
+    reg = fit_quiet(dpopt.DPLinearRegression(epsilon=1.0, random_state=0), X, y - 100.0)
+    plan, target = reg.auto_.plan, reg.auto_.target
+    mean, sd = plan["target_look_mean"]
+    assert sd > 0 and abs(mean - np.mean(np.clip(y - 100.0, target.lower, target.upper))) < 5 * sd
+    scaled = looks_mean(reg.auto_)
+    assert scaled == pytest.approx(((mean - target.center) / target.half_width,
+                                    sd / target.half_width))
+    # the pool reads it from the plan: with the entry removed it is not among the sources
+    n_train = len(y) - plan["selection"]["validation_rows"]
+    without = dataclasses.replace(reg.auto_, plan={k: v for k, v in plan.items()
+                                                   if k != "target_look_mean"})
+    assert pooled_mean(reg.auto_, n_train, None, math.inf) == (
+        pytest.approx(np.clip(scaled[0], -1, 1)), "the training branch's looks at y's range (free)")
+    assert pooled_mean(without, n_train, None, math.inf) == (None, None)
+    assert "looks at y's range" in plan["selection"]["noisy_mean_from"]
+    assert reg.epsilon_spent_ == pytest.approx(1.0, rel=1e-6)

@@ -37,10 +37,11 @@ import numpy as np
 
 from dpopt.pipeline.autofit import constant_fit
 from dpopt.pipeline.scaling import SHARES
+from dpopt.pipeline.target_looks import pooled
 from dpopt.privacy import Gaussian, epsilon_of
 
 __all__ = ["CONSTANT_LOSS", "constant_mu", "release_constant", "all_rows_mean", "composed",
-           "pooled_mean", "released_mean", "mu_left", "fit_one_class"]
+           "pooled_mean", "looks_mean", "released_mean", "mu_left", "fit_one_class"]
 
 #: The R^2 a regressor's released constant may lose to its noise (:func:`constant_mu`): a
 #: tenth of the do-no-harm tolerance (0.01).
@@ -113,19 +114,34 @@ def composed(auto, records, prior, **changes):
 
 
 def pooled_mean(auto, n_train, all_rows, sigma_alternative):
-    """The constant from the noisy means already released: AdaSSP's (:func:`released_mean`)
-    and the one on all rows (``all_rows`` = (mean, sd), or None), averaged with weights
-    1/sd^2 (independent Gaussian noises; the two also differ by the training rows'
-    sampling, a 1/n term), when that is more precise than ``sigma_alternative`` (the
-    held-out release's). Post-processing. Returns (mean, source) or (None, None)."""
+    """The constant from the noisy means already released: AdaSSP's (:func:`released_mean`),
+    the training branch's looks at y's range (:func:`looks_mean`) and the one on all rows
+    (``all_rows`` = (mean, sd), or None), averaged with weights 1/sd^2 (independent Gaussian
+    noises; they also differ by the training rows' sampling, a 1/n term, and the looks' by
+    the rounding of their bins, :func:`~dpopt.preprocessing._refine.look_mean`), when that
+    is more precise than ``sigma_alternative`` (the held-out release's). Post-processing.
+    Returns (mean, source) or (None, None)."""
     found = [(v, sd, what) for v, sd, what in (
         (*(released_mean(auto, n_train) or (None, None)), "the training branch's release"),
+        (*(looks_mean(auto) or (None, None)), "the training branch's looks at y's range"),
         (*(all_rows or (None, None)), "the release on all rows")) if v is not None]
-    weights = [1.0 / sd ** 2 for _, sd, _ in found]
-    if not found or 1.0 / math.sqrt(sum(weights)) > sigma_alternative:
+    both = pooled([(v, sd) for v, sd, _ in found])
+    if both is None or both[1] > sigma_alternative:
         return None, None
-    mean = sum(w * v for w, (v, _, _) in zip(weights, found)) / sum(weights)
-    return float(np.clip(mean, -1.0, 1.0)), " and ".join(w for _, _, w in found) + " (free)"
+    return (float(np.clip(both[0], -1.0, 1.0)),
+            " and ".join(w for _, _, w in found) + " (free)")
+
+
+def looks_mean(auto):
+    """The training branch's looks' own estimate of the mean of y
+    (``plan["target_look_mean"]``, y's units, :func:`~dpopt.pipeline.target_looks.look_estimates`)
+    in the scaled units of its target scale, with its standard deviation, or None.
+    Post-processing of releases already paid for."""
+    found, target = auto.plan.get("target_look_mean"), auto.target
+    if found is None or target is None or not target.half_width > 0:
+        return None
+    mean, sd = found
+    return (mean - target.center) / target.half_width, sd / target.half_width
 
 
 def released_mean(auto, n_train):

@@ -19,7 +19,7 @@ from scipy.stats import norm
 
 from dpopt.pipeline.autofit import constant_fit
 from dpopt.pipeline.scaling import bounds_resolvable, target_range
-from dpopt.pipeline.target_looks import read_again, refine_bins
+from dpopt.pipeline.target_looks import look_estimates, pooled, read_again, refine_bins
 from dpopt.preprocessing._bounds import (
     DEFAULT_BIN_CONFIDENCE,
     DEFAULT_QUANTILES,
@@ -79,7 +79,9 @@ def private_mean_of_y(data, mu, rng):
        total mu^2, which fully adaptive composition allows for Gaussian mechanisms (Smith &
        Thakurta 2022, GDP privacy filters).
     3. The mean of y clipped to the range and mapped to [-1, 1] (sensitivity 2/n under
-       replace-one), with what is left.
+       replace-one), with what is left, pooled with step 2's looks' own estimates of the
+       mean (:func:`~dpopt.preprocessing._refine.look_mean`; inverse-variance weights from
+       public sds, post-processing), so a look that did not narrow the range is not lost.
 
     With a public target range (``target_bounds=``, :attr:`InMemoryData.public_target`)
     step 1 is skipped and its share goes to the mean.
@@ -103,7 +105,7 @@ def private_mean_of_y(data, mu, rng):
     rest, what = 1.0 - share, ("the private mean of y (its public range, then a noisy mean)"
                                if data.public_target is not None else "the private mean of y "
                                "(its range by a histogram, then a noisy mean)")
-    looks = 0
+    looks = []
     if concentrated(lo, hi):
         def further_mu():  # half of what the mean has left, where it resolves 4 bins or more
             nonlocal rest
@@ -113,13 +115,28 @@ def private_mean_of_y(data, mu, rng):
             rest *= 0.5
             return look
 
-        lo, hi, looks, _ = read_again(data, lo, hi, rng, records, further_mu)
+        lo, hi, looks = read_again(data, lo, hi, rng, records, further_mu)
+    target = TargetScaling.from_bounds(lo, hi, shift=True)
+    mu_mean = mu * math.sqrt(rest)
+    mean, rec = data.target_mean(target, mu_mean, rng)
     if looks:
         what = (f"the private mean of y (its range by a histogram, read again on equal bins"
-                f"{f' {looks} times' if looks > 1 else ''}, then a noisy mean)")
-    target = TargetScaling.from_bounds(lo, hi, shift=True)
-    mean, rec = data.target_mean(target, mu * math.sqrt(rest), rng)
+                f"{f' {len(looks)} times' if len(looks) > 1 else ''}, then a noisy mean, "
+                f"pooled with the looks' own)")
+        mean = _with_looks(target, mean, n, mu_mean, looks)
     return target, mean, records + rec, what + far, mu
+
+
+def _with_looks(target, mean, n, mu_mean, looks):
+    """The noisy mean ``mean`` (``target``'s scaled units; sd 2 / (n mu_mean) there) pooled
+    with the looks' own estimates of the mean (:func:`~dpopt.pipeline.target_looks.pooled`),
+    in scaled units, clipped to [-1, 1]. Post-processing."""
+    half = target.half_width
+    if not half > 0:
+        return mean
+    raw, _ = pooled([(target.center + half * mean, 2.0 * half / (n * mu_mean))]
+                    + look_estimates(looks))
+    return float(np.clip((raw - target.center) / half, -1.0, 1.0))
 
 
 #: The cumulative shares of mu^2 at which :func:`private_mean_of_y` reads y's histogram:

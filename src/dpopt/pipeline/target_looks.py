@@ -23,9 +23,8 @@ from dpopt.preprocessing._refine import REFINE_BINS, concentrated
 from dpopt.preprocessing.shares import SHARES
 
 __all__ = ["MIN_REFINE_BINS", "NARROWING", "NARROW_BAND", "RESOLUTION", "from_model",
-           "least_refine_mu",
-           "looks_at_target", "narrow_band", "narrowed", "read_again", "refine_bins", "refine_mu",
-           "refine_resolvable"]
+           "least_refine_mu", "look_estimates", "looks_at_target", "narrow_band", "narrowed", "pooled",
+           "read_again", "refine_bins", "refine_mu", "refine_resolvable"]
 
 
 def refine_resolvable(n, mu_refine):
@@ -142,21 +141,47 @@ def read_again(data, lo, hi, rng, records, further_mu, first_mu=None):
     ``first_mu`` (if given), then one at each mu that ``further_mu()`` gives (it spends it,
     or returns None to stop) while the last look :func:`narrowed` the range. Each look reads
     ``data.refined_target_bounds`` on :func:`refine_bins` of its mu and appends its record
-    to ``records``. Returns (lo, hi, number of looks, the last look's RefinedRange or
-    None)."""
-    mu, looks, last = first_mu, 0, None
+    to ``records``. Returns (lo, hi, the looks' RefinedRanges in order)."""
+    mu, looks = first_mu, []
     while hi > lo:
         mu = mu if mu is not None else further_mu()
         if mu is None:
             break
         was = hi - lo
-        last = data.refined_target_bounds(lo, hi, mu, rng, refine_bins(data.shape[0], mu))
-        lo, hi = last.lower, last.upper
-        records.append(last.record)
-        looks, mu = looks + 1, None
+        look = data.refined_target_bounds(lo, hi, mu, rng, refine_bins(data.shape[0], mu))
+        lo, hi = look.lower, look.upper
+        records.append(look.record)
+        looks.append(look)
+        mu = None
         if not narrowed(lo, hi, was):
             break
-    return lo, hi, looks, last
+    return lo, hi, looks
+
+
+def look_estimates(looks):
+    """The looks' own estimates of the mean of y, (``RefinedRange.mean``, ``mean_sd``) in y's
+    units (:func:`~dpopt.preprocessing._refine.look_mean`), for :func:`pooled`. A look that
+    did not narrow the range is then not lost: its histogram carries about as much of the
+    mean as a noisy mean at its mu would, where otherwise a look costs the mean a factor
+    sqrt(2) of noise (the price that made the looks a loss on targets whose range the grid
+    had already placed to within their spread: -500 +- 100 on 331 rows at epsilon = 0.5
+    lost 0.17 of R^2 to its constant with the look, 0.04 without, 0.05 pooled). A look that
+    narrowed it read a wider range, so a noisier estimate, and weighs little."""
+    return [(look.mean, look.mean_sd) for look in looks]
+
+
+def pooled(estimates):
+    """(mean, sd): the inverse-variance average of independent noisy estimates of one mean,
+    ``estimates`` = [(value, sd), ...] (those with sd > 0), or None when there is none.
+    Post-processing where the sds are public (they follow from n, the mus and released
+    ranges)."""
+    found = [(m, s) for m, s in estimates if s is not None and s > 0.0]
+    if not found:
+        return None
+    weights = [1.0 / s ** 2 for _, s in found]
+    total = math.fsum(weights)
+    return (math.fsum(w * m for w, (m, _) in zip(weights, found)) / total,
+            1.0 / math.sqrt(total))
 
 
 def looks_at_target(data, lo, hi, mus, rng, gaussian_model, columns_note, records):
@@ -186,11 +211,13 @@ def looks_at_target(data, lo, hi, mus, rng, gaussian_model, columns_note, record
             from_model(mus, "target_refine", mu)
         return mu
 
-    lo, hi, looks, last = read_again(data, lo, hi, rng, records, further_mu, first)
-    if last is not None:
+    lo, hi, looks = read_again(data, lo, hi, rng, records, further_mu, first)
+    if looks:
+        last = looks[-1]
         columns_note["target_spread"], columns_note["target_scale"] = last.spread, last.scale
-    if looks > 1:
-        columns_note["target_looks"] = looks
+        columns_note["target_look_mean"] = list(pooled(look_estimates(looks)))
+    if len(looks) > 1:
+        columns_note["target_looks"] = len(looks)
     return lo, hi
 
 
