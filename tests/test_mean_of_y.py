@@ -212,11 +212,12 @@ def test_the_looks_are_pooled_into_the_constant(monkeypatch):
             continue
         pooled_fits += 1
         t, mu_mean, (direct, _) = means[-1]
-        expected = target_looks.pooled(
+        looks = captured[0][2]
+        expected = target_looks.pooled(  # each look weighted by its noise and rounding
             [(t.center + t.half_width * direct, 2 * t.half_width / (y.size * mu_mean))]
-            + [(look.mean, look.mean_sd) for look in captured[0][2]])[0]
+            + [(look.mean, math.hypot(look.mean_sd, look.mean_rounding)) for look in looks])[0]
         assert target.center + target.half_width * mean == pytest.approx(
-            np.clip(expected, target.lower, target.upper), rel=1e-12)
+            np.clip(expected, target.lower, target.upper), rel=1e-9)
     assert pooled_fits >= 3  # the looks ran in some of these fits
 
 
@@ -225,7 +226,7 @@ def test_pooling_the_looks_lowers_the_constants_error(monkeypatch):
     grid within its spread) costs the mean half its mu^2 unless its own histogram is pooled:
     paired over the same 60 seeds, the squared error of the constant (in units of y's
     standard deviation) is lower with the pooling than with the noisy mean alone (measured
-    0.062 against 0.129 over 40 seeds at epsilon = 0.5)."""
+    0.088 against 0.129 over 40 seeds at epsilon = 0.5)."""
     rng = np.random.default_rng(7)
     y = -500.0 + 100.0 * rng.standard_normal(331)
     mu = gdp_mu(0.5, 1 / y.size ** 2)
@@ -237,3 +238,25 @@ def test_pooling_the_looks_lowers_the_constants_error(monkeypatch):
     monkeypatch.setattr(mean_of_y, "_with_looks", lambda target, mean, *a: mean)
     alone = loss()
     assert pooled < 0.8 * alone
+
+
+@pytest.mark.parametrize("scale", [1e155, 1e-160, 1e-170])
+def test_a_public_range_far_out_on_the_float_range_fits(scale):
+    """A public target range near the ends of the floating-point range: the looks' pooling
+    neither raises after the releases nor releases NaN (an independent audit, session 29:
+    1e155 raised ChargedFitError, 1e-160 gave a NaN intercept, 1e-170 a TypeError)."""
+    import dpopt
+
+    for n, eps in ((100, 1.0), (300, 1.0), (200, 4.0)):
+        rng = np.random.default_rng(0)
+        X = rng.normal(size=(n, 3))
+        y = scale * (2.0 + 0.3 * np.tanh(X[:, 0]) + 0.2 * rng.normal(size=n))
+        y = np.clip(y, scale, 3 * scale)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            model = dpopt.DPLinearRegression(epsilon=eps, random_state=1,
+                                             target_bounds=(scale, 3 * scale)).fit(X, y)
+        assert np.isfinite(model.intercept_) and np.all(np.isfinite(model.predict(X)))
+        assert scale <= model.intercept_ <= 3 * scale or model.coef_.any()
+        looked = model.auto_.plan.get("target_look_mean")
+        assert looked is None or all(np.isfinite(looked))

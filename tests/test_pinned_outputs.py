@@ -5,9 +5,10 @@ which gives the same outputs as before the solver-shape refactor (issue 13): a r
 moves code keeps every result. They were SHA-256 digests of the exact bits until the
 numerical libraries of a new machine (numpy 2.4.6, OpenBLAS with OPENBLAS_CORETYPE=Haswell)
 changed the last bits of 17 of them with the code unchanged; the values are now compared to
-rtol 1e-9 (the epsilons too, since a later environment moved 7 of them by 3e-12 relative), far below any change an algorithm or a noise draw makes (a different draw moves w
-by the noise scale, ~1e-1 here). A legitimate change of an algorithm updates the literal here
-and says why in its commit.
+rtol 1e-9 (the epsilons too, since a later environment moved 7 of them by 3e-12 relative),
+far below any change an algorithm or a noise draw makes (a different draw moves w by the
+noise scale, ~1e-1 here). A legitimate change of an algorithm updates the literal here and
+says why in its commit.
 """
 
 import math

@@ -241,9 +241,10 @@ def test_a_looks_own_mean_is_the_binned_mean_with_its_stated_noise():
     edges = np.linspace(lower, upper, bins + 1)
     middle = 0.5 * (edges[1:] + edges[:-1])
     binned = float(counts @ middle) / y.size
-    exact, sd = _refine.look_mean(counts, sigma, y.size, edges)
+    exact, sd, rounding = _refine.look_mean(counts, sigma, y.size, edges)
     assert exact == pytest.approx(binned)  # no noise: the binned mean
     assert sd == pytest.approx(sigma * np.linalg.norm(middle - 0.5 * (lower + upper)) / y.size)
+    assert rounding == pytest.approx(0.5 * (edges[1] - edges[0]))  # half a bin
     draws = np.array([_refine.look_mean(counts + sigma * rng.standard_normal(bins), sigma,
                                         y.size, edges)[0] for _ in range(4000)])
     assert draws.mean() == pytest.approx(binned, abs=4 * sd / math.sqrt(4000))
@@ -262,4 +263,33 @@ def test_every_look_reports_its_own_mean():
     middle = 0.5 * (edges[1:] + edges[:-1])
     assert look.mean_sd == pytest.approx(math.sqrt(2.0) / 2.0 * np.linalg.norm(middle - 3.0)
                                          / 1000)
+    assert look.mean_rounding == pytest.approx(0.25)
     assert abs(look.mean - 2.7) < 5 * look.mean_sd + 0.25  # binned: 2.75 (middles 2.25, 2.75...)
+
+
+def test_a_look_far_out_on_the_float_range_reads_a_finite_mean():
+    """look_mean works relative to the range's half-width: a public range near 1e-170 or
+    1e300 gives a finite estimate and a positive sd (an independent audit, session 29: the
+    absolute offsets' norm underflowed to 0, or their products overflowed)."""
+    for lower, upper in ((1e-170, 3e-170), (1e155, 3e155), (1e300, 3e300)):
+        edges = np.linspace(lower, upper, 5)
+        mean, sd, rounding = _refine.look_mean(np.array([10.0, 40.0, 40.0, 10.0]), 2.0, 100,
+                                               edges)
+        assert mean == pytest.approx(0.5 * (lower + upper), rel=1e-12)
+        assert 0 < sd < upper - lower and rounding == pytest.approx((upper - lower) / 8)
+
+
+def test_pooling_weights_by_the_least_error_and_drops_what_has_none():
+    """target_looks.pooled: inverse-variance weights computed relative to the smallest
+    error (errors of 1e-160 or 1e160 neither overflow nor underflow), estimates without a
+    finite positive error dropped, None when none is left."""
+    from dpopt.pipeline.target_looks import pooled
+
+    mean, error = pooled([(1.0, 1.0), (3.0, 1.0)])
+    assert (mean, error) == (pytest.approx(2.0), pytest.approx(1 / math.sqrt(2)))
+    for scale in (1e-160, 1e-170, 1e160):
+        mean, error = pooled([(1.0, scale), (4.0, 2 * scale)])
+        assert mean == pytest.approx((1.0 + 4.0 / 4) / 1.25) and error == pytest.approx(
+            scale / math.sqrt(1.25))
+    assert pooled([(1.0, 0.0), (2.0, None), (float("nan"), 1.0), (3.0, math.inf)]) is None
+    assert pooled([(5.0, 0.0), (2.0, 3.0)]) == (2.0, 3.0)

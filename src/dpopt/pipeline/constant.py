@@ -116,10 +116,11 @@ def composed(auto, records, prior, **changes):
 def pooled_mean(auto, n_train, all_rows, sigma_alternative):
     """The constant from the noisy means already released: AdaSSP's (:func:`released_mean`),
     the training branch's looks at y's range (:func:`looks_mean`) and the one on all rows
-    (``all_rows`` = (mean, sd), or None), averaged with weights 1/sd^2 (independent Gaussian
-    noises; they also differ by the training rows' sampling, a 1/n term, and the looks' by
-    the rounding of their bins, :func:`~dpopt.preprocessing._refine.look_mean`), when that
-    is more precise than ``sigma_alternative`` (the held-out release's). Post-processing.
+    (``all_rows`` = (mean, sd), or None), averaged with weights 1/e^2
+    (:func:`~dpopt.pipeline.target_looks.pooled`; independent Gaussian noises, e their sds,
+    and for the looks a bound on their root mean squared error that covers the rounding of
+    their bins; they also differ by the training rows' sampling, a 1/n term), when that is
+    more precise than ``sigma_alternative`` (the held-out release's). Post-processing.
     Returns (mean, source) or (None, None)."""
     found = [(v, sd, what) for v, sd, what in (
         (*(released_mean(auto, n_train) or (None, None)), "the training branch's release"),
@@ -135,7 +136,7 @@ def pooled_mean(auto, n_train, all_rows, sigma_alternative):
 def looks_mean(auto):
     """The training branch's looks' own estimate of the mean of y
     (``plan["target_look_mean"]``, y's units, :func:`~dpopt.pipeline.target_looks.look_estimates`)
-    in the scaled units of its target scale, with its standard deviation, or None.
+    in the scaled units of its target scale, with its error bound, or None.
     Post-processing of releases already paid for."""
     found, target = auto.plan.get("target_look_mean"), auto.target
     if found is None or target is None or not target.half_width > 0:

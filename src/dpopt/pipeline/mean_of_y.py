@@ -129,14 +129,15 @@ def private_mean_of_y(data, mu, rng):
 
 def _with_looks(target, mean, n, mu_mean, looks):
     """The noisy mean ``mean`` (``target``'s scaled units; sd 2 / (n mu_mean) there) pooled
-    with the looks' own estimates of the mean (:func:`~dpopt.pipeline.target_looks.pooled`),
+    with the looks' own estimates of the mean, weighted by their error bounds
+    (:func:`~dpopt.pipeline.target_looks.look_estimates`, :func:`~dpopt.pipeline.target_looks.pooled`),
     in scaled units, clipped to [-1, 1]. Post-processing."""
     half = target.half_width
     if not half > 0:
         return mean
-    raw, _ = pooled([(target.center + half * mean, 2.0 * half / (n * mu_mean))]
-                    + look_estimates(looks))
-    return float(np.clip((raw - target.center) / half, -1.0, 1.0))
+    found = pooled([(mean, 2.0 / (n * mu_mean))]
+                   + [((m - target.center) / half, e / half) for m, e in look_estimates(looks)])
+    return mean if found is None else float(np.clip(found[0], -1.0, 1.0))
 
 
 #: The cumulative shares of mu^2 at which :func:`private_mean_of_y` reads y's histogram:

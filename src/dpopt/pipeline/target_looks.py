@@ -23,8 +23,8 @@ from dpopt.preprocessing._refine import REFINE_BINS, concentrated
 from dpopt.preprocessing.shares import SHARES
 
 __all__ = ["MIN_REFINE_BINS", "NARROWING", "NARROW_BAND", "RESOLUTION", "from_model",
-           "least_refine_mu", "look_estimates", "looks_at_target", "narrow_band", "narrowed", "pooled",
-           "read_again", "refine_bins", "refine_mu", "refine_resolvable"]
+           "least_refine_mu", "look_estimates", "looks_at_target", "narrow_band", "narrowed",
+           "pooled", "read_again", "refine_bins", "refine_mu", "refine_resolvable"]
 
 
 def refine_resolvable(n, mu_refine):
@@ -159,29 +159,37 @@ def read_again(data, lo, hi, rng, records, further_mu, first_mu=None):
 
 
 def look_estimates(looks):
-    """The looks' own estimates of the mean of y, (``RefinedRange.mean``, ``mean_sd``) in y's
-    units (:func:`~dpopt.preprocessing._refine.look_mean`), for :func:`pooled`. A look that
-    did not narrow the range is then not lost: its histogram carries about as much of the
-    mean as a noisy mean at its mu would, where otherwise a look costs the mean a factor
-    sqrt(2) of noise (the price that made the looks a loss on targets whose range the grid
-    had already placed to within their spread: -500 +- 100 on 331 rows at epsilon = 0.5
-    lost 0.17 of R^2 to its constant with the look, 0.04 without, 0.05 pooled). A look that
-    narrowed it read a wider range, so a noisier estimate, and weighs little."""
-    return [(look.mean, look.mean_sd) for look in looks]
+    """The looks' own estimates of the mean of y (:func:`~dpopt.preprocessing._refine.look_mean`),
+    for :func:`pooled`: (``RefinedRange.mean``, the root of its noise's variance plus its
+    rounding bound squared) in y's units. Weighted by that bound on their mean squared error,
+    a look can only lower the pooled error bound: an estimate of error at most e_l pooled
+    with the noisy mean's (sd e_d) has error at most e_d e_l / sqrt(e_d^2 + e_l^2) < e_d,
+    whatever the rounding. A look that did not narrow the range is then not lost: its
+    histogram carries about as much of the mean as a noisy mean at its mu would, where
+    otherwise a look costs the mean a factor sqrt(2) of noise (the price that made the looks
+    a loss on targets the grid had already placed to within their spread). A look whose
+    values sat in a bin or two of its range (a narrow band on the grid's range) has a large
+    rounding bound and weighs little."""
+    return [(look.mean, math.hypot(look.mean_sd, look.mean_rounding)) for look in looks]
 
 
 def pooled(estimates):
-    """(mean, sd): the inverse-variance average of independent noisy estimates of one mean,
-    ``estimates`` = [(value, sd), ...] (those with sd > 0), or None when there is none.
-    Post-processing where the sds are public (they follow from n, the mus and released
+    """(mean, error): the average of independent estimates of one mean, ``estimates`` =
+    [(value, error), ...], weighted by 1 / error^2 (their noise sds, or bounds on their root
+    mean squared error), and the error of the average; None when no estimate has a finite
+    positive error and a finite value. The weights are relative to the smallest error, so
+    that errors near the ends of the floating-point range neither overflow nor underflow.
+    Post-processing where the errors are public (they follow from n, the mus and released
     ranges)."""
-    found = [(m, s) for m, s in estimates if s is not None and s > 0.0]
+    found = [(float(m), float(s)) for m, s in estimates
+             if s is not None and math.isfinite(m) and math.isfinite(s) and s > 0.0]
     if not found:
         return None
-    weights = [1.0 / s ** 2 for _, s in found]
+    least = min(s for _, s in found)
+    weights = [(least / s) ** 2 for _, s in found]
     total = math.fsum(weights)
-    return (math.fsum(w * m for w, (m, _) in zip(weights, found)) / total,
-            1.0 / math.sqrt(total))
+    mean = math.fsum(w * m for w, (m, _) in zip(weights, found)) / total
+    return (mean, least / math.sqrt(total)) if math.isfinite(mean) else None
 
 
 def looks_at_target(data, lo, hi, mus, rng, gaussian_model, columns_note, records):
@@ -215,7 +223,9 @@ def looks_at_target(data, lo, hi, mus, rng, gaussian_model, columns_note, record
     if looks:
         last = looks[-1]
         columns_note["target_spread"], columns_note["target_scale"] = last.spread, last.scale
-        columns_note["target_look_mean"] = list(pooled(look_estimates(looks)))
+        found = pooled(look_estimates(looks))
+        if found is not None:
+            columns_note["target_look_mean"] = list(found)
     if len(looks) > 1:
         columns_note["target_looks"] = len(looks)
     return lo, hi
