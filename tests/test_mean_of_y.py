@@ -240,11 +240,12 @@ def test_pooling_the_looks_lowers_the_constants_error(monkeypatch):
     assert pooled < 0.8 * alone
 
 
-@pytest.mark.parametrize("scale", [1e155, 1e-160, 1e-170])
+@pytest.mark.parametrize("scale", [1e140, 1e-160, 1e-170])
 def test_a_public_range_far_out_on_the_float_range_fits(scale):
-    """A public target range near the ends of the floating-point range: the looks' pooling
+    """A public target range far out on the floating-point range: the looks' pooling
     neither raises after the releases nor releases NaN (an independent audit, session 29:
-    1e155 raised ChargedFitError, 1e-160 gave a NaN intercept, 1e-170 a TypeError)."""
+    1e155 raised ChargedFitError, 1e-160 gave a NaN intercept, 1e-170 a TypeError; ends
+    beyond 1e150 are now refused before anything is read, below)."""
     import dpopt
 
     for n, eps in ((100, 1.0), (300, 1.0), (200, 4.0)):
@@ -260,3 +261,19 @@ def test_a_public_range_far_out_on_the_float_range_fits(scale):
         assert scale <= model.intercept_ <= 3 * scale or model.coef_.any()
         looked = model.auto_.plan.get("target_look_mean")
         assert looked is None or all(np.isfinite(looked))
+
+
+def test_a_public_range_beyond_1e150_is_refused_before_anything_is_read():
+    """target_bounds with an end beyond 1e150 in magnitude: a ValueError naming it, nothing
+    spent (a second audit, session 29: a range near 1e308 made the scaled target overflow
+    after the looks were released, a failure decided by their noise and not charged)."""
+    import dpopt
+
+    rng = np.random.default_rng(1)
+    X, y = rng.normal(size=(400, 3)), 9e307 + 4e306 * rng.normal(size=400)
+    accountant = dpopt.BudgetAccountant(epsilon=100.0, delta=1e-3)
+    for bounds in ((1e307, 1.6e308), (-1e151, 0.0), (1e155, 3e155)):
+        with pytest.raises(ValueError, match="target_bounds"):
+            dpopt.DPLinearRegression(epsilon=8.0, random_state=5, target_bounds=bounds,
+                                     accountant=accountant).fit(X, np.clip(y, *bounds))
+    assert accountant.spent() == 0.0 and not accountant.ledger

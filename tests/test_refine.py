@@ -293,3 +293,4 @@ def test_pooling_weights_by_the_least_error_and_drops_what_has_none():
             scale / math.sqrt(1.25))
     assert pooled([(1.0, 0.0), (2.0, None), (float("nan"), 1.0), (3.0, math.inf)]) is None
     assert pooled([(5.0, 0.0), (2.0, 3.0)]) == (2.0, 3.0)
+    assert pooled([(1e308, 1e300), (1.5e308, 1e300)]) is None  # the sum overflows

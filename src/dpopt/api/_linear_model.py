@@ -54,6 +54,9 @@ from dpopt.solvers import check_distributed, get_solver
 from dpopt.solvers.adassp import declines_at as adassp_declines_at
 
 _RESERVED_OPTIONS = ("epsilon", "delta", "random_state", "rng", "problem", "budget")
+#: The largest magnitude of a public target range's ends (``target_bounds``): the bound the
+#: library puts on data whose squares must stay finite (``dpopt.data.problem``).
+MAX_TARGET_END = 1e150
 
 
 def _charged_solve(problem, spec, epsilon, delta, options, accountant, seed):
@@ -505,9 +508,18 @@ class _DPLinearModel(BaseEstimator):
 
     def _public_target(self):
         """The regressor's ``target_bounds`` as (lower, upper) floats, or None (checked:
-        finite, lower < upper)."""
+        finite, lower < upper, ends of magnitude at most 1e150, the library's bound on data
+        whose squares must stay finite: a range near 1e308 made the scaled target overflow
+        after the looks at it were released, an uncharged failure decided by their noise;
+        an independent audit, session 29). Checked before anything is read."""
         given = getattr(self, "target_bounds", None)
-        return None if given is None else check_range(given, "target_bounds")
+        if given is None:
+            return None
+        lower, upper = check_range(given, "target_bounds")
+        if max(abs(lower), abs(upper)) > MAX_TARGET_END:
+            raise ValueError(f"target_bounds = {given!r}: ends beyond {MAX_TARGET_END:g} in "
+                             f"magnitude overflow the scaled target's arithmetic; rescale y")
+        return lower, upper
 
     def _set_fitted(self, result):
         coef = np.asarray(result.coef, dtype=np.float64)

@@ -377,9 +377,10 @@ class DPLinearRegression(InferenceMixin, _Regressor):
     coefficients (no penalty when ``alpha=0``, the default). Parameters as
     :class:`DPLogisticRegression` (without ``penalty``, ``l1_ratio``), ``inference`` included,
     and ``target_bounds`` (every regressor here): a public (lower, upper) of y, known
-    without the data (a codebook, a physical range). The default path then releases no
-    histogram of y (its share goes to the model), clips y to it and predicts within it; a
-    small table gains most (docs/default_path.md, "Public knowledge instead of budget").
+    without the data (a codebook, a physical range; ends at most 1e150 in magnitude). The
+    default path then releases no histogram of y (its share goes to the model), clips y to
+    it and predicts within it; a small table gains most (docs/default_path.md, "Public
+    knowledge instead of budget").
     Model selection: ``cross_val_score`` / ``GridSearchCV`` spend epsilon per fit: use
     :class:`dpopt.PrivateHyperparameterSearch`.
     Note: the squared loss has no bounded gradient; the solvers' clipping

@@ -188,7 +188,10 @@ def pooled(estimates):
     least = min(s for _, s in found)
     weights = [(least / s) ** 2 for _, s in found]
     total = math.fsum(weights)
-    mean = math.fsum(w * m for w, (m, _) in zip(weights, found)) / total
+    try:  # values near the largest float can overflow their weighted sum
+        mean = math.fsum(w * m for w, (m, _) in zip(weights, found)) / total
+    except OverflowError:
+        return None
     return (mean, least / math.sqrt(total)) if math.isfinite(mean) else None
 
 
