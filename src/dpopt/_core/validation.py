@@ -202,3 +202,20 @@ def check_range(value, name):
     if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
         raise ValueError(f"{name} = {value!r}: need finite lower < upper")
     return lo, hi
+
+
+#: The largest magnitude of a public target range's ends (``target_bounds``): the bound the
+#: library puts on data whose squares must stay finite (``dpopt.data.problem``).
+MAX_TARGET_END = 1e150
+
+
+def check_target_range(value, name="target_bounds"):
+    """A regressor's public target range: :func:`check_range`, with ends at most
+    :data:`MAX_TARGET_END` in magnitude (a range near 1e308 made the scaled target overflow
+    after the looks at it were released, an uncharged failure decided by their noise; an
+    independent audit, session 29)."""
+    lower, upper = check_range(value, name)
+    if max(abs(lower), abs(upper)) > MAX_TARGET_END:
+        raise ValueError(f"{name} = {value!r}: ends beyond {MAX_TARGET_END:g} in magnitude "
+                         f"overflow the scaled target's arithmetic; rescale y")
+    return lower, upper

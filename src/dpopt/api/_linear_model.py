@@ -20,7 +20,7 @@ from dpopt._core.validation import (
     check_bool,
     check_privacy_target,
     check_random_state,
-    check_range,
+    check_target_range,
     default_delta,
     sklearn_seed,
 )
@@ -54,9 +54,6 @@ from dpopt.solvers import check_distributed, get_solver
 from dpopt.solvers.adassp import declines_at as adassp_declines_at
 
 _RESERVED_OPTIONS = ("epsilon", "delta", "random_state", "rng", "problem", "budget")
-#: The largest magnitude of a public target range's ends (``target_bounds``): the bound the
-#: library puts on data whose squares must stay finite (``dpopt.data.problem``).
-MAX_TARGET_END = 1e150
 
 
 def _charged_solve(problem, spec, epsilon, delta, options, accountant, seed):
@@ -507,19 +504,10 @@ class _DPLinearModel(BaseEstimator):
         return "target" if self.fit_intercept else "one-hot"
 
     def _public_target(self):
-        """The regressor's ``target_bounds`` as (lower, upper) floats, or None (checked:
-        finite, lower < upper, ends of magnitude at most 1e150, the library's bound on data
-        whose squares must stay finite: a range near 1e308 made the scaled target overflow
-        after the looks at it were released, an uncharged failure decided by their noise;
-        an independent audit, session 29). Checked before anything is read."""
+        """The regressor's ``target_bounds`` as (lower, upper) floats, or None
+        (:func:`~dpopt._core.validation.check_target_range`, before anything is read)."""
         given = getattr(self, "target_bounds", None)
-        if given is None:
-            return None
-        lower, upper = check_range(given, "target_bounds")
-        if max(abs(lower), abs(upper)) > MAX_TARGET_END:
-            raise ValueError(f"target_bounds = {given!r}: ends beyond {MAX_TARGET_END:g} in "
-                             f"magnitude overflow the scaled target's arithmetic; rescale y")
-        return lower, upper
+        return None if given is None else check_target_range(given)
 
     def _set_fitted(self, result):
         coef = np.asarray(result.coef, dtype=np.float64)
