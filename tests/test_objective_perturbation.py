@@ -376,3 +376,81 @@ def test_a_penalty_reweighted_per_coordinate_is_calibrated_on_its_smallest_weigh
             for pb in (plain, low, small)]
     shifts = [f.params["shift"] for f in fits]
     assert shifts[1] == pytest.approx(shifts[2]) and shifts[1] > shifts[0]
+
+
+def _released_before_noise(monkeypatch):
+    """Capture (objective, point) of every minimize_to_tolerance call of the solver."""
+    seen = []
+    inner = opmod.minimize_to_tolerance
+
+    def spy(objective, w0, target, **kwargs):
+        out = inner(objective, w0, target, **kwargs)
+        seen.append((objective, out[0], target))
+        return out
+
+    monkeypatch.setattr(opmod, "minimize_to_tolerance", spy)
+    return seen
+
+
+def test_a_tolerance_float64_cannot_certify_is_refused_before_the_data_is_read():
+    """An independent audit set tolerance=1e-17 on 2,000 rows (target 1.35e-20) and a point
+    was released whose computed gradient was 3.6e-18: a target below the float64 floor
+    sqrt(dim) u L B_aug. Such a tolerance is now a ValueError naming it, raised before the
+    objective is built or noise drawn; unset, the tolerance is 1e-6 raised to that floor."""
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((2000, 5))
+    y = np.where(X @ np.ones(5) + rng.logistic(size=2000) > 0, 1.0, -1.0)
+    prob = dpopt.Problem(X / np.linalg.norm(X, axis=1).max(), y, loss="logistic",
+                         fit_intercept=True)
+    gen = np.random.default_rng(1)
+    with pytest.raises(ValueError, match="tolerance=1e-17 is below"):
+        opmod.fit_objective_perturbation(prob, epsilon=1.0, delta=1e-6, rng=gen,
+                                         row_bound=1.0, tolerance=1e-17)
+    assert gen.bit_generator.state == np.random.default_rng(1).bit_generator.state
+    for eps in (1.0, 100.0):
+        res = opmod.fit_objective_perturbation(prob, epsilon=eps, delta=1e-6, rng=gen,
+                                               row_bound=1.0)
+        p = res.params
+        floor = opmod.gradient_floor(1.0, math.sqrt(2.0), prob.dim)
+        assert p["tolerance"] >= opmod.DEFAULT_TOLERANCE
+        assert p["gradient_bound"] >= floor * (1 - 1e-12)
+        assert p["sigma_out"] == pytest.approx(2 * p["tolerance"] * p["z_out"], rel=1e-12)
+    # the smallest accepted tolerance is accepted
+    lam = res.params["regularization"]
+    smallest = opmod.smallest_tolerance(1.0, math.sqrt(2.0), prob.dim, lam)
+    ok = opmod.fit_objective_perturbation(prob, epsilon=100.0, delta=1e-6, rng=gen,
+                                          row_bound=1.0, tolerance=smallest * 1.01)
+    assert ok.params["tolerance"] == smallest * 1.01
+
+
+@pytest.mark.skipif(np.finfo(np.longdouble).eps >= np.finfo(np.float64).eps,
+                    reason="no extended precision on this platform")
+@pytest.mark.parametrize("loss", ["logistic", "huber"])
+@pytest.mark.parametrize("n,p", [(2000, 5), (20000, 40)])
+def test_the_released_point_is_certified_in_extended_precision(monkeypatch, loss, n, p):
+    """The release rule certifies ||grad F_b|| <= tau / 2 on the float64 gradient and claims
+    ||grad F_b|| <= tau exactly. Recomputed in 80-bit extended precision (margins, l' and
+    X^T l', 2^11 times finer), the gradient at the point released before the output noise
+    is within tau at every epsilon up to 100, where the target is smallest (the floor then
+    sets it)."""
+    rng = np.random.default_rng(p)
+    X = rng.standard_normal((n, p))
+    X /= np.linalg.norm(X, axis=1).max()
+    z = X @ rng.uniform(-3, 3, p) * 4
+    y = (np.where(z + rng.logistic(size=n) > 0, 1.0, -1.0) if loss == "logistic"
+         else z + rng.standard_normal(n))
+    prob = dpopt.Problem(X, y, loss=loss, fit_intercept=True)
+    seen = _released_before_noise(monkeypatch)
+    for eps in (1.0, 32.0, 100.0):
+        opmod.fit_objective_perturbation(prob, epsilon=eps, delta=1.0 / n ** 2,
+                                         rng=np.random.default_rng(0), row_bound=1.0)
+        obj, w, target = seen[-1]
+        ld = np.longdouble
+        Xl, wl = np.asarray(obj.X, dtype=ld), np.asarray(w, dtype=ld)
+        margins = Xl @ wl
+        yl = np.asarray(obj.y, dtype=ld)
+        d = (-yl / (1 + np.exp(yl * margins)) if loss == "logistic"
+             else np.clip(margins - yl, -obj.loss.param, obj.loss.param))
+        assert d.dtype == ld
+        grad = Xl.T @ d / ld(n) + np.asarray(obj.reg, dtype=ld) * wl + np.asarray(obj.lin, dtype=ld)
+        assert float(np.sqrt(np.sum(grad * grad))) <= 2.0 * target, (eps, target)

@@ -294,3 +294,15 @@ def test_pooling_weights_by_the_least_error_and_drops_what_has_none():
     assert pooled([(1.0, 0.0), (2.0, None), (float("nan"), 1.0), (3.0, math.inf)]) is None
     assert pooled([(5.0, 0.0), (2.0, 3.0)]) == (2.0, 3.0)
     assert pooled([(1e308, 1e300), (1.5e308, 1e300)]) is None  # the sum overflows
+
+
+def test_an_estimate_of_the_mean_takes_the_target_scale_unclipped():
+    """TargetScaling.scaled_estimate maps an estimate in y's units like transform, without
+    its clip (a noisy mean may fall outside the range), and its error by the half-width."""
+    from dpopt.preprocessing.feature_maps import TargetScaling
+
+    target = TargetScaling.from_bounds(10.0, 30.0, shift=True)
+    value, error = target.scaled_estimate(25.0, 4.0)
+    assert value == pytest.approx(float(target.transform(np.array([25.0]))[0]))
+    assert (value, error) == pytest.approx((0.5, 0.4))
+    assert target.scaled_estimate(40.0, 1.0)[0] == pytest.approx(2.0)  # outside: not clipped

@@ -958,3 +958,28 @@ def test_the_model_paths_looks_join_the_constant():
     assert pooled_mean(without, n_train, None, math.inf) == (None, None)
     assert "looks at y's range" in plan["selection"]["noisy_mean_from"]
     assert reg.epsilon_spent_ == pytest.approx(1.0, rel=1e-6)
+
+
+def test_a_held_out_mean_is_pooled_with_the_free_ones():
+    """Where the free means are less precise than the held-out release (which is then made,
+    with half of mu_v), that release joins them instead of replacing them: the constant is
+    their inverse-variance pool, its source says so, and with nothing free the release alone
+    is the constant."""
+    from dpopt.pipeline.constant import looks_mean, pooled_mean
+
+    X, y = signal(regression=True)
+    reg = fit_quiet(dpopt.DPLinearRegression(epsilon=1.0, random_state=0), X, y - 100.0)
+    plan = reg.auto_.plan
+    n_train = len(y) - plan["selection"]["validation_rows"]
+    free_mean, free_sd = looks_mean(reg.auto_)
+    paid = (0.3, free_sd, "the held-out rows (half of mu_v)")
+    mean, source = pooled_mean(reg.auto_, n_train, None, math.inf, paid=paid)
+    assert mean == pytest.approx(np.clip((0.3 + free_mean) / 2, -1, 1))  # equal weights
+    assert source == ("the held-out rows (half of mu_v), pooled with the training branch's "
+                      "looks at y's range (free)")
+    # a far better release dominates; with nothing free it is the constant unchanged
+    assert pooled_mean(reg.auto_, n_train, None, math.inf, paid=(0.3, free_sd / 1e3, "h"))[0] \
+        == pytest.approx(0.3, abs=1e-5)
+    without = dataclasses.replace(reg.auto_, plan={k: v for k, v in plan.items()
+                                                   if k != "target_look_mean"})
+    assert pooled_mean(without, n_train, None, math.inf, paid=paid) == (0.3, paid[2])

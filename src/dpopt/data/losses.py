@@ -49,9 +49,11 @@ class Loss:
 
     def check_labels(self, y):
         """Raise ``ValueError`` if the labels do not fit the loss."""
+        # the message names no value: a record's label is not the library's to print
         if self.classification and not np.all((y == 1.0) | (y == -1.0)):
-            bad = np.unique(y[(y != 1.0) & (y != -1.0)])[:5]
-            raise ValueError(f"y must be in {{-1, +1}} for the {self.name} loss, found {bad}")
+            raise ValueError(f"y must be in {{-1, +1}} for the {self.name} loss; it holds other "
+                             "values (the estimators encode labels; a Problem takes them as "
+                             "-1/+1)")
 
 
 def _f64(a):

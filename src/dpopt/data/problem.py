@@ -385,13 +385,16 @@ _MAX_ABS, _MIN_ABS = 1e150, 1e-150
 
 
 def _check_magnitude(values, name):
+    """A ValueError naming ``name`` when an entry is beyond the magnitude limits. The message
+    states the limit, not the data's extreme value: an error text is read by whoever sees
+    the logs, and a record's value is not the library's to print."""
     a = np.abs(values)
     if a.size and a.max() > _MAX_ABS:
-        raise ValueError(f"{name} has entries of magnitude up to {a.max():.3g}: squares and norms "
-                         f"would overflow; rescale {name} (|values| <= {_MAX_ABS:g})")
+        raise ValueError(f"{name} has entries beyond {_MAX_ABS:g} in magnitude: squares and "
+                         f"norms would overflow; rescale {name} (|values| <= {_MAX_ABS:g})")
     nonzero = a[a > 0]
     if nonzero.size and nonzero.min() < _MIN_ABS:
-        raise ValueError(f"{name} has non-zero entries as small as {nonzero.min():.3g}: their "
+        raise ValueError(f"{name} has non-zero entries below {_MIN_ABS:g} in magnitude: their "
                          f"squares underflow to 0; rescale {name} (|values| >= {_MIN_ABS:g} or 0)")
 
 

@@ -113,24 +113,28 @@ def composed(auto, records, prior, **changes):
     return replace(auto, result=result)
 
 
-def pooled_mean(auto, n_train, all_rows, sigma_alternative):
+def pooled_mean(auto, n_train, all_rows, sigma_alternative, paid=None):
     """The constant from the noisy means already released: AdaSSP's (:func:`released_mean`),
     the training branch's looks at y's range (:func:`looks_mean`) and the one on all rows
     (``all_rows`` = (mean, sd), or None), averaged with weights 1/e^2
     (:func:`~dpopt.pipeline.target_looks.pooled`; independent Gaussian noises, e their sds,
     and for the looks a bound on their root mean squared error that covers the rounding of
     their bins; they also differ by the training rows' sampling, a 1/n term), when that is
-    more precise than ``sigma_alternative`` (the held-out release's). Post-processing.
-    Returns (mean, source) or (None, None)."""
+    more precise than ``sigma_alternative`` (the held-out release's). ``paid``: that
+    release, made because they were not, as (mean, sd, what): it joins them, so what they
+    carry is not thrown away. Post-processing. Returns (mean, source) or (None, None)."""
     found = [(v, sd, what) for v, sd, what in (
         (*(released_mean(auto, n_train) or (None, None)), "the training branch's release"),
         (*(looks_mean(auto) or (None, None)), "the training branch's looks at y's range"),
         (*(all_rows or (None, None)), "the release on all rows")) if v is not None]
-    both = pooled([(v, sd) for v, sd, _ in found])
-    if both is None or both[1] > sigma_alternative:
+    both = pooled([(v, sd) for v, sd, _ in ([paid] if paid else []) + found])
+    if both is None:
+        return (float(paid[0]), paid[2]) if paid else (None, None)
+    if paid is None and both[1] > sigma_alternative:
         return None, None
-    return (float(np.clip(both[0], -1.0, 1.0)),
-            " and ".join(w for _, _, w in found) + " (free)")
+    free = " and ".join(w for _, _, w in found) + " (free)"
+    source = free if paid is None else paid[2] + (f", pooled with {free}" if found else "")
+    return float(np.clip(both[0], -1.0, 1.0)), source
 
 
 def looks_mean(auto):
@@ -141,8 +145,7 @@ def looks_mean(auto):
     found, target = auto.plan.get("target_look_mean"), auto.target
     if found is None or target is None or not target.half_width > 0:
         return None
-    mean, sd = found
-    return (mean - target.center) / target.half_width, sd / target.half_width
+    return target.scaled_estimate(*found)
 
 
 def released_mean(auto, n_train):

@@ -132,11 +132,10 @@ def _with_looks(target, mean, n, mu_mean, looks):
     with the looks' own estimates of the mean, weighted by their error bounds
     (:func:`~dpopt.pipeline.target_looks.look_estimates`, :func:`~dpopt.pipeline.target_looks.pooled`),
     in scaled units, clipped to [-1, 1]. Post-processing."""
-    half = target.half_width
-    if not half > 0:
+    if not target.half_width > 0:
         return mean
     found = pooled([(mean, 2.0 / (n * mu_mean))]
-                   + [((m - target.center) / half, e / half) for m, e in look_estimates(looks)])
+                   + [target.scaled_estimate(m, e) for m, e in look_estimates(looks)])
     return mean if found is None else float(np.clip(found[0], -1.0, 1.0))
 
 

@@ -539,10 +539,11 @@ def _select(auto, data, regression, fit_intercept, mu_v, rng, n_train, majority=
     if regression and fit_intercept:
         half = mu_v / math.sqrt(2.0)
         constant, source = pooled_mean(auto, n_train, all_rows, 2.0 / (m * half))
-        if constant is None:
+        if constant is None:  # the held-out release, with what the others carry
             mu_scores = half
-            constant = data.target_mean(auto.target, mu_scores, rng)[0]
-            source = "the held-out rows (half of mu_v)"
+            held = data.target_mean(auto.target, mu_scores, rng)[0]
+            constant, source = pooled_mean(auto, n_train, all_rows, math.inf, paid=(
+                held, 2.0 / (m * half), "the held-out rows (half of mu_v)"))
     cands = candidates(auto, regression, fit_intercept, constant)
     maps = {"scaling": auto.scaling, "target": auto.target, "cands": cands}
     bound = prediction_gap_bound(cands[0], cands[1]) if regression else None

@@ -249,3 +249,9 @@ class TargetScaling:
         if self.half_width == 0:
             return np.zeros_like(y)
         return (np.clip(y, self.lower, self.upper) - self.center) / self.half_width
+
+    def scaled_estimate(self, value, error):
+        """An estimate of y's mean in y's units and its error (a standard deviation or a
+        bound on it) in the scaled units of :meth:`transform`, unclipped (an estimate, not a
+        record). Requires ``half_width > 0``."""
+        return (value - self.center) / self.half_width, error / self.half_width

@@ -331,11 +331,50 @@ def calibrate_objective_perturbation(epsilon, delta, *, dof, regularization, alp
 
 
 # ---------------------------------------------------------------------------
-# the perturbed problem
+# the gradient target's float64 floor
 
 
-# ---------------------------------------------------------------------------
-# the perturbed problem on chunked data (dpopt.data.chunked)
+#: The unit roundoff of float64, u = 2^-53.
+UNIT_ROUNDOFF = 2.0 ** -53
+
+#: ``tolerance`` when none is given, unless :func:`smallest_tolerance` is larger.
+DEFAULT_TOLERANCE = 1e-6
+
+
+def gradient_floor(L, b_aug, dim) -> float:
+    """sqrt(dim) u L B_aug: below this no computed gradient can certify ||grad F_b|| <= target.
+
+    Each coordinate of grad F_b is a mean of terms l'(z_i) x_ij of magnitude up to L B_aug,
+    and each term is known in float64 to a relative u at best, so a coordinate is uncertain
+    by up to u L B_aug however exactly the terms are summed, and the norm over dim
+    coordinates by sqrt(dim) u L B_aug. The floor is necessary, not sufficient: the
+    factor-2 margin of the target (tau / 2 on the computed gradient) is what covers the
+    rounding of the sums, and the release rule is an exact-arithmetic statement
+    (:mod:`dpopt.solvers._op_minimize`). Public: (L, B_aug, dim) only."""
+    return math.sqrt(dim) * UNIT_ROUNDOFF * L * b_aug
+
+
+def smallest_tolerance(L, b_aug, dim, convexity) -> float:
+    """The smallest ``tolerance`` whose target, tolerance * convexity / 2, is at least
+    :func:`gradient_floor` (public; the calibration's lambda gives ``convexity``)."""
+    return 2.0 * gradient_floor(L, b_aug, dim) / convexity
+
+
+def resolve_tolerance(tolerance, smallest):
+    """``tolerance``, None meaning :data:`DEFAULT_TOLERANCE` raised to ``smallest`` where
+    that is larger; a ValueError naming it when a given value is below ``smallest``: its
+    target would be a gradient norm float64 cannot certify (an independent audit saw a point
+    released whose computed gradient was 270 times its target of 1.35e-20 at
+    ``tolerance=1e-17``). Checked before the objective reads the data or any noise is
+    drawn, so such a fit spends nothing."""
+    if tolerance is None:
+        return max(DEFAULT_TOLERANCE, smallest)
+    if tolerance < smallest:
+        raise ValueError(f"tolerance={tolerance:g} is below {smallest:.3g}, the smallest whose "
+                         "gradient target (tolerance * strong convexity / 2) float64 can "
+                         "certify for this problem (sqrt(dim) u L B_aug, u = 2^-53); use a "
+                         "larger tolerance or regularization, or leave it unset")
+    return tolerance
 
 
 # ---------------------------------------------------------------------------
@@ -346,7 +385,8 @@ OPTIONS = (
     Option("row_bound", None, None, "public bound B on the feature-row norms (longer rows are "
            "rescaled); None reads it from the data, with a PrivacyLeakWarning"),
     Option("regularization", "auto", None, "'auto' or lambda >= 0 added on every coordinate"),
-    Option("tolerance", 1e-6, None, "guaranteed ||w_hat - w*|| of the approximate minimizer"),
+    Option("tolerance", None, None, "guaranteed ||w_hat - w*|| of the approximate minimizer; "
+           "None: 1e-6, or the smallest that float64 can certify where that is larger"),
     Option("prior_mu", 0.0, None, "Gaussian-DP mu of Gaussian releases composed with this run "
            "(the target then covers the whole composition)"),
 )
@@ -377,19 +417,21 @@ def default_settings(*, row_bound, **public):
                          "penalty: objective perturbation releases a perturbed exact minimizer "
                          "and needs no step, clip or pass count"))
 def fit_objective_perturbation(problem, *, epsilon, delta, rng, row_bound=None,
-                               regularization="auto", tolerance=1e-6, prior_mu=0.0):
+                               regularization="auto", tolerance=None, prior_mu=0.0):
     """Fit by objective perturbation (see module docstring).
 
     Options: ``row_bound`` (public bound B on the feature-row norms; None: from the data,
     with a PrivacyLeakWarning), ``regularization`` ("auto" or lambda >= 0 added on every
     coordinate), ``tolerance`` (guaranteed ||w_hat - w*||, the sensitivity / 2 of the output
-    perturbation), ``prior_mu`` (Gaussian-DP mu of Gaussian mechanisms released before this
+    perturbation; None: :func:`resolve_tolerance`, which also refuses one too small for
+    float64), ``prior_mu`` (Gaussian-DP mu of Gaussian mechanisms released before this
     run in the same fit, e.g. private scaling: (epsilon, delta) is then the target of the whole
     composition, and the result reports the epsilon of this run's own mechanisms). The
     guarantee is under replace-one adjacency (module docstring).
     """
     adjacency = "replace-one"
-    tolerance = check_scalar(tolerance, "tolerance", low=0.0, low_open=True)
+    if tolerance is not None:
+        tolerance = check_scalar(tolerance, "tolerance", low=0.0, low_open=True)
     prior_mu = check_scalar(prior_mu, "prior_mu", low=0.0)
     if not (isinstance(regularization, str) and regularization == "auto"):
         regularization = check_scalar(regularization, "regularization", low=0.0)
@@ -411,16 +453,19 @@ def fit_objective_perturbation(problem, *, epsilon, delta, rng, row_bound=None,
             achieved = epsilon_of([ObjectivePerturbation(z, shift, dof), Gaussian(z_out)], delta,
                                   accountant="exact")
         sensitivity = L * math.sqrt(b2 + intercept) * (2.0 if dof == 2 else 1.0)
-        sigma, sigma_out = z * sensitivity, 2.0 * tolerance * z_out
+        sigma = z * sensitivity
         spent = (achieved, delta, "exact", z)
     else:
         lam = 0.0 if regularization == "auto" else regularization
-        z = z_out = shift = sigma = sigma_out = 0.0
+        z = z_out = shift = sigma = 0.0
         spent = (math.inf, delta, "none", 0.0)
     convexity = lam + (0.0 if intercept else alpha)
     if private and convexity <= 0:
         raise ValueError("regularization=0 leaves the perturbed objective without strong "
                          "convexity (intercept, or no L2 penalty): use a positive value or 'auto'")
+    tolerance = resolve_tolerance(tolerance, smallest_tolerance(
+        L, math.sqrt(b2 + intercept), problem.dim, convexity) if private else 0.0)
+    sigma_out = 2.0 * tolerance * z_out
     noise = rng.standard_normal(problem.dim)
     reg = np.full(problem.dim, lam + alpha)
     if intercept:
