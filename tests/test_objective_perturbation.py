@@ -454,3 +454,48 @@ def test_the_released_point_is_certified_in_extended_precision(monkeypatch, loss
         assert d.dtype == ld
         grad = Xl.T @ d / ld(n) + np.asarray(obj.reg, dtype=ld) * wl + np.asarray(obj.lin, dtype=ld)
         assert float(np.sqrt(np.sum(grad * grad))) <= 2.0 * target, (eps, target)
+
+
+def test_a_point_float64_could_not_certify_is_refused_and_charged_whole():
+    """An independent audit: on two nearly collinear features (lambda 4.5e-8 at epsilon =
+    100) the accelerated stage's last point had a computed gradient 2.3 times its target
+    and an exact one 1.18 times tau, and it was released. Such a point is now refused by a
+    ChargedFitError that charges the whole (epsilon, delta) reserved (the failure depends
+    on the data), through dpopt.solve and through an estimator."""
+    rs = np.random.default_rng(3)
+    n = 2000
+    rs.uniform(-0.7, 0.7, n)
+    rs.standard_normal(n)
+    x1 = rs.uniform(-0.7, 0.7, n)
+    X = np.c_[x1, x1 + 1e-6 * rs.standard_normal(n)]
+    X /= np.linalg.norm(X, axis=1).max()
+    y = (X[:, 1] - X[:, 0]) / 1e-6 * 0.5 + 0.01 * rs.standard_normal(n)
+    prob = dpopt.Problem(X, y, loss=dpopt.data.losses.huber(1.0), fit_intercept=True)
+    acc = dpopt.BudgetAccountant(epsilon=100.0, delta=1e-5)
+    with pytest.raises(dpopt.ChargedFitError, match="could not certify") as info:
+        dpopt.solve(prob, "objective-perturbation", epsilon=100.0, delta=1e-6,
+                    random_state=np.random.default_rng(3), row_bound=1.0, budget=acc)
+    assert info.value.whole
+    (entry,) = acc.ledger
+    assert (entry.epsilon, entry.delta) == (pytest.approx(100.0), pytest.approx(1e-6))
+    # the same problem with a larger regularization is certified and released
+    ok = dpopt.solve(prob, "objective-perturbation", epsilon=100.0, delta=1e-6,
+                     random_state=np.random.default_rng(3), row_bound=1.0, regularization=1e-3)
+    assert np.all(np.isfinite(ok.w))
+
+
+def test_the_refusal_quotes_no_bound_read_from_the_data():
+    """With row_bound=None the smallest tolerance follows from the largest row norm: the
+    refusal names the argument but does not quote that number (an audit read 1.46e-13 and
+    9.71e-14 off two neighbours)."""
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((300, 3))
+    prob = dpopt.Problem(X, X @ np.ones(3), loss="huber", fit_intercept=True)
+    with pytest.warns(dpopt.PrivacyLeakWarning), \
+            pytest.raises(ValueError, match=r"tolerance=1e-30 is below the smallest \(not quoted"):
+        opmod.fit_objective_perturbation(prob, epsilon=1.0, delta=1e-6,
+                                         rng=np.random.default_rng(1), tolerance=1e-30)
+    with pytest.raises(ValueError, match=r"tolerance=1e-30 is below \d"):
+        opmod.fit_objective_perturbation(prob, epsilon=1.0, delta=1e-6,
+                                         rng=np.random.default_rng(1), row_bound=1.0,
+                                         tolerance=1e-30)

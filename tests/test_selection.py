@@ -983,3 +983,5 @@ def test_a_held_out_mean_is_pooled_with_the_free_ones():
     without = dataclasses.replace(reg.auto_, plan={k: v for k, v in plan.items()
                                                    if k != "target_look_mean"})
     assert pooled_mean(without, n_train, None, math.inf, paid=paid) == (0.3, paid[2])
+    # an estimate the pool cannot weigh (no finite error) is not named among its sources
+    assert pooled_mean(without, n_train, (0.9, math.inf), math.inf, paid=paid) == (0.3, paid[2])

@@ -43,9 +43,12 @@ class ChargedFitError(ValueError):
     fails depends on the data through that noisy release, so it is an output: the fit's
     budget records those releases (``records``, Gaussian mechanisms, and the
     ``selection_delta`` their thresholds spent) before the error reaches the caller, and a
-    retry is charged again. The estimator is left as it was."""
+    retry is charged again. ``whole``: the releases made before the failure are not known
+    where it is raised (a solver inside a pipeline), so the whole (epsilon, delta) the fit
+    reserved is charged instead. The estimator is left as it was."""
 
-    def __init__(self, message, records=(), selection_delta=0.0):
+    def __init__(self, message, records=(), selection_delta=0.0, *, whole=False):
         super().__init__(message)
         self.records = tuple(records)
         self.selection_delta = float(selection_delta)
+        self.whole = bool(whole)

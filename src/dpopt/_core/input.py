@@ -58,10 +58,10 @@ def check_y_input(y, *, numeric, name="y"):
     except (TypeError, ValueError):
         return y
     if arr.dtype.kind in "USO":
-        bad = [] if _all_numeric(arr) else [v for v in arr.ravel() if not _is_number(v)][:1]
-        if bad:
-            raise ValueError(f"{name} must be numeric for a regressor, got values like "
-                             f"{_plain(bad[0])!r}; use DPLogisticRegression for labels, or "
+        if not _all_numeric(arr) and not all(_is_number(v) for v in arr.ravel()):
+            # where, not what: a record's value is not the library's to print
+            raise ValueError(f"{name} must be numeric for a regressor, but it holds text that "
+                             f"is not a number; use DPLogisticRegression for labels, or "
                              f"convert {name} to numbers")
         return arr.astype(np.float64)  # numeric strings: scikit-learn would keep them as text
     return y
@@ -143,7 +143,7 @@ def _check_cell(value, where):
     try:
         float(value)
     except ValueError:
-        raise ValueError(f"{where} = {_plain(value)!r} is not a number; {_ENCODE}") from None
+        raise ValueError(f"{where} is not a number; {_ENCODE}") from None  # not its value
     except TypeError as exc:
         raise TypeError(f"{where}: {exc} (a {type(value).__name__} cell); give numbers") from None
 

@@ -234,8 +234,8 @@ class _DPLinearModel(BaseEstimator):
         try:
             values = np.asarray(y, dtype=np.float64)
         except (TypeError, ValueError):
-            raise ValueError(f"{type(self).__name__} needs a numeric target y; got values like "
-                             f"{np.asarray(y)[:3].tolist()}") from None
+            raise ValueError(f"{type(self).__name__} needs a numeric target y; it holds values "
+                             f"that are not numbers") from None
         if not np.all(np.isfinite(values)):
             raise ValueError("y has missing or infinite values: drop those rows first")
         return values

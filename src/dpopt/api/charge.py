@@ -62,7 +62,9 @@ def charged(budget, epsilon, delta, *, adjacency="replace-one", label="fit"):
         try:
             yield slot
         except ChargedFitError as err:  # a failure decided by a release: it is charged
-            if err.records:
+            if err.whole:  # of unknown extent: the whole target reserved
+                slot.record(Spend(label, float(epsilon), float(delta), adjacency, "exact", ()))
+            elif err.records:
                 slot.record(failure_spend(err, delta, label, adjacency))
             raise
 

@@ -61,7 +61,7 @@ def cmd_fit(args):
                              f"{data['target'] or '(y)'} has continuous values")
     if args.loss != "logistic" and not _numeric_target(y):
         raise ValueError(f"DATA: the {args.loss} loss needs a numeric target; column "
-                         f"{data['target']!r} has values like {str(list(y[:1])[0])!r}; use "
+                         f"{data['target']!r} holds values that are not numbers; use "
                          f"--loss logistic for a label column")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

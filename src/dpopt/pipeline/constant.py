@@ -126,7 +126,8 @@ def pooled_mean(auto, n_train, all_rows, sigma_alternative, paid=None):
     found = [(v, sd, what) for v, sd, what in (
         (*(released_mean(auto, n_train) or (None, None)), "the training branch's release"),
         (*(looks_mean(auto) or (None, None)), "the training branch's looks at y's range"),
-        (*(all_rows or (None, None)), "the release on all rows")) if v is not None]
+        (*(all_rows or (None, None)), "the release on all rows"))
+        if v is not None and sd is not None and math.isfinite(v) and 0 < sd < math.inf]
     both = pooled([(v, sd) for v, sd, _ in ([paid] if paid else []) + found])
     if both is None:
         return (float(paid[0]), paid[2]) if paid else (None, None)

@@ -15,7 +15,9 @@ convex functions with the constant momentum (sqrt(kappa) - 1) / (sqrt(kappa) + 1
 1 / beta_F, for a number of steps fixed by public constants only, after which the target
 holds in exact arithmetic on every dataset of the domain. The release is stage 1's point
 when its gradient is certified, else the first stage-2 point whose gradient is certified,
-else stage 2's last point y_T. Nothing raises.
+else stage 2's last point y_T. Nothing raises here; the solver refuses a last point whose
+computed gradient is still above the target, which float64's rounding can cause on an
+ill-conditioned problem (:func:`dpopt.solvers.objective_perturbation.raise_uncertified`).
 
 The iteration bound (every dataset whose rows satisfy ||x_i|| <= B_aug and labels give
 |l'| <= L, 0 <= l'' <= beta: the clipped design of the solver):

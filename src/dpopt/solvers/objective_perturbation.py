@@ -87,8 +87,8 @@ ValueError if the Jacobian term alone exceeds the budget). Accountant: the exact
 :func:`dpopt.privacy.epsilon_of` (certified Riemann sum); the achieved epsilon is checked
 <= target. The calibration depends only on public quantities and is cached.
 
-Release rule (never a refusal)
-------------------------------
+Release rule
+------------
 The AMP argument needs only ||grad F_b(w_hat)|| <= tau at the released w_hat; how w_hat was
 found is not released. :func:`dpopt.solvers._op_minimize.minimize_to_tolerance` runs damped
 Newton, and if Newton did not certify the target (tau / 2 on the computed gradient), Nesterov's
@@ -96,8 +96,12 @@ accelerated gradient method with step 1 / beta_F for at most
 ceil(2 sqrt(kappa) log(G0 sqrt(kappa (kappa + 1)) / target)) steps, kappa = beta_F / s,
 beta_F = beta B_aug^2 + max reg (:func:`smoothness_bound`), G0 = L B_aug + ||b|| / n >=
 ||grad F_b(0)||: public quantities after which the target holds in exact arithmetic for every
-dataset of the domain (proof in that module). So a fit always releases, on every pair of
-neighbours; before, a Newton failure raised a ValueError, an event that depended on the data.
+dataset of the domain (proof in that module). So in exact arithmetic a fit always releases,
+on every pair of neighbours (before, a Newton failure raised a ValueError, an event that
+depended on the data). In float64 an ill-conditioned problem can leave stage 2's last point
+above the target; that point is not released (:func:`raise_uncertified`: a ChargedFitError
+charging the whole budget), and the target itself has a public floor
+(:func:`gradient_floor`).
 A private result reports ``gradient_bound`` (the target, public) and not the gradient norm
 reached, nor the number of steps taken (``n_iter`` is 1: one release), which depend on the
 data.
@@ -145,7 +149,7 @@ import warnings
 import numpy as np
 from scipy import optimize
 
-from dpopt._core.exceptions import PrivacyLeakWarning
+from dpopt._core.exceptions import ChargedFitError, PrivacyLeakWarning
 from dpopt._core.validation import check_scalar
 from dpopt.data import Problem
 from dpopt.data.chunked import ChunkedProblem
@@ -348,9 +352,10 @@ def gradient_floor(L, b_aug, dim) -> float:
     and each term is known in float64 to a relative u at best, so a coordinate is uncertain
     by up to u L B_aug however exactly the terms are summed, and the norm over dim
     coordinates by sqrt(dim) u L B_aug. The floor is necessary, not sufficient: the
-    factor-2 margin of the target (tau / 2 on the computed gradient) is what covers the
-    rounding of the sums, and the release rule is an exact-arithmetic statement
-    (:mod:`dpopt.solvers._op_minimize`). Public: (L, B_aug, dim) only."""
+    factor-2 margin of the target (tau / 2 on the computed gradient) is meant to cover the
+    rounding of the sums and of the margins, as measured, not as proven (the margins'
+    rounding grows with ||w||; docs/objective_perturbation.md). Public: (L, B_aug, dim)
+    only."""
     return math.sqrt(dim) * UNIT_ROUNDOFF * L * b_aug
 
 
@@ -360,21 +365,45 @@ def smallest_tolerance(L, b_aug, dim, convexity) -> float:
     return 2.0 * gradient_floor(L, b_aug, dim) / convexity
 
 
-def resolve_tolerance(tolerance, smallest):
+def resolve_tolerance(tolerance, smallest, public=True):
     """``tolerance``, None meaning :data:`DEFAULT_TOLERANCE` raised to ``smallest`` where
     that is larger; a ValueError naming it when a given value is below ``smallest``: its
     target would be a gradient norm float64 cannot certify (an independent audit saw a point
     released whose computed gradient was 270 times its target of 1.35e-20 at
     ``tolerance=1e-17``). Checked before the objective reads the data or any noise is
-    drawn, so such a fit spends nothing."""
+    drawn, so such a fit spends nothing. ``public``: whether ``smallest`` is (with a row
+    bound read from the data it is a function of the largest row norm, and the message
+    does not quote it)."""
     if tolerance is None:
         return max(DEFAULT_TOLERANCE, smallest)
     if tolerance < smallest:
-        raise ValueError(f"tolerance={tolerance:g} is below {smallest:.3g}, the smallest whose "
-                         "gradient target (tolerance * strong convexity / 2) float64 can "
-                         "certify for this problem (sqrt(dim) u L B_aug, u = 2^-53); use a "
-                         "larger tolerance or regularization, or leave it unset")
+        least = (f"{smallest:.3g}, the smallest" if public else
+                 "the smallest (not quoted: it follows from the row bound read from the data)")
+        raise ValueError(f"tolerance={tolerance:g} is below {least} whose gradient target "
+                         "(tolerance * strong convexity / 2) float64 can resolve for this "
+                         "problem (sqrt(dim) u L B_aug, u = 2^-53); use a larger tolerance "
+                         "or regularization, or leave it unset")
     return tolerance
+
+
+def raise_uncertified(gnorm, target, convexity):
+    """The refusal of a point whose computed gradient norm is above the target: the
+    accelerated stage's step count certifies the target in exact arithmetic only, and on
+    an ill-conditioned problem float64's rounding can leave its last point short (an
+    independent audit: two nearly collinear features, lambda = 4.5e-8, a computed gradient
+    2.3 times the target and an exact one 1.18 times tau). Releasing it would add output
+    noise for a sensitivity the point does not have. Whether this happens depends on the
+    data, so the refusal is an output: a ChargedFitError charging the whole (epsilon,
+    delta) the fit reserved (``whole``: the releases of a pipeline before the solver are
+    not known here). It is not covered by the guarantee's analysis either; it only never
+    releases a point the analysis does not cover."""
+    raise ChargedFitError(
+        f"objective perturbation could not certify its approximate minimiser: the computed "
+        f"gradient norm at its last point is above the target {target:.3g} (strong convexity "
+        f"{convexity:.3g}; float64 rounding on an ill-conditioned problem); nothing is "
+        f"released, and the fit's whole budget is charged because whether this happens "
+        f"depends on the data. Use a larger regularization or tolerance, or drop nearly "
+        f"collinear features", whole=True)
 
 
 # ---------------------------------------------------------------------------
@@ -464,7 +493,8 @@ def fit_objective_perturbation(problem, *, epsilon, delta, rng, row_bound=None,
         raise ValueError("regularization=0 leaves the perturbed objective without strong "
                          "convexity (intercept, or no L2 penalty): use a positive value or 'auto'")
     tolerance = resolve_tolerance(tolerance, smallest_tolerance(
-        L, math.sqrt(b2 + intercept), problem.dim, convexity) if private else 0.0)
+        L, math.sqrt(b2 + intercept), problem.dim, convexity) if private else 0.0,
+        public=row_bound is not None)
     sigma_out = 2.0 * tolerance * z_out
     noise = rng.standard_normal(problem.dim)
     reg = np.full(problem.dim, lam + alpha)
@@ -482,6 +512,8 @@ def fit_objective_perturbation(problem, *, epsilon, delta, rng, row_bound=None,
                 g0_bound=L * math.sqrt(b2 + intercept) + float(np.linalg.norm(lin)))
         else:  # epsilon = inf without any regularization: no bound needed, nothing private
             w, gnorm, iters = newton(obj, problem.zeros(), target)
+    if private and not gnorm <= target:
+        raise_uncertified(gnorm, target, convexity)
     w = w + sigma_out * rng.standard_normal(problem.dim)
     ck = Checkpoints()
     ck.record(w, 1)
