@@ -386,7 +386,7 @@ def resolve_tolerance(tolerance, smallest, public=True):
     return tolerance
 
 
-def raise_uncertified(gnorm, target, convexity):
+def raise_uncertified():
     """The refusal of a point whose computed gradient norm is above the target: the
     accelerated stage's step count certifies the target in exact arithmetic only, and on
     an ill-conditioned problem float64's rounding can leave its last point short (an
@@ -396,14 +396,14 @@ def raise_uncertified(gnorm, target, convexity):
     data, so the refusal is an output: a ChargedFitError charging the whole (epsilon,
     delta) the fit reserved (``whole``: the releases of a pipeline before the solver are
     not known here). It is not covered by the guarantee's analysis either; it only never
-    releases a point the analysis does not cover."""
+    releases a point the analysis does not cover. The message quotes no number (the target
+    follows from a row bound that may have been read from the data)."""
     raise ChargedFitError(
-        f"objective perturbation could not certify its approximate minimiser: the computed "
-        f"gradient norm at its last point is above the target {target:.3g} (strong convexity "
-        f"{convexity:.3g}; float64 rounding on an ill-conditioned problem); nothing is "
-        f"released, and the fit's whole budget is charged because whether this happens "
-        f"depends on the data. Use a larger regularization or tolerance, or drop nearly "
-        f"collinear features", whole=True)
+        "objective perturbation could not certify its approximate minimiser: the computed "
+        "gradient norm at its last point is above its target (float64 rounding on an "
+        "ill-conditioned problem); nothing is released, and the fit's whole budget is charged "
+        "because whether this happens depends on the data. Use a larger regularization or "
+        "tolerance, or drop nearly collinear features", whole=True)
 
 
 # ---------------------------------------------------------------------------
@@ -513,7 +513,7 @@ def fit_objective_perturbation(problem, *, epsilon, delta, rng, row_bound=None,
         else:  # epsilon = inf without any regularization: no bound needed, nothing private
             w, gnorm, iters = newton(obj, problem.zeros(), target)
     if private and not gnorm <= target:
-        raise_uncertified(gnorm, target, convexity)
+        raise_uncertified()
     w = w + sigma_out * rng.standard_normal(problem.dim)
     ck = Checkpoints()
     ck.record(w, 1)
