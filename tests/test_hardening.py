@@ -222,7 +222,8 @@ def test_cli_messages_show_plain_strings_not_numpy_reprs(tmp_path, capsys):
                                              for i in range(20)) + "\n")
     assert main(["fit", str(path), "--loss", "squared", "--epsilon", "1"]) == 2
     err = capsys.readouterr().err
-    assert "np.str_" not in err and "'>50K'" in err and "--loss logistic" in err
+    assert "np.str_" not in err and "not numbers" in err and "--loss logistic" in err
+    assert "50K" not in err  # where, not the records' values
 
 
 def test_cli_solvers_table_is_aligned(capsys):
@@ -345,8 +346,9 @@ def test_string_target_to_a_regressor_names_y():
 def test_transformer_string_cells_and_no_columns_are_named():
     from dpopt.preprocessing import PrivateStandardScaler
 
-    with pytest.raises(ValueError, match=r"X\[0, 1\].*'x'"):
+    with pytest.raises(ValueError, match=r"X\[0, 1\] \(column 1\) is not a number") as info:
         PrivateStandardScaler(epsilon=1.0).fit(np.array([["1", "x"], ["2", "3"]]))
+    assert "'x'" not in str(info.value)
     with pytest.raises(ValueError, match="X has 0 feature"):
         PrivateStandardScaler(epsilon=1.0).fit(np.empty((10, 0)))
 
