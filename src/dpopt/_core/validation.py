@@ -204,9 +204,12 @@ def check_range(value, name):
     return lo, hi
 
 
-#: The largest magnitude of a public target range's ends (``target_bounds``): the bound the
-#: library puts on data whose squares must stay finite (``dpopt.data.problem``).
-MAX_TARGET_END = 1e150
+#: The largest magnitude of data the library accepts: beyond it sums of squares (norms,
+#: smoothness constants, the squared loss) overflow (``dpopt.data.problem``).
+MAX_MAGNITUDE = 1e150
+
+#: The largest magnitude of a public target range's ends (``target_bounds``): the data's.
+MAX_TARGET_END = MAX_MAGNITUDE
 
 
 def check_target_range(value, name="target_bounds"):

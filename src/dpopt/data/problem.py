@@ -10,7 +10,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.linalg import svds
 
-from dpopt._core.validation import check_bool
+from dpopt._core.validation import MAX_MAGNITUDE, check_bool
 from dpopt.data.losses import Loss, get_loss
 from dpopt.data.penalties import Penalty, get_penalty
 from dpopt.data.statistics import row_sq_norms, sufficient_statistics
@@ -381,7 +381,7 @@ def _report_bad_values(X):
 # Squares of the data (norms, smoothness constants, the squared loss) must stay finite and
 # non-zero: beyond this magnitude sums of squares overflow to inf (and NaN step sizes),
 # below it squares underflow to 0 (a non-zero column would look empty).
-_MAX_ABS, _MIN_ABS = 1e150, 1e-150
+_MAX_ABS, _MIN_ABS = MAX_MAGNITUDE, 1e-150
 
 
 def _check_magnitude(values, name):

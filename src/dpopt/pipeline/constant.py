@@ -37,7 +37,7 @@ import numpy as np
 
 from dpopt.pipeline.autofit import constant_fit
 from dpopt.pipeline.scaling import SHARES
-from dpopt.pipeline.target_looks import pooled
+from dpopt.pipeline.target_looks import pooled, weighable
 from dpopt.privacy import Gaussian, epsilon_of
 
 __all__ = ["CONSTANT_LOSS", "constant_mu", "release_constant", "all_rows_mean", "composed",
@@ -127,7 +127,7 @@ def pooled_mean(auto, n_train, all_rows, sigma_alternative, paid=None):
         (*(released_mean(auto, n_train) or (None, None)), "the training branch's release"),
         (*(looks_mean(auto) or (None, None)), "the training branch's looks at y's range"),
         (*(all_rows or (None, None)), "the release on all rows"))
-        if v is not None and sd is not None and math.isfinite(v) and 0 < sd < math.inf]
+        if v is not None and weighable(v, sd)]
     both = pooled([(v, sd) for v, sd, _ in ([paid] if paid else []) + found])
     if both is None:
         return (float(paid[0]), paid[2]) if paid else (None, None)

@@ -24,7 +24,7 @@ from dpopt.preprocessing.shares import SHARES
 
 __all__ = ["MIN_REFINE_BINS", "NARROWING", "NARROW_BAND", "RESOLUTION", "from_model",
            "least_refine_mu", "look_estimates", "looks_at_target", "narrow_band", "narrowed",
-           "pooled", "read_again", "refine_bins", "refine_mu", "refine_resolvable"]
+           "pooled", "read_again", "refine_bins", "refine_mu", "refine_resolvable", "weighable"]
 
 
 def refine_resolvable(n, mu_refine):
@@ -173,6 +173,11 @@ def look_estimates(looks):
     return [(look.mean, math.hypot(look.mean_sd, look.mean_rounding)) for look in looks]
 
 
+def weighable(value, error):
+    """Whether :func:`pooled` weighs an estimate: a finite value, a finite positive error."""
+    return error is not None and math.isfinite(value) and math.isfinite(error) and error > 0.0
+
+
 def pooled(estimates):
     """(mean, error): the average of independent estimates of one mean, ``estimates`` =
     [(value, error), ...], weighted by 1 / error^2 (their noise sds, or bounds on their root
@@ -181,8 +186,7 @@ def pooled(estimates):
     that errors near the ends of the floating-point range neither overflow nor underflow.
     Post-processing where the errors are public (they follow from n, the mus and released
     ranges)."""
-    found = [(float(m), float(s)) for m, s in estimates
-             if s is not None and math.isfinite(m) and math.isfinite(s) and s > 0.0]
+    found = [(float(m), float(s)) for m, s in estimates if weighable(m, s)]
     if not found:
         return None
     least = min(s for _, s in found)
