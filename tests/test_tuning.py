@@ -7,6 +7,7 @@ import pytest
 from sklearn.model_selection import ParameterGrid
 
 import dpopt
+from dpopt import ChargedFitError
 from dpopt.api.tuning import (
     ORDERS,
     PrivateHyperparameterSearch,
@@ -164,8 +165,9 @@ def test_rdp_curve_holds_objective_perturbation_records():
                                   dpopt.DPLasso, dpopt.DPElasticNet, dpopt.DPHuberRegressor])
 def test_search_works_with_every_default_estimator(make):
     X, y = _data(n=1500)
-    est = make(epsilon=1.0)
-    kw = {} if make is dpopt.DPLogisticRegression else {"score_clip": 2.0}
+    classifier = make is dpopt.DPLogisticRegression
+    est = make(epsilon=1.0, classes=[0, 1]) if classifier else make(epsilon=1.0)
+    kw = {} if classifier else {"score_clip": 2.0}
     target = y if make is dpopt.DPLogisticRegression else X[:, 0] + 0.5 * X[:, 1]
     search = PrivateHyperparameterSearch(est, {"alpha": [1e-3, 1e-1]}, mean_repetitions=2,
                                          random_state=0, **kw).fit(X, target)
@@ -310,3 +312,60 @@ def test_search_accounts_the_default_paths_data_dependent_steps(make):
     assert math.isfinite(search.epsilon_spent_) and search.epsilon_spent_ > 2.0
     if make is dpopt.DPLinearRegression and search.best_estimator_ is not None:
         assert search.best_estimator_.auto_.plan["recentred_features"] == [0]
+
+
+def test_a_default_classifier_search_needs_declared_labels():
+    # the default path selects its labels privately in each run; a probe that read them
+    # from y would leak them, and one record's rare label made one run keep another set
+    # and stop the search uncharged (an independent audit, session 31)
+    X, y = _data(n=600)
+    acc = dpopt.BudgetAccountant(epsilon=100.0, delta=1e-3)
+    search = PrivateHyperparameterSearch(dpopt.DPLogisticRegression(epsilon=1.0),
+                                         {"alpha": [1e-3]}, accountant=acc, random_state=0)
+    with pytest.raises(ValueError, match="classes=") as err:
+        search.fit(X, y)
+    assert not isinstance(err.value, ChargedFitError)
+    assert acc.spent() == 0.0 and not acc.ledger and not hasattr(search, "best_estimator_")
+
+
+def test_declared_labels_make_the_search_blind_to_a_rare_label():
+    # the audit's neighbours: one record relabelled to a third label
+    X, y = _data(n=600)
+    y2 = y.copy()
+    y2[0] = 2
+    spent = []
+    for labels in (y, y2):
+        search = PrivateHyperparameterSearch(
+            dpopt.DPLogisticRegression(epsilon=1.0, classes=[0, 1]), {"alpha": [1e-3, 1e-2]},
+            mean_repetitions=2.0, random_state=1).fit(X, labels)
+        spent.append((search.epsilon_spent_, search.candidate_mechanisms_))
+    assert spent[0] == spent[1]
+
+
+def test_a_run_failing_on_its_releases_charges_the_whole_search():
+    # a run's failure tells that the runs before it did not fail: charged as the whole
+    # search (an independent audit, session 31: only the failed run's records were)
+    calls = []
+
+    class Flaky(dpopt.DPLogisticRegression):
+        def fit(self, X, y):
+            if X.shape[0] == 480:  # the real runs' training rows (the probe's are the same
+                calls.append(1)    # number, but it comes first: count from the second call)
+            if len(calls) == 3:
+                raise ChargedFitError("no label kept", [Gaussian(7.0)], 1e-9)
+            return super().fit(X, y)
+
+    X, y = _data(n=600)
+    grid = {"alpha": [1e-3]}
+    paid = dpopt.BudgetAccountant(epsilon=100.0, delta=1e-3)
+    whole = PrivateHyperparameterSearch(dpopt.DPLogisticRegression(epsilon=1.0, classes=[0, 1]),
+                                        grid, mean_repetitions=20.0, random_state=3,
+                                        accountant=paid).fit(X, y)
+    assert whole.n_repetitions_ >= 2
+    acc = dpopt.BudgetAccountant(epsilon=100.0, delta=1e-3)
+    search = PrivateHyperparameterSearch(Flaky(epsilon=1.0, classes=[0, 1]), grid,
+                                         mean_repetitions=20.0, random_state=3, accountant=acc)
+    with pytest.raises(ChargedFitError, match="whole"):
+        search.fit(X, y)
+    assert acc.spent() == pytest.approx(paid.spent(), rel=1e-12)
+    assert acc.spent() > 1.5 * epsilon_of([Gaussian(7.0)], 1e-3)  # more than the run's own

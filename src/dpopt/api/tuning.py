@@ -20,10 +20,14 @@ Privacy of one run Q (replace-one adjacency)
 
 The mechanisms of each candidate are obtained *before touching the data* by
 fitting it on a public surrogate dataset of the same shape (standard normal
-features, arbitrary labels): the calibrated noise depends only on (n, p),
-the target (epsilon, delta) and the hyperparameters. Every real fit is then
-checked to have exactly these mechanisms (else the search stops with an
-error: the analysis would not hold).
+features; a classifier's labels are its declared classes, see
+:func:`_probe_classes`): the calibrated noise depends only on (n, p), the
+target (epsilon, delta) and the hyperparameters. Every real fit is then
+checked to have exactly these mechanisms (else the search stops: the
+analysis would not hold). A run that fails after the search's first release
+(on the outcome of its own releases, or internally) stops the search and is
+charged as the whole search (:func:`_charged_whole`): where the search stopped
+is not an output the random stopping analysis covers.
 
 Repetitions and total privacy (Renyi DP of order lambda, then converted)
     ``distribution="truncated-negative-binomial"`` (Theorem 2): K ~ D_{eta,gamma},
@@ -65,10 +69,11 @@ from sklearn.preprocessing import FunctionTransformer, OneHotEncoder, OrdinalEnc
 from sklearn.utils import _safe_indexing
 from sklearn.utils.validation import _num_samples, check_is_fitted, validate_data
 
-from dpopt._core.exceptions import ImputedValueWarning, PrivacyLeakWarning
+from dpopt._core.exceptions import ChargedFitError, ImputedValueWarning, PrivacyLeakWarning
 from dpopt._core.validation import check_choice, check_delta, check_scalar, default_delta
 from dpopt.api.charge import charged
 from dpopt.api.estimators import _classes_of
+from dpopt.preprocessing.labels import declared_classes
 from dpopt.preprocessing.target_coding import ONE_HOT_ONLY
 from dpopt.privacy import Gaussian, Laplace
 from dpopt.privacy.budget import Spend, _unbudgeted
@@ -242,6 +247,48 @@ def _is_frame(X):
     return hasattr(X, "columns") and hasattr(X, "iloc") and getattr(X, "ndim", 2) == 2
 
 
+@contextlib.contextmanager
+def _charged_whole(params):
+    """A real run's failure after the search's first release: charged as the whole search.
+    Its failure on the outcome of its own releases (a :class:`ChargedFitError`) or an
+    internal one would tell, besides, that the runs before it did not fail, and the random
+    stopping analysis covers the best run's output only, not where a run stopped. A plain
+    ``ValueError`` is a refusal of the input, made before the run's first release and the
+    same in every run: it passes as it is."""
+    try:
+        yield
+    except ChargedFitError as err:
+        raise ChargedFitError(f"candidate {params} failed after private releases ({err}); the "
+                              f"search's whole (epsilon, delta) is charged", whole=True) from err
+    except ValueError:
+        raise
+    except Exception as exc:
+        raise ChargedFitError(f"candidate {params} failed ({type(exc).__name__}: {exc}); the "
+                              f"search's whole (epsilon, delta) is charged", whole=True) from exc
+
+
+def _probe_classes(est, y, params):
+    """The label set a candidate's probe fits on: the one its real fits will use, known
+    without reading y's values. Declared (``classes=``, a categorical or bool y): public.
+    An explicit solver reads ``np.unique(y)`` in every real fit, with a PrivacyLeakWarning
+    that the search reports, so the probe reads the same set. The default path selects
+    the labels privately in each run, and the set it keeps (hence the mechanisms: one
+    model or k) is not known in advance: refused before the data is read, since a probe
+    that read the labels would both leak them and, when one run keeps another set, stop
+    the search on a record's label."""
+    final = est.steps[-1][1] if isinstance(est, Pipeline) else est
+    declared = declared_classes(y, getattr(final, "classes", None))
+    if declared is not None:
+        return declared
+    if getattr(final, "solver", "auto") == "auto":
+        raise ValueError(f"candidate {params}: a private search over a classifier needs its "
+                         f"labels declared before it reads the data; pass classes=[...] to the "
+                         f"estimator (or give y a categorical or bool dtype): each run of the "
+                         f"default path selects its labels privately and could keep another "
+                         f"set, which the search cannot account in advance")
+    return _classes_of(y)
+
+
 def _surrogate(X, n, rng):
     """Public stand-in data of X's shape and schema: standard normal numbers (sparse:
     about 10 non-zeros a row, every column touched), and for a DataFrame each column of
@@ -285,6 +332,8 @@ class PrivateHyperparameterSearch(MetaEstimatorMixin, BaseEstimator):
     estimator : a dpopt estimator (``dpopt.DPLasso(...)``, ...)
         Its own ``epsilon`` / ``delta`` (or those of the grid) are the privacy of
         one fit; the search's total is larger and reported in ``epsilon_spent_``.
+        A classifier at ``solver="auto"`` needs its labels declared (``classes=``, or
+        a categorical or bool y): see :func:`_probe_classes`.
     param_grid : dict or list of dicts
         As scikit-learn's ``ParameterGrid``; each run draws one candidate uniformly.
     distribution : "truncated-negative-binomial" or "poisson"
@@ -418,17 +467,17 @@ class PrivateHyperparameterSearch(MetaEstimatorMixin, BaseEstimator):
     def _probe(self, candidates, n_train, X, y):
         """Each candidate's mechanisms, from a fit on public surrogate data of the same
         shape and schema (column dtypes, declared categories) and, for a classifier, the
-        same classes (:func:`dpopt.api.estimators._classes_of`, the estimators' own label set)."""
+        label set its real fits will use (:func:`_probe_classes`)."""
         prng = np.random.default_rng(12345)
         Xs = _surrogate(X, n_train, prng)
-        if is_classifier(self.estimator):
-            classes = _classes_of(y)
-            ys = classes[np.arange(n_train) % len(classes)]
-        else:
-            ys = prng.standard_normal(n_train)
+        classifier = is_classifier(self.estimator)
+        ys = None if classifier else prng.standard_normal(n_train)
         out = []
         for c in candidates:
             est = self._candidate(c, seed=0)
+            if classifier:
+                classes = _probe_classes(est, y, c)
+                ys = classes[np.arange(n_train) % len(classes)]
             with _unbudgeted(), _one_hot_only(), warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 est.fit(Xs, ys)
@@ -480,17 +529,19 @@ class PrivateHyperparameterSearch(MetaEstimatorMixin, BaseEstimator):
         for _ in range(k):
             i = int(rng.integers(len(candidates)))
             est = self._candidate(candidates[i], seed=int(rng.integers(2 ** 31 - 1)))
-            with _unbudgeted(), _one_hot_only(), warnings.catch_warnings():
+            with _unbudgeted(), _one_hot_only(), warnings.catch_warnings(), \
+                    _charged_whole(candidates[i]):
                 warnings.simplefilter("ignore")
                 est.fit(X_train, y_train)
             spent, _, _ = _spent(est, candidates[i])
             if not _dominated(spent, mechanisms[i]):
-                raise RuntimeError(f"candidate {candidates[i]} spent mechanisms that differ from "
-                                   f"its data-independent probe; the selection's accounting would "
-                                   f"not hold (a step whose output columns depend on the data, "
-                                   f"e.g. categories read from it, cannot be accounted in "
-                                   f"advance: declare them, e.g. with "
-                                   f"dpopt.preprocessing.public_one_hot_encoder)")
+                raise ChargedFitError(f"candidate {candidates[i]} spent mechanisms that differ "
+                                      f"from its data-independent probe; the selection's "
+                                      f"accounting would not hold, and the search's whole "
+                                      f"(epsilon, delta) is charged (a step whose output columns "
+                                      f"depend on the data, e.g. categories read from it, cannot "
+                                      f"be accounted in advance: declare them, e.g. with "
+                                      f"dpopt.preprocessing.public_one_hot_encoder)", whole=True)
             leaks = _leaks(est)
             self.privacy_leaks_ += [m for m in leaks if m not in self.privacy_leaks_]
             score = self._noisy_score(est, X_val, y_val, rng)
