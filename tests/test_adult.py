@@ -27,6 +27,18 @@ def test_parse_lines_strips_marks_missing_and_maps_labels():
         parse_adult_lines([LINES[0].replace("<=50K", "maybe")])
 
 
+@pytest.mark.parametrize(("line", "place"), [
+    ("1, SECRET123, 3", "line 2: expected 15 comma-separated fields, got 3"),
+    (LINES[0].replace("<=50K", "SECRET123"), "line 2: the label (field 15)"),
+    (LINES[0].replace("77516", "SECRET123"), "line 2: field 3 is not a number"),
+])
+def test_parse_errors_name_the_line_not_the_record(line, place):
+    with pytest.raises(ValueError, match="adult") as info:
+        parse_adult_lines([LINES[0], line])
+    assert place in str(info.value) and "SECRET123" not in str(info.value)
+    assert info.value.__cause__ is None
+
+
 def _write(tmp_path, n=4):
     num, cat, y = parse_adult_lines(LINES[:2] * (n // 2))
     np.savez(tmp_path / "adult.npz", X_num=num, X_cat=cat, y=y, X_num_test=num[:2],

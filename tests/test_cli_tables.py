@@ -131,9 +131,18 @@ def test_predict_checks_a_regression_target_before_writing(tmp_path, capsys):
     bad = _write(tmp_path / "bad.csv", "a,t", [[r[0], "abc"] for r in rows[:20]])
     code, _, err = run(["predict", model, bad, "--out", pred], capsys)
     assert code == 2 and "target 't': a regression model is scored on numbers" in err
+    assert "abc" not in err  # where, not the records' values
     assert not pred.exists()  # nothing written half-way
     code, out, err = run(["predict", model, path, "--out", pred], capsys)
     assert code == 0 and "R^2 on the 1500 rows" in out and pred.exists()
+
+
+def test_unreadable_table_error_names_the_path_not_the_bytes(tmp_path):
+    path = tmp_path / "bad.csv"
+    path.write_bytes(b"a,b\n1,2\n\xffSECRET123,3\n")
+    with pytest.raises(ValueError, match="bad.csv': not UTF-8 text") as info:
+        read_table(path)
+    assert "SECRET123" not in str(info.value) and info.value.__cause__ is None
 
 
 def test_one_kept_label_fits_predicts_and_saves_that_label(tmp_path, capsys):

@@ -328,6 +328,89 @@ def test_csv_bad_input(tmp_path, text, kwargs, match):
         ds.load_csv(tmp_path / "bad.csv", **kwargs)
 
 
+# --------------------------------------------------------------------------- no values in errors
+
+SECRET = "SECRET123"
+
+
+def _assert_names_place_not_value(info, path, token, *places):
+    """The error names the file (and the given places) and neither it nor a chained
+    error quotes ``token`` (a record's cell or label)."""
+    err = info.value
+    assert path.name in str(err)
+    for place in places:
+        assert place in str(err)
+    assert token not in str(err)
+    chained = err.__cause__ or (None if err.__suppress_context__ else err.__context__)
+    assert chained is None or token not in str(chained)  # a traceback prints it
+
+
+@pytest.mark.parametrize(("text", "place"), [
+    (f"a,b\n1,2\n3,{SECRET}\n", "line 3, column 2 ('b')"),
+    (f"1,2\n3,{SECRET}\n", "line 2, column 2"),
+    (f'a,b\n1,"{SECRET}"\n', "line 2, column 2"),
+    (f"a,b\n1,2\n3,4,{SECRET}\n", "line 3 has 3 field(s)"),
+])
+def test_csv_parse_errors_name_the_place_not_the_cell(tmp_path, text, place):
+    path = tmp_path / "bad.csv"
+    path.write_text(text)
+    with pytest.raises(ValueError, match="not a numeric CSV table") as info:
+        ds.load_csv(path)
+    _assert_names_place_not_value(info, path, SECRET, place)
+
+
+def test_csv_non_utf8_error_names_the_line_not_the_bytes(tmp_path):
+    path = tmp_path / "bad.csv"
+    path.write_bytes(b"a,b\n1,2\n\xff" + SECRET.encode() + b",3\n")
+    with pytest.raises(ValueError, match="UTF-8") as info:
+        ds.load_csv(path)
+    _assert_names_place_not_value(info, path, SECRET, "line 3")
+    assert info.value.__cause__ is None and info.value.__suppress_context__
+
+
+@pytest.mark.parametrize(("text", "place"), [
+    (f"1 1:1.0\n-1 3:{SECRET}\n", "line 2: entry 1 (feature index 3)"),
+    ("1 1:1.0\n987654321x 2:1\n", "line 2: the label"),
+    (f"1 1:1.0 {SECRET}\n", "line 1: entry 2"),
+    (f"1 {SECRET}:1.0\n", "line 1: entry 1"),
+])
+def test_libsvm_parse_errors_name_the_place_not_the_cell(tmp_path, text, place):
+    path = tmp_path / "bad.svm"
+    path.write_text(text)
+    token = SECRET if SECRET in text else "987654321"
+    with pytest.raises(ValueError, match="not a valid LIBSVM") as info:
+        ds.load_libsvm(path)
+    _assert_names_place_not_value(info, path, token, place)
+
+
+def test_libsvm_index_beyond_n_features_names_the_line(tmp_path):
+    path = tmp_path / "wide.svm"
+    path.write_text("1 1:1.0\n-1 2:1.0 7:2.0\n")
+    with pytest.raises(ValueError, match="line 2: feature index 7 is beyond n_features=3"):
+        ds.load_libsvm(path, n_features=3)
+
+
+def test_label_errors_count_the_labels_not_quote_them(data_dir):
+    with pytest.raises(ValueError, match="two classes, got 3") as info:
+        ds.to_signed_labels([987654321, 1, 2], positive=1)
+    assert "987654321" not in str(info.value)
+    with pytest.raises(ValueError, match="positive=5 is not one of the 2 labels") as info:
+        ds.to_signed_labels([987654321, 1], positive=5)
+    assert "987654321" not in str(info.value)
+    ds.save_npz(data_dir / "madelon.npz", np.ones((4, 2)), np.array([1, 987654321, 1, -1]))
+    with pytest.raises(ValueError, match="-1/\\+1") as info:
+        ds.load_dataset("madelon", verify=False)
+    assert "987654321" not in str(info.value)
+
+
+def test_openml_label_error_counts_the_labels(monkeypatch, tmp_path):
+    _fake_openml(monkeypatch, Bunch(data=np.ones((2, 2)), target=np.array(["1", SECRET]),
+                                    feature_names=["a", "b"], categories={}))
+    with pytest.raises(ValueError, match="labels") as info:
+        registry._fetch_madelon(tmp_path)
+    assert SECRET not in str(info.value)
+
+
 def test_load_file_dispatches_on_suffix(tmp_path):
     rng = np.random.default_rng(5)
     X, y = small_dataset(rng, n=8, p=3, labels="pm1")

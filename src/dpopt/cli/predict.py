@@ -37,7 +37,7 @@ def cmd_predict(args):
             y = np.asarray(y, dtype=np.float64)
         except (TypeError, ValueError):
             raise ValueError(f"target {target!r}: a regression model is scored on numbers; "
-                             f"it holds values like {[str(v) for v in np.asarray(y)[:3]]}") from None
+                             f"the column holds text that is not a number") from None
     try:
         margin = modelio.margins(model, X)
     except ValueError as exc:

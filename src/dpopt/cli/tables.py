@@ -68,7 +68,7 @@ def read_frame(path):
                 if _is_text(head[c].dtype) and not _true_false(head[c])}
         df = pd.read_csv(path, dtype=text or None, **options)
     except (OSError, ValueError, UnicodeDecodeError) as exc:
-        raise ValueError(f"cannot read {os.fspath(path)!r}: {exc}") from None
+        raise ValueError(f"cannot read {os.fspath(path)!r}: {_read_error(exc)}") from None
     if header is None:
         df.columns = [f"col{j + 1}" for j in range(df.shape[1])]
     else:  # pandas renames a repeated name ("a", "a.1"): check the header as written
@@ -79,6 +79,20 @@ def read_frame(path):
         raise ValueError(f"{os.fspath(path)!r} has no data rows")
     df.columns = [str(c).strip() for c in df.columns]
     return compact_text(df)
+
+
+def _read_error(exc):
+    """What a failed read says: the tokenizer's and the file system's messages name places
+    (a line, a field count, a path); any other message (a decoding or conversion error)
+    may quote a cell, so only its kind is told."""
+    # lazy: the light CLI commands load no heavy module
+    import pandas as pd
+
+    if isinstance(exc, UnicodeDecodeError):
+        return "not UTF-8 text"
+    if isinstance(exc, (pd.errors.ParserError, pd.errors.EmptyDataError, OSError)):
+        return str(exc)
+    return f"not a readable table ({type(exc).__name__})"
 
 
 def _is_text(dtype):

@@ -78,20 +78,38 @@ def _encode(X_num, X_cat, cats):
     return np.hstack(blocks)
 
 
+def _numbers(fields, number):
+    try:
+        return [float(fields[i]) for i in _NUM_COLS]
+    except ValueError:  # float's message (and its chained copy) quotes the cell
+        bad = next(i for i in _NUM_COLS if not _is_number(fields[i]))
+        raise ValueError(f"adult: line {number}: field {bad + 1} is not a number") from None
+
+
+def _is_number(text):
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
 def parse_adult_lines(lines):
     """(X_num, X_cat, y) from the lines of ``adult.data`` or ``adult.test`` (module docstring)."""
     num, cat, lab = [], [], []
-    for line in lines:
+    for number, line in enumerate(lines, start=1):
         line = line.strip()
         if not line or line.startswith("|"):
             continue
         f = [s.strip() for s in line.split(",")]
-        if len(f) != 15:
-            raise ValueError(f"adult: expected 15 comma-separated fields, got {len(f)}: {line!r}")
+        if len(f) != 15:  # where, not the record: a line is a person's data
+            raise ValueError(f"adult: line {number}: expected 15 comma-separated fields, "
+                             f"got {len(f)}")
         label = f[14].rstrip(".")
         if label not in (">50K", "<=50K"):
-            raise ValueError(f"adult: unexpected label {f[14]!r}")
-        num.append([float(f[i]) for i in _NUM_COLS])
+            raise ValueError(f"adult: line {number}: the label (field 15) is neither "
+                             f"'>50K' nor '<=50K'")
+        num.append(_numbers(f, number))
         cat.append(["" if f[i] == "?" else f[i] for i in _CAT_COLS])
         lab.append(1 if label == ">50K" else -1)
     return (np.array(num, dtype=np.float64).reshape(-1, 6), np.array(cat, dtype="<U26").reshape(

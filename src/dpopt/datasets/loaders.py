@@ -7,7 +7,10 @@ None. Labels are returned as stored; :func:`to_signed_labels` maps a two-class
 vector to {-1.0, +1.0} when the caller says which class is positive.
 
 A missing file, an unreadable file, a malformed table, NaN or inf values all
-raise ``ValueError`` naming the path (docs/design.md invariant 7).
+raise ``ValueError`` naming the path (docs/design.md invariant 7). A parse error
+names where the file is malformed (line, column, entry), found by the readers' own
+scan (:mod:`dpopt.datasets._where`), never the cell or label it could not read: the
+parser's message, which quotes it, is neither repeated nor chained.
 
 The ``.npz`` layout is the one of the shared data directory (see
 ``MANIFEST.md``): keys ``X`` (2-D), ``y`` (1-D) and optionally
@@ -31,6 +34,7 @@ if TYPE_CHECKING:
     import scipy.sparse as sp
 
 from dpopt._core.validation import check_positive_int
+from dpopt.datasets._where import csv_problem, first_non_utf8_line, libsvm_problem
 
 __all__ = [
     "LoadedData",
@@ -214,8 +218,10 @@ def load_libsvm(path, n_features=None) -> LoadedData:
         n_features = check_positive_int(n_features, "n_features")
     try:
         X, y = load_svmlight_file(str(path), n_features=n_features, dtype=np.float64)
-    except (ValueError, RuntimeError, UnicodeDecodeError) as exc:
-        raise ValueError(f"{path}: not a valid LIBSVM/svmlight file ({exc})") from exc
+    except (ValueError, RuntimeError, UnicodeDecodeError):
+        # scikit-learn's message quotes the cell: where, from our own scan, instead
+        where = libsvm_problem(path, n_features) or "a line is not 'label index:value ...'"
+        raise ValueError(f"{path}: not a valid LIBSVM/svmlight file: {where}") from None
     return _finish(sp.csr_matrix(X), _as_float(y, "y", path), None, path)
 
 
@@ -234,8 +240,10 @@ def _read_first_row(path, delimiter):
     try:
         with open(path, newline="", encoding="utf-8") as fh:
             first = next(csv.reader(fh, delimiter=delimiter), None)
-    except UnicodeDecodeError as exc:
-        raise ValueError(f"{path}: not a UTF-8 text file ({exc})") from exc
+    except UnicodeDecodeError:  # its message and its chained copy hold the file's bytes
+        line = first_non_utf8_line(path)
+        where = f" (line {line})" if line is not None else ""
+        raise ValueError(f"{path}: not a UTF-8 text file{where}") from None
     if not first:
         raise ValueError(f"{path}: the CSV file is empty")
     return [cell.strip() for cell in first]
@@ -293,8 +301,11 @@ def load_csv(path, target=-1, *, header="infer", delimiter=",") -> LoadedData:
             warnings.filterwarnings("ignore", "loadtxt: input contained no data")
             table = np.loadtxt(path, delimiter=delimiter, skiprows=int(has_header), ndmin=2,
                                dtype=np.float64, quotechar='"', encoding="utf-8")
-    except ValueError as exc:
-        raise ValueError(f"{path}: not a numeric CSV table ({exc})") from exc
+    except ValueError:
+        # NumPy's message quotes the cell: where, from our own scan, instead
+        where = (csv_problem(path, delimiter, int(has_header), len(first), names)
+                 or "a cell is empty or not a number, or a row has another number of fields")
+        raise ValueError(f"{path}: not a numeric CSV table: {where}") from None
     if table.shape[0] == 0:
         raise ValueError(f"{path}: the CSV file has no data rows")
     if table.shape[1] != len(first):
@@ -349,10 +360,8 @@ def to_signed_labels(y, positive):
     if y.ndim != 1:
         raise ValueError(f"y must be 1-D, got shape {y.shape}")
     classes = np.unique(y)
-    if classes.size > 2:
-        raise ValueError(f"y must have at most two classes, got {classes.size}: "
-                         f"{classes[:10].tolist()}")
+    if classes.size > 2:  # how many, not which: the labels are the records' values
+        raise ValueError(f"y must have at most two classes, got {classes.size}")
     if positive not in classes.tolist():
-        raise ValueError(f"positive={positive!r} is not one of the labels "
-                         f"{classes.tolist()}")
+        raise ValueError(f"positive={positive!r} is not one of the {classes.size} labels of y")
     return np.where(y == positive, 1.0, -1.0)

@@ -140,8 +140,8 @@ def _numeric_features(bunch):
         j = list(bunch.feature_names).index(name)
         try:
             values = np.array([float(c) for c in cats])
-        except ValueError as exc:
-            raise ValueError(f"nominal feature {name!r} has non-numeric categories") from exc
+        except ValueError:  # the chained error would quote a category
+            raise ValueError(f"nominal feature {name!r} has non-numeric categories") from None
         codes = X[:, j]
         if not np.all(np.isfinite(codes)):
             raise ValueError(f"nominal feature {name!r} has missing values")
@@ -151,9 +151,9 @@ def _numeric_features(bunch):
 
 def _binary(target, positive, negative, source):
     found = set(np.unique(np.asarray(target)).tolist())
-    if found != {positive, negative}:
+    if found != {positive, negative}:  # how many, not which: labels are records' values
         raise ValueError(f"{source}: expected the labels {{{positive!r}, {negative!r}}}, "
-                         f"found {sorted(found, key=str)[:10]}")
+                         f"found {len(found)} distinct label(s), not these two")
     return to_signed_labels(np.asarray(target), positive)
 
 
@@ -369,8 +369,9 @@ def _check_labels(spec, y, origin):
         return y
     classes = np.unique(y)
     if not np.all(np.isin(classes, (-1.0, 1.0))):
+        other = int(np.count_nonzero(~np.isin(classes, (-1.0, 1.0))))
         raise ValueError(f"{origin}: labels of the classification dataset {spec.name!r} "
-                         f"must be -1/+1, found {classes[:10].tolist()}")
+                         f"must be -1/+1, found {other} other distinct value(s)")
     return y
 
 
