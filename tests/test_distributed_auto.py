@@ -432,3 +432,68 @@ def test_auto_chunked_honours_public_feature_bounds():
     with pytest.raises(ValueError, match="feature_bounds"):
         dpopt.DPLinearRegression(epsilon=1.0, feature_bounds={9: (0, 1)}).fit(
             *as_dask(*raw_data(), 500))
+
+
+# raw values beyond the magnitude limit: the default path clips them in both layouts
+
+def _with_entry(a, index, value):
+    a = a.copy()
+    a[index] = value
+    return a
+
+
+@pytest.mark.parametrize("estimator, where, value, atol", [
+    (dpopt.DPLinearRegression, "X", 1e200, TOL),
+    (dpopt.DPLinearRegression, "y", -1e200, TOL),
+    (dpopt.DPLinearRegression, "X", 1e-200, TOL),
+    (dpopt.DPLogisticRegression, "X", -1e200, OP_TOL),
+])
+def test_auto_chunked_takes_raw_values_beyond_the_magnitude_limit_as_in_memory(
+        estimator, where, value, atol):
+    """One raw entry beyond MAX_MAGNITUDE (or non-zero below 1e-150): the in-memory default
+    path clips it to the private bounds before any Problem is built, and so does the
+    chunked one (it refused the raw chunk); the same release at the same seed, finite."""
+    X, y = raw_data()
+    if where == "X":
+        X = _with_entry(X, (7, 1), value)
+    target = np.where(y > np.median(y), 1.0, -1.0) if estimator is dpopt.DPLogisticRegression \
+        else (_with_entry(y, 7, value) if where == "y" else y)
+    ref = estimator(epsilon=1.0, random_state=4).fit(X, target)
+    got = estimator(epsilon=1.0, random_state=4).fit(*as_dask(X, target, 377))
+    assert np.all(np.isfinite(got.coef_)) and np.all(np.isfinite(got.intercept_))
+    assert_same_release(ref, got, atol)
+
+
+def test_auto_chunked_row_normalized_raw_value_beyond_the_limit_as_in_memory():
+    rng = np.random.default_rng(6)
+    X = _with_entry(rng.standard_normal((400, 8)) * 5.0, (3, 2), 1e200)
+    y = X[:, [0, 1, 3]] @ rng.standard_normal(3)
+    kw = dict(epsilon=0.5, delta=1e-5, random_state=1)
+    ref = dpopt.DPLinearRegression(**kw).fit(X, y)
+    got = dpopt.DPLinearRegression(**kw).fit(da.from_array(X, chunks=(130, 8)),
+                                             da.from_array(y, chunks=130))
+    assert got.auto_.plan["scaling"] == ref.auto_.plan["scaling"] == "row-normalized"
+    assert np.all(np.isfinite(got.coef_))
+    np.testing.assert_allclose(got.coef_, ref.coef_, rtol=0, atol=TOL)
+
+
+def test_explicit_chunked_solver_still_refuses_raw_values_beyond_the_limit():
+    """An explicit solver takes the data as given, in memory and chunked: refused."""
+    X, y = raw_data()
+    X = _with_entry(X, (7, 1), 1e200)
+    for data in ((X, y), as_dask(X, y, 377)):
+        with pytest.raises(ValueError, match="X has entries beyond 1e\\+150"):
+            dpopt.DPLinearRegression(epsilon=1.0, solver="adassp").fit(*data)
+
+
+@pytest.mark.parametrize("estimator", [dpopt.DPLinearRegression, dpopt.DPLogisticRegression])
+@pytest.mark.parametrize("where, value", [("X", np.nan), ("X", np.inf), ("y", np.nan),
+                                          ("y", -np.inf)])
+def test_auto_refuses_nan_and_inf_in_both_layouts(estimator, where, value):
+    X, y = raw_data()
+    y = np.where(y > np.median(y), 1.0, -1.0) if estimator is dpopt.DPLogisticRegression else y
+    X = _with_entry(X, (7, 1), value) if where == "X" else X
+    y = _with_entry(y, 7, value) if where == "y" else y
+    for data in ((X, y), as_dask(X, y, 377)):
+        with pytest.raises(ValueError, match=rf"(^|Input ){where} (contains|has missing)"):
+            estimator(epsilon=1.0, random_state=0).fit(*data)

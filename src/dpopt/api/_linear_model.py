@@ -260,10 +260,12 @@ class _DPLinearModel(BaseEstimator):
         penalty, penalty_kwargs = self._penalty()
 
         def problem_of(target, loss=None, penalized=True):
-            # the default path's records carry no penalty: it is set on the scaled problem
+            # the default path's records carry no penalty (it is set on the scaled problem)
+            # and skip the magnitude check (the scaled data pass it, as in memory)
             kw = {"penalty": penalty, **penalty_kwargs} if penalized else {}
             return ChunkedProblem(X, target, loss=loss or self._loss(),
-                                  fit_intercept=self.fit_intercept, **kw)
+                                  fit_intercept=self.fit_intercept, check_magnitude=penalized,
+                                  **kw)
 
         n = int(X.shape[0]) if X is not None and not math.isnan(X.shape[0]) else None
         if spec is None:
@@ -335,8 +337,9 @@ class _DPLinearModel(BaseEstimator):
                 target, _, scored = self._chunked_default_target(target, n, epsilon, delta, rng,
                                                                  chosen=classes)
             loss = "squared" if self._n_classes() > 2 else self._loss()
-            # the records: the penalty is set on the scaled problem of the default path
-            problem = ChunkedProblem(Xa, target, loss=loss, fit_intercept=self.fit_intercept)
+            # the records: the penalty and the magnitude check are the scaled problem's
+            problem = ChunkedProblem(Xa, target, loss=loss, fit_intercept=self.fit_intercept,
+                                     check_magnitude=False)
             return problem, scored, bounds, prior
 
         self._fit_auto(prepare, epsilon, delta, penalty, penalty_kwargs)

@@ -71,7 +71,8 @@ by one extra pass, with the same :class:`~dpopt.PrivacyLeakWarning` as in memory
 Validation. Construction checks shapes and dtypes at once and, with ``validate=True``
 (default), makes one pass to check that X and y are finite, of a sane magnitude, and that
 the labels fit the loss (the same checks as :class:`~dpopt.Problem`, raising ``ValueError``
-before anything is spent).
+before anything is spent); the default path's raw records skip the magnitude check, which
+the scaled data pass, as in memory (``check_magnitude=False``: the scaling clips them).
 """
 
 from __future__ import annotations
@@ -83,6 +84,7 @@ import math
 import numpy as np
 import scipy.sparse as sp
 
+from dpopt._core.validation import check_bool, check_positive_int
 from dpopt.data.losses import get_loss
 from dpopt.data.penalties import get_penalty
 from dpopt.data.problem import _NUMERIC_KINDS, Problem, _check_magnitude
@@ -192,7 +194,6 @@ def poisson_rows(entropy, step, rate, start, stop, n):
     k (rows k B .. (k+1) B - 1, B = :data:`SAMPLING_BLOCK`, the last one cut at n) draws its
     members from ``SeedSequence(entropy, spawn_key=(step, k))``, each row independently
     with probability ``rate`` (module docstring)."""
-
     out = []
     for k in range(start // SAMPLING_BLOCK, -(-stop // SAMPLING_BLOCK)):
         lo = k * SAMPLING_BLOCK
@@ -213,7 +214,6 @@ def _chunk_sampled_gradient(xb, yb, *, w, loss, fit_intercept, clip, entropy, st
 
 
 def _chunk_statistics(xb, yb, *, row_bound, target_bound, fit_intercept):
-
     xtx, xty, m = sufficient_statistics(_features(xb), yb[:, 0], row_bound, target_bound,
                                         fit_intercept)
     return np.concatenate([xtx.ravel(), xty, [m]])[None, :]
@@ -254,17 +254,18 @@ def _chunk_loss(xb, yb, *, w, loss, fit_intercept):
     return np.array([[float(np.sum(loss.value(z, yb[:, 0])))]])
 
 
-def _chunk_check(xb, yb, *, loss):
+def _chunk_check(xb, yb, *, loss, magnitude=True):
     """Problem's checks on one chunk (raises ValueError in the task, re-raised by compute);
-    a sparse chunk's stored values are checked."""
+    a sparse chunk's stored values are checked; the magnitude's only with ``magnitude``."""
     x = _features(xb).data if sp.issparse(xb) else np.asarray(xb, dtype=np.float64)
     y = np.asarray(yb[:, 0], dtype=np.float64)
     if not np.all(np.isfinite(x)):
         raise ValueError("X contains NaN or infinity")
     if not np.all(np.isfinite(y)):
         raise ValueError("y contains NaN or infinity")
-    _check_magnitude(x, "X")
-    _check_magnitude(y, "y")
+    if magnitude:
+        _check_magnitude(x, "X")
+        _check_magnitude(y, "y")
     loss.check_labels(y)
     return np.zeros((1, 1))
 
@@ -303,6 +304,8 @@ class ChunkedProblem:
         the Dask array's own row chunks, else about 64 MiB of float64 per chunk.
     validate : bool
         One pass checking finiteness, magnitude and labels (default True).
+    check_magnitude : bool
+        Whether ``validate`` checks the magnitude too (default True; module docstring).
     retries : int
         Times the scheduler reruns a failed task (a lost worker, a transient error) before
         giving up; safe because every task is a pure function of its chunk.
@@ -312,18 +315,15 @@ class ChunkedProblem:
     is_sparse = False
 
     def __init__(self, X, y, loss="squared", penalty=None, *, alpha=None, fit_intercept=False,
-                 chunk_rows=None, validate=True, retries=2, **penalty_kwargs):
+                 chunk_rows=None, validate=True, check_magnitude=True, retries=2, **penalty_kwargs):
         self.loss = get_loss(loss)
-        if chunk_rows is not None and (isinstance(chunk_rows, bool) or
-                                       not isinstance(chunk_rows, (int, np.integer))
-                                       or chunk_rows < 1):
-            raise ValueError(f"chunk_rows must be a positive integer, got {chunk_rows!r}")
-        if not isinstance(fit_intercept, (bool, np.bool_)):
-            raise ValueError(f"fit_intercept must be a bool, got {fit_intercept!r}")
+        if chunk_rows is not None:
+            chunk_rows = check_positive_int(chunk_rows, "chunk_rows")
+        check_magnitude = check_bool(check_magnitude, "check_magnitude")
         if isinstance(retries, bool) or not isinstance(retries, (int, np.integer)) or retries < 0:
             raise ValueError(f"retries must be a non-negative integer, got {retries!r}")
         self.retries = int(retries)
-        self.fit_intercept = bool(fit_intercept)
+        self.fit_intercept = check_bool(fit_intercept, "fit_intercept")
         self.X, self.y = self._align(*_as_dask(X, y, chunk_rows), chunk_rows)
         self.n_samples, self.n_features = (int(s) for s in self.X.shape)
         self.is_sparse = sp.issparse(self.X._meta)
@@ -331,7 +331,7 @@ class ChunkedProblem:
         self.penalty = get_penalty(penalty, alpha, **penalty_kwargs).for_dimension(
             self.dim, unpenalized_last=self.fit_intercept)
         if validate:
-            self._reduce(_chunk_check, 1, loss=self.loss)
+            self._reduce(_chunk_check, 1, loss=self.loss, magnitude=check_magnitude)
 
     def _align(self, X, y, chunk_rows):
         _, da = _dask()

@@ -148,12 +148,14 @@ class ChunkedData:
 
     @classmethod
     def of(cls, X, y, *, loss, fit_intercept):
-        """From a ChunkedProblem (``y`` must be None) or any input it takes (validated)."""
+        """From a ChunkedProblem (``y`` must be None) or any input it takes (validated, but
+        for the magnitude: the raw records are clipped by the scaling, as in memory)."""
         if getattr(X, "is_chunked", False) is True:
             if y is not None:
                 raise ValueError("y must be None when X is a ChunkedProblem (it has its target)")
             return cls(X)
-        return cls(ChunkedProblem(X, y, loss=loss, fit_intercept=fit_intercept))
+        return cls(ChunkedProblem(X, y, loss=loss, fit_intercept=fit_intercept,
+                                  check_magnitude=False))
 
     def feature_bounds(self, mu, rng, bounds=None, grid=DEFAULT_GRID):
         p = self.shape[1]
