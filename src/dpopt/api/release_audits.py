@@ -1,5 +1,5 @@
 """Empirical audits of the default path's single releases: the held-out selection's scores, a
-regressor's constant on all rows, the prediction gaps' histogram, the target's histogram
+regressor's constant on all rows, the score gaps' histogram, the target's histogram
 released again and pooled, the indicator test, DP-GD's curvature and intercept step, the
 re-centring and the one-vs-rest class scores. Each runs the fit's own release on
 neighbouring data that differ in one canary record (the worst case of its stated
@@ -140,30 +140,31 @@ def audit_constant(*, epsilon=DEFAULT_EPSILON, delta=DEFAULT_DELTA, n_runs=DEFAU
 def audit_gap_histogram(*, epsilon=DEFAULT_EPSILON, delta=DEFAULT_DELTA, n_runs=DEFAULT_RUNS,
                         n_validation=50, random_state=0, confidence=0.95,
                         noise_scale=1.0) -> AuditResult:
-    """Empirical lower bound on the epsilon of a regressor's held-out histogram of prediction
+    """Empirical lower bound on the epsilon of a regressor's held-out histogram of score
     gaps (:func:`dpopt.pipeline.held_out.noisy_gap_counts`, which gives the paired
     difference's clip). Neighbouring held-out sets of ``n_validation`` records of one
-    feature, a model f(x) = x against the constant 0: every record at x = 0 except the
-    canary, at 0 on D0 and 1 on D1 (one unit leaves the [0, 1e-3] bin and enters the top
-    one). The release runs at mu = gdp_mu(epsilon, delta) through the fit's code; the
-    statistic is the top bin's noisy count less the first's. ``noise_scale`` < 1 is a
-    broken variant, for the tests only."""
+    feature and y = 1, a model f(x) = 1 - 2x against the constant 1: every record at x = 0
+    (gap 0) except the canary, at 0 on D0 and 1 on D1 (f = -1: squared error 4 against 0,
+    gap 1; one unit leaves the [0, 1e-3] bin and enters the top one). The release runs at
+    mu = gdp_mu(epsilon, delta) through the fit's code; the statistic is the top bin's noisy
+    count less the first's. ``noise_scale`` < 1 is a broken variant, for the tests only."""
     epsilon, delta, n_runs, mu = _release_claim(epsilon, delta, n_runs)
     identity = SimpleNamespace(transform=lambda v: v)
-    cands = [("model", np.ones(1), 0.0), ("constant", np.zeros(1), 0.0)]
+    cands = [("model", -2.0 * np.ones(1), 1.0), ("constant", np.zeros(1), 1.0)]
     rng = np.random.default_rng(random_state)
     scores = np.empty((2, n_runs))
     for b, canary in enumerate((0.0, 1.0)):
         x = np.zeros((n_validation, 1))
         x[0] = canary
-        data = InMemoryData(x, np.zeros(n_validation))
-        exact = gap_counts(x, None, scaling=identity, target=identity, cands=cands)[:-1]
+        data = InMemoryData(x, np.ones(n_validation))
+        exact = gap_counts(x, np.ones(n_validation), scaling=identity, target=identity,
+                           cands=cands)[:-1]
         for k in range(n_runs):
             noisy = noisy_gap_counts(data, scaling=identity, target=identity, cands=cands,
                                      mu=mu, rng=rng)[0]
             noisy = exact + noise_scale * (noisy - exact)
             scores[b, k] = noisy[-1] - noisy[0]
-    return _release_audit("prediction gaps' histogram (held-out choice, regression)", scores,
+    return _release_audit("score gaps' histogram (held-out choice, regression)", scores,
                           mu, delta, confidence, {"n_validation": n_validation,
                                                   "noise_scale": noise_scale})
 

@@ -3,12 +3,12 @@ scores on the held-out records, and the Gaussian release of their sums.
 
 Candidates (:func:`candidates`) are fixed functions once the training branch has released:
 its model and the constant predictors. A record's score is in [0, 1] (a classifier: whether
-the candidate predicts its label; a regressor: 1 - min(|y - f(x)|, 1) on the training
-branch's scaled target), and a regressor's released number is the paired difference model -
-constant, bounded by :func:`prediction_gap_bound`. The release adds Gaussian noise to the
-means of those per-record numbers, calibrated to their replace-one sensitivity
-(:func:`noisy_scores`: sqrt(k) / m for k score columns; :func:`noisy_difference_total`: 2 H / m);
-the privacy argument of the whole choice is in :mod:`dpopt.pipeline.selection`.
+the candidate predicts its label; a regressor: 1 - (y - f(x))^2 / 4 on the training
+branch's scaled target, y and f(x) in [-1, 1]), and a regressor's released number is the
+paired difference model - constant, bounded by :func:`prediction_gap_bound`. The release
+adds Gaussian noise to the means of those per-record numbers, calibrated to their
+replace-one sensitivity (:func:`noisy_scores`: sqrt(k) / m for k score columns;
+:func:`noisy_difference_total`: 2 H / m); the privacy argument of the whole choice is in :mod:`dpopt.pipeline.selection`.
 
 The per-record numbers are summed where the records are (:func:`score_totals` over one block
 of rows, with a count of the records that break their bound): once in memory, chunk by
@@ -17,18 +17,22 @@ chunk for chunked data (:func:`held_out_totals`), and the noise is added once to
 same thing. A record beyond its bound stops the release (the noise would be too small for
 it): never expected, an internal error.
 
-A regressor's clip (:func:`clipped_difference_split`). H bounds |f(x) - c| over the whole scaled
-domain (every feature at +-1 at once), so it is 1 on most tables while a record's
-prediction gap is typically a tenth of that, and the difference's noise 2 H / (m mu) is
-then ten times the scale of what it measures. So a quarter of the score release's mu^2
-(:data:`GAP_SHARE`) first releases a histogram of the held-out records' gaps
-g = min(1, |f(x) - c|) on a public grid (:data:`GAP_EDGES`; replacing one record moves one
-unit between two bins: sensitivity sqrt(2)), the scan of the features' bounds reads its
-upper 1% bound T from the noisy counts (post-processing), and each paired difference is
-clipped to [-T, T] (T <= H; H where the scan does not stop) before the rest of mu^2
-releases their mean with noise 2 T / (m mu_d): sensitivity 2 T / m, T a function of
-released numbers. The clipped mean differs from the mean only on records whose gap
-exceeds T, at most about 1% of them beyond the scan's own margin.
+A regressor's clip (:func:`clipped_difference_split`). H bounds a record's score gap
+|s_model - s_constant| = |f(x) - c| |2 y - f(x) - c| / 4 <= min(1, |f(x) - c|) over the whole
+scaled domain (every feature at +-1 at once), so it is 1 on most tables while a record's
+gap is typically a tenth of that or less, and the difference's noise 2 H / (m mu) is then far
+above the scale of what it measures. So a quarter of the score release's mu^2
+(:data:`GAP_SHARE`) first releases a histogram of the held-out records' score gaps on a
+public grid (:data:`GAP_EDGES`; replacing one record moves one unit between two bins:
+sensitivity sqrt(2)), the scan of the features' bounds reads its upper 1% bound T from the
+noisy counts (post-processing), and each paired difference is clipped to [-T, T] (T <= H;
+H where the scan does not stop) before the rest of mu^2 releases their mean with noise
+2 T / (m mu_d): sensitivity 2 T / m, T a function of released numbers. The clipped mean
+differs from the mean only on records whose gap exceeds T, at most about 1% of them beyond
+the scan's own margin. The histogram is of the gaps themselves, not of a bound on them
+(|f(x) - c|, which reads the features only and was the histogram until session 31): the
+squared error's gaps are a factor |2 y - f(x) - c| / 4 below that bound, which the clip
+then follows.
 """
 
 from __future__ import annotations
@@ -51,8 +55,8 @@ __all__ = ["candidates", "per_record_scores", "score_totals", "summed_over_recor
            "noisy_difference_total", "gap_counts", "noisy_gap_counts", "gap_clip",
            "clipped_difference_split", "GAP_EDGES", "GAP_SHARE"]
 
-#: The public grid of the prediction gaps' histogram (:func:`noisy_gap_counts`): [0, 1e-3],
-#: then 12 bins of a factor 10^(1/4) up to 1 (the gaps are clipped at 1: so are the scores).
+#: The public grid of the score gaps' histogram (:func:`noisy_gap_counts`): [0, 1e-3],
+#: then 12 bins of a factor 10^(1/4) up to 1 (the scores are in [0, 1]: so are the gaps).
 GAP_EDGES = np.concatenate([[0.0], 1e-3 * 10.0 ** (np.arange(13) / 4.0)])
 #: The share of the score release's mu^2 that the gaps' histogram takes: the bound only
 #: needs to be right within a bin, as the smallest histogram share of a range elsewhere
@@ -122,7 +126,7 @@ def per_record_scores(scaling, target, cands, X_val, y_val, regression):
     margins = [_margins(scaling, Xs, c, b) for _, c, b in cands]
     if regression:
         y = np.clip(target.transform(y_val), -1.0, 1.0)  # exact bound despite rounding
-        return np.column_stack([1.0 - np.minimum(np.abs(y - np.clip(f, -1.0, 1.0)), 1.0)
+        return np.column_stack([1.0 - np.square(y - np.clip(f, -1.0, 1.0)) / 4.0
                                 for f in margins])
     hits = [(np.where(f > 0, 1.0, -1.0) == y_val).astype(np.float64) for f in margins]
     if len(cands) == 3:  # model, +1, -1: the score of -1 is 1 - that of +1
@@ -179,9 +183,10 @@ def prediction_gap_bound(model, constant):
     """H = min(1, |b - c| + ||w||_1): a bound on |f(x) - c| over the scaled domain (every
     scaled feature in [-1, 1]: min-max then centred, narrowed, sparse or row-normalized),
     hence on each record's score difference |s_model - s_constant| <= min(1, |f(x) - c|)
-    (the clipped absolute error is 1-Lipschitz in the prediction, and clipping predictions
-    to [-1, 1] only brings them closer). A function of released numbers only (the model, the
-    constant): post-processing."""
+    (with y, f(x) and c in [-1, 1] the difference of the scores 1 - (y - f)^2 / 4 is
+    |f - c| |2 y - f - c| / 4 <= |f - c|, and both scores are in [0, 1]; clipping
+    predictions to [-1, 1] only brings them closer). A function of released numbers only
+    (the model, the constant): post-processing."""
     (_, w, b), (_, _, c) = model, constant
     return float(min(1.0, abs(b - c) + np.sum(np.abs(w))))
 
@@ -200,20 +205,18 @@ def noisy_difference_total(total, m, bound, mu, rng):
 
 
 def gap_counts(X_val, y_val, *, scaling, target, cands):
-    """The counts, on :data:`GAP_EDGES`, of one block's prediction gaps
-    g = min(1, |f(x) - c|) between the model (``cands[0]``) and the constant (``cands[1]``),
-    predictions clipped to [-1, 1] as the scores clip them; and, last, 0 (no record can
-    break a histogram's bound). Summed over chunks out of core."""
-    del y_val, target  # a gap reads the features only
-    Xs = scaling.transform(X_val)
-    f = np.clip(_margins(scaling, Xs, cands[0][1], cands[0][2]), -1.0, 1.0)
-    gaps = np.minimum(np.abs(f - cands[1][2]), 1.0)
+    """The counts, on :data:`GAP_EDGES`, of one block's score gaps |s_model - s_constant|
+    (:func:`per_record_scores` of the model ``cands[0]`` and the constant ``cands[1]``,
+    in [0, 1]); and, last, 0 (no record can break a histogram's bound). Summed over chunks
+    out of core."""
+    scores = per_record_scores(scaling, target, cands[:2], X_val, y_val, True)
+    gaps = np.minimum(np.abs(scores[:, 0] - scores[:, 1]), 1.0)
     counts = np.histogram(gaps, bins=GAP_EDGES)[0].astype(np.float64)
     return np.append(counts, 0.0)
 
 
 def noisy_gap_counts(data, *, scaling, target, cands, mu, rng):
-    """The held-out records' gaps counted on :data:`GAP_EDGES` (:func:`gap_counts`, in
+    """The held-out records' score gaps counted on :data:`GAP_EDGES` (:func:`gap_counts`, in
     memory or summed over chunks) plus N(0, sigma^2) per count, sigma = sqrt(2) / mu:
     replacing one record moves one unit between two bins (replace-one sensitivity
     sqrt(2)), so this is the Gaussian mechanism of multiplier 1 / mu, mu-GDP. Returns

@@ -22,21 +22,22 @@ scores (post-processing). Candidates (:func:`candidates`):
 Scores (per record, in [0, 1]). Classifier: 1 if the candidate predicts the label, so
 the two constants' scores sum to 1 and one number (the positive-label rate) gives both.
 Regressor, on the training branch's private target scale (y clipped and mapped to
-[-1, 1], predictions clipped to [-1, 1]): 1 - min(|y - f(x)|, 1), the absolute error
-clipped at half the target range (a public clip). The absolute rather than the squared
-error: the private target bounds are quantiles on a coarse public grid, so y often spans a
-small part of [-1, 1], and errors e << 1 differ far more in |e| than in e^2 (two
-candidates whose mean absolute errors are 0.1 and 0.01 differ by 0.09 in score, by about
-0.01 in squared error), while the noise is the same: the held-out choice can see them.
+[-1, 1], predictions clipped to [-1, 1]): 1 - (y - f(x))^2 / 4, the squared error on that
+scale, the loss the estimators' R^2 (``score``) measures. (Until session 31 it was the
+absolute error, for its resolution: errors e << 1 differ far more in |e| than in e^2. On a
+skewed target that chose a predictor near the median, which wins the absolute error while
+it loses R^2 to the mean. The resolution is now the clip's: below.)
 A regressor has two candidates (the model and one constant), so one number is released:
 the mean paired difference of their scores, each record's difference clipped at a bound T
-released first (:func:`~dpopt.pipeline.held_out.clipped_difference_split`).
+released first from the histogram of those differences
+(:func:`~dpopt.pipeline.held_out.clipped_difference_split`), so the noise follows the
+scale of the squared errors' differences, however small.
 
 Privacy (replace-one adjacency). Each mean score moves by at most 1/m when one validation
 record is replaced, so the k released means have L2 sensitivity sqrt(k) / m; N(0, sigma^2)
 noise with sigma = sqrt(k) / (m mu_s) makes them a Gaussian mechanism of multiplier
 1 / mu_s, i.e. mu_s-GDP (Dong, Roth & Su 2022). A regressor's release is two Gaussian
-mechanisms whose mu^2 add up to mu_s^2: the prediction gaps' histogram (sensitivity sqrt(2))
+mechanisms whose mu^2 add up to mu_s^2: the score gaps' histogram (sensitivity sqrt(2))
 and the clipped differences' mean (sensitivity 2 T / m, T released before it: adaptive
 composition of Gaussians is GDP composition). For a regressor the constant is the noisy
 mean of the scaled target, released on all n rows with a share mu_c kept out of the
