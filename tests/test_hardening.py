@@ -138,6 +138,23 @@ def test_row_normalization_fallback_is_warned_and_reported():
     assert "rows normalized" in clf.privacy_report()
 
 
+def test_a_row_too_large_to_square_is_normalized_like_its_direction():
+    # its squared norm overflowed and the row became 0 (a helper's finding, session 31)
+    rng = np.random.default_rng(0)
+    X, y = rng.standard_normal((40, 5)), rng.integers(0, 2, 40)
+    X[0] = np.abs(X[0]) + 1.0
+    big = X.copy()
+    big[0] *= 2.0 ** 1000  # about 1e301: exact, the same direction
+    fits = []
+    for data in (X, big):
+        with pytest.warns(UserWarning, match="rows are normalized"):
+            fits.append(dpopt.DPLogisticRegression(epsilon=0.5, random_state=0,
+                                                   classes=[0, 1]).fit(data, y))
+    assert np.array_equal(fits[0].coef_, fits[1].coef_)
+    assert fits[0].intercept_ == fits[1].intercept_
+    assert np.array_equal(fits[0].decision_function(X), fits[1].decision_function(big))
+
+
 # -- item 7: modelio.predict on scipy.sparse input with a clip feature map -------------------
 
 def _fit_cli(tmp_path, argv, X=None, y=None):

@@ -8,7 +8,8 @@ branch's scaled target, y and f(x) in [-1, 1]), and a regressor's released numbe
 paired difference model - constant, bounded by :func:`prediction_gap_bound`. The release
 adds Gaussian noise to the means of those per-record numbers, calibrated to their
 replace-one sensitivity (:func:`noisy_scores`: sqrt(k) / m for k score columns;
-:func:`noisy_difference_total`: 2 H / m); the privacy argument of the whole choice is in :mod:`dpopt.pipeline.selection`.
+:func:`noisy_difference_total`: 2 H / m); the privacy argument of the whole choice is in
+:mod:`dpopt.pipeline.selection`.
 
 The per-record numbers are summed where the records are (:func:`score_totals` over one block
 of rows, with a count of the records that break their bound): once in memory, chunk by

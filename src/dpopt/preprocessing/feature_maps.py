@@ -204,6 +204,29 @@ class Scaling:
         return raw, float(intercept - raw @ self.offset)
 
 
+#: Rows whose largest entry is beyond this are scaled down before their norm is taken: the
+#: square of an entry above about 1.3e154 overflows, and the row's norm with it.
+_LARGE_ENTRY = 2.0 ** 500
+
+
+def _without_overflow(X):
+    """X with every row whose largest |entry| exceeds :data:`_LARGE_ENTRY` multiplied by a
+    power of 2 that brings that entry near 1: exact (no rounding, but for entries far below
+    the largest, which underflow as they would in the norm), so the row's direction and
+    every other row are unchanged, bit for bit. Without it the norm of such a row is inf
+    and the row becomes 0."""
+    big = np.asarray(abs(X).max(axis=1).todense()).ravel() if sp.issparse(X) else \
+        np.max(np.abs(X), axis=1)
+    rows = np.flatnonzero(big > _LARGE_ENTRY)
+    if rows.size == 0:
+        return X
+    factors = np.ones(X.shape[0])
+    factors[rows] = np.ldexp(1.0, -np.frexp(big[rows])[1])
+    if sp.issparse(X):
+        return sp.diags(factors) @ X
+    return np.asarray(X, dtype=np.float64) * factors[:, None]
+
+
 @dataclass(frozen=True)
 class RowNormalization:
     """x -> x / ||x||_2 for every row (0 stays 0): a per-record map that reads no other
@@ -216,7 +239,7 @@ class RowNormalization:
     def transform(self, X):
         if X.shape[0] == 0:  # an empty chunk (a held-out split can leave one): nothing to map
             return sp.csc_matrix(X, dtype=np.float64) if sp.issparse(X) else np.zeros(X.shape)
-        out = normalize(X, norm="l2", copy=True)
+        out = normalize(_without_overflow(X), norm="l2", copy=True)
         return sp.csc_matrix(out) if sp.issparse(out) else out
 
     prepare = transform
