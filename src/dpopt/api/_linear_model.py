@@ -259,18 +259,18 @@ class _DPLinearModel(BaseEstimator):
         X, y = as_dask_arrays(X, y)
         penalty, penalty_kwargs = self._penalty()
 
-        def problem_of(target, loss=None, penalized=True):
+        def problem_of(target, loss=None, default_path=False):
             # the default path's records carry no penalty (it is set on the scaled problem)
             # and skip the magnitude check (the scaled data pass it, as in memory)
-            kw = {"penalty": penalty, **penalty_kwargs} if penalized else {}
+            kw = {} if default_path else {"penalty": penalty, **penalty_kwargs}
             return ChunkedProblem(X, target, loss=loss or self._loss(),
-                                  fit_intercept=self.fit_intercept, check_magnitude=penalized,
-                                  **kw)
+                                  fit_intercept=self.fit_intercept,
+                                  check_magnitude=not default_path, **kw)
 
         n = int(X.shape[0]) if X is not None and not math.isnan(X.shape[0]) else None
         if spec is None:
             if n is None:  # a ChunkedProblem source: its own target, counted by the problem
-                n = problem_of(y, penalized=False).n_samples
+                n = problem_of(y, default_path=True).n_samples
             # alpha="auto" stays: the held-out choice resolves it on the training rows
             delta = default_delta(n) if delta_given is None else delta_given
             self.table_ = None
@@ -282,7 +282,7 @@ class _DPLinearModel(BaseEstimator):
                 target, prior, scored = self._chunked_default_target(
                     y, n, epsilon, delta, rng, count_declared=count_declared)
                 multiclass = self._n_classes() > 2  # class indices: "squared" checks no labels
-                problem = problem_of(target, "squared" if multiclass else None, penalized=False)
+                problem = problem_of(target, "squared" if multiclass else None, default_path=True)
                 bounds = array_bounds(getattr(self, "feature_bounds", None), problem.n_features)
                 return problem, scored, bounds, prior
 
