@@ -369,3 +369,44 @@ def test_a_run_failing_on_its_releases_charges_the_whole_search():
         search.fit(X, y)
     assert acc.spent() == pytest.approx(paid.spent(), rel=1e-12)
     assert acc.spent() > 1.5 * epsilon_of([Gaussian(7.0)], 1e-3)  # more than the run's own
+
+
+@pytest.mark.parametrize("error", [ValueError, RuntimeError])
+def test_any_failure_of_a_real_run_charges_the_whole_search(error):
+    # a solver refuses a non-finite model with a ValueError after its noisy steps, which
+    # passed through uncharged (a second audit, session 31); here a stand-in fails so on
+    # its second real run (the probe's fit comes first)
+    calls = []
+
+    class Failing(dpopt.DPLinearRegression):
+        def fit(self, X, y):
+            calls.append(1)
+            if len(calls) == 3:
+                raise error("produced a non-finite model")
+            return super().fit(X, y)
+
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-1, 1, (400, 3))
+    y = X @ np.array([0.5, -0.2, 0.1]) + 0.1 * rng.standard_normal(400)
+    kw = {"score_clip": 1.0, "mean_repetitions": 20.0, "random_state": 3}
+    paid = dpopt.BudgetAccountant(epsilon=100.0, delta=1e-3)
+    whole = PrivateHyperparameterSearch(dpopt.DPLinearRegression(epsilon=1.0), {"alpha": [1.0]},
+                                        accountant=paid, **kw).fit(X, y)
+    assert whole.n_repetitions_ >= 2
+    acc = dpopt.BudgetAccountant(epsilon=100.0, delta=1e-3)
+    search = PrivateHyperparameterSearch(Failing(epsilon=1.0), {"alpha": [1.0]}, accountant=acc,
+                                         **kw)
+    with pytest.raises(ChargedFitError, match="non-finite"):
+        search.fit(X, y)
+    assert acc.spent() == pytest.approx(paid.spent(), rel=1e-12)
+
+
+def test_an_explicit_multiclass_fit_reports_the_labels_it_read():
+    # one-vs-rest dropped the label-set warning that a binary fit raises (second audit)
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-1, 1, (600, 3))
+    y = np.where(np.arange(600) < 5, 2, (X[:, 0] > 0).astype(int))
+    with pytest.warns(dpopt.PrivacyLeakWarning, match="np.unique"):
+        clf = dpopt.DPLogisticRegression(solver="dp-gd", solver_options={
+            "clip": 1.0, "smoothness": 1.0}).fit(X, y)
+    assert list(clf.classes_) == [0, 1, 2] and any("np.unique" in m for m in clf.privacy_leaks_)

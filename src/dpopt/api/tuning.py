@@ -249,29 +249,28 @@ def _is_frame(X):
 
 @contextlib.contextmanager
 def _charged_whole(params):
-    """A real run's failure after the search's first release: charged as the whole search.
-    Its failure on the outcome of its own releases (a :class:`ChargedFitError`) or an
-    internal one would tell, besides, that the runs before it did not fail, and the random
-    stopping analysis covers the best run's output only, not where a run stopped. A plain
-    ``ValueError`` is a refusal of the input, made before the run's first release and the
-    same in every run: it passes as it is."""
+    """Any failure of a real run or of its score: charged as the whole search. The run may
+    have released before it failed (a solver refuses a non-finite model after its noisy
+    steps; a label selection can keep no label), so whether it fails is an output of the
+    data, and where the search stopped would tell, besides, that the runs before it did not
+    fail: the random stopping analysis covers the best run's output only. The search's own
+    checks (:meth:`PrivateHyperparameterSearch._validate`, the probes) refuse bad input
+    before its reservation; what only the estimator's checks on the real data find is
+    charged too."""
     try:
         yield
-    except ChargedFitError as err:
-        raise ChargedFitError(f"candidate {params} failed after private releases ({err}); the "
-                              f"search's whole (epsilon, delta) is charged", whole=True) from err
-    except ValueError:
-        raise
     except Exception as exc:
-        raise ChargedFitError(f"candidate {params} failed ({type(exc).__name__}: {exc}); the "
-                              f"search's whole (epsilon, delta) is charged", whole=True) from exc
+        raise ChargedFitError(f"candidate {params} failed on the private data "
+                              f"({type(exc).__name__}: {exc}); the search's whole "
+                              f"(epsilon, delta) is charged", whole=True) from exc
 
 
 def _probe_classes(est, y, params):
     """The label set a candidate's probe fits on: the one its real fits will use, known
-    without reading y's values. Declared (``classes=``, a categorical or bool y): public.
-    An explicit solver reads ``np.unique(y)`` in every real fit, with a PrivacyLeakWarning
-    that the search reports, so the probe reads the same set. The default path selects
+    without reading y's values. Declared (``classes=``, a bool y): public. An explicit
+    solver reads ``np.unique`` of the training rows' labels in every real fit, with a
+    PrivacyLeakWarning that the search reports, so the probe reads the same set
+    (``y`` is those labels). The default path selects
     the labels privately in each run, and the set it keeps (hence the mechanisms: one
     model or k) is not known in advance: refused before the data is read, since a probe
     that read the labels would both leak them and, when one run keeps another set, stop
@@ -283,7 +282,7 @@ def _probe_classes(est, y, params):
     if getattr(final, "solver", "auto") == "auto":
         raise ValueError(f"candidate {params}: a private search over a classifier needs its "
                          f"labels declared before it reads the data; pass classes=[...] to the "
-                         f"estimator (or give y a categorical or bool dtype): each run of the "
+                         f"estimator (or give y a bool dtype): each run of the "
                          f"default path selects its labels privately and could keep another "
                          f"set, which the search cannot account in advance")
     return _classes_of(y)
@@ -333,7 +332,7 @@ class PrivateHyperparameterSearch(MetaEstimatorMixin, BaseEstimator):
         Its own ``epsilon`` / ``delta`` (or those of the grid) are the privacy of
         one fit; the search's total is larger and reported in ``epsilon_spent_``.
         A classifier at ``solver="auto"`` needs its labels declared (``classes=``, or
-        a categorical or bool y): see :func:`_probe_classes`.
+        a bool y): see :func:`_probe_classes`.
     param_grid : dict or list of dicts
         As scikit-learn's ``ParameterGrid``; each run draws one candidate uniformly.
     distribution : "truncated-negative-binomial" or "poisson"
@@ -436,7 +435,7 @@ class PrivateHyperparameterSearch(MetaEstimatorMixin, BaseEstimator):
             raise ValueError(f"n_samples={n} is too small for validation_fraction="
                              f"{self.validation_fraction}")
         val, train = perm[:m], perm[m:]
-        mechanisms = self._probe(candidates, len(train), X, y)
+        mechanisms = self._probe(candidates, len(train), X, _safe_indexing(y, train))
         score_mech = Laplace(1.0 / float(self.score_epsilon))
         total = self._total_epsilon([mechs + [score_mech] for mechs in mechanisms], delta)
         with charged(self.accountant, total, delta, label="hyperparameter search") as slot:
@@ -544,7 +543,8 @@ class PrivateHyperparameterSearch(MetaEstimatorMixin, BaseEstimator):
                                       f"dpopt.preprocessing.public_one_hot_encoder)", whole=True)
             leaks = _leaks(est)
             self.privacy_leaks_ += [m for m in leaks if m not in self.privacy_leaks_]
-            score = self._noisy_score(est, X_val, y_val, rng)
+            with _charged_whole(candidates[i]):
+                score = self._noisy_score(est, X_val, y_val, rng)
             if score > best[0]:
                 best = (score, est, candidates[i])
         self.best_score_, self.best_estimator_, self.best_params_ = best
