@@ -36,7 +36,7 @@ def test_parse_errors_name_the_line_not_the_record(line, place):
     with pytest.raises(ValueError, match="adult") as info:
         parse_adult_lines([LINES[0], line])
     assert place in str(info.value) and "SECRET123" not in str(info.value)
-    assert info.value.__cause__ is None
+    assert info.value.__cause__ is None and info.value.__context__ is None
 
 
 def _write(tmp_path, n=4):

@@ -143,6 +143,7 @@ def test_unreadable_table_error_names_the_path_not_the_bytes(tmp_path):
     with pytest.raises(ValueError, match="bad.csv': not UTF-8 text") as info:
         read_table(path)
     assert "SECRET123" not in str(info.value) and info.value.__cause__ is None
+    assert info.value.__context__ is None
 
 
 def test_one_kept_label_fits_predicts_and_saves_that_label(tmp_path, capsys):

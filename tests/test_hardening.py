@@ -695,3 +695,25 @@ def test_problem_refuses_tiny_user_values_and_zeroes_them_only_when_asked():
     import scipy.sparse as sp
     problem = dpopt.Problem(sp.csr_matrix(X), y, zero_tiny=True)
     assert problem.X.nnz == 4 and problem.X[0, 1] == 0.0
+
+
+def test_values_near_the_largest_float_raise_no_warning_in_memory():
+    # scikit-learn's finiteness check sums the data and warned on overflow, a warning
+    # decided by the data that the chunked layout does not raise (second audit, session 31)
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((2000, 3))
+    y = X @ np.array([1.0, 2.0, 3.0]) + rng.standard_normal(2000)
+    X[:60], X[60:120] = 1.7e308, -1.7e308
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        model = dpopt.DPLinearRegression(epsilon=1.0, random_state=0).fit(X, y)
+    assert np.all(np.isfinite(model.coef_))
+
+
+def test_a_model_file_prediction_names_no_cell():
+    from dpopt.api.modelio import _check_predict_input
+
+    with pytest.raises(ValueError, match="numeric") as info:
+        _check_predict_input(np.array([["1.0", "SECRET123"]], dtype=object), 2)
+    assert "SECRET123" not in str(info.value)
+    assert info.value.__context__ is None and info.value.__cause__ is None

@@ -42,12 +42,12 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 from scipy.special import softmax
-from sklearn.preprocessing import normalize
 
 from dpopt import __version__
 from dpopt.data.losses import LOSSES
 from dpopt.datasets import load_file
 from dpopt.preprocessing._transformers import _clip_columns
+from dpopt.preprocessing.feature_maps import normalize_rows
 from dpopt.preprocessing.tables import TableSchema, is_frame
 
 FORMAT = "dpopt-model/1"
@@ -306,8 +306,10 @@ def _check_predict_input(X, n_features):
     try:
         X = sp.csr_matrix(X, dtype=np.float64) if sp.issparse(X) \
             else np.asarray(X, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"X must be numeric (an array or a scipy.sparse matrix): {exc}") from None
+    except (TypeError, ValueError):
+        X = None  # NumPy's message quotes the cell: raised below, outside the handler
+    if X is None:
+        raise ValueError("X must be numeric (an array or a scipy.sparse matrix of numbers)")
     if X.ndim != 2 or X.shape[1] != n_features:
         raise ValueError(f"X has shape {X.shape}; the model takes {n_features} feature(s) "
                          f"per row")
@@ -350,9 +352,9 @@ def margins(model: dict, X):
     if fmap is not None:  # the default path's map: features clipped to bounds, or rows normalized
 
         if fmap["type"] == "row-normalize" and fmap.get("columns") is not None:
-            X = _normalize_columns(X, np.asarray(fmap["columns"], dtype=int), normalize)
+            X = _normalize_columns(X, np.asarray(fmap["columns"], dtype=int), normalize_rows)
         elif fmap["type"] == "row-normalize":
-            X = normalize(X)
+            X = normalize_rows(X)
         else:
             lower = np.asarray(fmap["lower"], dtype=np.float64)
             upper = np.asarray(fmap["upper"], dtype=np.float64)

@@ -68,7 +68,11 @@ def read_frame(path):
                 if _is_text(head[c].dtype) and not _true_false(head[c])}
         df = pd.read_csv(path, dtype=text or None, **options)
     except (OSError, ValueError, UnicodeDecodeError) as exc:
-        raise ValueError(f"cannot read {os.fspath(path)!r}: {_read_error(exc)}") from None
+        failed = _read_error(exc)  # raised below, outside the handler: the reader's error,
+    else:  # which can quote a cell, is then not kept as the new one's __context__
+        failed = None
+    if failed is not None:
+        raise ValueError(f"cannot read {os.fspath(path)!r}: {failed}")
     if header is None:
         df.columns = [f"col{j + 1}" for j in range(df.shape[1])]
     else:  # pandas renames a repeated name ("a", "a.1"): check the header as written

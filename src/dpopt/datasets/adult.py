@@ -79,11 +79,10 @@ def _encode(X_num, X_cat, cats):
 
 
 def _numbers(fields, number):
-    try:
-        return [float(fields[i]) for i in _NUM_COLS]
-    except ValueError:  # float's message (and its chained copy) quotes the cell
-        bad = next(i for i in _NUM_COLS if not _is_number(fields[i]))
-        raise ValueError(f"adult: line {number}: field {bad + 1} is not a number") from None
+    bad = next((i for i in _NUM_COLS if not _is_number(fields[i])), None)
+    if bad is not None:  # checked first: float's error would quote the cell
+        raise ValueError(f"adult: line {number}: field {bad + 1} is not a number")
+    return [float(fields[i]) for i in _NUM_COLS]
 
 
 def _is_number(text):

@@ -219,9 +219,10 @@ def load_libsvm(path, n_features=None) -> LoadedData:
     try:
         X, y = load_svmlight_file(str(path), n_features=n_features, dtype=np.float64)
     except (ValueError, RuntimeError, UnicodeDecodeError):
-        # scikit-learn's message quotes the cell: where, from our own scan, instead
+        X = None  # raised below, outside the handler: the parser's error (it quotes the
+    if X is None:  # cell) is then not kept as the new one's __context__ either
         where = libsvm_problem(path, n_features) or "a line is not 'label index:value ...'"
-        raise ValueError(f"{path}: not a valid LIBSVM/svmlight file: {where}") from None
+        raise ValueError(f"{path}: not a valid LIBSVM/svmlight file: {where}")
     return _finish(sp.csr_matrix(X), _as_float(y, "y", path), None, path)
 
 
@@ -240,30 +241,34 @@ def _read_first_row(path, delimiter):
     try:
         with open(path, newline="", encoding="utf-8") as fh:
             first = next(csv.reader(fh, delimiter=delimiter), None)
-    except UnicodeDecodeError:  # its message and its chained copy hold the file's bytes
+        text = True
+    except UnicodeDecodeError:  # its message holds the file's bytes: raised outside the
+        text = False  # handler, so that it is not kept as the new error's __context__
+    if not text:
         line = first_non_utf8_line(path)
         where = f" (line {line})" if line is not None else ""
-        raise ValueError(f"{path}: not a UTF-8 text file{where}") from None
+        raise ValueError(f"{path}: not a UTF-8 text file{where}")
     if not first:
         raise ValueError(f"{path}: the CSV file is empty")
     return [cell.strip() for cell in first]
 
 
 def _has_header(first, header, path):
-    if header == "infer":
-        return not all(_is_number(cell) for cell in first if cell)
+    if header == "infer":  # a header of names only: a row with a number is data
+        return not any(_is_number(cell) for cell in first if cell)
     if isinstance(header, (bool, np.bool_)):
         return bool(header)
     raise ValueError(f"header must be 'infer', True or False, got {header!r}")
 
 
-def _target_index(target, names, n_columns):
+def _target_index(target, names, n_columns, declared=False):
     if isinstance(target, str):
         if names is None:
             raise ValueError(f"target={target!r} is a column name but the file has no header")
-        if names.count(target) != 1:
+        if names.count(target) != 1:  # an inferred header is listed only if declared
             what = "is not a column" if target not in names else "names several columns"
-            raise ValueError(f"target={target!r} {what}; columns: {names}")
+            listed = f"columns: {names}" if declared else f"{len(names)} columns"
+            raise ValueError(f"target={target!r} {what}; {listed}")
         return names.index(target)
     if isinstance(target, bool) or not isinstance(target, (int, np.integer)):
         raise ValueError(f"target must be a column index or name, got {target!r}")
@@ -295,17 +300,18 @@ def load_csv(path, target=-1, *, header="infer", delimiter=",") -> LoadedData:
     first = _read_first_row(path, delimiter)
     has_header = _has_header(first, header, path)
     names = first if has_header else None
-    col = _target_index(target, names, len(first))
+    col = _target_index(target, names, len(first), declared=header is True)
     try:
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", "loadtxt: input contained no data")
             table = np.loadtxt(path, delimiter=delimiter, skiprows=int(has_header), ndmin=2,
                                dtype=np.float64, quotechar='"', encoding="utf-8")
     except ValueError:
-        # NumPy's message quotes the cell: where, from our own scan, instead
+        table = None  # NumPy's message quotes the cell: raised below, outside the handler
+    if table is None:  # (not kept as __context__), where our own scan finds the problem
         where = (csv_problem(path, delimiter, int(has_header), len(first), names)
                  or "a cell is empty or not a number, or a row has another number of fields")
-        raise ValueError(f"{path}: not a numeric CSV table: {where}") from None
+        raise ValueError(f"{path}: not a numeric CSV table: {where}")
     if table.shape[0] == 0:
         raise ValueError(f"{path}: the CSV file has no data rows")
     if table.shape[1] != len(first):

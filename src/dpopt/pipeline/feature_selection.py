@@ -58,7 +58,6 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.preprocessing import normalize
 
 from dpopt.data.sources import is_chunked_input
 from dpopt.pipeline.autofit import constant_fit
@@ -71,6 +70,7 @@ from dpopt.pipeline.default_path import (
     warn_columns,
 )
 from dpopt.pipeline.scaling import COLUMN_NOTES
+from dpopt.preprocessing.feature_maps import normalize_rows
 from dpopt.preprocessing.labels import LABELS_COUNTED
 from dpopt.privacy import Gaussian, epsilon_of, gdp_mu
 
@@ -86,7 +86,7 @@ SCORE_SENSITIVITY = 2.0
 
 
 def _normalized_rows(X):
-    return normalize(sp.csr_matrix(X) if sp.issparse(X) else np.asarray(X, float), norm="l2")
+    return normalize_rows(sp.csr_matrix(X) if sp.issparse(X) else np.asarray(X, float))
 
 
 def class_sums(X, y):

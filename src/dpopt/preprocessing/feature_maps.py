@@ -227,6 +227,13 @@ def _without_overflow(X):
     return np.asarray(X, dtype=np.float64) * factors[:, None]
 
 
+def normalize_rows(X):
+    """x -> x / ||x||_2 for every row (0 stays 0; a copy), a row too large to square
+    included (:func:`_without_overflow`): the one row normalization of training and
+    prediction."""
+    return normalize(_without_overflow(X), norm="l2", copy=True)
+
+
 @dataclass(frozen=True)
 class RowNormalization:
     """x -> x / ||x||_2 for every row (0 stays 0): a per-record map that reads no other
@@ -239,7 +246,7 @@ class RowNormalization:
     def transform(self, X):
         if X.shape[0] == 0:  # an empty chunk (a held-out split can leave one): nothing to map
             return sp.csc_matrix(X, dtype=np.float64) if sp.issparse(X) else np.zeros(X.shape)
-        out = normalize(_without_overflow(X), norm="l2", copy=True)
+        out = normalize_rows(X)
         return sp.csc_matrix(out) if sp.issparse(out) else out
 
     prepare = transform
