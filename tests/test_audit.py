@@ -252,9 +252,23 @@ def test_selection_score_release_passes_the_audit_and_its_broken_variant_is_caug
     assert not broken.consistent, broken.summary()
 
 
+@pytest.mark.parametrize("name", ["audit_adassp_gram", "audit_adassp_eigenvalue"])
+def test_adassp_s_partial_releases_pass_their_audits_and_broken_variants_are_caught(name):
+    """AdaSSP's X^T X and lambda_min releases, each at its own share of a fit at epsilon = 2
+    (the solver's audit canary +-e_1 moves X^T y only, so it could not catch too little noise
+    on them: an independent audit, session 31). The claim is the release's own epsilon."""
+    from dpopt.api import release_audits
+
+    audit = getattr(release_audits, name)
+    ok = audit(n_runs=1000)
+    assert ok.consistent and 0.1 < ok.epsilon < 2.0, ok.summary()
+    broken = audit(n_runs=1000, noise_scale=0.25)
+    assert not broken.consistent, broken.summary()
+
+
 @pytest.mark.parametrize("name", ["audit_class_scores", "audit_constant",
                                   "audit_pooled_histogram", "audit_gap_histogram",
-                                  "audit_multinomial_step"])
+                                  "audit_multinomial_step", "audit_inference_gram"])
 def test_a_single_release_passes_its_audit_and_its_broken_variant_is_caught(name):
     """The default path's single releases (dpopt.api.release_audits): the k >= 3 held-out
     class scores (sensitivity sqrt(3)/m), a regressor's constant on all rows, the target's

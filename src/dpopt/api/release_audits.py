@@ -28,6 +28,7 @@ from dpopt.data import Problem
 from dpopt.pipeline.constant import release_constant
 from dpopt.pipeline.curvature import noisy_gram, noisy_mean_residual
 from dpopt.pipeline.held_out import gap_counts, noisy_gap_counts
+from dpopt.pipeline.inference import RESIDUAL_BOUND, release_gram
 from dpopt.pipeline.multiclass_selection import noisy_class_scores
 from dpopt.pipeline.scaling import InMemoryData, recentre
 from dpopt.pipeline.selection import noisy_scores
@@ -45,13 +46,15 @@ from dpopt.preprocessing.target_coding import (
     resolvable,
 )
 from dpopt.privacy import gdp_epsilon, gdp_mu
+from dpopt.solvers.adassp import DEFAULT_SPLIT, SURE_SPLIT, adassp_from_statistics
 from dpopt.solvers.dp_gd import fit_multinomial_gd
 
 __all__ = ["audit_selection", "audit_constant", "audit_gap_histogram",
            "audit_pooled_histogram", "audit_indicator_counts", "audit_curvature",
            "audit_intercept_step", "audit_far_end_count",
            "audit_recentre", "audit_class_scores", "audit_target_codes",
-           "audit_coding_check", "audit_multinomial_step"]
+           "audit_coding_check", "audit_multinomial_step", "audit_adassp_gram",
+           "audit_adassp_eigenvalue", "audit_inference_gram"]
 
 
 # ---------------------------------------------------------------------------
@@ -453,3 +456,94 @@ def audit_coding_check(*, epsilon=DEFAULT_EPSILON, delta=DEFAULT_DELTA, n_runs=D
     return _release_audit("target coding's check (records beyond the buckets' noise)", scores,
                           mu, delta, confidence, {"n": n, "level": level,
                                                   "noise_scale": noise_scale})
+
+
+# ---------------------------------------------------------------------------
+# AdaSSP's X^T X and eigenvalue releases (the solver's audit canary moves X^T y only)
+
+
+def _adassp_release(xtx, n, epsilon, delta, split, rng):
+    """AdaSSP's release (:func:`dpopt.solvers.adassp.adassp_from_statistics`: its own
+    calibration and noise scales) of the statistics ``xtx`` and X^T y = 0, rows and targets
+    bounded by 1, no intercept; returns (the release, its noise multipliers z_k)."""
+    p = xtx.shape[0]
+    _, _, _, params = adassp_from_statistics(
+        xtx, np.zeros(p), n, epsilon=epsilon, delta=delta, rng=rng, row_bound=1.0,
+        target_bound=1.0, fit_intercept=False, l2=np.zeros(p), budget_split=split)
+    return params["release"], params["noise_multipliers"]
+
+
+def audit_adassp_gram(*, epsilon=DEFAULT_EPSILON, delta=DEFAULT_DELTA, n_runs=DEFAULT_RUNS,
+                      n=20, p=3, random_state=0, confidence=0.95,
+                      noise_scale=1.0) -> AuditResult:
+    """Empirical lower bound on the epsilon of AdaSSP's X^T X release alone, as a fit at
+    (``epsilon``, ``delta``) makes it with the default path's split (:data:`SURE_SPLIT`):
+    the claim is that release's own mu_2 = 1 / z_2 (sensitivity sqrt(2) B^2). The
+    solver's audit moves X^T y only (its canary +-B e_1 leaves x x^T unchanged), and
+    the intervals of ``inference=True`` reuse this release. Neighbouring data of ``n`` rows,
+    all 0 except the canary, B e_1 on D0 and B e_2 on D1 (B = 1: two diagonal entries move
+    by B^2, the worst case); statistic: the noisy entry (1, 1) minus (0, 0).
+    ``noise_scale`` < 1 is a broken variant, for the tests only."""
+    epsilon, delta, n_runs, _ = _release_claim(epsilon, delta, n_runs)
+    rng = np.random.default_rng(random_state)
+    scores = np.empty((2, n_runs))
+    for b in range(2):
+        exact = np.zeros((p, p))
+        exact[b, b] = 1.0
+        for k in range(n_runs):
+            release, zs = _adassp_release(exact, n, epsilon, delta, SURE_SPLIT, rng)
+            noisy = exact + noise_scale * (release.xtx - exact)
+            scores[b, k] = noisy[1, 1] - noisy[0, 0]
+    return _release_audit("AdaSSP's X^T X release", scores, 1.0 / zs[1], delta, confidence,
+                          {"n": n, "p": p, "budget_split": SURE_SPLIT,
+                           "noise_scale": noise_scale})
+
+
+def audit_adassp_eigenvalue(*, epsilon=DEFAULT_EPSILON, delta=DEFAULT_DELTA,
+                            n_runs=DEFAULT_RUNS, n=20, random_state=0, confidence=0.95,
+                            noise_scale=1.0) -> AuditResult:
+    """Empirical lower bound on the epsilon of AdaSSP's release of lambda_min(X^T X) alone
+    (its first step, in :data:`DEFAULT_SPLIT`, the split of ``inference=True``): the claim is
+    that release's mu_1 = 1 / z_1 (sensitivity B^2). One feature, ``n`` - 1 rows at 1 (so
+    that the released value stays above the clamp at 0) and the canary at 0 on D0 and
+    B = 1 on D1: lambda_min moves by B^2; statistic: the released lower estimate.
+    ``noise_scale`` < 1 is a broken variant, for the tests only."""
+    epsilon, delta, n_runs, _ = _release_claim(epsilon, delta, n_runs)
+    rng = np.random.default_rng(random_state)
+    scores = np.empty((2, n_runs))
+    for b in range(2):
+        exact = np.array([[n - 1.0 + b]])
+        for k in range(n_runs):
+            release, zs = _adassp_release(exact, n, epsilon, delta, DEFAULT_SPLIT, rng)
+            scores[b, k] = noise_scale * release.lambda_min + (1 - noise_scale) * exact[0, 0]
+    return _release_audit("AdaSSP's lambda_min release", scores, 1.0 / zs[0], delta,
+                          confidence, {"n": n, "budget_split": DEFAULT_SPLIT,
+                                       "noise_scale": noise_scale})
+
+
+def audit_inference_gram(*, epsilon=DEFAULT_EPSILON, delta=DEFAULT_DELTA, n_runs=DEFAULT_RUNS,
+                         n=20, p=3, random_state=0, confidence=0.95,
+                         noise_scale=1.0) -> AuditResult:
+    """Empirical lower bound on the epsilon of the weighted Gram release of
+    ``inference=True`` (:func:`dpopt.pipeline.inference.release_gram`: sum_i w_i u_i u_i^T
+    plus symmetric Gaussian noise, sensitivity sqrt(2) c, c = the weight's bound times the
+    rows' squared bound; least squares' meat, whose weights are squared residuals clipped
+    at 2, so c = 4 B^2). Neighbouring data of ``n`` rows, all 0 except the canary, B e_1
+    on D0 and B e_2 on D1 with its weight at the bound (B = 1: two diagonal entries move by
+    c, the worst case); statistic: the noisy entry (1, 1) minus (0, 0). ``noise_scale`` < 1
+    is a broken variant, for the tests only."""
+    epsilon, delta, n_runs, mu = _release_claim(epsilon, delta, n_runs)
+    bound = RESIDUAL_BOUND ** 2
+    rng = np.random.default_rng(random_state)
+    scores = np.empty((2, n_runs))
+    for b in range(2):
+        U = np.zeros((n, p))
+        U[0, b] = 1.0
+        weights = np.full(n, bound)
+        exact = U.T @ (weights[:, None] * U)
+        for k in range(n_runs):
+            noisy = release_gram(U, weights, bound, 1.0, mu, rng)[0]
+            noisy = exact + noise_scale * (noisy - exact)
+            scores[b, k] = noisy[1, 1] - noisy[0, 0]
+    return _release_audit("inference's weighted Gram release", scores, mu, delta, confidence,
+                          {"n": n, "p": p, "noise_scale": noise_scale})

@@ -483,7 +483,8 @@ def declines_at(n, dim, mu):
 # public bounds equal to the canary's norm (1) and below its label (clipped to 1). The canary
 # +-a e_1 leaves X^T X unchanged and moves only X^T y, so most of mu^2 goes to that release
 # (with the default split noise / 4 gives bounds 1.9-2.9 over seeds 0-5, here 2.7-3.7); the
-# X^T X and eigenvalue releases are checked in tests/test_adassp.py.
+# X^T X and eigenvalue releases have their own audits (dpopt.api.release_audits:
+# audit_adassp_gram, audit_adassp_eigenvalue) besides the checks of tests/test_adassp.py.
 def default_settings(*, row_bound, target_spread=None, inference=False, **public):
     """AdaSSP on the default path's scaled domain: rows of norm <= R, targets in [-1, 1];
     ``target_spread``, where the path released one, bounds the scaled target's standard
