@@ -171,7 +171,7 @@ def test_explicit_gaussian_solver_splits_mu():
     X, y = _blobs(n=600, k=3, seed=2)
     acc = dpopt.BudgetAccountant(epsilon=5.0, delta=1e-4)
     opts = {"smoothness": 1.0, "clip": 1.0, "passes": 5, "step": 0.5}
-    clf = dpopt.DPLogisticRegression(epsilon=1.0, delta=DELTA, solver="dp-gd",
+    clf = dpopt.DPLogisticRegression(epsilon=1.0, delta=DELTA, solver="dp-gd", classes=[0, 1, 2],
                                      solver_options=opts, random_state=0, accountant=acc)
     clf.fit(X / 5, y)
     info = clf.fit_result_.params["one_vs_rest"]
@@ -187,7 +187,7 @@ def test_explicit_non_gaussian_solver_uses_basic_composition():
     # records are not known beforehand, so each class gets (epsilon / k, delta / k)
     X, y = _blobs(n=600, k=3, seed=3)
     clf = dpopt.DPLogisticRegression(epsilon=1.0, delta=DELTA, solver="objective-perturbation",
-                                     random_state=0)
+                                     classes=[0, 1, 2], random_state=0)
     with pytest.warns(dpopt.PrivacyLeakWarning, match="row-norm bound"):
         clf.fit(X / 5, y)
     info = clf.fit_result_.params["one_vs_rest"]
@@ -201,8 +201,8 @@ def test_explicit_objective_perturbation_gets_the_pld_split():
     X, y = _blobs(n=600, k=3, seed=3)
     acc = dpopt.BudgetAccountant(epsilon=5.0, delta=1e-4)
     clf = dpopt.DPLogisticRegression(epsilon=1.0, delta=DELTA, solver="objective-perturbation",
-                                     solver_options={"row_bound": 2.0}, random_state=0,
-                                     accountant=acc)
+                                     classes=[0, 1, 2], solver_options={"row_bound": 2.0},
+                                     random_state=0, accountant=acc)
     clf.fit(X / 5, y)
     info = clf.fit_result_.params["one_vs_rest"]
     assert info["split"].startswith("objective perturbation")
