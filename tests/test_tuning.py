@@ -1,6 +1,7 @@
 """Private hyperparameter selection (Papernot & Steinke 2022)."""
 
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -410,3 +411,27 @@ def test_an_explicit_multiclass_fit_reports_the_labels_it_read():
         clf = dpopt.DPLogisticRegression(solver="dp-gd", solver_options={
             "clip": 1.0, "smoothness": 1.0}).fit(X, y)
     assert list(clf.classes_) == [0, 1, 2] and any("np.unique" in m for m in clf.privacy_leaks_)
+
+
+def test_a_probe_that_reads_the_labels_says_so_even_without_a_run():
+    # an explicit solver's probe reads the training rows' label set (its fits do too);
+    # the accounted total depends on it, so the search reports it whatever K is
+    from dpopt.api.tuning import PROBE_LABELS_READ
+
+    X, y = _data(n=600)
+    opts = {**PUBLIC, "passes": 2}
+    for classes, expected in ((None, True), ([0, 1], False)):
+        est = dpopt.DPLogisticRegression(solver="dp-cd", epsilon=0.5, delta=1e-7,
+                                         classes=classes, solver_options=opts)
+        for seed in range(50):  # K ~ Poisson(1.01) is 0 with probability 0.36
+            search = PrivateHyperparameterSearch(est, {"alpha": [1e-3]}, distribution="poisson",
+                                                 mean_repetitions=1.01, random_state=seed)
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                search.fit(X, y)
+            if search.n_repetitions_ == 0:
+                break
+        assert search.n_repetitions_ == 0
+        assert (PROBE_LABELS_READ in search.privacy_leaks_) is expected
+        assert any("probe read" in str(w.message) for w in caught
+                   if issubclass(w.category, dpopt.PrivacyLeakWarning)) is expected

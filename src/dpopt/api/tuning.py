@@ -24,10 +24,9 @@ features; a classifier's labels are its declared classes, see
 :func:`_probe_classes`): the calibrated noise depends only on (n, p), the
 target (epsilon, delta) and the hyperparameters. Every real fit is then
 checked to have exactly these mechanisms (else the search stops: the
-analysis would not hold). A run that fails after the search's first release
-(on the outcome of its own releases, or internally) stops the search and is
-charged as the whole search (:func:`_charged_whole`): where the search stopped
-is not an output the random stopping analysis covers.
+analysis would not hold). Any run that fails on the private data stops the
+search and is charged as the whole search (:func:`_charged_whole`): where the
+search stopped is not an output the random stopping analysis covers.
 
 Repetitions and total privacy (Renyi DP of order lambda, then converted)
     ``distribution="truncated-negative-binomial"`` (Theorem 2): K ~ D_{eta,gamma},
@@ -265,27 +264,38 @@ def _charged_whole(params):
                               f"(epsilon, delta) is charged", whole=True) from exc
 
 
+def _final(est):
+    """A candidate's estimator: the last step of a Pipeline, or the candidate."""
+    return est.steps[-1][1] if isinstance(est, Pipeline) else est
+
+
+#: The search's own report of a label set read without privacy (an explicit solver's probe).
+PROBE_LABELS_READ = ("the search's probe read the classifier's label set from the training "
+                     "rows' labels without privacy, as its explicit solver's fits do; declare "
+                     "them with classes=[...]")
+
+
 def _probe_classes(est, y, params):
-    """The label set a candidate's probe fits on: the one its real fits will use, known
+    """(labels, whether read from y) of a candidate's probe: the set its real fits use, known
     without reading y's values. Declared (``classes=``, a bool y): public. An explicit
     solver reads ``np.unique`` of the training rows' labels in every real fit, with a
-    PrivacyLeakWarning that the search reports, so the probe reads the same set
-    (``y`` is those labels). The default path selects
+    PrivacyLeakWarning, so the probe reads the same set (``y`` is those labels) and the
+    search reports it (:data:`PROBE_LABELS_READ`, also when no run follows). The default path selects
     the labels privately in each run, and the set it keeps (hence the mechanisms: one
     model or k) is not known in advance: refused before the data is read, since a probe
     that read the labels would both leak them and, when one run keeps another set, stop
     the search on a record's label."""
-    final = est.steps[-1][1] if isinstance(est, Pipeline) else est
+    final = _final(est)
     declared = declared_classes(y, getattr(final, "classes", None))
     if declared is not None:
-        return declared
+        return declared, False
     if getattr(final, "solver", "auto") == "auto":
         raise ValueError(f"candidate {params}: a private search over a classifier needs its "
                          f"labels declared before it reads the data; pass classes=[...] to the "
                          f"estimator (or give y a bool dtype): each run of the "
                          f"default path selects its labels privately and could keep another "
                          f"set, which the search cannot account in advance")
-    return _classes_of(y)
+    return _classes_of(y), True
 
 
 def _surrogate(X, n, rng):
@@ -435,6 +445,7 @@ class PrivateHyperparameterSearch(MetaEstimatorMixin, BaseEstimator):
             raise ValueError(f"n_samples={n} is too small for validation_fraction="
                              f"{self.validation_fraction}")
         val, train = perm[:m], perm[m:]
+        self.privacy_leaks_ = []
         mechanisms = self._probe(candidates, len(train), X, _safe_indexing(y, train))
         score_mech = Laplace(1.0 / float(self.score_epsilon))
         total = self._total_epsilon([mechs + [score_mech] for mechs in mechanisms], delta)
@@ -475,8 +486,10 @@ class PrivateHyperparameterSearch(MetaEstimatorMixin, BaseEstimator):
         for c in candidates:
             est = self._candidate(c, seed=0)
             if classifier:
-                classes = _probe_classes(est, y, c)
+                classes, read = _probe_classes(est, y, c)
                 ys = classes[np.arange(n_train) % len(classes)]
+                if read and PROBE_LABELS_READ not in self.privacy_leaks_:
+                    self.privacy_leaks_.append(PROBE_LABELS_READ)
             with _unbudgeted(), _one_hot_only(), warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 est.fit(Xs, ys)
@@ -521,7 +534,6 @@ class PrivateHyperparameterSearch(MetaEstimatorMixin, BaseEstimator):
         k = sample_repetitions(rng, self.distribution, float(self.mean_repetitions),
                                float(self.eta))
         self.n_repetitions_ = k
-        self.privacy_leaks_ = []
         best = (-math.inf, None, None)
         X_train, y_train = _safe_indexing(X, train), y[train]
         X_val, y_val = _safe_indexing(X, val), y[val]
