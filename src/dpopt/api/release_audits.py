@@ -46,7 +46,12 @@ from dpopt.preprocessing.target_coding import (
     resolvable,
 )
 from dpopt.privacy import gdp_epsilon, gdp_mu
-from dpopt.solvers.adassp import DEFAULT_SPLIT, SURE_SPLIT, adassp_from_statistics
+from dpopt.solvers.adassp import (
+    DEFAULT_SPLIT,
+    SURE_SPLIT,
+    adassp_from_statistics,
+    calibrate_adassp,
+)
 from dpopt.solvers.dp_gd import fit_multinomial_gd
 
 __all__ = ["audit_selection", "audit_constant", "audit_gap_histogram",
@@ -229,6 +234,21 @@ def audit_indicator_counts(*, epsilon=DEFAULT_EPSILON, delta=DEFAULT_DELTA, n_ru
                           {"n": n, "p": p, "noise_scale": noise_scale})
 
 
+def _diagonal_shift_scores(canary, n_runs, noise_scale):
+    """Scores of a released symmetric matrix on neighbours whose canary row is B e_1 (D0) or
+    B e_2 (D1): two diagonal entries move, the worst case of a Gram release's sensitivity.
+    ``canary(b)`` gives D_b's exact matrix and a function drawing its release; the score is
+    the noisy entry (1, 1) minus (0, 0), the noise multiplied by ``noise_scale`` (< 1: a
+    broken variant, for the tests only)."""
+    scores = np.empty((2, n_runs))
+    for b in range(2):
+        exact, release = canary(b)
+        for k in range(n_runs):
+            noisy = exact + noise_scale * (release() - exact)
+            scores[b, k] = noisy[1, 1] - noisy[0, 0]
+    return scores
+
+
 def audit_curvature(*, epsilon=DEFAULT_EPSILON, delta=DEFAULT_DELTA, n_runs=DEFAULT_RUNS, n=20,
                     p=3, random_state=0, confidence=0.95, noise_scale=1.0) -> AuditResult:
     """Empirical lower bound on the epsilon of DP-GD's curvature release on the default path
@@ -239,15 +259,14 @@ def audit_curvature(*, epsilon=DEFAULT_EPSILON, delta=DEFAULT_DELTA, n_runs=DEFA
     minus entry (0, 0)). ``noise_scale`` < 1 is a broken variant, for the tests only."""
     epsilon, delta, n_runs, mu = _release_claim(epsilon, delta, n_runs)
     rng = np.random.default_rng(random_state)
-    scores = np.empty((2, n_runs))
-    for b in range(2):
+
+    def canary(b):
         X = np.zeros((n, p))
         X[0, b] = 1.0
         problem = Problem(X, np.zeros(n), loss="squared", fit_intercept=False)
-        exact = X.T @ X
-        for k in range(n_runs):
-            noisy = exact + noise_scale * (noisy_gram(problem, 1.0, mu, rng)[0] - exact)
-            scores[b, k] = noisy[1, 1] - noisy[0, 0]
+        return X.T @ X, lambda: noisy_gram(problem, 1.0, mu, rng)[0]
+
+    scores = _diagonal_shift_scores(canary, n_runs, noise_scale)
     return _release_audit("curvature release (default path, DP-GD)", scores, mu, delta,
                           confidence, {"n": n, "p": p, "noise_scale": noise_scale})
 
@@ -465,12 +484,12 @@ def audit_coding_check(*, epsilon=DEFAULT_EPSILON, delta=DEFAULT_DELTA, n_runs=D
 def _adassp_release(xtx, n, epsilon, delta, split, rng):
     """AdaSSP's release (:func:`dpopt.solvers.adassp.adassp_from_statistics`: its own
     calibration and noise scales) of the statistics ``xtx`` and X^T y = 0, rows and targets
-    bounded by 1, no intercept; returns (the release, its noise multipliers z_k)."""
+    bounded by 1, no intercept."""
     p = xtx.shape[0]
     _, _, _, params = adassp_from_statistics(
         xtx, np.zeros(p), n, epsilon=epsilon, delta=delta, rng=rng, row_bound=1.0,
         target_bound=1.0, fit_intercept=False, l2=np.zeros(p), budget_split=split)
-    return params["release"], params["noise_multipliers"]
+    return params["release"]
 
 
 def audit_adassp_gram(*, epsilon=DEFAULT_EPSILON, delta=DEFAULT_DELTA, n_runs=DEFAULT_RUNS,
@@ -486,15 +505,15 @@ def audit_adassp_gram(*, epsilon=DEFAULT_EPSILON, delta=DEFAULT_DELTA, n_runs=DE
     ``noise_scale`` < 1 is a broken variant, for the tests only."""
     epsilon, delta, n_runs, _ = _release_claim(epsilon, delta, n_runs)
     rng = np.random.default_rng(random_state)
-    scores = np.empty((2, n_runs))
-    for b in range(2):
+
+    def canary(b):
         exact = np.zeros((p, p))
         exact[b, b] = 1.0
-        for k in range(n_runs):
-            release, zs = _adassp_release(exact, n, epsilon, delta, SURE_SPLIT, rng)
-            noisy = exact + noise_scale * (release.xtx - exact)
-            scores[b, k] = noisy[1, 1] - noisy[0, 0]
-    return _release_audit("AdaSSP's X^T X release", scores, 1.0 / zs[1], delta, confidence,
+        return exact, lambda: _adassp_release(exact, n, epsilon, delta, SURE_SPLIT, rng).xtx
+
+    scores = _diagonal_shift_scores(canary, n_runs, noise_scale)
+    z = calibrate_adassp(epsilon, delta, SURE_SPLIT)[1]
+    return _release_audit("AdaSSP's X^T X release", scores, 1.0 / z[1], delta, confidence,
                           {"n": n, "p": p, "budget_split": SURE_SPLIT,
                            "noise_scale": noise_scale})
 
@@ -514,9 +533,10 @@ def audit_adassp_eigenvalue(*, epsilon=DEFAULT_EPSILON, delta=DEFAULT_DELTA,
     for b in range(2):
         exact = np.array([[n - 1.0 + b]])
         for k in range(n_runs):
-            release, zs = _adassp_release(exact, n, epsilon, delta, DEFAULT_SPLIT, rng)
-            scores[b, k] = noise_scale * release.lambda_min + (1 - noise_scale) * exact[0, 0]
-    return _release_audit("AdaSSP's lambda_min release", scores, 1.0 / zs[0], delta,
+            released = _adassp_release(exact, n, epsilon, delta, DEFAULT_SPLIT, rng).lambda_min
+            scores[b, k] = noise_scale * released + (1 - noise_scale) * exact[0, 0]
+    z = calibrate_adassp(epsilon, delta, DEFAULT_SPLIT)[1]
+    return _release_audit("AdaSSP's lambda_min release", scores, 1.0 / z[0], delta,
                           confidence, {"n": n, "budget_split": DEFAULT_SPLIT,
                                        "noise_scale": noise_scale})
 
@@ -535,15 +555,14 @@ def audit_inference_gram(*, epsilon=DEFAULT_EPSILON, delta=DEFAULT_DELTA, n_runs
     epsilon, delta, n_runs, mu = _release_claim(epsilon, delta, n_runs)
     bound = RESIDUAL_BOUND ** 2
     rng = np.random.default_rng(random_state)
-    scores = np.empty((2, n_runs))
-    for b in range(2):
+
+    def canary(b):
         U = np.zeros((n, p))
         U[0, b] = 1.0
         weights = np.full(n, bound)
-        exact = U.T @ (weights[:, None] * U)
-        for k in range(n_runs):
-            noisy = release_gram(U, weights, bound, 1.0, mu, rng)[0]
-            noisy = exact + noise_scale * (noisy - exact)
-            scores[b, k] = noisy[1, 1] - noisy[0, 0]
+        return U.T @ (weights[:, None] * U), lambda: release_gram(U, weights, bound, 1.0, mu,
+                                                                   rng)[0]
+
+    scores = _diagonal_shift_scores(canary, n_runs, noise_scale)
     return _release_audit("inference's weighted Gram release", scores, mu, delta, confidence,
                           {"n": n, "p": p, "noise_scale": noise_scale})

@@ -6,15 +6,17 @@ pass those messages on, since a message goes wherever logs go and a cell is a re
 value. These functions read the file again, line by line, and return a description of
 the first problem that names only its place (line, column, entry, feature index), or
 None when the scan finds nothing (the reader then gives a generic message). They run
-only after a parse has failed, so the valid files are read once.
+only after a parse has failed, so the valid files are read once. :func:`is_number`, their
+test of a cell, is also the readers' own (a CSV header, an Adult field).
 """
 
 from __future__ import annotations
 
-__all__ = ["first_non_utf8_line", "csv_problem", "libsvm_problem"]
+__all__ = ["is_number", "first_non_utf8_line", "csv_problem", "libsvm_problem"]
 
 
-def _is_number(text):
+def is_number(text):
+    """Whether ``float`` reads ``text`` (a cell, a field, bytes of a token)."""
     try:
         float(text)
     except ValueError:
@@ -59,7 +61,7 @@ def csv_problem(path, delimiter, skip, n_columns, names=None):
         if len(cells) != n_columns:
             return f"line {number} has {len(cells)} field(s), the first row has {n_columns}"
         for j, cell in enumerate(cells):
-            if not _is_number(cell):
+            if not is_number(cell):
                 name = "" if names is None else f" ({names[j]!r})"
                 return f"line {number}, column {j + 1}{name} is empty or not a number"
     return None
@@ -80,14 +82,14 @@ def _entry_problem(token, k, previous):
     if i < 0 or i <= previous:
         return (f"entry {k}: feature index {i} is negative or not larger than the one "
                 f"before"), previous
-    if not _is_number(value):
+    if not is_number(value):
         return f"entry {k} (feature index {i}): the value is not a number", i
     return None, i
 
 
 def _line_problem(tokens):
     """``(problem or None, largest feature index)`` of the tokens of one line."""
-    if not _is_number(tokens[0]):
+    if not is_number(tokens[0]):
         return "the label is not a number", -1
     previous = -1
     for k, token in enumerate(tokens[1:], start=1):

@@ -33,6 +33,7 @@ from dpopt.datasets._store import (
     _file_sha256,
     get_data_home,
 )
+from dpopt.datasets._where import is_number
 
 ADULT_SHA256 = "a4fd6e222ca744b83dd74829853eba5d86fac3473efe9ef436c9e9dd5643e041"
 ADULT_URL = "https://archive.ics.uci.edu/ml/machine-learning-databases/adult/"
@@ -79,18 +80,10 @@ def _encode(X_num, X_cat, cats):
 
 
 def _numbers(fields, number):
-    bad = next((i for i in _NUM_COLS if not _is_number(fields[i])), None)
+    bad = next((i for i in _NUM_COLS if not is_number(fields[i])), None)
     if bad is not None:  # checked first: float's error would quote the cell
         raise ValueError(f"adult: line {number}: field {bad + 1} is not a number")
     return [float(fields[i]) for i in _NUM_COLS]
-
-
-def _is_number(text):
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
 
 
 def parse_adult_lines(lines):

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     import scipy.sparse as sp
 
 from dpopt._core.validation import check_positive_int
-from dpopt.datasets._where import csv_problem, first_non_utf8_line, libsvm_problem
+from dpopt.datasets._where import csv_problem, first_non_utf8_line, is_number, libsvm_problem
 
 __all__ = [
     "LoadedData",
@@ -229,14 +229,6 @@ def load_libsvm(path, n_features=None) -> LoadedData:
 # --------------------------------------------------------------------------- CSV
 
 
-def _is_number(cell):
-    try:
-        float(cell)
-    except ValueError:
-        return False
-    return True
-
-
 def _read_first_row(path, delimiter):
     try:
         with open(path, newline="", encoding="utf-8") as fh:
@@ -255,7 +247,7 @@ def _read_first_row(path, delimiter):
 
 def _has_header(first, header, path):
     if header == "infer":  # a header of names only: a row with a number is data
-        return not any(_is_number(cell) for cell in first if cell)
+        return not any(is_number(cell) for cell in first if cell)
     if isinstance(header, (bool, np.bool_)):
         return bool(header)
     raise ValueError(f"header must be 'infer', True or False, got {header!r}")
