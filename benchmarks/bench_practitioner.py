@@ -56,7 +56,8 @@ def overhead():
     X = rng.standard_normal((20000, 50))
     y = X @ rng.standard_normal(50) + rng.standard_normal(20000)
     opts = {"passes": 10, "smoothness": np.ones(51)}
-    est = dpopt.DPLasso(alpha=0.01, epsilon=1.0, random_state=0, solver_options=opts)
+    est = dpopt.DPLasso(alpha=0.01, epsilon=1.0, random_state=0, solver="dp-cd",
+                        solver_options=opts)
     problem = dpopt.Problem(X, y, "squared", "l1", alpha=0.01, fit_intercept=True)
     est.fit(X, y)  # compile
     t_est, t_raw = [], []
