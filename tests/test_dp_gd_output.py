@@ -1,5 +1,6 @@
 """DP-GD's output rules (Wang, Ye, Xu 2017, Section 6): x_T for PL objectives (Theorem 6.2),
-x_tau with tau uniform on {0, ..., T-1} for general non-convex ones (Theorem 6.3)."""
+x_tau with tau uniform on {0, ..., T-1} for general non-convex ones (Theorem 6.3); the suffix
+average for convex ones (Rakhlin, Shamir & Sridharan 2012)."""
 
 import math
 import warnings
@@ -69,6 +70,22 @@ def test_random_output_keeps_the_privacy_of_the_run():
     a = fit(pb, epsilon=0.5, delta=1e-5, passes=4, output="random", random_state=3)
     b = fit(pb, epsilon=0.5, delta=1e-5, passes=4, output="last", random_state=3)
     assert a.epsilon == b.epsilon <= 0.5 and a.mechanisms == b.mechanisms
+
+
+def test_gd_output_suffix_averages_the_second_half():
+    """output="suffix": the mean of x_t over t = floor(T/2) + 1..T, from the same draws as
+    the last iterate (post-processing: the checkpoints coincide)."""
+    pb = pl_problem()
+    kw = dict(epsilon=1.0, delta=1e-5, clip=1.0, smoothness=pb.global_smoothness(),
+              random_state=6)
+    for T in (1, 2, 7):
+        last = fit(pb, passes=T, **kw)
+        suffix = fit(pb, passes=T, output="suffix", **kw)
+        np.testing.assert_array_equal(suffix.checkpoints, last.checkpoints)
+        np.testing.assert_allclose(suffix.w, last.checkpoints[T // 2 + 1:].mean(axis=0),
+                                   rtol=1e-12, atol=1e-15)
+        assert suffix.mechanisms == last.mechanisms and suffix.epsilon == last.epsilon
+    assert not np.allclose(suffix.w, last.w)
 
 
 def test_output_option_is_validated():

@@ -307,6 +307,18 @@ def dp_gd_noise(problem, o, res):
     return [(res.w / (scale * math.sqrt(o["passes"])), NORMAL)]
 
 
+@noise_spec("dp-gd", {"passes": 5, "step": 1.0, "clip": 2.0, "smoothness": 4.0,
+                      "output": "suffix"})
+def dp_gd_suffix_noise(problem, o, res):
+    """x_t = -(step / beta) sigma (xi_1 + ... + xi_t); the suffix mean over t = 3..5 weighs
+    xi_s by c_s = #{t >= max(s, 3)} / 3, so its sd is (step / beta) sigma sqrt(sum c_s^2)."""
+    T = o["passes"]
+    start = T // 2 + 1
+    c = np.array([(T - max(s, start) + 1) / (T - start + 1) for s in range(1, T + 1)])
+    scale = o["step"] / o["smoothness"] * res.noise_multiplier * 2 * o["clip"] / problem.n_samples
+    return [(res.w / (scale * math.sqrt(float(np.sum(c ** 2)))), NORMAL)]
+
+
 noise_spec("dp-gd", {"passes": 4, "step": 1.0, "clip": 1.0, "smoothness": M_PUBLIC,
                      "clipping": "coordinate", "step_rule": "eso"})(eso_noise)
 

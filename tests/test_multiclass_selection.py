@@ -34,12 +34,19 @@ def test_without_signal_the_majority_class_is_released():
     X, y = no_signal()
     Xt, yt = no_signal(n=4000, seed=1)
     fits = [fit(X, y, epsilon=1.0, random_state=s, classes=[0, 1, 2]) for s in range(5)]
-    for f in fits:
-        sel = f.auto_.plan["selection"]
-        assert sel["released"] == "constant class 0"  # the majority, named by noisy counts
-        assert sel["majority_from"] == "the labels' noisy counts"
-        assert np.all(f.coef_ == 0) and np.all(f.predict(Xt) == 0)
+    released = [f.auto_.plan["selection"]["released"] for f in fits]
+    for f, what in zip(fits, released):
+        assert f.auto_.plan["selection"]["majority_from"] == "the labels' noisy counts"
+        # the majority: the constant, or (seed 1 since the multinomial run's suffix average,
+        # whose no-signal model is that flat: class 0 on 3998 of 4000 test rows) a model no
+        # better than it, which the noisy held-out scores may then release instead
+        assert what in ("constant class 0", "model")
+        assert np.mean(f.predict(Xt) == 0) >= 0.99
+        assert f.score(Xt, yt) >= np.mean(yt == 0) - 0.005
+        if what != "model":
+            assert np.all(f.coef_ == 0) and np.all(f.predict(Xt) == 0)
         np.testing.assert_allclose(f.predict_proba(Xt).sum(axis=1), 1.0)
+    assert released.count("constant class 0") > len(fits) / 2
     assert np.mean([f.score(Xt, yt) for f in fits]) >= np.mean(yt == 0) - 0.005
 
 

@@ -10,7 +10,12 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.preprocessing import StandardScaler
 
 import dpopt
-from dpopt.solvers.dp_gd import fit_multinomial_gd, multinomial_clipped_gradient
+from dpopt.pipeline.multinomial import MAX_PASSES, multinomial_run_length
+from dpopt.solvers.dp_gd import (
+    fit_multinomial_gd,
+    multinomial_clipped_gradient,
+    multinomial_gradient,
+)
 
 
 def _rows(n=200, d=3, seed=0):
@@ -36,6 +41,28 @@ def test_noise_is_calibrated_to_the_stated_sensitivity():
                                               row_bound=r, rng=rng)
     assert record.count == 4 and 1 / record.noise_multiplier * 2 == pytest.approx(mu)
     assert params["sigma"] == pytest.approx(expected * 2)
+
+
+def test_the_run_returns_the_mean_of_its_second_half():
+    """T = 3 steps with negligible noise: the output is (W_2 + W_3) / 2 of plain gradient
+    descent (suffix averaging, post-processing of the same steps)."""
+    X, labels = _rows(n=50)
+    r = math.sqrt(3.0)
+    W, _, params = fit_multinomial_gd(X, labels, 3, mu=1e12, passes=3, step=0.5, row_bound=r,
+                                      rng=np.random.default_rng(0))
+    iterates, V = [], np.zeros((3, 3))
+    for _ in range(3):
+        V = V - 0.5 * multinomial_gradient(X, labels, V, params["clip"])
+        iterates.append(V)
+    np.testing.assert_allclose(W, (iterates[1] + iterates[2]) / 2, atol=1e-9)
+    assert not np.allclose(W, iterates[2], atol=1e-6)
+
+
+def test_run_length_balances_the_average_iterates_bound():
+    """T = beta n mu / (2 C) (beta D n mu / (2 C sqrt(dim)) with D = sqrt(dim)), clamped."""
+    assert multinomial_run_length(10_000, 0.1, 0.8, 2.0) == 200
+    assert multinomial_run_length(100, 0.1, 0.8, 2.0) == 5
+    assert multinomial_run_length(10 ** 7, 1.0, 0.8, 2.0) == MAX_PASSES
 
 
 def test_clip_bounds_every_record_whatever_its_norm():

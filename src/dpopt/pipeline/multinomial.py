@@ -37,6 +37,7 @@ releases, each step's gradient summed chunk by chunk.
 
 from __future__ import annotations
 
+import math
 import time
 
 import numpy as np
@@ -44,7 +45,7 @@ import numpy as np
 from dpopt.pipeline.curvature import curvature_step
 from dpopt.privacy import Gaussian, epsilon_of
 from dpopt.solvers._base import FitResult
-from dpopt.solvers.dp_gd import fit_multinomial_gd
+from dpopt.solvers.dp_gd import fit_multinomial_gd, multinomial_gradient_bound
 
 __all__ = ["multinomial_applies", "fit_multinomial", "multinomial_step", "multinomial_run_length",
            "MAX_PASSES"]
@@ -60,13 +61,13 @@ def multinomial_applies(solver, centred):
 def multinomial_step(problem, mus, row_bound, rng):
     """(step, passes, beta, record): beta = lambda / 2 + alpha from the released curvature
     lambda (:func:`dpopt.pipeline.curvature.curvature_step`, which takes its share out of
-    ``mus["model"]``), T = :func:`multinomial_run_length`, lengthened or shortened by beta
-    against the public bound r^2 / 2 + alpha (module docstring)."""
+    ``mus["model"]``), T = :func:`multinomial_run_length` at that beta (module docstring)."""
     alpha = float(problem.penalty.alpha) if problem.penalty.name == "l2" else 0.0
     lam, record = curvature_step(problem, mus, row_bound, rng)
     beta = lam / 2.0 + alpha
-    bound = (row_bound ** 2 + float(problem.fit_intercept)) / 2.0 + alpha  # r^2 / 2 + alpha
-    passes = multinomial_run_length(problem.n_samples, mus["model"], beta / bound)
+    r = math.hypot(row_bound, 1.0) if problem.fit_intercept else row_bound
+    passes = multinomial_run_length(problem.n_samples, mus["model"], beta,
+                                    multinomial_gradient_bound(r))
     return 1.0 / beta, passes, beta, record
 
 
@@ -75,17 +76,17 @@ def multinomial_step(problem, mus, row_bound, rng):
 MAX_PASSES = 1000
 
 
-def multinomial_run_length(n, mu, curvature_ratio):
-    """T for the multinomial model: :func:`dpopt.solvers._common.run_length`'s trade-off
-    T ~ (beta D n mu / (L sqrt(dim)))^(2/3) with the optimum's norm D = sqrt(dim) instead of 1
-    (dim = k d): on the scaled domain every feature spans a range of order one, so a
-    coefficient of order one moves a class's logit by order one over it, and the k d
-    coefficients together have norm of order sqrt(k d): a weakly regularized logistic
-    model's logits are not bounded. (Least squares keeps D = 1: its target is clipped to
-    [-1, 1], so are its fitted values, and longer runs only added noise there;
-    docs/default_path.md.) sqrt(dim) cancels: T = (n mu ratio)^(2/3), ``curvature_ratio`` =
-    beta over the public bound, clamped to [5, :data:`MAX_PASSES`]."""
-    return int(min(MAX_PASSES, max(5, round((n * mu * curvature_ratio) ** (2.0 / 3.0)))))
+def multinomial_run_length(n, mu, beta, clip):
+    """T for the multinomial model: :func:`dpopt.solvers._common.smooth_run_length`'s
+    balance T = beta D n mu / (2 C sqrt(dim)) for the suffix average of the run, with the
+    optimum's norm D = sqrt(dim) instead of 1 (dim = k d): on the scaled domain every
+    feature spans a range of order one, so a coefficient of order one moves a class's logit
+    by order one over it, and the k d coefficients together have norm of order sqrt(k d): a
+    weakly regularized logistic model's logits are not bounded. (Least squares keeps D = 1:
+    its target is clipped to [-1, 1], so are its fitted values; docs/default_path.md.)
+    sqrt(dim) cancels: T = beta n mu / (2 C), C = ``clip`` the gradient's bound sqrt(2) r,
+    clamped to [5, :data:`MAX_PASSES`]."""
+    return int(min(MAX_PASSES, max(5, round(beta * n * mu / (2.0 * clip)))))
 
 
 def fit_multinomial(problem, labels, n_classes, *, records, mus, R, rng, delta, delta_total,

@@ -227,6 +227,26 @@ def run_length(n, dim, mu, curvature_ratio=1.0):
                                      ** (2.0 / 3.0)))))
 
 
+def smooth_run_length(n, dim, mu, smoothness, clip):
+    """T = beta n mu / (2 C sqrt(dim)) for the suffix average of DP-GD's iterates, clamped
+    to [5, 200]: ``smoothness`` beta, ``clip`` C the per-sample gradient bound, D = 1.
+
+    Noisy gradient descent on a convex, beta-smooth objective with steps of 1 / beta and
+    gradient noise of variance sigma^2 per coordinate has, for the average of its iterates,
+    E F(x_bar) - F* <= beta D^2 / (2T) + dim sigma^2 / (2 beta) (the expected analysis of
+    stochastic gradient descent: the noise is independent of the iterate, so its cross term
+    vanishes; Bubeck 2015, *Convex Optimization: Algorithms and Complexity*, Thm. 6.3).
+    T Gaussian releases of sensitivity 2C/n at mu / sqrt(T) each give sigma = 2C sqrt(T) /
+    (n mu), so the bound is beta D^2 / (2T) + 2 dim C^2 T / (beta n^2 mu^2), least at
+    T = beta D n mu / (2 C sqrt(dim)), where it is 2 D C sqrt(dim) / (n mu): the rate of
+    Zhang et al. 2017 (*Efficient private ERM for smooth objectives*, IJCAI). D = 1 is the
+    scaled domain's unit ball. The suffix average over the last half of the run
+    (Rakhlin, Shamir & Sridharan 2012) keeps that order while the last iterate would keep
+    the stationary noise of its last steps. Public numbers (or released ones) only."""
+    T = smoothness * n * mu / (2.0 * clip * math.sqrt(dim))
+    return int(min(200, max(5, round(T))))
+
+
 #: |loss'(z; y)| on the scaled domain (targets and predictions in [-1, 1]: the squared
 #: loss's residual is at most 2); Huber's is its threshold t.
 _DERIVATIVE_BOUND = {"logistic": 1.0, "absolute": 1.0, "squared": 2.0}

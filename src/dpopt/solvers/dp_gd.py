@@ -16,8 +16,11 @@ post-processing of the noisy gradients: privacy does not depend on the step.
 PL objectives); ``"random"`` returns x_tau with tau uniform on {0, ..., T-1}
 (Theorem 6.3, general smooth non-convex objectives: the bound is on the average
 of E||grad F(x_t)||^2 over t = 0..T-1; the paper's "uniformly sampled from
-{0, ..., m-1}" is a typo for T). ``params["tau"]`` is the index returned (T for
-"last").
+{0, ..., m-1}" is a typo for T); ``"suffix"`` returns the average of x_t over
+t = floor(T/2) + 1, ..., T (suffix averaging, Rakhlin, Shamir & Sridharan 2012: the
+convex bound on the average iterate, :func:`~dpopt.solvers._common.smooth_run_length`,
+at the bias of the run's second half). ``params["tau"]`` is the index returned (T for
+"last" and "suffix"). Every output is post-processing of the released gradients.
 
 Speed: each step is one sweep over a row-major copy of X (margins, clipping
 and gradient fused, :func:`dpopt.kernels.grad.full_gradient`), instead of the
@@ -50,6 +53,7 @@ from dpopt.solvers._common import (
     mean_noise_std,
     run_length,
     scaled_domain,
+    smooth_run_length,
 )
 
 
@@ -71,7 +75,8 @@ OPTIONS = (
     Option("clipping", "l2", one_of("l2", "coordinate"), "per-sample L2 or coordinate clipping"),
     Option("step_rule", "global", one_of("global", "eso"), "global or ESO step (module docstring)"),
     SMOOTHNESS.but(doc='"exact" (warns), beta (global) or the M_j (eso / coordinate clipping)'),
-    Option("output", "last", one_of("last", "random"), "last iterate or x_tau, tau uniform"),
+    Option("output", "last", one_of("last", "random", "suffix"),
+           "last iterate, x_tau with tau uniform, or the average of the run's second half"),
     CHECKPOINT_EVERY,
 )
 
@@ -79,35 +84,28 @@ OPTIONS = (
 def default_settings(*, loss, n, dim, mu, row_bound, alpha=0.0, huber_threshold=1.0,
                      curvature=None, **public):
     """DP-GD on the default path's scaled domain (:func:`~dpopt.solvers._common.scaled_domain`):
-    T = :func:`~dpopt.solvers._common.run_length` steps of 1 / beta with beta = c r^2 + alpha
-    (a global smoothness bound), clip = G r, the largest per-sample gradient norm on the
-    domain (clipping binds only on rows the scaling rescaled). Public numbers only.
+    steps of 1 / beta with beta = c r^2 + alpha (a global smoothness bound), clip = G r, the
+    largest per-sample gradient norm on the domain (clipping binds only on rows the scaling
+    rescaled). Public numbers only.
 
     ``curvature``: a released bound on the loss's curvature, lambda_max(X^T X / n) for the
-    squared loss (:mod:`dpopt.pipeline.curvature`); then beta = curvature + alpha and T
-    follows the same bound with that beta: T ~ (beta n mu / (L sqrt(d)))^(2/3) is
-    run_length's (n mu / sqrt(d))^(2/3) times (beta / (c r^2))^(2/3), clamped to [5, 200]
-    (post-processing of the release: privacy does not depend on the step). The Huber loss
-    at a threshold t < 2 takes T times (2 / t)^(2/3) (:func:`_lipschitz_ratio`)."""
-    lipschitz = _lipschitz_ratio(loss, huber_threshold)
-    T = run_length(n, dim, mu, lipschitz)
-    G, c, r = scaled_domain(loss, row_bound, T, huber_threshold)
-    if curvature is None:
+    squared loss (:mod:`dpopt.pipeline.curvature`); then beta = curvature + alpha
+    (post-processing of the release: privacy does not depend on the step).
+
+    Smooth losses (squared, Huber, logistic) return the suffix average of
+    T = :func:`~dpopt.solvers._common.smooth_run_length` steps, the run length at which the
+    convex bound on the average iterate balances bias and noise at this beta and clip. The
+    absolute loss is not smooth: :func:`~dpopt.solvers._common.run_length`'s subgradient
+    steps, last iterate."""
+    if loss == "absolute":
+        T = run_length(n, dim, mu)
+        G, c, r = scaled_domain(loss, row_bound, T)
         return {"passes": T, "step": 1.0, "clip": G * r,
                 "smoothness": max(c * r ** 2 + alpha, 1e-12)}
-    beta = max(curvature + alpha, 1e-12)
-    T = run_length(n, dim, mu, beta / (c * r ** 2) * lipschitz)
-    return {"passes": T, "step": 1.0, "clip": G * r, "smoothness": beta}
-
-
-def _lipschitz_ratio(loss, huber_threshold):
-    """2 / t for the Huber loss at a threshold t < 2 on the scaled domain, else 1: the run
-    length's trade-off T ~ (beta D n mu / (L sqrt(d)))^(2/3) was set for the squared loss's
-    L = 2 r, and the Huber loss's gradient is bounded by L = t r
-    (:mod:`dpopt.pipeline.curvature`, the residual's clip)."""
-    if loss == "huber" and huber_threshold < 2.0:
-        return 2.0 / huber_threshold
-    return 1.0
+    G, c, r = scaled_domain(loss, row_bound, 1, huber_threshold)
+    beta = max((c * r ** 2 if curvature is None else curvature) + alpha, 1e-12)
+    return {"passes": smooth_run_length(n, dim, mu, beta, G * r), "step": 1.0, "clip": G * r,
+            "smoothness": beta, "output": "suffix"}
 
 
 @register_solver("dp-gd", description="DP proximal gradient descent, full batch (baseline)",
@@ -146,6 +144,7 @@ def fit_dp_gd(problem, *, epsilon, delta, rng, passes=10, step=1.0, clip=1.0, cl
     # (data-independent, so it is drawn first and only x_tau is kept).
     tau = int(rng.integers(0, passes)) if output == "random" else passes
     out = w.copy()
+    suffix_from, total = passes // 2 + 1, problem.zeros()
     for t in range(1, passes + 1):
         g = problem.clipped_gradient(w, clips=clips) if clipping == "coordinate" else \
             problem.clipped_gradient(w, clip=clip)
@@ -153,9 +152,11 @@ def fit_dp_gd(problem, *, epsilon, delta, rng, passes=10, step=1.0, clip=1.0, cl
         w = pen.prox(w - gamma * (g + sigma * noise), gamma)
         if t == tau:
             out = w.copy()
+        if output == "suffix" and t >= suffix_from:
+            total += w
         if t % checkpoint_every == 0 or t == passes:
             ck.record(w, t)
-    w = out
+    w = total / (passes - suffix_from + 1) if output == "suffix" else out
     return make_result(problem, w, solver="dp-gd", calibration_or_spent=cal,
                        mechanisms=[Gaussian(cal.noise_multiplier, passes)], n_iter=passes,
                        passes=passes, checkpoints=ck,
@@ -234,6 +235,9 @@ def fit_multinomial_gd(X, labels, n_classes, *, mu, passes, step, row_bound, alp
 
         W <- W - step (g(W) + alpha W_feat + N(0, sigma^2 I)),
 
+returning the average of the iterates of the run's second half (t = floor(T/2) + 1..T, as
+``output="suffix"`` of :func:`fit_dp_gd`; post-processing),
+
     g the mean of the per-record gradients clipped to C = :func:`multinomial_gradient_bound`
     (``row_bound``) in Frobenius norm, which never binds on rows of norm <= ``row_bound``.
 
@@ -263,9 +267,13 @@ def fit_multinomial_gd(X, labels, n_classes, *, mu, passes, step, row_bound, alp
     if fit_intercept:
         penalized[-1] = 0.0
     W = np.zeros((d, n_classes))
+    suffix_from, total = passes // 2 + 1, np.zeros_like(W)
     norms = None if chunked else np.sqrt(row_sq_norms(X))
-    for _ in range(passes):
+    for t in range(1, passes + 1):
         g = multinomial_gradient(X, labels, W, clip, norms)
         W = W - step * (g + alpha * penalized * W + sigma * rng.standard_normal(W.shape))
+        if t >= suffix_from:
+            total += W
+    W = total / (passes - suffix_from + 1)
     return W, [Gaussian(z, passes)], {"passes": passes, "step": step, "clip": clip,
                                        "sigma": sigma, "alpha": alpha}
