@@ -26,8 +26,10 @@ column alone has curvature n / n = 1); without one a beta <= 0 becomes r^2. The 
 lambda_max(G + E) <= lambda_max(G) + ||E||, E||E|| <= 2 sqrt(d) sigma (as in
 :mod:`dpopt.solvers.adassp`, step 2).
 
-**Share** (:func:`curvature_share`). At its best run length DP-GD's excess risk is of order
-beta^(1/3) (L sqrt(d) / (n mu))^(2/3) (:func:`dpopt.solvers._common.run_length`), so a share s
+**Share** (:func:`curvature_share`; derived for the last iterate and the run length of
+:func:`dpopt.solvers._common.run_length`, kept with the suffix average after a comparison,
+docs/default_path.md). At its best run length DP-GD's excess risk is of order
+beta^(1/3) (L sqrt(d) / (n mu))^(2/3), so a share s
 of the model's mu^2 spent here costs the steps a factor (1 - s)^(-1/3) and buys beta
 ~ lambda_0 + a / sqrt(s), a = 2 sqrt(d) Delta / (n mu) the overestimate at s = 1: s minimises
 (lambda_0 + a / sqrt(s)) / (1 - s) on a public grid, lambda_0 = 1 the intercept column's
@@ -44,8 +46,8 @@ scaled target's standard deviation estimated from the target's second look
 :func:`~dpopt.preprocessing._refine.spread_bound` that AdaSSP's ridge takes; 1, its bound on
 [-1, 1], where there is none). The target's spread is at least the residuals' around any
 linear function. Its gradient is the residual clipped to [-t, t] times the row, so G = t:
-the noise falls by 2 / t and the run length grows by (2 / t)^(2/3)
-(:func:`dpopt.solvers.dp_gd.default_settings`). Why an estimate and not the bound: DP-GD's
+the noise falls by 2 / t and the run length grows by 2 / t
+(:func:`dpopt.solvers._common.smooth_run_length`). Why an estimate and not the bound: DP-GD's
 excess risk at its best run length is of order (t r sqrt(d) / (n mu))^(2/3) in the Huber
 loss, whose curvature near the minimiser is P(|residual| < t) times the squared loss's, so
 its R^2 cost goes as k^(2/3) / (2 Phi(k) - 1) for k = t / sigma_r in units of the
