@@ -81,6 +81,12 @@ OPTIONS = (
 )
 
 
+def suffix_start(passes):
+    """The first step t of the suffix average over a run of ``passes`` steps: floor(T/2) + 1
+    (the run's second half, T itself included)."""
+    return passes // 2 + 1
+
+
 def default_settings(*, loss, n, dim, mu, row_bound, alpha=0.0, huber_threshold=1.0,
                      curvature=None, **public):
     """DP-GD on the default path's scaled domain (:func:`~dpopt.solvers._common.scaled_domain`):
@@ -144,7 +150,7 @@ def fit_dp_gd(problem, *, epsilon, delta, rng, passes=10, step=1.0, clip=1.0, cl
     # (data-independent, so it is drawn first and only x_tau is kept).
     tau = int(rng.integers(0, passes)) if output == "random" else passes
     out = w.copy()
-    suffix_from, total = passes // 2 + 1, problem.zeros()
+    suffix_from, total = suffix_start(passes), problem.zeros()
     for t in range(1, passes + 1):
         g = problem.clipped_gradient(w, clips=clips) if clipping == "coordinate" else \
             problem.clipped_gradient(w, clip=clip)
@@ -235,9 +241,8 @@ def fit_multinomial_gd(X, labels, n_classes, *, mu, passes, step, row_bound, alp
 
         W <- W - step (g(W) + alpha W_feat + N(0, sigma^2 I)),
 
-returning the average of the iterates of the run's second half (t = floor(T/2) + 1..T, as
-``output="suffix"`` of :func:`fit_dp_gd`; post-processing),
-
+    returning the mean of the iterates of the run's second half (t = floor(T/2) + 1..T, as
+    ``output="suffix"`` of :func:`fit_dp_gd`; post-processing), with
     g the mean of the per-record gradients clipped to C = :func:`multinomial_gradient_bound`
     (``row_bound``) in Frobenius norm, which never binds on rows of norm <= ``row_bound``.
 
@@ -267,7 +272,7 @@ returning the average of the iterates of the run's second half (t = floor(T/2) +
     if fit_intercept:
         penalized[-1] = 0.0
     W = np.zeros((d, n_classes))
-    suffix_from, total = passes // 2 + 1, np.zeros_like(W)
+    suffix_from, total = suffix_start(passes), np.zeros_like(W)
     norms = None if chunked else np.sqrt(row_sq_norms(X))
     for t in range(1, passes + 1):
         g = multinomial_gradient(X, labels, W, clip, norms)
