@@ -191,10 +191,11 @@ def test_rules_read_no_data_and_follow_their_formulas():
     gd = auto.rules("dp-gd", loss="logistic", n=30000, dim=9, mu=0.18, row_bound=2.0)
     assert gd["clip"] == pytest.approx(math.sqrt(5)) and gd["output"] == "suffix"
     assert gd["smoothness"] == pytest.approx(0.25 * 5)
-    # a smooth loss: beta n mu / (2 C sqrt(d)) = 1.25 * 30000 * 0.18 / (2 sqrt(5) 3), 503 > 200
+    # a smooth loss: beta n mu / (2 sqrt(2) C sqrt(d)) = 1.25 * 30000 * 0.18 / (2 sqrt(10) 3),
+    # 356 > 200
     assert gd["passes"] == 200
     short = auto.rules("dp-gd", loss="logistic", n=3000, dim=9, mu=0.18, row_bound=2.0)
-    assert short["passes"] == round(1.25 * 3000 * 0.18 / (2 * math.sqrt(5) * 3))
+    assert short["passes"] == round(1.25 * 3000 * 0.18 / (2 * math.sqrt(10) * 3))
     absolute = auto.rules("dp-gd", loss="absolute", n=30000, dim=9, mu=0.18, row_bound=2.0)
     assert absolute["passes"] == T and "output" not in absolute  # subgradient: last iterate
     sgd = auto.rules("dp-sgd", loss="logistic", n=30000, dim=9, mu=0.18, row_bound=2.0)

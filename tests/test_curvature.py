@@ -111,9 +111,9 @@ def test_dp_gd_settings_follow_the_released_curvature():
     got = default_settings(loss="squared", n=6000, dim=124, mu=0.14, row_bound=4.4,
                            curvature=2.0, alpha=0.01)
     assert got["smoothness"] == pytest.approx(2.01)
-    # T = beta n mu / (2 C sqrt(d)), C = 2 r: the suffix average's balance at the released beta
-    assert got["passes"] == max(5, round(2.01 * 6000 * 0.14 / (2 * 2 * math.sqrt(r2)
-                                                                 * math.sqrt(124))))
+    # T = beta n mu / (2 sqrt(2) C sqrt(d)), C = 2 r: the average iterate's balance at beta
+    assert got["passes"] == max(5, round(2.01 * 6000 * 0.14 / (2 * math.sqrt(2) * 2
+                                                                 * math.sqrt(r2 * 124))))
     assert got["passes"] < base["passes"] and got["output"] == base["output"] == "suffix"
     assert got["clip"] == base["clip"]
 
@@ -126,9 +126,16 @@ def test_huber_settings_take_the_residual_clip():
     sq = default_settings(loss="squared", **kw)
     hub = default_settings(loss="huber", huber_threshold=0.5, **kw)
     assert sq["clip"] == pytest.approx(2 * r) and hub["clip"] == pytest.approx(0.5 * r)
-    assert hub["passes"] == round(2.0 * 6000 * 0.14 / (2 * 0.5 * r * math.sqrt(124)))
+    assert hub["passes"] == round(2.0 * 6000 * 0.14 / (2 * math.sqrt(2) * 0.5 * r
+                                                        * math.sqrt(124)))
     assert hub["passes"] == pytest.approx(4 * sq["passes"], abs=2)
     assert hub["smoothness"] == sq["smoothness"]
+    # L1 / elastic net keep the last iterate (a sparse model) and the older run length,
+    # times (2 / t)^(2/3) for the Huber loss
+    lasso = default_settings(loss="huber", huber_threshold=0.5, penalty="l1", **kw)
+    assert "output" not in lasso and lasso["clip"] == hub["clip"]
+    assert lasso["passes"] == max(5, round((6000 * 0.14 * 2.0 * 4.0 / (math.sqrt(124) * r * r))
+                                           ** (2 / 3)))
 
 
 def test_huber_in_place_of_squares_reads_the_released_spread():
@@ -191,7 +198,7 @@ def test_default_fit_takes_dp_gd_with_the_curvature_where_adassp_declines():
         scores.append(est.score(Xt, yt))
     # AdaSSP on these fits scored 0.759 and 0.742 (measured before the rule; OLS 0.888), DP-GD
     # with the squared loss's clip 0.835 and 0.866, with the Huber loss's 0.879 and 0.879,
-    # and with the suffix average of smooth_run_length's longer run 0.860 and 0.861 (the
+    # and with the suffix average of smooth_run_length's longer run 0.873 and 0.866 (the
     # signal lies in three directions of large curvature, which the short run had already
     # fitted: the bound's bias term is pessimistic here; docs/default_path.md)
     assert np.mean(scores) > 0.85

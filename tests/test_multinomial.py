@@ -59,8 +59,9 @@ def test_the_run_returns_the_mean_of_its_second_half():
 
 
 def test_run_length_balances_the_average_iterates_bound():
-    """T = beta n mu / (2 C) (beta D n mu / (2 C sqrt(dim)) with D = sqrt(dim)), clamped."""
-    assert multinomial_run_length(10_000, 0.1, 0.8, 2.0) == 200
+    """T = beta n mu / (2 sqrt(2) C) (beta D n mu / (2 sqrt(2) C sqrt(dim)), D = sqrt(dim)),
+    clamped."""
+    assert multinomial_run_length(10_000, 0.1, 0.8, 2.0) == round(800 / (4 * math.sqrt(2)))
     assert multinomial_run_length(100, 0.1, 0.8, 2.0) == 5
     assert multinomial_run_length(10 ** 7, 1.0, 0.8, 2.0) == MAX_PASSES
 

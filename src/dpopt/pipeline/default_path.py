@@ -546,7 +546,7 @@ def _model_options(solver, problem, mu, R, *, inference=False, **released):
     threshold = problem.loss.param if problem.loss.name == "huber" else 1.0
     return rules(solver, loss=problem.loss.name, n=problem.n_samples, dim=problem.dim, mu=mu,
                  row_bound=R, alpha=0.0, huber_threshold=threshold, inference=inference,
-                 **released)
+                 penalty=problem.penalty.name, **released)
 
 
 

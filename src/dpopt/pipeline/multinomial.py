@@ -61,14 +61,20 @@ def multinomial_applies(solver, centred):
 def multinomial_step(problem, mus, row_bound, rng):
     """(step, passes, beta, record): beta = lambda / 2 + alpha from the released curvature
     lambda (:func:`dpopt.pipeline.curvature.curvature_step`, which takes its share out of
-    ``mus["model"]``), T = :func:`multinomial_run_length` at that beta (module docstring)."""
+    ``mus["model"]``), T = :func:`multinomial_run_length` at that beta and the steps' clip
+    (module docstring)."""
     alpha = float(problem.penalty.alpha) if problem.penalty.name == "l2" else 0.0
     lam, record = curvature_step(problem, mus, row_bound, rng)
     beta = lam / 2.0 + alpha
-    r = math.hypot(row_bound, 1.0) if problem.fit_intercept else row_bound
-    passes = multinomial_run_length(problem.n_samples, mus["model"], beta,
-                                    multinomial_gradient_bound(r))
+    clip = multinomial_gradient_bound(_row_bound(problem, row_bound))
+    passes = multinomial_run_length(problem.n_samples, mus["model"], beta, clip)
     return 1.0 / beta, passes, beta, record
+
+
+def _row_bound(problem, R):
+    """r, the bound on a scaled row with its intercept coordinate (R without one): the bound
+    the steps clip at and the run length reads."""
+    return math.hypot(R, 1.0) if problem.fit_intercept else R
 
 
 #: The longest run (one step costs two products of X with a (d, k) matrix: 1,000 steps on
@@ -78,15 +84,15 @@ MAX_PASSES = 1000
 
 def multinomial_run_length(n, mu, beta, clip):
     """T for the multinomial model: :func:`dpopt.solvers._common.smooth_run_length`'s
-    balance T = beta D n mu / (2 C sqrt(dim)) for the suffix average of the run, with the
-    optimum's norm D = sqrt(dim) instead of 1 (dim = k d): on the scaled domain every
-    feature spans a range of order one, so a coefficient of order one moves a class's logit
-    by order one over it, and the k d coefficients together have norm of order sqrt(k d): a
-    weakly regularized logistic model's logits are not bounded. (Least squares keeps D = 1:
-    its target is clipped to [-1, 1], so are its fitted values; docs/default_path.md.)
-    sqrt(dim) cancels: T = beta n mu / (2 C), C = ``clip`` the gradient's bound sqrt(2) r,
-    clamped to [5, :data:`MAX_PASSES`]."""
-    return int(min(MAX_PASSES, max(5, round(beta * n * mu / (2.0 * clip)))))
+    balance T = beta D n mu / (2 sqrt(2) C sqrt(dim)) for the average of the run's second
+    half, with the optimum's norm D = sqrt(dim) instead of 1 (dim = k d): on the scaled
+    domain every feature spans a range of order one, so a coefficient of order one moves a
+    class's logit by order one over it, and the k d coefficients together have norm of
+    order sqrt(k d): a weakly regularized logistic model's logits are not bounded. (Least
+    squares keeps D = 1: its target is clipped to [-1, 1], so are its fitted values;
+    docs/default_path.md.) sqrt(dim) cancels: T = beta n mu / (2 sqrt(2) C), C = ``clip``
+    the gradient's bound sqrt(2) r, clamped to [5, :data:`MAX_PASSES`]."""
+    return int(min(MAX_PASSES, max(5, round(beta * n * mu / (2.0 * math.sqrt(2.0) * clip)))))
 
 
 def fit_multinomial(problem, labels, n_classes, *, records, mus, R, rng, delta, delta_total,
@@ -106,7 +112,7 @@ def fit_multinomial(problem, labels, n_classes, *, records, mus, R, rng, delta, 
                     else (problem.X_rows, np.asarray(labels)))
     W, steps, params = fit_multinomial_gd(
         rows, labels, n_classes, mu=mus["model"], passes=passes,
-        step=step, row_bound=np.hypot(R, 1.0) if problem.fit_intercept else R, alpha=alpha,
+        step=step, row_bound=_row_bound(problem, R), alpha=alpha,
         fit_intercept=problem.fit_intercept, rng=rng)
     mechanisms = list(records) + [curvature] + steps
     exact = all(type(m) is Gaussian for m in mechanisms)  # else the PLD of the composition

@@ -228,22 +228,26 @@ def run_length(n, dim, mu, curvature_ratio=1.0):
 
 
 def smooth_run_length(n, dim, mu, smoothness, clip):
-    """T = beta n mu / (2 C sqrt(dim)) for the suffix average of DP-GD's iterates, clamped
+    """T = beta n mu / (2 sqrt(2) C sqrt(dim)) for the average of DP-GD's iterates, clamped
     to [5, 200]: ``smoothness`` beta, ``clip`` C the per-sample gradient bound, D = 1.
 
-    Noisy gradient descent on a convex, beta-smooth objective with steps of 1 / beta and
-    gradient noise of variance sigma^2 per coordinate has, for the average of its iterates,
-    E F(x_bar) - F* <= beta D^2 / (2T) + dim sigma^2 / (2 beta) (the expected analysis of
-    stochastic gradient descent: the noise is independent of the iterate, so its cross term
-    vanishes; Bubeck 2015, *Convex Optimization: Algorithms and Complexity*, Thm. 6.3).
-    T Gaussian releases of sensitivity 2C/n at mu / sqrt(T) each give sigma = 2C sqrt(T) /
-    (n mu), so the bound is beta D^2 / (2T) + 2 dim C^2 T / (beta n^2 mu^2), least at
-    T = beta D n mu / (2 C sqrt(dim)), where it is 2 D C sqrt(dim) / (n mu): the rate of
-    Zhang et al. 2017 (*Efficient private ERM for smooth objectives*, IJCAI). D = 1 is the
-    scaled domain's unit ball. The suffix average over the last half of the run
-    (Rakhlin, Shamir & Sridharan 2012) keeps that order while the last iterate would keep
-    the stationary noise of its last steps. Public numbers (or released ones) only."""
-    T = smoothness * n * mu / (2.0 * clip * math.sqrt(dim))
+    Gradient descent on a convex, beta-smooth F with steps 1 / beta and gradient noise xi_t
+    of variance sigma^2 per coordinate: smoothness and convexity give
+    F(x_{t+1}) - F* <= (beta / 2)(||x_t - x*||^2 - ||x_{t+1} - x*||^2) - <xi_t, x_{t+1} - x*>,
+    and E <xi_t, x_{t+1} - x*> = -dim sigma^2 / beta (x_{t+1} holds -xi_t / beta; the rest of
+    it is independent of xi_t). Summed over the run, the average iterate has
+    E F(x_bar) - F* <= beta D^2 / (2T) + dim sigma^2 / beta, D = ||x_0 - x*||. T Gaussian
+    releases of sensitivity 2C/n at mu / sqrt(T) each give sigma = 2C sqrt(T) / (n mu), so
+    the bound is beta D^2 / (2T) + 4 dim C^2 T / (beta n^2 mu^2), least at
+    T = beta D n mu / (2 sqrt(2) C sqrt(dim)), where it is 2 sqrt(2) D C sqrt(dim) / (n mu):
+    the sqrt(d) / (n mu) rate of DP-GD on smooth objectives (Zhang, Zheng, Mou & Wang 2017,
+    *Efficient private ERM for smooth objectives*, IJCAI), against (sqrt(d) / (n mu))^(2/3)
+    for :func:`run_length`, whose bound charges each step's noise against D as if it pointed
+    away from the optimum. D = 1 is the scaled domain's unit ball. The suffix average over the
+    run's second half (Rakhlin, Shamir & Sridharan 2012) keeps that order at the bias of the
+    second half, where the last iterate would keep the stationary noise of its last steps.
+    Public numbers (or released ones) only."""
+    T = smoothness * n * mu / (2.0 * math.sqrt(2.0) * clip * math.sqrt(dim))
     return int(min(200, max(5, round(T))))
 
 

@@ -88,7 +88,7 @@ def suffix_start(passes):
 
 
 def default_settings(*, loss, n, dim, mu, row_bound, alpha=0.0, huber_threshold=1.0,
-                     curvature=None, **public):
+                     curvature=None, penalty="none", **public):
     """DP-GD on the default path's scaled domain (:func:`~dpopt.solvers._common.scaled_domain`):
     steps of 1 / beta with beta = c r^2 + alpha (a global smoothness bound), clip = G r, the
     largest per-sample gradient norm on the domain (clipping binds only on rows the scaling
@@ -100,9 +100,11 @@ def default_settings(*, loss, n, dim, mu, row_bound, alpha=0.0, huber_threshold=
 
     Smooth losses (squared, Huber, logistic) return the suffix average of
     T = :func:`~dpopt.solvers._common.smooth_run_length` steps, the run length at which the
-    convex bound on the average iterate balances bias and noise at this beta and clip. The
-    absolute loss is not smooth: :func:`~dpopt.solvers._common.run_length`'s subgradient
-    steps, last iterate."""
+    convex bound on the average iterate balances bias and noise at this beta and clip.
+    ``penalty`` "l1" or "elastic_net" keeps the last iterate and
+    :func:`~dpopt.solvers._common.run_length`'s T at that beta: an average of prox outputs
+    has no exact zeros, and the point of those penalties is a sparse model. The absolute
+    loss is not smooth: the subgradient steps of ``run_length``, last iterate."""
     if loss == "absolute":
         T = run_length(n, dim, mu)
         G, c, r = scaled_domain(loss, row_bound, T)
@@ -110,6 +112,10 @@ def default_settings(*, loss, n, dim, mu, row_bound, alpha=0.0, huber_threshold=
                 "smoothness": max(c * r ** 2 + alpha, 1e-12)}
     G, c, r = scaled_domain(loss, row_bound, 1, huber_threshold)
     beta = max((c * r ** 2 if curvature is None else curvature) + alpha, 1e-12)
+    if penalty in ("l1", "elastic_net"):
+        lipschitz = max(1.0, 2.0 / G) if loss == "huber" else 1.0  # the squared loss's 2 / t
+        T = run_length(n, dim, mu, beta / (c * r ** 2) * lipschitz)
+        return {"passes": T, "step": 1.0, "clip": G * r, "smoothness": beta}
     return {"passes": smooth_run_length(n, dim, mu, beta, G * r), "step": 1.0, "clip": G * r,
             "smoothness": beta, "output": "suffix"}
 
