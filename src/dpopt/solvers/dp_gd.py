@@ -20,7 +20,9 @@ of E||grad F(x_t)||^2 over t = 0..T-1; the paper's "uniformly sampled from
 t = floor(T/2) + 1, ..., T (suffix averaging, Rakhlin, Shamir & Sridharan 2012: the
 convex bound on the average iterate, :func:`~dpopt.solvers._common.smooth_run_length`,
 at the bias of the run's second half). ``params["tau"]`` is the index returned (T for
-"last" and "suffix"). Every output is post-processing of the released gradients.
+"last" and "suffix"). Every output is post-processing of the released gradients. The
+checkpoints record the iterates themselves, so with "random" or "suffix" the last one is x_T,
+not the returned w.
 
 Speed: each step is one sweep over a row-major copy of X (margins, clipping
 and gradient fused, :func:`dpopt.kernels.grad.full_gradient`), instead of the
