@@ -91,3 +91,26 @@ def test_gd_output_suffix_averages_the_second_half():
 def test_output_option_is_validated():
     with pytest.raises(ValueError, match="output must be one of"):
         fit(pl_problem(), epsilon=1.0, delta=1e-5, output="best")
+
+
+def test_gd_output_average_and_init_continue_a_run():
+    """output="average" is the mean of x_1..x_T; init is x_0. Without noise a run of T steps
+    split in two (the second from the first's last iterate) gives the same iterates, so the
+    second half's average is the suffix average of the whole; a bad init spends nothing."""
+    pb = pl_problem()
+    kw = dict(epsilon=math.inf, clip=math.inf, smoothness=pb.global_smoothness())
+    whole = fit(pb, passes=8, output="suffix", random_state=0, **kw)
+    head = fit(pb, passes=4, random_state=0, **kw)
+    tail = fit(pb, passes=4, output="average", init=head.w, random_state=0, **kw)
+    np.testing.assert_array_equal(tail.checkpoints[0], head.w)
+    np.testing.assert_allclose(tail.checkpoints[1:], whole.checkpoints[5:], rtol=1e-12)
+    np.testing.assert_allclose(tail.w, whole.w, rtol=1e-12)
+    noisy = fit(pb, epsilon=1.0, delta=1e-5, clip=1.0, passes=3, output="average",
+                init=np.ones(6), random_state=1, smoothness=pb.global_smoothness())
+    np.testing.assert_array_equal(noisy.checkpoints[0], np.ones(6))
+    np.testing.assert_allclose(noisy.w, noisy.checkpoints[1:].mean(axis=0), rtol=1e-12)
+    budget = dpopt.BudgetAccountant(2.0, 1e-3)
+    for bad in (np.ones(5), np.array([1.0, 2, 3, 4, 5, np.nan])):
+        with pytest.raises(ValueError, match="init must be a finite vector of length 6"):
+            fit(pb, epsilon=1.0, delta=1e-5, init=bad, budget=budget)
+    assert budget.spent() == 0.0 and budget.ledger == []

@@ -40,25 +40,41 @@ composition of Gaussian mechanisms, Smith & Thakurta 2022, as for the target's s
 **The residual's clip** (:func:`huber_in_place_of_squares`). DP-GD's noise is proportional to
 its clip G r, G the bound on |loss'|: 2 for the squared loss on the scaled domain (a target
 and a prediction in [-1, 1]), while a record's residual is typically a few tenths. So DP-GD
-minimises the Huber loss (Huber 1964) at the threshold t = k s instead, k = 1.345, s the
-scaled target's standard deviation estimated from the target's second look
-(:func:`dpopt.preprocessing._refine.spread_estimate`, at most the upper bound
+minimises the Huber loss (Huber 1964) at a threshold t instead: its gradient is the residual
+clipped to [-t, t] times the row, so G = t, the noise falls by 2 / t and the run length
+grows by 2 / t (:func:`dpopt.solvers._common.smooth_run_length`). Huber's k = 1.345 (95% of
+least squares' efficiency at normal errors) is in units of the residuals' standard deviation
+sigma. Before the run the released spread is the target's, s, estimated from its second
+look (:func:`dpopt.preprocessing._refine.spread_estimate`, at most the upper bound
 :func:`~dpopt.preprocessing._refine.spread_bound` that AdaSSP's ridge takes; 1, its bound on
-[-1, 1], where there is none). The target's spread is at least the residuals' around any
-linear function. Its gradient is the residual clipped to [-t, t] times the row, so G = t:
-the noise falls by 2 / t and the run length grows by 2 / t
-(:func:`dpopt.solvers._common.smooth_run_length`). Why an estimate and not the bound: DP-GD's
-excess risk at its best run length is of order (t r sqrt(d) / (n mu))^(2/3) in the Huber
-loss, whose curvature near the minimiser is P(|residual| < t) times the squared loss's, so
-its R^2 cost goes as k^(2/3) / (2 Phi(k) - 1) for k = t / sigma_r in units of the
-residuals' standard deviation (normal residuals): smallest at k = 1.08, within 1.4% of it at
-Huber's 1.345 (whose efficiency at normal errors is 95% of least squares'). The upper bound,
-about a bin and a margin of noise above the spread, put k at 1.95-2.29 on the practitioner
-benchmark's DP-GD tables (12-22% above that minimum); the estimate brings it within the
-target's own 1 / sqrt(1 - R^2) of it (docs/default_path.md). The minimiser is the regression's where
-the errors are symmetric; a skewed target's Huber intercept leans towards its median. The
-threshold reads released numbers only (post-processing), and the step, the clip and the
-noise follow the Huber loss's bounds, so the privacy argument is DP-GD's, unchanged.
+[-1, 1], where there is none), and s >= sigma (the spread about the mean is at least the
+residuals' about the best linear function), so the run starts at t = k s.
+
+**The threshold read again half-way** (:func:`rescaled_huber_fit`). At t = k s the clip is
+k s / sigma = k / sqrt(1 - R^2) residual standard deviations: 3.7 where R^2 = 0.87. By the
+average iterate's bound the Huber excess grows with the clip C = t r, and the Huber loss's
+curvature near the minimiser is P(|residual| < t) times the squared loss's, so the R^2 cost
+goes as (t / sigma) / (2 Phi(t / sigma) - 1): 2.2 times Huber's at R^2 = 0.87, within 16% of
+it for R^2 <= 0.4. The suffix average discards the run's first floor(T / 2) steps, so their
+end is where the residuals' spread can be read without shortening the average: the mean of
+q(r_i) (:func:`spread_statistic` at threshold 2, the widest residual of a prediction in
+[-1, 1]: r^2 / 4 up to |r| = 1, so its mean is the residuals' second moment on the scaled
+target's half-range, what least squares weighs, not a robust scale that a skewed target's
+bulk would shrink) at that iterate, released with N(0, (1 / (2 n mu_q))^2) noise
+(:func:`residual_spread`: each q_i lies in [0, 1/2], so replacing a record moves the mean
+by at most 1 / (2 n); w is DP-GD's released iterate). sigma is read at the release's upper
+3-sigma limit (an overestimate with probability Phi(3), as the curvature's lift), from the
+normal model (:func:`normal_spread`). The second half runs from that iterate at t' = min(t,
+k sigma), its clip scaled by t' / t and its length (T - floor(T / 2)) t / t' (the run length
+follows 1 / C, as T does; the single run again when t' = t), with the steps' mu^2 share of
+the second half unchanged, and returns the average of its iterates. mu_q is one step's
+(:func:`spread_share`: each of the T steps, this release and the intercept's gets mu_m^2 / (T
++ 2)); the release and the second half's length read the first half's output (fully
+adaptive composition of Gaussian mechanisms, Smith & Thakurta 2022). The thresholds read
+released numbers only, and each half's step, clip and noise follow its Huber loss's bounds,
+so the privacy argument is DP-GD's for each half, plus one Gaussian release. The minimiser is
+the regression's where the errors are symmetric; a skewed target's Huber intercept leans
+towards its median (the next step).
 
 **The intercept of least squares** (:func:`intercept_step`). Given DP-GD's slopes, the
 intercept that minimises the squared loss is b + mean_i (y_i - x_i^T w), one Newton step on
@@ -86,19 +102,26 @@ import time
 from dataclasses import replace
 
 import numpy as np
+from scipy.optimize import brentq
+from scipy.stats import norm
 
 from dpopt.data.losses import huber
 from dpopt.data.problem import with_loss
 from dpopt.pipeline.target_looks import from_model
-from dpopt.privacy import Gaussian
+from dpopt.privacy import Gaussian, gdp_epsilon
 from dpopt.privacy.mechanisms import gaussian_noise
+from dpopt.solvers import solve_uncharged
 from dpopt.solvers.adassp import sensitivities, symmetric_noise
+from dpopt.solvers.dp_gd import suffix_start
 
 #: Huber's k: the threshold in residual standard deviations at which the Huber estimate's
 #: efficiency at normal errors is 95% (:func:`huber_in_place_of_squares`).
 HUBER_K = 1.345
 #: The residuals' clip of :func:`intercept_step`, on the scaled target's [-1, 1].
 INTERCEPT_CLIP = 1.0
+#: The threshold of :func:`residual_spread`'s statistic: 2, the widest residual of a
+#: prediction in the scaled target's [-1, 1], so the statistic is r^2 / 4 up to |r| = 1.
+SPREAD_THRESHOLD = 2.0
 #: Shares of the model's mu^2 that :func:`curvature_share` chooses among.
 SHARE_GRID = tuple(np.round(np.arange(0.02, 0.51, 0.02), 2))
 
@@ -158,6 +181,107 @@ def huber_in_place_of_squares(problem, target_scale=None):
     spread = 1.0 if target_scale is None else min(1.0, float(target_scale))
     t = HUBER_K * spread
     return with_loss(problem, huber(t)), t
+
+
+def spread_statistic(residuals, t):
+    """q(r) = h_{t/2}(r) / (t/2) - h_t(r) / t, h_t Huber's loss r^2 / 2 inside t and
+    t |r| - t^2 / 2 beyond: r^2 / (2 t) up to t / 2, t / 4 beyond t, between them
+    |r| - t / 4 - r^2 / (2 t) (continuous, non-decreasing in |r|, in [0, t / 4])."""
+    a = np.abs(np.asarray(residuals, dtype=np.float64))
+    return np.where(a <= t / 2, a * a / (2 * t),
+                    np.where(a <= t, a - t / 4 - a * a / (2 * t), t / 4))
+
+
+def expected_spread_statistic(sigma, t):
+    """E q(sigma Z) for a standard normal Z (:func:`spread_statistic` at threshold ``t``),
+    in closed form: u = t / (2 sigma), v = t / sigma, E[Z^2; |Z| <= u] = 2 Phi(u) - 1 -
+    2 u phi(u) and the integral of z^2 phi(z) from u to v is Phi(v) - Phi(u) + u phi(u) -
+    v phi(v)."""
+    u, v = t / (2 * sigma), t / sigma
+    cu, cv, pu, pv = norm.cdf(u), norm.cdf(v), norm.pdf(u), norm.pdf(v)
+    inner = sigma ** 2 / (2 * t) * (2 * cu - 1 - 2 * u * pu)
+    band = 2 * (sigma * (pu - pv) - t / 4 * (cv - cu)
+                - sigma ** 2 / (2 * t) * (cv - cu + u * pu - v * pv))
+    return float(inner + band + t / 2 * norm.sf(v))
+
+
+def normal_spread(q, t):
+    """The sigma at which :func:`expected_spread_statistic` equals ``q`` (it increases with
+    sigma from 0 to t / 4), searched on [1e-6 t, 1e4 t] (beyond, the closed form loses its
+    digits): inf above that range's reach, 1e-6 t below it."""
+    lo, hi = t * 1e-6, t * 1e4
+    if q <= expected_spread_statistic(lo, t):
+        return lo
+    if q >= expected_spread_statistic(hi, t):
+        return math.inf
+    return float(brentq(lambda s: expected_spread_statistic(s, t) - q, lo, hi, xtol=t * 1e-12))
+
+
+def noisy_spread_mean(problem, w, mu, rng, t=SPREAD_THRESHOLD):
+    """(noisy mean of :func:`spread_statistic` at threshold ``t`` over ``problem``'s rows at
+    ``w``, its record): the release of :func:`residual_spread`. Each record's statistic lies
+    in [0, t / 4], so replacing one moves the mean by at most t / (4 n): N(0, (t / (4 n
+    mu))^2) noise, mu-GDP, ``Gaussian(1 / mu)``. The mean is two Huber losses' means (one
+    pass each, in memory or chunked)."""
+    if not (mu > 0 and math.isfinite(mu)):
+        raise ValueError(f"mu must be positive and finite, got {mu!r}")
+    w = np.asarray(w, dtype=np.float64)
+    q = (with_loss(problem, huber(t / 2)).smooth_objective(w) / (t / 2)
+         - with_loss(problem, huber(t)).smooth_objective(w) / t)
+    return q + float(gaussian_noise(rng, t / (4.0 * problem.n_samples * mu))), Gaussian(1.0 / mu)
+
+
+def residual_spread(problem, w, mu, rng):
+    """(sigma, record): the residuals' standard deviation at ``w`` (module docstring), read
+    by :func:`normal_spread` from :func:`noisy_spread_mean`'s release at its upper 3-sigma
+    limit. Post-processing of that release."""
+    released, record = noisy_spread_mean(problem, w, mu, rng)
+    noise = SPREAD_THRESHOLD / (4.0 * problem.n_samples * mu)
+    return normal_spread(released + 3.0 * noise, SPREAD_THRESHOLD), record
+
+
+def spread_share(mus, passes):
+    """Give the plan's "spread" step one step's mu out of the model's: mu_m / sqrt(T + 2)
+    for DP-GD's T = ``passes`` steps, ahead of :func:`intercept_share` (which then gives the
+    intercept the same), so each of the T + 2 releases gets mu_m^2 / (T + 2). Returns it."""
+    from_model(mus, "spread", mus["model"] / math.sqrt(passes + 2.0))
+    return mus["spread"]
+
+
+def rescaled_huber_fit(problem, options, mu, spread_mu, delta, rng):
+    """DP-GD's suffix-averaged run in two halves with Huber's threshold re-read between them
+    (module docstring): the first floor(T / 2) steps at the problem's threshold t, last
+    iterate; :func:`residual_spread` there at mu ``spread_mu``; the remaining steps from that
+    iterate at t' = min(t, k sigma), clip and noise scaled by t' / t, their average. The
+    steps' noise multiplier is the single run's (each half gets its share of ``mu``, the
+    steps' mu), so the composition is the single run's plus one release."""
+    passes, t = options["passes"], problem.loss.param
+    head_passes = suffix_start(passes) - 1
+    head = solve_uncharged(problem, "dp-gd", delta=delta, random_state=rng,
+                           epsilon=gdp_epsilon(mu * math.sqrt(head_passes / passes), delta),
+                           **{**options, "passes": head_passes, "output": "last"})
+    start = time.perf_counter()
+    spread, record = residual_spread(problem, head.w, spread_mu, rng)
+    tail_t = min(t, HUBER_K * spread)
+    spent = time.perf_counter() - start
+    tail_mu, tail_clip = mu * math.sqrt(1 - head_passes / passes), options["clip"] * tail_t / t
+    tail_passes = min(200, round((passes - head_passes) * t / tail_t))
+    tail = solve_uncharged(with_loss(problem, huber(tail_t)), "dp-gd", delta=delta,
+                           random_state=rng, epsilon=gdp_epsilon(tail_mu, delta),
+                           **{**options, "passes": tail_passes, "output": "average",
+                              "clip": tail_clip, "init": head.w})
+    before = head.time + spent
+    return replace(
+        tail, mechanisms=list(head.mechanisms) + [record] + list(tail.mechanisms),
+        n_iter=head.n_iter + tail.n_iter, passes=head.passes + 1 + tail.passes,
+        time=before + tail.time,
+        checkpoints=np.vstack([np.reshape(head.checkpoints, (-1, head.w.size)),
+                               np.reshape(tail.checkpoints, (-1, head.w.size))]),
+        checkpoint_passes=np.concatenate([head.checkpoint_passes,
+                                          tail.checkpoint_passes + head.passes + 1]),
+        checkpoint_times=np.concatenate([head.checkpoint_times, tail.checkpoint_times + before]),
+        params={**tail.params, "passes": head_passes + tail_passes, "output": "suffix",
+                "huber_threshold": t, "tail_huber_threshold": tail_t, "residual_spread": spread})
 
 
 def intercept_share(mus, passes):

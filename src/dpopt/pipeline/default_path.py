@@ -102,6 +102,8 @@ from dpopt.pipeline.curvature import (
     huber_in_place_of_squares,
     intercept_share,
     intercept_step,
+    rescaled_huber_fit,
+    spread_share,
 )
 from dpopt.pipeline.inference import SUPPORTED as INFERENCE_PATHS
 from dpopt.pipeline.inference import Inference, release_inference, unsupported_reason
@@ -410,7 +412,8 @@ def fit_default(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, 
                              inference=inference, **released)
     step_mu = None  # least squares' intercept after DP-GD's steps (curvature.py): its mu
     if curvature is not None and fit_intercept and not inference and not collapsed:
-        step_mu = intercept_share(mus, options["passes"])  # comes out of their noise
+        spread_mu = spread_share(mus, options["passes"])  # both come out of their noise
+        step_mu = intercept_share(mus, options["passes"])
     eps_model = gdp_epsilon(mus["model"], delta)
     if solver == "objective-perturbation":
         # not a Gaussian mechanism: it calibrates against the whole target, given the
@@ -423,10 +426,13 @@ def fit_default(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, 
                                    scaling, target, records, R, rng,
                                    {"scaling": scaled_how, **columns_note}, prior, options)
     # uncharged: the api-level caller charges the whole pipeline once
-    result = solve_uncharged(problem, solver, epsilon=eps_model, delta=delta, random_state=rng,
-                             **options)
     if step_mu is not None:
+        result = rescaled_huber_fit(problem, options, mus["model"], spread_mu, delta, rng)
+        columns_note["tail_huber_threshold"] = result.params["tail_huber_threshold"]
         result = intercept_step(problem, result, step_mu, rng)
+    else:
+        result = solve_uncharged(problem, solver, epsilon=eps_model, delta=delta,
+                                 random_state=rng, **options)
 
     stats = getattr(result, "release", None)
     released = None  # the inference releases: only on a path with a usable noise law

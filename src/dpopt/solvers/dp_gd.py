@@ -16,11 +16,12 @@ post-processing of the noisy gradients: privacy does not depend on the step.
 PL objectives); ``"random"`` returns x_tau with tau uniform on {0, ..., T-1}
 (Theorem 6.3, general smooth non-convex objectives: the bound is on the average
 of E||grad F(x_t)||^2 over t = 0..T-1; the paper's "uniformly sampled from
-{0, ..., m-1}" is a typo for T); ``"suffix"`` returns the average of x_t over
+{0, ..., m-1}" is a typo for T); ``"average"`` the average of x_1, ..., x_T (a run
+that continues another from ``init``); ``"suffix"`` returns the average of x_t over
 t = floor(T/2) + 1, ..., T (suffix averaging, Rakhlin, Shamir & Sridharan 2012: the
 convex bound on the average iterate, :func:`~dpopt.solvers._common.smooth_run_length`,
 at the bias of the run's second half). ``params["tau"]`` is the index returned (T for
-"last" and "suffix"). Every output is post-processing of the released gradients. The
+"last", "suffix" and "average"). Every output is post-processing of the released gradients. The
 checkpoints record the iterates themselves, so with "random" or "suffix" the last one is x_T,
 not the returned w.
 
@@ -77,10 +78,22 @@ OPTIONS = (
     Option("clipping", "l2", one_of("l2", "coordinate"), "per-sample L2 or coordinate clipping"),
     Option("step_rule", "global", one_of("global", "eso"), "global or ESO step (module docstring)"),
     SMOOTHNESS.but(doc='"exact" (warns), beta (global) or the M_j (eso / coordinate clipping)'),
-    Option("output", "last", one_of("last", "random", "suffix"),
-           "last iterate, x_tau with tau uniform, or the average of the run's second half"),
+    Option("output", "last", one_of("last", "random", "suffix", "average"),
+           "last iterate, x_tau with tau uniform, the average of the run's second half, or "
+           "of all its iterates x_1..x_T"),
+    Option("init", None, None, "the first iterate x_0 (zeros if None): public, or a private "
+           "output (post-processing)"),
     CHECKPOINT_EVERY,
 )
+
+
+def check_init(init, dim):
+    """``init`` as a float64 copy, or a ValueError naming it (not a finite vector of ``dim``)."""
+    w = np.array(init, dtype=np.float64)
+    if w.shape != (dim,) or not np.all(np.isfinite(w)):
+        raise ValueError(f"init must be a finite vector of length {dim} (the problem's dim), "
+                         f"got shape {w.shape}")
+    return w
 
 
 def suffix_start(passes):
@@ -134,7 +147,8 @@ def default_settings(*, loss, n, dim, mu, row_bound, alpha=0.0, huber_threshold=
                      losses=("squared", "logistic", "huber", "absolute"),
                      penalties=("none", "l1", "l2", "elastic_net", "box", "non_negative")))
 def fit_dp_gd(problem, *, epsilon, delta, rng, passes=10, step=1.0, clip=1.0, clipping="l2",
-              step_rule="global", smoothness="exact", output="last", checkpoint_every=1):
+              step_rule="global", smoothness="exact", output="last", init=None,
+              checkpoint_every=1):
     """Fit with DP-GD; one pass = one full-gradient step (see module docstring).
 
     ``smoothness``: ``"exact"`` (non-private, warns), a float beta for
@@ -151,14 +165,15 @@ def fit_dp_gd(problem, *, epsilon, delta, rng, passes=10, step=1.0, clip=1.0, cl
     sigma = 0.0 if math.isinf(clip) else mean_noise_std(cal.noise_multiplier, clip, problem.n_samples)
     pen = problem.penalty
 
-    w = problem.zeros()
+    w = problem.zeros() if init is None else check_init(init, problem.dim)
     ck = Checkpoints()
     ck.record(w, 0)
     # Theorem 6.3 bounds the average of E||grad F(x_t)||^2 over t = 0..T-1: draw tau there
     # (data-independent, so it is drawn first and only x_tau is kept).
     tau = int(rng.integers(0, passes)) if output == "random" else passes
     out = w.copy()
-    suffix_from, total = suffix_start(passes), problem.zeros()
+    suffix_from = 1 if output == "average" else suffix_start(passes)
+    total = problem.zeros()
     for t in range(1, passes + 1):
         g = problem.clipped_gradient(w, clips=clips) if clipping == "coordinate" else \
             problem.clipped_gradient(w, clip=clip)
@@ -166,11 +181,11 @@ def fit_dp_gd(problem, *, epsilon, delta, rng, passes=10, step=1.0, clip=1.0, cl
         w = pen.prox(w - gamma * (g + sigma * noise), gamma)
         if t == tau:
             out = w.copy()
-        if output == "suffix" and t >= suffix_from:
+        if output in ("suffix", "average") and t >= suffix_from:
             total += w
         if t % checkpoint_every == 0 or t == passes:
             ck.record(w, t)
-    w = total / (passes - suffix_from + 1) if output == "suffix" else out
+    w = total / (passes - suffix_from + 1) if output in ("suffix", "average") else out
     return make_result(problem, w, solver="dp-gd", calibration_or_spent=cal,
                        mechanisms=[Gaussian(cal.noise_multiplier, passes)], n_iter=passes,
                        passes=passes, checkpoints=ck,
