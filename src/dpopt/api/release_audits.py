@@ -281,19 +281,27 @@ def audit_intercept_step(*, epsilon=DEFAULT_EPSILON, delta=DEFAULT_DELTA, n_runs
     100 and be caught). The statistic is the noisy mean. ``noise_scale`` < 1 is a broken
     variant, for the tests only."""
     epsilon, delta, n_runs, mu = _release_claim(epsilon, delta, n_runs)
-    rng = np.random.default_rng(random_state)
+    # the canary's residual clipped at 1
+    scores = _residual_canary_scores(noisy_mean_residual, {-50.0: -1.0 / n, 50.0: 1.0 / n}, n,
+                                     n_runs, mu, np.random.default_rng(random_state),
+                                     noise_scale)
+    return _release_audit("intercept step (default path, after DP-GD)", scores, mu, delta,
+                          confidence, {"n": n, "noise_scale": noise_scale})
+
+
+def _residual_canary_scores(release, exact, n, n_runs, mu, rng, noise_scale):
+    """(2, n_runs) draws of ``release(problem, w, mu, rng)[0]`` on n rows with w = 0 and all
+    targets 0 but the canary's, for the two canaries of ``exact`` ({canary: the release's
+    exact value}), their noise scaled by ``noise_scale``."""
     scores = np.empty((2, n_runs))
-    w = np.zeros(2)
-    for b, canary in enumerate((-50.0, 50.0)):
+    for b, (canary, value) in enumerate(exact.items()):
         y = np.zeros(n)
         y[0] = canary
         problem = Problem(np.zeros((n, 1)), y, loss="squared", fit_intercept=True)
-        exact = np.sign(canary) / n  # the canary's residual clipped at 1
         for k in range(n_runs):
-            noisy = noisy_mean_residual(problem, w, mu, rng)[0]
-            scores[b, k] = exact + noise_scale * (noisy - exact)
-    return _release_audit("intercept step (default path, after DP-GD)", scores, mu, delta,
-                          confidence, {"n": n, "noise_scale": noise_scale})
+            scores[b, k] = value + noise_scale * (release(problem, np.zeros(2), mu, rng)[0]
+                                                  - value)
+    return scores
 
 
 def audit_residual_spread(*, epsilon=DEFAULT_EPSILON, delta=DEFAULT_DELTA, n_runs=DEFAULT_RUNS,
@@ -306,17 +314,8 @@ def audit_residual_spread(*, epsilon=DEFAULT_EPSILON, delta=DEFAULT_DELTA, n_run
     move by 625 and be caught). The statistic is the noisy mean. ``noise_scale`` < 1 is a
     broken variant, for the tests only."""
     epsilon, delta, n_runs, mu = _release_claim(epsilon, delta, n_runs)
-    rng = np.random.default_rng(random_state)
-    scores = np.empty((2, n_runs))
-    w = np.zeros(2)
-    for b, canary in enumerate((0.0, 50.0)):
-        y = np.zeros(n)
-        y[0] = canary
-        problem = Problem(np.zeros((n, 1)), y, loss="squared", fit_intercept=True)
-        exact = 0.5 * (canary != 0.0) / n
-        for k in range(n_runs):
-            noisy = noisy_spread_mean(problem, w, mu, rng)[0]
-            scores[b, k] = exact + noise_scale * (noisy - exact)
+    scores = _residual_canary_scores(noisy_spread_mean, {0.0: 0.0, 50.0: 0.5 / n}, n, n_runs,
+                                     mu, np.random.default_rng(random_state), noise_scale)
     return _release_audit("residual spread (default path, half-way through DP-GD)", scores, mu,
                           delta, confidence, {"n": n, "noise_scale": noise_scale})
 

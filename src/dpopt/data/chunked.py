@@ -5,9 +5,9 @@ this process's memory: a row-chunked ``dask.array.Array``, a ``dask.dataframe.Da
 a NumPy ``.npy`` file read through a memory map, a Zarr array or a Parquet dataset (the last
 two need ``zarr`` / ``pyarrow``). ``dpopt.solve`` takes it like a Problem, for the solvers
 declared distributed (``register_solver(..., distributed=True)``, stored on
-``SolverSpec.distributed``; :func:`dpopt.solvers.distributed_solvers` lists them). The computation runs on
-whatever Dask scheduler is active: a ``distributed.Client``'s cluster, or Dask's threads on
-one machine, where a file larger than memory is read chunk by chunk (out-of-core).
+``SolverSpec.distributed``; :func:`dpopt.solvers.distributed_solvers` lists them), on the
+active Dask scheduler: a ``distributed.Client``'s cluster, or Dask's threads on one machine,
+where a file larger than memory is read chunk by chunk (out-of-core).
 
 What runs where. Every pass over the data is one Dask graph: a task per row chunk computes
 the chunk's share of an additive statistic (a p-vector or a p x p matrix), and Dask's tree
@@ -249,9 +249,9 @@ def _chunk_max_row_nnz(xb, yb, *, fit_intercept):
     return np.array([[counts.max(initial=0)]], dtype=np.float64)
 
 
-def _chunk_loss(xb, yb, *, w, loss, fit_intercept):
+def _chunk_sum_of(xb, yb, *, w, per_record, fit_intercept):
     z = np.asarray(_native_design(xb, fit_intercept) @ w).ravel()
-    return np.array([[float(np.sum(loss.value(z, yb[:, 0])))]])
+    return np.array([[float(np.sum(per_record(z, yb[:, 0])))]])
 
 
 def _chunk_check(xb, yb, *, loss, magnitude=True):
@@ -420,8 +420,7 @@ class ChunkedProblem:
     def _held_chunks(self):
         """``(client, [(x_future, y_future), ...])`` in row order when every chunk of X and y
         is held by the active distributed client (:meth:`persist`), else ``None``."""
-        try:
-            # lazy: distributed is an optional dependency (pip install dpopt[dask])
+        try:  # lazy: distributed is an optional dependency (pip install dpopt[dask])
             from distributed import default_client, futures_of
 
             client = default_client()
@@ -440,11 +439,7 @@ class ChunkedProblem:
         held = self._held_chunks()
         if held is not None:
             return self._reduce_held(*held, func, kwargs)
-        _, da = _dask()
-        parts = da.map_blocks(func, self.X, self.y[:, None], dtype=np.float64,
-                              meta=np.empty((0, 0)), chunks=((1,) * self.n_chunks, (width,)),
-                              **kwargs)
-        total = parts.sum(axis=0, split_every=SPLIT_EVERY)
+        total = self._parts(func, width, kwargs).sum(axis=0, split_every=SPLIT_EVERY)
         return np.asarray(total.compute(retries=self.retries), dtype=np.float64)
 
     def _reduce_held(self, client, chunks, func, kwargs):
@@ -474,11 +469,14 @@ class ChunkedProblem:
                      for i in range(0, len(parts), SPLIT_EVERY)]
         return np.asarray(parts[0].result(), dtype=np.float64)[0]
 
-    def _max(self, func, width, **kwargs):
+    def _parts(self, func, width, kwargs):  # func(x_chunk, y_chunk[:, None]) per chunk
         _, da = _dask()
-        parts = da.map_blocks(func, self.X, self.y[:, None], dtype=np.float64,
-                              meta=np.empty((0, 0)), chunks=((1,) * self.n_chunks, (width,)),
-                              **kwargs)
+        return da.map_blocks(func, self.X, self.y[:, None], dtype=np.float64,
+                             meta=np.empty((0, 0)), chunks=((1,) * self.n_chunks, (width,)),
+                             **kwargs)
+
+    def _max(self, func, width, **kwargs):
+        parts = self._parts(func, width, kwargs)
         return np.asarray(parts.max(axis=0, split_every=SPLIT_EVERY).compute(retries=self.retries))
 
     # -- what the solvers use --------------------------------------------------------
@@ -547,11 +545,13 @@ class ChunkedProblem:
         top = max(float(np.linalg.eigvalsh(self._gram)[-1]), 0.0)
         return self.loss.curvature * top / self.n_samples
 
+    def mean_of(self, func, w):
+        """(1/n) sum_i func(x_i^T w, y_i), one pass (``func`` vectorised and picklable)."""
+        return float(self._reduce(_chunk_sum_of, 1, w=np.ascontiguousarray(w, dtype=np.float64),
+                                  per_record=func, fit_intercept=self.fit_intercept)[0]) / self.n_samples
+
     def smooth_objective(self, w):
-        w = np.ascontiguousarray(w, dtype=np.float64)
-        total = self._reduce(_chunk_loss, 1, w=w, loss=self.loss,
-                             fit_intercept=self.fit_intercept)
-        return float(total[0]) / self.n_samples
+        return self.mean_of(self.loss.value, w)
 
     def objective(self, w):
         """F(w) (a diagnostic computed on the private data; one pass)."""

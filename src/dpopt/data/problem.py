@@ -129,6 +129,11 @@ class Problem:
         """X w."""
         return np.asarray(self.X @ np.asarray(w, dtype=np.float64)).ravel()
 
+    def mean_of(self, func, w):
+        """(1/n) sum_i func(x_i^T w, y_i) (``func`` vectorised; :class:`ChunkedProblem` has
+        the same, one pass)."""
+        return float(np.mean(func(self.margins(w), self.y)))
+
     def smooth_objective(self, w, margins=None):
         """f(w) = (1/n) sum_i l(x_i^T w; y_i)."""
         z = self.margins(w) if margins is None else margins

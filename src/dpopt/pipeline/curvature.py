@@ -61,16 +61,19 @@ q(r_i) (:func:`spread_statistic` at threshold 2, the widest residual of a predic
 [-1, 1]: r^2 / 4 up to |r| = 1, so its mean is the residuals' second moment on the scaled
 target's half-range, what least squares weighs, not a robust scale that a skewed target's
 bulk would shrink) at that iterate, released with N(0, (1 / (2 n mu_q))^2) noise
-(:func:`residual_spread`: each q_i lies in [0, 1/2], so replacing a record moves the mean
+(:func:`noisy_spread_mean`: each q_i lies in [0, 1/2], so replacing a record moves the mean
 by at most 1 / (2 n); w is DP-GD's released iterate). sigma is read at the release's upper
 3-sigma limit (an overestimate with probability Phi(3), as the curvature's lift), from the
 normal model (:func:`normal_spread`). The second half runs from that iterate at t' = min(t,
 k sigma), its clip scaled by t' / t and its length (T - floor(T / 2)) t / t' (the run length
-follows 1 / C, as T does; the single run again when t' = t), with the steps' mu^2 share of
-the second half unchanged, and returns the average of its iterates. mu_q is one step's
-(:func:`spread_share`: each of the T steps, this release and the intercept's gets mu_m^2 / (T
-+ 2)); the release and the second half's length read the first half's output (fully
-adaptive composition of Gaussian mechanisms, Smith & Thakurta 2022). The thresholds read
+follows 1 / C, as T does; the single run again when t' = t), and returns the average of
+its iterates. mu_q is one step's (:func:`one_step_share`): the first half's floor(T / 2)
+steps, this release and the intercept's step (below) each get mu_m^2 / (T + 2), and the
+second half keeps the single run's share of the rest, (T - floor(T / 2)) mu_m^2 / (T + 2),
+spread over its own steps. The release and the second half's length read the first half's
+output: fully adaptive composition of Gaussian mechanisms (Smith & Thakurta 2022), the
+total mu^2 fixed in advance. Only DP-GD's suffix-averaged runs do this: L1 and elastic net
+keep their last iterate (:func:`dpopt.solvers.dp_gd.default_settings`). The thresholds read
 released numbers only, and each half's step, clip and noise follow its Huber loss's bounds,
 so the privacy argument is DP-GD's for each half, plus one Gaussian release. The minimiser is
 the regression's where the errors are symmetric; a skewed target's Huber intercept leans
@@ -86,11 +89,12 @@ path takes that step after DP-GD, with the residuals clipped at c = :data:`INTER
 range): the mean of clip(y_i - x_i^T w, -c, c) over the n training rows, released with
 N(0, (2 c / (n mu_b))^2) noise. Replacing one record moves one clipped residual by at most
 2 c (w is fixed: it is DP-GD's output), so the sensitivity is 2 c / n and the release is
-mu_b-GDP, recorded as ``Gaussian(1 / mu_b)``. Its share (:func:`intercept_share`) is one
+mu_b-GDP, recorded as ``Gaussian(1 / mu_b)``. Its share (:func:`one_step_share`) is one
 step's: with T steps DP-GD spends mu_m^2 T / (T + 1) and this step mu_m^2 / (T + 1), so
-each of the T + 1 steps gets the same mu^2 (fully adaptive composition of Gaussian
-mechanisms: the step reads DP-GD's output). Measured exactly (no noise in the step) on the
-practitioner benchmark's DP-GD fits at epsilon = 1, the step raised R^2 by 0.005 on
+each of the T + 1 steps gets the same mu^2 (T + 2 with the spread's release above; fully
+adaptive composition of Gaussian mechanisms: the step reads DP-GD's output). Measured
+exactly (no noise in the step) on the practitioner benchmark's DP-GD fits at epsilon = 1,
+the step raised R^2 by 0.005 on
 ``doctor_contacts`` (skew 4.9), 0.004 on ``slid`` and 0.002 on ``txhousing`` and ``loans``
 (docs/default_path.md).
 """
@@ -100,6 +104,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import replace
+from functools import partial
 
 import numpy as np
 from scipy.optimize import brentq
@@ -217,18 +222,28 @@ def normal_spread(q, t):
     return float(brentq(lambda s: expected_spread_statistic(s, t) - q, lo, hi, xtol=t * 1e-12))
 
 
+def spread_of_margins(margins, y, t=SPREAD_THRESHOLD):
+    """:func:`spread_statistic` of the residuals ``margins - y`` (per record, bounded)."""
+    return spread_statistic(np.asarray(margins) - np.asarray(y), t)
+
+
+def spread_noise(n, mu, t=SPREAD_THRESHOLD):
+    """The standard deviation of :func:`noisy_spread_mean`'s noise: its sensitivity t / (4 n)
+    over ``mu``."""
+    return t / (4.0 * n * mu)
+
+
 def noisy_spread_mean(problem, w, mu, rng, t=SPREAD_THRESHOLD):
     """(noisy mean of :func:`spread_statistic` at threshold ``t`` over ``problem``'s rows at
     ``w``, its record): the release of :func:`residual_spread`. Each record's statistic lies
-    in [0, t / 4], so replacing one moves the mean by at most t / (4 n): N(0, (t / (4 n
-    mu))^2) noise, mu-GDP, ``Gaussian(1 / mu)``. The mean is two Huber losses' means (one
-    pass each, in memory or chunked)."""
+    in [0, t / 4] (summed record by record, one pass in memory or chunked), so replacing one
+    moves the mean by at most t / (4 n): N(0, :func:`spread_noise` ^2) noise, mu-GDP,
+    ``Gaussian(1 / mu)``."""
     if not (mu > 0 and math.isfinite(mu)):
         raise ValueError(f"mu must be positive and finite, got {mu!r}")
-    w = np.asarray(w, dtype=np.float64)
-    q = (with_loss(problem, huber(t / 2)).smooth_objective(w) / (t / 2)
-         - with_loss(problem, huber(t)).smooth_objective(w) / t)
-    return q + float(gaussian_noise(rng, t / (4.0 * problem.n_samples * mu))), Gaussian(1.0 / mu)
+    q = problem.mean_of(partial(spread_of_margins, t=t), np.asarray(w, dtype=np.float64))
+    return q + float(gaussian_noise(rng, spread_noise(problem.n_samples, mu, t))), \
+        Gaussian(1.0 / mu)
 
 
 def residual_spread(problem, w, mu, rng):
@@ -236,16 +251,17 @@ def residual_spread(problem, w, mu, rng):
     by :func:`normal_spread` from :func:`noisy_spread_mean`'s release at its upper 3-sigma
     limit. Post-processing of that release."""
     released, record = noisy_spread_mean(problem, w, mu, rng)
-    noise = SPREAD_THRESHOLD / (4.0 * problem.n_samples * mu)
-    return normal_spread(released + 3.0 * noise, SPREAD_THRESHOLD), record
+    limit = released + 3.0 * spread_noise(problem.n_samples, mu)
+    return normal_spread(limit, SPREAD_THRESHOLD), record
 
 
-def spread_share(mus, passes):
-    """Give the plan's "spread" step one step's mu out of the model's: mu_m / sqrt(T + 2)
-    for DP-GD's T = ``passes`` steps, ahead of :func:`intercept_share` (which then gives the
-    intercept the same), so each of the T + 2 releases gets mu_m^2 / (T + 2). Returns it."""
-    from_model(mus, "spread", mus["model"] / math.sqrt(passes + 2.0))
-    return mus["spread"]
+def one_step_share(mus, step, passes, after=0):
+    """Give plan step ``step`` one DP-GD step's mu out of the model's: mu_m / sqrt(T + 1 +
+    ``after``) for T = ``passes`` steps, ``after`` the single releases still to take theirs
+    the same way, so the T steps and each such release get the same mu^2 (module
+    docstring). Returns that mu."""
+    from_model(mus, step, mus["model"] / math.sqrt(passes + 1.0 + after))
+    return mus[step]
 
 
 def rescaled_huber_fit(problem, options, mu, spread_mu, delta, rng):
@@ -281,14 +297,8 @@ def rescaled_huber_fit(problem, options, mu, spread_mu, delta, rng):
                                           tail.checkpoint_passes + head.passes + 1]),
         checkpoint_times=np.concatenate([head.checkpoint_times, tail.checkpoint_times + before]),
         params={**tail.params, "passes": head_passes + tail_passes, "output": "suffix",
+                "tau": head_passes + tail_passes,
                 "huber_threshold": t, "tail_huber_threshold": tail_t, "residual_spread": spread})
-
-
-def intercept_share(mus, passes):
-    """Give the plan's "intercept" step one step's mu out of the model's (module docstring):
-    mu_m / sqrt(T + 1) for DP-GD's T = ``passes`` steps. Returns that mu."""
-    from_model(mus, "intercept", mus["model"] / math.sqrt(passes + 1.0))
-    return mus["intercept"]
 
 
 def noisy_mean_residual(problem, w, mu, rng, clip=INTERCEPT_CLIP):

@@ -100,10 +100,9 @@ from dpopt.pipeline.autofit import AutoFit, constant_fit  # noqa: F401 (AutoFit:
 from dpopt.pipeline.curvature import (
     curvature_step,
     huber_in_place_of_squares,
-    intercept_share,
     intercept_step,
+    one_step_share,
     rescaled_huber_fit,
-    spread_share,
 )
 from dpopt.pipeline.inference import SUPPORTED as INFERENCE_PATHS
 from dpopt.pipeline.inference import Inference, release_inference, unsupported_reason
@@ -410,10 +409,11 @@ def fit_default(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, 
                 if v is not None}
     options = _model_options(solver, problem, mus["model"], R,
                              inference=inference, **released)
-    step_mu = None  # least squares' intercept after DP-GD's steps (curvature.py): its mu
+    step_mu = spread_mu = None  # DP-GD's least squares (curvature.py): the steps' mus
     if curvature is not None and fit_intercept and not inference and not collapsed:
-        spread_mu = spread_share(mus, options["passes"])  # both come out of their noise
-        step_mu = intercept_share(mus, options["passes"])
+        if options.get("output") == "suffix":  # (L1 / elastic net keep their last iterate)
+            spread_mu = one_step_share(mus, "spread", options["passes"], after=1)
+        step_mu = one_step_share(mus, "intercept", options["passes"])  # out of their noise
     eps_model = gdp_epsilon(mus["model"], delta)
     if solver == "objective-perturbation":
         # not a Gaussian mechanism: it calibrates against the whole target, given the
@@ -426,13 +426,14 @@ def fit_default(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, 
                                    scaling, target, records, R, rng,
                                    {"scaling": scaled_how, **columns_note}, prior, options)
     # uncharged: the api-level caller charges the whole pipeline once
-    if step_mu is not None:
+    if spread_mu is not None:
         result = rescaled_huber_fit(problem, options, mus["model"], spread_mu, delta, rng)
         columns_note["tail_huber_threshold"] = result.params["tail_huber_threshold"]
-        result = intercept_step(problem, result, step_mu, rng)
     else:
         result = solve_uncharged(problem, solver, epsilon=eps_model, delta=delta,
                                  random_state=rng, **options)
+    if step_mu is not None:
+        result = intercept_step(problem, result, step_mu, rng)
 
     stats = getattr(result, "release", None)
     released = None  # the inference releases: only on a path with a usable noise law

@@ -89,10 +89,13 @@ OPTIONS = (
 
 def check_init(init, dim):
     """``init`` as a float64 copy, or a ValueError naming it (not a finite vector of ``dim``)."""
-    w = np.array(init, dtype=np.float64)
+    try:
+        w = np.array(init, dtype=np.float64)
+    except (TypeError, ValueError):
+        w = np.full(1, np.nan)
     if w.shape != (dim,) or not np.all(np.isfinite(w)):
         raise ValueError(f"init must be a finite vector of length {dim} (the problem's dim), "
-                         f"got shape {w.shape}")
+                         f"got {init!r:.60}")
     return w
 
 
