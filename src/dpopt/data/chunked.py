@@ -420,8 +420,8 @@ class ChunkedProblem:
     def _held_chunks(self):
         """``(client, [(x_future, y_future), ...])`` in row order when every chunk of X and y
         is held by the active distributed client (:meth:`persist`), else ``None``."""
-        try:  # lazy: distributed is an optional dependency (pip install dpopt[dask])
-            from distributed import default_client, futures_of
+        try:
+            from distributed import default_client, futures_of  # lazy: optional (dpopt[dask])
 
             client = default_client()
         except (ImportError, ValueError):  # no distributed, or no client: the graph path
