@@ -135,7 +135,7 @@ def test_in_memory_and_chunked_problems_share_the_step_protocol():
 
     for name in ("poisson_sampler", "proximal_sgd_steps", "block_steps", "max_row_norm",
                  "clipped_gradient", "sufficient_statistics", "coordinate_smoothness",
-                 "global_smoothness", "max_row_nnz"):
+                 "global_smoothness", "max_row_nnz", "mean_of"):
         assert (inspect.signature(getattr(Problem, name)).parameters
                 == inspect.signature(getattr(ChunkedProblem, name)).parameters), name
     assert Problem.block_step_reads_all_rows is False

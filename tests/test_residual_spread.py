@@ -197,3 +197,18 @@ def test_the_threshold_is_read_again_only_on_the_suffix_averaged_run():
         assert np.sum(est.coef_ == 0) > 0  # the prox's exact zeros survive
     est = dpopt.DPLinearRegression(epsilon=1.0, random_state=0, feature_bounds=bounds).fit(Xd, yd)
     assert "spread" in est.auto_.plan["mu_shares"]  # the chunked least squares reads it
+
+
+def test_the_statistic_is_the_same_mean_in_memory_and_chunked():
+    da = pytest.importorskip("dask.array")  # the dask extra: installed by .ci/run
+    from dpopt.data.chunked import ChunkedProblem
+
+    X, y = rows(1000, 5, seed=7)
+    w = np.random.default_rng(7).standard_normal(6)
+    memory = noisy_spread_mean(Problem(X, y, loss="squared", fit_intercept=True), w, 1e12,
+                               np.random.default_rng(0))[0]
+    chunked = noisy_spread_mean(ChunkedProblem(da.from_array(X, chunks=(300, 5)),
+                                               da.from_array(y, chunks=300), "squared",
+                                               fit_intercept=True), w, 1e12,
+                                np.random.default_rng(0))[0]
+    assert chunked == pytest.approx(memory, rel=1e-12) and memory > 0
