@@ -268,9 +268,10 @@ def rescaled_huber_fit(problem, options, mu, spread_mu, delta, rng):
     """DP-GD's suffix-averaged run in two halves with Huber's threshold re-read between them
     (module docstring): the first floor(T / 2) steps at the problem's threshold t, last
     iterate; :func:`residual_spread` there at mu ``spread_mu``; the remaining steps from that
-    iterate at t' = min(t, k sigma), clip and noise scaled by t' / t, their average. The
-    steps' noise multiplier is the single run's (each half gets its share of ``mu``, the
-    steps' mu), so the composition is the single run's plus one release."""
+    iterate at t' = min(t, k sigma), clip scaled by t' / t and length by t / t', their
+    average. The first half has the single run's noise multiplier; the second keeps the
+    single run's share of ``mu`` (the steps' mu) over its own steps, so the composition is
+    the single run's mu^2 plus one release."""
     passes, t = options["passes"], problem.loss.param
     head_passes = suffix_start(passes) - 1
     head = solve_uncharged(problem, "dp-gd", delta=delta, random_state=rng,
