@@ -292,14 +292,20 @@ def rescaled_huber_fit(problem, options, mu, spread_mu, delta, rng):
         tail, mechanisms=list(head.mechanisms) + [record] + list(tail.mechanisms),
         n_iter=head.n_iter + tail.n_iter, passes=head.passes + 1 + tail.passes,
         time=before + tail.time,
-        checkpoints=np.vstack([np.reshape(head.checkpoints, (-1, head.w.size)),
-                               np.reshape(tail.checkpoints, (-1, head.w.size))]),
-        checkpoint_passes=np.concatenate([head.checkpoint_passes,
-                                          tail.checkpoint_passes + head.passes + 1]),
-        checkpoint_times=np.concatenate([head.checkpoint_times, tail.checkpoint_times + before]),
+        **checkpoints_then(head, tail.checkpoints, tail.checkpoint_passes + head.passes + 1,
+                           tail.checkpoint_times + before),
         params={**tail.params, "passes": head_passes + tail_passes, "output": "suffix",
                 "tau": head_passes + tail_passes,
                 "huber_threshold": t, "tail_huber_threshold": tail_t, "residual_spread": spread})
+
+
+def checkpoints_then(result, rows, passes, times):
+    """``result``'s checkpoints followed by the iterates ``rows`` at ``passes`` and ``times``
+    (already counted from the start of ``result``'s run): the fields for ``replace``."""
+    return dict(checkpoints=np.vstack([np.reshape(result.checkpoints, (-1, result.w.size)),
+                                       np.reshape(rows, (-1, result.w.size))]),
+                checkpoint_passes=np.append(result.checkpoint_passes, passes),
+                checkpoint_times=np.append(result.checkpoint_times, times))
 
 
 def noisy_mean_residual(problem, w, mu, rng, clip=INTERCEPT_CLIP):
@@ -325,11 +331,8 @@ def intercept_step(problem, result, mu, rng):
     spent = time.perf_counter() - start
     marks = {}
     if result.checkpoints is not None and len(result.checkpoint_times):
-        marks = dict(
-            checkpoints=np.vstack([np.reshape(result.checkpoints, (-1, w.size)), w]),
-            checkpoint_passes=np.append(result.checkpoint_passes, result.passes + 1),
-            checkpoint_times=np.append(result.checkpoint_times,
-                                       result.checkpoint_times[-1] + spent))
+        marks = checkpoints_then(result, w, result.passes + 1,
+                                 result.checkpoint_times[-1] + spent)
     return replace(result, w=w, coef=w[:-1].copy(), intercept=float(w[-1]),
                    mechanisms=list(result.mechanisms) + [record], passes=result.passes + 1,
                    time=result.time + spent, **marks)
