@@ -65,9 +65,9 @@ bulk would shrink) at that iterate, released with N(0, (1 / (2 n mu_q))^2) noise
 by at most 1 / (2 n); w is DP-GD's released iterate). sigma is read at the release's upper
 3-sigma limit (an overestimate with probability Phi(3), as the curvature's lift), from the
 normal model (:func:`normal_spread`). The second half runs from that iterate at t' = min(t,
-k sigma), its clip scaled by t' / t and its length (T - floor(T / 2)) t / t' (the run length
-follows 1 / C, as T does; the single run again when t' = t), and returns the average of
-its iterates. mu_q is one step's (:func:`one_step_share`): the first half's floor(T / 2)
+k sigma), its clip scaled by t' / t and its length (T - floor(T / 2)) t / t', at most 200
+(the run length follows 1 / C, as T does; the single run again when t' = t), and returns
+the average of its iterates. mu_q is one step's (:func:`one_step_share`): the first half's floor(T / 2)
 steps, this release and the intercept's step (below) each get mu_m^2 / (T + 2), and the
 second half keeps the single run's share of the rest, (T - floor(T / 2)) mu_m^2 / (T + 2),
 spread over its own steps. The release and the second half's length read the first half's

@@ -109,8 +109,8 @@ def default_settings(*, loss, n, dim, mu, row_bound, alpha=0.0, huber_threshold=
                      curvature=None, penalty="none", **public):
     """DP-GD on the default path's scaled domain (:func:`~dpopt.solvers._common.scaled_domain`):
     steps of 1 / beta with beta = c r^2 + alpha (a global smoothness bound), clip = G r, the
-    largest per-sample gradient norm on the domain (clipping binds only on rows the scaling
-    rescaled). Public numbers only.
+    largest per-sample gradient norm on the domain (clipping binds only on rows whose norm the
+    row bound r does not cover). Public numbers only.
 
     ``curvature``: a released bound on the loss's curvature, lambda_max(X^T X / n) for the
     squared loss (:mod:`dpopt.pipeline.curvature`); then beta = curvature + alpha
