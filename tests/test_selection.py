@@ -64,6 +64,18 @@ def test_noisy_scores_have_the_stated_noise_and_refuse_scores_outside_0_1():
     assert draws.std(0) == pytest.approx([sigma, sigma], rel=0.06)
     with pytest.raises(RuntimeError, match="outside"):
         noisy_scores(per + 1.0, 0.5, rng)
+    per[3, 1] = np.nan  # a NaN score is not in [0, 1] either: nothing is released
+    with pytest.raises(RuntimeError, match="outside"):
+        noisy_scores(per, 0.5, rng)
+
+
+def test_a_nan_difference_counts_as_beyond_its_bound():
+    """The held-out sums refuse a paired difference that is NaN, as one beyond its bound
+    (a NaN compares False with anything, so a plain "> bound" test would let it through)."""
+    from dpopt.pipeline.held_out import _beyond
+
+    d = np.array([0.1, -0.2, np.nan, 0.5, -np.inf])
+    assert _beyond(d, 0.5).tolist() == [False, False, True, False, True]
 
 
 def test_replacing_one_validation_record_moves_every_mean_by_at_most_1_over_m():

@@ -8,8 +8,8 @@ branch's scaled target, y and f(x) in [-1, 1]), and a regressor's released numbe
 paired difference model - constant, bounded by :func:`prediction_gap_bound`. The release
 adds Gaussian noise to the means of those per-record numbers, calibrated to their
 replace-one sensitivity (:func:`noisy_scores`: sqrt(k) / m for k score columns;
-:func:`noisy_difference_total`: 2 H / m); the privacy argument of the whole choice is in
-:mod:`dpopt.pipeline.selection`.
+:func:`noisy_difference_total`: 2 T / m, T <= H the released clip); the privacy argument of
+the whole choice is in :mod:`dpopt.pipeline.selection`.
 
 The per-record numbers are summed where the records are (:func:`score_totals` over one block
 of rows, with a count of the records that break their bound): once in memory, chunk by
@@ -68,13 +68,14 @@ GAP_LEVEL = DEFAULT_QUANTILES[1]
 
 
 def _outside_unit(scores):
-    """Per record: whether a score leaves [0, 1] (the bound the noise assumes)."""
-    return np.any((scores < 0) | (scores > 1), axis=1)
+    """Per record: whether a score is not in [0, 1] (the bound the noise assumes; NaN is not)."""
+    return ~np.all((scores >= 0) & (scores <= 1), axis=1)
 
 
 def _beyond(differences, bound):
-    """Per record: whether a paired difference leaves [-bound, bound] (up to rounding)."""
-    return np.abs(differences) > bound * (1 + 1e-9) + 1e-12
+    """Per record: whether a paired difference is not in [-bound, bound] (up to rounding;
+    NaN is not)."""
+    return ~(np.abs(differences) <= bound * (1 + 1e-9) + 1e-12)
 
 
 def noisy_scores(per_record, mu, rng):
