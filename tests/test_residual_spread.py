@@ -19,6 +19,7 @@ from dpopt.pipeline.curvature import (
     normal_spread,
     rescaled_huber_fit,
     residual_spread,
+    spread_noise,
     spread_statistic,
 )
 from dpopt.privacy import Gaussian
@@ -110,8 +111,8 @@ def test_residual_spread_audit(monkeypatch):
 
     def uncapped(problem, w, mu, rng):
         residuals = problem.y - problem.X @ w
-        return float(np.mean(residuals ** 2 / 4)) + rng.normal() * 0.5 / (
-            problem.n_samples * mu), Gaussian(1.0 / mu)
+        noise = rng.normal() * spread_noise(problem.n_samples, mu)
+        return float(np.mean(residuals ** 2 / 4)) + noise, Gaussian(1.0 / mu)
 
     monkeypatch.setattr(release_audits, "noisy_spread_mean", uncapped)
     caught = audit_residual_spread(n_runs=1000)

@@ -25,6 +25,7 @@ import dpopt.pipeline.constant as constant  # noqa: E402
 import dpopt.pipeline.curvature as curvature  # noqa: E402
 import dpopt.pipeline.selection as selection  # noqa: E402
 from dpopt.pipeline.held_out import GAP_SHARE  # noqa: E402
+from dpopt.preprocessing import DEFAULT_BIN_CONFIDENCE  # noqa: E402
 from dpopt.preprocessing.feature_maps import TargetScaling  # noqa: E402
 from dpopt.preprocessing.shares import SHARES  # noqa: E402
 from dpopt.solvers import get_solver  # noqa: E402
@@ -45,7 +46,8 @@ def patched(obj, name, value):
 
 def held_out(fraction):
     """validation_rows at ``fraction`` of n, never below the rows the score gaps' histogram
-    needs to resolve (4 bins of 4.5 sigma at mu_q = mu sqrt(GAP_SHARE)), never above the rule."""
+    needs to resolve (a decade of its grid, 4 bins, each above DEFAULT_BIN_CONFIDENCE sigma,
+    sigma = sqrt(2) / mu_q, mu_q = mu sqrt(GAP_SHARE)), never above the rule."""
     rule = selection.validation_rows
 
     def rows(n, mu=None, spread=2.0):
@@ -54,7 +56,8 @@ def held_out(fraction):
             return m
         low = min(m, int(fraction * n))
         if abs(spread - 2.0 / math.sqrt(1.0 - GAP_SHARE)) < 1e-9:  # a regressor
-            low = max(low, min(m, math.ceil(4 * 4.5 * math.sqrt(2.0) / (mu * math.sqrt(GAP_SHARE)))))
+            need = 4 * DEFAULT_BIN_CONFIDENCE * math.sqrt(2.0) / (mu * math.sqrt(GAP_SHARE))
+            low = max(low, min(m, math.ceil(need)))
         return low
     return patched(selection, "validation_rows", rows)
 
@@ -90,19 +93,19 @@ def shares(factor):
         SHARES.update(old)
 
 
-def scores(name, eps, seeds):
-    Xtr, Xte, ytr, yte, task = P.load(name)
-    s = P.dp_scores(Xtr, Xte, ytr, yte, task, eps, seeds)[0]
+def scores(data, eps, seeds):
+    s = P.dp_scores(*data, eps, seeds)[0]
     return f"{s.mean():.4f} ± {s.std() / math.sqrt(seeds):.4f}"
 
 
 def compare(variants, epsilons, seeds, tables=REGRESSION):
     for name in tables:
+        data = P.load(name)  # once per table: (X_train, X_test, y_train, y_test, task)
         for eps in epsilons:
             cells = []
             for label, context in variants:
                 with context():
-                    cells.append(f"{label} {scores(name, eps, seeds)}")
+                    cells.append(f"{label} {scores(data, eps, seeds)}")
             print(f"{name:18s} eps={eps:<4g} " + " | ".join(cells), flush=True)
 
 

@@ -242,8 +242,8 @@ def noisy_spread_mean(problem, w, mu, rng, t=SPREAD_THRESHOLD):
     if not (mu > 0 and math.isfinite(mu)):
         raise ValueError(f"mu must be positive and finite, got {mu!r}")
     q = problem.mean_of(partial(spread_of_margins, t=t), np.asarray(w, dtype=np.float64))
-    return q + float(gaussian_noise(rng, spread_noise(problem.n_samples, mu, t))), \
-        Gaussian(1.0 / mu)
+    noise = float(gaussian_noise(rng, spread_noise(problem.n_samples, mu, t)))
+    return q + noise, Gaussian(1.0 / mu)
 
 
 def residual_spread(problem, w, mu, rng):
