@@ -206,6 +206,49 @@ def test_cli_audit(capsys):
     assert main(["audit", "reference", "--runs", "40"]) == 2
 
 
+# -- objective perturbation's curvature (shift) term -----------------------------------
+
+
+def test_curvature_canary_changes_the_hessian_and_not_the_gradient_at_zero():
+    pair = A.curvature_canary_problems(n_samples=20, scale=1.0)
+    w = np.zeros(1)
+    from dpopt.kernels.grad import l2clip_gradient
+
+    g0, g1 = (l2clip_gradient(d.X, d.y, d.row_norms, d.loss.code, d.loss.param, d.margins(w),
+                              math.inf) for d in (pair.d0, pair.d1))
+    assert np.array_equal(g0, g1) and not g1.any()
+    # the canary sits in the Huber loss's quadratic zone: curvature 1 against 0 on D0
+    h0, h1 = ((d.X * d.X).sum() for d in (pair.d0, pair.d1))
+    assert (h0, h1) == (0.0, 1.0) and pair.d1.loss.name == "huber" and pair.d1.loss.param == 1.0
+    assert pair.adjacency == "replace-one"
+    with pytest.raises(ValueError, match="n_samples"):
+        A.curvature_canary_problems(n_samples=1)
+
+
+def test_objective_perturbation_shift_term_is_audited(monkeypatch):
+    """The curvature canary exercises the Jacobian term the saturated canary cannot: the
+    correct calibration is consistent, one that undercounts kappa a thousandfold (its lambda
+    a thousand times too small for the shift it claims) is caught (seeds 0-5: correct
+    0.00-0.59, broken 2.92-3.95 against the claimed 2)."""
+    import dpopt.solvers.objective_perturbation as OP
+
+    def run():
+        OP.calibrate_objective_perturbation.cache_clear()
+        return A.audit("objective-perturbation", problem_factory=A.curvature_canary_problems,
+                       statistic=A.near_zero, n_runs=2000, row_bound=1.0, random_state=0)
+
+    res = run()
+    assert res.epsilon_lb <= res.epsilon, res.summary()
+    kappa = OP.jacobian_kappa
+    monkeypatch.setattr(OP, "jacobian_kappa", lambda *a: kappa(*a) / 1000)
+    try:
+        weak = run()
+    finally:
+        monkeypatch.undo()
+        OP.calibrate_objective_perturbation.cache_clear()
+    assert weak.epsilon_lb > weak.epsilon, weak.summary()
+
+
 # -- thorough audit (opt-in) ------------------------------------------------------
 
 

@@ -218,3 +218,19 @@ def test_the_rate_is_over_all_rows_when_records_outside_the_labels_are_resolved(
     assert f.auto_.plan["selection"]["released"] == "model"
     kept = np.isin(y, [0, 1, 2])
     assert f.score(X[kept], y[kept]) > 0.8
+
+
+@pytest.mark.parametrize("n, delta, reason", [(1000, 0.01, "held-out"), (80, 0.05, "fewer than")])
+def test_delta_above_one_over_n_warns_once_about_all_rows(n, delta, reason):
+    """The training branch's delta warning is judged on its n - m rows and suppressed, so the
+    held-out choice warns about all n (as the binary one does: an independent audit found the
+    multiclass path silent); without the choice each one-vs-rest fit warns, and the estimator
+    re-raises the warning once."""
+    X, y = no_signal(n)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        f = dpopt.DPLogisticRegression(epsilon=1, delta=delta, classes=[0, 1, 2],
+                                       random_state=0).fit(X, y)
+    weak = [w for w in caught if issubclass(w.category, dpopt.WeakPrivacyWarning)]
+    assert len(weak) == 1 and f"{delta:g}" in str(weak[0].message), [str(w.message) for w in weak]
+    assert reason in f.auto_.plan["selection"]["reason"]

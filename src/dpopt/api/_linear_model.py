@@ -391,9 +391,9 @@ class _DPLinearModel(BaseEstimator):
                                  y_numeric=not self._classifier)
 
     def _surface(self, caught, stacklevel):
-        """Re-raise the fit's warnings from the caller; leaks are prefixed with the estimator
-        name and kept in ``privacy_leaks_``."""
-        for w in caught:
+        """Re-raise the fit's warnings from the caller, each once (one-vs-rest fits repeat
+        them); leaks are prefixed with the estimator name and kept in ``privacy_leaks_``."""
+        for w in {(w.category, str(w.message)): w for w in caught}.values():
             if issubclass(w.category, PrivacyLeakWarning):
                 msg = f"{type(self).__name__}: {w.message}"
                 if msg in self.privacy_leaks_:  # e.g. the same leak in each one-vs-rest fit

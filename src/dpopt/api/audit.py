@@ -42,6 +42,18 @@ may compute without privacy (smoothness, norms) are identical on D0 and D1,
 so the audit silences their :class:`~dpopt.PrivacyLeakWarning`: it measures
 the privacy of the optimisation itself.
 
+The curvature canary (:func:`curvature_canary_problems`). The mirror pair leaves x x^T, so
+every Hessian, unchanged; objective perturbation's privacy loss has a second term, the log
+of the Jacobian ratio det(H_1) / det(H_0) <= 1 + kappa (the calibration's ``shift``), which
+only records of different curvature exercise. There D1 holds ``a e_1`` with label 0, in the
+quadratic zone of the Huber loss (curvature 1, gradient 0 at w = 0), and D0 the zero record:
+the gradients agree at 0 and the Hessians differ by a^2 e_1 e_1^T. In one feature the
+minimiser is -b_1 / (a^2 + n lambda) on D1 and -b_1 / (n lambda) on D0, so the densities at 0
+differ by the factor 1 + a^2 / (n lambda) <= e^shift, and the test "D1 if |w_1| is small"
+(statistic :func:`near_zero`) sees it. At the quick audit's budget and 2,000 runs per
+dataset a calibration that undercounts kappa a thousandfold is caught (tests/test_audit.py);
+the correct one's shift, 0.17 there, is far below the claim.
+
 ``AUDIT_OPTIONS`` holds, for every registered private solver, the options of
 the quick audit (tiny problem, few passes); ``AUDIT_CANARY`` optional canary
 settings (e.g. a loss the solver supports). Both are read from the solvers'
@@ -223,6 +235,28 @@ def canary_problems(*, n_samples=50, n_features=1, loss="squared", adjacency="re
     direction = np.zeros(n_features)
     direction[0] = 1.0
     return CanaryPair(d0, d1, direction, adjacency)
+
+
+def curvature_canary_problems(*, n_samples=50, scale=1.0) -> CanaryPair:
+    """Neighbouring problems whose one differing record changes the Hessian and not the
+    gradient at 0 (module docstring, "The curvature canary"): the Huber loss (threshold 1),
+    D1 with the canary ``scale e_1`` and label 0, D0 with the zero record instead; every
+    other record is zero. Replace-one neighbours; audit with ``statistic=near_zero`` and
+    ``row_bound >= scale`` (the canary is then not clipped)."""
+    n_samples = check_positive_int(n_samples, "n_samples")
+    scale = check_scalar(scale, "scale", low=0.0, low_open=True)
+    if n_samples < 2:
+        raise ValueError(f"n_samples must be >= 2, got {n_samples}")
+    X0, y = np.zeros((n_samples, 1)), np.zeros(n_samples)
+    X1 = X0.copy()
+    X1[0, 0] = scale
+    return CanaryPair(Problem(X0, y, loss="huber"), Problem(X1, y, loss="huber"),
+                      np.ones(1), "replace-one")
+
+
+def near_zero(result, direction) -> float:
+    """-|w . direction|: large where the model stays near 0 (the curvature canary's test)."""
+    return -abs(float(np.dot(result.w[: direction.size], direction)))
 
 
 # ---------------------------------------------------------------------------

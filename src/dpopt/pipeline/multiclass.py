@@ -37,8 +37,10 @@ are not Gaussian that fit is discarded unreleased and every class is refitted at
 split. One (epsilon, delta) covers the whole fit, and its api-level caller charges it once
 (:mod:`dpopt.api.charge`).
 
-The classes themselves come from :func:`dpopt.api.estimators._classes_of` (the one place the
-label set is read); the fits receive class indices 0..k-1.
+The classes themselves come from the estimator: on the default path the table layer's
+private label selection or the declared ``classes=`` (:mod:`dpopt.preprocessing.labels`),
+for an explicit solver :func:`dpopt.api.estimators._classes_of`; the fits receive class
+indices 0..k-1.
 """
 
 from __future__ import annotations

@@ -46,6 +46,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from dpopt._core.validation import warn_if_delta_exceeds_one_over_n
 from dpopt.pipeline.held_out import _margins, summed_over_records
 from dpopt.pipeline.majority import MARGIN, against_known_rate, kept_rate
 from dpopt.pipeline.multiclass import fit_default_one_vs_rest
@@ -87,10 +88,11 @@ def fit_selected_one_vs_rest(X, labels, n_classes, *, penalty, penalty_kwargs, f
         kwargs = resolve_alpha(penalty_kwargs, "logistic", n)
         auto = fit_default_one_vs_rest(X, labels, n_classes, penalty_kwargs=kwargs, **kw)
         auto.plan["alpha"] = kwargs.get("alpha")
-        auto.plan["selection"] = {"released": "model", "reason": "no selection: no intercept, "
-                                  "or too few rows to hold out"}
+        why = "no intercept" if not fit_intercept else f"fewer than {MIN_VALIDATION} rows to hold out"
+        auto.plan["selection"] = {"released": "model", "reason": f"no selection: {why}"}
         return auto
     labels = None if chunked else np.asarray(labels)
+    warn_if_delta_exceeds_one_over_n(delta, n)  # the guarantee is about all n records
     val, train = split_rows(n, m, rng)
     kwargs = resolve_alpha(penalty_kwargs, "logistic", n - m)
     with _delta_judged_on(n):
