@@ -204,6 +204,11 @@ def test_cli_audit(capsys):
     out = capsys.readouterr().out
     assert "empirical epsilon lower bound" in out and "dp-cd" in out
     assert main(["audit", "reference", "--runs", "40"]) == 2
+    assert main(["audit", "objective-perturbation", "--canary", "curvature", "--runs", "100"]) == 0
+    out = capsys.readouterr().out
+    assert "(curvature)" in out and "consistent with" in out
+    assert main(["audit", "adassp", "--canary", "curvature", "--runs", "40"]) == 2
+    assert "--canary curvature needs a solver of the Huber loss" in capsys.readouterr().err
 
 
 # -- objective perturbation's curvature (shift) term -----------------------------------

@@ -293,10 +293,18 @@ def cmd_audit(args):
     # lazy: the light CLI commands load no heavy module
     from dpopt.api import audit
 
+    pair = {"canary": audit.AUDIT_CANARY.get(args.solver)}
+    if args.canary == "curvature":  # the Jacobian term (dpopt.api.audit, "The curvature canary")
+        losses = dpopt.get_solver(args.solver).losses
+        if losses is not None and "huber" not in losses:
+            raise ValueError(f"--canary curvature needs a solver of the Huber loss; "
+                             f"{args.solver!r} takes {list(losses)}")
+        pair = {"problem_factory": audit.curvature_canary_problems, "statistic": audit.near_zero}
     print(f"dpopt audit {args.solver}: {args.runs} runs on each of two neighbouring canary "
-          f"datasets, target epsilon={args.epsilon:g}, delta={args.delta:g}, seed {args.seed}")
+          f"datasets ({args.canary}), target epsilon={args.epsilon:g}, delta={args.delta:g}, "
+          f"seed {args.seed}")
     res = audit.audit(args.solver, epsilon=args.epsilon, delta=args.delta, n_runs=args.runs,
-                      canary=audit.AUDIT_CANARY.get(args.solver), random_state=args.seed)
+                      random_state=args.seed, **pair)
     print(res.summary())
     return 0 if res.consistent else 1
 
@@ -349,6 +357,10 @@ def build_parser():
     p.add_argument("--delta", type=_delta, default=1e-3, help=f"target delta {delta_range}")
     p.add_argument("--runs", type=_positive_int, default=1000, help="runs per dataset")
     p.add_argument("--seed", type=int, default=0, help="random seed")
+    p.add_argument("--canary", choices=("gradient", "curvature"), default="gradient",
+                   help="gradient: the solver's declared canary (worst-case clipped gradients); "
+                        "curvature: records of different curvature, for objective "
+                        "perturbation's Jacobian term")
     p.set_defaults(func=cmd_audit)
 
     p = command("datasets", help="list named datasets and whether they are available")
