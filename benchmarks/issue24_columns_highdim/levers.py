@@ -10,7 +10,6 @@ before and after (test R², mean and standard error over seeds).
     python benchmarks/issue24_columns_highdim/levers.py constant 8
     python benchmarks/issue24_columns_highdim/levers.py steps 5
 """
-import inspect
 import math
 import sys
 import warnings
@@ -25,9 +24,8 @@ import practitioner as P  # noqa: E402
 import dpopt  # noqa: E402
 import dpopt.pipeline.constant as constant  # noqa: E402
 import dpopt.pipeline.curvature as curvature  # noqa: E402
-import dpopt.pipeline.default_path as default_path  # noqa: E402
 import dpopt.pipeline.selection as selection  # noqa: E402
-import dpopt.solvers.dp_gd as dp_gd  # noqa: E402
+import dpopt.solvers._common as solvers_common  # noqa: E402
 from dpopt.pipeline.held_out import GAP_SHARE  # noqa: E402
 from dpopt.preprocessing import DEFAULT_BIN_CONFIDENCE  # noqa: E402
 from dpopt.preprocessing.feature_maps import TargetScaling  # noqa: E402
@@ -97,19 +95,10 @@ def shares(factor):
         SHARES.update(old)
 
 
-@contextmanager
 def step_cap(cap):
-    """DP-GD's run length clamped to [5, ``cap``] instead of [5, 200]: the single run's
-    (smooth_run_length) and the second half's of rescaled_huber_fit."""
-    def run_length(n, dim, mu, smoothness, clip):
-        T = smoothness * n * mu / (2.0 * math.sqrt(2.0) * clip * math.sqrt(dim))
-        return int(min(cap, max(5, round(T))))
-    space = dict(vars(curvature))
-    exec(inspect.getsource(curvature.rescaled_huber_fit).replace("min(200,", f"min({cap},"),
-         space)
-    with patched(dp_gd, "smooth_run_length", run_length), \
-            patched(default_path, "rescaled_huber_fit", space["rescaled_huber_fit"]):
-        yield
+    """DP-GD's run length clamped to [5, ``cap``] instead of [5, 200]: the single run's and
+    the second half's of rescaled_huber_fit (both read ``MAX_RUN_LENGTH``)."""
+    return patched(solvers_common, "MAX_RUN_LENGTH", cap)
 
 
 @contextmanager

@@ -115,7 +115,7 @@ from dpopt.data.problem import with_loss
 from dpopt.pipeline.target_looks import from_model
 from dpopt.privacy import Gaussian, gdp_epsilon
 from dpopt.privacy.mechanisms import gaussian_noise
-from dpopt.solvers import solve_uncharged
+from dpopt.solvers import _common, solve_uncharged
 from dpopt.solvers.adassp import sensitivities, symmetric_noise
 from dpopt.solvers.dp_gd import suffix_start
 
@@ -282,7 +282,7 @@ def rescaled_huber_fit(problem, options, mu, spread_mu, delta, rng):
     tail_t = min(t, HUBER_K * spread)
     spent = time.perf_counter() - start
     tail_mu, tail_clip = mu * math.sqrt(1 - head_passes / passes), options["clip"] * tail_t / t
-    tail_passes = min(200, round((passes - head_passes) * t / tail_t))
+    tail_passes = min(_common.MAX_RUN_LENGTH, round((passes - head_passes) * t / tail_t))
     tail = solve_uncharged(with_loss(problem, huber(tail_t)), "dp-gd", delta=delta,
                            random_state=rng, epsilon=gdp_epsilon(tail_mu, delta),
                            **{**options, "passes": tail_passes, "output": "average",

@@ -210,8 +210,13 @@ BATCH_SIZE = Option("batch_size", None, None, "expected (Poisson) or fixed batch
 # ---------------------------------------------------------------------------
 # settings on the default path's scaled domain (the solvers' DefaultUse.settings)
 
+#: The longest run the default path's rules give (a cost clamp, not the bound's optimum;
+#: docs/default_path.md, "Levers measured in session 35").
+MAX_RUN_LENGTH = 200
+
+
 def run_length(n, dim, mu, curvature_ratio=1.0):
-    """T = (n mu / sqrt(dim))^(2/3), clamped to [5, 200]; times
+    """T = (n mu / sqrt(dim))^(2/3), clamped to [5, ``MAX_RUN_LENGTH``]; times
     ``curvature_ratio``^(2/3) inside the clamp when the step's smoothness beta is known to
     be ``curvature_ratio`` times the domain's bound (the same trade-off at that beta).
 
@@ -223,13 +228,13 @@ def run_length(n, dim, mu, curvature_ratio=1.0):
     beta D / L is of order one, so it is set to one. The clamp keeps a minimum
     of progress and a bounded cost.
     """
-    return int(min(200, max(5, round((n * mu * curvature_ratio / math.sqrt(dim))
+    return int(min(MAX_RUN_LENGTH, max(5, round((n * mu * curvature_ratio / math.sqrt(dim))
                                      ** (2.0 / 3.0)))))
 
 
 def smooth_run_length(n, dim, mu, smoothness, clip):
     """T = beta n mu / (2 sqrt(2) C sqrt(dim)) for the average of DP-GD's iterates, clamped
-    to [5, 200]: ``smoothness`` beta, ``clip`` C the per-sample gradient bound, D = 1.
+    to [5, ``MAX_RUN_LENGTH``]: ``smoothness`` beta, ``clip`` C the per-sample gradient bound, D = 1.
 
     Gradient descent on a convex, beta-smooth F with steps 1 / beta and gradient noise xi_t
     of variance sigma^2 per coordinate: smoothness and convexity give
@@ -248,7 +253,7 @@ def smooth_run_length(n, dim, mu, smoothness, clip):
     second half, where the last iterate would keep the stationary noise of its last steps.
     Public numbers (or released ones) only."""
     T = smoothness * n * mu / (2.0 * math.sqrt(2.0) * clip * math.sqrt(dim))
-    return int(min(200, max(5, round(T))))
+    return int(min(MAX_RUN_LENGTH, max(5, round(T))))
 
 
 #: |loss'(z; y)| on the scaled domain (targets and predictions in [-1, 1]: the squared
