@@ -27,6 +27,7 @@ from dpopt._core.validation import (
 from dpopt.api.charge import charged, charged_after, ledger_entry, no_intervals, solve
 from dpopt.data import Problem
 from dpopt.data.chunked import ChunkedProblem, as_dask_arrays, is_chunked_input
+from dpopt.data.penalties import check_penalty
 from dpopt.pipeline.autofit import prediction_range
 from dpopt.pipeline.constant import fit_one_class
 from dpopt.pipeline.default_path import check_inference
@@ -493,13 +494,14 @@ class _DPLinearModel(BaseEstimator):
         if bad:
             raise ValueError(f"solver_options must not set {bad}: they are estimator "
                              f"parameters (epsilon, delta, random_state, accountant)")
-        if spec is None:
-            if options:
-                raise ValueError(f"solver_options={options!r} needs an explicit solver: "
-                                 f"solver='auto' sets every knob itself (pass e.g. "
-                                 f"solver='dp-cd' with your options)")
-            return epsilon, delta, spec, {}
-        return epsilon, delta, spec, spec.check_options(options, what="solver_options")
+        if spec is None and options:
+            raise ValueError(f"solver_options={options!r} needs an explicit solver: "
+                             f"solver='auto' sets every knob itself (pass e.g. "
+                             f"solver='dp-cd' with your options)")
+        self._loss()  # the loss's and the penalty's parameters (a table's releases come next)
+        check_penalty(*self._penalty())
+        return epsilon, delta, spec, ({} if spec is None else
+                                      spec.check_options(options, what="solver_options"))
 
     def _encode_y(self, y):
         return y
@@ -520,8 +522,7 @@ class _DPLinearModel(BaseEstimator):
         return None if given is None else check_target_range(given)
 
     def _set_fitted(self, result):
-        coef = np.asarray(result.coef, dtype=np.float64)
-        self.coef_ = coef
+        self.coef_ = np.asarray(result.coef, dtype=np.float64)
         self.intercept_ = (np.asarray(result.intercept, dtype=np.float64)  # one-vs-rest: (k,)
                            if np.ndim(result.intercept) else float(result.intercept))
         self.n_iter_ = int(result.n_iter)
@@ -546,8 +547,7 @@ class _DPLinearModel(BaseEstimator):
             X = self.auto_.scaling.prepare(X)
         if np.ndim(self.coef_) == 2 and self.coef_.shape[0] > 1:  # one-vs-rest: (n, k)
             return np.asarray(X @ self.coef_.T) + self.intercept_
-        coef = np.ravel(self.coef_)
-        return np.asarray(X @ coef).ravel() + float(np.ravel(self.intercept_)[0])
+        return np.asarray(X @ np.ravel(self.coef_)).ravel() + float(np.ravel(self.intercept_)[0])
 
     def _chunked_decision(self, X):
         """Margins of chunked data (Dask array, data frame or path, as ``fit`` takes them):

@@ -21,6 +21,9 @@ composition of every release of the session):
    body failed on the outcome of a noisy release it had made (no label held by enough
    records), so the failure itself is an output of that release; its releases are
    recorded (:func:`failure_spend`) before the error propagates, and a retry pays again.
+   A default-path fit is watched by :func:`charged_after`: any failure once its model path
+   has begun to read the data (:mod:`dpopt.privacy.releases`) is such an error, charged
+   whole.
 
 The budget is the one passed (``budget=`` / ``accountant=``) or the innermost ``with
 BudgetAccountant(...)`` of the current context (:mod:`dpopt.privacy.budget`, a
@@ -35,6 +38,7 @@ from dpopt._core.exceptions import ChargedFitError
 from dpopt.preprocessing.labels import LABELS_SELECTED
 from dpopt.privacy import Gaussian, epsilon_of, gdp_mu
 from dpopt.privacy.budget import Spend, _unbudgeted, resolve_budget
+from dpopt.privacy.releases import watch
 from dpopt.solvers import FitResult, prepare_solve
 
 __all__ = ["charged", "charged_after", "failure_spend", "ledger_entry", "no_intervals", "solve"]
@@ -73,26 +77,37 @@ def charged(budget, epsilon, delta, *, adjacency="replace-one", label="fit"):
 def charged_after(prior, epsilon, delta):
     """A failure of a fit after its first private releases may follow from their outcome
     (a fuzz: a chunked fit crashed only when the label selection kept three labels), so it
-    is an output of them, raised as a :class:`ChargedFitError`: a ``ValueError`` records the
-    table layer's releases (``prior``; without them it passes as it is: a refusal of the
-    input), any other error (an internal one, a lost worker) the fit's whole (``epsilon``,
-    ``delta``), one Gaussian record of that curve, since the releases it had made inside
-    are not known here."""
-    try:
-        yield
-    except ChargedFitError:
-        raise
-    except ValueError as exc:
-        if prior is None or not prior.records:
+    is an output of them, raised as a :class:`ChargedFitError`. Any error once the model
+    path has begun to read the data (:mod:`dpopt.privacy.releases`), and any error other
+    than a ``ValueError`` (an internal one, a lost worker), charges the fit's whole
+    (``epsilon``, ``delta``), one Gaussian record of that curve, since the releases it had
+    made are not known here. A ``ValueError`` before that point refuses public facts: it
+    records the table layer's releases (``prior``; without them it passes as it is)."""
+    with watch() as releases:
+        try:
+            yield
+        except ChargedFitError:
             raise
-        raise ChargedFitError(f"{exc} (the fit failed after the private releases of its labels "
-                              f"or columns, which are charged)", prior.records,
-                              prior.delta) from exc
-    except Exception as exc:
-        raise ChargedFitError(f"{type(exc).__name__}: {exc} (an internal failure after the "
-                              f"fit's private releases: its whole epsilon={epsilon:g}, "
-                              f"delta={delta:g} is charged)",
-                              [Gaussian(1.0 / gdp_mu(epsilon, delta))]) from exc
+        except ValueError as exc:
+            if releases.started:
+                raise _whole(exc, epsilon, delta, "a failure after the model path's first "
+                             "release") from exc
+            if prior is None or not prior.records:
+                raise
+            raise ChargedFitError(f"{exc} (the fit failed after the private releases of its "
+                                  f"labels or columns, which are charged)", prior.records,
+                                  prior.delta) from exc
+        except Exception as exc:
+            raise _whole(exc, epsilon, delta, "an internal failure after the fit's private "
+                         "releases") from exc
+
+
+def _whole(exc, epsilon, delta, what):
+    """The :class:`ChargedFitError` of a failure whose releases are not known here: the
+    fit's whole target as one Gaussian record."""
+    return ChargedFitError(f"{type(exc).__name__}: {exc} ({what}: its whole epsilon="
+                           f"{epsilon:g}, delta={delta:g} is charged)",
+                           [Gaussian(1.0 / gdp_mu(epsilon, delta))])
 
 
 def no_intervals(k, prior):

@@ -139,6 +139,13 @@ PENALTIES = {"none": none, "l1": l1, "l2": l2, "elastic_net": elastic_net, "box"
              "non_negative": non_negative}
 
 
+def check_penalty(name, kwargs):
+    """An estimator's ``(penalty name, its parameters)``, checked before any data is read
+    (``alpha="auto"`` stands for a number the fit derives from n)."""
+    get_penalty(name, **{k: 0.0 if isinstance(v, str) and v == "auto" else v
+                         for k, v in kwargs.items()})
+
+
 def get_penalty(penalty, alpha=None, **kwargs) -> Penalty:
     """A :class:`Penalty` from a name (with ``alpha``) or an instance."""
     if penalty is None:

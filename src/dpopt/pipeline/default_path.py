@@ -134,6 +134,7 @@ from dpopt.privacy import (
     gdp_epsilon,
     gdp_mu,
 )
+from dpopt.privacy.releases import begin
 from dpopt.solvers import available_solvers, get_solver, solve_uncharged
 from dpopt.solvers._common import run_length  # noqa: F401 (the rules' run length, public here)
 
@@ -519,6 +520,7 @@ def _no_model(data, p, fit_intercept, delta, n, epsilon, mu, rng, prior=None, wh
     mean when y sits far from 0 (R^2 of -300 on a target near 40), hence the coarser grids
     of that release. Without an intercept the constant is 0 (the only constant model then;
     nothing is spent)."""
+    begin()  # the constant's releases (dpopt.privacy.releases)
     spent = list(prior.records) if prior is not None else []
     target, intercept, what, spent_mu = None, 0.0, "the constant 0", 0.0
     if fit_intercept and mu > 0:

@@ -73,6 +73,7 @@ from dpopt.pipeline.scaling import COLUMN_NOTES
 from dpopt.preprocessing.feature_maps import normalize_rows
 from dpopt.preprocessing.labels import LABELS_COUNTED
 from dpopt.privacy import Gaussian, epsilon_of, gdp_mu
+from dpopt.privacy.releases import begin
 
 __all__ = ["dimension_limit", "high_dimensional", "release_class_sums", "marginal_scores",
            "select_features", "SelectedScaling", "fit_screened", "fit_routed", "SELECTION_SHARE",
@@ -219,6 +220,7 @@ def fit_screened(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon,
     mu_left = mu * math.sqrt(1.0 - (prior.share if prior is not None else 0.0))
     mu_sel = mu_left * math.sqrt(SELECTION_SHARE)
     mu_model = math.sqrt(mu_left ** 2 - mu_sel ** 2)
+    begin()  # the screen, the route's first release (dpopt.privacy.releases)
     noisy, sigma, record = release_class_sums(X, y, mu_sel, rng)
     scores, noise_std, rate = marginal_scores(noisy, sigma, n)
     k_max = max(1, int(dimension_limit(n, mu_model)))

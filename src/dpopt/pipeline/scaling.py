@@ -46,6 +46,7 @@ from dpopt.preprocessing._refine import (
 from dpopt.preprocessing.far_ends import confirm_mu, confirmed_range, target_histogram
 from dpopt.preprocessing.feature_maps import RowNormalization, Scaling, TargetScaling
 from dpopt.preprocessing.shares import SHARES  # noqa: F401 (the default path's, here too)
+from dpopt.privacy.releases import begin
 
 #: The largest share a scaling step may take when its default share cannot resolve it.
 MAX_SHARE = 0.30
@@ -260,6 +261,7 @@ def private_scaling(data, mus, *, fit_intercept, center, regression, rng, bounds
     count of a far end of the target's range): objective perturbation is calibrated against
     the scaling's mu, which must not depend on the data, so there the re-centring does not
     run and the far end's mu leaves the model whether or not its count runs."""
+    begin()  # the model path's first release (dpopt.privacy.releases)
     records, columns_note = [], {}
     if row_mode is None:
         row_mode = "feature_bounds" not in mus
