@@ -17,7 +17,7 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.exceptions import DataConversionWarning
 
-__all__ = ["check_X_input", "check_y_input", "check_Xy_input", "one_target"]
+__all__ = ["check_X_input", "check_y_input", "check_Xy_input", "numeric_target", "one_target"]
 
 _ENCODE = ("encode it as numbers first (e.g. dpopt.preprocessing.public_one_hot_encoder "
            "with public categories)")
@@ -64,13 +64,17 @@ def check_y_input(y, *, numeric, name="y"):
                              f"is not a number; use DPLogisticRegression for labels, or "
                              f"convert {name} to numbers")
         return arr.astype(np.float64)  # numeric strings: scikit-learn would keep them as text
+    if arr.dtype.kind in "mM":  # dates, durations: never converted (complex: scikit-learn's)
+        raise ValueError(f"{name} must hold real numbers for a regressor, but its dtype is "
+                         f"{arr.dtype}; convert it (e.g. a date to days since an origin)")
     return y
 
 
 def one_target(y):
     """A table's target as one column: a column vector (one-column frame or array) is used
-    as its column with scikit-learn's DataConversionWarning; more columns are refused."""
-    ndim = getattr(y, "ndim", 1)
+    as its column with scikit-learn's DataConversionWarning; more columns, or one value for
+    all rows, are refused."""
+    ndim = getattr(y, "ndim", 1 if hasattr(y, "__len__") else 0)
     if ndim == 2 and np.shape(y)[1] == 1:
         warnings.warn("a column-vector y was passed when a 1d array was expected; its one "
                       "column is used", DataConversionWarning, stacklevel=6)
@@ -78,6 +82,22 @@ def one_target(y):
     if ndim != 1:
         raise ValueError(f"y must be 1-d, one target per row; got shape {np.shape(y)}")
     return y
+
+
+def numeric_target(y, who):
+    """A regressor's target from a table as float64; a ValueError for values that are not
+    real numbers (text, dates, durations, complex numbers: never converted) or not finite."""
+    kind = getattr(getattr(y, "dtype", None), "kind", "O")
+    try:
+        if kind in "mMc":  # numpy would give nanoseconds, or drop the imaginary part
+            raise TypeError(kind)
+        values = np.asarray(y, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"{who} needs a numeric target y; it holds values that are not "
+                         f"real numbers") from None
+    if not np.all(np.isfinite(values)):
+        raise ValueError("y has missing or infinite values: drop those rows first")
+    return values
 
 
 def check_Xy_input(X, y, *, numeric):

@@ -15,7 +15,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from dpopt._core.exceptions import PrivacyLeakWarning
-from dpopt._core.input import check_Xy_input, one_target
+from dpopt._core.input import check_Xy_input, numeric_target, one_target
 from dpopt._core.validation import (
     check_bool,
     check_privacy_target,
@@ -45,6 +45,7 @@ from dpopt.preprocessing.table_encoder import (
     encode_partitions,
     is_dask_text_frame,
     known_target_range,
+    no_column_left,
     prepare_dask,
     prepare_default,
     public_table,
@@ -200,6 +201,8 @@ class _DPLinearModel(BaseEstimator):
                 classes=getattr(self, "classes", None), classifier=self._classifier, rng=rng,
                 count_declared=count_declared, coding=self._coding(),
                 target_range=self._public_target(), gradient_model=adassp_declines_at)
+            if Xf.shape[1] == 0:
+                raise no_column_left(prior)
             out.update(classes=classes, encoder=encoder)
             target = self._encode_classes(yy, classes) if self._classifier else yy
             if self._classifier and len(classes) == 2:  # neither class: 0 (fit_selected)
@@ -230,14 +233,7 @@ class _DPLinearModel(BaseEstimator):
             if np.asarray(y).dtype.kind == "f":
                 check_classification_targets(y)
             return y
-        try:
-            values = np.asarray(y, dtype=np.float64)
-        except (TypeError, ValueError):
-            raise ValueError(f"{type(self).__name__} needs a numeric target y; it holds values "
-                             f"that are not numbers") from None
-        if not np.all(np.isfinite(values)):
-            raise ValueError("y has missing or infinite values: drop those rows first")
-        return values
+        return numeric_target(y, type(self).__name__)
 
     def _encode_classes(self, index, classes):
         """The loss's target from label indices into the selected/declared ``classes``."""

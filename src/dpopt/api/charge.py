@@ -21,9 +21,9 @@ composition of every release of the session):
    body failed on the outcome of a noisy release it had made (no label held by enough
    records), so the failure itself is an output of that release; its releases are
    recorded (:func:`failure_spend`) before the error propagates, and a retry pays again.
-   A default-path fit is watched by :func:`charged_after`: any failure once its model path
-   has begun to read the data (:mod:`dpopt.privacy.releases`) is such an error, charged
-   whole.
+   So is any failure once the body has begun to release what it reads from the data (the
+   table layer's selections, the model path: :mod:`dpopt.privacy.releases`), charged whole
+   (:func:`released_failures`).
 
 The budget is the one passed (``budget=`` / ``accountant=``) or the innermost ``with
 BudgetAccountant(...)`` of the current context (:mod:`dpopt.privacy.budget`, a
@@ -41,7 +41,8 @@ from dpopt.privacy.budget import Spend, _unbudgeted, resolve_budget
 from dpopt.privacy.releases import watch
 from dpopt.solvers import FitResult, prepare_solve
 
-__all__ = ["charged", "charged_after", "failure_spend", "ledger_entry", "no_intervals", "solve"]
+__all__ = ["charged", "charged_after", "released_failures", "failure_spend", "ledger_entry",
+           "no_intervals", "solve"]
 
 
 class _Uncharged:
@@ -57,14 +58,17 @@ def charged(budget, epsilon, delta, *, adjacency="replace-one", label="fit"):
     reserve the target of one release in ``budget`` (or the context's default; none: no
     charge), run the body with no budget active, record what ``slot.record`` is given
     (module docstring). ``epsilon`` is the target reserved (``inf`` for a non-private
-    release, which any finite budget refuses)."""
+    release, which any finite budget refuses). A failure after the body began to release
+    (:func:`released_failures`) is charged whole, with a budget or without."""
     acc = resolve_budget(budget)
     if acc is None:
-        yield _Uncharged()
+        with released_failures(epsilon, delta):
+            yield _Uncharged()
         return
     with acc.spend(epsilon, delta, adjacency=adjacency, label=label) as slot, _unbudgeted():
         try:
-            yield slot
+            with released_failures(epsilon, delta):
+                yield slot
         except ChargedFitError as err:  # a failure decided by a release: it is charged
             if err.whole:  # of unknown extent: the whole target reserved
                 slot.record(Spend(label, float(epsilon), float(delta), adjacency, "exact", ()))
@@ -74,32 +78,47 @@ def charged(budget, epsilon, delta, *, adjacency="replace-one", label="fit"):
 
 
 @contextmanager
-def charged_after(prior, epsilon, delta):
-    """A failure of a fit after its first private releases may follow from their outcome
-    (a fuzz: a chunked fit crashed only when the label selection kept three labels), so it
-    is an output of them, raised as a :class:`ChargedFitError`. Any error once the model
-    path has begun to read the data (:mod:`dpopt.privacy.releases`), and any error other
-    than a ``ValueError`` (an internal one, a lost worker), charges the fit's whole
-    (``epsilon``, ``delta``), one Gaussian record of that curve, since the releases it had
-    made are not known here. A ``ValueError`` before that point refuses public facts: it
-    records the table layer's releases (``prior``; without them it passes as it is)."""
+def released_failures(epsilon, delta):
+    """Any error (but a :class:`ChargedFitError`, already charged) raised after the body
+    began to release what it reads from the data (:mod:`dpopt.privacy.releases`: the
+    table layer's selections, the model path) becomes a :class:`ChargedFitError` of the
+    whole (``epsilon``, ``delta``): it may follow from those releases' outcome, and which
+    of them ran is not known here. Before that point the error passes as it is."""
     with watch() as releases:
         try:
             yield
         except ChargedFitError:
             raise
-        except ValueError as exc:
-            if releases.started:
-                raise _whole(exc, epsilon, delta, "a failure after the model path's first "
-                             "release") from exc
-            if prior is None or not prior.records:
-                raise
-            raise ChargedFitError(f"{exc} (the fit failed after the private releases of its "
-                                  f"labels or columns, which are charged)", prior.records,
-                                  prior.delta) from exc
         except Exception as exc:
-            raise _whole(exc, epsilon, delta, "an internal failure after the fit's private "
-                         "releases") from exc
+            if not releases.started:
+                raise
+            raise _whole(exc, epsilon, delta, "a failure after the fit's first private "
+                         "release") from exc
+
+
+@contextmanager
+def charged_after(prior, epsilon, delta):
+    """The model path of a default-path fit, after the table layer's releases (``prior``):
+    a failure once the path has begun to read the data is charged whole
+    (:func:`released_failures`); before that, a ``ValueError`` refuses public facts and
+    records the table layer's releases (without them it passes as it is: a refusal of the
+    input; a fuzz saw a chunked fit crash only when the label selection kept three labels),
+    and any other error (an internal one, a lost worker) charges the whole (``epsilon``,
+    ``delta``), one Gaussian record of that curve."""
+    try:
+        with released_failures(epsilon, delta):
+            yield
+    except ChargedFitError:
+        raise
+    except ValueError as exc:
+        if prior is None or not prior.records:
+            raise
+        raise ChargedFitError(f"{exc} (the fit failed after the private releases of its labels "
+                              f"or columns, which are charged)", prior.records,
+                              prior.delta) from exc
+    except Exception as exc:
+        raise _whole(exc, epsilon, delta, "an internal failure after the fit's private "
+                     "releases") from exc
 
 
 def _whole(exc, epsilon, delta, what):

@@ -69,10 +69,11 @@ from sklearn.utils import _safe_indexing
 from sklearn.utils.validation import _num_samples, check_is_fitted, validate_data
 
 from dpopt._core.exceptions import ChargedFitError, ImputedValueWarning, PrivacyLeakWarning
+from dpopt._core.input import numeric_target
 from dpopt._core.validation import check_choice, check_delta, check_scalar, default_delta
 from dpopt.api.charge import charged
 from dpopt.api.estimators import _classes_of
-from dpopt.preprocessing.labels import declared_classes
+from dpopt.preprocessing.labels import declared_classes, labels_present
 from dpopt.preprocessing.target_coding import ONE_HOT_ONLY
 from dpopt.privacy import Gaussian, Laplace
 from dpopt.privacy.budget import Spend, _unbudgeted
@@ -317,8 +318,11 @@ def _surrogate(X, n, rng):
                 values = (pd.array(np.rint(draws * 3).astype(np.int64), dtype=dtype)
                           if pd.api.types.is_integer_dtype(dtype) else
                           pd.array(draws, dtype=dtype))
-            else:
+            elif pd.api.types.is_object_dtype(dtype) or pd.api.types.is_string_dtype(dtype):
                 values = pd.array([f"level{i % 3}" for i in range(n)], dtype=dtype)
+            else:  # dates, durations: no stand-in, refused before the data is read
+                raise ValueError(f"column {name!r} has dtype {dtype}: convert it (e.g. to "
+                                 f"numbers) before the search, which has no stand-in for it")
             cols[name] = values
         return pd.DataFrame(cols, columns=X.columns)
     p = X.shape[1]
@@ -442,8 +446,7 @@ class PrivateHyperparameterSearch(MetaEstimatorMixin, BaseEstimator):
         perm = rng.permutation(n)
         m = max(1, int(round(self.validation_fraction * n)))
         if n - m < 2:
-            raise ValueError(f"n_samples={n} is too small for validation_fraction="
-                             f"{self.validation_fraction}")
+            raise ValueError(f"n_samples={n} is too small for validation_fraction={self.validation_fraction}")
         val, train = perm[:m], perm[m:]
         self.privacy_leaks_ = []
         mechanisms = self._probe(candidates, len(train), X, _safe_indexing(y, train))
@@ -468,7 +471,8 @@ class PrivateHyperparameterSearch(MetaEstimatorMixin, BaseEstimator):
                                  y_numeric=not is_classifier(self.estimator))
         self.n_features_in_ = X.shape[1]
         self.feature_names_in_ = np.asarray(X.columns, dtype=object)
-        y = np.asarray(y)
+        y = np.asarray(labels_present(y) if is_classifier(self.estimator)  # refused for free
+                       else numeric_target(y, type(self).__name__))
         if y.ndim != 1 or y.shape[0] != X.shape[0]:
             raise ValueError(f"y must be 1-dimensional with one entry per row of X "
                              f"({X.shape[0]}), got shape {y.shape}")

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-__all__ = ["MISSING", "text_codes", "value_counts", "level_text", "truth_values",
+__all__ = ["MISSING", "reserved_text", "text_codes", "value_counts", "level_text", "truth_values",
            "missing_count", "check_text", "check_keys", "not_unicode"]
 
 #: The key of a missing cell.
@@ -40,9 +40,18 @@ def text_codes(values, name=None):
                          f"({exc}); give one value per cell, e.g. join a list into a string, "
                          f"or drop the column") from None
     keys = [str(u) for u in np.asarray(uniques, dtype=object)] + [MISSING]
+    if MISSING in keys[:-1]:  # it would be counted, coded and predicted as a missing cell
+        raise reserved_text(getattr(values, "name", None) if name is None else name)
     codes = np.asarray(codes, dtype=np.int64)
     codes[codes < 0] = len(keys) - 1
     return codes, keys
+
+
+def reserved_text(name, what="holds the text"):
+    """The ValueError of a value (or a declared level) of column ``name`` whose text is
+    :data:`MISSING`, the key of a missing cell."""
+    return ValueError(f"column {name!r} {what} {MISSING!r}, the key dpopt gives a missing "
+                      f"cell; rename that value (or make those cells missing)")
 
 
 def level_text(v, dtype):

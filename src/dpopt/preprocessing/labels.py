@@ -99,6 +99,10 @@ def labels_present(y):
     except TypeError:  # an unhashable label (a list, a dict, a set) cannot be counted
         raise ValueError("y holds a label that is neither text nor a number (a list, a dict "
                          "or a set): give one label per row") from None
+    if (infer_dtype(labels, skipna=False) in ("mixed", "mixed-integer")
+            and labels.map(lambda v: isinstance(v, (str, bytes))).any()):  # cannot be sorted
+        raise ValueError("y mixes text and numbers as labels: give them one kind (e.g. "
+                         "y.astype(str))")
     if str(getattr(y, "dtype", "")) == "boolean":  # pandas' nullable bools, no NA left:
         return np.asarray(y, dtype=bool)  # numpy's, declared [False, True] as they are
     return y
@@ -157,6 +161,9 @@ def declared_classes(y, classes=None):
     """The public label set: ``classes=``, a categorical target's categories, or
     [False, True] for a bool target; None when the labels must be selected."""
     if classes is not None:
+        if isinstance(classes, (set, frozenset, dict)):  # the positive class is the second
+            raise ValueError(f"classes must be a list or a tuple (their order names the "
+                             f"positive class), got a {type(classes).__name__}")
         items = [] if isinstance(classes, (str, bytes)) else list(classes)
         text = [isinstance(c, (str, bytes)) for c in items]
         if any(c is None or c != c for c in items) or (any(text) and not all(text)):
@@ -164,7 +171,7 @@ def declared_classes(y, classes=None):
                              f"none missing, got {classes!r}")
         out = np.asarray(items)
         if out.ndim != 1 or out.size < 2 or np.unique(out).size != out.size:
-            raise ValueError(f"classes must list at least 2 distinct labels, got {classes!r}")
+            raise ValueError(f"classes must list at least 2 distinct labels, each once, got {classes!r}")
         check_label_kind(y, items)
         return out
     dtype = getattr(y, "dtype", None)

@@ -16,7 +16,12 @@ from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
 from dpopt._core.exceptions import ChargedFitError
-from dpopt._core.validation import check_privacy_target, check_random_state, real_pair
+from dpopt._core.validation import (
+    check_privacy_target,
+    check_random_state,
+    default_delta,
+    real_pair,
+)
 from dpopt.preprocessing._bounds import release_counts
 from dpopt.preprocessing._cells import check_keys, check_text, not_unicode, text_codes
 from dpopt.preprocessing.labels import (
@@ -48,6 +53,7 @@ from dpopt.preprocessing.tables import (
 )
 from dpopt.preprocessing.target_coding import ONE_HOT_ONLY, code_table, coding_shares
 from dpopt.privacy import epsilon_of, gdp_mu
+from dpopt.privacy.releases import begin
 
 
 @dataclass
@@ -117,6 +123,8 @@ def prepare_default(X, y, *, epsilon, delta, categories, feature_bounds, classes
     count_y = count_declared and declared is not None and len(declared) >= 2
     if count_y:
         share_y = declared_label_share(X.shape[0], mu)
+    if select_y or count_y or share_c:  # the table's releases (dpopt.privacy.releases)
+        begin()
     labels, records, label_counts, coding_info = None, [], None, {}
     if select_y:
         labels, records, _, label_counts = select_labels(y, mu * math.sqrt(share_y), delta_y,
@@ -156,6 +164,14 @@ def prepare_default(X, y, *, epsilon, delta, categories, feature_bounds, classes
     if coding_info:  # for the plan; a regressor's pipeline takes y's range as known
         prior.info.update(coding_info)
     return Xf, y_out, classes_out, encoder, bounds, prior
+
+
+def no_column_left(prior):
+    """The error of an encoded table with no column (reference coding, each categorical
+    column's one kept level its reference): decided by the selection, so it is charged."""
+    return ChargedFitError("the table's private selection left no column to fit (each "
+                           "categorical column kept one level, its reference): use a larger "
+                           "epsilon, or declare the categories", prior.records, prior.delta)
 
 
 def declared_label_share(n, mu):
@@ -289,7 +305,9 @@ def _pair_of_arrays(feature_bounds, width):
 
 
 def _by_name(feature_bounds, names):
-    """{column: (lower, upper)} from a dict keyed by name or index, checked."""
+    """{column: (lower, upper)} from a dict keyed by name or index, checked. A key that is
+    a column's name means that column (as ``categories=`` reads its keys), so an integer is
+    a position only where no column is named by it."""
     if not isinstance(feature_bounds, dict):
         raise ValueError(f"feature_bounds must be a dict {{column name or index: (lower, "
                          f"upper)}} (or, for arrays, a pair (lower, upper) of arrays with one "
@@ -299,12 +317,14 @@ def _by_name(feature_bounds, names):
         if isinstance(key, (bool, np.bool_)):
             raise ValueError(f"feature_bounds: the key {key!r} is a bool, not a column name "
                              f"or index")
-        if isinstance(key, (int, np.integer)):
+        if key in names:
+            pass
+        elif isinstance(key, (int, np.integer)):
             if not -len(names) <= key < len(names):
                 raise ValueError(f"feature_bounds: column index {key} is out of range for "
                                  f"{len(names)} columns")
             key = names[key]
-        elif key not in names:
+        else:
             raise ValueError(f"feature_bounds: {key!r} is not a column; columns: {names}")
         a, b = real_pair(pair, f"feature_bounds[{key!r}]")
         if not (math.isfinite(a) and math.isfinite(b) and a <= b):
@@ -321,7 +341,8 @@ class PrivateTableEncoder(TransformerMixin, BaseEstimator):
     estimator's ``feature_bounds=``); ``get_feature_names_out()`` and
     ``set_output(transform="pandas")`` behave as in scikit-learn. ``epsilon_spent_``,
     ``delta_spent_`` report the release (one Gaussian mechanism plus the threshold's delta).
-    ``coding="reference"`` leaves out one level per categorical column, the best-populated by
+    ``delta=None`` is 1/n², as for the estimators. ``coding="reference"`` leaves out one
+    level per categorical column, the best-populated by
     the released counts (and ``<other>``), for a design with an intercept whose coefficients
     are identified (scikit-learn's ``OneHotEncoder(drop=...)``; docs/tables.md).
     """
@@ -336,12 +357,16 @@ class PrivateTableEncoder(TransformerMixin, BaseEstimator):
 
     def fit(self, X, y=None):
         epsilon, delta = check_privacy_target(self.epsilon, self.delta)
+        if math.isinf(epsilon):
+            raise ValueError("PrivateTableEncoder needs a finite epsilon: its selection of the "
+                             "levels is private (declare every column's categories instead)")
         if self.coding not in CODINGS:
             raise ValueError(f"coding must be one of {CODINGS}, got {self.coding!r}")
         if not is_frame(X):
             raise ValueError("PrivateTableEncoder needs X as a DataFrame (pandas, polars or "
                              "pyarrow)")
         df = as_pandas(X)
+        delta = default_delta(len(df)) if delta is None else delta
         columns = plan_table(df, self.categories)
         check_text(df, columns)
         has_threshold = any(c.kind == "string" for c in columns)
@@ -418,6 +443,8 @@ def prepare_dask(ddf, y, *, n, epsilon, delta, categories, feature_bounds, class
         share_y = declared_label_share(n, mu)
     values, missing, label_counts = _dask_counts(
         ddf, y, columns, select_y or count_y, label_checks(y, classes) if classifier else ())
+    if select_y or count_y or share_c:  # the table's releases (dpopt.privacy.releases)
+        begin()
     chosen, records, noisy_counts = None, [], None
     if select_y:
         chosen, records, _, noisy_counts = select_labels(None, mu * math.sqrt(share_y), delta_y,

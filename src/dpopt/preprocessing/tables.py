@@ -80,7 +80,6 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections import Counter
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -91,12 +90,12 @@ from scipy.stats import norm
 from dpopt._core.exceptions import ImputedValueWarning
 from dpopt.preprocessing._cells import (
     MISSING,
-    level_text,
     missing_count,
     text_codes,
     truth_values,
     value_counts,
 )
+from dpopt.preprocessing._plan import Column, column_kind, plan_table  # noqa: F401 (public here)
 from dpopt.preprocessing.target_coding import TargetCode
 from dpopt.privacy import Gaussian
 
@@ -172,80 +171,6 @@ def select_noisy(counts, sigma, tau, rng):
 
 
 # --------------------------------------------------------------------------- schema
-
-
-@dataclass
-class Column:
-    """One raw column and how it is encoded (see the module table)."""
-
-    name: object
-    kind: str  # "numeric", "bool", "declared", "string"
-    missable: bool  # its dtype can hold a missing value: its missing count is selected
-    levels: list = field(default_factory=list)  # declared or selected levels (not OTHER)
-    has_missing: bool = False  # the missing count was selected: an indicator / level
-    reference: str | None = None  # reference coding: the level without a column
-    code: object = None  # target coding: a TargetCode (the column is one number per cell)
-
-    @property
-    def one_column(self):
-        """Whether the column is encoded as one number (numeric, bool, target-coded)."""
-        return self.kind in ("numeric", "bool") or self.code is not None
-
-
-def _column_kind(name, dtype, declared):
-    if name in declared:
-        return "declared", True
-    if pd.api.types.is_bool_dtype(dtype):
-        return "bool", str(dtype) == "boolean"
-    if isinstance(dtype, pd.CategoricalDtype):
-        return "declared", True
-    if pd.api.types.is_numeric_dtype(dtype) and not pd.api.types.is_complex_dtype(dtype):
-        return "numeric", (pd.api.types.is_float_dtype(dtype)
-                           or pd.api.types.is_extension_array_dtype(dtype))
-    if (pd.api.types.is_object_dtype(dtype) or pd.api.types.is_string_dtype(dtype)
-            or _arrow_dictionary(dtype)):
-        return "string", True
-    raise ValueError(f"column {name!r} has dtype {dtype}, which dpopt cannot encode: convert "
-                     f"it to numbers (e.g. a date to days since an origin), to strings, or to "
-                     f"a pandas 'category' with declared categories, or drop it")
-
-
-def _arrow_dictionary(dtype):
-    """An Arrow dictionary column (pyarrow-backed pandas dtype): a storage encoding whose
-    values come from the data (a Parquet or CSV reader makes them), so it is a string
-    column for the table layer, not a declaration (a pandas ``category`` is one)."""
-    if not isinstance(dtype, getattr(pd, "ArrowDtype", ())):
-        return False
-    import pyarrow as pa  # lazy: optional dependency, only for Arrow-backed columns
-
-    return pa.types.is_dictionary(dtype.pyarrow_dtype)
-
-
-def plan_table(df, categories=None):
-    """The public schema of ``df``: one :class:`Column` per column, from the dtypes and the
-    declared ``categories`` ({column: levels}) only (no value is read)."""
-    twice = sorted({str(c) for c in df.columns[df.columns.duplicated()]})
-    if twice:
-        raise ValueError(f"X has columns with the same name: {twice}; give each a unique name")
-    declared = dict(categories or {})
-    unknown = [c for c in declared if c not in df.columns]
-    if unknown:
-        raise ValueError(f"categories: {unknown} are not columns of X; columns: "
-                         f"{list(df.columns)}")
-    cols = []
-    for name in df.columns:
-        kind, missable = _column_kind(name, df[name].dtype, declared)
-        levels = []
-        if kind == "declared":
-            dtype = df[name].dtype
-            levels = ([level_text(v, dtype) for v in declared[name]] if name in declared
-                      else [str(v) for v in df[name].cat.categories])
-            twice = sorted(v for v, k in Counter(levels).items() if k > 1)
-            if twice:
-                raise ValueError(f"categories of column {name!r}: {twice} appear twice (levels "
-                                 f"are matched by their text); give each level once")
-        cols.append(Column(name, kind, missable, levels))
-    return cols
 
 
 @dataclass
@@ -458,6 +383,10 @@ class TableSchema:
         if missing:
             raise ValueError(f"X lacks the column(s) {missing} of the training schema; "
                              f"columns given: {list(df.columns)}")
+        repeated = set(df.columns[df.columns.duplicated()])
+        twice = sorted(str(c.name) for c in self.columns if c.name in repeated)
+        if twice:  # which of the columns would be read is not defined
+            raise ValueError(f"X has several columns named {twice}; give each a unique name")
         if at_prediction:
             self._warn_imputed(df)
         return df
@@ -484,12 +413,15 @@ class TableSchema:
             return
         absent = pd.isna(s).to_numpy()
         if c.kind == "numeric":
+            column_kind(c.name, s.dtype, ())  # dates, durations, complex: refused as at fit
             try:
-                v = pd.to_numeric(s, errors="raise").to_numpy(dtype=np.float64, na_value=np.nan)
+                v = pd.to_numeric(s, errors="raise")
+                if pd.api.types.is_complex_dtype(v.dtype):
+                    raise TypeError("complex")
             except (ValueError, TypeError):
                 raise ValueError(f"column {c.name!r} was numeric at fit time but holds "
                                  f"non-numbers now; fix its values") from None
-            out[:, 0] = v
+            out[:, 0] = v.to_numpy(dtype=np.float64, na_value=np.nan)
             out[absent, 0] = 0.0
             if not np.all(np.isfinite(out[:, 0])):
                 raise ValueError(f"column {c.name!r} holds an infinite value; replace it by a "

@@ -1,0 +1,114 @@
+"""The public schema of a table (:mod:`dpopt.preprocessing.tables`): one :class:`Column` per
+column, from its dtype and the declared ``categories`` only. No value is read, so every
+refusal here comes before any release."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from dpopt.preprocessing._cells import MISSING, level_text, reserved_text
+
+__all__ = ["Column", "column_kind", "plan_table", "declared_categories"]
+
+
+@dataclass
+class Column:
+    """One raw column and how it is encoded (see the module table)."""
+
+    name: object
+    kind: str  # "numeric", "bool", "declared", "string"
+    missable: bool  # its dtype can hold a missing value: its missing count is selected
+    levels: list = field(default_factory=list)  # declared or selected levels (not OTHER)
+    has_missing: bool = False  # the missing count was selected: an indicator / level
+    reference: str | None = None  # reference coding: the level without a column
+    code: object = None  # target coding: a TargetCode (the column is one number per cell)
+
+    @property
+    def one_column(self):
+        """Whether the column is encoded as one number (numeric, bool, target-coded)."""
+        return self.kind in ("numeric", "bool") or self.code is not None
+
+
+def column_kind(name, dtype, declared):
+    if name in declared:
+        return "declared", True
+    if pd.api.types.is_bool_dtype(dtype):
+        return "bool", str(dtype) == "boolean"
+    if isinstance(dtype, pd.CategoricalDtype):
+        return "declared", True
+    if pd.api.types.is_numeric_dtype(dtype) and not pd.api.types.is_complex_dtype(dtype):
+        return "numeric", (pd.api.types.is_float_dtype(dtype)
+                           or pd.api.types.is_extension_array_dtype(dtype))
+    if (pd.api.types.is_object_dtype(dtype) or pd.api.types.is_string_dtype(dtype)
+            or _arrow_dictionary(dtype)):
+        return "string", True
+    raise ValueError(f"column {name!r} has dtype {dtype}, which dpopt cannot encode: convert "
+                     f"it to numbers (e.g. a date to days since an origin), to strings, or to "
+                     f"a pandas 'category' with declared categories, or drop it")
+
+
+def _arrow_dictionary(dtype):
+    """An Arrow dictionary column (pyarrow-backed pandas dtype): a storage encoding whose
+    values come from the data (a Parquet or CSV reader makes them), so it is a string
+    column for the table layer, not a declaration (a pandas ``category`` is one)."""
+    if not isinstance(dtype, getattr(pd, "ArrowDtype", ())):
+        return False
+    import pyarrow as pa  # lazy: optional dependency, only for Arrow-backed columns
+
+    return pa.types.is_dictionary(dtype.pyarrow_dtype)
+
+
+def plan_table(df, categories=None):
+    """The public schema of ``df``: one :class:`Column` per column, from the dtypes and the
+    declared ``categories`` ({column: levels}) only (no value is read)."""
+    twice = sorted({str(c) for c in df.columns[df.columns.duplicated()]})
+    if twice:
+        raise ValueError(f"X has columns with the same name: {twice}; give each a unique name")
+    declared = declared_categories(categories)
+    unknown = [c for c in declared if c not in df.columns]
+    if unknown:
+        raise ValueError(f"categories: {unknown} are not columns of X; columns: "
+                         f"{list(df.columns)}")
+    cols = []
+    for name in df.columns:
+        kind, missable = column_kind(name, df[name].dtype, declared)
+        levels = []
+        if kind == "declared":
+            dtype = df[name].dtype
+            levels = ([level_text(v, dtype) for v in declared[name]] if name in declared
+                      else [str(v) for v in df[name].cat.categories])
+            twice = sorted(v for v, k in Counter(levels).items() if k > 1)
+            if twice:
+                raise ValueError(f"categories of column {name!r}: {twice} appear twice (levels "
+                                 f"are matched by their text); give each level once")
+            if MISSING in levels:
+                raise reserved_text(name, "has a category")
+        cols.append(Column(name, kind, missable, levels))
+    return cols
+
+
+def declared_categories(categories):
+    """``categories=`` as {column: [levels]}, checked before anything is read: a mapping of
+    columns to ordered collections of present (not missing) levels. A string would be read
+    as its characters and a set in hash order, so both are refused."""
+    if categories is None:
+        return {}
+    if not isinstance(categories, Mapping):
+        raise ValueError(f"categories must be a dict {{column: [levels]}}, got "
+                         f"{type(categories).__name__}")
+    out = {}
+    for name, levels in categories.items():
+        if (isinstance(levels, (str, bytes, set, frozenset, Mapping))
+                or not isinstance(levels, Iterable)):
+            raise ValueError(f"categories[{name!r}] must list the column's levels in order "
+                             f"(a list or a tuple), got {levels!r}")
+        out[name] = list(levels)
+        if any(np.ndim(v) or pd.isna(v) for v in out[name]):
+            raise ValueError(f"categories[{name!r}] holds a missing or non-scalar level: a "
+                             f"level is one value, and missing cells get their own indicator")
+    return out

@@ -1,0 +1,168 @@
+"""Tables, targets and arguments at the edges (an independent fuzz of session 36): each is
+refused with a ValueError naming what is wrong, before anything is spent, or read as the
+user meant it. Each test fails without its fix."""
+
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import dpopt
+import dpopt.preprocessing.table_encoder as table_encoder
+
+
+def frame(n=1000, seed=0):
+    rng = np.random.default_rng(seed)
+    X = pd.DataFrame({"x": rng.normal(size=n), "c": rng.choice(["a", "b"], n)})
+    return X, X.x + rng.normal(size=n)
+
+
+def budget():
+    return dpopt.BudgetAccountant(epsilon=50, delta=1e-2)
+
+
+def refused_for_free(fit, match):
+    acc = budget()
+    with pytest.raises(ValueError, match=match) as err:
+        fit(acc)
+    assert not isinstance(err.value, dpopt.ChargedFitError) and acc.ledger == []
+
+
+@pytest.mark.parametrize("column", [
+    pd.Series(["<missing>", "a", None] * 400, dtype=object),
+    pd.Categorical(["<missing>", "a"] * 600, categories=["<missing>", "a"]),
+], ids=["text", "declared category"])
+def test_the_missing_key_as_a_value_is_refused(column):
+    """The text "<missing>" was counted, coded and predicted as a missing cell (a fit gave
+    it the missing cells' coefficient), and a declared category of that name crashed in
+    pandas after the selection's release, only when its noisy count cleared the threshold."""
+    X = pd.DataFrame({"x": np.arange(1200.0), "c": column})
+    refused_for_free(lambda acc: dpopt.DPLinearRegression(epsilon=1, random_state=0,
+                                                          accountant=acc).fit(X, X.x),
+                     "'<missing>'")
+
+
+@pytest.mark.parametrize("categories, match", [
+    ({"c": "ab"}, "must list"), ({"c": None}, "must list"), ({"c": 5}, "must list"),
+    ({"c": {"a", "b"}}, "must list"), ({"c": ["a", None]}, "missing"), (["c"], "must be a dict"),
+])
+def test_declared_categories_are_checked(categories, match):
+    X, y = frame()
+    refused_for_free(lambda acc: dpopt.DPLinearRegression(
+        epsilon=1, categories=categories, accountant=acc).fit(X, y), match)
+
+
+def test_classes_as_a_set_are_refused():
+    """A set's order follows the hash seed, and its second label is the positive class."""
+    X, y = frame()
+    refused_for_free(lambda acc: dpopt.DPLogisticRegression(
+        classes={"yes", "no"}, accountant=acc).fit(X, np.where(y > 0, "yes", "no")), "list")
+
+
+@pytest.mark.parametrize("labels", ["frame", "array"])
+def test_labels_mixing_text_and_numbers_are_refused(labels):
+    X, y = frame()
+    mixed = np.array(["a" if v > 0 else 1 for v in y], dtype=object)
+    refused_for_free(lambda acc: dpopt.DPLogisticRegression(accountant=acc).fit(
+        X if labels == "frame" else X[["x"]].to_numpy(), mixed), "mixes text and numbers")
+
+
+@pytest.mark.parametrize("target", ["dates", "durations", "complex", "scalar"])
+@pytest.mark.parametrize("table", [True, False], ids=["frame", "array"])
+def test_a_target_that_is_not_real_numbers_is_refused(target, table):
+    """Dates became nanoseconds and complex numbers lost their imaginary part (a fit that
+    predicts 0); on an array a date target crashed inside the model path."""
+    X, y = frame()
+    y = {"dates": pd.Series(pd.date_range("2020", periods=len(y))),
+         "durations": pd.Series(pd.timedelta_range("1D", periods=len(y))),
+         "complex": y + 1j, "scalar": 3.0}[target]
+    data = X if table else X[["x"]].to_numpy()
+    refused_for_free(lambda acc: dpopt.DPLinearRegression(epsilon=1, random_state=0,
+                                                          accountant=acc).fit(data, y), r"\by\b|Complex")
+
+
+@pytest.mark.parametrize("value", [pd.Timestamp("2020-01-01"), pd.Timedelta("1D"), 1 + 2j])
+def test_prediction_refuses_what_fit_refuses_in_a_numeric_column(value):
+    X, y = frame()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = dpopt.DPLinearRegression(epsilon=4, random_state=0).fit(X, y)
+    with pytest.raises(ValueError, match="'x'"):
+        model.predict(X.assign(x=value))
+
+
+def test_prediction_refuses_a_repeated_column():
+    X, y = frame()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = dpopt.DPLinearRegression(epsilon=4, random_state=0).fit(X, y)
+    with pytest.raises(ValueError, match="several columns named"):
+        model.predict(pd.concat([X, X[["x"]]], axis=1))
+
+
+def test_feature_bounds_keys_are_names_before_positions():
+    """With integer column labels, the key 0 named the column at position 0 (labelled 1)."""
+    rng = np.random.default_rng(0)
+    X = pd.DataFrame({1: rng.standard_normal(3000), 0: rng.uniform(0, 100, 3000)})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = dpopt.DPLinearRegression(epsilon=2, random_state=0,
+                                         feature_bounds={0: (0.0, 100.0)}).fit(X, X[1])
+    lower, upper = model.feature_bounds_
+    assert (lower[1], upper[1]) == (0.0, 100.0) and upper[0] < 100.0
+
+
+def test_the_table_encoder_takes_the_estimators_delta_and_refuses_an_infinite_epsilon():
+    X, _ = frame()
+    enc = dpopt.PrivateTableEncoder(delta=None, random_state=0).fit(X)
+    assert enc.delta_spent_ == pytest.approx(1.0 / len(X) ** 2)
+    with pytest.raises(ValueError, match="finite epsilon"):
+        dpopt.PrivateTableEncoder(epsilon=np.inf).fit(X)
+
+
+def test_the_search_refuses_a_bad_target_or_column_for_free():
+    """A missing y on a DataFrame charged the whole search; a date column crashed in its
+    surrogate data."""
+    X, y = frame(600)
+    search = dpopt.PrivateHyperparameterSearch
+    refused_for_free(lambda acc: search(dpopt.DPLinearRegression(epsilon=0.5), {"alpha": [0.1, 1]},
+                                        accountant=acc, random_state=0, score_clip=10)
+                     .fit(X, y.where(y.index != 3)), "missing")
+    refused_for_free(lambda acc: search(dpopt.DPLinearRegression(epsilon=0.5), {"alpha": [0.1, 1]},
+                                        accountant=acc, random_state=0, score_clip=10)
+                     .fit(X.assign(d=pd.Timestamp("2020")), y), "'d'")
+
+
+def _fail(*args, **kwargs):
+    raise KeyError("decided by a release")
+
+
+def test_a_failure_after_the_tables_first_release_is_charged_whole(monkeypatch):
+    """The table layer's releases came before any watch: an error after them (not a
+    ChargedFitError) passed uncharged."""
+    monkeypatch.setattr(table_encoder, "_resolve_bounds", _fail)
+    X, y = frame()
+    acc = budget()
+    with pytest.raises(dpopt.ChargedFitError, match="decided by a release"):
+        dpopt.DPLinearRegression(epsilon=1, random_state=0, accountant=acc).fit(X, y)
+    assert acc.ledger[0].epsilon == pytest.approx(1.0, rel=1e-9)
+    # before the first release (a numeric frame's plan), the same error passes uncharged
+    monkeypatch.setattr(table_encoder, "check_text", _fail)
+    acc = budget()
+    with pytest.raises(KeyError):
+        dpopt.DPLinearRegression(epsilon=1, random_state=0, accountant=acc).fit(X, y)
+    assert acc.ledger == []
+
+
+def test_a_table_coded_to_no_column_says_so_and_is_charged():
+    """inference=True codes a categorical column against its best-populated level: with one
+    level kept, no column is left, and the fit failed deep inside with 'X must be a
+    non-empty 2-d array, got shape (200, 0)'."""
+    rng = np.random.default_rng(0)
+    X = pd.DataFrame({"c": rng.choice(["u", "v"], 200)})
+    acc = budget()
+    with pytest.raises(dpopt.ChargedFitError, match="no column to fit"):
+        dpopt.DPLogisticRegression(epsilon=1, inference=True, accountant=acc, random_state=0).fit(
+            X, rng.integers(0, 2, 200))
+    assert len(acc.ledger) == 1 and 0 < acc.spent() <= 1.0
