@@ -237,3 +237,74 @@ def test_dask_frame_of_numbers_and_bools_goes_through_the_table_layer():
     est = dpopt.DPLinearRegression(epsilon=1.0, random_state=0).fit(ddf, dy)
     np.testing.assert_allclose(est.coef_, ref.coef_, rtol=1e-9)
     assert list(est.table_.get_feature_names_out()) == ["x", "b"]
+
+
+def _numbers(n=3000, seed=0):
+    rng = np.random.default_rng(seed)
+    X = pd.DataFrame({"a": rng.standard_normal(n), "b": rng.uniform(0, 10, n)})
+    return X, pd.Series(X["a"] + 0.3 * X["b"] + rng.standard_normal(n), name="y")
+
+
+def test_dask_frame_of_numbers_is_the_pandas_frame_with_its_names():
+    """A Dask DataFrame of numbers only went to the chunked path as an array: no
+    feature_names_in_, columns matched by position at predict (reordered columns gave other
+    predictions, renamed ones were accepted) and another plan than in memory (no missing
+    counts). It now goes through the table layer as the pandas frame does: the same names,
+    the same releases (the float columns' missing counts) and the same model at the same
+    seed; predict matches columns by name."""
+    X, y = _numbers()
+    ddf, dy = _dask(X, y, parts=2)
+    est = dpopt.DPLinearRegression(epsilon=4.0, random_state=0).fit(ddf, dy)
+    ref = dpopt.DPLinearRegression(epsilon=4.0, random_state=0).fit(X, y)
+    assert list(est.feature_names_in_) == list(ref.feature_names_in_) == ["a", "b"]
+    assert est.n_features_in_ == ref.n_features_in_ == 2
+    np.testing.assert_allclose(est.coef_, ref.coef_, rtol=0, atol=1e-10)
+    assert est.intercept_ == pytest.approx(ref.intercept_, abs=1e-10)
+    assert est.auto_.plan["mu_shares"] == ref.auto_.plan["mu_shares"]
+    head = X.head(5)
+    np.testing.assert_array_equal(est.predict(head[["b", "a"]]), est.predict(head))
+    np.testing.assert_allclose(np.asarray(est.predict(ddf[["b", "a"]]).compute()),
+                               est.predict(X), rtol=0, atol=1e-12)
+    for renamed in (head.rename(columns={"a": "z"}), ddf.rename(columns={"a": "z"})):
+        with pytest.raises(ValueError, match=r"lacks the column\(s\) \['a'\]"):
+            est.predict(renamed)
+    with pytest.raises(ValueError, match="matched by name"):  # an array has no names
+        est.predict(ddf.to_dask_array(lengths=True))
+
+
+def test_explicit_solver_keeps_a_dask_frames_names_as_in_memory():
+    """An explicit solver takes a Dask DataFrame of numbers as an array, as it takes the
+    pandas frame, and keeps its names: predict refuses reordered or renamed columns, as
+    scikit-learn's checks do in memory; a refit on an array drops them."""
+    X, y = _numbers(1000)
+    ddf, dy = _dask(X, y, parts=2)
+    kw = dict(epsilon=4.0, random_state=0, solver="dp-gd", alpha=0.01,
+              solver_options={"smoothness": 100.0})
+    est = dpopt.DPLinearRegression(**kw).fit(ddf, dy)
+    ref = dpopt.DPLinearRegression(**kw).fit(X, y)
+    assert list(est.feature_names_in_) == ["a", "b"] and est.table_ is None
+    np.testing.assert_allclose(est.coef_, ref.coef_, rtol=0, atol=1e-10)
+    for bad in (ddf[["b", "a"]], ddf.rename(columns={"a": "z"}), X[["b", "a"]]):
+        with pytest.raises(ValueError, match="feature names should match"):
+            est.predict(bad)
+    est.fit(ddf.to_dask_array(lengths=True), dy.to_dask_array(lengths=True))
+    assert not hasattr(est, "feature_names_in_") and est.n_features_in_ == 2
+
+
+@pytest.mark.parametrize("solver", ["auto", "dp-gd"])
+def test_dask_frame_with_repeated_column_names_is_refused_before_any_release(solver):
+    """As in memory: a ValueError naming the repeated names, before anything is read or
+    released (it used to fail inside the table layer with an AttributeError)."""
+    rng = np.random.default_rng(0)
+    X = pd.DataFrame({"x": rng.normal(size=500), "x2": rng.normal(size=500),
+                      "c": rng.choice(["u", "v"], 500)}).set_axis(["x", "x", "c"], axis=1)
+    y = pd.Series(rng.normal(size=500))
+    acc = dpopt.BudgetAccountant(epsilon=10, delta=1e-3)
+    kw = {} if solver == "auto" else {"alpha": 0.1, "categories": {"c": ["u", "v"]}}
+    for data in (_dask(X, y), _dask(X[["x"]], y)):  # with text, and numbers only
+        with pytest.raises(ValueError, match=r"columns with the same name: \['x'\]"):
+            dpopt.DPLinearRegression(epsilon=1, solver=solver, accountant=acc,
+                                     **kw).fit(*data)
+    with pytest.raises(ValueError, match=r"columns with the same name: \['x'\]"):
+        dpopt.DPLinearRegression(epsilon=1, accountant=acc).fit(X, y)
+    assert acc._ledger == [] and acc.spent() == 0.0

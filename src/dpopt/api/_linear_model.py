@@ -37,19 +37,22 @@ from dpopt.pipeline.scaling import ColumnWarning
 from dpopt.pipeline.selection import fit_selected, n_features, selection_runs
 from dpopt.pipeline.selection import resolve_alpha as _resolve_alpha
 from dpopt.pipeline.target_looks import NARROW_BAND, narrow_band
+from dpopt.preprocessing.dask_tables import (
+    chunked_design,
+    dask_table,
+    is_dask_frame,
+    prepare_dask,
+    set_input_names,
+    split_dask_target,
+)
 from dpopt.preprocessing.labels import labels_present, signed_labels
 from dpopt.preprocessing.table_encoder import (
     TableEncoder,
     array_bounds,
-    dask_table,
-    encode_partitions,
-    is_dask_text_frame,
     known_target_range,
     no_column_left,
-    prepare_dask,
     prepare_default,
     public_table,
-    split_dask_target,
 )
 from dpopt.preprocessing.tables import as_pandas, is_frame, plan_table
 from dpopt.solvers import check_distributed, get_solver
@@ -246,11 +249,11 @@ class _DPLinearModel(BaseEstimator):
             _check_auto_epsilon(epsilon)  # before the data is read
         else:
             check_distributed(spec)
-        if spec is None and is_dask_text_frame(X):
+        if spec is None and is_dask_frame(X):  # as a pandas DataFrame: the table layer
             return self._fit_chunked_table(X, y, epsilon, delta_given)
-        encoder = None
-        if is_dask_text_frame(X):  # an explicit solver: the public schema only
-            X, y, encoder = dask_table(X, y, getattr(self, "categories", None))
+        encoder = names = None
+        if is_dask_frame(X):  # an explicit solver: text by the public schema only
+            X, y, encoder, names = dask_table(X, y, getattr(self, "categories", None))
         X, y = as_dask_arrays(X, y)
         penalty, penalty_kwargs = self._penalty()
 
@@ -282,7 +285,7 @@ class _DPLinearModel(BaseEstimator):
                 return problem, scored, bounds, prior
 
             self._fit_auto(prepare, epsilon, delta, penalty, penalty_kwargs)
-            self.n_features_in_ = self.fit_result_.coef.shape[-1]
+            set_input_names(self, None, self.fit_result_.coef.shape[-1])
             return self
         penalty_kwargs = _resolve_alpha(penalty_kwargs, self._loss(), n)
         self.alpha_ = penalty_kwargs.get("alpha")
@@ -292,7 +295,7 @@ class _DPLinearModel(BaseEstimator):
         multiclass = self._n_classes() > 2  # target: class indices ("squared": no label check)
         problem = problem_of(target, "squared" if multiclass else None)
         delta = default_delta(problem.n_samples) if delta_given is None else delta_given
-        self.n_features_in_ = problem.n_features
+        set_input_names(self, names, problem.n_features)
         self.auto_ = self.target_range_ = None
         self.table_ = encoder
         if multiclass:  # one-vs-rest (dpopt.pipeline.multiclass): validated once above
@@ -306,10 +309,10 @@ class _DPLinearModel(BaseEstimator):
         return self._solve(problem, spec, epsilon, delta, options, label_leaks, depth=1)
 
     def _fit_chunked_table(self, X, y, epsilon, delta_given):
-        """The default path on a Dask DataFrame with text columns: the table's releases with
-        their counts summed over the partitions (:func:`prepare_dask`, the same selection
-        as in memory), then the chunked default path on the encoded partitions; one
-        composition, as in memory."""
+        """The default path on a Dask DataFrame of any dtypes, as on a pandas DataFrame:
+        the table's releases with their counts summed over the partitions
+        (:func:`prepare_dask`, the same selection as in memory), then the chunked default
+        path on the encoded partitions; one composition, as in memory."""
         _check_auto_epsilon(epsilon)
         frame, y = split_dask_target(X, y)
         n = int(len(frame))
@@ -338,7 +341,7 @@ class _DPLinearModel(BaseEstimator):
             return problem, scored, bounds, prior
 
         self._fit_auto(prepare, epsilon, delta, penalty, penalty_kwargs)
-        self.n_features_in_ = self.fit_result_.coef.shape[-1]
+        set_input_names(self, self.table_.feature_names_in, None)
         return self
 
     def _chunked_default_target(self, y, *args, **kwargs):
@@ -548,14 +551,10 @@ class _DPLinearModel(BaseEstimator):
     def _chunked_decision(self, X):
         """Margins of chunked data (Dask array, data frame or path, as ``fit`` takes them):
         a lazy Dask array, one task per row chunk, each applying the feature map and the
-        model to its chunk (nothing is computed here)."""
-        table = getattr(self, "table_", None)
-        if table is not None and is_dask_text_frame(X):
-            X = encode_partitions(X, table)
-        X, _ = as_dask_arrays(X, None)
-        if X.ndim != 2 or X.shape[1] != self.n_features_in_:
-            raise ValueError(f"X has shape {X.shape}; the model was fitted on "
-                             f"{self.n_features_in_} features")
+        model to its chunk (nothing is computed here); a model fitted on a table takes a
+        Dask DataFrame, its columns matched by name (:func:`chunked_design`)."""
+        X = chunked_design(X, getattr(self, "table_", None),
+                           getattr(self, "feature_names_in_", None), np.shape(self.coef_)[-1])
         if self._n_classes() > 2:  # one column per class
             return X.map_blocks(self._margins_of_chunk, chunks=(X.chunks[0], (self._n_classes(),)),
                                 dtype=np.float64)

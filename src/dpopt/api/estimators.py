@@ -89,6 +89,7 @@ from dpopt.api._linear_model import (
 from dpopt.api.modelio import is_multinomial, probabilities
 from dpopt.data.losses import huber
 from dpopt.pipeline.inference import InferenceMixin
+from dpopt.preprocessing.dask_tables import declared_counts_prior
 from dpopt.preprocessing.labels import (
     OTHER_LABEL,
     computed_with_checks,
@@ -98,7 +99,7 @@ from dpopt.preprocessing.labels import (
     label_prior,
     signed_labels,
 )
-from dpopt.preprocessing.table_encoder import check_labels_kept, declared_counts_prior
+from dpopt.preprocessing.table_encoder import check_labels_kept
 
 #: The warning of an explicit solver that reads its label set from y.
 LABELS_READ = ("classes_ = np.unique(y) is read from the data without privacy (which labels "
@@ -250,10 +251,10 @@ class DPLogisticRegression(InferenceMixin, ClassifierMixin, _DPLinearModel):
                                 count_declared=False):
         """Chunked labels on the default path: declared (``classes=``; with
         ``count_declared`` their counts summed over the chunks and released as in memory,
-        :func:`dpopt.preprocessing.table_encoder.declared_counts_prior`) or chosen privately
+        :func:`dpopt.preprocessing.dask_tables.declared_counts_prior`) or chosen privately
         from their counts (one pass, summed over the chunks; :func:`dpopt.preprocessing.labels.label_prior`,
         the release of the in-memory path); ``chosen``: already selected with a table's
-        columns (:func:`dpopt.preprocessing.table_encoder.prepare_dask`). Returns (the loss's
+        columns (:func:`dpopt.preprocessing.dask_tables.prepare_dask`). Returns (the loss's
         target, the label releases or None, two classes' signed labels with 0 for a record of
         neither class, which the held-out choice scores: :func:`dpopt.pipeline.selection.fit_selected`)."""
         # lazy: dask is an optional dependency (pip install dpopt[dask])

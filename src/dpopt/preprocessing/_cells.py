@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 __all__ = ["MISSING", "reserved_text", "text_codes", "value_counts", "level_text", "truth_values",
-           "missing_count", "check_text", "check_keys", "not_unicode"]
+           "missing_count", "check_text", "check_keys", "not_unicode", "check_unique_names"]
 
 #: The key of a missing cell.
 MISSING = "<missing>"
@@ -85,6 +85,14 @@ def truth_values(name, s):
         raise ValueError(f"column {name!r} was True/False at fit time but holds "
                          f"{s[bad].unique()[:3].tolist()} now; give True/False (or 1/0)")
     return values.to_numpy(dtype=np.float64)
+
+
+def check_unique_names(columns):
+    """A ValueError naming the repeated column names of a table (pandas or Dask: its
+    ``columns``, public schema): each column is matched by its name."""
+    twice = sorted({str(c) for c in columns[columns.duplicated()]})
+    if twice:
+        raise ValueError(f"X has columns with the same name: {twice}; give each a unique name")
 
 
 def missing_count(s):

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from dpopt.preprocessing._cells import MISSING, level_text, reserved_text
+from dpopt.preprocessing._cells import MISSING, check_unique_names, level_text, reserved_text
 
 __all__ = ["Column", "column_kind", "plan_table", "declared_categories"]
 
@@ -66,9 +66,7 @@ def _arrow_dictionary(dtype):
 def plan_table(df, categories=None):
     """The public schema of ``df``: one :class:`Column` per column, from the dtypes and the
     declared ``categories`` ({column: levels}) only (no value is read)."""
-    twice = sorted({str(c) for c in df.columns[df.columns.duplicated()]})
-    if twice:
-        raise ValueError(f"X has columns with the same name: {twice}; give each a unique name")
+    check_unique_names(df.columns)
     declared = declared_categories(categories)
     unknown = [c for c in declared if c not in df.columns]
     if unknown:

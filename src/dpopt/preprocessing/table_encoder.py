@@ -11,7 +11,6 @@ import reprlib
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
@@ -23,24 +22,21 @@ from dpopt._core.validation import (
     real_pair,
 )
 from dpopt.preprocessing._bounds import release_counts
-from dpopt.preprocessing._cells import check_keys, check_text, not_unicode, text_codes
+from dpopt.preprocessing._cells import check_text
 from dpopt.preprocessing.labels import (
     LABELS_COUNTED,
     LABELS_SELECTED,
     MAX_LABEL_SHARE,
     MIN_CLASS_FRACTION,
     SELECTION_SHARE_LABELS,
-    computed_with_checks,
     declared_classes,
     encode_labels,
-    label_checks,
     label_share,
     select_labels,
     signed_labels,
 )
 from dpopt.preprocessing.tables import (
     CODINGS,
-    MISSING,
     Prior,
     TableSchema,
     as_pandas,
@@ -203,20 +199,6 @@ def released_class_counts(counts, mu, rng):
     counts = np.asarray(counts, dtype=np.float64)
     noisy, _, record = release_counts(counts[None, :], mu, rng)  # one histogram: sqrt(2)/mu
     return noisy[0].tolist(), [record]
-
-
-def declared_counts_prior(y, classes, n, epsilon, delta, rng, checks=()):
-    """The :class:`Prior` of the declared ``classes``' noisy counts on the n labels ``y`` of a
-    Dask array (no table): the release :func:`prepare_default` makes with ``count_declared``
-    (the same share :func:`declared_label_share`, the same draws), from the labels' counts
-    summed over the chunks as :func:`prepare_dask` sums them; ``checks``
-    (:func:`~dpopt.preprocessing.labels.label_checks`) run in the same pass."""
-    mu, delta_sel, _, _, _ = selection_split(n, None, False, epsilon, delta)
-    share_y = declared_label_share(n, mu)
-    summed = computed_with_checks([_label_count_task(y)], checks)[0]
-    label_counts, records = released_class_counts([summed.get(c, 0) for c in classes],
-                                                  mu * math.sqrt(share_y), rng)
-    return _prior(mu, delta_sel, share_y, 0.0, records, None, False, label_counts, True)
 
 
 def selection_split(n, columns, select_y, epsilon, delta):
@@ -391,175 +373,6 @@ class PrivateTableEncoder(TransformerMixin, BaseEstimator):
     def get_feature_names_out(self, input_features=None):
         check_is_fitted(self, "schema_")
         return np.array(self.schema_.feature_names_out(), dtype=object)
-
-
-def is_dask_text_frame(X):
-    """A Dask DataFrame with a column the chunked path cannot take as numbers (string,
-    object, categorical or bool dtype: a bool column beside float ones makes its array
-    object): :func:`prepare_dask` / :func:`dask_table` encode it."""
-    if type(X).__name__ != "DataFrame" or not (type(X).__module__ or "").startswith("dask"):
-        return False
-    return any(pd.api.types.is_bool_dtype(d) or not pd.api.types.is_numeric_dtype(d)
-               for d in X.dtypes)
-
-
-def split_dask_target(ddf, y):
-    """``(features, target)`` of a Dask DataFrame; ``y`` may name one of its columns."""
-    if isinstance(y, str):
-        if y not in ddf.columns:
-            raise ValueError(f"y={y!r} is not a column of the data frame "
-                             f"(columns: {list(ddf.columns)[:10]})")
-        ddf, y = ddf.drop(columns=[y]), ddf[y]
-    dtype = getattr(y, "dtype", None)
-    if (hasattr(y, "to_dask_array") and dtype is not None and not isinstance(dtype, np.dtype)
-            and pd.api.types.is_string_dtype(dtype)):
-        y = y.astype(object)  # text labels as Python strings (Dask's arrays hold no str dtype)
-    return ddf, y
-
-
-def prepare_dask(ddf, y, *, n, epsilon, delta, categories, feature_bounds, classes,
-                 classifier, rng, count_declared=False):
-    """The table releases of the default path on a Dask DataFrame: the plan, the split of
-    the budget, the labels' and the columns' partition selection of :func:`prepare_default`,
-    with every count (values of each string column, missing cells, labels) summed over the
-    partitions by Dask in one pass; only those counts leave the workers, and they enter the
-    same noisy threshold as in memory (same sensitivity: each record is in one partition).
-    Returns ``(encoded Dask DataFrame, classes or None, TableEncoder, public bounds,
-    Prior)``; the encoding is applied partition by partition (a per-record map: free).
-    ``count_declared``: as in :func:`prepare_default` (the declared classes' counts summed
-    over the partitions, then the same release)."""
-    meta = _declared_meta(ddf._meta, categories)
-    columns = plan_table(meta, categories)
-    y_meta = getattr(y, "_meta", None)
-    if str(getattr(y_meta, "dtype", "")) == "category" and "__UNKNOWN_CATEGORIES__" in list(
-            y_meta.cat.categories):
-        y_meta = None  # categories Dask has not read: data, selected privately
-    declared = declared_classes(y_meta, classes) if classifier else None
-    select_y = classifier and declared is None
-    mu, delta_sel, delta_y, share_y, share_c = selection_split(n, columns, select_y,
-                                                               epsilon, delta)
-    count_y = count_declared and declared is not None and len(declared) >= 2
-    if count_y:
-        share_y = declared_label_share(n, mu)
-    values, missing, label_counts = _dask_counts(
-        ddf, y, columns, select_y or count_y, label_checks(y, classes) if classifier else ())
-    if select_y or count_y or share_c:  # the table's releases (dpopt.privacy.releases)
-        begin()
-    chosen, records, noisy_counts = None, [], None
-    if select_y:
-        chosen, records, _, noisy_counts = select_labels(None, mu * math.sqrt(share_y), delta_y,
-                                                         rng, counts=label_counts)
-    elif count_y:
-        noisy_counts, records = released_class_counts(
-            [label_counts.get(c, 0) for c in declared], mu * math.sqrt(share_y), rng)
-    schema, _ = fit_schema(None, columns, mu * math.sqrt(share_c) if share_c else 0.0,
-                           delta_sel - delta_y, rng, counts=(values, missing))
-    records += list(schema.records)
-    if classifier:
-        chosen = chosen if select_y else declared_classes(y_meta, classes)
-        check_labels_kept(chosen, epsilon, mu * math.sqrt(share_y) if select_y else None, delta_y,
-                          records, delta_sel)
-    names = list(ddf.columns)
-    width = len(schema.feature_names_out())
-    bounds = _resolve_bounds(feature_bounds, schema, names, width)
-    prior = _prior(mu, delta_sel, share_y, share_c, records, schema, select_y, noisy_counts,
-                   count_y)
-    encoder = TableEncoder(schema, np.asarray(names, dtype=object))
-    return encode_partitions(ddf, encoder), chosen, encoder, bounds, prior
-
-
-def _dask_counts(ddf, y, columns, count_y, checks=()):
-    """``({column: {value text: count}}, {column: missing count}, {label: count} or None)``
-    summed over the partitions (one ``dask.compute``; the labels' when ``count_y``, and the
-    labels' ``checks``, :func:`~dpopt.preprocessing.labels.label_checks`, in the same pass)."""
-    # lazy: dask is an optional dependency (pip install dpopt[dask])
-    strings = [c.name for c in columns if c.kind == "string"]
-    declared = [c.name for c in columns if c.kind == "declared"]  # texts checked, not counted
-    fixed = [c.name for c in columns if c.kind != "string" and c.missable]
-    tasks = ([ddf[c].value_counts(dropna=False) for c in strings + declared]
-             + [ddf[c].isna().sum() for c in fixed]
-             + ([_label_count_task(y)] if count_y else []))
-    try:
-        out = computed_with_checks(tasks, checks)
-    except UnicodeEncodeError:  # Dask hashes (or converts) text first: name the column
-        for c in strings + declared:
-            try:
-                ddf[c].map_partitions(_checked_text, c, meta=ddf[c]._meta).compute()
-            except UnicodeEncodeError:  # pyarrow's conversion refused it before the check
-                raise not_unicode(c) from None
-        raise
-    for c, counts in zip(strings + declared, out):  # before any release (check_text)
-        check_keys(c, [str(k) for k in counts.index if not pd.isna(k)])
-    out = out[:len(strings)] + out[len(strings) + len(declared):]
-    values = {}
-    for c, counts in zip(strings, out):
-        values[c] = {}
-        for key, count in counts.items():
-            if not count:  # a category no record holds (a categorical's dtype lists it)
-                continue
-            text = MISSING if pd.isna(key) else str(key)
-            values[c][text] = values[c].get(text, 0) + int(count)
-    missing = {c: int(m) for c, m in zip(fixed, out[len(strings):])}
-    labels = None
-    if count_y:
-        labels = {k: int(v) for k, v in out[-1].items()}
-    return values, missing, labels
-
-
-def _checked_text(s, name):
-    """:func:`check_keys` of one partition's cells of column ``name`` (nothing returned)."""
-    check_keys(name, text_codes(s, name)[1])
-    return s.iloc[:0]
-
-
-def _label_count_task(y):
-    if hasattr(y, "value_counts"):
-        return y.value_counts()
-    # lazy: dask is an optional dependency (pip install dpopt[dask])
-    import dask
-    import dask.array as da
-    values, counts = da.unique(y, return_counts=True)
-    return dask.delayed(lambda v, c: pd.Series(c, index=v))(values, counts)
-
-
-def encode_partitions(ddf, encoder):
-    """The Dask DataFrame of the encoded features, partition by partition."""
-    names = list(encoder.get_feature_names_out())
-    meta = pd.DataFrame({name: pd.Series(dtype=float) for name in names})
-    return ddf.map_partitions(_encode_partition, encoder, names, meta=meta)
-
-
-def _encode_partition(part, encoder, names):
-    return pd.DataFrame(encoder.transform(part), index=part.index, columns=names)
-
-
-def dask_table(ddf, y, categories=None):
-    """``(encoded Dask DataFrame, y, TableEncoder)`` from the public schema only (bool,
-    numeric and declared columns; a missing value imputed at 0 / ``<other>``, no indicator):
-    for explicit solvers on a Dask DataFrame, which release nothing about the columns. A
-    column whose categories would have to be read from the data is refused, naming it."""
-    ddf, y = split_dask_target(ddf, y)
-    columns = plan_table(_declared_meta(ddf._meta, categories), categories)
-    strings = [c.name for c in columns if c.kind == "string"]
-    if strings:
-        raise ValueError(f"Dask DataFrame column(s) {strings} hold text whose categories are "
-                         f"not declared: an explicit solver takes declared categories only "
-                         f"(categories={{{strings[0]!r}: [...]}}, or a 'category' dtype with "
-                         f"known categories); solver='auto' selects them privately")
-    encoder = TableEncoder(TableSchema(columns), np.asarray(ddf.columns, dtype=object))
-    return encode_partitions(ddf, encoder), y, encoder
-
-
-def _declared_meta(meta, categories):
-    """The meta frame with a ``category`` column of unknown categories (Dask's placeholder)
-    made a string column: its categories are data unless declared."""
-    meta = meta.copy()
-    for c in meta.columns:
-        dtype = meta[c].dtype
-        if isinstance(dtype, pd.CategoricalDtype) and "__UNKNOWN_CATEGORIES__" in list(
-                dtype.categories) and c not in (categories or {}):
-            meta[c] = meta[c].astype(object)
-    return meta
 
 
 def public_table(X, categories=None):
