@@ -32,6 +32,11 @@ def data_dir(tmp_path_factory):
     from sklearn.datasets import dump_svmlight_file
 
     dump_svmlight_file(X, 2 * y - 1, str(d / "clf.svm"))
+    import pandas as pd
+
+    table = pd.DataFrame(X, columns=["a", "b", "c"]).assign(label=y)  # an integer target
+    table[:200].to_csv(d / "int_labels.csv", index=False)
+    table[200:].to_csv(d / "int_labels_test.csv", index=False)
     return d
 
 
@@ -91,7 +96,9 @@ def test_fit_reads_npz_and_libsvm(data_dir, tmp_path, capsys, name, extra):
     (["fit", "{d}/reg.npz", "--loss", "logistic", "--epsilon", "1"], "DATA"),
     (["fit", "{d}/clf.csv", "--loss", "logistic", "--epsilon", "1", "--target", "label",
       "--classes", "0,1", "--positive-label", "7"], "--positive-label 7 is not one of the "
-     "labels --classes declares"),
+     "labels --classes declares, ['0', '1']"),  # as typed, not as the float column reads
+    (["fit", "{d}/int_labels.csv", "--loss", "logistic", "--epsilon", "1", "--target",
+      "label", "--classes", "0,0.5"], "--classes: the target column holds integers"),
     (["plot", "{d}/missing.jsonl"], "RESULTS"),
     (["plot", "{d}/clf.csv", "--kind", "bogus"], "--kind"),
     (["reproduce", "anything", "--scheduler", "tcp://127.0.0.1:1"], "--scheduler"),
@@ -194,3 +201,39 @@ def test_a_regression_model_file_clips_predictions_like_the_estimator(tmp_path, 
     pred, (lo, hi) = modelio.predict(model, wide), est.target_range_
     assert lo <= pred.min() and pred.max() <= hi and np.any((pred == lo) | (pred == hi))
     np.testing.assert_allclose(pred, est.predict(wide), rtol=1e-12)
+
+
+def _fit_and_score(data_dir, tmp_path, capsys, declared):
+    """(accuracy predict prints, accuracy of the written predictions, model classes, fit's
+    stdout, the prediction file's columns) of a logistic fit on int_labels.csv scored on
+    int_labels_test.csv."""
+    import pandas as pd
+
+    model, pred = tmp_path / "m.json", tmp_path / "pred.csv"
+    code, fit_out, err = run(["fit", str(data_dir / "int_labels.csv"), "--loss", "logistic",
+                              "--epsilon", "4", "--target", "label", "--seed", "0", "--out",
+                              str(model), *declared], capsys)
+    assert code == 0, err
+    test = data_dir / "int_labels_test.csv"
+    code, out, err = run(["predict", str(model), str(test), "--out", str(pred)], capsys)
+    assert code == 0, err
+    printed = float(out.split("accuracy on the 100 rows with a target: ")[1].split()[0])
+    written = pd.read_csv(pred)
+    truth = pd.read_csv(test)["label"].to_numpy()
+    return (printed, float(np.mean(written["prediction"].to_numpy() == truth)),
+            modelio.load_model(model)["classes"], fit_out, list(written.columns))
+
+
+def test_declared_integer_labels_score_like_the_column(data_dir, tmp_path, capsys):
+    """--classes on an integer 0/1 target: the labels are the column's integers (not 0.0 /
+    1.0), so the model file, the written predictions and predict's accuracy agree with the
+    data, as without --classes (the labels chosen privately)."""
+    chosen, *_ = _fit_and_score(data_dir, tmp_path, capsys, [])
+    for typed in ("0,1", "0, 1.0"):
+        printed, computed, classes, out, columns = _fit_and_score(data_dir, tmp_path, capsys,
+                                                                  ["--classes", typed])
+        assert printed == pytest.approx(computed, abs=1e-4)
+        assert printed > 0.7 and abs(printed - chosen) < 0.1, (printed, chosen)  # was 0.0000
+        assert classes == [0, 1] and all(type(c) is int for c in classes)
+        assert columns == ["prediction", "probability_0", "probability_1"]
+        assert "labels (declared (public)): 0 -> -1, 1 -> +1" in out

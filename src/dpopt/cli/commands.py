@@ -425,7 +425,8 @@ def build_parser():
     p.add_argument("--classes", default=None, metavar="A,B[,C...]",
                    help="logistic: declare the labels, two or more (three or more: a "
                         "multiclass model; public; default: chosen privately from the data by "
-                        "the table layer)")
+                        "the table layer), read as the target column holds them: integers "
+                        "for an integer column, floats for a float one, text otherwise")
     p.add_argument("--positive-label", default=None,
                    help="logistic: the label mapped to +1, a string or a number (default: the "
                         "larger label)")

@@ -227,8 +227,9 @@ def _fit(args, options, X, y, bounds=None):
         given["classes"] = _declared_classes(args.classes, y)
         if args.positive_label is not None and len(given["classes"]) == 2 and \
                 _label_named(given["classes"], args.positive_label) is None:
+            typed = [t.strip() for t in args.classes.split(",")]
             raise ValueError(f"--positive-label {args.positive_label} is not one of the labels "
-                             f"--classes declares, {[str(c) for c in given['classes']]}")
+                             f"--classes declares, {typed}")
     if kind == "DPLinearRegression" and args.penalty == "none":
         given["alpha"] = 0.0
     estimator = getattr(dpopt, kind)()
@@ -276,17 +277,27 @@ def _fit(args, options, X, y, bounds=None):
 
 
 def _declared_classes(text, y):
-    """--classes A,B: the declared labels, as numbers when the target is numeric."""
+    """--classes A,B: the declared labels in the kind of the target column's labels, so that
+    the model file's ``classes`` and the written predictions read as its cells do: integers
+    for an integer column (``1`` or ``1.0`` is 1; ``0.5`` is refused), floats for a float
+    column, the text as typed (stripped) otherwise."""
     # lazy: the light CLI commands load no heavy module
     import numpy as np
 
     labels = [t.strip() for t in text.split(",")]
-    if np.asarray(y).dtype.kind in "iuf":
-        try:
-            return [float(t) for t in labels]
-        except ValueError:
-            raise ValueError(f"--classes: the labels are numbers, got {text!r}") from None
-    return labels
+    kind = np.asarray(y).dtype.kind
+    if kind not in "iuf":
+        return labels
+    try:
+        values = [float(t) for t in labels]
+    except ValueError:
+        raise ValueError(f"--classes: the labels are numbers, got {text!r}") from None
+    if kind == "f":
+        return values
+    if not all(v.is_integer() for v in values):
+        raise ValueError(f"--classes: the target column holds integers, got {text!r}")
+    # digits are read exactly (a float rounds integers beyond 2**53)
+    return [int(t) if t.lstrip("+-").isdigit() else int(v) for t, v in zip(labels, values)]
 
 
 def _prepare_of(auto, table):
