@@ -37,6 +37,7 @@ def data_dir(tmp_path_factory):
     table = pd.DataFrame(X, columns=["a", "b", "c"]).assign(label=y)  # an integer target
     table[:200].to_csv(d / "int_labels.csv", index=False)
     table[200:].to_csv(d / "int_labels_test.csv", index=False)
+    table[:200].assign(label=table.label[:200] + 0.0).to_csv(d / "float_labels.csv", index=False)
     return d
 
 
@@ -203,14 +204,23 @@ def test_a_regression_model_file_clips_predictions_like_the_estimator(tmp_path, 
     np.testing.assert_allclose(pred, est.predict(wide), rtol=1e-12)
 
 
-def _fit_and_score(data_dir, tmp_path, capsys, declared):
+def test_float_labels_score_an_integer_test_file(data_dir, tmp_path, capsys):
+    """A model whose labels are 0.0 / 1.0 (a float training column) scored on a file whose
+    column holds 0 / 1: predict compared the labels as text and printed accuracy 0."""
+    ints, *_ = _fit_and_score(data_dir, tmp_path, capsys, [])
+    floats, computed, classes, *_ = _fit_and_score(data_dir, tmp_path, capsys, [],
+                                                   train="float_labels.csv")
+    assert classes == [0.0, 1.0] and floats == pytest.approx(ints, abs=0.1) and floats > 0.7
+
+
+def _fit_and_score(data_dir, tmp_path, capsys, declared, train="int_labels.csv"):
     """(accuracy predict prints, accuracy of the written predictions, model classes, fit's
     stdout, the prediction file's columns) of a logistic fit on int_labels.csv scored on
     int_labels_test.csv."""
     import pandas as pd
 
     model, pred = tmp_path / "m.json", tmp_path / "pred.csv"
-    code, fit_out, err = run(["fit", str(data_dir / "int_labels.csv"), "--loss", "logistic",
+    code, fit_out, err = run(["fit", str(data_dir / train), "--loss", "logistic",
                               "--epsilon", "4", "--target", "label", "--seed", "0", "--out",
                               str(model), *declared], capsys)
     assert code == 0, err

@@ -7,6 +7,18 @@ from __future__ import annotations
 from dpopt.cli._args import check_output_path
 
 
+def same_labels(pred, y):
+    """Which predicted labels equal the file's: as numbers when the model's labels are
+    numbers and the file's column reads as numbers (a float training column and an integer
+    test file agree on 1.0 and 1), else by their text."""
+    if pred.dtype.kind in "iufb":
+        try:
+            return pred.astype(float) == y.astype(float)
+        except (TypeError, ValueError):
+            pass
+    return pred.astype(str) == y.astype(str)
+
+
 def cmd_predict(args):
     """Score a table (or npz / LIBSVM file) with a model written by ``dpopt fit --out``: the
     training schema is applied (columns by name, categories aligned, unseen values to
@@ -60,9 +72,8 @@ def cmd_predict(args):
     if y is not None:
         known = (np.ones(len(y), dtype=bool) if y.dtype.kind == "U"
                  else ~pd.isna(pd.Series(y)).to_numpy())
-        if model["loss"] == "logistic":  # labels compared by their text
-            acc = float(np.mean(np.asarray(pred[known]).astype(str)
-                                == np.asarray(y[known]).astype(str)))
+        if model["loss"] == "logistic":
+            acc = float(np.mean(same_labels(np.asarray(pred[known]), np.asarray(y[known]))))
             print(f"accuracy on the {int(known.sum())} rows with a target: {acc:.4f}")
         else:
             # lazy: the light CLI commands load no heavy module
