@@ -166,3 +166,12 @@ def test_a_table_coded_to_no_column_says_so_and_is_charged():
         dpopt.DPLogisticRegression(epsilon=1, inference=True, accountant=acc, random_state=0).fit(
             X, rng.integers(0, 2, 200))
     assert len(acc.ledger) == 1 and 0 < acc.spent() <= 1.0
+
+
+def test_intervals_for_three_declared_classes_are_refused_before_the_tables_releases():
+    """The refusal came after the table layer's column selection (then charged whole)."""
+    X, y = frame(600)
+    labels = np.random.default_rng(1).choice(["u", "v", "w"], 600)
+    refused_for_free(lambda acc: dpopt.DPLogisticRegression(
+        inference=True, classes=np.array(["u", "v", "w"]), accountant=acc).fit(X, labels),
+        "k >= 3 classes")

@@ -414,6 +414,9 @@ class _DPLinearModel(BaseEstimator):
         if getattr(self, "inference", False):  # refused before the table layer's releases
             loss = self._loss()
             check_inference(getattr(loss, "name", loss), penalty, penalty_kwargs)
+            declared = getattr(self, "classes", None) if self._classifier else None
+            if declared is not None and len(declared) > 2:  # public: refused for free
+                raise no_intervals(len(declared), None)
         rng = check_random_state(sklearn_seed(self.random_state))
         name = type(self).__name__
         with warnings.catch_warnings(record=True) as caught:
