@@ -1,6 +1,6 @@
 """The charge point knows when the model path began to release (dpopt.privacy.releases):
 a failure after that point is an output of the releases and is charged whole; a refusal of
-public facts before it charges nothing. Each test but the last fails without its fix."""
+public facts before it charges nothing. Each test but the last two fails without its fix."""
 
 import numpy as np
 import pandas as pd

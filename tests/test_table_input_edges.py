@@ -1,6 +1,7 @@
 """Tables, targets and arguments at the edges (an independent fuzz of session 36): each is
 refused with a ValueError naming what is wrong, before anything is spent, or read as the
-user meant it. Each test fails without its fix."""
+user meant it. Each test fails without its fix (the last one on the release watch of the
+same session, which charged that public refusal)."""
 
 import warnings
 

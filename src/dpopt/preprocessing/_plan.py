@@ -35,6 +35,9 @@ class Column:
 
 
 def column_kind(name, dtype, declared):
+    """``(kind, missable)`` of column ``name`` from its dtype (or its name among the
+    ``declared`` categories); a ValueError naming it for a dtype no kind encodes (dates,
+    durations, complex numbers, ...), at fit and at prediction alike."""
     if name in declared:
         return "declared", True
     if pd.api.types.is_bool_dtype(dtype):

@@ -1,18 +1,21 @@
 """Whether a fit has begun the releases that read its private data.
 
 A failure after a noisy release can be decided by that release's outcome (a range that
-resolves or not, a column that is kept or not), so the failure is itself an output of the
-release and must be paid for (Dwork & Roth 2014, section 3.5: what a mechanism outputs
-includes whether it halts). A refusal of public facts (an argument, a budget too small for
-any model at this n) is not. The charge point (:func:`dpopt.api.charge.charged_after`)
-tells the two apart by one fact: whether the fit had started to release when it failed.
+resolves or not, a level that is kept or not), so whether the fit fails is itself an output
+of the release, to be paid for like the release; a refusal of public facts (an argument, a
+budget too small for any model at this n) reveals nothing about the records and costs
+nothing. The charge point (:mod:`dpopt.api.charge`: ``charged``, and ``charged_after``
+around the model path) tells the two apart by one fact: whether a release had begun when
+the failure came.
 
-The default path's routes call :func:`begin` just before their first release that reads
-the data (the private scaling, the constant on all rows, the high-dimensional screen);
-the charge point opens a :func:`watch` around the fit and reads ``started``. A watch is
-per context (:class:`contextvars.ContextVar`, as the budgets of :mod:`dpopt.privacy.budget`),
-so a nested fit (a search's trial) has its own, and :func:`begin` with no watch open does
-nothing.
+The table layer calls :func:`begin` just before its first selection
+(:mod:`dpopt.preprocessing.table_encoder`, :mod:`dpopt.preprocessing.dask_tables`), and the
+default path's routes before their first release that reads the data (the private scaling,
+the constant on all rows, the high-dimensional screen); the charge point opens a
+:func:`watch` around the fit and reads ``started``. A watch is per context
+(:class:`contextvars.ContextVar`, as the budgets of :mod:`dpopt.privacy.budget`), the
+innermost one is marked, so a nested fit (a search's trial) has its own, and :func:`begin`
+with no watch open does nothing.
 """
 
 from __future__ import annotations
