@@ -547,3 +547,26 @@ def test_predict_writes_a_probability_column_named_by_each_of_two_classes(tmp_pa
     assert list(written.columns) == ["prediction", "probability_no", "probability_yes"]
     np.testing.assert_allclose(written[["probability_no", "probability_yes"]].to_numpy(),
                                est.predict_proba(Xt), atol=1e-12)
+
+
+def test_predict_takes_a_target_number_and_a_semicolon_file_gets_a_hint(table, tmp_path, capsys):
+    """predict's --target took names only (dpopt fit takes numbers too); a file written with
+    semicolons read as one column and the target error did not say why (session 36's fuzz)."""
+    path, rows = table
+    model, pred = tmp_path / "m.json", tmp_path / "pred.csv"
+    code, _, err = run(["fit", path, "--loss", "logistic", "--epsilon", "2", "--seed", "0",
+                        "--out", model], capsys)
+    assert code == 0, err
+    scores = []
+    for target in ("bought", "5", "-1"):
+        code, out, err = run(["predict", model, path, "--target", target, "--out", pred], capsys)
+        assert code == 0, err
+        scores.append(out.split("accuracy on the 2000 rows with a target: ")[1].split()[0])
+    assert len(set(scores)) == 1
+    code, _, err = run(["predict", model, path, "--target", "9", "--out", pred], capsys)
+    assert code == 2 and "--target column number 9 is out of range" in err
+    semi = tmp_path / "semi.csv"
+    semi.write_text("age;color;bought\n" + "\n".join(f"{r[0]};{r[1]};{r[4]}" for r in rows[:50]))
+    code, _, err = run(["fit", semi, "--loss", "logistic", "--epsilon", "1", "--target",
+                        "bought"], capsys)
+    assert code == 2 and "holding ';'" in err

@@ -468,8 +468,8 @@ def build_parser():
     p.add_argument("data", metavar="DATA", help="data file: a table (.csv, .csv.gz, .parquet), "
                    ".npz or LIBSVM")
     p.add_argument("--target", default=None,
-                   help="target column to score against (default: the training target, if "
-                        "present)")
+                   help="target column to score against, a name or a number counted from 1 "
+                        "(default: the training target, if present)")
     p.add_argument("--out", metavar="PRED.csv", default="predictions.csv",
                    help="where to write the predictions")
     p.set_defaults(func=cmd_predict)

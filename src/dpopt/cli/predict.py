@@ -29,7 +29,7 @@ def cmd_predict(args):
 
     # lazy: the light CLI commands load no heavy module
     from dpopt.api import modelio
-    from dpopt.cli.tables import compact_labels, is_table_path, read_frame
+    from dpopt.cli.tables import compact_labels, is_table_path, read_frame, target_column
 
     check_output_path(args.out)  # before anything is read: a bad path fails first
     model = modelio.load_model(args.model)
@@ -37,9 +37,8 @@ def cmd_predict(args):
     y = None
     if is_table_path(args.data):
         X = read_frame(args.data)
-        if args.target is not None and args.target not in X.columns:
-            raise ValueError(f"--target {args.target!r} is not a column of DATA; columns: "
-                             f"{list(X.columns)}")
+        if args.target is not None:  # a name, or a number as for dpopt fit
+            target = X.columns[target_column(args.target, list(X.columns), "--target")]
         if target is not None and target in X.columns:
             y, X = compact_labels(X[target]), X.drop(columns=[target])
     else:

@@ -209,23 +209,32 @@ def read_table(path, *, target=-1):
     return kinds_without_missing_cells(X), y, name
 
 
-def target_column(target, names):
+def target_column(target, names, what="target"):
     """The 0-based index of ``target`` (a name, or a number counted from 1, negative from
-    the end)."""
+    the end); errors name the argument ``what``."""
     if isinstance(target, str):
         try:
             target = int(target)
         except ValueError:
             if names.count(target) != 1:
-                what = "is not a column" if target not in names else "names several columns"
-                raise ValueError(f"target {target!r} {what}; columns: {names}") from None
+                why = "is not a column" if target not in names else "names several columns"
+                raise ValueError(f"{what} {target!r} {why}; columns: {names}"
+                                 + _delimiter_hint(names)) from None
             return names.index(target)
     if isinstance(target, bool) or not isinstance(target, int):
-        raise ValueError(f"target must be a column name or number, got {target!r}")
+        raise ValueError(f"{what} must be a column name or number, got {target!r}")
     if target == 0 or not -len(names) <= target <= len(names):
-        raise ValueError(f"target column number {target} is out of range: columns are numbered "
+        raise ValueError(f"{what} column number {target} is out of range: columns are numbered "
                          f"1..{len(names)} (or -1 for the last)")
     return target - 1 if target > 0 else len(names) + target
+
+
+def _delimiter_hint(names):
+    """A hint when the header read as one column holding another delimiter (a CSV written
+    with semicolons or tabs, read with commas)."""
+    seps = [s for s in (";", "\t", "|") if len(names) == 1 and s in str(names[0])]
+    return (f" (the header is one column holding {seps[0]!r}: write the file with commas, "
+            f"or as .tsv for tabs)" if seps else "")
 
 
 def check_unique_columns(names):
