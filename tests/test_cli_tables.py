@@ -570,3 +570,20 @@ def test_predict_takes_a_target_number_and_a_semicolon_file_gets_a_hint(table, t
     code, _, err = run(["fit", semi, "--loss", "logistic", "--epsilon", "1", "--target",
                         "bought"], capsys)
     assert code == 2 and "holding ';'" in err
+
+
+def test_predict_says_an_imputed_column_once(table, tmp_path, capsys):
+    """The margins and the predictions each encoded the file, so the ImputedValueWarning
+    was printed twice, as a Python warning with its source path."""
+    path, rows = table
+    model = tmp_path / "m.json"
+    code, _, err = run(["fit", path, "--loss", "logistic", "--epsilon", "2", "--seed", "0",
+                        "--out", model], capsys)
+    assert code == 0, err
+    test = _write(tmp_path / "gaps.csv", "age,color,income,client,bought",
+                  [[r[0], r[1], "" if i % 5 == 0 else r[2], r[3], r[4]]
+                   for i, r in enumerate(rows[:100])])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # nothing reaches Python's warning machinery
+        code, _, err = run(["predict", model, test, "--out", tmp_path / "p.csv"], capsys)
+    assert code == 0 and err.count("note (ImputedValueWarning)") == 1, err

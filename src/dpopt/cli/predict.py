@@ -4,6 +4,9 @@ the command runs, so ``dpopt --help`` stays light."""
 
 from __future__ import annotations
 
+import sys
+import warnings
+
 from dpopt.cli._args import check_output_path
 
 
@@ -49,11 +52,15 @@ def cmd_predict(args):
         except (TypeError, ValueError):
             raise ValueError(f"target {target!r}: a regression model is scored on numbers; "
                              f"the column holds text that is not a number") from None
-    try:
-        margin = modelio.margins(model, X)
-    except ValueError as exc:
-        raise ValueError(f"DATA: {exc}") from None
-    pred = modelio.predict(model, X)
+    with warnings.catch_warnings(record=True) as caught:  # both passes encode X: say once
+        warnings.simplefilter("always")
+        try:
+            margin = modelio.margins(model, X)
+        except ValueError as exc:
+            raise ValueError(f"DATA: {exc}") from None
+        pred = modelio.predict(model, X)
+    for message, category in dict.fromkeys((str(w.message), w.category) for w in caught):
+        print(f"note ({category.__name__}): {message}", file=sys.stderr)
     out = {"prediction": pred}
     if model["loss"] == "logistic":  # the estimators' probabilities (modelio.probabilities)
         classes = model.get("classes") or [-1.0, 1.0]
