@@ -176,3 +176,13 @@ def test_intervals_for_three_declared_classes_are_refused_before_the_tables_rele
     refused_for_free(lambda acc: dpopt.DPLogisticRegression(
         inference=True, classes=np.array(["u", "v", "w"]), accountant=acc).fit(X, labels),
         "k >= 3 classes")
+
+
+def test_a_level_with_a_line_break_stays_on_its_line_in_the_report():
+    rng = np.random.default_rng(0)
+    X = pd.DataFrame({"x": rng.normal(size=2000), "c": rng.choice(["a\nb", "c"], 2000)})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = dpopt.DPLinearRegression(epsilon=4, random_state=0).fit(X, X.x)
+    lines = model.table_.schema.describe()
+    assert lines == ["c: chosen privately: 'a\\nb', c; others -> <other>"]  # dpopt fit prints them

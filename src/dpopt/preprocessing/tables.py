@@ -256,7 +256,9 @@ class TableSchema:
                    coding)
 
     def describe(self):
-        """Lines for a report: per column, its kind and released levels."""
+        """Lines for a report: per column, its kind and released levels (a name or level
+        holding a line break or another unprintable character shown by its repr, so each
+        column stays on its line)."""
         lines = []
         reference = self.coding == "reference"
         for c in self.columns:
@@ -270,7 +272,7 @@ class TableSchema:
                              f"bucket ({len(c.code.values)} of {c.code.buckets} buckets "
                              f"resolved; in y's centred, scaled units)")
             elif c.kind == "string":
-                shown = ", ".join(c.levels) if c.levels else "none"
+                shown = ", ".join(map(_printable, c.levels)) if c.levels else "none"
                 lines.append(f"{c.name}: chosen privately: {shown}{pooled}{miss}")
             elif c.kind == "declared":
                 what = (f"declared categories (public schema), {len(c.levels)} held by records "
@@ -281,7 +283,7 @@ class TableSchema:
                 lines.append(f"{c.name}: bool, 0/1 with public bounds [0, 1]{miss}")
             elif c.has_missing:
                 lines.append(f"{c.name}: numeric, missing -> 0 + indicator")
-        return lines
+        return [line if line.isprintable() else _printable(line) for line in lines]
 
     def _width(self, c):
         if c.code is not None:
@@ -435,6 +437,11 @@ class TableSchema:
             return
         if c.has_missing:
             out[:, 1] = absent
+
+
+def _printable(text):
+    """``text``, or its repr when it holds a line break or another unprintable character."""
+    return text if str(text).isprintable() else repr(text)
 
 
 def fit_schema(df, columns, mu, delta_sel, rng, counts=None, coding="one-hot"):
