@@ -100,6 +100,8 @@ def test_fit_reads_npz_and_libsvm(data_dir, tmp_path, capsys, name, extra):
      "labels --classes declares, ['0', '1']"),  # as typed, not as the float column reads
     (["fit", "{d}/int_labels.csv", "--loss", "logistic", "--epsilon", "1", "--target",
       "label", "--classes", "0,0.5"], "--classes: the target column holds integers"),
+    (["fit", "{d}/int_labels.csv", "--loss", "logistic", "--epsilon", "1", "--target",
+      "label", "--classes", "1,1.0"], "--classes '1,1.0' gives a label twice"),
     (["plot", "{d}/missing.jsonl"], "RESULTS"),
     (["plot", "{d}/clf.csv", "--kind", "bogus"], "--kind"),
     (["reproduce", "anything", "--scheduler", "tcp://127.0.0.1:1"], "--scheduler"),

@@ -287,17 +287,27 @@ def _declared_classes(text, y):
     labels = [t.strip() for t in text.split(",")]
     kind = np.asarray(y).dtype.kind
     if kind not in "iuf":
-        return labels
+        return _each_once(labels, text)
     try:
         values = [float(t) for t in labels]
     except ValueError:
         raise ValueError(f"--classes: the labels are numbers, got {text!r}") from None
     if kind == "f":
-        return values
+        return _each_once(values, text)
     if not all(v.is_integer() for v in values):
         raise ValueError(f"--classes: the target column holds integers, got {text!r}")
     # digits are read exactly (a float rounds integers beyond 2**53)
-    return [int(t) if t.lstrip("+-").isdigit() else int(v) for t, v in zip(labels, values)]
+    return _each_once([int(t) if t.lstrip("+-").isdigit() else int(v)
+                       for t, v in zip(labels, values)], text)
+
+
+def _each_once(labels, text):
+    """``labels``, after a ValueError naming --classes when one is given twice (as the
+    target column reads them: 1 and 1.0 are one integer label)."""
+    if len(set(labels)) != len(labels):
+        raise ValueError(f"--classes {text!r} gives a label twice (read as the target column "
+                         f"reads its labels: {labels})")
+    return labels
 
 
 def _prepare_of(auto, table):
