@@ -28,13 +28,13 @@ from dpopt.preprocessing.table_encoder import (
     TableEncoder,
     _prior,
     _resolve_bounds,
+    begin_selections,
     check_labels_kept,
     declared_label_share,
     released_class_counts,
     selection_split,
 )
 from dpopt.preprocessing.tables import TableSchema, fit_schema, plan_table
-from dpopt.privacy.releases import begin
 
 
 def is_dask_frame(X):
@@ -86,8 +86,7 @@ def prepare_dask(ddf, y, *, n, epsilon, delta, categories, feature_bounds, class
         share_y = declared_label_share(n, mu)
     values, missing, label_counts = _dask_counts(
         ddf, y, columns, select_y or count_y, label_checks(y, classes) if classifier else ())
-    if select_y or count_y or share_c:  # the table's releases (dpopt.privacy.releases)
-        begin()
+    begin_selections(select_y, count_y, share_c)
     chosen, records, noisy_counts = None, [], None
     if select_y:
         chosen, records, _, noisy_counts = select_labels(None, mu * math.sqrt(share_y), delta_y,

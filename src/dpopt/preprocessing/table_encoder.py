@@ -119,8 +119,7 @@ def prepare_default(X, y, *, epsilon, delta, categories, feature_bounds, classes
     count_y = count_declared and declared is not None and len(declared) >= 2
     if count_y:
         share_y = declared_label_share(X.shape[0], mu)
-    if select_y or count_y or share_c:  # the table's releases (dpopt.privacy.releases)
-        begin()
+    begin_selections(select_y, count_y, share_c)
     labels, records, label_counts, coding_info = None, [], None, {}
     if select_y:
         labels, records, _, label_counts = select_labels(y, mu * math.sqrt(share_y), delta_y,
@@ -160,6 +159,14 @@ def prepare_default(X, y, *, epsilon, delta, categories, feature_bounds, classes
     if coding_info:  # for the plan; a regressor's pipeline takes y's range as known
         prior.info.update(coding_info)
     return Xf, y_out, classes_out, encoder, bounds, prior
+
+
+def begin_selections(select_y, count_y, share_c):
+    """Mark the table layer's first release (:mod:`dpopt.privacy.releases`) when it makes
+    one: the labels' selection or counts, or the columns' selection (its share of mu^2),
+    in memory and on Dask alike."""
+    if select_y or count_y or share_c:
+        begin()
 
 
 def no_column_left(prior):
