@@ -308,3 +308,38 @@ def test_dask_frame_with_repeated_column_names_is_refused_before_any_release(sol
     with pytest.raises(ValueError, match=r"columns with the same name: \['x'\]"):
         dpopt.DPLinearRegression(epsilon=1, accountant=acc).fit(X, y)
     assert acc._ledger == [] and acc.spent() == 0.0
+
+
+def test_a_parquet_path_is_the_table_it_holds(tmp_path):
+    """An estimator fitted on a Parquet path read it as an array (a text column refused,
+    the names lost); it now opens the file as a lazy Dask DataFrame and takes the table
+    layer: the Dask frame's model, its names, and predict on the path by name."""
+    dd = pytest.importorskip("dask.dataframe")
+    pytest.importorskip("pyarrow")
+    X, y = _frame(1500, seed=5)
+    path = tmp_path / "t.parquet"
+    X.assign(target=y).to_parquet(path)
+    ddf = dd.read_parquet(path)  # its categorical column's levels unknown: selected
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # Dask: string target to object
+        est = dpopt.DPLogisticRegression(epsilon=2.0, random_state=0).fit(path, "target")
+        ref = dpopt.DPLogisticRegression(epsilon=2.0, random_state=0).fit(ddf, "target")
+        pred = np.asarray(est.predict(str(path)).compute())
+    assert list(est.feature_names_in_) == list(X.columns)
+    np.testing.assert_allclose(est.coef_, ref.coef_, rtol=0, atol=1e-12)
+    np.testing.assert_array_equal(pred, est.predict(X))
+
+
+def test_y_may_name_a_column_of_a_pandas_frame_as_of_a_dask_one():
+    """``fit(frame, "target")`` took the name for a target of one value ("y has 1"); the
+    column is now split off, as for a Dask DataFrame, and an unknown name is refused."""
+    X, y = _numbers(800)
+    table = X.assign(target=y)
+    est = dpopt.DPLinearRegression(epsilon=4.0, random_state=0).fit(table, "target")
+    ref = dpopt.DPLinearRegression(epsilon=4.0, random_state=0).fit(X, y)
+    assert list(est.feature_names_in_) == ["a", "b"]
+    np.testing.assert_allclose(est.coef_, ref.coef_, rtol=0, atol=0)
+    acc = dpopt.BudgetAccountant(epsilon=10, delta=1e-3)
+    with pytest.raises(ValueError, match=r"y='tgt' is not a column of X"):
+        dpopt.DPLinearRegression(epsilon=1, accountant=acc).fit(table, "tgt")
+    assert acc._ledger == []

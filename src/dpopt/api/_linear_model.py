@@ -28,6 +28,7 @@ from dpopt.api.charge import charged, charged_after, ledger_entry, no_intervals,
 from dpopt.data import Problem
 from dpopt.data.chunked import ChunkedProblem, as_dask_arrays, is_chunked_input
 from dpopt.data.penalties import check_penalty
+from dpopt.data.sources import open_table
 from dpopt.pipeline.autofit import prediction_range
 from dpopt.pipeline.constant import fit_one_class
 from dpopt.pipeline.default_path import check_inference
@@ -37,6 +38,7 @@ from dpopt.pipeline.scaling import ColumnWarning
 from dpopt.pipeline.selection import fit_selected, n_features, selection_runs
 from dpopt.pipeline.selection import resolve_alpha as _resolve_alpha
 from dpopt.pipeline.target_looks import NARROW_BAND, narrow_band
+from dpopt.preprocessing._cells import split_target
 from dpopt.preprocessing.dask_tables import (
     chunked_design,
     dask_table,
@@ -125,6 +127,8 @@ class _DPLinearModel(BaseEstimator):
         epsilon, delta_given, spec, options = self._check_params()
         if spec is None:
             _check_auto_epsilon(epsilon)  # the arguments before the data
+        if is_frame(X) and isinstance(y, str):  # y names the target column
+            X, y = split_target(as_pandas(X), y)
         if is_chunked_input(X):
             return self._fit_chunked(X, y, epsilon, delta_given, spec, options)
         if spec is None:
@@ -249,6 +253,7 @@ class _DPLinearModel(BaseEstimator):
             _check_auto_epsilon(epsilon)  # before the data is read
         else:
             check_distributed(spec)
+        X = open_table(X)  # a Parquet file is the table it holds
         if spec is None and is_dask_frame(X):  # as a pandas DataFrame: the table layer
             return self._fit_chunked_table(X, y, epsilon, delta_given)
         encoder = names = None
@@ -556,7 +561,7 @@ class _DPLinearModel(BaseEstimator):
         a lazy Dask array, one task per row chunk, each applying the feature map and the
         model to its chunk (nothing is computed here); a model fitted on a table takes a
         Dask DataFrame, its columns matched by name (:func:`chunked_design`)."""
-        X = chunked_design(X, getattr(self, "table_", None),
+        X = chunked_design(open_table(X), getattr(self, "table_", None),
                            getattr(self, "feature_names_in_", None), np.shape(self.coef_)[-1])
         if self._n_classes() > 2:  # one column per class
             return X.map_blocks(self._margins_of_chunk, chunks=(X.chunks[0], (self._n_classes(),)),

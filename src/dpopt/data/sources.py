@@ -104,9 +104,7 @@ def _as_dask(X, y, chunk_rows):
         elif kind == ".zarr":
             X = da.from_zarr(os.fspath(X))
         else:
-            # lazy: dask is an optional dependency (pip install dpopt[dask])
-            import dask.dataframe as dd
-            X = dd.read_parquet(os.fspath(X))
+            X = open_table(X)
     elif isinstance(X, np.memmap):
         if X.filename is not None and os.fspath(X.filename).endswith(".npy"):
             X = _npy_array(X.filename, chunk_rows)  # each task maps its own rows
@@ -134,6 +132,16 @@ def as_dask_arrays(X, y, chunk_rows=None):
     """``(X, y)`` of any input :class:`ChunkedProblem` takes, as Dask arrays where they are
     chunked (a data frame's target column split off, files opened lazily)."""
     return _as_dask(X, y, chunk_rows)
+
+
+def open_table(X):
+    """A Parquet path opened as a lazy Dask DataFrame (its metadata only is read), so that it
+    takes the same table layer as the frame it holds; any other input as given."""
+    if isinstance(X, (str, os.PathLike)) and _path_kind(X) in (".parquet", ".pq"):
+        # lazy: dask is an optional dependency (pip install dpopt[dask])
+        import dask.dataframe as dd
+        return dd.read_parquet(os.fspath(X))
+    return X
 
 
 def _is_frame(obj):

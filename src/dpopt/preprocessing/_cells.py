@@ -95,6 +95,17 @@ def check_unique_names(columns):
         raise ValueError(f"X has columns with the same name: {twice}; give each a unique name")
 
 
+def split_target(frame, y):
+    """``(features, target)`` of a table (pandas or Dask); ``y`` may name one of its
+    columns. Repeated column names are refused first (the public schema: nothing is read)."""
+    check_unique_names(frame.columns)
+    if not isinstance(y, str):
+        return frame, y
+    if y not in frame.columns:
+        raise ValueError(f"y={y!r} is not a column of X (columns: {list(frame.columns)[:10]})")
+    return frame.drop(columns=[y]), frame[y]
+
+
 def missing_count(s):
     return int(pd.isna(s).sum())
 

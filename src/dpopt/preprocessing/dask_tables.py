@@ -14,8 +14,8 @@ from dpopt.data.chunked import as_dask_arrays
 from dpopt.preprocessing._cells import (
     MISSING,
     check_keys,
-    check_unique_names,
     not_unicode,
+    split_target,
     text_codes,
 )
 from dpopt.preprocessing.labels import (
@@ -47,12 +47,7 @@ def is_dask_frame(X):
 def split_dask_target(ddf, y):
     """``(features, target)`` of a Dask DataFrame; ``y`` may name one of its columns.
     Repeated column names are refused first (from the metadata: nothing is read)."""
-    check_unique_names(ddf.columns)
-    if isinstance(y, str):
-        if y not in ddf.columns:
-            raise ValueError(f"y={y!r} is not a column of the data frame "
-                             f"(columns: {list(ddf.columns)[:10]})")
-        ddf, y = ddf.drop(columns=[y]), ddf[y]
+    ddf, y = split_target(ddf, y)
     dtype = getattr(y, "dtype", None)
     if (hasattr(y, "to_dask_array") and dtype is not None and not isinstance(dtype, np.dtype)
             and pd.api.types.is_string_dtype(dtype)):
