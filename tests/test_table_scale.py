@@ -343,3 +343,20 @@ def test_y_may_name_a_column_of_a_pandas_frame_as_of_a_dask_one():
     with pytest.raises(ValueError, match=r"y='tgt' is not a column of X"):
         dpopt.DPLinearRegression(epsilon=1, accountant=acc).fit(table, "tgt")
     assert acc._ledger == []
+
+
+def test_dask_predict_warns_of_missing_cells_the_model_has_no_indicator_for():
+    """As in memory, predict on a Dask DataFrame warns (when computed) that a missing cell
+    in a column without an indicator is imputed; the training data never warn."""
+    X, y = _numbers(2000)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", dpopt.ImputedValueWarning)
+        est = dpopt.DPLinearRegression(epsilon=1.0, random_state=0).fit(*_dask(X, y))
+        est.predict(_dask(X, y)[0]).compute()  # no missing cell: silent
+    assert est.table_.schema.columns[0].has_missing is False
+    Z = X.head(20).copy()
+    Z.loc[0, "a"] = np.nan
+    with pytest.warns(dpopt.ImputedValueWarning, match=r"\['a'\] hold missing values"):
+        pred = np.asarray(est.predict(_dask(Z, y.head(20), parts=2)[0]).compute())
+    with pytest.warns(dpopt.ImputedValueWarning):
+        np.testing.assert_allclose(pred, est.predict(Z), rtol=0, atol=1e-12)

@@ -159,13 +159,15 @@ def _label_count_task(y):
     return dask.delayed(lambda v, c: pd.Series(c, index=v))(values, counts)
 
 
-def encode_partitions(ddf, encoder):
+def encode_partitions(ddf, encoder, at_prediction=False):
     """The Dask DataFrame of the encoded features, partition by partition, columns matched
-    by name (a training column missing from ``ddf`` is refused now, from its metadata)."""
+    by name (a training column missing from ``ddf`` is refused now, from its metadata).
+    ``at_prediction``: each partition warns, when computed, of missing cells the model has
+    no indicator for, as in memory (never on the training data)."""
     encoder.transform(ddf._meta)  # the schema's check of the columns (no row read)
     names = list(encoder.get_feature_names_out())
     meta = pd.DataFrame({name: pd.Series(dtype=float) for name in names})
-    return ddf.map_partitions(_encode_partition, encoder, names, meta=meta)
+    return ddf.map_partitions(_encode_partition, encoder, names, at_prediction, meta=meta)
 
 
 def chunked_design(X, table, names, width):
@@ -180,7 +182,7 @@ def chunked_design(X, table, names, width):
             raise ValueError(f"X must be a DataFrame with the columns the model was fitted "
                              f"on, {list(table.feature_names_in)}: they are matched by name; "
                              f"got {type(X).__name__}")
-        X = encode_partitions(X, table)
+        X = encode_partitions(X, table, at_prediction=True)
     elif names is not None and is_dask_frame(X) and list(X.columns) != list(names):
         raise ValueError(f"X has the columns {list(X.columns)}; the model was fitted on "
                          f"{list(names)}: the feature names should match, in this order")
@@ -200,8 +202,9 @@ def set_input_names(est, names, width):
     est.n_features_in_ = width if names is None else len(names)
 
 
-def _encode_partition(part, encoder, names):
-    return pd.DataFrame(encoder.transform(part), index=part.index, columns=names)
+def _encode_partition(part, encoder, names, at_prediction):
+    return pd.DataFrame(encoder.transform(part, at_prediction=at_prediction), index=part.index,
+                        columns=names)
 
 
 def dask_table(ddf, y, categories=None):
