@@ -38,6 +38,7 @@ def data_dir(tmp_path_factory):
     table[:200].to_csv(d / "int_labels.csv", index=False)
     table[200:].to_csv(d / "int_labels_test.csv", index=False)
     table[:200].assign(label=table.label[:200] + 0.0).to_csv(d / "float_labels.csv", index=False)
+    table.assign(label=table.label == 1).to_csv(d / "bool_labels.csv", index=False)
     return d
 
 
@@ -102,6 +103,10 @@ def test_fit_reads_npz_and_libsvm(data_dir, tmp_path, capsys, name, extra):
       "label", "--classes", "0,0.5"], "--classes: the target column holds integers"),
     (["fit", "{d}/int_labels.csv", "--loss", "logistic", "--epsilon", "1", "--target",
       "label", "--classes", "1,1.0"], "--classes '1,1.0' gives a label twice"),
+    (["fit", "{d}/bool_labels.csv", "--loss", "logistic", "--epsilon", "1", "--target",
+      "label", "--classes", "yes,no"], "--classes: the target column holds True/False"),
+    (["fit", "{d}/bool_labels.csv", "--loss", "logistic", "--epsilon", "1", "--target",
+      "label", "--classes", "true,1"], "--classes 'true,1' gives a label twice"),
     (["plot", "{d}/missing.jsonl"], "RESULTS"),
     (["plot", "{d}/clf.csv", "--kind", "bogus"], "--kind"),
     (["reproduce", "anything", "--scheduler", "tcp://127.0.0.1:1"], "--scheduler"),
@@ -110,6 +115,19 @@ def test_bad_arguments_exit_2_naming_the_argument(data_dir, capsys, argv, needle
     code, _, err = run([a.format(d=data_dir) for a in argv], capsys)
     assert code == 2
     assert needle in err
+
+
+@pytest.mark.parametrize("given", ["False,True", "true,false", "0,1"])
+def test_classes_of_a_true_false_target_are_read_as_bools(data_dir, tmp_path, capsys, given):
+    """--classes on a True/False column was refused as text for a column of numbers; its
+    labels are now read as bools (true/false or 1/0, in any case)."""
+    out = tmp_path / "m.json"
+    code, _, err = run(["fit", str(data_dir / "bool_labels.csv"), "--loss", "logistic",
+                        "--target", "label", "--epsilon", "2", "--seed", "0", "--classes", given,
+                        "--out", str(out)], capsys)
+    assert code == 0, err
+    first = given.split(",")[0].lower() in ("true", "1")
+    assert json.loads(out.read_text())["classes"] == ([True, False] if first else [False, True])
 
 
 @pytest.mark.parametrize("command", ["fit", "plot", "reproduce", "demo", "account"])

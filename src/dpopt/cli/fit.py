@@ -280,12 +280,15 @@ def _declared_classes(text, y):
     """--classes A,B: the declared labels in the kind of the target column's labels, so that
     the model file's ``classes`` and the written predictions read as its cells do: integers
     for an integer column (``1`` or ``1.0`` is 1; ``0.5`` is refused), floats for a float
-    column, the text as typed (stripped) otherwise."""
+    column, True/False for a bool column (``true``, ``1``), the text as typed (stripped)
+    otherwise."""
     # lazy: the light CLI commands load no heavy module
     import numpy as np
 
     labels = [t.strip() for t in text.split(",")]
     kind = np.asarray(y).dtype.kind
+    if kind == "b":
+        return _each_once([_truth(t, text) for t in labels], text)
     if kind not in "iuf":
         return _each_once(labels, text)
     try:
@@ -299,6 +302,16 @@ def _declared_classes(text, y):
     # digits are read exactly (a float rounds integers beyond 2**53)
     return _each_once([int(t) if t.lstrip("+-").isdigit() else int(v)
                        for t, v in zip(labels, values)], text)
+
+
+def _truth(label, text):
+    """A label of a True/False target column: true/false or 1/0, in any case."""
+    truth = {"true": True, "1": True, "1.0": True, "false": False, "0": False, "0.0": False}
+    try:
+        return truth[label.lower()]
+    except KeyError:
+        raise ValueError(f"--classes: the target column holds True/False, got {text!r}; "
+                         f"give True,False (or 1,0)") from None
 
 
 def _each_once(labels, text):
