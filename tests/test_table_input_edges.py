@@ -98,7 +98,7 @@ def test_prediction_refuses_a_repeated_column():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         model = dpopt.DPLinearRegression(epsilon=4, random_state=0).fit(X, y)
-    with pytest.raises(ValueError, match="several columns named"):
+    with pytest.raises(ValueError, match="columns with the same name"):
         model.predict(pd.concat([X, X[["x"]]], axis=1))
 
 

@@ -87,10 +87,12 @@ def truth_values(name, s):
     return values.to_numpy(dtype=np.float64)
 
 
-def check_unique_names(columns):
+def check_unique_names(columns, among=None):
     """A ValueError naming the repeated column names of a table (pandas or Dask: its
-    ``columns``, public schema): each column is matched by its name."""
-    twice = sorted({str(c) for c in columns[columns.duplicated()]})
+    ``columns``, public schema): each column is matched by its name. ``among``: only these
+    names must be unique (at prediction, the training schema's; other columns are unread)."""
+    twice = sorted({str(c) for c in columns[columns.duplicated()]
+                    if among is None or c in among})
     if twice:
         raise ValueError(f"X has columns with the same name: {twice}; give each a unique name")
 

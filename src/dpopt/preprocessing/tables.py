@@ -90,6 +90,7 @@ from scipy.stats import norm
 from dpopt._core.exceptions import ImputedValueWarning
 from dpopt.preprocessing._cells import (
     MISSING,
+    check_unique_names,
     missing_count,
     text_codes,
     truth_values,
@@ -385,10 +386,7 @@ class TableSchema:
         if missing:
             raise ValueError(f"X lacks the column(s) {missing} of the training schema; "
                              f"columns given: {list(df.columns)}")
-        repeated = set(df.columns[df.columns.duplicated()])
-        twice = sorted(str(c.name) for c in self.columns if c.name in repeated)
-        if twice:  # which of the columns would be read is not defined
-            raise ValueError(f"X has several columns named {twice}; give each a unique name")
+        check_unique_names(df.columns, among={c.name for c in self.columns})
         if at_prediction:
             self._warn_imputed(df)
         return df
