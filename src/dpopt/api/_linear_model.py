@@ -39,6 +39,7 @@ from dpopt.pipeline.selection import fit_selected, n_features, selection_runs
 from dpopt.pipeline.selection import resolve_alpha as _resolve_alpha
 from dpopt.pipeline.target_looks import NARROW_BAND, narrow_band
 from dpopt.preprocessing._cells import split_target
+from dpopt.preprocessing._plan import no_reference_without_intercept
 from dpopt.preprocessing.dask_tables import (
     chunked_design,
     dask_table,
@@ -78,20 +79,6 @@ def _charged_solve(problem, spec, epsilon, delta, options, accountant, seed):
                                    random_state=seed, **options)
         slot.record(result, label=spec.name)
     return result
-
-
-def _no_reference_without_intercept(X, categories):
-    """inference=True on a table codes each categorical column against a reference level,
-    which the intercept carries; without an intercept that coding would force the reference
-    level's mean to 0, and the one-hot coding's levels may be empty (``<other>``), so such a
-    fit is refused before any release (public schema)."""
-    coded = [c.name for c in plan_table(as_pandas(X), categories)
-             if c.kind not in ("numeric", "bool")]
-    if coded:
-        raise ValueError(f"inference=True with categorical column(s) {coded} needs an "
-                         f"intercept (fit_intercept=True; dpopt fit without --no-intercept): "
-                         f"each is coded against a reference level, which the intercept "
-                         f"carries; without one the coefficients are not identified")
 
 
 def _check_auto_epsilon(epsilon):
@@ -186,7 +173,7 @@ class _DPLinearModel(BaseEstimator):
                                  "at least one feature")
             y = self._check_table_target(X, y)
             if getattr(self, "inference", False) and not self.fit_intercept:
-                _no_reference_without_intercept(X, getattr(self, "categories", None))
+                no_reference_without_intercept(as_pandas(X), getattr(self, "categories", None))
         else:
             y = check_Xy_input(X, y, numeric=not self._classifier)
             if self._classifier and y is not None:  # a missing label named before sklearn's

@@ -224,7 +224,10 @@ def _fit(args, options, X, y, bounds=None):
     if kind == "DPLogisticRegression" and args.penalty is not None:
         given["penalty"] = args.penalty
     if kind == "DPLogisticRegression" and args.classes is not None:
-        given["classes"] = _declared_classes(args.classes, y)
+        # lazy: the light CLI commands load no heavy module
+        from dpopt.cli.tables import declared_classes
+
+        given["classes"] = declared_classes(args.classes, y)
         if args.positive_label is not None and len(given["classes"]) == 2 and \
                 _label_named(given["classes"], args.positive_label) is None:
             typed = [t.strip() for t in args.classes.split(",")]
@@ -274,53 +277,6 @@ def _fit(args, options, X, y, bounds=None):
             "fit_intercept": estimator.fit_intercept, "solver": estimator.solver,
             "how": f"{kind}({_format_params(estimator.get_params(), params)})",
             "options": options}
-
-
-def _declared_classes(text, y):
-    """--classes A,B: the declared labels in the kind of the target column's labels, so that
-    the model file's ``classes`` and the written predictions read as its cells do: integers
-    for an integer column (``1`` or ``1.0`` is 1; ``0.5`` is refused), floats for a float
-    column, True/False for a bool column (``true``, ``1``), the text as typed (stripped)
-    otherwise."""
-    # lazy: the light CLI commands load no heavy module
-    import numpy as np
-
-    labels = [t.strip() for t in text.split(",")]
-    kind = np.asarray(y).dtype.kind
-    if kind == "b":
-        return _each_once([_truth(t, text) for t in labels], text)
-    if kind not in "iuf":
-        return _each_once(labels, text)
-    try:
-        values = [float(t) for t in labels]
-    except ValueError:
-        raise ValueError(f"--classes: the labels are numbers, got {text!r}") from None
-    if kind == "f":
-        return _each_once(values, text)
-    if not all(v.is_integer() for v in values):
-        raise ValueError(f"--classes: the target column holds integers, got {text!r}")
-    # digits are read exactly (a float rounds integers beyond 2**53)
-    return _each_once([int(t) if t.lstrip("+-").isdigit() else int(v)
-                       for t, v in zip(labels, values)], text)
-
-
-def _truth(label, text):
-    """A label of a True/False target column: true/false or 1/0, in any case."""
-    truth = {"true": True, "1": True, "1.0": True, "false": False, "0": False, "0.0": False}
-    try:
-        return truth[label.lower()]
-    except KeyError:
-        raise ValueError(f"--classes: the target column holds True/False, got {text!r}; "
-                         f"give True,False (or 1,0)") from None
-
-
-def _each_once(labels, text):
-    """``labels``, after a ValueError naming --classes when one is given twice (as the
-    target column reads them: 1 and 1.0 are one integer label)."""
-    if len(set(labels)) != len(labels):
-        raise ValueError(f"--classes {text!r} gives a label twice (read as the target column "
-                         f"reads its labels: {labels})")
-    return labels
 
 
 def _prepare_of(auto, table):

@@ -244,3 +244,47 @@ def check_unique_columns(names):
     if twice:
         raise ValueError(f"duplicate column name(s) {', '.join(twice)}; give every column a "
                          f"unique name in the header")
+
+
+def declared_classes(text, y):
+    """--classes A,B: the declared labels in the kind of the target column's labels, so that
+    the model file's ``classes`` and the written predictions read as its cells do: integers
+    for an integer column (``1`` or ``1.0`` is 1; ``0.5`` is refused), floats for a float
+    column, True/False for a bool column (``true``, ``1``), the text as typed (stripped)
+    otherwise."""
+    labels = [t.strip() for t in text.split(",")]
+    kind = np.asarray(y).dtype.kind
+    if kind == "b":
+        return _each_once([_truth(t, text) for t in labels], text)
+    if kind not in "iuf":
+        return _each_once(labels, text)
+    try:
+        values = [float(t) for t in labels]
+    except ValueError:
+        raise ValueError(f"--classes: the labels are numbers, got {text!r}") from None
+    if kind == "f":
+        return _each_once(values, text)
+    if not all(v.is_integer() for v in values):
+        raise ValueError(f"--classes: the target column holds integers, got {text!r}")
+    # digits are read exactly (a float rounds integers beyond 2**53)
+    return _each_once([int(t) if t.lstrip("+-").isdigit() else int(v)
+                       for t, v in zip(labels, values)], text)
+
+
+def _truth(label, text):
+    """A label of a True/False target column: true/false or 1/0, in any case."""
+    truth = {"true": True, "1": True, "1.0": True, "false": False, "0": False, "0.0": False}
+    try:
+        return truth[label.lower()]
+    except KeyError:
+        raise ValueError(f"--classes: the target column holds True/False, got {text!r}; "
+                         f"give True,False (or 1,0)") from None
+
+
+def _each_once(labels, text):
+    """``labels``, after a ValueError naming --classes when one is given twice (as the
+    target column reads them: 1 and 1.0 are one integer label)."""
+    if len(set(labels)) != len(labels):
+        raise ValueError(f"--classes {text!r} gives a label twice (read as the target column "
+                         f"reads its labels: {labels})")
+    return labels

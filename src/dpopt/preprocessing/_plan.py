@@ -113,3 +113,17 @@ def declared_categories(categories):
             raise ValueError(f"categories[{name!r}] holds a missing or non-scalar level: a "
                              f"level is one value, and missing cells get their own indicator")
     return out
+
+
+def no_reference_without_intercept(df, categories):
+    """inference=True on a table codes each categorical column against a reference level,
+    which the intercept carries; without an intercept that coding would force the reference
+    level's mean to 0, and the one-hot coding's levels may be empty (``<other>``), so such a
+    fit is refused before any release (public schema). ``df``: a pandas DataFrame."""
+    coded = [c.name for c in plan_table(df, categories)
+             if c.kind not in ("numeric", "bool")]
+    if coded:
+        raise ValueError(f"inference=True with categorical column(s) {coded} needs an "
+                         f"intercept (fit_intercept=True; dpopt fit without --no-intercept): "
+                         f"each is coded against a reference level, which the intercept "
+                         f"carries; without one the coefficients are not identified")
