@@ -73,6 +73,7 @@ from dpopt._core.input import numeric_target
 from dpopt._core.validation import check_choice, check_delta, check_scalar, default_delta
 from dpopt.api.charge import charged
 from dpopt.api.estimators import _classes_of
+from dpopt.preprocessing._plan import column_kind
 from dpopt.preprocessing.labels import declared_classes, labels_present
 from dpopt.preprocessing.target_coding import ONE_HOT_ONLY
 from dpopt.privacy import Gaussian, Laplace
@@ -303,26 +304,25 @@ def _surrogate(X, n, rng):
     """Public stand-in data of X's shape and schema: standard normal numbers (sparse:
     about 10 non-zeros a row, every column touched), and for a DataFrame each column of
     its dtype (numbers, booleans alternating, a categorical column cycling through its
-    declared categories, a string column through placeholder values)."""
+    declared categories, a string column through placeholders; others refused, as at fit)."""
     if _is_frame(X):
         cols = {}
         for name, dtype in X.dtypes.items():
-            if isinstance(dtype, pd.CategoricalDtype):
+            kind, _ = column_kind(name, dtype, {})  # dates, durations: refused, unread
+            if kind == "declared":
                 cats = list(dtype.categories) or ["level0"]
                 values = pd.Categorical([cats[i % len(cats)] for i in range(n)],
                                         categories=dtype.categories, ordered=dtype.ordered)
-            elif pd.api.types.is_bool_dtype(dtype):
+            elif kind == "bool":
                 values = pd.array(np.arange(n) % 2 == 0, dtype=dtype)
-            elif pd.api.types.is_numeric_dtype(dtype):
+            elif kind == "numeric":
                 draws = rng.standard_normal(n)
                 values = (pd.array(np.rint(draws * 3).astype(np.int64), dtype=dtype)
                           if pd.api.types.is_integer_dtype(dtype) else
                           pd.array(draws, dtype=dtype))
-            elif pd.api.types.is_object_dtype(dtype) or pd.api.types.is_string_dtype(dtype):
-                values = pd.array([f"level{i % 3}" for i in range(n)], dtype=dtype)
-            else:  # dates, durations: no stand-in, refused before the data is read
-                raise ValueError(f"column {name!r} has dtype {dtype}: convert it (e.g. to "
-                                 f"numbers) before the search, which has no stand-in for it")
+            else:  # text: placeholders (an Arrow dictionary column's as plain text)
+                values = pd.array([f"level{i % 3}" for i in range(n)],
+                                  dtype=dtype if pd.api.types.is_string_dtype(dtype) else object)
             cols[name] = values
         return pd.DataFrame(cols, columns=X.columns)
     p = X.shape[1]
