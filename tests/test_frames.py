@@ -285,6 +285,49 @@ def test_private_table_encoder_transformer_api():
     assert isinstance(out, pd.DataFrame) and list(out.columns) == list(names)
 
 
+def test_private_table_encoder_is_charged_like_every_private_transformer():
+    """The encoder's release was charged to no budget: five fits of epsilon 1 passed a
+    budget of 2 unrecorded, and a search left its epsilon out. It is now one charge, its
+    records in ``mechanisms_`` for the search's composition; over budget it is refused
+    before reading, and a failure after its first release is charged whole."""
+    from sklearn.pipeline import make_pipeline
+
+    df, y = _table(2000)
+    acc = dpopt.BudgetAccountant(epsilon=2.0, delta=1e-4)
+    enc = dpopt.PrivateTableEncoder(epsilon=1.0, random_state=0, accountant=acc).fit(df)
+    assert acc.ledger[0].epsilon == pytest.approx(enc.epsilon_spent_) and enc.epsilon_spent_ > 0.9
+    assert enc.mechanisms_ and enc.adjacency_ == "replace-one"
+    with acc:  # the active budget, as for the scalers
+        dpopt.PrivateTableEncoder(epsilon=0.5, random_state=1).fit(df)
+    assert len(acc.ledger) == 2
+    with pytest.raises(dpopt.BudgetExceededError):
+        dpopt.PrivateTableEncoder(epsilon=5.0, accountant=acc).fit(df)
+    assert len(acc.ledger) == 2
+    public = df[["age", "member"]]  # nothing to select or count: nothing charged
+    free = dpopt.PrivateTableEncoder(epsilon=1.0, accountant=acc).fit(public)
+    assert free.epsilon_spent_ == 0.0 and free.mechanisms_ == [] and len(acc.ledger) == 3
+    assert acc.ledger[2].epsilon == 0.0
+    # in a search: the encoder's records are composed into every run's
+    declared = {"color": ["red", "green", "blue"], "client": []}
+    pipe = make_pipeline(
+        dpopt.PrivateTableEncoder(epsilon=0.3, categories=declared, random_state=0),
+        dpopt.DPLogisticRegression(solver="objective-perturbation", classes=["no", "yes"],
+                                   epsilon=0.5, solver_options={"row_bound": 5.0}))
+    grid = {"dplogisticregression__alpha": [1e-3, 1e-2]}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        search = dpopt.PrivateHyperparameterSearch(pipe, grid, random_state=0).fit(df, y)
+        alone = dpopt.PrivateHyperparameterSearch(pipe.set_params(
+            privatetableencoder=dpopt.PrivateTableEncoder(epsilon=1e-6, categories=declared)),
+            grid, random_state=0).fit(df, y)
+    assert not search.privacy_leaks_ and len(search.candidate_mechanisms_[0]) == \
+        len(search.best_estimator_.steps[-1][1].fit_result_.mechanisms) + 1
+    assert search.epsilon_spent_ > alone.epsilon_spent_ + 0.2
+    with pytest.raises(ValueError, match=r"text column\(s\) \['color', 'client'\]"):
+        dpopt.PrivateHyperparameterSearch(make_pipeline(
+            dpopt.PrivateTableEncoder(epsilon=0.3), pipe.steps[-1][1]), grid).fit(df, y)
+
+
 def test_pyarrow_table_through_narwhals():
     pa = pytest.importorskip("pyarrow")
     pytest.importorskip("narwhals")

@@ -321,23 +321,27 @@ def test_a_collapsed_target_range_codes_nothing_and_the_fit_is_charged():
         assert 0 < acc.spent() <= 1.0 + 1e-9 and np.all(np.isfinite(m.predict(X)))
 
 
-def test_a_search_codes_its_candidates_tables_one_hot():
-    """Target coding is decided by released counts, which the search's data-independent
-    probe cannot foresee: a search's candidates code one-hot (objective perturbation's
-    records must match the probe's; a Huber search over a coded table used to fail)."""
+def test_a_search_refuses_a_text_column_whose_levels_each_run_would_select():
+    """Each run's partition selection (and the target coding its counts decide) releases a
+    level held by one record with probability up to the threshold's delta, which the
+    search's Renyi accounting does not compose: refused by the probe, before the data is
+    read; declared categories are searched."""
     from dpopt.api.tuning import PrivateHyperparameterSearch
 
     X, y = _cities()
     acc = dpopt.BudgetAccountant(epsilon=50, delta=1e-4)
+    search = PrivateHyperparameterSearch(
+        dpopt.DPHuberRegressor(epsilon=1.0, random_state=0), {"alpha": [0.01, 0.1]},
+        score_clip=5.0, random_state=0, accountant=acc)
+    with pytest.raises(ValueError, match=r"text column\(s\) \['city'\].*declare them"):
+        search.fit(X, y)
+    assert acc.spent() == 0.0
+    levels = sorted(X["city"].unique())
+    search.set_params(estimator__categories={"city": levels})
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        search = PrivateHyperparameterSearch(
-            dpopt.DPHuberRegressor(epsilon=1.0, random_state=0), {"alpha": [0.01, 0.1]},
-            score_clip=5.0, random_state=0, accountant=acc).fit(X, y)
-    best = search.best_estimator_
-    assert best is None or "target_coding" not in best.fit_result_.params["auto"]["table"]
-    assert dpopt.DPHuberRegressor(epsilon=1.0, random_state=0).fit(X, y).fit_result_.params[
-        "auto"]["table"]["target_coding"]["columns"] == ["city"]  # outside a search: coded
+        search.fit(X, y)
+    assert 0 < acc.spent() <= 50
 
 
 def test_a_target_at_the_grid_end_is_warned_on_the_coded_path():

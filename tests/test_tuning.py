@@ -277,8 +277,8 @@ def test_gaussian_records_are_dominated_by_their_total_mu():
     default path's steps that move mu^2 by what earlier releases said (a second look, a
     re-centring) are accounted by the probe's total; other records keep the subsequence
     rule."""
-    from dpopt.api.tuning import _dominated
     from dpopt.privacy import ObjectivePerturbation
+    from dpopt.privacy.dominance import dominated as _dominated
 
     probe = [Gaussian(10.0), Gaussian(5.0), Gaussian(2.0)]  # mu^2 = 0.01 + 0.04 + 0.25
     moved = [Gaussian(20.0), Gaussian(2.0), Gaussian(5.0)]  # 0.0025 + 0.25 + 0.04, reordered

@@ -32,7 +32,7 @@ _LAZY = {
     "reference_optimum": "dpopt.solvers.reference",
     "PrivateHyperparameterSearch": "dpopt.api.tuning",
     "ChunkedProblem": "dpopt.data.chunked",
-    "PrivateTableEncoder": "dpopt.preprocessing.table_encoder",
+    "PrivateTableEncoder": "dpopt.api.transformers",
 }
 _LAZY.update({name: "dpopt.api.estimators" for name in (
     "DPLogisticRegression", "DPLinearRegression", "DPLasso", "DPElasticNet", "DPHuberRegressor")})

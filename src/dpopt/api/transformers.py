@@ -16,6 +16,8 @@ PrivateClipper            bounds (noisy histograms)               all
 PrivateMinMaxScaler       bounds                                  all
 PrivateStandardScaler     bounds; clipped sums; clipped squares   bounds_share, rest halved
 PrivateRobustScaler       one set of noisy histograms             all (bounds, quartiles)
+PrivateTableEncoder       levels' and missing cells' counts       all, plus the threshold's
+                          (partition selection)                   delta
 ========================  ======================================  ==========================
 
 ``bounds=`` gives public bounds (NaN entries estimated): those features are not
@@ -59,6 +61,7 @@ from dpopt.preprocessing._bounds import (
     warn_unresolved,
 )
 from dpopt.preprocessing._transformers import _clip_columns, release_clipped_moments
+from dpopt.preprocessing.table_encoder import checked_table, release_table
 from dpopt.privacy.accounting import epsilon_of, gdp_delta, gdp_mu
 from dpopt.privacy.budget import Spend, resolve_budget
 
@@ -440,3 +443,65 @@ class PrivateRobustScaler(_ClipCenterScale):
 
 
 PrivateRobustScaler.__doc__ += _COMMON_DOC
+
+
+class PrivateTableEncoder(TransformerMixin, BaseEstimator):
+    """The table layer as a scikit-learn transformer: ``fit`` runs its private partition
+    selection (:func:`dpopt.preprocessing.table_encoder.release_table`: one Gaussian
+    mechanism on the levels' and missing cells' counts plus the threshold's delta, under
+    replace-one adjacency) at ``(epsilon, delta)``, charged to ``accountant`` (or the
+    active budget) as one release; ``transform`` gives the float matrix (one-hot levels +
+    ``<other>``, bool 0/1, numeric with NaN -> 0, missing indicators), post-processing.
+    ``public_bounds_`` gives [0, 1] for every 0/1 column (pass it to an estimator's
+    ``feature_bounds=``); ``get_feature_names_out()`` and ``set_output(transform="pandas")``
+    behave as in scikit-learn. ``epsilon_spent_``, ``delta_spent_`` and ``mechanisms_``
+    report the release (nothing when every column is public). ``delta=None`` is 1/n², as
+    for the estimators. ``coding="reference"`` leaves out one level per categorical column,
+    the best-populated by the released counts (and ``<other>``), for a design with an
+    intercept whose coefficients are identified (scikit-learn's
+    ``OneHotEncoder(drop=...)``; docs/tables.md).
+    """
+
+    def __init__(self, *, epsilon=1.0, delta=1e-6, categories=None, coding="one-hot",
+                 random_state=None, accountant=None):
+        self.epsilon = epsilon
+        self.delta = delta
+        self.categories = categories
+        self.coding = coding
+        self.random_state = random_state
+        self.accountant = accountant
+
+    def fit(self, X, y=None):
+        state = dict(self.__dict__)
+        try:
+            return self._fit(X)
+        except BaseException:  # refused or failed: the encoder as it was
+            self.__dict__.clear()
+            self.__dict__.update(state)
+            raise
+
+    def _fit(self, X):
+        epsilon, delta = check_privacy_target(self.epsilon, self.delta)
+        df = checked_table(X, epsilon, self.coding)
+        delta = default_delta(len(df)) if delta is None else delta
+        name = type(self).__name__
+        with charged(self.accountant, epsilon, delta, label=name) as slot:
+            release = release_table(df, epsilon, delta, self.categories, self.coding,
+                                    check_random_state(self.random_state))
+            slot.record(Spend(name, release.epsilon, release.delta, "replace-one", "exact",
+                              tuple(release.records)))
+        self.schema_ = release.schema
+        self.feature_names_in_, self.n_features_in_ = release.names, len(release.names)
+        self.mechanisms_ = release.records
+        self.epsilon_spent_, self.delta_spent_ = release.epsilon, release.delta
+        self.adjacency_ = "replace-one"
+        self.public_bounds_ = release.public_bounds
+        return self
+
+    def transform(self, X):
+        check_is_fitted(self, "schema_")
+        return self.schema_.transform(X)
+
+    def get_feature_names_out(self, input_features=None):
+        check_is_fitted(self, "schema_")
+        return np.array(self.schema_.feature_names_out(), dtype=object)

@@ -42,7 +42,10 @@ The RDP curve is converted to (epsilon, delta)-DP with dp-accounting's
 conversion (Canonne, Kamath, Steinke 2020, Prop. 12), minimised over the
 orders.
 
-Limits. The search is analysed under replace-one adjacency only, and the
+Limits. A text column's levels must be declared (``categories=``): the private
+partition selection that would choose them releases a level held by one record with
+probability up to its threshold's delta, which no Renyi curve composes here (refused before
+the data is read). The search is analysed under replace-one adjacency only, and the
 RDP accountant has no replace-one analysis of Poisson subsampling, so
 candidates whose fits are Poisson-subsampled (DP-SGD) are refused; solvers
 whose mechanisms are Gaussian, Laplace, pure DP, zCDP or subsampled without
@@ -55,7 +58,6 @@ import contextlib
 import math
 import numbers
 import warnings
-from dataclasses import fields, replace
 
 import numpy as np
 import pandas as pd
@@ -76,8 +78,9 @@ from dpopt.api.estimators import _classes_of
 from dpopt.preprocessing._plan import column_kind
 from dpopt.preprocessing.labels import declared_classes, labels_present
 from dpopt.preprocessing.target_coding import ONE_HOT_ONLY
-from dpopt.privacy import Gaussian, Laplace
+from dpopt.privacy import Laplace
 from dpopt.privacy.budget import Spend, _unbudgeted
+from dpopt.privacy.dominance import dominated, pessimistic
 from dpopt.privacy.repetition import (  # noqa: F401 (public here: the search's accounting)
     DISTRIBUTIONS,
     ORDERS,
@@ -145,6 +148,23 @@ def _spent(est, params):
     return records, adjacency, eps
 
 
+def _refuse_selected_levels(est, params):
+    """A ValueError (from the probe: before the data is read) for a candidate that selects a
+    text column's levels from the data (an estimator's table layer, a PrivateTableEncoder):
+    that selection's threshold releases a level held by one record with probability up to
+    its delta, an event outside the Renyi curves this search composes (module docstring),
+    so the search could not account it."""
+    for _, step in _steps(est):
+        schema = getattr(step, "schema_", None) or getattr(getattr(step, "table_", None),
+                                                          "schema", None)
+        text = [c.name for c in getattr(schema, "columns", ()) if c.kind == "string"]
+        if text:
+            raise ValueError(f"candidate {params}: the levels of the text column(s) {text} "
+                             f"would be selected from the data in each run, and the search's "
+                             f"accounting has no room for that selection's delta; declare "
+                             f"them (categories={{{text[0]!r}: [...]}})")
+
+
 def _leaks(est):
     """PrivacyLeakWarning messages of a fitted candidate: its estimators' own, and every
     step fitted on the data outside dpopt's accounting."""
@@ -170,16 +190,6 @@ def _is_public(step):
         not (isinstance(step.categories, str) and step.categories == "auto")
 
 
-#: Relative margin by which the accounted records are made less private than the probe's
-#: (noise multipliers shrunk, shifts and epsilons grown): a real fit whose calibration
-#: depends on a released value (the default path's objective perturbation is calibrated at
-#: the released row bound, and its (shift, multiplier) pair is the same up to root finding)
-#: must be dominated by them.
-RECORD_SLACK = 1e-8
-_MORE_PRIVATE_WHEN_LARGER = ("noise_multiplier",)
-_MORE_PRIVATE_WHEN_SMALLER = ("shift", "epsilon", "rho", "sampling_rate")
-
-
 @contextlib.contextmanager
 def _one_hot_only():
     """Candidates' fits code tables one-hot
@@ -189,59 +199,6 @@ def _one_hot_only():
         yield
     finally:
         ONE_HOT_ONLY.reset(token)
-
-
-def _pessimistic(records):
-    """The records the search accounts: each probe record made slightly less private."""
-    out = []
-    for m in records:
-        changes = {f: getattr(m, f) * (1 - RECORD_SLACK) for f in _MORE_PRIVATE_WHEN_LARGER
-                   if hasattr(m, f)}
-        changes.update({f: getattr(m, f) * (1 + RECORD_SLACK) + 1e-12
-                        for f in _MORE_PRIVATE_WHEN_SMALLER
-                        if hasattr(m, f) and f != "sampling_rate"})
-        out.append(replace(m, **changes))
-    return out
-
-
-def _dominated(real, accounted):
-    """The real records are at least as private as the accounted ones: they match, in
-    order, a subsequence of them (a step may release less on some data, e.g. a private
-    scaler that skips its moments when the bounds collapse; composing fewer mechanisms
-    loses less privacy), each with the same type and structure and a privacy loss
-    monotone in each compared field. Or both are Gaussian mechanisms only, and the real
-    ones' mu^2 add up to at most the accounted ones': the default path moves mu^2 between
-    its steps by what earlier releases said (a second look at the target's range, a
-    re-centring, a curvature for DP-GD), and a fully adaptive composition of Gaussian
-    mechanisms whose mu^2 add up to at most mu^2 is mu-GDP (Smith & Thakurta 2022), so its
-    Renyi curve and privacy profile are those of one Gaussian of that mu: the accounted
-    records' own, whatever their number and order."""
-    if real and accounted and all(type(m) is Gaussian for m in (*real, *accounted)):
-        return _gdp_mu2(real) <= _gdp_mu2(accounted)
-    it = iter(accounted)
-    return all(any(_record_dominated(x, y) for y in it) for x in real)
-
-
-def _gdp_mu2(records):
-    """mu^2 of a composition of Gaussian records: count / multiplier^2 each (Dong, Roth &
-    Su 2022)."""
-    return math.fsum(m.count / m.noise_multiplier ** 2 for m in records)
-
-
-def _record_dominated(x, y):
-    if type(x) is not type(y):
-        return False
-    for f in fields(x):
-        u, v = getattr(x, f.name), getattr(y, f.name)
-        if f.name in _MORE_PRIVATE_WHEN_LARGER:
-            ok = u >= v
-        elif f.name in _MORE_PRIVATE_WHEN_SMALLER:
-            ok = u <= v
-        else:
-            ok = u == v
-        if not ok:
-            return False
-    return True
 
 
 def _is_frame(X):
@@ -497,13 +454,14 @@ class PrivateHyperparameterSearch(MetaEstimatorMixin, BaseEstimator):
             with _unbudgeted(), _one_hot_only(), warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 est.fit(Xs, ys)
+            _refuse_selected_levels(est, c)
             mechanisms, adjacency, eps = _spent(est, c)
             if math.isinf(eps):
                 raise ValueError(f"candidate {c} is not private (epsilon=inf)")
             if adjacency != "replace-one":
                 raise ValueError(f"candidate {c} is certified under {adjacency} adjacency; "
                                  f"the search supports replace-one only")
-            out.append(_pessimistic(mechanisms))
+            out.append(pessimistic(mechanisms))
         return out
 
     def _candidate(self, params, seed):
@@ -549,7 +507,7 @@ class PrivateHyperparameterSearch(MetaEstimatorMixin, BaseEstimator):
                 warnings.simplefilter("ignore")
                 est.fit(X_train, y_train)
             spent, _, _ = _spent(est, candidates[i])
-            if not _dominated(spent, mechanisms[i]):
+            if not dominated(spent, mechanisms[i]):
                 raise ChargedFitError(f"candidate {candidates[i]} spent mechanisms that differ "
                                       f"from its data-independent probe; the selection's "
                                       f"accounting would not hold, and the search's whole "

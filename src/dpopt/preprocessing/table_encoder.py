@@ -1,8 +1,9 @@
 """The table layer on the estimators' side (:mod:`dpopt.preprocessing.tables` holds the
 schema and the partition selection): :func:`prepare_default` runs the releases that come
 before the default path's model (labels, categories, missing indicators) as a
-:class:`Prior` of the one composition, :class:`TableEncoder` applies a released schema, and
-:class:`PrivateTableEncoder` is the same layer as a scikit-learn transformer."""
+:class:`Prior` of the one composition, :class:`TableEncoder` applies a released schema,
+and :func:`release_table` is the selection alone, which
+:class:`dpopt.PrivateTableEncoder` charges as a transformer."""
 
 from __future__ import annotations
 
@@ -11,14 +12,9 @@ import reprlib
 from dataclasses import dataclass
 
 import numpy as np
-from sklearn.base import BaseEstimator, TransformerMixin
-from sklearn.utils.validation import check_is_fitted
 
 from dpopt._core.exceptions import ChargedFitError
 from dpopt._core.validation import (
-    check_privacy_target,
-    check_random_state,
-    default_delta,
     real_pair,
 )
 from dpopt.preprocessing._bounds import release_counts
@@ -322,64 +318,53 @@ def _by_name(feature_bounds, names):
     return out
 
 
-class PrivateTableEncoder(TransformerMixin, BaseEstimator):
-    """The table layer as a scikit-learn transformer: ``fit`` runs the private partition
-    selection (module docstring) at ``(epsilon, delta)`` and ``transform`` gives the float
-    matrix (one-hot levels + ``<other>``, bool 0/1, numeric with NaN -> 0, missing
-    indicators). ``public_bounds_`` gives [0, 1] for every 0/1 column (pass it to an
-    estimator's ``feature_bounds=``); ``get_feature_names_out()`` and
-    ``set_output(transform="pandas")`` behave as in scikit-learn. ``epsilon_spent_``,
-    ``delta_spent_`` report the release (one Gaussian mechanism plus the threshold's delta).
-    ``delta=None`` is 1/n², as for the estimators. ``coding="reference"`` leaves out one
-    level per categorical column, the best-populated by
-    the released counts (and ``<other>``), for a design with an intercept whose coefficients
-    are identified (scikit-learn's ``OneHotEncoder(drop=...)``; docs/tables.md).
-    """
+@dataclass
+class TableRelease:
+    """The table layer's selection alone (:func:`release_table`), for
+    :class:`dpopt.PrivateTableEncoder`: the schema, the raw column names, the Gaussian
+    records, what they spent (the threshold's delta included) and the 0/1 columns."""
 
-    def __init__(self, *, epsilon=1.0, delta=1e-6, categories=None, coding="one-hot",
-                 random_state=None):
-        self.epsilon = epsilon
-        self.delta = delta
-        self.categories = categories
-        self.coding = coding
-        self.random_state = random_state
+    schema: TableSchema
+    names: np.ndarray
+    records: list
+    epsilon: float
+    delta: float
+    public_bounds: dict
 
-    def fit(self, X, y=None):
-        epsilon, delta = check_privacy_target(self.epsilon, self.delta)
-        if math.isinf(epsilon):
-            raise ValueError("PrivateTableEncoder needs a finite epsilon: its selection of the "
-                             "levels is private (declare every column's categories instead)")
-        if self.coding not in CODINGS:
-            raise ValueError(f"coding must be one of {CODINGS}, got {self.coding!r}")
-        if not is_frame(X):
-            raise ValueError("PrivateTableEncoder needs X as a DataFrame (pandas, polars or "
-                             "pyarrow)")
-        df = as_pandas(X)
-        delta = default_delta(len(df)) if delta is None else delta
-        columns = plan_table(df, self.categories)
-        check_text(df, columns)
-        has_threshold = any(c.kind == "string" for c in columns)
-        delta_g, delta_sel = delta_split(delta, has_threshold)
-        mu = gdp_mu(epsilon, delta_g)
-        schema, _ = fit_schema(df, columns, mu, delta_sel, check_random_state(self.random_state),
-                               coding=self.coding)
-        self.schema_ = schema
-        self.feature_names_in_ = np.asarray(df.columns, dtype=object)
-        self.n_features_in_ = len(df.columns)
-        self.epsilon_spent_ = (epsilon_of(schema.records, delta_g) if schema.records else 0.0)
-        self.delta_spent_ = delta if schema.records else 0.0
-        self.public_bounds_ = {name: (0.0, 1.0) for name in schema.feature_names_out()
-                               if name not in {str(c.name) for c in columns
-                                               if c.kind == "numeric"}}
-        return self
 
-    def transform(self, X):
-        check_is_fitted(self, "schema_")
-        return self.schema_.transform(X)
+def checked_table(X, epsilon, coding):
+    """``X`` as a pandas DataFrame, refused (before anything is read) unless a table with a
+    finite ``epsilon`` and a known ``coding``."""
+    if math.isinf(epsilon):
+        raise ValueError("PrivateTableEncoder needs a finite epsilon: its selection of the "
+                         "levels is private (declare every column's categories instead)")
+    if coding not in CODINGS:
+        raise ValueError(f"coding must be one of {CODINGS}, got {coding!r}")
+    if not is_frame(X):
+        raise ValueError("PrivateTableEncoder needs X as a DataFrame (pandas, polars or "
+                         "pyarrow)")
+    return as_pandas(X)
 
-    def get_feature_names_out(self, input_features=None):
-        check_is_fitted(self, "schema_")
-        return np.array(self.schema_.feature_names_out(), dtype=object)
+
+def release_table(df, epsilon, delta, categories, coding, rng) -> TableRelease:
+    """Run the partition selection (:func:`fit_schema`) of ``df`` at ``(epsilon, delta)``:
+    one Gaussian mechanism (mu = gdp_mu(epsilon, delta_g)) plus the threshold's delta_sel
+    (:func:`delta_split`), under replace-one adjacency. Nothing is spent when every column
+    is public (numbers without missing cells, bools, declared categories)."""
+    columns = plan_table(df, categories)
+    check_text(df, columns)
+    delta_g, delta_sel = delta_split(delta, any(c.kind == "string" for c in columns))
+    if any(c.missable for c in columns):  # fit_schema releases counts of these columns
+        begin()  # (a failure after this mark is charged whole)
+    schema, _ = fit_schema(df, columns, gdp_mu(epsilon, delta_g), delta_sel, rng,
+                           coding=coding)
+    numeric = {str(c.name) for c in columns if c.kind == "numeric"}
+    spent = bool(schema.records)
+    return TableRelease(schema, np.asarray(df.columns, dtype=object), list(schema.records),
+                        epsilon_of(schema.records, delta_g) if spent else 0.0,
+                        delta if spent else 0.0,
+                        {name: (0.0, 1.0) for name in schema.feature_names_out()
+                         if name not in numeric})
 
 
 def public_table(X, categories=None):
