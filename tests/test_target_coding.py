@@ -383,3 +383,27 @@ def test_a_coded_default_fit_on_raw_data_raises_no_privacy_leak_warning():
     for m in (reg, clf):
         assert "target_coding" in m.fit_result_.params["auto"]["table"]
         assert m.privacy_leaks_ == []
+
+
+def test_a_far_end_count_before_a_collapsed_range_is_in_the_tables_share(monkeypatch):
+    """When the target's far end was counted (out of the codes' share) and the confirmed
+    range then collapsed, the table's share left that count out: the model was given mu^2
+    already spent, and the fit failed its final check (charged whole). An independent
+    audit forced the branch as here (it is noise-driven and rare)."""
+    import dpopt.preprocessing.target_coding as tc
+    from dpopt.privacy import Gaussian
+
+    def collapsed(noisy, sigma, n, lower, upper, mu, rng, counts, **kw):
+        return 0.0, 0.0, [Gaussian(1.0 / mu, 1)], {"lower": "cut"}
+
+    monkeypatch.setattr(tc, "confirmed_range", collapsed)
+    rng = np.random.default_rng(0)
+    n = 5000
+    X = pd.DataFrame({"city": rng.choice([f"c{i}" for i in range(300)], n),
+                      "x": rng.normal(size=n)})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est = dpopt.DPLinearRegression(epsilon=4.0, random_state=0).fit(X, rng.normal(size=n))
+    table = est.fit_result_.params["auto"]["table"]
+    assert "target_coding_check" in table and "target_coding" not in table
+    assert 3.99 < est.epsilon_spent_ <= 4.0

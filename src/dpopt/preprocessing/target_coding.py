@@ -332,6 +332,8 @@ def code_table(df, schema, columns, values, mu, shares, rng, public_range=None,
             info["target_coding"] = coding_info
             if range_known:
                 info["target_range"] = list(target_range)
+        else:  # the range's far-end count, if one was released, came out of the codes' share
+            spent += max(0.0, shares[1] - (coding_info["mu"] / mu) ** 2)
     return records, spent, info
 
 
