@@ -421,7 +421,8 @@ def build_parser():
                         "default: the solver's defaults)")
     p.add_argument("--target", default=None,
                    help="tables only: label column, its name or number counted from 1 "
-                        "(default: the last column)")
+                        "(a name first: a number is a position where no column has it as "
+                        "its name; default: the last column)")
     p.add_argument("--classes", default=None, metavar="A,B[,C...]",
                    help="logistic: declare the labels, two or more (three or more: a "
                         "multiclass model; public; default: chosen privately from the data by "
@@ -469,7 +470,7 @@ def build_parser():
                    ".npz or LIBSVM")
     p.add_argument("--target", default=None,
                    help="target column to score against, a name or a number counted from 1 "
-                        "(default: the training target, if present)")
+                        "as for 'dpopt fit' (default: the training target, if present)")
     p.add_argument("--out", metavar="PRED.csv", default="predictions.csv",
                    help="where to write the predictions")
     p.set_defaults(func=cmd_predict)

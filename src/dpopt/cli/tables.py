@@ -8,14 +8,19 @@ private selection of categories, missing values), the same code as a DataFrame p
 estimator.
 
 * **Header.** A CSV's first row is a header when none of its cells is a number; otherwise
-  the columns are named ``col1``, ``col2``, ...
+  the columns are named ``col1``, ``col2``, ... A first row read as data whose column holds
+  numbers (or True/False) in every other row but text in it looks like a header naming a
+  column with a number (``3,a,b``): refused (:func:`check_first_row`), as reading it either
+  way could be wrong.
+* **No data rows**: a table (CSV or Parquet) with a header and no row is refused.
 * **Missing values** are empty cells and pandas' tokens (``NA``, ``N/A``, ``NaN``,
   ``null``, ``None``, ...) plus ``?``.
 * **Column kinds** come from the dtypes pandas infers; integer feature columns are made float, so
   that whether a column can hold a missing value does not depend on the data (the inference
   of number against text does: one non-number cell makes a column text).
 * **Target**: a column name, or its number counted from 1 (negative numbers count from the
-  end; default the last column).
+  end; default the last column). Names come first: a number is a position only where no
+  column carries it as its name (``--target 3`` is the column named ``3`` if there is one).
 """
 
 from __future__ import annotations
@@ -56,17 +61,21 @@ def read_frame(path):
     import pandas as pd
 
     name = os.fspath(path).lower()
+    parquet, header = name.endswith(PARQUET_SUFFIXES), "infer"
     try:
-        if name.endswith(PARQUET_SUFFIXES):
-            return compact_text(pd.read_parquet(path))
-        sep = "\t" if ".tsv" in name else ","
-        header = "infer" if _has_header(path, sep) else None
-        options = {"sep": sep, "header": header, "na_values": list(EXTRA_MISSING),
-                   "skipinitialspace": True}
-        head = pd.read_csv(path, nrows=SNIFF_ROWS, **options)
-        text = {c: "category" for c in head.columns
-                if _is_text(head[c].dtype) and not _true_false(head[c])}
-        df = pd.read_csv(path, dtype=text or None, **options)
+        if parquet:
+            df = pd.read_parquet(path)
+        else:
+            sep = "\t" if ".tsv" in name else ","
+            header = "infer" if _has_header(path, sep) else None
+            options = {"sep": sep, "header": header, "na_values": list(EXTRA_MISSING),
+                       "skipinitialspace": True}
+            looks = [] if header else _header_like_columns(path, sep)
+            if not looks:  # else refused below, unread
+                head = pd.read_csv(path, nrows=SNIFF_ROWS, **options)
+                text = {c: "category" for c in head.columns
+                        if _is_text(head[c].dtype) and not _true_false(head[c])}
+                df = pd.read_csv(path, dtype=text or None, **options)
     except (OSError, ValueError, UnicodeDecodeError) as exc:
         failed = _read_error(exc)  # raised below, outside the handler: the reader's error,
     else:  # which can quote a cell, is then not kept as the new one's __context__
@@ -74,15 +83,53 @@ def read_frame(path):
     if failed is not None:
         raise ValueError(f"cannot read {os.fspath(path)!r}: {failed}")
     if header is None:
+        check_first_row(path, looks)
         df.columns = [f"col{j + 1}" for j in range(df.shape[1])]
-    else:  # pandas renames a repeated name ("a", "a.1"): check the header as written
+    elif not parquet:  # pandas renames a repeated name ("a", "a.1"): check the header as written
         raw = pd.read_csv(path, sep=sep, header=None, nrows=1, dtype=str,
                           skipinitialspace=True).iloc[0]
         check_unique_columns([str(c).strip() for c in raw])
-    if df.shape[0] == 0:
+    if df.shape[0] == 0:  # one check for every format (pandas reads a 0-row Parquet file)
         raise ValueError(f"{os.fspath(path)!r} has no data rows")
-    df.columns = [str(c).strip() for c in df.columns]
+    if not parquet:
+        df.columns = [str(c).strip() for c in df.columns]
     return compact_text(df)
+
+
+def _header_like_columns(path, sep):
+    """The 1-based numbers of the columns whose first cell is text while every other
+    non-missing cell of the first :data:`SNIFF_ROWS` rows is a number (or every one is
+    True/False): the first row then looks like a header, read as data because another of
+    its cells is a number."""
+    # lazy: the light CLI commands load no heavy module
+    import pandas as pd
+
+    head = pd.read_csv(path, sep=sep, header=None, nrows=SNIFF_ROWS, dtype=str,
+                       na_values=list(EXTRA_MISSING), skipinitialspace=True)
+    out = []
+    for j, c in enumerate(head.columns):
+        first, rest = head[c].iloc[0], head[c].iloc[1:].dropna().str.strip()
+        if pd.isna(first) or rest.empty or pd.notna(pd.to_numeric(first.strip(), errors="coerce")):
+            continue
+        if pd.to_numeric(rest, errors="coerce").notna().all() or \
+                rest.str.lower().isin(("true", "false")).all():
+            out.append(j + 1)
+    return out
+
+
+def check_first_row(path, columns):
+    """A first row read as data (one of its cells is a number) whose ``columns`` hold text
+    there and numbers (or True/False) below looks like a header naming a column with a
+    number: read as data it would add a row and make those columns text, read as a header
+    it would drop a row of data. Refused, saying how to proceed."""
+    if columns:
+        raise ValueError(
+            f"{os.fspath(path)!r}: its first row looks like a header holding a number: it "
+            f"is read as data because one of its cells is a number, but column(s) "
+            f"{columns} (numbered from 1) hold text there and numbers or True/False in the "
+            f"rows below; a header is read only when none of its cells is a number: give "
+            f"every column a name that is not a number (e.g. 'x3' for '3'), or write the "
+            f"table as Parquet")
 
 
 def _read_error(exc):
@@ -211,16 +258,20 @@ def read_table(path, *, target=-1):
 
 def target_column(target, names, what="target"):
     """The 0-based index of ``target`` (a name, or a number counted from 1, negative from
-    the end); errors name the argument ``what``."""
+    the end); errors name the argument ``what``. A text that a column carries as its name is
+    that column, digits included (``"3"`` of columns ``3, a, b`` is the first); a number is a
+    position only where no column carries it (as ``feature_bounds=`` reads its keys)."""
     if isinstance(target, str):
-        try:
-            target = int(target)
-        except ValueError:
-            if names.count(target) != 1:
-                why = "is not a column" if target not in names else "names several columns"
-                raise ValueError(f"{what} {target!r} {why}; columns: {names}"
-                                 + _delimiter_hint(names)) from None
+        if names.count(target) == 1:  # a name a column carries is that column, even digits
             return names.index(target)
+        try:
+            if names.count(target) > 1:
+                raise ValueError
+            target = int(target)  # a position only where no column carries that name
+        except ValueError:
+            why = "is not a column" if target not in names else "names several columns"
+            raise ValueError(f"{what} {target!r} {why}; columns: {names}"
+                             + _delimiter_hint(names)) from None
     if isinstance(target, bool) or not isinstance(target, int):
         raise ValueError(f"{what} must be a column name or number, got {target!r}")
     if target == 0 or not -len(names) <= target <= len(names):

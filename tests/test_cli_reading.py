@@ -1,0 +1,127 @@
+"""How `dpopt fit` / `dpopt predict` read a table's columns and labels: a target named with
+digits, a table with no data rows, a header holding a number."""
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from dpopt.cli import main
+from dpopt.cli.tables import target_column
+
+
+def run(argv, capsys):
+    """(exit code, stdout, stderr) of ``dpopt argv``."""
+    try:
+        code = main([str(a) for a in argv])
+    except SystemExit as exc:
+        code = exc.code
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def _frame(first, n=3000, seed=0):
+    """Columns ``first`` (a 0/1 label of ``a``), ``a`` (numbers), ``b`` (x / y / z text)."""
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal(n).round(3)
+    label = (a + 0.5 * rng.standard_normal(n) > 0).astype(int)
+    return pd.DataFrame({first: label, "a": a, "b": rng.choice(["x", "y", "z"], n)})
+
+
+def _model(path):
+    return json.loads(path.read_text())
+
+
+def test_a_target_a_column_carries_as_its_name_is_that_column():
+    names = ["3", "a", "b"]
+    assert target_column("3", names) == 0  # the name, not the third column
+    assert target_column("2", names) == 1  # no column named 2: a position
+    assert target_column("-1", names) == 2
+    assert target_column("2019", ["2019", "a", "b"]) == 0  # was: out of range
+    assert target_column(3, names) == 2  # a Python int is a position
+    with pytest.raises(ValueError, match="'3' names several columns"):
+        target_column("3", ["3", "a", "3"])
+    with pytest.raises(ValueError, match="column number 9 is out of range"):
+        target_column("9", names)
+
+
+@pytest.mark.parametrize("name", ["3", "2019"])
+def test_fit_and_predict_take_a_digit_target_as_the_column_of_that_name(tmp_path, capsys, name):
+    """A Parquet file with columns 3, a, b: --target 3 fitted on column b (3 text labels, a
+    multiclass model) and --target 2019 was refused as out of range."""
+    data, model, pred = tmp_path / "t.parquet", tmp_path / "m.json", tmp_path / "p.csv"
+    _frame(name).to_parquet(data)
+    code, out, err = run(["fit", data, "--target", name, "--loss", "logistic", "--epsilon", "1",
+                          "--seed", "0", "--out", model], capsys)
+    assert code == 0, err
+    saved = _model(model)
+    assert saved["data"]["target"] == name and saved["classes"] == [0, 1]
+    assert saved["data"]["columns"] == ["a", "b"] and "0 -> -1, 1 -> +1" in out
+    code, out, err = run(["predict", model, data, "--target", name, "--out", pred], capsys)
+    assert code == 0, err
+    assert float(out.split("rows with a target: ")[1].split()[0]) > 0.7
+    code, _, err = run(["fit", data, "--target", "2", "--loss", "squared", "--epsilon", "1",
+                        "--seed", "0", "--out", model], capsys)
+    assert code == 0, err  # no column named 2: the second column, a
+    assert _model(model)["data"]["target"] == "a"
+
+
+def test_a_table_with_no_data_rows_is_refused_as_csv_and_as_parquet(tmp_path, capsys):
+    """A 0-row Parquet file was scored (exit 0, NumPy's "Mean of empty slice", accuracy nan)
+    where the same table as CSV was refused."""
+    train, model = tmp_path / "train.csv", tmp_path / "m.json"
+    frame = _frame("t")[["a", "b", "t"]]
+    frame.to_csv(train, index=False)
+    code, _, err = run(["fit", train, "--loss", "logistic", "--epsilon", "1", "--seed", "0",
+                        "--out", model], capsys)
+    assert code == 0, err
+    empty = frame.iloc[:0]
+    empty.to_csv(tmp_path / "empty.csv", index=False)
+    empty.to_parquet(tmp_path / "empty.parquet")
+    for name in ("empty.csv", "empty.parquet"):
+        pred = tmp_path / f"{name}.pred.csv"
+        code, out, err = run(["predict", model, tmp_path / name, "--out", pred], capsys)
+        assert code == 2 and f"{name}' has no data rows" in err, (out, err)
+        assert not pred.exists() and "nan" not in out
+        code, _, err = run(["fit", tmp_path / name, "--loss", "logistic", "--epsilon", "1"],
+                           capsys)
+        assert code == 2 and f"{name}' has no data rows" in err
+
+
+@pytest.mark.parametrize("header, kinds, flagged", [
+    ("3,a,b", "int,float,text", [2]),
+    ("3,flag,b", "int,bool,text", [2]),
+    ("id,3,score", "text,float,float", [3]),
+])
+def test_a_first_row_that_looks_like_a_header_holding_a_number_is_refused(
+        tmp_path, capsys, header, kinds, flagged):
+    """A header 3,a,b was read as data (one cell is a number): n off by one and column a
+    made text by its one cell "a", with no warning."""
+    rng = np.random.default_rng(0)
+    make = {"int": lambda: rng.integers(0, 2, 500), "float": lambda: rng.standard_normal(500),
+            "bool": lambda: rng.random(500) < 0.5, "text": lambda: rng.choice(["p", "q"], 500)}
+    columns = [make[k]() for k in kinds.split(",")]
+    data, model = tmp_path / "h.csv", tmp_path / "m.json"
+    data.write_text("\n".join([header, *(",".join(map(str, r)) for r in zip(*columns))]) + "\n")
+    code, out, err = run(["fit", data, "--loss", "logistic", "--epsilon", "1", "--out", model],
+                         capsys)
+    assert code == 2 and "first row looks like a header holding a number" in err
+    assert f"column(s) {flagged}" in err and "'x3'" in err
+    assert "privacy:" not in out and not model.exists()
+
+
+def test_a_first_row_of_data_is_still_data(tmp_path, capsys):
+    """Without a header, a first row whose cells agree with their columns is data."""
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal(800).round(3)
+    colour = rng.choice(["red", "blue"], 800)
+    label = ["yes" if x + (c == "red") > 0.5 else "no" for x, c in zip(a, colour)]
+    data = tmp_path / "noheader.csv"
+    data.write_text("\n".join(f"{x},{c},{y}" for x, c, y in zip(a, colour, label)) + "\n")
+    model = tmp_path / "m.json"
+    code, out, err = run(["fit", data, "--loss", "logistic", "--epsilon", "2", "--seed", "0",
+                          "--out", model], capsys)
+    assert code == 0, err
+    assert "(n=800, p=" in out and _model(model)["data"]["columns"] == ["col1", "col2"]
+
