@@ -1,5 +1,5 @@
 """How `dpopt fit` / `dpopt predict` read a table's columns and labels: a target named with
-digits, a table with no data rows, a header holding a number."""
+digits, a True/False target's labels, a table with no data rows, a header holding a number."""
 
 import json
 
@@ -67,6 +67,71 @@ def test_fit_and_predict_take_a_digit_target_as_the_column_of_that_name(tmp_path
     assert _model(model)["data"]["target"] == "a"
 
 
+@pytest.fixture
+def bool_table(tmp_path):
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal(3000).round(3)
+    frame = pd.DataFrame({"a": a, "b": rng.choice(["x", "y", "z"], 3000),
+                          "t": a + 0.5 * rng.standard_normal(3000) > 0})
+    frame.to_csv(tmp_path / "bool.csv", index=False)
+    return tmp_path / "bool.csv"
+
+
+def _fit_bool(path, tmp_path, capsys, *extra):
+    model = tmp_path / "m.json"
+    model.unlink(missing_ok=True)
+    code, out, err = run(["fit", path, "--target", "t", "--loss", "logistic", "--epsilon", "1",
+                          "--seed", "0", "--out", model, *extra], capsys)
+    assert code == 0, err
+    return out, _model(model)
+
+
+def test_positive_label_of_a_true_false_target_is_read_as_a_bool(bool_table, tmp_path, capsys):
+    """--positive-label true was refused against --classes true,false (str(True) is not
+    "true"), and --positive-label false without --classes spent the budget, then was
+    ignored; the report said a bool column's labels were chosen privately."""
+    out, model = _fit_bool(bool_table, tmp_path, capsys, "--classes", "true,false",
+                           "--positive-label", "true")
+    assert "False -> -1, True -> +1" in out and model["classes"] == [False, True]
+    out, model = _fit_bool(bool_table, tmp_path, capsys, "--positive-label", "FALSE")
+    assert "True -> -1, False -> +1" in out and "warning" not in out
+    assert model["classes"] == [True, False]
+    negated = np.negative(model["coef"])
+    # without --classes the labels are the column's, declared: the model of --classes false,true
+    out, plain = _fit_bool(bool_table, tmp_path, capsys)
+    assert "labels (declared by the True/False column, public): False -> -1, True -> +1" in out
+    assert "labels (chosen privately)" not in out
+    _, declared = _fit_bool(bool_table, tmp_path, capsys, "--classes", "false,true")
+    assert plain["coef"] == declared["coef"] and plain["classes"] == declared["classes"]
+    np.testing.assert_allclose(negated, plain["coef"])
+    out, _ = _fit_bool(bool_table, tmp_path, capsys, "--positive-label", "1")
+    assert "False -> -1, True -> +1" in out and "warning" not in out
+
+
+@pytest.mark.parametrize("label, needle", [
+    ("yes", "--positive-label: the target column holds True/False, got 'yes'"),
+])
+def test_a_positive_label_the_column_cannot_hold_is_refused_before_the_fit(
+        bool_table, tmp_path, capsys, label, needle):
+    model = tmp_path / "m.json"
+    code, out, err = run(["fit", bool_table, "--target", "t", "--loss", "logistic",
+                          "--epsilon", "1", "--positive-label", label, "--out", model], capsys)
+    assert code == 2 and needle in err
+    assert "privacy:" not in out and not model.exists()  # nothing spent, nothing written
+
+
+def test_an_integer_target_refuses_a_fractional_positive_label(tmp_path, capsys):
+    data = tmp_path / "i.csv"
+    _frame("label")[["a", "b", "label"]].to_csv(data, index=False)
+    code, out, err = run(["fit", data, "--loss", "logistic", "--epsilon", "1",
+                          "--positive-label", "0.5"], capsys)
+    assert code == 2 and "--positive-label: the target column holds integers" in err
+    assert "privacy:" not in out
+    code, out, err = run(["fit", data, "--loss", "logistic", "--epsilon", "1", "--seed", "0",
+                          "--positive-label", "0.0"], capsys)
+    assert code == 0 and "1 -> -1, 0 -> +1" in out, err
+
+
 def test_a_table_with_no_data_rows_is_refused_as_csv_and_as_parquet(tmp_path, capsys):
     """A 0-row Parquet file was scored (exit 0, NumPy's "Mean of empty slice", accuracy nan)
     where the same table as CSV was refused."""
@@ -125,3 +190,13 @@ def test_a_first_row_of_data_is_still_data(tmp_path, capsys):
     assert code == 0, err
     assert "(n=800, p=" in out and _model(model)["data"]["columns"] == ["col1", "col2"]
 
+
+def test_labels_an_explicit_solver_reads_from_the_data_are_not_called_private(tmp_path, capsys):
+    """With --solver the estimator reads np.unique(y) without privacy (a PrivacyLeakWarning);
+    the report's labels line said "chosen privately"."""
+    data = tmp_path / "s.csv"
+    _frame("label")[["a", "label", "b"]].to_csv(data, index=False)
+    code, out, err = run(["fit", data, "--loss", "logistic", "--epsilon", "1", "--seed", "0",
+                          "--solver", "dp-gd", "--target", "b"], capsys)
+    assert code == 0, err
+    assert "labels (read from the data by the solver: NOT private): 'x', 'y', 'z'" in out

@@ -429,8 +429,8 @@ def build_parser():
                         "the table layer), read as the target column holds them: integers "
                         "for an integer column, floats for a float one, text otherwise")
     p.add_argument("--positive-label", default=None,
-                   help="logistic: the label mapped to +1, a string or a number (default: the "
-                        "larger label)")
+                   help="logistic: the label mapped to +1, read as --classes reads a label "
+                        "(default: the larger label)")
     p.add_argument("--feature-bounds", type=_feature_bound, action="append",
                    metavar="NAME=LO:HI",
                    help="public bounds of a numeric column, repeatable (e.g. --feature-bounds "

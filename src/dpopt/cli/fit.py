@@ -223,13 +223,15 @@ def _fit(args, options, X, y, bounds=None):
              "target_bounds": getattr(args, "target_bounds", None)}
     if kind == "DPLogisticRegression" and args.penalty is not None:
         given["penalty"] = args.penalty
-    if kind == "DPLogisticRegression" and args.classes is not None:
-        # lazy: the light CLI commands load no heavy module
-        from dpopt.cli.tables import declared_classes
+    # lazy: the light CLI commands load no heavy module
+    from dpopt.cli.tables import declared_classes, positive_label
 
+    positive = (positive_label(args.positive_label, y)  # in the column's kind, as --classes
+                if kind == "DPLogisticRegression" and args.positive_label is not None else None)
+    if kind == "DPLogisticRegression" and args.classes is not None:
         given["classes"] = declared_classes(args.classes, y)
-        if args.positive_label is not None and len(given["classes"]) == 2 and \
-                _label_named(given["classes"], args.positive_label) is None:
+        if positive is not None and len(given["classes"]) == 2 and \
+                _label_named(given["classes"], positive) is None:
             typed = [t.strip() for t in args.classes.split(",")]
             raise ValueError(f"--positive-label {args.positive_label} is not one of the labels "
                              f"--classes declares, {typed}")
@@ -253,8 +255,8 @@ def _fit(args, options, X, y, bounds=None):
         if len(classes) > 2:  # one-vs-rest: a (k, p) matrix, one row per class
             coef, intercept = np.asarray(estimator.coef_), np.ravel(estimator.intercept_)
         else:
-            coef, intercept, classes, positive_note = _positive_first(coef, intercept, classes,
-                                                                      args.positive_label)
+            coef, intercept, classes, positive_note = _positive_first(
+                coef, intercept, classes, positive, args.positive_label)
     summary, no_intervals = None, None
     if params.get("inference"):
         try:  # the fit is paid for: without intervals its model and report are still given
@@ -271,6 +273,7 @@ def _fit(args, options, X, y, bounds=None):
     return {"result": estimator.fit_result_, "loss": loss, "penalty": (penalty, penalty_kwargs),
             "model": model, "report": estimator.privacy_report(), "classes": classes,
             "positive_note": positive_note, "summary": summary, "no_intervals": no_intervals,
+            "labels": _labels_how(args, estimator, y) if classes is not None else None,
             "target_range": getattr(estimator, "target_range_", None),
             "table": table.schema if table is not None else None,
             "prepare": _prepare_of(auto, table),
@@ -291,18 +294,18 @@ def _prepare_of(auto, table):
     return prepare
 
 
-def _positive_first(coef, intercept, classes, positive):
-    """``--positive-label``: the model with that label mapped to +1 (negating the margin is
-    post-processing), and a note when it cannot be: the label is not among the classes
-    the fit released (chosen privately, the outcome is known only after the budget is
-    spent, so the model and its report are still written). Returns (coef, intercept,
-    classes, note or None)."""
+def _positive_first(coef, intercept, classes, positive, typed):
+    """``--positive-label`` (``typed``, read in the target column's kind as ``positive``):
+    the model with that label mapped to +1 (negating the margin is post-processing), and a
+    note when it cannot be: the label is not among the classes the fit released (chosen
+    privately, the outcome is known only after the budget is spent, so the model and its
+    report are still written). Returns (coef, intercept, classes, note or None)."""
     if positive is None:
         return coef, intercept, classes, None
     label = _label_named(classes, positive)
     if label is None:
         return coef, intercept, classes, (
-            f"--positive-label {positive} is not one of the labels the fit released "
+            f"--positive-label {typed} is not one of the labels the fit released "
             f"{[str(c) for c in classes]}: the model keeps {str(classes[-1])!r} as "
             f"{'+1' if len(classes) > 1 else 'its only label'}")
     if len(classes) < 2 or label == classes[1]:
@@ -310,18 +313,29 @@ def _positive_first(coef, intercept, classes, positive):
     return -coef, -intercept, classes[::-1], None
 
 
-def _label_named(classes, text):
-    """The class ``text`` names (as written, or as the same number), or None."""
-    return next((c for c in classes if str(c) == str(text).strip()
-                 or (_is_float(text) and _is_float(c) and float(c) == float(text))), None)
+def _label_named(classes, label):
+    """The class equal to ``label`` (read in the target column's kind: True is a True/False
+    column's label, never the text "True"), or None."""
+    return next((c for c in classes if c == label), None)
 
 
-def _is_float(v):
-    try:
-        float(v)
-    except (TypeError, ValueError):
-        return False
-    return True
+def _labels_how(args, estimator, y):
+    """How the fit treated the labels, as its releases say: chosen privately when the
+    default path released a label selection, declared when --classes gave them or the
+    column's kind does (a True/False column's labels are False, True: nothing is chosen),
+    else read from the data by an explicit solver (not private)."""
+    # lazy: the light CLI commands load no heavy module
+    from dpopt.preprocessing.labels import LABELS_SELECTED
+    from dpopt.preprocessing.labels import declared_classes as kind_declares
+
+    plan = getattr(getattr(estimator, "auto_", None), "plan", None) or {}
+    if (plan.get("table") or {}).get("labels") == LABELS_SELECTED:
+        return "chosen privately"
+    if args.classes is not None:
+        return "declared (public)"
+    if kind_declares(y) is not None:
+        return "declared by the True/False column, public"
+    return "chosen privately" if plan else "read from the data by the solver: NOT private"
 
 
 @contextlib.contextmanager
@@ -463,7 +477,7 @@ def _report(args, data, fitted, classes, caught):
         for line in table.describe():
             print(f"  {line}")
     if classes is not None:
-        how = "declared (public)" if args.classes is not None else "chosen privately"
+        how = fitted.get("labels") or "chosen privately"
         if multiclass:
             kind = ("one multinomial model" if modelio.is_multinomial(model["params"])
                     else "one-vs-rest")

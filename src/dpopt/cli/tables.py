@@ -303,33 +303,46 @@ def declared_classes(text, y):
     for an integer column (``1`` or ``1.0`` is 1; ``0.5`` is refused), floats for a float
     column, True/False for a bool column (``true``, ``1``), the text as typed (stripped)
     otherwise."""
-    labels = [t.strip() for t in text.split(",")]
+    return _each_once(_in_kind(text.split(","), text, y, "--classes"), text)
+
+
+def positive_label(text, y):
+    """--positive-label: one label read as :func:`declared_classes` reads ``--classes`` (a
+    True/False column's ``true`` is True, an integer column's ``1.0`` is 1); a text that no
+    label of the column's kind can be is refused (before the fit)."""
+    return _in_kind([text], text, y, "--positive-label")[0]
+
+
+def _in_kind(labels, text, y, what):
+    """``labels`` (texts) in the kind of the target column ``y``'s labels; ValueErrors name
+    ``what`` and quote ``text`` as typed."""
+    labels = [t.strip() for t in labels]
     kind = np.asarray(y).dtype.kind
     if kind == "b":
-        return _each_once([_truth(t, text) for t in labels], text)
+        return [_truth(t, text, what) for t in labels]
     if kind not in "iuf":
-        return _each_once(labels, text)
+        return labels
     try:
         values = [float(t) for t in labels]
     except ValueError:
-        raise ValueError(f"--classes: the labels are numbers, got {text!r}") from None
+        raise ValueError(f"{what}: the labels are numbers, got {text!r}") from None
     if kind == "f":
-        return _each_once(values, text)
+        return values
     if not all(v.is_integer() for v in values):
-        raise ValueError(f"--classes: the target column holds integers, got {text!r}")
+        raise ValueError(f"{what}: the target column holds integers, got {text!r}")
     # digits are read exactly (a float rounds integers beyond 2**53)
-    return _each_once([int(t) if t.lstrip("+-").isdigit() else int(v)
-                       for t, v in zip(labels, values)], text)
+    return [int(t) if t.lstrip("+-").isdigit() else int(v) for t, v in zip(labels, values)]
 
 
-def _truth(label, text):
+def _truth(label, text, what):
     """A label of a True/False target column: true/false or 1/0, in any case."""
     truth = {"true": True, "1": True, "1.0": True, "false": False, "0": False, "0.0": False}
     try:
         return truth[label.lower()]
     except KeyError:
-        raise ValueError(f"--classes: the target column holds True/False, got {text!r}; "
-                         f"give True,False (or 1,0)") from None
+        give = "True,False (or 1,0)" if what == "--classes" else "True or False (or 1 or 0)"
+        raise ValueError(f"{what}: the target column holds True/False, got {text!r}; "
+                         f"give {give}") from None
 
 
 def _each_once(labels, text):
