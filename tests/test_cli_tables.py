@@ -394,6 +394,7 @@ def test_feature_bounds_option_errors_name_the_column(table, capsys, given, need
     path, _ = table
     code, _, err = run(["fit", path, "--loss", "logistic", "--epsilon", "1", *given], capsys)
     assert code == 2 and needle in err, err
+    assert "charged" not in err  # refused before any release (an unknown column was charged)
 
 
 def test_target_bounds_option_is_passed_to_the_estimator(table, tmp_path, capsys):

@@ -186,3 +186,54 @@ def test_a_level_with_a_line_break_stays_on_its_line_in_the_report():
         model = dpopt.DPLinearRegression(epsilon=4, random_state=0).fit(X, X.x)
     lines = model.table_.schema.describe()
     assert lines == ["c: chosen privately: 'a\\nb', c; others -> <other>"]  # dpopt fit prints them
+
+
+def _bounds_table(n=1000):
+    rng = np.random.default_rng(0)
+    X = pd.DataFrame({"age": rng.integers(17, 90, n), "color": rng.choice(["r", "g"], n)})
+    return X, (X.age > 50).astype(int)
+
+
+WRONG_BOUNDS = [{"nope": (0, 1)}, {"age": (90, 17)}, {"color": (0, 1)}, {True: (0, 1)},
+                {5: (0, 1)}, {"age": (True, 5)}, {"age": ("1", 5)}, {"age": (0, np.inf)},
+                [("age", 0, 1)]]
+
+
+@pytest.mark.parametrize("bounds", WRONG_BOUNDS, ids=range(len(WRONG_BOUNDS)))
+def test_a_wrong_feature_bounds_on_a_table_is_refused_for_free(bounds):
+    """The keys and pairs were checked after the table layer's first release, so a typo
+    was charged the fit's whole epsilon, on pandas and on Dask alike."""
+    X, y = _bounds_table()
+    refused_for_free(lambda acc: dpopt.DPLogisticRegression(
+        epsilon=1, feature_bounds=bounds, accountant=acc, random_state=0).fit(X, y),
+        "feature_bounds")
+    dd = pytest.importorskip("dask.dataframe")
+    refused_for_free(lambda acc: dpopt.DPLinearRegression(
+        epsilon=1, feature_bounds=bounds, accountant=acc, random_state=0).fit(
+        dd.from_pandas(X, npartitions=2), dd.from_pandas(X.age * 1.0, npartitions=2)),
+        "feature_bounds")
+
+
+@pytest.mark.parametrize("bounds", [{"nope": (0, 1)}, {0: (90, 17)}, {3: (0, 1)},
+                                    {0: (True, 5)}, [(0, 1)]])
+def test_a_wrong_feature_bounds_on_an_array_is_refused_for_free(bounds):
+    """A classifier's label selection came first, in memory and on chunks."""
+    X, y = _bounds_table()
+    Xa = X[["age"]].to_numpy(dtype=float)
+    refused_for_free(lambda acc: dpopt.DPLogisticRegression(
+        epsilon=1, feature_bounds=bounds, accountant=acc).fit(Xa, y), "feature_bounds")
+    da = pytest.importorskip("dask.array")
+    refused_for_free(lambda acc: dpopt.DPLogisticRegression(
+        epsilon=1, feature_bounds=bounds, accountant=acc).fit(
+        da.from_array(Xa, chunks=300), da.from_array(y.to_numpy(), chunks=300)),
+        "feature_bounds")
+
+
+def test_a_search_with_a_wrong_feature_bounds_is_a_plain_refusal():
+    """Its probe (public stand-in data) said the whole epsilon was charged, charging
+    nothing."""
+    X, y = _bounds_table()
+    refused_for_free(lambda acc: dpopt.PrivateHyperparameterSearch(
+        dpopt.DPLogisticRegression(epsilon=0.5, classes=[0, 1], feature_bounds={"nope": (0, 1)}),
+        {"alpha": [1e-3]}, accountant=acc).fit(X, y), "'nope' is not a column")
+

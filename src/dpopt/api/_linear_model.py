@@ -265,15 +265,20 @@ class _DPLinearModel(BaseEstimator):
             delta = default_delta(n) if delta_given is None else delta_given
             self.table_ = None
 
-            count_declared = (X is not None and not math.isnan(X.shape[1])
-                              and self._counts_declared(n, int(X.shape[1]), epsilon, delta))
+            width = (int(X.shape[1]) if X is not None and not math.isnan(X.shape[1])
+                     else None)
+            count_declared = width is not None and self._counts_declared(n, width, epsilon,
+                                                                         delta)
+            given = getattr(self, "feature_bounds", None)
+            if width is not None:  # public: refused before the labels' release
+                array_bounds(given, width)
 
             def prepare(rng):
                 target, prior, scored = self._chunked_default_target(
                     y, n, epsilon, delta, rng, count_declared=count_declared)
                 multiclass = self._n_classes() > 2  # class indices: "squared" checks no labels
                 problem = problem_of(target, "squared" if multiclass else None, default_path=True)
-                bounds = array_bounds(getattr(self, "feature_bounds", None), problem.n_features)
+                bounds = array_bounds(given, problem.n_features)
                 return problem, scored, bounds, prior
 
             self._fit_auto(prepare, epsilon, delta, penalty, penalty_kwargs)

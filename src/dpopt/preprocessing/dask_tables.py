@@ -29,6 +29,7 @@ from dpopt.preprocessing.table_encoder import (
     _prior,
     _resolve_bounds,
     begin_selections,
+    check_feature_bounds,
     check_labels_kept,
     declared_label_share,
     released_class_counts,
@@ -68,6 +69,7 @@ def prepare_dask(ddf, y, *, n, epsilon, delta, categories, feature_bounds, class
     over the partitions, then the same release)."""
     meta = _declared_meta(ddf._meta, categories)
     columns = plan_table(meta, categories)
+    given = check_feature_bounds(feature_bounds, columns, len(columns))  # before any release
     y_meta = getattr(y, "_meta", None)
     if str(getattr(y_meta, "dtype", "")) == "category" and "__UNKNOWN_CATEGORIES__" in list(
             y_meta.cat.categories):
@@ -97,8 +99,7 @@ def prepare_dask(ddf, y, *, n, epsilon, delta, categories, feature_bounds, class
         check_labels_kept(chosen, epsilon, mu * math.sqrt(share_y) if select_y else None, delta_y,
                           records, delta_sel)
     names = list(ddf.columns)
-    width = len(schema.feature_names_out())
-    bounds = _resolve_bounds(feature_bounds, schema, names, width)
+    bounds = _resolve_bounds(given, schema, len(schema.feature_names_out()))
     prior = _prior(mu, delta_sel, share_y, share_c, records, schema, select_y, noisy_counts,
                    count_y)
     encoder = TableEncoder(schema, np.asarray(names, dtype=object))

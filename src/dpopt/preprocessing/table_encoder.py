@@ -105,6 +105,7 @@ def prepare_default(X, y, *, epsilon, delta, categories, feature_bounds, classes
         check_text(df, columns)
     elif categories:
         raise ValueError("categories= needs X as a DataFrame (columns by name)")
+    given = check_feature_bounds(feature_bounds, columns, X.shape[1])  # before any release
     declared = declared_classes(y, classes) if classifier else None
     select_y = classifier and declared is None
     strings = [c for c in columns or [] if c.kind == "string"]
@@ -123,7 +124,7 @@ def prepare_default(X, y, *, epsilon, delta, categories, feature_bounds, classes
     elif count_y:
         label_counts, records = noisy_class_counts(encode_labels(y, declared), len(declared),
                                                    mu * math.sqrt(share_y), rng)
-    schema, encoder, Xf, names = None, None, X, None
+    schema, encoder, Xf = None, None, X
     if frame:
         schema, _ = fit_schema(df, columns, mu * math.sqrt(share_c) if share_c else 0.0,
                                delta_sel - delta_y, rng,
@@ -148,8 +149,7 @@ def prepare_default(X, y, *, epsilon, delta, categories, feature_bounds, classes
         Xf = (schema.transform_sparse(df) if schema.prefers_sparse(len(df))
               else schema.transform(df))
         encoder = TableEncoder(schema, np.asarray(df.columns, dtype=object))
-        names = list(df.columns)
-    bounds = _resolve_bounds(feature_bounds, schema, names, Xf.shape[1])
+    bounds = _resolve_bounds(given, schema, Xf.shape[1])
     prior = _prior(mu, delta_sel, share_y, share_c, records, schema, select_y, label_counts,
                    count_y)
     if coding_info:  # for the plan; a regressor's pipeline takes y's range as known
@@ -244,21 +244,34 @@ def _schema_info(schema):
             "threshold": schema.threshold}
 
 
-def _resolve_bounds(feature_bounds, schema, names, width):
-    """(lower, upper) public bounds of the encoded features (NaN: estimate privately)."""
-    if schema is not None:
-        given = _by_name(feature_bounds, names) if feature_bounds is not None else {}
-        kinds = {c.name: c.kind for c in schema.columns}
-        bad = [k for k in given if kinds.get(k) != "numeric"]
-        if bad:
-            raise ValueError(f"feature_bounds: {bad} are not numeric columns (the table layer "
-                             f"gives the columns it makes from bool and categorical ones their "
-                             f"public bounds)")
-        lo, hi = schema.public_bounds(given)
-        return None if np.all(np.isnan(lo)) and np.all(np.isnan(hi)) else (lo, hi)
+def check_feature_bounds(feature_bounds, columns, width):
+    """``feature_bounds`` as {column: (lower, upper)} (None when not given), checked from
+    public facts only, so that a wrong one is refused before any release: the keys (names
+    or positions), the pairs of finite numbers, and that each column is numeric in the
+    table's plan ``columns`` (None for an array of ``width`` columns, keyed by index)."""
     if feature_bounds is None:
         return None
-    given = _by_name(_pair_of_arrays(feature_bounds, width), list(range(width)))
+    if columns is None:
+        return _by_name(_pair_of_arrays(feature_bounds, width), list(range(width)))
+    given = _by_name(feature_bounds, [c.name for c in columns])
+    kinds = {c.name: c.kind for c in columns}
+    bad = [k for k in given if kinds[k] != "numeric"]
+    if bad:
+        raise ValueError(f"feature_bounds: {bad} are not numeric columns (the table layer "
+                         f"gives the columns it makes from bool and categorical ones their "
+                         f"public bounds)")
+    return given
+
+
+def _resolve_bounds(given, schema, width):
+    """(lower, upper) public bounds of the encoded features (NaN: estimate privately), or
+    None, from the checked ``given`` (:func:`check_feature_bounds`) and, for a table, its
+    released ``schema``; ``width``: an array's number of features."""
+    if schema is not None:
+        lo, hi = schema.public_bounds(given or {})
+        return None if np.all(np.isnan(lo)) and np.all(np.isnan(hi)) else (lo, hi)
+    if given is None:
+        return None
     lo, hi = np.full(width, np.nan), np.full(width, np.nan)
     for j, (a, b) in given.items():
         lo[j], hi[j] = a, b
@@ -268,7 +281,7 @@ def _resolve_bounds(feature_bounds, schema, names, width):
 def array_bounds(feature_bounds, width):
     """(lower, upper) of an array's ``feature_bounds`` ({column index: (lower, upper)}; NaN
     where not given), or None: the estimators' public bounds for arrays given as chunks."""
-    return _resolve_bounds(feature_bounds, None, None, width)
+    return _resolve_bounds(check_feature_bounds(feature_bounds, None, width), None, width)
 
 
 def _pair_of_arrays(feature_bounds, width):
