@@ -237,3 +237,16 @@ def test_a_search_with_a_wrong_feature_bounds_is_a_plain_refusal():
         dpopt.DPLogisticRegression(epsilon=0.5, classes=[0, 1], feature_bounds={"nope": (0, 1)}),
         {"alpha": [1e-3]}, accountant=acc).fit(X, y), "'nope' is not a column")
 
+
+@pytest.mark.parametrize("label, match", [(2, "only as a str"), (True, "one value"),
+                                          (("y", "t"), "only as a str")])
+def test_y_names_a_column_only_as_a_str(label, match):
+    """``fit(X, 2)`` said "y must be 1-d ... got shape ()", and a MultiIndex column's
+    label "X has 3000 rows but y has 2"."""
+    rng = np.random.default_rng(0)
+    X = pd.DataFrame({("x", "a"): rng.normal(size=3000), ("y", "t"): rng.integers(0, 2, 3000)})
+    if label == 2:
+        X.columns = [0, 2]
+    for est in (dpopt.DPLogisticRegression, dpopt.DPLinearRegression):
+        refused_for_free(lambda acc, est=est: est(epsilon=1, accountant=acc).fit(X, label),
+                         match)

@@ -38,7 +38,7 @@ from dpopt.pipeline.scaling import ColumnWarning
 from dpopt.pipeline.selection import fit_selected, n_features, selection_runs
 from dpopt.pipeline.selection import resolve_alpha as _resolve_alpha
 from dpopt.pipeline.target_looks import NARROW_BAND, narrow_band
-from dpopt.preprocessing._cells import split_target
+from dpopt.preprocessing._cells import is_label, split_target
 from dpopt.preprocessing._plan import no_reference_without_intercept
 from dpopt.preprocessing.dask_tables import (
     chunked_design,
@@ -114,7 +114,7 @@ class _DPLinearModel(BaseEstimator):
         epsilon, delta_given, spec, options = self._check_params()
         if spec is None:
             _check_auto_epsilon(epsilon)  # the arguments before the data
-        if is_frame(X) and isinstance(y, str):  # y names the target column
+        if is_frame(X) and is_label(y):  # y names the target column (as a str only)
             X, y = split_target(as_pandas(X), y)
         if is_chunked_input(X):
             return self._fit_chunked(X, y, epsilon, delta_given, spec, options)

@@ -99,13 +99,36 @@ def check_unique_names(columns, among=None):
 
 def split_target(frame, y):
     """``(features, target)`` of a table (pandas or Dask); ``y`` may name one of its
-    columns. Repeated column names are refused first (the public schema: nothing is read)."""
+    columns, as a str. Repeated column names are refused first, then a ``y`` that is one
+    value (``fit(X, 2)``, ``fit(X, True)``) or a tuple that labels a column (MultiIndex
+    columns): a ValueError saying that y names a column only as a str (the public schema and
+    y's type: nothing is read)."""
     check_unique_names(frame.columns)
-    if not isinstance(y, str):
-        return frame, y
-    if y not in frame.columns:
-        raise ValueError(f"y={y!r} is not a column of X (columns: {list(frame.columns)[:10]})")
-    return frame.drop(columns=[y]), frame[y]
+    if isinstance(y, str):
+        if y not in frame.columns:
+            raise ValueError(f"y={y!r} is not a column of X (columns: "
+                             f"{list(frame.columns)[:10]})")
+        return frame.drop(columns=[y]), frame[y]
+    if is_label(y) and _holds(frame.columns, y):
+        raise ValueError(f"y={y!r} labels a column of X, but y names a column only as a str; "
+                         f"pass the column itself: fit(X.drop(columns=[label]), X[label])")
+    if is_label(y) and not isinstance(y, tuple):
+        raise ValueError(f"y={y!r} is one value: give one target per row, or the name of a "
+                         f"column of X as a str")
+    return frame, y
+
+
+def is_label(y):
+    """Whether ``y`` is given as one label (a str, a scalar, a tuple) rather than as the
+    targets' values: :func:`split_target` reads it."""
+    return isinstance(y, (str, tuple)) or (y is not None and np.ndim(y) == 0)
+
+
+def _holds(columns, label):
+    try:
+        return bool(label in columns)
+    except (TypeError, ValueError):  # unhashable, or a tuple a flat index cannot hold
+        return False
 
 
 def missing_count(s):
