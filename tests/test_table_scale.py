@@ -360,3 +360,65 @@ def test_dask_predict_warns_of_missing_cells_the_model_has_no_indicator_for():
         pred = np.asarray(est.predict(_dask(Z, y.head(20), parts=2)[0]).compute())
     with pytest.warns(dpopt.ImputedValueWarning):
         np.testing.assert_allclose(pred, est.predict(Z), rtol=0, atol=1e-12)
+
+
+def _refused_for_free(fit, match):
+    acc = dpopt.BudgetAccountant(epsilon=10, delta=1e-3)
+    with pytest.raises(ValueError, match=match) as err:
+        fit(acc)
+    assert not isinstance(err.value, dpopt.ChargedFitError) and acc._ledger == []
+
+
+def _with_target(n=2000):
+    rng = np.random.default_rng(0)
+    X = pd.DataFrame({"a": rng.normal(size=n), "c": rng.choice(["r", "g"], n)})
+    return X.assign(t=np.where(rng.random(n) < 0.1, np.nan, X.a * 2))
+
+
+@pytest.mark.parametrize("case", ["missing", "text", "None", "scalar", "two columns", "short"])
+def test_a_dask_regressors_bad_target_is_refused_for_free_as_in_memory(case):
+    """pandas refused these targets for free; on Dask (and so on a Parquet path) they were
+    charged the whole fit, the failure coming after the table layer's selection."""
+    dd = pytest.importorskip("dask.dataframe")
+    df = _with_target()
+    ddf = dd.from_pandas(df, npartitions=2)
+    X = ddf.drop(columns="t")
+    data = {"missing": (ddf, "t"), "text": (X, "c"), "None": (X, None), "scalar": (X, 3.0),
+            "two columns": (X, ddf[["a", "t"]]), "short": (X, ddf.a.head(50, compute=False))}
+    match = {"missing": "missing", "text": "numeric target", "None": "requires y",
+             "scalar": "one value", "two columns": "one target per row",
+             "short": "y has 50"}[case]
+    _refused_for_free(lambda acc: dpopt.DPLinearRegression(
+        epsilon=1, random_state=0, accountant=acc).fit(*data[case]), match)
+
+
+def test_a_parquet_paths_bad_target_is_refused_for_free(tmp_path):
+    pytest.importorskip("dask.dataframe")
+    pytest.importorskip("pyarrow")
+    path = tmp_path / "t.parquet"
+    _with_target().to_parquet(path)
+    for target, match in (("t", "missing"), ("c", "numeric target")):
+        _refused_for_free(lambda acc, target=target: dpopt.DPLinearRegression(
+            epsilon=1, random_state=0, accountant=acc).fit(path, target), match)
+
+
+def test_a_dask_classifier_takes_labels_in_memory_as_the_regressor_does():
+    """With y a NumPy array, a pandas Series or a one-column frame, the chunked default path
+    crashed (AttributeError: ... to_delayed); a wrong y is refused for free, naming it."""
+    dd = pytest.importorskip("dask.dataframe")
+    X, y = _frame(1500, seed=2)
+    ddf, dy = _dask(X, y, parts=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ref = dpopt.DPLogisticRegression(epsilon=2.0, random_state=0).fit(ddf, dy)
+        for labels in (y.to_numpy(), y, y.to_frame(), dd.from_pandas(y.to_frame(), 2)):
+            est = dpopt.DPLogisticRegression(epsilon=2.0, random_state=0).fit(ddf, labels)
+            np.testing.assert_allclose(est.coef_, ref.coef_, rtol=0, atol=1e-12)
+    numbered = dd.from_pandas(X[["age", "income"]].set_axis([0, 2], axis=1), npartitions=2)
+    for data, match in (((ddf, None), "requires y"), ((ddf, y.to_numpy()[:10]), "y has 10"),
+                        ((ddf, dd.from_pandas(pd.DataFrame({"u": y, "v": y}), 2)),
+                         "one target per row"),
+                        ((ddf, np.where(X.age > 50, None, y)), "missing labels"),
+                        ((numbered, 2), "only as a str")):
+        _refused_for_free(lambda acc, data=data: dpopt.DPLogisticRegression(
+            epsilon=1, random_state=0, accountant=acc).fit(*data), match)

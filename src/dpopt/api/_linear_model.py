@@ -46,7 +46,7 @@ from dpopt.preprocessing.dask_tables import (
     is_dask_frame,
     prepare_dask,
     set_input_names,
-    split_dask_target,
+    split_default_target,
 )
 from dpopt.preprocessing.labels import labels_present, signed_labels
 from dpopt.preprocessing.table_encoder import (
@@ -311,8 +311,8 @@ class _DPLinearModel(BaseEstimator):
         (:func:`prepare_dask`, the same selection as in memory), then the chunked default
         path on the encoded partitions; one composition, as in memory."""
         _check_auto_epsilon(epsilon)
-        frame, y = split_dask_target(X, y)
-        n = int(len(frame))
+        frame, y, n = split_default_target(X, y, classifier=self._classifier,
+                                           who=type(self).__name__)
         penalty, penalty_kwargs = self._penalty()  # alpha="auto": resolved on the training rows
         delta = default_delta(n) if delta_given is None else delta_given
 
@@ -324,7 +324,7 @@ class _DPLinearModel(BaseEstimator):
                 categories=getattr(self, "categories", None),
                 feature_bounds=getattr(self, "feature_bounds", None),
                 classes=getattr(self, "classes", None), classifier=self._classifier, rng=rng,
-                count_declared=count_declared)
+                count_declared=count_declared, who=type(self).__name__)
             self.table_ = encoder
             Xa, target = as_dask_arrays(encoded, y)
             scored = None

@@ -117,7 +117,7 @@ def _as_dask(X, y, chunk_rows):
     if _is_frame(X):
         X, y = _frame_features(X, y)
     if isinstance(y, (str, os.PathLike)):
-        y = _npy_array(y, chunk_rows) if _path_kind(y) == ".npy" else _as_dask(y, None, None)[0]
+        y = open_target(y, chunk_rows)
     elif isinstance(y, np.memmap) or _is_frame(y) or _is_series(y):
         y = _sized(y.to_dask_array()) if _is_series(y) else _as_dask(y, None, chunk_rows)[0]
     if not isinstance(X, da.Array):
@@ -142,6 +142,14 @@ def open_table(X):
         import dask.dataframe as dd
         return dd.read_parquet(os.fspath(X))
     return X
+
+
+def open_target(y, chunk_rows=None):
+    """A target given as a path (.npy, .zarr) opened as a lazy Dask array; any other as
+    given."""
+    if not isinstance(y, (str, os.PathLike)):
+        return y
+    return _npy_array(y, chunk_rows) if _path_kind(y) == ".npy" else _as_dask(y, None, None)[0]
 
 
 def _is_frame(obj):

@@ -10,7 +10,9 @@ import math
 import numpy as np
 import pandas as pd
 
+from dpopt._core.input import numeric_target, one_target
 from dpopt.data.chunked import as_dask_arrays
+from dpopt.data.sources import is_chunked_input, open_target
 from dpopt.preprocessing._cells import (
     MISSING,
     check_keys,
@@ -21,7 +23,9 @@ from dpopt.preprocessing._cells import (
 from dpopt.preprocessing.labels import (
     computed_with_checks,
     declared_classes,
+    delayed_parts,
     label_checks,
+    labels_present,
     select_labels,
 )
 from dpopt.preprocessing.table_encoder import (
@@ -49,15 +53,100 @@ def split_dask_target(ddf, y):
     """``(features, target)`` of a Dask DataFrame; ``y`` may name one of its columns.
     Repeated column names are refused first (from the metadata: nothing is read)."""
     ddf, y = split_target(ddf, y)
-    dtype = getattr(y, "dtype", None)
-    if (hasattr(y, "to_dask_array") and dtype is not None and not isinstance(dtype, np.dtype)
-            and pd.api.types.is_string_dtype(dtype)):
-        y = y.astype(object)  # text labels as Python strings (Dask's arrays hold no str dtype)
-    return ddf, y
+    return ddf, _text_as_objects(y)
+
+
+def _text_as_objects(y):
+    """A Dask Series of text as Python strings (Dask's arrays hold no str dtype)."""
+    if hasattr(y, "to_dask_array") and _text_dtype(getattr(y, "dtype", None)):
+        return y.astype(object)
+    return y
+
+
+def _text_dtype(dtype):
+    """A pandas or Arrow string dtype (an object dtype may hold anything)."""
+    return (dtype is not None and not isinstance(dtype, np.dtype)
+            and pd.api.types.is_string_dtype(dtype))
+
+
+def split_default_target(ddf, y, *, classifier, who):
+    """``(features, target, n)`` of a default-path fit on a Dask DataFrame of n rows (``y``
+    as :func:`split_dask_target` takes it; ``who``: the estimator's name). The target is a
+    Dask Series or a 1-d Dask array, and what is public is refused with a ValueError naming
+    y before anything is read or released: None, one value, more than one column, a
+    regressor's text or non-real dtype. A y in memory (NumPy, pandas) is checked as in
+    memory (n targets; a classifier's labels present, a regressor's real and finite numbers)
+    and made a Dask Series of one partition. A Dask y's values (missing, text in an object
+    column, its length) are checked in the pass that counts (:func:`target_checks`)."""
+    ddf, y = split_target(ddf, y)
+    if y is None:
+        raise ValueError(f"{who} requires y to be passed, but the target y is None")
+    y = open_target(y)
+    if is_chunked_input(y):
+        y = _dask_column(y)
+        if not classifier and (_text_dtype(y.dtype) or y.dtype.kind in "mMc"):
+            raise ValueError(f"{who} needs a numeric target y; it holds {y.dtype}, not real "
+                             f"numbers")
+    n = int(len(ddf))
+    if not is_chunked_input(y):
+        y = _in_memory_target(y, n, classifier, who)
+    elif not hasattr(y, "to_dask_array"):  # a Dask array: its length from its chunks
+        y = y.compute_chunk_sizes() if math.isnan(y.shape[0]) else y
+        if y.shape[0] != n:
+            raise ValueError(f"X has {n} rows but y has {y.shape[0]}")
+    return ddf, _text_as_objects(y), n
+
+
+def _dask_column(y):
+    """A Dask y as one column (a Series or a 1-d array); a ValueError naming y otherwise."""
+    if is_dask_frame(y) and len(y.columns) == 1:
+        return y[y.columns[0]]
+    if hasattr(y, "to_dask_array") and not is_dask_frame(y):  # a Dask Series
+        return y
+    shape = getattr(y, "shape", None)
+    if hasattr(y, "to_delayed") and shape is not None and (
+            len(shape) == 1 or len(shape) == 2 and shape[1] == 1):  # a Dask array
+        return y if len(shape) == 1 else y[:, 0]
+    what = (f"a Dask DataFrame of {len(y.columns)} columns" if is_dask_frame(y)
+            else f"shape {shape}" if shape is not None else type(y).__name__)
+    raise ValueError(f"y must be 1-d, one target per row; got {what}")
+
+
+def _in_memory_target(y, n, classifier, who):
+    """A y in memory beside a Dask X, checked as in memory, as a Dask Series."""
+    y = one_target(y)
+    if len(y) != n:
+        raise ValueError(f"X has {n} rows but y has {len(y)}")
+    y = labels_present(y) if classifier else numeric_target(y, who)
+    # lazy: dask is an optional dependency (pip install dpopt[dask])
+    import dask
+    import dask.dataframe as dd
+
+    y = y.reset_index(drop=True) if isinstance(y, pd.Series) else pd.Series(np.asarray(y))
+    with dask.config.set({"dataframe.convert-string": False}):  # text read as in memory
+        return dd.from_pandas(y, npartitions=1)
+
+
+def target_checks(y, classifier, classes, who):
+    """The in-memory checks of a Dask ``y`` as lazy tasks, one per partition or chunk, to
+    compute in the pass that counts (a failure stops it before any release): a classifier's
+    labels (:func:`~dpopt.preprocessing.labels.label_checks`), a regressor's real and finite
+    numbers (:func:`~dpopt._core.input.numeric_target`)."""
+    if classifier:
+        return label_checks(y, classes)
+    # lazy: dask is an optional dependency (pip install dpopt[dask])
+    import dask
+
+    return [dask.delayed(_numeric_block)(part, who) for part in delayed_parts(y)]
+
+
+def _numeric_block(part, who):
+    numeric_target(part, who)
+    return 0
 
 
 def prepare_dask(ddf, y, *, n, epsilon, delta, categories, feature_bounds, classes,
-                 classifier, rng, count_declared=False):
+                 classifier, rng, count_declared=False, who="the estimator"):
     """The table releases of the default path on a Dask DataFrame: the plan, the split of
     the budget, the labels' and the columns' partition selection of :func:`prepare_default`,
     with every count (values of each string column, missing cells, labels) summed over the
@@ -66,7 +155,9 @@ def prepare_dask(ddf, y, *, n, epsilon, delta, categories, feature_bounds, class
     Returns ``(encoded Dask DataFrame, classes or None, TableEncoder, public bounds,
     Prior)``; the encoding is applied partition by partition (a per-record map: free).
     ``count_declared``: as in :func:`prepare_default` (the declared classes' counts summed
-    over the partitions, then the same release)."""
+    over the partitions, then the same release). ``y``: a Dask Series or 1-d array
+    (:func:`split_default_target`), checked in the counting pass (:func:`target_checks`:
+    ``who`` names the estimator in a regressor's refusal), its length too."""
     meta = _declared_meta(ddf._meta, categories)
     columns = plan_table(meta, categories)
     given = check_feature_bounds(feature_bounds, columns, len(columns))  # before any release
@@ -81,8 +172,10 @@ def prepare_dask(ddf, y, *, n, epsilon, delta, categories, feature_bounds, class
     count_y = count_declared and declared is not None and len(declared) >= 2
     if count_y:
         share_y = declared_label_share(n, mu)
-    values, missing, label_counts = _dask_counts(
-        ddf, y, columns, select_y or count_y, label_checks(y, classes) if classifier else ())
+    values, missing, label_counts, rows = _dask_counts(
+        ddf, y, columns, select_y or count_y, target_checks(y, classifier, classes, who))
+    if rows != n:
+        raise ValueError(f"X has {n} rows but y has {rows}")
     begin_selections(select_y, count_y, share_c)
     chosen, records, noisy_counts = None, [], None
     if select_y:
@@ -107,16 +200,16 @@ def prepare_dask(ddf, y, *, n, epsilon, delta, categories, feature_bounds, class
 
 
 def _dask_counts(ddf, y, columns, count_y, checks=()):
-    """``({column: {value text: count}}, {column: missing count}, {label: count} or None)``
-    summed over the partitions (one ``dask.compute``; the labels' when ``count_y``, and the
-    labels' ``checks``, :func:`~dpopt.preprocessing.labels.label_checks`, in the same pass)."""
+    """``({column: {value text: count}}, {column: missing count}, {label: count} or None,
+    y's number of rows)`` summed over the partitions (one ``dask.compute``; the labels' when
+    ``count_y``, and y's ``checks``, :func:`target_checks`, in the same pass)."""
     # lazy: dask is an optional dependency (pip install dpopt[dask])
     strings = [c.name for c in columns if c.kind == "string"]
     declared = [c.name for c in columns if c.kind == "declared"]  # texts checked, not counted
     fixed = [c.name for c in columns if c.kind != "string" and c.missable]
     tasks = ([ddf[c].value_counts(dropna=False) for c in strings + declared]
              + [ddf[c].isna().sum() for c in fixed]
-             + ([_label_count_task(y)] if count_y else []))
+             + [_row_count(y)] + ([_label_count_task(y)] if count_y else []))
     try:
         out = computed_with_checks(tasks, checks)
     except UnicodeEncodeError:  # Dask hashes (or converts) text first: name the column
@@ -138,10 +231,17 @@ def _dask_counts(ddf, y, columns, count_y, checks=()):
             text = MISSING if pd.isna(key) else str(key)
             values[c][text] = values[c].get(text, 0) + int(count)
     missing = {c: int(m) for c, m in zip(fixed, out[len(strings):])}
-    labels = None
-    if count_y:
-        labels = {k: int(v) for k, v in out[-1].items()}
-    return values, missing, labels
+    rows = int(out[len(strings) + len(fixed)])
+    labels = {k: int(v) for k, v in out[-1].items()} if count_y else None
+    return values, missing, labels, rows
+
+
+def _row_count(y):
+    """y's number of rows: a Dask Series' as a lazy scalar, computed with the counts (an
+    expression, as they are: ``dask.compute`` returns mixed kinds of collections grouped by
+    kind, not in the order given); a Dask array's from its chunks (known:
+    :func:`split_default_target`)."""
+    return y.size if hasattr(y, "to_dask_array") else int(y.shape[0])
 
 
 def _checked_text(s, name):

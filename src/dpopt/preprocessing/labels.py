@@ -20,7 +20,7 @@ from dpopt.privacy import Gaussian, gdp_mu
 __all__ = ["select_labels", "label_prior", "label_share", "declared_classes", "encode_labels",
            "OTHER_LABEL", "LABELS_SELECTED", "LABELS_COUNTED", "SELECTION_SHARE_LABELS", "MAX_LABEL_SHARE",
            "MIN_CLASS_FRACTION", "signed_labels", "labels_present",
-           "check_label_kind", "label_checks",
+           "check_label_kind", "label_checks", "delayed_parts",
            "computed_with_checks"]
 
 #: ``Prior.info["labels"]`` when the labels were chosen by the private selection.
@@ -131,9 +131,13 @@ def label_checks(y, classes=None):
     import dask
 
     items = None if classes is None or isinstance(classes, (str, bytes)) else list(classes)
+    return [dask.delayed(_checked_block)(part, items) for part in delayed_parts(y)]
+
+
+def delayed_parts(y):
+    """The delayed partitions (or chunks) of a Dask Series or array, as a list."""
     parts = y.to_delayed()
-    parts = parts.ravel().tolist() if isinstance(parts, np.ndarray) else list(parts)
-    return [dask.delayed(_checked_block)(part, items) for part in parts]
+    return parts.ravel().tolist() if isinstance(parts, np.ndarray) else list(parts)
 
 
 def computed_with_checks(tasks, checks):
