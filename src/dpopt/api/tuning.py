@@ -57,6 +57,7 @@ from __future__ import annotations
 import contextlib
 import math
 import numbers
+import os
 import warnings
 
 import numpy as np
@@ -75,8 +76,11 @@ from dpopt._core.input import numeric_target
 from dpopt._core.validation import check_choice, check_delta, check_scalar, default_delta
 from dpopt.api.charge import charged
 from dpopt.api.estimators import _classes_of
+from dpopt.data.sources import is_chunked_input
+from dpopt.preprocessing._cells import split_target
 from dpopt.preprocessing._plan import column_kind
 from dpopt.preprocessing.labels import declared_classes, labels_present
+from dpopt.preprocessing.tables import as_pandas, is_frame
 from dpopt.preprocessing.target_coding import ONE_HOT_ONLY
 from dpopt.privacy import Laplace
 from dpopt.privacy.budget import Spend, _unbudgeted
@@ -422,7 +426,23 @@ class PrivateHyperparameterSearch(MetaEstimatorMixin, BaseEstimator):
 
     def _validate(self, X, y):
         """Arrays are validated as numbers; a DataFrame is passed through unchanged (the
-        estimator, or the pipeline, encodes its columns)."""
+        estimator, or the pipeline, encodes its columns), ``y`` may name one of its columns
+        (split off as the estimators do). Chunked data (Dask, a path) is refused, unread."""
+        for name, v in (("X", X), ("y", y)):
+            if isinstance(v, str) and name == "y":
+                if not is_frame(X):
+                    raise ValueError(f"y={v!r} names a column: X must then be a DataFrame "
+                                     f"holding it, got {type(X).__name__}")
+            elif is_chunked_input(v):
+                what = (f"the path {os.fspath(v)!r}" if isinstance(v, (str, os.PathLike))
+                        else f"a Dask {type(v).__name__}")
+                raise ValueError(f"{name}: the search takes in-memory data; got {what}. Its "
+                                 f"random split into training and validation rows, and its "
+                                 f"trials, index rows in memory: load the data first (e.g. "
+                                 f".compute(), pandas.read_parquet), or fit the estimator alone "
+                                 f"on the chunked data")
+        if isinstance(y, str):  # y names the target column, split off as the estimators do
+            X, y = split_target(as_pandas(X), y)
         if not _is_frame(X):
             return validate_data(self, X, y, accept_sparse=("csr", "csc"), dtype=np.float64,
                                  y_numeric=not is_classifier(self.estimator))

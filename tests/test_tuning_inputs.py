@@ -1,0 +1,84 @@
+"""The input forms of PrivateHyperparameterSearch against the estimators': a DataFrame with
+the target named by y, as ``fit(frame, "column")``; chunked data (Dask, a Parquet path)
+refused with a ValueError naming the argument before anything is read or charged."""
+
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import dpopt
+
+
+def _table(n=2000, seed=0):
+    rng = np.random.default_rng(seed)
+    df = pd.DataFrame({"a": rng.normal(size=n), "c": rng.choice(["r", "g"], n),
+                       "age": rng.integers(18, 80, n).astype(float)})
+    df["t"] = (df.a > 0).astype(int)
+    return df
+
+
+def _search(**kw):
+    est = kw.pop("estimator", None) or dpopt.DPLogisticRegression(epsilon=0.5, classes=[0, 1])
+    return dpopt.PrivateHyperparameterSearch(est, {"alpha": [1e-3, 1e-2]}, random_state=0,
+                                             **kw)
+
+
+def test_search_takes_a_frame_and_the_target_column_name():
+    """fit(df, "t") was refused ("y must be 1-dimensional ... got shape ()"); it is now the
+    frame without the column and that column, as for the estimators, with the same result."""
+    df = _table()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", dpopt.PrivacyLeakWarning)
+        named = _search().fit(df, "t")
+        split = _search().fit(df.drop(columns="t"), df["t"])
+    assert list(named.feature_names_in_) == ["a", "c", "age"]
+    assert named.best_params_ == split.best_params_ and named.epsilon_spent_ == split.epsilon_spent_
+    np.testing.assert_array_equal(named.predict(df.drop(columns="t")),
+                                  split.predict(df.drop(columns="t")))
+
+
+def test_regressor_search_takes_the_target_column_name():
+    """y="age" on a regressor's search said the target "holds values that are not real
+    numbers" (the name was read as the target)."""
+    df = _table()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", dpopt.PrivacyLeakWarning)
+        search = _search(estimator=dpopt.DPLinearRegression(epsilon=1.0), score_clip=20.0)
+        search.fit(df.drop(columns="t"), "age")
+    assert list(search.feature_names_in_) == ["a", "c"]
+    assert np.isfinite(search.predict(df[["a", "c"]])).all()
+
+
+def test_search_refuses_a_missing_column_and_a_name_without_a_frame_for_free():
+    df = _table()
+    acc = dpopt.BudgetAccountant(epsilon=100, delta=1e-2)
+    with pytest.raises(ValueError, match=r"y='nope' is not a column of X"):
+        _search(accountant=acc).fit(df, "nope")
+    with pytest.raises(ValueError, match=r"y='t' names a column: X must then be a DataFrame"):
+        _search(accountant=acc).fit(df[["a"]].to_numpy(), "t")
+    assert acc.ledger == []
+
+
+def test_search_refuses_chunked_data_before_reading_it(tmp_path):
+    """A Parquet path was read as a number ("could not convert string to float"), a Dask
+    DataFrame failed inside with a TypeError (a lazy scalar read as a bool); both, and a
+    Dask y, are now refused with a ValueError naming the argument, nothing read or charged."""
+    dd = pytest.importorskip("dask.dataframe")
+    df = _table()
+    path = tmp_path / "d.parquet"
+    df.to_parquet(path)
+    X, y = df.drop(columns="t"), df["t"]
+    cases = {"X": [(str(path), "t"), (path, "t"),
+                   (dd.from_pandas(X, npartitions=2), dd.from_pandas(y, npartitions=2)),
+                   (dd.from_pandas(df, npartitions=2), "t")],
+             "y": [(X, dd.from_pandas(y, npartitions=2))]}
+    acc = dpopt.BudgetAccountant(epsilon=100, delta=1e-2)
+    for name, fits in cases.items():
+        for data in fits:
+            search = _search(accountant=acc)
+            with pytest.raises(ValueError, match=rf"^{name}: the search takes in-memory data"):
+                search.fit(*data)
+            assert not hasattr(search, "n_repetitions_")
+    assert acc.ledger == []
