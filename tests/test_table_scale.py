@@ -422,3 +422,27 @@ def test_a_dask_classifier_takes_labels_in_memory_as_the_regressor_does():
                         ((numbered, 2), "only as a str")):
         _refused_for_free(lambda acc, data=data: dpopt.DPLogisticRegression(
             epsilon=1, random_state=0, accountant=acc).fit(*data), match)
+
+
+@pytest.mark.parametrize("source", ["frame", "series", "array", "parquet"])
+@pytest.mark.parametrize("classes", [None, [0, 1], [0, 1, 2]])
+def test_dask_default_fit_passes_on_no_dask_mixed_collections_warning(source, classes,
+                                                                      tmp_path):
+    """Every Dask / Parquet default fit of a classifier passed on Dask's own UserWarning
+    "Computing mixed collections ..." (the labels' checks were delayed objects computed
+    with the frame's count expressions); the counts are now computed without mixing."""
+    da = pytest.importorskip("dask.array")
+    X, _ = _frame(1500, seed=1)
+    y = pd.Series((X["age"] > 45).astype(int) + (classes is not None and len(classes) == 3)
+                  * (X["member"]).astype(int), name="t")
+    ddf, dy = _dask(X, y)
+    data = {"frame": lambda: (_dask(X.assign(t=y), y)[0], "t"),
+            "series": lambda: (ddf, dy),
+            "array": lambda: (ddf, da.from_array(y.to_numpy(), chunks=500)),
+            "parquet": lambda: (str(tmp_path / "t.parquet"), "t")}[source]
+    if source == "parquet":
+        X.assign(t=y).to_parquet(tmp_path / "t.parquet")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        dpopt.DPLogisticRegression(epsilon=2.0, random_state=0, classes=classes).fit(*data())
+    assert not [str(w.message) for w in caught if "mixed collections" in str(w.message)]

@@ -137,12 +137,18 @@ def target_checks(y, classifier, classes, who):
     # lazy: dask is an optional dependency (pip install dpopt[dask])
     import dask
 
+    if hasattr(y, "map_partitions"):  # a Dask Series: an expression, as the frame's counts
+        return [y.map_partitions(_numeric_partition, who, meta=pd.Series(dtype=np.int64))]
     return [dask.delayed(_numeric_block)(part, who) for part in delayed_parts(y)]
 
 
 def _numeric_block(part, who):
     numeric_target(part, who)
     return 0
+
+
+def _numeric_partition(part, who):
+    return pd.Series([_numeric_block(part, who)], dtype=np.int64)
 
 
 def prepare_dask(ddf, y, *, n, epsilon, delta, categories, feature_bounds, classes,

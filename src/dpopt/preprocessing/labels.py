@@ -122,6 +122,23 @@ def _checked_block(y, classes):
     return 0
 
 
+def _is_expression(task):
+    """Whether Dask computes ``task`` as an expression (a Dask DataFrame collection) rather
+    than from a graph (a Dask array, a delayed object), as :func:`dask.compute` tells them."""
+    # lazy: dask is an optional dependency (pip install dpopt[dask])
+    from dask.delayed import Delayed
+    try:
+        from dask._expr import Expr  # lazy: dask is optional (its expressions: 2025 on)
+    except ImportError:  # pragma: no cover - a Dask without expressions: one kind only
+        return False
+    return not isinstance(task, Delayed) and isinstance(getattr(task, "expr", None), Expr)
+
+
+def _checked_partition(part, classes):
+    """:func:`_checked_block` of one partition of a Dask Series (a one-row Series)."""
+    return pd.Series([_checked_block(part, classes)], dtype=np.int64)
+
+
 def label_checks(y, classes=None):
     """The in-memory checks of a classifier's labels on a Dask array or Series ``y`` as lazy
     tasks, one per chunk, to compute in the pass that counts the labels (a check that fails
@@ -131,6 +148,8 @@ def label_checks(y, classes=None):
     import dask
 
     items = None if classes is None or isinstance(classes, (str, bytes)) else list(classes)
+    if hasattr(y, "map_partitions"):  # a Dask Series: an expression, as the frame's counts
+        return [y.map_partitions(_checked_partition, items, meta=pd.Series(dtype=np.int64))]
     return [dask.delayed(_checked_block)(part, items) for part in delayed_parts(y)]
 
 
@@ -147,8 +166,16 @@ def computed_with_checks(tasks, checks):
     # lazy: dask is an optional dependency (pip install dpopt[dask])
     import dask
 
+    every = [*tasks, *checks]
+    expressions = [_is_expression(t) for t in every]
     try:
-        return dask.compute(*tasks, *checks)[:len(tasks)]
+        if all(expressions) or not any(expressions):
+            return dask.compute(*every)[:len(tasks)]
+        # graphs and expressions in one compute warn and materialize the expressions: one
+        # compute of each kind (they read different collections: a Dask array y, a frame X)
+        done = iter(dask.compute(*[t for t, e in zip(every, expressions) if e]))
+        rest = iter(dask.compute(*[t for t, e in zip(every, expressions) if not e]))
+        return tuple(next(done) if e else next(rest) for e in expressions)[:len(tasks)]
     except ValueError:
         raise
     except Exception:
