@@ -424,6 +424,44 @@ def test_a_dask_classifier_takes_labels_in_memory_as_the_regressor_does():
             epsilon=1, random_state=0, accountant=acc).fit(*data), match)
 
 
+def _computes():
+    """A Dask callback counting the computes started while it is active."""
+    from dask.callbacks import Callback
+
+    class Count(Callback):
+        n = 0
+
+        def _start(self, dsk):
+            Count.n += 1
+
+    return Count
+
+
+def test_dask_predict_is_lazy_and_warns_once_when_computed():
+    """predict on a Dask DataFrame is documented lazy, but the encoded partitions' row counts
+    were computed at predict() (every partition encoded, an out-of-core file read twice), so
+    the ImputedValueWarning fired at predict() and again at .compute(). Now nothing is
+    computed before the caller computes, and the warning comes once."""
+    X, _ = _numbers(3000)
+    est = dpopt.DPLogisticRegression(epsilon=1.0, random_state=0).fit(X, (X.a > 0).astype(int))
+    Z = X.copy()
+    Z.loc[2990:, "a"] = np.nan
+    ddf = _dask(Z, Z.a)[0]
+    count = _computes()
+    with warnings.catch_warnings(record=True) as caught, count():
+        warnings.simplefilter("always")
+        lazy = {name: getattr(est, name)(ddf)
+                for name in ("predict", "predict_proba", "decision_function")}
+        assert count.n == 0 and not caught  # nothing read yet
+        pred = lazy["predict"].compute()
+    assert count.n == 1
+    assert [w.category for w in caught] == [dpopt.ImputedValueWarning]
+    with pytest.warns(dpopt.ImputedValueWarning):
+        np.testing.assert_array_equal(pred, est.predict(Z))
+        np.testing.assert_allclose(lazy["predict_proba"].compute(), est.predict_proba(Z),
+                                   rtol=0, atol=1e-12)
+
+
 @pytest.mark.parametrize("source", ["frame", "series", "array", "parquet"])
 @pytest.mark.parametrize("classes", [None, [0, 1], [0, 1, 2]])
 def test_dask_default_fit_passes_on_no_dask_mixed_collections_warning(source, classes,

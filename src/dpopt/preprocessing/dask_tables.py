@@ -283,7 +283,8 @@ def chunked_design(X, table, names, width):
     matched by name, and refuses other inputs, as in memory; a model fitted on a frame of
     numbers as an array (``names``: its ``feature_names_in_``) refuses a Dask DataFrame
     whose columns differ from them, as scikit-learn does in memory. Refused unless the
-    features are ``width`` columns."""
+    features are ``width`` columns. Nothing is computed: a frame's array has row chunks of
+    unknown length, so no partition is read (nor warns) before the caller computes."""
     if table is not None and table.schema is not None:
         if not is_dask_frame(X):
             raise ValueError(f"X must be a DataFrame with the columns the model was fitted "
@@ -293,7 +294,8 @@ def chunked_design(X, table, names, width):
     elif names is not None and is_dask_frame(X) and list(X.columns) != list(names):
         raise ValueError(f"X has the columns {list(X.columns)}; the model was fitted on "
                          f"{list(names)}: the feature names should match, in this order")
-    X, _ = as_dask_arrays(X, None)
+    # a frame's rows per partition are not known: not computed here (prediction stays lazy)
+    X = X.to_dask_array() if is_dask_frame(X) else as_dask_arrays(X, None)[0]
     if X.ndim != 2 or X.shape[1] != width:
         raise ValueError(f"X has shape {X.shape}; the model was fitted on {width} features")
     return X
