@@ -250,3 +250,40 @@ def test_y_names_a_column_only_as_a_str(label, match):
     for est in (dpopt.DPLogisticRegression, dpopt.DPLinearRegression):
         refused_for_free(lambda acc, est=est: est(epsilon=1, accountant=acc).fit(X, label),
                          match)
+
+
+@pytest.mark.parametrize("layout", ["pandas", "dask"])
+def test_explicit_solver_imputes_a_missing_number_whatever_the_other_columns(layout):
+    """docs/tables.md: an explicit solver encodes a table from its public schema, a missing
+    value imputed at 0 (no indicator). A frame of numbers only was read as an array and its
+    NaN refused ("Input X contains NaN"), while the same frame with a bool column beside it
+    was fitted with the NaN at 0: one rule now, for both, in memory and on Dask; predict on
+    such a frame imputes as at fit, with the ImputedValueWarning of a table."""
+    rng = np.random.default_rng(0)
+    X = pd.DataFrame({"a": rng.normal(size=2000), "b": rng.normal(size=2000)})
+    X.loc[:99, "a"] = np.nan
+    y = pd.Series((rng.random(2000) < 0.5).astype(int))
+    if layout == "dask":
+        dd = pytest.importorskip("dask.dataframe")
+        convert = lambda v: dd.from_pandas(v, npartitions=2)  # noqa: E731
+    else:
+        convert = lambda v: v  # noqa: E731
+    models = {}
+    for name, Xv in (("numbers", X), ("mixed", X.assign(flag=rng.random(2000) < 0.5)),
+                     ("filled", X.fillna(0.0))):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", dpopt.ImputedValueWarning)  # never on training data
+            models[name] = dpopt.DPLogisticRegression(
+                solver="dp-gd", classes=[0, 1], epsilon=1, random_state=0).fit(convert(Xv),
+                                                                              convert(y))
+    assert list(models["numbers"].feature_names_in_) == ["a", "b"]
+    assert models["numbers"].table_ is None  # still read as an array (names checked in order)
+    np.testing.assert_allclose(models["numbers"].coef_, models["filled"].coef_, rtol=0, atol=0)
+    with pytest.warns(dpopt.ImputedValueWarning, match=r"\['a'\] hold missing values"):
+        pred = models["numbers"].predict(convert(X))
+        pred = np.asarray(pred.compute() if hasattr(pred, "compute") else pred)
+    np.testing.assert_array_equal(pred, models["filled"].predict(X.fillna(0.0)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", dpopt.ImputedValueWarning)  # refused, not imputed
+        with pytest.raises(ValueError, match="feature names"):
+            models["numbers"].predict(X[["b", "a"]])

@@ -50,14 +50,14 @@ from dpopt.preprocessing.dask_tables import (
 )
 from dpopt.preprocessing.labels import labels_present, signed_labels
 from dpopt.preprocessing.table_encoder import (
-    TableEncoder,
     array_bounds,
+    explicit_table,
     known_target_range,
     no_column_left,
+    numbers_at_prediction,
     prepare_default,
-    public_table,
 )
-from dpopt.preprocessing.tables import as_pandas, is_frame, plan_table
+from dpopt.preprocessing.tables import as_pandas, is_frame
 from dpopt.solvers import check_distributed, get_solver
 from dpopt.solvers.adassp import declines_at as adassp_declines_at
 
@@ -121,9 +121,8 @@ class _DPLinearModel(BaseEstimator):
         if spec is None:
             return self._fit_default_path(X, y, epsilon, delta_given)
         names, self.table_ = None, None
-        if is_frame(X) and any(c.kind != "numeric" for c in
-                               plan_table(X, getattr(self, "categories", None))):
-            names, X = np.asarray(X.columns, dtype=object), self._public_table(X)
+        if is_frame(X):  # the public schema; numbers only: an array, missing cells at 0
+            names, X, self.table_ = explicit_table(X, getattr(self, "categories", None))
         y = check_Xy_input(X, y, numeric=not self._classifier)
         if self._classifier and y is not None:  # a missing label named before scikit-learn's
             labels_present(y)
@@ -151,15 +150,6 @@ class _DPLinearModel(BaseEstimator):
         problem = Problem(X, target, loss=self._loss(), penalty=penalty,
                           fit_intercept=self.fit_intercept, **penalty_kwargs)
         return self._solve(problem, spec, epsilon, delta, options, label_leaks)
-
-    def _public_table(self, X):
-        """An explicit solver's DataFrame with a non-numeric column: encoded with its public
-        schema only (declared categories, bool, numeric; a missing value imputed at 0 or
-        encoded as ``<other>``, no indicator); a string column without declared categories
-        is refused."""
-        schema, Xf = public_table(X, getattr(self, "categories", None))
-        self.table_ = TableEncoder(schema, np.asarray(X.columns, dtype=object))
-        return Xf
 
     def _fit_default_path(self, X, y, epsilon, delta_given):
         """The default path on arrays or tables: the table layer (:mod:`dpopt.preprocessing.tables`:
@@ -538,6 +528,8 @@ class _DPLinearModel(BaseEstimator):
         table = getattr(self, "table_", None)
         if table is not None:
             return self._margins(table.transform(X, at_prediction=True))
+        if getattr(self, "feature_names_in_", None) is not None:  # fitted on numbers only:
+            X = numbers_at_prediction(X, self.feature_names_in_)  # a missing cell at 0, as at fit
         X = validate_data(self, X, accept_sparse=("csr", "csc"), dtype=np.float64, reset=False)
         return self._margins(X)
 

@@ -291,9 +291,13 @@ def chunked_design(X, table, names, width):
                              f"on, {list(table.feature_names_in)}: they are matched by name; "
                              f"got {type(X).__name__}")
         X = encode_partitions(X, table, at_prediction=True)
-    elif names is not None and is_dask_frame(X) and list(X.columns) != list(names):
-        raise ValueError(f"X has the columns {list(X.columns)}; the model was fitted on "
-                         f"{list(names)}: the feature names should match, in this order")
+    elif names is not None and is_dask_frame(X):
+        if list(X.columns) != list(names):
+            raise ValueError(f"X has the columns {list(X.columns)}; the model was fitted on "
+                             f"{list(names)}: the feature names should match, in this order")
+        columns = plan_table(X._meta)
+        if all(c.kind == "numeric" for c in columns):  # a missing value at 0, as at fit
+            X = encode_partitions(X, TableEncoder(TableSchema(columns), names), at_prediction=True)
     # a frame's rows per partition are not known: not computed here (prediction stays lazy)
     X = X.to_dask_array() if is_dask_frame(X) else as_dask_arrays(X, None)[0]
     if X.ndim != 2 or X.shape[1] != width:
@@ -319,15 +323,16 @@ def _encode_partition(part, encoder, names, at_prediction):
 def dask_table(ddf, y, categories=None):
     """``(features, y, TableEncoder or None, column names)`` of a Dask DataFrame for an
     explicit solver, by the in-memory rule: a frame whose columns are all numeric is
-    returned as it is (no encoder: read as an array, its names kept); any other is encoded
+    read as an array (no encoder, its names kept; a missing value imputed at 0 partition by
+    partition, as in a table with another column); any other is encoded
     from the public schema only (bool, numeric and declared columns; a missing value imputed
     at 0 / ``<other>``, no indicator), as these solvers release nothing about the columns. A
     column whose categories would have to be read from the data is refused, naming it."""
     ddf, y = split_dask_target(ddf, y)
     names = np.asarray(ddf.columns, dtype=object)
     columns = plan_table(_declared_meta(ddf._meta, categories), categories)
-    if all(c.kind == "numeric" for c in columns):
-        return ddf, y, None, names
+    if all(c.kind == "numeric" for c in columns):  # a missing value at 0, as in memory
+        return encode_partitions(ddf, TableEncoder(TableSchema(columns), names)), y, None, names
     strings = [c.name for c in columns if c.kind == "string"]
     if strings:
         raise ValueError(f"Dask DataFrame column(s) {strings} hold text whose categories are "

@@ -12,6 +12,7 @@ import reprlib
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 
 from dpopt._core.exceptions import ChargedFitError
 from dpopt._core.validation import (
@@ -394,6 +395,39 @@ def public_table(X, categories=None):
                          f"(categories={{{strings[0]!r}: [...]}})")
     schema = TableSchema(columns)
     return schema, schema.transform(df)
+
+
+def explicit_table(X, categories=None):
+    """``(raw column names or None, features, TableEncoder or None)`` of an explicit solver's
+    in-memory DataFrame, from its public schema only (:func:`public_table`). A frame with a
+    column that is not numeric is encoded (names and encoder kept); one of numbers only is
+    read as an array, as scikit-learn reads it (a DataFrame of floats: scikit-learn keeps its
+    names and checks them at prediction), its missing values imputed at 0 as in any other
+    table (:func:`numbers_at_prediction` does the same at prediction)."""
+    df = as_pandas(X)
+    schema, Xf = public_table(df, categories)
+    names = np.asarray(df.columns, dtype=object)
+    if any(c.kind != "numeric" for c in schema.columns):
+        return names, Xf, TableEncoder(schema, names)
+    return None, pd.DataFrame(Xf, index=df.index, columns=df.columns), None
+
+
+def numbers_at_prediction(X, names):
+    """``X`` at the prediction of a model fitted on a DataFrame of numbers only by an explicit
+    solver (:func:`explicit_table`), its columns ``names``: a DataFrame of numbers only with
+    these columns, in this order, gets its missing values imputed at 0, as at fit, with the
+    table's :class:`~dpopt.ImputedValueWarning`. Anything else as given (scikit-learn's
+    checks then refuse other columns, text or a missing value)."""
+    if not is_frame(X):
+        return X
+    df = as_pandas(X)
+    if list(df.columns) != list(names):
+        return X
+    columns = plan_table(df)
+    if any(c.kind != "numeric" for c in columns):
+        return X
+    return pd.DataFrame(TableSchema(columns).transform(df, at_prediction=True), index=df.index,
+                        columns=df.columns)
 
 
 def known_target_range(given, prior):
