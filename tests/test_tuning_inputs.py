@@ -10,6 +10,8 @@ import pytest
 
 import dpopt
 
+LEVELS = {"c": ["r", "g"]}  # a search needs a text column's levels declared
+
 
 def _table(n=2000, seed=0):
     rng = np.random.default_rng(seed)
@@ -20,7 +22,8 @@ def _table(n=2000, seed=0):
 
 
 def _search(**kw):
-    est = kw.pop("estimator", None) or dpopt.DPLogisticRegression(epsilon=0.5, classes=[0, 1])
+    est = kw.pop("estimator", None) or dpopt.DPLogisticRegression(epsilon=0.5, classes=[0, 1],
+                                                                  categories=LEVELS)
     return dpopt.PrivateHyperparameterSearch(est, {"alpha": [1e-3, 1e-2]}, random_state=0,
                                              **kw)
 
@@ -45,10 +48,32 @@ def test_regressor_search_takes_the_target_column_name():
     df = _table()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", dpopt.PrivacyLeakWarning)
-        search = _search(estimator=dpopt.DPLinearRegression(epsilon=1.0), score_clip=20.0)
+        search = _search(estimator=dpopt.DPLinearRegression(epsilon=1.0, categories=LEVELS),
+                         score_clip=20.0)
         search.fit(df.drop(columns="t"), "age")
     assert list(search.feature_names_in_) == ["a", "c"]
     assert np.isfinite(search.predict(df[["a", "c"]])).all()
+
+
+def test_a_default_regressors_trials_may_take_another_route_than_its_probe():
+    """On a table with a declared category the default regressor's trials run DP-GD where
+    its probe on stand-in data ran AdaSSP, which leaves part of its mu^2 unspent: every
+    trial spent more than the probe's records, and the search stopped with a charged error
+    (each seed). A default-path candidate whose records are all Gaussian is now accounted
+    by the mu of its target, which bounds any route: the same total as without the column."""
+    df = _table()
+    totals = []
+    for X in (df[["a", "c"]], df[["a"]]):
+        search = _search(estimator=dpopt.DPLinearRegression(epsilon=1.0, categories=LEVELS
+                                                            if "c" in X else None),
+                         score_clip=20.0)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            totals.append(search.fit(X, df["age"]).epsilon_spent_)
+        accounted = search.candidate_mechanisms_[0]
+        assert sum(m.count / m.noise_multiplier ** 2 for m in accounted) == pytest.approx(
+            dpopt.privacy.gdp_mu(1.0, 1 / 1600 ** 2) ** 2, rel=1e-6)
+    assert totals[0] == pytest.approx(totals[1], rel=1e-9)
 
 
 def test_search_refuses_a_missing_column_and_a_name_without_a_frame_for_free():

@@ -82,9 +82,9 @@ from dpopt.preprocessing._plan import column_kind
 from dpopt.preprocessing.labels import declared_classes, labels_present
 from dpopt.preprocessing.tables import as_pandas, is_frame
 from dpopt.preprocessing.target_coding import ONE_HOT_ONLY
-from dpopt.privacy import Laplace
+from dpopt.privacy import Gaussian, Laplace, gdp_mu
 from dpopt.privacy.budget import Spend, _unbudgeted
-from dpopt.privacy.dominance import dominated, pessimistic
+from dpopt.privacy.dominance import dominated, gdp_mu2, pessimistic
 from dpopt.privacy.repetition import (  # noqa: F401 (public here: the search's accounting)
     DISTRIBUTIONS,
     ORDERS,
@@ -150,6 +150,29 @@ def _spent(est, params):
         raise ValueError(f"candidate {params}: {type(est).__name__} has no dpopt estimator "
                          f"(no fit_result_); the search needs one to account its fits")
     return records, adjacency, eps
+
+
+def _any_route(est, records):
+    """The records a candidate's trials are accounted by: its probe's, and, when they are
+    all Gaussian, one more Gaussian up to the mu^2 its steps may spend on any route. A
+    default-path estimator's route (AdaSSP or DP-GD, the constant, how much of its budget
+    a route leaves unspent) follows released values, so the stand-in data's route can
+    spend less than a trial's; its own calibration bounds any route's records by the mu of
+    its target (epsilon, delta less the selection's delta), and Gaussian records compose
+    by their mu^2 alone (Dong, Roth & Su 2022), so that mu dominates every trial."""
+    if not records or any(type(m) is not Gaussian for m in records):
+        return records
+    mu2 = 0.0
+    for _, step in _steps(est):
+        result = getattr(step, "fit_result_", None)
+        if result is not None and "auto" in result.params:
+            delta = result.delta - result.params["auto"].get("selection_delta", 0.0)
+            mu2 += gdp_mu(float(step.epsilon), delta) ** 2
+        elif result is not None or hasattr(step, "mechanisms_"):
+            mu2 += gdp_mu2(result.mechanisms if result is not None else step.mechanisms_)
+    unspent = mu2 - gdp_mu2(records)  # what the stand-in route left: one more Gaussian
+    return records + [Gaussian(1.0 / math.sqrt(unspent), 1)] if unspent > 1e-9 * mu2 \
+        else records
 
 
 def _refuse_selected_levels(est, params):
@@ -481,7 +504,7 @@ class PrivateHyperparameterSearch(MetaEstimatorMixin, BaseEstimator):
             if adjacency != "replace-one":
                 raise ValueError(f"candidate {c} is certified under {adjacency} adjacency; "
                                  f"the search supports replace-one only")
-            out.append(pessimistic(mechanisms))
+            out.append(pessimistic(_any_route(est, mechanisms)))
         return out
 
     def _candidate(self, params, seed):

@@ -46,12 +46,12 @@ def dominated(real, accounted):
     Renyi curve and privacy profile are those of one Gaussian of that mu: the accounted
     records' own, whatever their number and order."""
     if real and accounted and all(type(m) is Gaussian for m in (*real, *accounted)):
-        return _gdp_mu2(real) <= _gdp_mu2(accounted)
+        return gdp_mu2(real) <= gdp_mu2(accounted)
     it = iter(accounted)
     return all(any(record_dominated(x, y) for y in it) for x in real)
 
 
-def _gdp_mu2(records):
+def gdp_mu2(records):
     """mu^2 of a composition of Gaussian records: count / multiplier^2 each (Dong, Roth &
     Su 2022)."""
     return math.fsum(m.count / m.noise_multiplier ** 2 for m in records)
