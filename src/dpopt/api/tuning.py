@@ -155,11 +155,10 @@ def _spent(est, params):
 def _any_route(est, records):
     """The records a candidate's trials are accounted by: its probe's, and, when they are
     all Gaussian, one more Gaussian up to the mu^2 its steps may spend on any route. A
-    default-path estimator's route (AdaSSP or DP-GD, the constant, how much of its budget
-    a route leaves unspent) follows released values, so the stand-in data's route can
-    spend less than a trial's; its own calibration bounds any route's records by the mu of
-    its target (epsilon, delta less the selection's delta), and Gaussian records compose
-    by their mu^2 alone (Dong, Roth & Su 2022), so that mu dominates every trial."""
+    default-path estimator's route (AdaSSP or DP-GD, the constant, what a route leaves
+    unspent) follows released values, so the stand-in route can spend less than a trial;
+    its calibration bounds any route by the mu of its target (epsilon, delta less the
+    selection's), and Gaussian records compose by mu^2 alone (Dong, Roth & Su 2022)."""
     if not records or any(type(m) is not Gaussian for m in records):
         return records
     mu2 = 0.0
