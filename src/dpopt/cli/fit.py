@@ -105,6 +105,10 @@ def _check_fit_arguments(args, options):
         if args.loss == "logistic":
             raise ValueError("--target-bounds applies to a regression target (a numeric "
                              "loss), not to --loss logistic")
+    for given, name in ((args.classes, "--classes"), (args.positive_label, "--positive-label")):
+        if given is not None and args.loss != "logistic":  # they were ignored
+            raise ValueError(f"{name} applies to --loss logistic (class labels), not to "
+                             f"--loss {args.loss}")
     if getattr(args, "inference", False) and (
             args.loss not in ("squared", "logistic") or args.solver is not None
             or args.penalty not in (None, "none", "l2")):
