@@ -5,19 +5,9 @@ import json
 import numpy as np
 import pytest
 
+from _cli import run
 from dpopt.api import modelio
 from dpopt.api.estimators import DPLogisticRegression
-from dpopt.cli import main
-
-
-def run(argv, capsys):
-    """(exit code, stdout, stderr) of ``dpopt argv``."""
-    try:
-        code = main(argv)
-    except SystemExit as exc:  # argparse: --help (0) and usage errors (2)
-        code = exc.code
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 @pytest.fixture(scope="module")

@@ -7,18 +7,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dpopt.cli import main
+from _cli import run
 from dpopt.cli.tables import target_column
-
-
-def run(argv, capsys):
-    """(exit code, stdout, stderr) of ``dpopt argv``."""
-    try:
-        code = main([str(a) for a in argv])
-    except SystemExit as exc:
-        code = exc.code
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def _frame(first, n=3000, seed=0):

@@ -11,18 +11,10 @@ import numpy as np
 import pytest
 
 import dpopt
+from _cli import run
 from dpopt.api import modelio
-from dpopt.cli.commands import build_parser, main, solver_catalog
+from dpopt.cli.commands import build_parser, solver_catalog
 from dpopt.cli.tables import read_table
-
-
-def run(argv, capsys):
-    try:
-        code = main([str(a) for a in argv])
-    except SystemExit as exc:
-        code = exc.code
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def _write(path, header, rows):

@@ -24,7 +24,14 @@ from dpopt._core.validation import (
     default_delta,
     sklearn_seed,
 )
-from dpopt.api.charge import charged, charged_after, ledger_entry, no_intervals, solve
+from dpopt.api.charge import (
+    charged,
+    charged_after,
+    ledger_entry,
+    no_intervals,
+    solve,
+    unchanged_on_failure,
+)
 from dpopt.data import Problem
 from dpopt.data.chunked import ChunkedProblem, as_dask_arrays, is_chunked_input
 from dpopt.data.penalties import check_penalty
@@ -102,13 +109,8 @@ class _DPLinearModel(BaseEstimator):
     # -- fit ------------------------------------------------------------------------
     def fit(self, X, y):
         """Fit privately; returns ``self``. See the module docstring for privacy."""
-        state = dict(self.__dict__)
-        try:
+        with unchanged_on_failure(self):
             return self._fit(X, y)
-        except BaseException:  # refused or failed: leave the estimator as it was
-            self.__dict__.clear()
-            self.__dict__.update(state)
-            raise
 
     def _fit(self, X, y):
         epsilon, delta_given, spec, options = self._check_params()

@@ -53,6 +53,20 @@ class _Uncharged:
 
 
 @contextmanager
+def unchanged_on_failure(estimator):
+    """``with unchanged_on_failure(self): return self._fit(...)``: a refused or failed fit
+    leaves ``estimator`` as it was (its attributes restored), as a failed fit spends
+    nothing (:func:`charged`)."""
+    state = dict(estimator.__dict__)
+    try:
+        yield
+    except BaseException:
+        estimator.__dict__.clear()
+        estimator.__dict__.update(state)
+        raise
+
+
+@contextmanager
 def charged(budget, epsilon, delta, *, adjacency="replace-one", label="fit"):
     """``with charged(budget, eps, delta, label=...) as slot: ...; slot.record(release)``:
     reserve the target of one release in ``budget`` (or the context's default; none: no

@@ -389,7 +389,11 @@ def probabilities(margins, multinomial=False):
 def predict(model: dict, X):
     """Predictions of a loaded model: the margin for regression (clipped to the model's
     ``target_range`` when it has one), the class for logistic."""
-    margin = margins(model, X)
+    return predictions(model, margins(model, X))
+
+
+def predictions(model: dict, margin):
+    """:func:`predict` from the model's ``margin`` (:func:`margins`)."""
     if model["loss"] == "logistic":
         classes = model.get("classes") or [-1.0, 1.0]
         if len(classes) == 1:  # the default path kept one label: it is every prediction

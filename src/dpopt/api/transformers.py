@@ -48,7 +48,7 @@ from dpopt._core.validation import (
     sklearn_seed,
     warn_if_delta_exceeds_one_over_n,
 )
-from dpopt.api.charge import charged
+from dpopt.api.charge import charged, unchanged_on_failure
 from dpopt.preprocessing._bounds import (
     DEFAULT_CONFIDENCE,
     DEFAULT_QUANTILES,
@@ -83,13 +83,8 @@ class _PrivateTransformer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator)
     def fit(self, X, y=None):
         """Estimate the statistics privately; returns ``self``. A refused or failed fit
         leaves the transformer as it was and spends nothing."""
-        state = dict(self.__dict__)
-        try:
+        with unchanged_on_failure(self):
             return self._fit(X)
-        except BaseException:
-            self.__dict__.clear()
-            self.__dict__.update(state)
-            raise
 
     def _fit(self, X):
         epsilon, delta_given = check_privacy_target(self.epsilon, self.delta)
@@ -472,13 +467,8 @@ class PrivateTableEncoder(TransformerMixin, BaseEstimator):
         self.accountant = accountant
 
     def fit(self, X, y=None):
-        state = dict(self.__dict__)
-        try:
+        with unchanged_on_failure(self):
             return self._fit(X)
-        except BaseException:  # refused or failed: the encoder as it was
-            self.__dict__.clear()
-            self.__dict__.update(state)
-            raise
 
     def _fit(self, X):
         epsilon, delta = check_privacy_target(self.epsilon, self.delta)

@@ -74,7 +74,7 @@ from sklearn.utils.validation import _num_samples, check_is_fitted, validate_dat
 from dpopt._core.exceptions import ChargedFitError, ImputedValueWarning, PrivacyLeakWarning
 from dpopt._core.input import numeric_target
 from dpopt._core.validation import check_choice, check_delta, check_scalar, default_delta
-from dpopt.api.charge import charged
+from dpopt.api.charge import charged, unchanged_on_failure
 from dpopt.api.estimators import _classes_of
 from dpopt.data.sources import is_chunked_input
 from dpopt.preprocessing._cells import split_target
@@ -413,13 +413,8 @@ class PrivateHyperparameterSearch(MetaEstimatorMixin, BaseEstimator):
         inner fits are reported once each as ``PrivacyLeakWarning`` and kept in
         ``privacy_leaks_``.
         """
-        state = dict(self.__dict__)
-        try:
+        with unchanged_on_failure(self):
             return self._fit(X, y)
-        except BaseException:
-            self.__dict__.clear()
-            self.__dict__.update(state)
-            raise
 
     def _fit(self, X, y):
         X, y = self._validate(X, y)

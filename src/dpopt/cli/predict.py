@@ -52,13 +52,13 @@ def cmd_predict(args):
         except (TypeError, ValueError):
             raise ValueError(f"target {target!r}: a regression model is scored on numbers; "
                              f"the column holds text that is not a number") from None
-    with warnings.catch_warnings(record=True) as caught:  # both passes encode X: say once
+    with warnings.catch_warnings(record=True) as caught:  # the encoding's, as notes
         warnings.simplefilter("always")
         try:
             margin = modelio.margins(model, X)
         except ValueError as exc:
             raise ValueError(f"DATA: {exc}") from None
-        pred = modelio.predict(model, X)
+    pred = modelio.predictions(model, margin)
     for message, category in dict.fromkeys((str(w.message), w.category) for w in caught):
         print(f"note ({category.__name__}): {message}", file=sys.stderr)
     out = {"prediction": pred}

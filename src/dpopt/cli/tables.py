@@ -336,9 +336,16 @@ def _in_kind(labels, text, y, what):
 
 def _truth(label, text, what):
     """A label of a True/False target column: true/false or 1/0, in any case."""
-    truth = {"true": True, "1": True, "1.0": True, "false": False, "0": False, "0.0": False}
+    # lazy: the light CLI commands load no heavy module
+    from dpopt.preprocessing._cells import TRUTH  # the cells a True/False column may hold
+
+    key = label.lower()
     try:
-        return truth[label.lower()]
+        key = float(key)  # 1, 1.0, 0: TRUTH's keys True and False equal 1 and 0
+    except ValueError:
+        pass
+    try:
+        return bool(TRUTH[key])
     except KeyError:
         give = "True,False (or 1,0)" if what == "--classes" else "True or False (or 1 or 0)"
         raise ValueError(f"{what}: the target column holds True/False, got {text!r}; "

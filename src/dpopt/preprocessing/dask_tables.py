@@ -23,9 +23,9 @@ from dpopt.preprocessing._cells import (
 from dpopt.preprocessing.labels import (
     computed_with_checks,
     declared_classes,
-    delayed_parts,
     label_checks,
     labels_present,
+    partition_checks,
     select_labels,
 )
 from dpopt.preprocessing.table_encoder import (
@@ -134,21 +134,12 @@ def target_checks(y, classifier, classes, who):
     numbers (:func:`~dpopt._core.input.numeric_target`)."""
     if classifier:
         return label_checks(y, classes)
-    # lazy: dask is an optional dependency (pip install dpopt[dask])
-    import dask
-
-    if hasattr(y, "map_partitions"):  # a Dask Series: an expression, as the frame's counts
-        return [y.map_partitions(_numeric_partition, who, meta=pd.Series(dtype=np.int64))]
-    return [dask.delayed(_numeric_block)(part, who) for part in delayed_parts(y)]
+    return partition_checks(y, _numeric_block, who)
 
 
 def _numeric_block(part, who):
     numeric_target(part, who)
     return 0
-
-
-def _numeric_partition(part, who):
-    return pd.Series([_numeric_block(part, who)], dtype=np.int64)
 
 
 def prepare_dask(ddf, y, *, n, epsilon, delta, categories, feature_bounds, classes,

@@ -20,7 +20,7 @@ from dpopt.privacy import Gaussian, gdp_mu
 __all__ = ["select_labels", "label_prior", "label_share", "declared_classes", "encode_labels",
            "OTHER_LABEL", "LABELS_SELECTED", "LABELS_COUNTED", "SELECTION_SHARE_LABELS", "MAX_LABEL_SHARE",
            "MIN_CLASS_FRACTION", "signed_labels", "labels_present",
-           "check_label_kind", "label_checks", "delayed_parts",
+           "check_label_kind", "label_checks", "partition_checks",
            "computed_with_checks"]
 
 #: ``Prior.info["labels"]`` when the labels were chosen by the private selection.
@@ -134,29 +134,33 @@ def _is_expression(task):
     return not isinstance(task, Delayed) and isinstance(getattr(task, "expr", None), Expr)
 
 
-def _checked_partition(part, classes):
-    """:func:`_checked_block` of one partition of a Dask Series (a one-row Series)."""
-    return pd.Series([_checked_block(part, classes)], dtype=np.int64)
-
-
 def label_checks(y, classes=None):
     """The in-memory checks of a classifier's labels on a Dask array or Series ``y`` as lazy
     tasks, one per chunk, to compute in the pass that counts the labels (a check that fails
     stops that pass, before anything is released): a ValueError, as in memory, for a missing
     label, invalid text, continuous numbers or ``classes`` of another kind."""
     # lazy: dask is an optional dependency (pip install dpopt[dask])
-    import dask
 
     items = None if classes is None or isinstance(classes, (str, bytes)) else list(classes)
-    if hasattr(y, "map_partitions"):  # a Dask Series: an expression, as the frame's counts
-        return [y.map_partitions(_checked_partition, items, meta=pd.Series(dtype=np.int64))]
-    return [dask.delayed(_checked_block)(part, items) for part in delayed_parts(y)]
+    return partition_checks(y, _checked_block, items)
 
 
-def delayed_parts(y):
-    """The delayed partitions (or chunks) of a Dask Series or array, as a list."""
+def partition_checks(y, check, *args):
+    """``check(part, *args)`` (a ValueError on bad values, else 0) on each partition or
+    chunk of a Dask Series or array ``y``, as lazy tasks: on a Series one expression, as
+    the frame's counts are (:func:`computed_with_checks`), on an array delayed tasks."""
+    if hasattr(y, "map_partitions"):
+        return [y.map_partitions(_one_row, check, *args, meta=pd.Series(dtype=np.int64))]
+    # lazy: dask is an optional dependency (pip install dpopt[dask])
+    import dask
+
     parts = y.to_delayed()
-    return parts.ravel().tolist() if isinstance(parts, np.ndarray) else list(parts)
+    parts = parts.ravel().tolist() if isinstance(parts, np.ndarray) else list(parts)
+    return [dask.delayed(check)(part, *args) for part in parts]
+
+
+def _one_row(part, check, *args):
+    return pd.Series([check(part, *args)], dtype=np.int64)
 
 
 def computed_with_checks(tasks, checks):

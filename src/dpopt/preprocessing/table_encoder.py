@@ -368,8 +368,6 @@ def release_table(df, epsilon, delta, categories, coding, rng) -> TableRelease:
     columns = plan_table(df, categories)
     check_text(df, columns)
     delta_g, delta_sel = delta_split(delta, any(c.kind == "string" for c in columns))
-    if any(c.missable for c in columns):  # fit_schema releases counts of these columns
-        begin()  # (a failure after this mark is charged whole)
     schema, _ = fit_schema(df, columns, gdp_mu(epsilon, delta_g), delta_sel, rng,
                            coding=coding)
     numeric = {str(c.name) for c in columns if c.kind == "numeric"}

@@ -99,6 +99,7 @@ from dpopt.preprocessing._cells import (
 from dpopt.preprocessing._plan import Column, column_kind, plan_table  # noqa: F401 (public here)
 from dpopt.preprocessing.target_coding import TargetCode
 from dpopt.privacy import Gaussian
+from dpopt.privacy.releases import begin
 
 __all__ = ["TableSchema", "Prior", "select_noisy", "selection_threshold", "is_frame",
            "as_pandas", "plan_table", "OTHER", "MISSING", "SELECTION_SHARE",
@@ -460,6 +461,7 @@ def fit_schema(df, columns, mu, delta_sel, rng, counts=None, coding="one-hot"):
     noisy = {}
     if k == 0 and not fixed and not counted:
         return _with_references(TableSchema(columns, coding=coding), noisy), None
+    begin()  # the counts below are released (a failure after them is charged whole)
     sigma = selection_sensitivity(k, len(counted), len(fixed)) / mu
     tau = selection_threshold(sigma, k, delta_sel)
     for c in data_driven:
