@@ -484,3 +484,18 @@ def test_dask_default_fit_passes_on_no_dask_mixed_collections_warning(source, cl
         warnings.simplefilter("always")
         dpopt.DPLogisticRegression(epsilon=2.0, random_state=0, classes=classes).fit(*data())
     assert not [str(w.message) for w in caught if "mixed collections" in str(w.message)]
+
+
+def test_the_dask_predict_benchmark_runs_on_a_small_table(monkeypatch, capsys):
+    """benchmarks/bench_dask_predict.py: the lazy path and its eager reference, timed."""
+    pytest.importorskip("dask.dataframe")
+    pytest.importorskip("pyarrow")
+    from _benchmarks import load_benchmark
+
+    bench = load_benchmark("bench_dask_predict")
+    monkeypatch.setattr("sys.argv", ["bench", "--rows", "3000", "--features", "3",
+                                     "--repeats", "1"])
+    bench.main()
+    out = capsys.readouterr().out
+    ratio = [line for line in out.splitlines() if "ratio" in line]
+    assert len(ratio) == 1 and float(ratio[0].split()[-1]) > 0
