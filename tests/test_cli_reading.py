@@ -190,3 +190,97 @@ def test_labels_an_explicit_solver_reads_from_the_data_are_not_called_private(tm
                           "--solver", "dp-gd", "--target", "b"], capsys)
     assert code == 0, err
     assert "labels (read from the data by the solver: NOT private): 'x', 'y', 'z'" in out
+
+
+def _neighbours(tmp_path, row=5):
+    """Two CSVs of one table that differ in one record: in the second, column ``a`` of
+    record ``row`` holds the text ``oops`` instead of its number."""
+    df = _frame("y")
+    df.to_csv(tmp_path / "d.csv", index=False)
+    df["a"] = df["a"].astype(object)
+    df.loc[row, "a"] = "oops"
+    df.to_csv(tmp_path / "d2.csv", index=False)
+    return tmp_path / "d.csv", tmp_path / "d2.csv"
+
+
+@pytest.mark.parametrize("row", [5, 2500])  # within and beyond the rows read first
+def test_one_text_cell_does_not_turn_a_numeric_column_into_text(tmp_path, capsys, row):
+    """Before, pandas read column ``a`` of the second neighbour as text: the model lost the
+    column (its levels none) while the first neighbour's kept it, an unpaid change of the
+    model. Now a column mixing kinds is refused before anything is fitted, and declared
+    ``--numbers`` both neighbours give a model of one structure."""
+    d, d2 = _neighbours(tmp_path, row)
+    model = tmp_path / "m.json"
+    fit = ["--target", "y", "--loss", "logistic", "--epsilon", "1", "--seed", "0", "--out", model]
+    code, out, err = run(["fit", d2, *fit], capsys)
+    assert code == 2 and "['a'] hold cells of more than one kind" in err
+    assert "--numbers NAME" in err and "oops" not in err  # the cell is not quoted
+    assert out == "" and not model.exists()  # nothing fitted, nothing written
+    tables = []
+    for path in (d, d2):
+        code, out, err = run(["fit", path, *fit, "--numbers", "a"], capsys)
+        assert code == 0, err
+        assert "declared --numbers (public): a" in out
+        saved = _model(model)
+        tables.append([(c["name"], c["kind"]) for c in saved["data"]["table"]["columns"]])
+        assert saved["data"]["kinds"] == {"text": [], "numbers": ["a"]}
+    assert tables[0] == tables[1] == [("a", "numeric"), ("b", "string")]
+    code, out, err = run(["predict", model, d2, "--out", tmp_path / "p.csv"], capsys)
+    assert code == 0, err  # read as the fit declared: 'oops' is a missing number
+    assert float(out.split("rows with a target: ")[1].split()[0]) > 0.7
+
+
+def test_declared_text_keeps_the_cells_as_written_and_predict_reads_it_so(tmp_path, capsys):
+    """--text zip: '01234' stays '01234' (pandas alone reads 1234.0); the model file records
+    the declaration and dpopt predict reads the column the same way."""
+    rng = np.random.default_rng(1)
+    n = 3000
+    zips = rng.choice(["01234", "02139", "10001"], n)
+    y = (zips == "02139").astype(int) ^ (rng.random(n) < 0.1)
+    data, model = tmp_path / "z.csv", tmp_path / "m.json"
+    pd.DataFrame({"zip": zips, "y": y}).to_csv(data, index=False)
+    code, out, err = run(["fit", data, "--text", "zip", "--loss", "logistic", "--epsilon", "2",
+                          "--seed", "0", "--out", model], capsys)
+    assert code == 0, err
+    (column,) = _model(model)["data"]["table"]["columns"]
+    assert column["kind"] == "string" and sorted(column["levels"]) == ["01234", "02139", "10001"]
+    code, out, err = run(["predict", model, data, "--out", tmp_path / "p.csv"], capsys)
+    assert code == 0, err
+    assert float(out.split("rows with a target: ")[1].split()[0]) > 0.85
+
+
+def test_kinds_mixing_true_false_and_text_are_refused_and_declarations_are_checked(
+        tmp_path, capsys):
+    df = _frame("y", n=200)
+    df["t"] = np.where(np.arange(200) % 2 == 0, "True", "False")
+    df.loc[7, "t"] = "maybe"
+    data, npz = tmp_path / "t.csv", tmp_path / "d.npz"
+    df.to_csv(data, index=False)
+    fit = ["fit", data, "--target", "y", "--loss", "logistic", "--epsilon", "1"]
+    code, _, err = run(fit, capsys)
+    assert code == 2 and "['t'] hold cells of more than one kind" in err
+    code, _, err = run([*fit, "--text", "t,zz"], capsys)
+    assert code == 2 and "--text: ['zz'] not a column of the table" in err
+    code, _, err = run([*fit, "--text", "t", "--numbers", "t"], capsys)
+    assert code == 2 and "['t'] declared both --text and --numbers" in err
+    code, _, err = run([*fit, "--text", "a,,b"], capsys)
+    assert code == 2 and "expected column names separated by commas" in err
+    np.savez(npz, X=np.zeros((4, 2)), y=np.arange(4.0))
+    code, _, err = run(["fit", npz, "--loss", "squared", "--epsilon", "1", "--text", "a"],
+                       capsys)
+    assert code == 2 and "--text and --numbers apply to tables" in err
+
+
+def test_a_parquet_columns_declared_kinds(tmp_path):
+    """A Parquet column of Python objects mixing numbers and text is refused like a CSV's;
+    declared, a float column reads as text and a text column as numbers."""
+    from dpopt.cli.tables import read_table
+
+    path = tmp_path / "t.parquet"
+    pd.DataFrame({"a": [1.5, 2.0, None], "b": ["1", "x", None],
+                  "y": [1.0, 2.0, 3.0]}).to_parquet(path)
+    with pytest.raises(ValueError, match=r"\['b'\] hold cells of more than one kind"):
+        read_table(path, target="y")
+    X, _, _ = read_table(path, target="y", text=["a"], numbers=["b"])
+    assert X["b"].tolist()[0] == 1.0 and np.isnan(X["b"].tolist()[1:]).all()
+    assert [str(v) if pd.notna(v) else None for v in X["a"]] == ["1.5", "2.0", None]

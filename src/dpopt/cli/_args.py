@@ -111,6 +111,15 @@ def _feature_bound(text):
     return name.strip(), (a, b)
 
 
+def _names(text):
+    """NAME[,NAME...] (``--text``, ``--numbers``, repeatable): column names, stripped."""
+    names = [name.strip() for name in text.split(",")]
+    if not all(names):
+        raise argparse.ArgumentTypeError(f"expected column names separated by commas, "
+                                         f"got {text!r}")
+    return names
+
+
 def check_output_path(path):
     """--out must be a writable file in an existing directory (checked before the fit, or
     before ``dpopt predict`` reads anything)."""

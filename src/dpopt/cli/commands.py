@@ -34,6 +34,7 @@ from dpopt.cli._args import (
     _checked_number,
     _feature_bound,
     _HelpFormatter,
+    _names,
     _non_negative_float,
     _option,
     _positive_float,
@@ -441,6 +442,15 @@ def build_parser():
                    help="regression: a public range of the target (e.g. 0:100): the target "
                         "is clipped to it and no budget is spent on its range (default: "
                         "estimated privately)")
+    p.add_argument("--numbers", type=_names, action="extend", default=[],
+                   metavar="NAME[,NAME...]",
+                   help="tables only: read these columns as numbers, a cell that is not a "
+                        "number as missing (public; repeatable; default: a column's cells "
+                        "decide, and a column mixing numbers and text is refused)")
+    p.add_argument("--text", type=_names, action="extend", default=[],
+                   metavar="NAME[,NAME...]",
+                   help="tables only: read these columns as text, every cell a level whose "
+                        "values are chosen privately ('01' stays '01'; public; repeatable)")
     p.add_argument("--missing", choices=["auto", "error", "drop"], default="auto",
                    help="tables only, missing values (empty, NA, NaN, ?): auto (the private "
                         "rule of dpopt.preprocessing.tables: imputed at 0 / '<other>' plus a privately "

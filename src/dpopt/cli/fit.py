@@ -94,6 +94,9 @@ def _check_fit_arguments(args, options):
         raise ValueError(f"--target applies to tables (CSV, Parquet) only, got {args.data!r}")
     if args.missing != "auto" and not is_table_path(args.data):
         raise ValueError(f"--missing applies to tables (CSV, Parquet) only, got {args.data!r}")
+    if (args.text or args.numbers) and not is_table_path(args.data):
+        raise ValueError(f"--text and --numbers apply to tables (CSV, Parquet) only, got "
+                         f"{args.data!r}")
     if getattr(args, "feature_bounds", None) and args.solver is not None:
         raise ValueError("--feature-bounds applies to the default path (no --solver): an "
                          "explicit solver takes its own clipping options (--option)")
@@ -163,7 +166,7 @@ def _read_fit_data(args):
 
         try:
             X, y, name = read_table(args.data, target=-1 if args.target is None
-                                    else args.target)
+                                    else args.target, text=args.text, numbers=args.numbers)
         except ValueError as exc:
             raise ValueError(f"DATA: {exc}") from None
         X, y, dropped = _missing_rows(X, y, name, args.missing)
@@ -171,7 +174,8 @@ def _read_fit_data(args):
         from dpopt.cli.tables import compact_labels
 
         return {"X": X, "y": compact_labels(y), "feature_names": list(X.columns), "target": name,
-                "categories": {}, "dropped_rows": dropped, "filled": 0, "frame": True}
+                "categories": {}, "dropped_rows": dropped, "filled": 0, "frame": True,
+                "kinds": {"text": list(args.text), "numbers": list(args.numbers)}}
     # lazy: the light CLI commands load no heavy module
     from dpopt.api import modelio
 
@@ -457,6 +461,7 @@ def _report(args, data, fitted, classes, caught):
                                      "target": data["target"],
                                      "table": table.to_dict() if table is not None else None,
                                      "categories": data["categories"],
+                                     "kinds": data.get("kinds"),
                                      "missing": args.missing,
                                      "dropped_rows": len(data["dropped_rows"])})
     coef = model["coef"]
@@ -471,6 +476,10 @@ def _report(args, data, fitted, classes, caught):
               "and are treated as PUBLIC schema (not covered by the privacy guarantee):")
         for column, cats in data["categories"].items():
             print(f"  {column}: {', '.join(cats)}")
+    for kind, what in (("numbers", "a cell that is not a number read as missing"),
+                       ("text", "every cell a text level")):
+        if (data.get("kinds") or {}).get(kind):
+            print(f"declared --{kind} (public): {', '.join(data['kinds'][kind])} ({what})")
     if table is not None:
         how = ("chosen privately by partition selection (noisy counts above a threshold of "
                f"{table.threshold:.4g}; a value held by few records is never released)"

@@ -39,7 +39,8 @@ def cmd_predict(args):
     target = args.target or (model.get("data") or {}).get("target")
     y = None
     if is_table_path(args.data):
-        X = read_frame(args.data)
+        kinds = (model.get("data") or {}).get("kinds") or {}  # as the fit read the columns
+        X = read_frame(args.data, text=kinds.get("text", ()), numbers=kinds.get("numbers", ()))
         if args.target is not None:  # a name, or a number as for dpopt fit
             target = X.columns[target_column(args.target, list(X.columns), "--target")]
         if target is not None and target in X.columns:

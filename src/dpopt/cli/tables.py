@@ -15,9 +15,14 @@ estimator.
 * **No data rows**: a table (CSV or Parquet) with a header and no row is refused.
 * **Missing values** are empty cells and pandas' tokens (``NA``, ``N/A``, ``NaN``,
   ``null``, ``None``, ...) plus ``?``.
-* **Column kinds** come from the dtypes pandas infers; integer feature columns are made float, so
-  that whether a column can hold a missing value does not depend on the data (the inference
-  of number against text does: one non-number cell makes a column text).
+* **Column kinds** are numbers, True/False or text. A column whose present cells are all of
+  one kind has that kind; a column mixing kinds (numbers and a text cell, say) is refused
+  before anything is fitted (:func:`check_one_kind`), unless ``--numbers`` or ``--text``
+  declares it: pandas would otherwise decide from the cells, and one record could then turn a
+  numeric column into a text one, a change of the model that no noise pays for. A declared
+  kind is public: ``text`` reads every cell as a text level (``01`` stays ``01``),
+  ``numbers`` reads a cell that is not a number as missing. Integer feature columns are made
+  float, so that whether a column can hold a missing value does not depend on the data.
 * **Target**: a column name, or its number counted from 1 (negative numbers count from the
   end; default the last column). Names come first: a number is a position only where no
   column carries it as its name (``--target 3`` is the column named ``3`` if there is one).
@@ -48,8 +53,12 @@ def is_table_path(path) -> bool:
 SNIFF_ROWS = 2000
 
 
-def read_frame(path):
+def read_frame(path, *, text=(), numbers=(), one_kind=False):
     """The whole table as a DataFrame (ValueError naming the path when unreadable).
+
+    ``text`` / ``numbers``: the names of the columns declared text or numbers (module
+    docstring); ``one_kind``: refuse a column mixing kinds that is not declared (``dpopt
+    fit``; ``dpopt predict`` reads through the model's schema, which says what each column is).
 
     Memory: a text column is parsed straight into integer codes (pandas' C parser with
     ``dtype="category"`` for the columns whose first :data:`SNIFF_ROWS` rows hold text), then
@@ -65,6 +74,7 @@ def read_frame(path):
     try:
         if parquet:
             df = pd.read_parquet(path)
+            df = declared_kinds(df, _declared(df.columns, header, text, numbers))
         else:
             sep = "\t" if ".tsv" in name else ","
             header = "infer" if _has_header(path, sep) else None
@@ -73,9 +83,13 @@ def read_frame(path):
             looks = [] if header else _header_like_columns(path, sep)
             if not looks:  # else refused below, unread
                 head = pd.read_csv(path, nrows=SNIFF_ROWS, **options)
-                text = {c: "category" for c in head.columns
-                        if _is_text(head[c].dtype) and not _true_false(head[c])}
-                df = pd.read_csv(path, dtype=text or None, **options)
+                given = _declared(head.columns, header, text, numbers)
+                dtype = {c: "category" for c in head.columns if c not in given
+                         and _is_text(head[c].dtype) and not _true_false(head[c])}
+                dtype.update({c: str for c in given})  # a declared column's cells as written
+                df = declared_kinds(pd.read_csv(path, dtype=dtype or None, **options), given)
+    except DeclarationError:
+        raise
     except (OSError, ValueError, UnicodeDecodeError) as exc:
         failed = _read_error(exc)  # raised below, outside the handler: the reader's error,
     else:  # which can quote a cell, is then not kept as the new one's __context__
@@ -93,7 +107,90 @@ def read_frame(path):
         raise ValueError(f"{os.fspath(path)!r} has no data rows")
     if not parquet:
         df.columns = [str(c).strip() for c in df.columns]
+    if one_kind:
+        check_one_kind(df, set(text) | set(numbers))
     return compact_text(df)
+
+
+class DeclarationError(ValueError):
+    """A ``--text`` / ``--numbers`` declaration that does not fit the table."""
+
+
+def _declared(columns, header, text, numbers):
+    """``{column label as read: "text" or "numbers"}`` of the declared names (a name as the
+    header writes it, stripped; ``colK`` in a file without a header); ValueError naming the
+    option for a name that is not a column or a column declared twice."""
+    labels = {(f"col{c + 1}" if header is None else str(c).strip()): c for c in columns}
+    both = sorted(set(text) & set(numbers))
+    if both:
+        raise DeclarationError(f"column(s) {both} declared both --text and --numbers")
+    given = {}
+    for option, names, kind in (("--text", text, "text"), ("--numbers", numbers, "numbers")):
+        unknown = [name for name in names if name not in labels]
+        if unknown:
+            raise DeclarationError(f"{option}: {unknown} not a column of the table; "
+                                   f"columns: {list(labels)}")
+        given.update({labels[name]: kind for name in names})
+    return given
+
+
+def declared_kinds(df, given):
+    """The declared columns in their kind: a text column as categories of its cells' text
+    (a missing cell stays missing), a numbers column as float, a cell that is not a number
+    missing. Column by column (no copy of the whole frame)."""
+    # lazy: the light CLI commands load no heavy module
+    import pandas as pd
+
+    if given:
+        df = df.copy(deep=False)
+    for c, kind in given.items():
+        s = df[c]
+        if kind == "numbers":
+            s = pd.to_numeric(s.astype("string").str.strip(), errors="coerce")
+            df[c] = s.astype("Float64").to_numpy(dtype=np.float64, na_value=np.nan)
+        else:
+            df[c] = s.astype("string").astype("category")
+    return df
+
+
+def check_one_kind(df, declared=()):
+    """Refuse a column not ``declared`` whose present cells are of more than one kind
+    (numbers, True/False, text): its kind as pandas infers it would follow the cells, and so
+    one record. The refusal comes before any release and names the column, not its cells."""
+    mixed = [c for c in df.columns if c not in declared and len(cell_kinds(df[c])) > 1]
+    if mixed:
+        raise ValueError(
+            f"column(s) {mixed} hold cells of more than one kind (numbers, True/False, text): "
+            f"a kind read from the cells would depend on the private records; declare each "
+            f"one: --numbers NAME (a cell that is not a number is read as missing) or --text "
+            f"NAME (every cell is a text level)")
+
+
+def cell_kinds(s):
+    """The kinds of a column's present cells: a subset of {"number", "truth", "text"}."""
+    # lazy: the light CLI commands load no heavy module
+    import pandas as pd
+
+    if not s.notna().any():
+        return set()
+    if pd.api.types.is_bool_dtype(s.dtype):
+        return {"truth"}
+    if pd.api.types.is_numeric_dtype(s.dtype):
+        return {"number"}
+    values = (s.cat.categories if isinstance(s.dtype, pd.CategoricalDtype)
+              else pd.unique(s.dropna().to_numpy()))
+    return {_kind_of(v) for v in values}
+
+
+def _kind_of(value):
+    if isinstance(value, (bool, np.bool_)):
+        return "truth"
+    if isinstance(value, (int, float, np.number)):
+        return "number"
+    text = str(value).strip()
+    if text.lower() in ("true", "false"):
+        return "truth"
+    return "number" if _is_number(text) else "text"
 
 
 def _header_like_columns(path, sep):
@@ -248,11 +345,13 @@ def split_target(df, target=-1):
     return df.drop(columns=[name]), df[name], name
 
 
-def read_table(path, *, target=-1):
-    """``(X DataFrame, y Series, target name)`` of a table file (module docstring)."""
+def read_table(path, *, target=-1, text=(), numbers=()):
+    """``(X DataFrame, y Series, target name)`` of a table file (module docstring); a column
+    mixing kinds is refused unless ``text`` or ``numbers`` declares it."""
     if not Path(path).exists():
         raise ValueError(f"{os.fspath(path)!r} does not exist")
-    X, y, name = split_target(read_frame(path), target)
+    X, y, name = split_target(read_frame(path, text=text, numbers=numbers, one_kind=True),
+                              target)
     return kinds_without_missing_cells(X), y, name
 
 
