@@ -259,6 +259,8 @@ def test_kinds_mixing_true_false_and_text_are_refused_and_declarations_are_check
     fit = ["fit", data, "--target", "y", "--loss", "logistic", "--epsilon", "1"]
     code, _, err = run(fit, capsys)
     assert code == 2 and "['t'] hold cells of more than one kind" in err
+    code, _, err = run([*fit[:2], "--target", "nope", *fit[4:]], capsys)
+    assert code == 2 and "target 'nope' is not a column" in err  # the argument first
     code, _, err = run([*fit, "--text", "t,zz"], capsys)
     assert code == 2 and "--text: ['zz'] not a column of the table" in err
     code, _, err = run([*fit, "--text", "t", "--numbers", "t"], capsys)

@@ -44,7 +44,7 @@ def test_fit_chooses_categories_and_labels_privately_and_never_releases_ids(tabl
                              "--epsilon", "1", "--seed", "3", "--out", out], capsys)
     assert code == 0, err
     assert "chosen privately" in stdout and "color: chosen privately: blue, green, red" in stdout
-    assert "client: chosen privately: none" in stdout
+    assert "client: chosen privately: no level kept" in stdout
     assert "'no' -> -1, 'yes' -> +1" in stdout
     text = out.read_text()
     assert "id0" not in text  # no id is released, not even one

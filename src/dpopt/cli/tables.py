@@ -53,12 +53,13 @@ def is_table_path(path) -> bool:
 SNIFF_ROWS = 2000
 
 
-def read_frame(path, *, text=(), numbers=(), one_kind=False):
+def read_frame(path, *, text=(), numbers=(), one_kind=False, target=None):
     """The whole table as a DataFrame (ValueError naming the path when unreadable).
 
     ``text`` / ``numbers``: the names of the columns declared text or numbers (module
     docstring); ``one_kind``: refuse a column mixing kinds that is not declared (``dpopt
-    fit``; ``dpopt predict`` reads through the model's schema, which says what each column is).
+    fit``, whose ``target`` is checked first; ``dpopt
+    predict`` reads through the model's schema, which says what each column is).
 
     Memory: a text column is parsed straight into integer codes (pandas' C parser with
     ``dtype="category"`` for the columns whose first :data:`SNIFF_ROWS` rows hold text), then
@@ -108,6 +109,8 @@ def read_frame(path, *, text=(), numbers=(), one_kind=False):
     if not parquet:
         df.columns = [str(c).strip() for c in df.columns]
     if one_kind:
+        if target is not None:  # an argument is named before the cells
+            target_column(target, list(df.columns))
         check_one_kind(df, set(text) | set(numbers))
     return compact_text(df)
 
@@ -350,8 +353,8 @@ def read_table(path, *, target=-1, text=(), numbers=()):
     mixing kinds is refused unless ``text`` or ``numbers`` declares it."""
     if not Path(path).exists():
         raise ValueError(f"{os.fspath(path)!r} does not exist")
-    X, y, name = split_target(read_frame(path, text=text, numbers=numbers, one_kind=True),
-                              target)
+    X, y, name = split_target(read_frame(path, text=text, numbers=numbers, one_kind=True,
+                                         target=target), target)
     return kinds_without_missing_cells(X), y, name
 
 

@@ -274,7 +274,7 @@ class TableSchema:
                              f"bucket ({len(c.code.values)} of {c.code.buckets} buckets "
                              f"resolved; in y's centred, scaled units)")
             elif c.kind == "string":
-                shown = ", ".join(map(_printable, c.levels)) if c.levels else "none"
+                shown = ", ".join(map(_printable, c.levels)) if c.levels else "no level kept"
                 lines.append(f"{c.name}: chosen privately: {shown}{pooled}{miss}")
             elif c.kind == "declared":
                 what = (f"declared categories (public schema), {len(c.levels)} held by records "
