@@ -286,3 +286,21 @@ def test_a_parquet_columns_declared_kinds(tmp_path):
     X, _, _ = read_table(path, target="y", text=["a"], numbers=["b"])
     assert X["b"].tolist()[0] == 1.0 and np.isnan(X["b"].tolist()[1:]).all()
     assert [str(v) if pd.notna(v) else None for v in X["a"]] == ["1.5", "2.0", None]
+
+
+def test_a_parquet_files_repeated_column_name_is_named(tmp_path, capsys):
+    """pyarrow refused it as "not a readable table (ArrowInvalid)"; it is named as a CSV
+    header's is. A pandas index stored beside the columns is not a column."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from dpopt.cli.tables import read_frame
+
+    path = tmp_path / "d.parquet"
+    pq.write_table(pa.table([pa.array([1.0, 2.0]), pa.array([3.0, 4.0]), pa.array([0, 1])],
+                            names=["a", "a", "y"]), path)
+    code, _, err = run(["fit", path, "--loss", "logistic", "--epsilon", "1"], capsys)
+    assert code == 2 and "duplicate column name(s) 'a' (2 times)" in err
+    for index in (None, [5, 6]):
+        pd.DataFrame({"a": [1.0, 2.0], "y": [0, 1]}, index=index).to_parquet(path)
+        assert list(read_frame(path).columns) == ["a", "y"]

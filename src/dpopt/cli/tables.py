@@ -74,6 +74,7 @@ def read_frame(path, *, text=(), numbers=(), one_kind=False, target=None):
     parquet, header = name.endswith(PARQUET_SUFFIXES), "infer"
     try:
         if parquet:
+            check_unique_columns(_parquet_names(path))  # pyarrow's error would not name them
             df = pd.read_parquet(path)
             df = declared_kinds(df, _declared(df.columns, header, text, numbers))
         else:
@@ -89,7 +90,7 @@ def read_frame(path, *, text=(), numbers=(), one_kind=False, target=None):
                          and _is_text(head[c].dtype) and not _true_false(head[c])}
                 dtype.update({c: str for c in given})  # a declared column's cells as written
                 df = declared_kinds(pd.read_csv(path, dtype=dtype or None, **options), given)
-    except DeclarationError:
+    except (DeclarationError, RepeatedNameError):
         raise
     except (OSError, ValueError, UnicodeDecodeError) as exc:
         failed = _read_error(exc)  # raised below, outside the handler: the reader's error,
@@ -194,6 +195,17 @@ def _kind_of(value):
     if text.lower() in ("true", "false"):
         return "truth"
     return "number" if _is_number(text) else "text"
+
+
+def _parquet_names(path):
+    """The column names a Parquet file's schema gives (its index columns left out)."""
+    # lazy: the light CLI commands load no heavy module (pyarrow: optional)
+    import pyarrow.parquet as pq
+
+    schema = pq.read_schema(path)
+    index = {c for c in (schema.pandas_metadata or {}).get("index_columns", [])
+             if isinstance(c, str)}  # a RangeIndex is a dict of metadata, not a column
+    return [name for name in schema.names if name not in index]
 
 
 def _header_like_columns(path, sep):
@@ -390,12 +402,16 @@ def _delimiter_hint(names):
             f"or as .tsv for tabs)" if seps else "")
 
 
+class RepeatedNameError(ValueError):
+    """Two columns of a table carry one name."""
+
+
 def check_unique_columns(names):
     """Two columns with one name make the target choice and the model's feature names
     ambiguous: refused, naming them."""
     twice = [f"{name!r} ({k} times)" for name, k in Counter(map(str, names)).items() if k > 1]
     if twice:
-        raise ValueError(f"duplicate column name(s) {', '.join(twice)}; give every column a "
+        raise RepeatedNameError(f"duplicate column name(s) {', '.join(twice)}; give every column a "
                          f"unique name in the header")
 
 
