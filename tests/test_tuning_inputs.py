@@ -107,3 +107,16 @@ def test_search_refuses_chunked_data_before_reading_it(tmp_path):
                 search.fit(*data)
             assert not hasattr(search, "n_repetitions_")
     assert acc.ledger == []
+
+
+def test_a_pyarrow_table_is_searched_as_the_frame_it_holds():
+    """The search took a pyarrow table for an array (it lacked pandas' ``iloc``): its text
+    column would have been refused and its numbers fitted by another route, where the
+    estimators read it as a frame."""
+    pa = pytest.importorskip("pyarrow")
+    df = _table()
+    X, y = df.drop(columns="t"), df["t"].to_numpy()
+    runs = [_search(mean_repetitions=2).fit(data, y) for data in (X, pa.Table.from_pandas(X))]
+    assert runs[0].epsilon_spent_ == runs[1].epsilon_spent_
+    assert list(runs[1].feature_names_in_) == ["a", "c", "age"]
+    np.testing.assert_array_equal(runs[0].predict(X), runs[1].predict(X))

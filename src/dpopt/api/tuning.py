@@ -227,10 +227,6 @@ def _one_hot_only():
         ONE_HOT_ONLY.reset(token)
 
 
-def _is_frame(X):
-    return hasattr(X, "columns") and hasattr(X, "iloc") and getattr(X, "ndim", 2) == 2
-
-
 @contextlib.contextmanager
 def _charged_whole(params):
     """Any failure of a real run or of its score: charged as the whole search. The run may
@@ -288,7 +284,7 @@ def _surrogate(X, n, rng):
     about 10 non-zeros a row, every column touched), and for a DataFrame each column of
     its dtype (numbers, booleans alternating, a categorical column cycling through its
     declared categories, a string column through placeholders; others refused, as at fit)."""
-    if _is_frame(X):
+    if is_frame(X):
         cols = {}
         for name, dtype in X.dtypes.items():
             kind, _ = column_kind(name, dtype, {})  # dates, durations: refused, unread
@@ -458,9 +454,11 @@ class PrivateHyperparameterSearch(MetaEstimatorMixin, BaseEstimator):
                                  f"trials, index rows in memory: load the data first (e.g. "
                                  f".compute(), pandas.read_parquet), or fit the estimator alone "
                                  f"on the chunked data")
+        if is_frame(X):  # a polars / pyarrow table is a frame, as to the estimators
+            X = as_pandas(X)
         if isinstance(y, str):  # y names the target column, split off as the estimators do
-            X, y = split_target(as_pandas(X), y)
-        if not _is_frame(X):
+            X, y = split_target(X, y)
+        if not is_frame(X):
             return validate_data(self, X, y, accept_sparse=("csr", "csc"), dtype=np.float64,
                                  y_numeric=not is_classifier(self.estimator))
         self.n_features_in_ = X.shape[1]
