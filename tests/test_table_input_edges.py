@@ -149,7 +149,7 @@ def test_a_failure_after_the_tables_first_release_is_charged_whole(monkeypatch):
         dpopt.DPLinearRegression(epsilon=1, random_state=0, accountant=acc).fit(X, y)
     assert acc.ledger[0].epsilon == pytest.approx(1.0, rel=1e-9)
     # before the first release (a numeric frame's plan), the same error passes uncharged
-    monkeypatch.setattr(table_encoder, "check_text", _fail)
+    monkeypatch.setattr(table_encoder, "check_cells", _fail)
     acc = budget()
     with pytest.raises(KeyError):
         dpopt.DPLinearRegression(epsilon=1, random_state=0, accountant=acc).fit(X, y)
@@ -287,3 +287,21 @@ def test_explicit_solver_imputes_a_missing_number_whatever_the_other_columns(lay
         warnings.simplefilter("error", dpopt.ImputedValueWarning)  # refused, not imputed
         with pytest.raises(ValueError, match="feature names"):
             models["numbers"].predict(X[["b", "a"]])
+
+
+@pytest.mark.parametrize("text", [True, False], ids=["with a text column", "numbers only"])
+@pytest.mark.parametrize("chunked", [False, True], ids=["pandas", "dask"])
+def test_an_infinite_number_is_refused_before_any_release(text, chunked):
+    """The encoding refused it after the selection's release: a ChargedFitError of the whole
+    budget for a value any check could see first (found through `dpopt fit` on a CSV cell
+    `inf`)."""
+    X, y = frame()
+    X.loc[3, "x"] = -np.inf
+    if not text:
+        X = X.assign(c=(X.c == "a").astype(float))
+    if chunked:
+        dd = pytest.importorskip("dask.dataframe")
+        X, y = dd.from_pandas(X, npartitions=2), dd.from_pandas(y, npartitions=2)
+    refused_for_free(lambda acc: dpopt.DPLinearRegression(
+        epsilon=1, random_state=0, accountant=acc).fit(X, y), r"'x'\] hold an infinite value|"
+        "Input X contains infinity")

@@ -186,7 +186,7 @@ def test_dask_category_of_unknown_categories_is_selected_not_declared():
 
 @pytest.mark.parametrize("declared", [False, True])
 def test_dask_frame_with_text_that_is_not_unicode_is_refused_before_any_release(declared):
-    """As in memory (check_text): a lone surrogate in one record's cell of a string column,
+    """As in memory (check_cells): a lone surrogate in one record's cell of a string column,
     or of a declared one, is a ValueError naming the column, found in the pass that counts
     the values, before the selection's release; nothing is spent, with or without Dask's
     conversion of text to pyarrow strings (which refuses the cell first)."""

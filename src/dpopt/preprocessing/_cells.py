@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 __all__ = ["MISSING", "reserved_text", "text_codes", "value_counts", "level_text", "truth_values",
-           "missing_count", "check_text", "check_keys", "not_unicode", "check_unique_names"]
+           "missing_count", "check_cells", "check_finite", "check_keys", "not_unicode", "check_unique_names"]
 
 #: The key of a missing cell.
 MISSING = "<missing>"
@@ -135,19 +135,34 @@ def missing_count(s):
     return int(pd.isna(s).sum())
 
 
-def check_text(df, columns):
+def check_cells(df, columns):
     """A ValueError naming the column, before anything is released, when a text cell of a
     string or declared column is not valid Unicode (a lone surrogate, e.g. a file decoded
     with errors="surrogateescape"): the releases after the selection read text as UTF-8,
     and a failure there would depend on one record after a release. Likewise for a cell with
-    no text key at all (:func:`text_codes`)."""
+    no text key at all (:func:`text_codes`), and for an infinite number in a numeric column
+    (the encoding refused it after the selection's release, a charged failure)."""
     for c in columns:
         if c.kind in ("string", "declared"):
             check_keys(c.name, text_codes(df[c.name], c.name)[1])
+    numeric = [c.name for c in columns if c.kind == "numeric"]
+    check_finite([name for name in numeric if _has_infinity(df[name])])
+
+
+def _has_infinity(s):
+    values = pd.to_numeric(s, errors="coerce")  # a non-number is refused where it was
+    return bool(np.isinf(values.to_numpy(dtype=np.float64, na_value=np.nan)).any())
+
+
+def check_finite(columns):
+    """Refuse the numeric ``columns`` found to hold an infinite value (before any release)."""
+    if columns:
+        raise ValueError(f"column(s) {columns} hold an infinite value; replace it by a finite "
+                         f"number or a missing value")
 
 
 def check_keys(name, keys):
-    """:func:`check_text` of column ``name`` from its distinct texts ``keys``."""
+    """:func:`check_cells` of column ``name`` from its distinct texts ``keys``."""
     try:  # one encode of the distinct texts joined: no Python step per value
         "".join(keys).encode("utf-8")
     except UnicodeEncodeError:
@@ -155,7 +170,7 @@ def check_keys(name, keys):
 
 
 def not_unicode(name):
-    """The ValueError of :func:`check_text` for column ``name``."""
+    """The ValueError of :func:`check_cells` for column ``name``."""
     return ValueError(f"column {name!r} holds text that is not valid Unicode (a lone "
                       f"surrogate character): read the file with its encoding, or replace "
                       f"the character")

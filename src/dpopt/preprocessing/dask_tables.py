@@ -15,6 +15,7 @@ from dpopt.data.chunked import as_dask_arrays
 from dpopt.data.sources import is_chunked_input, open_target
 from dpopt.preprocessing._cells import (
     MISSING,
+    check_finite,
     check_keys,
     not_unicode,
     split_target,
@@ -204,9 +205,11 @@ def _dask_counts(ddf, y, columns, count_y, checks=()):
     strings = [c.name for c in columns if c.kind == "string"]
     declared = [c.name for c in columns if c.kind == "declared"]  # texts checked, not counted
     fixed = [c.name for c in columns if c.kind != "string" and c.missable]
+    numeric = [c.name for c in columns if c.kind == "numeric"]  # infinities refused
     tasks = ([ddf[c].value_counts(dropna=False) for c in strings + declared]
              + [ddf[c].isna().sum() for c in fixed]
-             + [_row_count(y)] + ([_label_count_task(y)] if count_y else []))
+             + [_row_count(y)] + ([_label_count_task(y)] if count_y else [])
+             + [ddf[c].abs().max() for c in numeric])
     try:
         out = computed_with_checks(tasks, checks)
     except UnicodeEncodeError:  # Dask hashes (or converts) text first: name the column
@@ -216,8 +219,11 @@ def _dask_counts(ddf, y, columns, count_y, checks=()):
             except UnicodeEncodeError:  # pyarrow's conversion refused it before the check
                 raise not_unicode(c) from None
         raise
-    for c, counts in zip(strings + declared, out):  # before any release (check_text)
+    for c, counts in zip(strings + declared, out):  # before any release (check_cells)
         check_keys(c, [str(k) for k in counts.index if not pd.isna(k)])
+    check_finite([c for c, top in zip(numeric, out[len(out) - len(numeric):])
+                  if np.isinf(float(top))])
+    out = out[:len(out) - len(numeric)]
     out = out[:len(strings)] + out[len(strings) + len(declared):]
     values = {}
     for c, counts in zip(strings, out):

@@ -19,7 +19,7 @@ from dpopt._core.validation import (
     real_pair,
 )
 from dpopt.preprocessing._bounds import release_counts
-from dpopt.preprocessing._cells import check_text
+from dpopt.preprocessing._cells import check_cells
 from dpopt.preprocessing.labels import (
     LABELS_COUNTED,
     LABELS_SELECTED,
@@ -103,7 +103,7 @@ def prepare_default(X, y, *, epsilon, delta, categories, feature_bounds, classes
     if frame:
         df = as_pandas(X)
         columns = plan_table(df, categories)
-        check_text(df, columns)
+        check_cells(df, columns)
     elif categories:
         raise ValueError("categories= needs X as a DataFrame (columns by name)")
     given = check_feature_bounds(feature_bounds, columns, X.shape[1])  # before any release
@@ -366,7 +366,7 @@ def release_table(df, epsilon, delta, categories, coding, rng) -> TableRelease:
     (:func:`delta_split`), under replace-one adjacency. Nothing is spent when every column
     is public (numbers without missing cells, bools, declared categories)."""
     columns = plan_table(df, categories)
-    check_text(df, columns)
+    check_cells(df, columns)
     delta_g, delta_sel = delta_split(delta, any(c.kind == "string" for c in columns))
     schema, _ = fit_schema(df, columns, gdp_mu(epsilon, delta_g), delta_sel, rng,
                            coding=coding)
