@@ -81,7 +81,6 @@ from dpopt.preprocessing._cells import split_target
 from dpopt.preprocessing._plan import column_kind
 from dpopt.preprocessing.labels import declared_classes, labels_present
 from dpopt.preprocessing.tables import as_pandas, is_frame
-from dpopt.preprocessing.target_coding import ONE_HOT_ONLY
 from dpopt.privacy import Gaussian, Laplace, gdp_mu
 from dpopt.privacy.budget import Spend, _unbudgeted
 from dpopt.privacy.dominance import dominated, gdp_mu2, pessimistic
@@ -214,17 +213,6 @@ def _is_public(step):
         return True
     return isinstance(step, (OneHotEncoder, OrdinalEncoder)) and \
         not (isinstance(step.categories, str) and step.categories == "auto")
-
-
-@contextlib.contextmanager
-def _one_hot_only():
-    """Candidates' fits code tables one-hot
-    (:data:`dpopt.preprocessing.target_coding.ONE_HOT_ONLY`)."""
-    token = ONE_HOT_ONLY.set(True)
-    try:
-        yield
-    finally:
-        ONE_HOT_ONLY.reset(token)
 
 
 @contextlib.contextmanager
@@ -486,7 +474,7 @@ class PrivateHyperparameterSearch(MetaEstimatorMixin, BaseEstimator):
                 ys = classes[np.arange(n_train) % len(classes)]
                 if read and PROBE_LABELS_READ not in self.privacy_leaks_:
                     self.privacy_leaks_.append(PROBE_LABELS_READ)
-            with _unbudgeted(), _one_hot_only(), warnings.catch_warnings():
+            with _unbudgeted(), warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 est.fit(Xs, ys)
             _refuse_selected_levels(est, c)
@@ -537,7 +525,7 @@ class PrivateHyperparameterSearch(MetaEstimatorMixin, BaseEstimator):
         for _ in range(k):
             i = int(rng.integers(len(candidates)))
             est = self._candidate(candidates[i], seed=int(rng.integers(2 ** 31 - 1)))
-            with _unbudgeted(), _one_hot_only(), warnings.catch_warnings(), \
+            with _unbudgeted(), warnings.catch_warnings(), \
                     _charged_whole(candidates[i]):
                 warnings.simplefilter("ignore")
                 est.fit(X_train, y_train)

@@ -44,7 +44,7 @@ from dpopt.preprocessing.tables import (
     selection_share,
     selection_threshold,
 )
-from dpopt.preprocessing.target_coding import ONE_HOT_ONLY, code_table, coding_shares
+from dpopt.preprocessing.target_coding import code_table, coding_shares
 from dpopt.privacy import epsilon_of, gdp_mu
 from dpopt.privacy.releases import begin
 
@@ -112,7 +112,7 @@ def prepare_default(X, y, *, epsilon, delta, categories, feature_bounds, classes
     strings = [c for c in columns or [] if c.kind == "string"]
     mu, delta_sel, delta_y, share_y, share_c = selection_split(X.shape[0], columns, select_y,
                                                                epsilon, delta)
-    shares = (coding == "target" and strings and not ONE_HOT_ONLY.get()
+    shares = (coding == "target" and strings
               and coding_shares(X.shape[0], mu, classifier or target_range is not None))
     count_y = count_declared and declared is not None and len(declared) >= 2
     if count_y:

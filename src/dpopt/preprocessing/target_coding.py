@@ -73,7 +73,6 @@ largest released value and 0. The model file keeps the non-zero buckets.
 
 from __future__ import annotations
 
-import contextvars
 import math
 from dataclasses import dataclass, field
 
@@ -87,7 +86,7 @@ from dpopt.preprocessing.shares import SHARES
 from dpopt.privacy import Gaussian
 from dpopt.privacy.mechanisms import gaussian_noise
 
-__all__ = ["TargetCode", "ONE_HOT_ONLY", "TARGET_SHARE", "CODING_SHARE", "CHECK_SHARE", "COUNT_MARGIN",
+__all__ = ["TargetCode", "TARGET_SHARE", "CODING_SHARE", "CHECK_SHARE", "COUNT_MARGIN",
            "coding_shares", "mostly_unnamed", "unresolved_many", "beyond_noise", "resolvable", "bucket_count",
            "buckets_of", "coding_sigma", "noisy_bucket_sums", "bucket_means",
            "release_target_codes", "code_table"]
@@ -111,10 +110,6 @@ MANY_LEVELS = 40
 #: its records (the same 10%): :func:`unresolved_many`.
 RESOLVED_FACTOR, RESOLVED_SHARE = 9.0, 0.9
 
-#: Set by :class:`dpopt.api.tuning.PrivateHyperparameterSearch` around its candidates' fits:
-#: target coding is decided by released counts, which the search's data-independent probe of
-#: each candidate's mechanisms cannot foresee, so there the tables are coded one-hot.
-ONE_HOT_ONLY = contextvars.ContextVar("dpopt_one_hot_only", default=False)
 
 
 @dataclass
