@@ -145,14 +145,15 @@ def test_a_table_with_no_data_rows_is_refused_as_csv_and_as_parquet(tmp_path, ca
 
 
 @pytest.mark.parametrize("header, kinds, flagged", [
-    ("3,a,b", "int,float,text", [2]),
-    ("3,flag,b", "int,bool,text", [2]),
-    ("id,3,score", "text,float,float", [3]),
+    ("3,a,b", "int,float,text", [1]),
+    ("3,flag,b", "int,bool,text", [1]),
+    ("id,3,score", "text,float,float", [2]),
 ])
-def test_a_first_row_that_looks_like_a_header_holding_a_number_is_refused(
+def test_a_header_naming_a_column_with_a_number_is_refused(
         tmp_path, capsys, header, kinds, flagged):
     """A header 3,a,b was read as data (one cell is a number): n off by one and column a
-    made text by its one cell "a", with no warning."""
+    made text by its one cell "a", with no warning. The first row is the header unless
+    --no-header says otherwise, and a name that is a number is refused, naming it."""
     rng = np.random.default_rng(0)
     make = {"int": lambda: rng.integers(0, 2, 500), "float": lambda: rng.standard_normal(500),
             "bool": lambda: rng.random(500) < 0.5, "text": lambda: rng.choice(["p", "q"], 500)}
@@ -161,24 +162,46 @@ def test_a_first_row_that_looks_like_a_header_holding_a_number_is_refused(
     data.write_text("\n".join([header, *(",".join(map(str, r)) for r in zip(*columns))]) + "\n")
     code, out, err = run(["fit", data, "--loss", "logistic", "--epsilon", "1", "--out", model],
                          capsys)
-    assert code == 2 and "first row looks like a header holding a number" in err
-    assert f"column(s) {flagged}" in err and "'x3'" in err
+    assert code == 2 and f"its column(s) {flagged} (numbered from 1) are named by numbers" in err
+    assert "--no-header" in err and "'x3'" in err
     assert "privacy:" not in out and not model.exists()
 
 
-def test_a_first_row_of_data_is_still_data(tmp_path, capsys):
-    """Without a header, a first row whose cells agree with their columns is data."""
+def _headerless(tmp_path, first):
+    """A CSV without a header whose first record is ``first`` (a, colour, label)."""
     rng = np.random.default_rng(0)
     a = rng.standard_normal(800).round(3)
     colour = rng.choice(["red", "blue"], 800)
     label = ["yes" if x + (c == "red") > 0.5 else "no" for x, c in zip(a, colour)]
+    rows = [f"{x},{c},{y}" for x, c, y in zip(a, colour, label)]
+    rows[0] = first
     data = tmp_path / "noheader.csv"
-    data.write_text("\n".join(f"{x},{c},{y}" for x, c, y in zip(a, colour, label)) + "\n")
-    model = tmp_path / "m.json"
-    code, out, err = run(["fit", data, "--loss", "logistic", "--epsilon", "2", "--seed", "0",
-                          "--out", model], capsys)
+    data.write_text("\n".join(rows) + "\n")
+    return data
+
+
+@pytest.mark.parametrize("first", ["0.5,alice_smith,yes", ",alice_smith,yes"])
+def test_whether_the_first_row_is_data_is_declared_not_read_from_it(tmp_path, capsys, first):
+    """Before, the first row was a header when none of its cells was a number: a record
+    whose number was missing became the header, its values printed in the report and
+    written to the model file as column names (n off by one), where its neighbour with
+    the number was data. With --no-header both are data; without it, the first row is the
+    header whatever it holds (a number in it is refused)."""
+    data, model = _headerless(tmp_path, first), tmp_path / "m.json"
+    fit = ["fit", data, "--loss", "logistic", "--epsilon", "2", "--seed", "0", "--out", model]
+    code, out, err = run([*fit, "--no-header"], capsys)
     assert code == 0, err
-    assert "(n=800, p=" in out and _model(model)["data"]["columns"] == ["col1", "col2"]
+    assert "(n=800, p=" in out and "alice_smith" not in out
+    saved = _model(model)
+    assert saved["data"]["columns"] == ["col1", "col2"] and saved["data"]["header"] is False
+    code, out, err = run(["predict", model, data, "--out", tmp_path / "p.csv"], capsys)
+    assert code == 0, err  # read without a header, as the fit read it
+    assert "(n=800)" in out
+    code, out, err = run(fit, capsys)
+    if first[0] == ",":  # the declared reading: this row is the header
+        assert code == 0 and "(n=799, p=" in out, err
+    else:
+        assert code == 2 and "pass --no-header" in err
 
 
 def test_labels_an_explicit_solver_reads_from_the_data_are_not_called_private(tmp_path, capsys):
@@ -270,7 +293,7 @@ def test_kinds_mixing_true_false_and_text_are_refused_and_declarations_are_check
     np.savez(npz, X=np.zeros((4, 2)), y=np.arange(4.0))
     code, _, err = run(["fit", npz, "--loss", "squared", "--epsilon", "1", "--text", "a"],
                        capsys)
-    assert code == 2 and "--text and --numbers apply to tables" in err
+    assert code == 2 and "--text, --numbers and --no-header apply to tables" in err
 
 
 def test_a_parquet_columns_declared_kinds(tmp_path):
@@ -304,3 +327,40 @@ def test_a_parquet_files_repeated_column_name_is_named(tmp_path, capsys):
     for index in (None, [5, 6]):
         pd.DataFrame({"a": [1.0, 2.0], "y": [0, 1]}, index=index).to_parquet(path)
         assert list(read_frame(path).columns) == ["a", "y"]
+
+
+@pytest.mark.parametrize("cell", ["99999999999999999999", "1_000", "\uff11\uff12"])
+def test_a_number_the_reader_takes_for_text_is_refused(tmp_path, cell):
+    """An independent audit: Python's float() takes these cells for numbers, pandas' parser
+    for text, so the column of numbers became a text column (its levels selected, or
+    target-coded) through one cell, past the check of mixed kinds."""
+    from dpopt.cli.tables import read_table
+
+    df = _frame("y", n=500)
+    df["a"] = (df["a"] * 100).round().astype(int).astype(object)  # integers: pandas reads a
+    df.loc[1, "a"] = cell  # 20-digit one among them as a Python int, the column as text
+    df.to_csv(tmp_path / "d.csv", index=False)
+    with pytest.raises(ValueError, match=r"\['a'\] hold cells of more than one kind"):
+        read_table(tmp_path / "d.csv", target="y")
+    X, _, _ = read_table(tmp_path / "d.csv", target="y", numbers=["a"])
+    assert X["a"].dtype == np.float64
+
+
+def test_one_label_written_as_a_float_does_not_change_the_labels_type(tmp_path, capsys):
+    """An independent audit: one cell 0.0 among 0/1 labels made pandas read the column as
+    floats, and the model file's classes, the report and the predictions 0.0 / 1.0."""
+    df = _frame("y")[["a", "y"]]
+    df.to_csv(tmp_path / "c0.csv", index=False)
+    df["y"] = df["y"].astype(object)
+    df.loc[0, "y"] = float(df.loc[0, "y"])
+    df.to_csv(tmp_path / "c1.csv", index=False)
+    saved = []
+    for name in ("c0", "c1"):
+        model = tmp_path / f"{name}.json"
+        code, out, err = run(["fit", tmp_path / f"{name}.csv", "--loss", "logistic",
+                              "--epsilon", "1", "--seed", "0", "--out", model], capsys)
+        assert code == 0, err
+        assert "0 -> -1, 1 -> +1" in out
+        saved.append(_model(model))
+    assert saved[0]["classes"] == saved[1]["classes"] == [0, 1]
+    assert saved[0]["coef"] == saved[1]["coef"]

@@ -442,6 +442,9 @@ def build_parser():
                    help="regression: a public range of the target (e.g. 0:100): the target "
                         "is clipped to it and no budget is spent on its range (default: "
                         "estimated privately)")
+    p.add_argument("--no-header", action="store_true",
+                   help="CSV only: the file has no header; its first row is data and the "
+                        "columns are col1, col2, ... (default: the first row is the header)")
     p.add_argument("--numbers", type=_names, action="extend", default=[],
                    metavar="NAME[,NAME...]",
                    help="tables only: read these columns as numbers, a cell that is not a "
@@ -483,6 +486,9 @@ def build_parser():
                         "as for 'dpopt fit' (default: the training target, if present)")
     p.add_argument("--out", metavar="PRED.csv", default="predictions.csv",
                    help="where to write the predictions")
+    p.add_argument("--no-header", action="store_true", default=None,
+                   help="CSV only: the file has no header (default: as the model's training "
+                        "file was read)")
     p.set_defaults(func=cmd_predict)
 
     p = command("plot", help="figures of a results JSONL (PNG and SVG)",

@@ -94,9 +94,9 @@ def _check_fit_arguments(args, options):
         raise ValueError(f"--target applies to tables (CSV, Parquet) only, got {args.data!r}")
     if args.missing != "auto" and not is_table_path(args.data):
         raise ValueError(f"--missing applies to tables (CSV, Parquet) only, got {args.data!r}")
-    if (args.text or args.numbers) and not is_table_path(args.data):
-        raise ValueError(f"--text and --numbers apply to tables (CSV, Parquet) only, got "
-                         f"{args.data!r}")
+    if (args.text or args.numbers or args.no_header) and not is_table_path(args.data):
+        raise ValueError(f"--text, --numbers and --no-header apply to tables (CSV, Parquet) "
+                         f"only, got {args.data!r}")
     if getattr(args, "feature_bounds", None) and args.solver is not None:
         raise ValueError("--feature-bounds applies to the default path (no --solver): an "
                          "explicit solver takes its own clipping options (--option)")
@@ -166,7 +166,8 @@ def _read_fit_data(args):
 
         try:
             X, y, name = read_table(args.data, target=-1 if args.target is None
-                                    else args.target, text=args.text, numbers=args.numbers)
+                                    else args.target, text=args.text, numbers=args.numbers,
+                                    has_header=not args.no_header)
         except ValueError as exc:
             raise ValueError(f"DATA: {exc}") from None
         X, y, dropped = _missing_rows(X, y, name, args.missing)
@@ -175,7 +176,8 @@ def _read_fit_data(args):
 
         return {"X": X, "y": compact_labels(y), "feature_names": list(X.columns), "target": name,
                 "categories": {}, "dropped_rows": dropped, "filled": 0, "frame": True,
-                "kinds": {"text": list(args.text), "numbers": list(args.numbers)}}
+                "kinds": {"text": list(args.text), "numbers": list(args.numbers)},
+                "header": not args.no_header}
     # lazy: the light CLI commands load no heavy module
     from dpopt.api import modelio
 
@@ -232,7 +234,7 @@ def _fit(args, options, X, y, bounds=None):
     if kind == "DPLogisticRegression" and args.penalty is not None:
         given["penalty"] = args.penalty
     # lazy: the light CLI commands load no heavy module
-    from dpopt.cli.tables import declared_classes, positive_label
+    from dpopt.cli.tables import declared_classes, positive_label, whole_labels
 
     positive = (positive_label(args.positive_label, y)  # in the column's kind, as --classes
                 if kind == "DPLogisticRegression" and args.positive_label is not None else None)
@@ -259,7 +261,7 @@ def _fit(args, options, X, y, bounds=None):
     coef, intercept = estimator.coef_.ravel(), float(np.ravel(estimator.intercept_)[0])
     classes, positive_note = None, None
     if kind == "DPLogisticRegression" and hasattr(estimator, "classes_"):
-        classes = list(estimator.classes_)
+        classes = whole_labels(estimator.classes_)
         if len(classes) > 2:  # one-vs-rest: a (k, p) matrix, one row per class
             coef, intercept = np.asarray(estimator.coef_), np.ravel(estimator.intercept_)
         else:
@@ -462,6 +464,7 @@ def _report(args, data, fitted, classes, caught):
                                      "table": table.to_dict() if table is not None else None,
                                      "categories": data["categories"],
                                      "kinds": data.get("kinds"),
+                                     "header": data.get("header"),
                                      "missing": args.missing,
                                      "dropped_rows": len(data["dropped_rows"])})
     coef = model["coef"]

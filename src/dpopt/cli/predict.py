@@ -39,8 +39,12 @@ def cmd_predict(args):
     target = args.target or (model.get("data") or {}).get("target")
     y = None
     if is_table_path(args.data):
-        kinds = (model.get("data") or {}).get("kinds") or {}  # as the fit read the columns
-        X = read_frame(args.data, text=kinds.get("text", ()), numbers=kinds.get("numbers", ()))
+        data = model.get("data") or {}  # read as the fit read its file
+        kinds = data.get("kinds") or {}
+        header = (not args.no_header if args.no_header is not None
+                  else data.get("header", True) is not False)
+        X = read_frame(args.data, text=kinds.get("text", ()), numbers=kinds.get("numbers", ()),
+                       has_header=header)
         if args.target is not None:  # a name, or a number as for dpopt fit
             target = X.columns[target_column(args.target, list(X.columns), "--target")]
         if target is not None and target in X.columns:

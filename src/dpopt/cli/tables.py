@@ -7,11 +7,11 @@ columns are then encoded by the table layer :mod:`dpopt.preprocessing.tables` (c
 private selection of categories, missing values), the same code as a DataFrame passed to an
 estimator.
 
-* **Header.** A CSV's first row is a header when none of its cells is a number; otherwise
-  the columns are named ``col1``, ``col2``, ... A first row read as data whose column holds
-  numbers (or True/False) in every other row but text in it looks like a header naming a
-  column with a number (``3,a,b``): refused (:func:`check_first_row`), as reading it either
-  way could be wrong.
+* **Header.** A CSV's first row is its header unless ``--no-header`` says the file has
+  none (the columns are then ``col1``, ``col2``, ...): a declaration, not a guess from the
+  first row, which in a file without a header is a record. A header naming a column with
+  a number, or one name twice, is refused (:func:`check_header`): a file without a header
+  read as if it had one.
 * **No data rows**: a table (CSV or Parquet) with a header and no row is refused.
 * **Missing values** are empty cells and pandas' tokens (``NA``, ``N/A``, ``NaN``,
   ``null``, ``None``, ...) plus ``?``.
@@ -53,10 +53,12 @@ def is_table_path(path) -> bool:
 SNIFF_ROWS = 2000
 
 
-def read_frame(path, *, text=(), numbers=(), one_kind=False, target=None):
+def read_frame(path, *, text=(), numbers=(), one_kind=False, target=None, has_header=True):
     """The whole table as a DataFrame (ValueError naming the path when unreadable).
 
-    ``text`` / ``numbers``: the names of the columns declared text or numbers (module
+    ``has_header``: whether a CSV's first row is its header (``--no-header``: it is data,
+    the columns ``col1``, ``col2``, ...). ``text`` / ``numbers``: the names of the columns
+    declared text or numbers (module
     docstring); ``one_kind``: refuse a column mixing kinds that is not declared (``dpopt
     fit``, whose ``target`` is checked first; ``dpopt
     predict`` reads through the model's schema, which says what each column is).
@@ -79,18 +81,19 @@ def read_frame(path, *, text=(), numbers=(), one_kind=False, target=None):
             df = declared_kinds(df, _declared(df.columns, header, text, numbers))
         else:
             sep = "\t" if ".tsv" in name else ","
-            header = "infer" if _has_header(path, sep) else None
+            header = 0 if has_header else None
+            if has_header:  # pandas renames a repeated name ("a", "a.1"): checked as written
+                check_header(pd.read_csv(path, sep=sep, header=None, nrows=1, dtype=str,
+                                         skipinitialspace=True).iloc[0].tolist())
             options = {"sep": sep, "header": header, "na_values": list(EXTRA_MISSING),
                        "skipinitialspace": True}
-            looks = [] if header else _header_like_columns(path, sep)
-            if not looks:  # else refused below, unread
-                head = pd.read_csv(path, nrows=SNIFF_ROWS, **options)
-                given = _declared(head.columns, header, text, numbers)
-                dtype = {c: "category" for c in head.columns if c not in given
-                         and _is_text(head[c].dtype) and not _true_false(head[c])}
-                dtype.update({c: str for c in given})  # a declared column's cells as written
-                df = declared_kinds(pd.read_csv(path, dtype=dtype or None, **options), given)
-    except (DeclarationError, RepeatedNameError):
+            head = pd.read_csv(path, nrows=SNIFF_ROWS, **options)
+            given = _declared(head.columns, header, text, numbers)
+            dtype = {c: "category" for c in head.columns if c not in given
+                     and _is_text(head[c].dtype) and not _true_false(head[c])}
+            dtype.update({c: str for c in given})  # a declared column's cells as written
+            df = declared_kinds(pd.read_csv(path, dtype=dtype or None, **options), given)
+    except (DeclarationError, RepeatedNameError, HeaderError):
         raise
     except (OSError, ValueError, UnicodeDecodeError) as exc:
         failed = _read_error(exc)  # raised below, outside the handler: the reader's error,
@@ -99,12 +102,7 @@ def read_frame(path, *, text=(), numbers=(), one_kind=False, target=None):
     if failed is not None:
         raise ValueError(f"cannot read {os.fspath(path)!r}: {failed}")
     if header is None:
-        check_first_row(path, looks)
         df.columns = [f"col{j + 1}" for j in range(df.shape[1])]
-    elif not parquet:  # pandas renames a repeated name ("a", "a.1"): check the header as written
-        raw = pd.read_csv(path, sep=sep, header=None, nrows=1, dtype=str,
-                          skipinitialspace=True).iloc[0]
-        check_unique_columns([str(c).strip() for c in raw])
     if df.shape[0] == 0:  # one check for every format (pandas reads a 0-row Parquet file)
         raise ValueError(f"{os.fspath(path)!r} has no data rows")
     if not parquet:
@@ -159,13 +157,17 @@ def declared_kinds(df, given):
 
 def check_one_kind(df, declared=()):
     """Refuse a column not ``declared`` whose present cells are of more than one kind
-    (numbers, True/False, text): its kind as pandas infers it would follow the cells, and so
-    one record. The refusal comes before any release and names the column, not its cells."""
-    mixed = [c for c in df.columns if c not in declared and len(cell_kinds(df[c])) > 1]
+    (numbers, True/False, text), or of one kind that is not the kind pandas read it as (a
+    number pandas' parser does not take, such as ``99999999999999999999`` or ``1_000``,
+    makes a column text): its kind would follow the cells, and so one record. The refusal
+    comes before any release and names the column, not its cells."""
+    mixed = [c for c in df.columns if c not in declared
+             and not cell_kinds(df[c]) <= {read_kind(df[c])}]
     if mixed:
         raise ValueError(
-            f"column(s) {mixed} hold cells of more than one kind (numbers, True/False, text): "
-            f"a kind read from the cells would depend on the private records; declare each "
+            f"column(s) {mixed} hold cells of more than one kind (numbers, True/False, text), "
+            f"or numbers the reader takes for text: a kind read from the cells would depend "
+            f"on the private records; declare each "
             f"one: --numbers NAME (a cell that is not a number is read as missing) or --text "
             f"NAME (every cell is a text level)")
 
@@ -184,6 +186,16 @@ def cell_kinds(s):
     values = (s.cat.categories if isinstance(s.dtype, pd.CategoricalDtype)
               else pd.unique(s.dropna().to_numpy()))
     return {_kind_of(v) for v in values}
+
+
+def read_kind(s):
+    """The kind pandas read column ``s`` as: "number", "truth" or "text"."""
+    # lazy: the light CLI commands load no heavy module
+    import pandas as pd
+
+    if pd.api.types.is_bool_dtype(s.dtype) or _true_false(s):
+        return "truth"
+    return "number" if pd.api.types.is_numeric_dtype(s.dtype) else "text"
 
 
 def _kind_of(value):
@@ -208,40 +220,21 @@ def _parquet_names(path):
     return [name for name in schema.names if name not in index]
 
 
-def _header_like_columns(path, sep):
-    """The 1-based numbers of the columns whose first cell is text while every other
-    non-missing cell of the first :data:`SNIFF_ROWS` rows is a number (or every one is
-    True/False): the first row then looks like a header, read as data because another of
-    its cells is a number."""
-    # lazy: the light CLI commands load no heavy module
-    import pandas as pd
-
-    head = pd.read_csv(path, sep=sep, header=None, nrows=SNIFF_ROWS, dtype=str,
-                       na_values=list(EXTRA_MISSING), skipinitialspace=True)
-    out = []
-    for j, c in enumerate(head.columns):
-        first, rest = head[c].iloc[0], head[c].iloc[1:].dropna().str.strip()
-        if pd.isna(first) or rest.empty or pd.notna(pd.to_numeric(first.strip(), errors="coerce")):
-            continue
-        if pd.to_numeric(rest, errors="coerce").notna().all() or \
-                rest.str.lower().isin(("true", "false")).all():
-            out.append(j + 1)
-    return out
+class HeaderError(ValueError):
+    """A CSV header that names a column with a number."""
 
 
-def check_first_row(path, columns):
-    """A first row read as data (one of its cells is a number) whose ``columns`` hold text
-    there and numbers (or True/False) below looks like a header naming a column with a
-    number: read as data it would add a row and make those columns text, read as a header
-    it would drop a row of data. Refused, saying how to proceed."""
-    if columns:
-        raise ValueError(
-            f"{os.fspath(path)!r}: its first row looks like a header holding a number: it "
-            f"is read as data because one of its cells is a number, but column(s) "
-            f"{columns} (numbered from 1) hold text there and numbers or True/False in the "
-            f"rows below; a header is read only when none of its cells is a number: give "
-            f"every column a name that is not a number (e.g. 'x3' for '3'), or write the "
-            f"table as Parquet")
+def check_header(cells):
+    """The header as written: refused when a name is a number (a file without a header,
+    read as if it had one: its first record would be taken for names) or repeats another."""
+    numbers = [j + 1 for j, c in enumerate(cells) if _is_number(c)]
+    if numbers:
+        raise HeaderError(
+            f"the first row is read as the header, and its column(s) {numbers} (numbered "
+            f"from 1) are named by numbers: pass --no-header if the file has no header "
+            f"(its first row is then data), or name those columns with a text that is not a "
+            f"number (e.g. 'x3' for '3')")
+    check_unique_columns([str(c).strip() for c in cells])
 
 
 def _read_error(exc):
@@ -334,15 +327,6 @@ def kinds_without_missing_cells(X):
     return X
 
 
-def _has_header(path, sep):
-    # lazy: the light CLI commands load no heavy module
-    import pandas as pd
-
-    first = pd.read_csv(path, sep=sep, header=None, nrows=1, dtype=str,
-                        skipinitialspace=True)
-    return not any(_is_number(c) for c in first.iloc[0].tolist())
-
-
 def _is_number(text) -> bool:
     if not isinstance(text, str):
         return False
@@ -360,13 +344,13 @@ def split_target(df, target=-1):
     return df.drop(columns=[name]), df[name], name
 
 
-def read_table(path, *, target=-1, text=(), numbers=()):
+def read_table(path, *, target=-1, text=(), numbers=(), has_header=True):
     """``(X DataFrame, y Series, target name)`` of a table file (module docstring); a column
     mixing kinds is refused unless ``text`` or ``numbers`` declares it."""
     if not Path(path).exists():
         raise ValueError(f"{os.fspath(path)!r} does not exist")
     X, y, name = split_target(read_frame(path, text=text, numbers=numbers, one_kind=True,
-                                         target=target), target)
+                                         target=target, has_header=has_header), target)
     return kinds_without_missing_cells(X), y, name
 
 
@@ -450,6 +434,17 @@ def _in_kind(labels, text, y, what):
         raise ValueError(f"{what}: the target column holds integers, got {text!r}")
     # digits are read exactly (a float rounds integers beyond 2**53)
     return [int(t) if t.lstrip("+-").isdigit() else int(v) for t, v in zip(labels, values)]
+
+
+def whole_labels(classes):
+    """The released labels as the model file writes them: floats that are all whole numbers
+    as integers. pandas reads a column of integer labels as floats when one cell is written
+    ``0.0``, so the labels' type would otherwise follow one record (post-processing of the
+    released labels: nothing is read)."""
+    out = [c.item() if hasattr(c, "item") else c for c in classes]
+    if all(isinstance(c, float) and c.is_integer() for c in out):
+        return [int(c) for c in out]
+    return out
 
 
 def _truth(label, text, what):
