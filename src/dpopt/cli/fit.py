@@ -411,8 +411,10 @@ def _fit_default(args, X, y, loss, penalty, kwargs, bounds=None):
         raise ValueError("--epsilon inf: the default path's scaling is private; pass --solver "
                          "for a non-private fit")
     # lazy: the light CLI commands load no heavy module
+    from dpopt._core.input import numeric_target
     from dpopt.preprocessing.table_encoder import prepare_default
 
+    y = numeric_target(y, f"--loss {args.loss}")  # before the table's selection
     delta = default_delta(X.shape[0]) if args.delta is None else args.delta
     rng = check_random_state(args.seed)
     X, y, _, encoder, bounds, prior = prepare_default(
