@@ -293,20 +293,20 @@ def test_kinds_mixing_true_false_and_text_are_refused_and_declarations_are_check
     np.savez(npz, X=np.zeros((4, 2)), y=np.arange(4.0))
     code, _, err = run(["fit", npz, "--loss", "squared", "--epsilon", "1", "--text", "a"],
                        capsys)
-    assert code == 2 and "--text, --numbers and --no-header apply to tables" in err
+    assert code == 2 and "--text and --numbers apply to tables" in err
 
 
 def test_a_parquet_columns_declared_kinds(tmp_path):
     """A Parquet column of Python objects mixing numbers and text is refused like a CSV's;
     declared, a float column reads as text and a text column as numbers."""
-    from dpopt.cli.tables import read_table
+    from dpopt.cli.tables import Reading, read_table
 
     path = tmp_path / "t.parquet"
     pd.DataFrame({"a": [1.5, 2.0, None], "b": ["1", "x", None],
                   "y": [1.0, 2.0, 3.0]}).to_parquet(path)
     with pytest.raises(ValueError, match=r"\['b'\] hold cells of more than one kind"):
         read_table(path, target="y")
-    X, _, _ = read_table(path, target="y", text=["a"], numbers=["b"])
+    X, _, _ = read_table(path, Reading(text=("a",), numbers=("b",)), target="y")
     assert X["b"].tolist()[0] == 1.0 and np.isnan(X["b"].tolist()[1:]).all()
     assert [str(v) if pd.notna(v) else None for v in X["a"]] == ["1.5", "2.0", None]
 
@@ -334,7 +334,7 @@ def test_a_number_the_reader_takes_for_text_is_refused(tmp_path, cell):
     """An independent audit: Python's float() takes these cells for numbers, pandas' parser
     for text, so the column of numbers became a text column (its levels selected, or
     target-coded) through one cell, past the check of mixed kinds."""
-    from dpopt.cli.tables import read_table
+    from dpopt.cli.tables import Reading, read_table
 
     df = _frame("y", n=500)
     df["a"] = (df["a"] * 100).round().astype(int).astype(object)  # integers: pandas reads a
@@ -342,7 +342,7 @@ def test_a_number_the_reader_takes_for_text_is_refused(tmp_path, cell):
     df.to_csv(tmp_path / "d.csv", index=False)
     with pytest.raises(ValueError, match=r"\['a'\] hold cells of more than one kind"):
         read_table(tmp_path / "d.csv", target="y")
-    X, _, _ = read_table(tmp_path / "d.csv", target="y", numbers=["a"])
+    X, _, _ = read_table(tmp_path / "d.csv", Reading(numbers=("a",)), target="y")
     assert X["a"].dtype == np.float64
 
 

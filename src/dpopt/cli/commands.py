@@ -486,9 +486,9 @@ def build_parser():
                         "as for 'dpopt fit' (default: the training target, if present)")
     p.add_argument("--out", metavar="PRED.csv", default="predictions.csv",
                    help="where to write the predictions")
-    p.add_argument("--no-header", action="store_true", default=None,
-                   help="CSV only: the file has no header (default: as the model's training "
-                        "file was read)")
+    p.add_argument("--header", action=argparse.BooleanOptionalAction, default=None,
+                   help="CSV only: whether the file's first row is its header (--no-header: "
+                        "it is data; default: as the model's training file was read)")
     p.set_defaults(func=cmd_predict)
 
     p = command("plot", help="figures of a results JSONL (PNG and SVG)",

@@ -88,15 +88,16 @@ def _numeric_target(y):
 def _check_fit_arguments(args, options):
     """Everything that can be checked before reading the data or fitting."""
     # lazy: the light CLI commands load no heavy module
-    from dpopt.cli.tables import is_table_path
+    from dpopt.cli.tables import check_header_option, is_table_path
 
     if args.target is not None and not is_table_path(args.data):
         raise ValueError(f"--target applies to tables (CSV, Parquet) only, got {args.data!r}")
     if args.missing != "auto" and not is_table_path(args.data):
         raise ValueError(f"--missing applies to tables (CSV, Parquet) only, got {args.data!r}")
-    if (args.text or args.numbers or args.no_header) and not is_table_path(args.data):
-        raise ValueError(f"--text, --numbers and --no-header apply to tables (CSV, Parquet) "
-                         f"only, got {args.data!r}")
+    if (args.text or args.numbers) and not is_table_path(args.data):
+        raise ValueError(f"--text and --numbers apply to tables (CSV, Parquet) only, got "
+                         f"{args.data!r}")
+    check_header_option(args.no_header, args.data)
     if getattr(args, "feature_bounds", None) and args.solver is not None:
         raise ValueError("--feature-bounds applies to the default path (no --solver): an "
                          "explicit solver takes its own clipping options (--option)")
@@ -162,12 +163,13 @@ def _read_fit_data(args):
 
     if is_table_path(args.data):
         # lazy: the light CLI commands load no heavy module
-        from dpopt.cli.tables import read_table
+        from dpopt.cli.tables import Reading, read_table
 
+        reading = Reading(header=not args.no_header, text=tuple(args.text),
+                          numbers=tuple(args.numbers))
         try:
-            X, y, name = read_table(args.data, target=-1 if args.target is None
-                                    else args.target, text=args.text, numbers=args.numbers,
-                                    has_header=not args.no_header)
+            X, y, name = read_table(args.data, reading,
+                                    target=-1 if args.target is None else args.target)
         except ValueError as exc:
             raise ValueError(f"DATA: {exc}") from None
         X, y, dropped = _missing_rows(X, y, name, args.missing)
@@ -176,8 +178,7 @@ def _read_fit_data(args):
 
         return {"X": X, "y": compact_labels(y), "feature_names": list(X.columns), "target": name,
                 "categories": {}, "dropped_rows": dropped, "filled": 0, "frame": True,
-                "kinds": {"text": list(args.text), "numbers": list(args.numbers)},
-                "header": not args.no_header}
+                **reading.to_model()}
     # lazy: the light CLI commands load no heavy module
     from dpopt.api import modelio
 

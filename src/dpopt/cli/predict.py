@@ -32,19 +32,23 @@ def cmd_predict(args):
 
     # lazy: the light CLI commands load no heavy module
     from dpopt.api import modelio
-    from dpopt.cli.tables import compact_labels, is_table_path, read_frame, target_column
+    from dpopt.cli.tables import (
+        Reading,
+        check_header_option,
+        compact_labels,
+        is_table_path,
+        read_frame,
+        target_column,
+    )
 
     check_output_path(args.out)  # before anything is read: a bad path fails first
+    check_header_option(args.header is False, args.data)
     model = modelio.load_model(args.model)
     target = args.target or (model.get("data") or {}).get("target")
     y = None
     if is_table_path(args.data):
-        data = model.get("data") or {}  # read as the fit read its file
-        kinds = data.get("kinds") or {}
-        header = (not args.no_header if args.no_header is not None
-                  else data.get("header", True) is not False)
-        X = read_frame(args.data, text=kinds.get("text", ()), numbers=kinds.get("numbers", ()),
-                       has_header=header)
+        # read as the fit read its file, unless --header / --no-header says otherwise
+        X = read_frame(args.data, Reading.of_model(model.get("data") or {}, args.header))
         if args.target is not None:  # a name, or a number as for dpopt fit
             target = X.columns[target_column(args.target, list(X.columns), "--target")]
         if target is not None and target in X.columns:

@@ -31,7 +31,9 @@ estimator.
 from __future__ import annotations
 
 import os
+import warnings
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -53,14 +55,47 @@ def is_table_path(path) -> bool:
 SNIFF_ROWS = 2000
 
 
-def read_frame(path, *, text=(), numbers=(), one_kind=False, target=None, has_header=True):
-    """The whole table as a DataFrame (ValueError naming the path when unreadable).
+@dataclass(frozen=True)
+class Reading:
+    """How a table file is read: public declarations, never guessed from the cells.
 
-    ``has_header``: whether a CSV's first row is its header (``--no-header``: it is data,
-    the columns ``col1``, ``col2``, ...). ``text`` / ``numbers``: the names of the columns
-    declared text or numbers (module
-    docstring); ``one_kind``: refuse a column mixing kinds that is not declared (``dpopt
-    fit``, whose ``target`` is checked first; ``dpopt
+    ``header``: whether a CSV's first row is its header (``--no-header``: it is data, the
+    columns ``col1``, ``col2``, ...); ``text`` / ``numbers``: the columns declared text or
+    numbers (module docstring). ``from_model``: the declarations of a model file's fit
+    (``dpopt predict``): errors call them the fit's, and a declared column the file lacks
+    is left to the model's schema to name (the target need not be there).
+    """
+
+    header: bool = True
+    text: tuple = ()
+    numbers: tuple = ()
+    from_model: bool = False
+
+    @classmethod
+    def of_model(cls, data, header=None):
+        """The reading a model file's ``data`` records (``header`` given: it overrides)."""
+        kinds = data.get("kinds") or {}
+        return cls(header=data.get("header", True) is not False if header is None else header,
+                   text=tuple(kinds.get("text", ())), numbers=tuple(kinds.get("numbers", ())),
+                   from_model=True)
+
+    def to_model(self):
+        """What the model file records, for :meth:`of_model`."""
+        return {"kinds": {"text": list(self.text), "numbers": list(self.numbers)},
+                "header": self.header}
+
+    def option(self, name):
+        """How an error names a declaration."""
+        return f"{name} (of the model's fit)" if self.from_model else name
+
+
+def read_frame(path, reading=Reading(), *, one_kind=False, target=None):
+    """The whole table as a DataFrame, read as ``reading`` declares (:class:`Reading`); a
+    ValueError naming the path when it is unreadable. Column names are text, stripped, and
+    each names one column (every format).
+
+    ``one_kind``: refuse a column that is not declared and whose kind the cells would decide
+    (:func:`check_one_kind`; ``dpopt fit``, whose ``target`` is checked first; ``dpopt
     predict`` reads through the model's schema, which says what each column is).
 
     Memory: a text column is parsed straight into integer codes (pandas' C parser with
@@ -72,67 +107,90 @@ def read_frame(path, *, text=(), numbers=(), one_kind=False, target=None, has_he
     # lazy: the light CLI commands load no heavy module
     import pandas as pd
 
-    name = os.fspath(path).lower()
-    parquet, header = name.endswith(PARQUET_SUFFIXES), "infer"
-    try:
-        if parquet:
-            check_unique_columns(_parquet_names(path))  # pyarrow's error would not name them
-            df = pd.read_parquet(path)
-            df = declared_kinds(df, _declared(df.columns, header, text, numbers))
-        else:
-            sep = "\t" if ".tsv" in name else ","
-            header = 0 if has_header else None
-            if has_header:  # pandas renames a repeated name ("a", "a.1"): checked as written
-                check_header(pd.read_csv(path, sep=sep, header=None, nrows=1, dtype=str,
-                                         skipinitialspace=True).iloc[0].tolist())
-            options = {"sep": sep, "header": header, "na_values": list(EXTRA_MISSING),
-                       "skipinitialspace": True}
-            head = pd.read_csv(path, nrows=SNIFF_ROWS, **options)
-            given = _declared(head.columns, header, text, numbers)
-            dtype = {c: "category" for c in head.columns if c not in given
-                     and _is_text(head[c].dtype) and not _true_false(head[c])}
-            dtype.update({c: str for c in given})  # a declared column's cells as written
-            df = declared_kinds(pd.read_csv(path, dtype=dtype or None, **options), given)
-    except (DeclarationError, RepeatedNameError, HeaderError):
-        raise
-    except (OSError, ValueError, UnicodeDecodeError) as exc:
-        failed = _read_error(exc)  # raised below, outside the handler: the reader's error,
-    else:  # which can quote a cell, is then not kept as the new one's __context__
-        failed = None
-    if failed is not None:
-        raise ValueError(f"cannot read {os.fspath(path)!r}: {failed}")
-    if header is None:
-        df.columns = [f"col{j + 1}" for j in range(df.shape[1])]
+    if os.fspath(path).lower().endswith(PARQUET_SUFFIXES):
+        names, nested = _reading(path, _parquet_columns, path)
+        check_unique_columns(_names_as_read(names))
+        if nested:
+            raise ValueError(f"column(s) {nested} hold lists, maps or records: a table "
+                             f"column holds one number, True/False or text per row")
+        df = _reading(path, pd.read_parquet, path)
+        df.columns = _names_as_read(df.columns)
+        given = _declared(df.columns, reading)
+    else:
+        df, given = _read_csv(path, reading)
     if df.shape[0] == 0:  # one check for every format (pandas reads a 0-row Parquet file)
         raise ValueError(f"{os.fspath(path)!r} has no data rows")
-    if not parquet:
-        df.columns = [str(c).strip() for c in df.columns]
+    df = declared_kinds(df, given)
     if one_kind:
         if target is not None:  # an argument is named before the cells
             target_column(target, list(df.columns))
-        check_one_kind(df, set(text) | set(numbers))
+        check_one_kind(df, given)
     return compact_text(df)
 
 
-class DeclarationError(ValueError):
-    """A ``--text`` / ``--numbers`` declaration that does not fit the table."""
+def _read_csv(path, reading):
+    """``(frame, declared kinds)`` of a CSV file: one pass over its first rows to tell text
+    columns (parsed as categories), then the whole file."""
+    # lazy: the light CLI commands load no heavy module
+    import pandas as pd
+
+    sep = "\t" if ".tsv" in os.fspath(path).lower() else ","
+    if reading.header:  # pandas renames a repeated name ("a", "a.1"): checked as written
+        check_header(_reading(path, pd.read_csv, path, sep=sep, header=None, nrows=1,
+                              dtype=str, skipinitialspace=True).iloc[0].tolist())
+    # index_col=False: a record with one field more than the header is refused (pandas
+    # would otherwise make the first column an index and shift the names by one)
+    options = {"sep": sep, "header": 0 if reading.header else None, "index_col": False,
+               "na_values": list(EXTRA_MISSING), "skipinitialspace": True}
+    head = _reading(path, pd.read_csv, path, nrows=SNIFF_ROWS, **options)
+    names = (_names_as_read(head.columns) if reading.header
+             else [f"col{j + 1}" for j in range(head.shape[1])])
+    given = _declared(names, reading)
+    dtype = {c: "category" for c, name in zip(head.columns, names) if name not in given
+             and _is_text(head[c].dtype) and not _true_false(head[c])}
+    dtype.update({c: str for c, name in zip(head.columns, names) if name in given})
+    df = _reading(path, pd.read_csv, path, dtype=dtype or None, **options)
+    df.columns = names
+    return df, given
 
 
-def _declared(columns, header, text, numbers):
-    """``{column label as read: "text" or "numbers"}`` of the declared names (a name as the
-    header writes it, stripped; ``colK`` in a file without a header); ValueError naming the
-    option for a name that is not a column or a column declared twice."""
-    labels = {(f"col{c + 1}" if header is None else str(c).strip()): c for c in columns}
-    both = sorted(set(text) & set(numbers))
+def _reading(path, read, *args, **kwargs):
+    """``read(*args, **kwargs)``, a pandas or pyarrow reader; its failure is a ValueError
+    naming ``path`` (:func:`_read_error`), raised outside the handler so that the reader's
+    error, which can quote a cell, is not kept as its ``__context__``. A row with more
+    fields than the header (pandas' ParserWarning) is a failure."""
+    # lazy: the light CLI commands load no heavy module
+    import pandas as pd
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", pd.errors.ParserWarning)
+            return read(*args, **kwargs)
+    except (OSError, ValueError, UnicodeDecodeError, pd.errors.ParserWarning) as exc:
+        failed = _read_error(exc)
+    raise ValueError(f"cannot read {os.fspath(path)!r}: {failed}")
+
+
+def _names_as_read(columns):
+    """Column names as the CLI reads them: text, stripped of surrounding spaces."""
+    return [str(c).strip() for c in columns]
+
+
+def _declared(names, reading):
+    """``{column name: "text" or "numbers"}`` of the declared names; a ValueError naming the
+    option for a name that is not a column (left out when ``reading.from_model``) or a
+    column declared twice."""
+    both = sorted(set(reading.text) & set(reading.numbers))
     if both:
-        raise DeclarationError(f"column(s) {both} declared both --text and --numbers")
+        raise ValueError(f"column(s) {both} declared both --text and --numbers")
     given = {}
-    for option, names, kind in (("--text", text, "text"), ("--numbers", numbers, "numbers")):
-        unknown = [name for name in names if name not in labels]
-        if unknown:
-            raise DeclarationError(f"{option}: {unknown} not a column of the table; "
-                                   f"columns: {list(labels)}")
-        given.update({labels[name]: kind for name in names})
+    for option, declared, kind in (("--text", reading.text, "text"),
+                                   ("--numbers", reading.numbers, "numbers")):
+        unknown = [name for name in declared if name not in names]
+        if unknown and not reading.from_model:
+            raise ValueError(f"{reading.option(option)}: {unknown} not a column of the "
+                             f"table; columns: {list(names)}")
+        given.update({name: kind for name in declared if name in names})
     return given
 
 
@@ -156,11 +214,19 @@ def declared_kinds(df, given):
 
 
 def check_one_kind(df, declared=()):
-    """Refuse a column not ``declared`` whose present cells are of more than one kind
-    (numbers, True/False, text), or of one kind that is not the kind pandas read it as (a
-    number pandas' parser does not take, such as ``99999999999999999999`` or ``1_000``,
-    makes a column text): its kind would follow the cells, and so one record. The refusal
-    comes before any release and names the column, not its cells."""
+    """Refuse a column not ``declared`` whose kind its cells would decide, and so one
+    record: its present cells are of more than one kind (numbers, True/False, text), or of
+    one kind that is not the kind pandas read it as (a number pandas' parser does not take,
+    such as ``99999999999999999999`` or ``1_000``, makes a column text), or fewer than two
+    (an empty column reads as numbers, and one record's cell would set its kind; with two
+    or more of one kind, changing one record leaves that kind or a mixed column). The
+    refusal comes before any release and names the column, not its cells."""
+    sparse = [c for c in df.columns if c not in declared and df[c].count() < 2]
+    if sparse:
+        raise ValueError(
+            f"column(s) {sparse} have fewer than two cells that are not missing: what kind "
+            f"they are (numbers, True/False, text) would be read from one record; declare "
+            f"each one (--numbers NAME or --text NAME) or drop it from the file")
     mixed = [c for c in df.columns if c not in declared
              and not cell_kinds(df[c]) <= {read_kind(df[c])}]
     if mixed:
@@ -209,19 +275,27 @@ def _kind_of(value):
     return "number" if _is_number(text) else "text"
 
 
-def _parquet_names(path):
-    """The column names a Parquet file's schema gives (its index columns left out)."""
+def _parquet_columns(path):
+    """``(names, names of nested columns)`` from a Parquet file's schema (its index columns
+    left out); nested: lists, maps, records."""
     # lazy: the light CLI commands load no heavy module (pyarrow: optional)
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
     schema = pq.read_schema(path)
     index = {c for c in (schema.pandas_metadata or {}).get("index_columns", [])
              if isinstance(c, str)}  # a RangeIndex is a dict of metadata, not a column
-    return [name for name in schema.names if name not in index]
+    fields = [f for f in schema if f.name not in index]
+    return [f.name for f in fields], [f.name for f in fields if pa.types.is_nested(f.type)]
 
 
-class HeaderError(ValueError):
-    """A CSV header that names a column with a number."""
+def check_header_option(no_header, path):
+    """``--no-header`` is a CSV's declaration: refused for a Parquet file (its schema names
+    the columns) and for a numeric file."""
+    name = os.fspath(path).lower()
+    if no_header and not name.endswith(CSV_SUFFIXES):
+        raise ValueError(f"--no-header applies to CSV files only (a Parquet file's schema "
+                         f"names its columns), got {os.fspath(path)!r}")
 
 
 def check_header(cells):
@@ -229,12 +303,13 @@ def check_header(cells):
     read as if it had one: its first record would be taken for names) or repeats another."""
     numbers = [j + 1 for j, c in enumerate(cells) if _is_number(c)]
     if numbers:
-        raise HeaderError(
+        raise ValueError(
             f"the first row is read as the header, and its column(s) {numbers} (numbered "
             f"from 1) are named by numbers: pass --no-header if the file has no header "
             f"(its first row is then data), or name those columns with a text that is not a "
             f"number (e.g. 'x3' for '3')")
-    check_unique_columns([str(c).strip() for c in cells])
+    check_unique_columns([f"Unnamed: {j}" if not isinstance(c, str) else c.strip()
+                          for j, c in enumerate(cells)])  # pandas' name of an empty cell
 
 
 def _read_error(exc):
@@ -246,6 +321,8 @@ def _read_error(exc):
 
     if isinstance(exc, UnicodeDecodeError):
         return "not UTF-8 text"
+    if isinstance(exc, pd.errors.ParserWarning):
+        return "a row has more fields than the header"
     if isinstance(exc, (pd.errors.ParserError, pd.errors.EmptyDataError, OSError)):
         return str(exc)
     return f"not a readable table ({type(exc).__name__})"
@@ -344,14 +421,27 @@ def split_target(df, target=-1):
     return df.drop(columns=[name]), df[name], name
 
 
-def read_table(path, *, target=-1, text=(), numbers=(), has_header=True):
+def read_table(path, reading=Reading(), *, target=-1):
     """``(X DataFrame, y Series, target name)`` of a table file (module docstring); a column
-    mixing kinds is refused unless ``text`` or ``numbers`` declares it."""
+    whose kind the cells would decide is refused unless ``reading`` declares it. A
+    True/False target is pandas' nullable boolean (a missing label leaves it one, not Python
+    objects); an infinite number in a numeric target is refused."""
     if not Path(path).exists():
         raise ValueError(f"{os.fspath(path)!r} does not exist")
-    X, y, name = split_target(read_frame(path, text=text, numbers=numbers, one_kind=True,
-                                         target=target, has_header=has_header), target)
+    X, y, name = split_target(read_frame(path, reading, one_kind=True, target=target), target)
+    if _true_false(y):
+        y = y.astype("boolean")
+    elif _is_numeric(y) and np.isinf(y.to_numpy(dtype=np.float64, na_value=np.nan)).any():
+        raise ValueError(f"the target column {name!r} holds an infinite number")
     return kinds_without_missing_cells(X), y, name
+
+
+def _is_numeric(s):
+    """Whether pandas holds column ``s`` as numbers (not True/False)."""
+    # lazy: the light CLI commands load no heavy module
+    import pandas as pd
+
+    return pd.api.types.is_numeric_dtype(s.dtype) and not pd.api.types.is_bool_dtype(s.dtype)
 
 
 def target_column(target, names, what="target"):
@@ -386,17 +476,13 @@ def _delimiter_hint(names):
             f"or as .tsv for tabs)" if seps else "")
 
 
-class RepeatedNameError(ValueError):
-    """Two columns of a table carry one name."""
-
-
 def check_unique_columns(names):
     """Two columns with one name make the target choice and the model's feature names
     ambiguous: refused, naming them."""
     twice = [f"{name!r} ({k} times)" for name, k in Counter(map(str, names)).items() if k > 1]
     if twice:
-        raise RepeatedNameError(f"duplicate column name(s) {', '.join(twice)}; give every column a "
-                         f"unique name in the header")
+        raise ValueError(f"duplicate column name(s) {', '.join(twice)} (names are read "
+                         f"without surrounding spaces); give every column a unique name")
 
 
 def declared_classes(text, y):
