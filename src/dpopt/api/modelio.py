@@ -16,16 +16,17 @@ Model JSON (``format: "dpopt-model/1"``)::
      every prediction is)
      "privacy": {"epsilon", "delta", "adjacency", "accountant", "noise_multiplier",
                  "mechanisms": [{"type": "Gaussian", ...}, ...], "leaks": [...]},
-     "data": {"path", "n_samples", "n_features", "feature_names", "target",
-              "categories", "missing", "dropped_rows"}}
+     "data": {"path", "n_samples", "n_features", "feature_names", "target", "columns",
+              "table", "kinds", "header", "missing", "dropped_rows"}}
 
 ``privacy`` is what the solver certified (``epsilon`` is ``"inf"`` for a
 non-private fit, JSON having no infinity); ``privacy.leaks`` lists what the fit read
 from the data without privacy (``FitResult.leaks``; empty for a private fit).
-``dpopt fit`` on a CSV table also records the one-hot encoded columns
-(``categories``: column -> its categories, public schema; ``feature_names`` then read
-``column=category``), the missing-value mode and the number of dropped rows;
-``classes`` may be strings.
+``dpopt fit`` on a table also records its columns and the table layer's schema
+(``table``: each column's kind and privately chosen levels, ``feature_names`` then read
+``column=level``), how the file was read (``kinds``: the declared ``--text`` /
+``--numbers`` columns; ``header``), the missing-value mode and the number of dropped
+rows; ``classes`` may be strings.
 """
 
 from __future__ import annotations
