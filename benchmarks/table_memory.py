@@ -57,7 +57,7 @@ import pandas, dpopt
 from dpopt.cli.tables import read_table
 base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 if sys.argv[1] != "-":
-    X, y, name = read_table(sys.argv[1], target="label")
+    X, y, name, _ = read_table(sys.argv[1], target="label")
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 print(base, peak)
 """

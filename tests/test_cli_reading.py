@@ -306,7 +306,7 @@ def test_a_parquet_columns_declared_kinds(tmp_path):
                   "y": [1.0, 2.0, 3.0]}).to_parquet(path)
     with pytest.raises(ValueError, match=r"\['b'\] hold cells of more than one kind"):
         read_table(path, target="y")
-    X, _, _ = read_table(path, Reading(text=("a",), numbers=("b",)), target="y")
+    X, _, _, _ = read_table(path, Reading(text=("a",), numbers=("b",)), target="y")
     assert X["b"].tolist()[0] == 1.0 and np.isnan(X["b"].tolist()[1:]).all()
     assert [str(v) if pd.notna(v) else None for v in X["a"]] == ["1.5", "2.0", None]
 
@@ -342,7 +342,7 @@ def test_a_number_the_reader_takes_for_text_is_refused(tmp_path, cell):
     df.to_csv(tmp_path / "d.csv", index=False)
     with pytest.raises(ValueError, match=r"\['a'\] hold cells of more than one kind"):
         read_table(tmp_path / "d.csv", target="y")
-    X, _, _ = read_table(tmp_path / "d.csv", Reading(numbers=("a",)), target="y")
+    X, _, _, _ = read_table(tmp_path / "d.csv", Reading(numbers=("a",)), target="y")
     assert X["a"].dtype == np.float64
 
 

@@ -57,7 +57,7 @@ def test_fit_chooses_categories_and_labels_privately_and_never_releases_ids(tabl
     from dpopt.api.estimators import DPLogisticRegression
     from dpopt.cli.tables import read_table
 
-    X, y, _ = read_table(path, target="bought")  # the CLI's reader (integer features as float)
+    X, y, _, _ = read_table(path, target="bought")  # the CLI's reader (integer features as float)
     assert X["age"].dtype == np.float64 and list(X.columns) == ["age", "color", "income",
                                                                 "client"]
     est = DPLogisticRegression(epsilon=1.0, random_state=3)
@@ -203,7 +203,7 @@ def test_a_true_false_column_keeps_its_kind_whatever_one_cell_holds(tmp_path, ca
     if empty_row is not None:
         rows[empty_row][1] = ""
     path = _write(tmp_path / "b.csv", "x,b,y", rows)
-    X, _, _ = read_table(path, target="y")
+    X, _, _, _ = read_table(path, target="y")
     assert str(X["b"].dtype) == "boolean"
     model = tmp_path / "m.json"
     code, out, err = run(["fit", path, "--loss", "logistic", "--epsilon", "1", "--seed", "0",
@@ -367,7 +367,7 @@ def test_feature_bounds_option_is_passed_to_the_estimator(table, tmp_path, capsy
     from dpopt.api.estimators import DPLogisticRegression
     from dpopt.cli.tables import read_table
 
-    X, y, _ = read_table(path, target="bought")
+    X, y, _, _ = read_table(path, target="bought")
     est = DPLogisticRegression(epsilon=1.0, random_state=2,
                                feature_bounds={"age": (17, 90), "income": (0, 100)}).fit(X, y)
     np.testing.assert_array_equal(model["coef"], est.coef_.ravel())
@@ -402,7 +402,7 @@ def test_target_bounds_option_is_passed_to_the_estimator(table, tmp_path, capsys
     from dpopt.api.estimators import DPLinearRegression
     from dpopt.cli.tables import read_table
 
-    X, y, _ = read_table(path, target="income")
+    X, y, _, _ = read_table(path, target="income")
     est = DPLinearRegression(epsilon=1.0, random_state=3, target_bounds=(0, 100)).fit(X, y)
     assert "target_bounds" not in est.auto_.plan["mu_shares"]
     np.testing.assert_array_equal(model["coef"], np.ravel(est.coef_))
@@ -442,7 +442,7 @@ def test_fit_and_predict_three_classes(tmp_path, capsys):
     from dpopt.api.estimators import DPLogisticRegression
     from dpopt.cli.tables import read_table
 
-    X, y, _ = read_table(path, target="kind")
+    X, y, _, _ = read_table(path, target="kind")
     est = DPLogisticRegression(epsilon=2.0, random_state=1).fit(X, y)
     np.testing.assert_array_equal(model["coef"], est.coef_)
     code, stdout, err = run(["predict", out, path, "--out", pred], capsys)
@@ -534,7 +534,7 @@ def test_predict_writes_a_probability_column_named_by_each_of_two_classes(tmp_pa
     from dpopt.api.estimators import DPLogisticRegression
     from dpopt.cli.tables import read_table
 
-    Xt, y, _ = read_table(path, target="bought")
+    Xt, y, _, _ = read_table(path, target="bought")
     est = DPLogisticRegression(epsilon=2.0, random_state=1).fit(Xt, y)
     written = pd.read_csv(pred)
     assert list(written.columns) == ["prediction", "probability_no", "probability_yes"]

@@ -73,7 +73,7 @@ def test_cli_reader_keeps_text_compact_and_selected_privately(tmp_path):
     X["target"] = y
     path = tmp_path / "t.csv"
     X.drop(columns=["size"]).to_csv(path, index=False)
-    Xr, yr, _ = read_table(path, target="target")
+    Xr, yr, _, _ = read_table(path, target="target")
     assert isinstance(Xr["city"].dtype, pd.ArrowDtype)
     kinds = {c.name: c.kind for c in plan_table(Xr)}
     assert kinds["city"] == "string"  # its values are data: chosen privately, not declared
@@ -88,7 +88,7 @@ def test_cli_reader_keeps_text_compact_and_selected_privately(tmp_path):
     np.testing.assert_array_equal(est.coef_, ref.coef_)
     # a Parquet file's categorical column is data too (not a declaration)
     X.assign(city=X["city"].astype("category")).to_parquet(tmp_path / "t.parquet")
-    Xp, _, _ = read_table(tmp_path / "t.parquet", target="target")
+    Xp, _, _, _ = read_table(tmp_path / "t.parquet", target="target")
     kinds = {c.name: c.kind for c in plan_table(Xp)}
     assert kinds["city"] == "string" and kinds["size"] == "string"
 

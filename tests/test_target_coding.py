@@ -274,7 +274,7 @@ def test_predictions_survive_the_model_file_and_unseen_values(tmp_path):
                  "--seed", "0", "--out", str(path)]) == 0
     columns = modelio.load_model(path)["data"]["table"]["columns"]
     assert [c["name"] for c in columns if "target_code" in c] == ["city"]
-    Xr, yr, _ = read_table(tmp_path / "t.csv", target="y")  # the CLI's reader
+    Xr, yr, _, _ = read_table(tmp_path / "t.csv", target="y")  # the CLI's reader
     m = dpopt.DPLinearRegression(epsilon=2.0, random_state=0).fit(Xr, yr)
     new = Xr.head(50).copy()
     new.loc[:9, "city"] = "a city never seen"

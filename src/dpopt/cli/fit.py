@@ -167,7 +167,7 @@ def _read_fit_data(args):
         reading = Reading(header=not args.no_header, text=tuple(args.text),
                           numbers=tuple(args.numbers))
         try:
-            X, y, name = read_table(args.data, reading,
+            X, y, name, empty = read_table(args.data, reading,
                                     target=-1 if args.target is None else args.target)
         except ValueError as exc:
             raise ValueError(f"DATA: {exc}") from None
@@ -176,7 +176,7 @@ def _read_fit_data(args):
         from dpopt.cli.tables import compact_labels
 
         return {"X": X, "y": compact_labels(y), "feature_names": list(X.columns), "target": name,
-                "dropped_rows": dropped, "frame": True,
+                "dropped_rows": dropped, "frame": True, "empty_columns": empty,
                 **reading.to_model()}
     # lazy: the light CLI commands load no heavy module
     from dpopt.api import modelio

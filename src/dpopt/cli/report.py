@@ -45,6 +45,7 @@ def report(args, data, fitted, classes, caught):
                                      "table": table.to_dict() if table is not None else None,
                                      "kinds": data.get("kinds"),
                                      "header": data.get("header"),
+                                     "empty_columns": data.get("empty_columns"),
                                      "missing": args.missing,
                                      "dropped_rows": len(data["dropped_rows"])})
     coef = model["coef"]
@@ -58,6 +59,9 @@ def report(args, data, fitted, classes, caught):
                        ("text", "every cell a text level")):
         if (data.get("kinds") or {}).get(kind):
             print(f"declared --{kind} (public): {', '.join(data['kinds'][kind])} ({what})")
+    if data.get("empty_columns"):
+        print(f"left out: column(s) {', '.join(map(repr, data['empty_columns']))} hold no value "
+              f"in any row (declare --numbers or --text to keep one)")
     if table is not None:
         how = ("chosen privately by partition selection (noisy counts above a threshold of "
                f"{table.threshold:.4g}; a value held by few records is never released)"

@@ -35,6 +35,7 @@ import warnings
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -217,16 +218,17 @@ def check_one_kind(df, declared=()):
     """Refuse a column not ``declared`` whose kind its cells would decide, and so one
     record: its present cells are of more than one kind (numbers, True/False, text), or of
     one kind that is not the kind pandas read it as (a number pandas' parser does not take,
-    such as ``99999999999999999999`` or ``1_000``, makes a column text), or fewer than two
-    (an empty column reads as numbers, and one record's cell would set its kind; with two
-    or more of one kind, changing one record leaves that kind or a mixed column). The
-    refusal comes before any release and names the column, not its cells."""
-    sparse = [c for c in df.columns if c not in declared and df[c].count() < 2]
+    such as ``99999999999999999999`` or ``1_000``, makes a column text), or just one (its
+    kind would be that record's; with two or more of one kind, changing one record leaves
+    that kind or a mixed column). A column with no present cell has no kind to check
+    (:func:`read_table` leaves it out). The refusal comes before any release and names the
+    column, not its cells."""
+    sparse = [c for c in df.columns if c not in declared and df[c].count() == 1]
     if sparse:
         raise ValueError(
-            f"column(s) {sparse} have fewer than two cells that are not missing: what kind "
-            f"they are (numbers, True/False, text) would be read from one record; declare "
-            f"each one (--numbers NAME or --text NAME) or drop it from the file")
+            f"column(s) {sparse} have one cell that is not missing: what kind they are "
+            f"(numbers, True/False, text) would be read from that record; declare each one "
+            f"(--numbers NAME or --text NAME) or drop it from the file")
     mixed = [c for c in df.columns if c not in declared
              and not cell_kinds(df[c]) <= {read_kind(df[c])}]
     if mixed:
@@ -421,19 +423,34 @@ def split_target(df, target=-1):
     return df.drop(columns=[name]), df[name], name
 
 
+class Table(NamedTuple):
+    """A table file as ``dpopt fit`` reads it (:func:`read_table`)."""
+
+    X: object  #: the features, a DataFrame
+    y: object  #: the target, a Series
+    target: str  #: the target column's name
+    empty: list  #: the feature columns left out: no cell of theirs holds a value
+
+
 def read_table(path, reading=Reading(), *, target=-1):
-    """``(X DataFrame, y Series, target name)`` of a table file (module docstring); a column
-    whose kind the cells would decide is refused unless ``reading`` declares it. A
+    """The :class:`Table` of a table file (module docstring); a column whose kind the cells
+    would decide is refused unless ``reading`` declares it. A feature column that is not
+    declared and holds no value in any row is left out (``Table.empty``): it carries
+    nothing, and its kind could only be guessed (a neighbour's one cell is refused). A
     True/False target is pandas' nullable boolean (a missing label leaves it one, not Python
     objects); an infinite number in a numeric target is refused."""
     if not Path(path).exists():
         raise ValueError(f"{os.fspath(path)!r} does not exist")
+    declared = set(reading.text) | set(reading.numbers)
     X, y, name = split_target(read_frame(path, reading, one_kind=True, target=target), target)
     if _true_false(y):
         y = y.astype("boolean")
     elif _is_numeric(y) and np.isinf(y.to_numpy(dtype=np.float64, na_value=np.nan)).any():
         raise ValueError(f"the target column {name!r} holds an infinite number")
-    return kinds_without_missing_cells(X), y, name
+    empty = [c for c in X.columns if c not in declared and X[c].count() == 0]
+    if empty and len(empty) == X.shape[1]:
+        raise ValueError(f"no feature column holds a value: {empty}")
+    return Table(kinds_without_missing_cells(X.drop(columns=empty)), y, name, empty)
 
 
 def _is_numeric(s):
