@@ -154,3 +154,60 @@ def test_reading_options_are_checked_and_named(tmp_path, capsys):
     df.to_csv(csv, index=False)
     code, _, err = run(["fit", csv, *FIT], capsys)
     assert code == 2 and "the target column 'y' holds an infinite number" in err
+
+
+def test_a_stray_quote_does_not_swallow_the_records_after_it(tmp_path, capsys):
+    """A second fuzz: one record's cell ``"a`` opened a quoted field that pandas closed at
+    the next quote anywhere in the file (here ``b"``, read literally 290 records on), so
+    those records became one cell and the fit ran on n = 110 instead of 400, unrefused. A
+    cell spanning lines is now refused, in fit and in predict."""
+    rows = _table().astype(str).values.tolist()
+    rows[300][1] = 'b"'
+    path, model = tmp_path / "d.csv", tmp_path / "m.json"
+    for cell, code_wanted in (("a", 0), ('"a', 2)):
+        rows[10][1] = cell
+        path.write_text("a,b,y\n" + "\n".join(",".join(r) for r in rows) + "\n")
+        code, out, err = run(["fit", path, *FIT, "--out", model], capsys)
+        assert code == code_wanted, err
+    assert "['b'] hold a cell (or a name) that spans lines" in err and out == ""
+    code, _, err = run(["predict", model, path, "--out", tmp_path / "p.csv"], capsys)
+    assert code == 2 and "spans lines" in err
+
+
+@pytest.mark.parametrize("suffix", [".csv.gz", ".csv.bz2", ".csv.xz"])
+def test_a_broken_compressed_file_is_an_error_that_quotes_nothing(tmp_path, capsys, suffix):
+    """A truncated file raised EOFError, a file that is not xz LZMAError (tracebacks); a file
+    that is not gzip quoted its first bytes (the first record's cell without a header)."""
+    import bz2
+    import gzip
+    import lzma
+
+    text = _table().to_csv(index=False).encode()
+    packed = {".csv.gz": gzip, ".csv.bz2": bz2, ".csv.xz": lzma}[suffix].compress(text)
+    path = tmp_path / f"d{suffix}"
+    path.write_bytes(packed[: len(packed) // 2])
+    code, _, err = run(["fit", path, *FIT], capsys)
+    assert code == 2 and "the compressed file ends early" in err
+    path.write_bytes(b"42" + text)
+    code, _, err = run(["fit", path, *FIT], capsys)
+    assert code == 2 and "cannot read" in err and "42" not in err.split("cannot read")[1][12:]
+
+
+def test_the_separator_and_declared_names_follow_the_file_not_its_folder(tmp_path, capsys):
+    """A CSV in a folder named ``runs.tsv`` was read with tabs (one column); a column named
+    ``size, cm`` could not be declared (``--numbers 'size, cm'`` was split at its comma)."""
+    df = _table()
+    df.columns = ["size, cm", "b", "y"]
+    df["size, cm"] = df["size, cm"].astype(object)
+    df.loc[3, "size, cm"] = "n/k"
+    folder = tmp_path / "runs.tsv"
+    folder.mkdir()
+    path = folder / "d.csv"
+    df.to_csv(path, index=False)
+    code, _, err = run(["fit", path, *FIT], capsys)
+    assert code == 2 and "['size, cm'] hold cells of more than one kind" in err
+    code, out, err = run(["fit", path, *FIT, "--numbers", "size, cm", "--text", "b,zz"], capsys)
+    assert code == 2 and "--text: ['zz'] not a column" in err  # not a name: split at commas
+    code, out, err = run(["fit", path, *FIT, "--numbers", "size, cm"], capsys)
+    assert code == 0, err
+    assert "(n=400, p=" in out and "declared --numbers (public): size, cm" in out

@@ -112,12 +112,13 @@ def _feature_bound(text):
 
 
 def _names(text):
-    """NAME[,NAME...] (``--text``, ``--numbers``, repeatable): column names, stripped."""
-    names = [name.strip() for name in text.split(",")]
-    if not all(names):
+    """NAME[,NAME...] (``--text``, ``--numbers``, repeatable), stripped and kept whole: a
+    column whose name holds a comma is that column, and any other text is split at its
+    commas when the table's names are known (``dpopt.cli.tables``)."""
+    if not all(name.strip() for name in text.split(",")):
         raise argparse.ArgumentTypeError(f"expected column names separated by commas, "
                                          f"got {text!r}")
-    return names
+    return [text.strip()]
 
 
 def check_output_path(path):

@@ -30,6 +30,7 @@ estimator.
 
 from __future__ import annotations
 
+import lzma
 import os
 import warnings
 from collections import Counter
@@ -135,7 +136,7 @@ def _read_csv(path, reading):
     # lazy: the light CLI commands load no heavy module
     import pandas as pd
 
-    sep = "\t" if ".tsv" in os.fspath(path).lower() else ","
+    sep = "\t" if os.fspath(path).lower().endswith((".tsv", ".tsv.gz")) else ","
     if reading.header:  # pandas renames a repeated name ("a", "a.1"): checked as written
         check_header(_reading(path, pd.read_csv, path, sep=sep, header=None, nrows=1,
                               dtype=str, skipinitialspace=True).iloc[0].tolist())
@@ -152,7 +153,36 @@ def _read_csv(path, reading):
     dtype.update({c: str for c, name in zip(head.columns, names) if name in given})
     df = _reading(path, pd.read_csv, path, dtype=dtype or None, **options)
     df.columns = names
+    check_line_breaks(df)
     return df, given
+
+
+def check_line_breaks(df):
+    """Refuse a CSV whose parsed cells (or names) hold a line break. Such a cell is a quoted
+    field spanning lines, and one record's stray opening quote (a cell ``"a``) makes one
+    such field of every line up to the next quote anywhere in the file: the records in
+    between vanish into one cell, pandas fills the short row with missing values, and n
+    follows that one record (400 rows read as 110). Only text columns can hold the
+    merged cell (a number column holding it is mixed, refused)."""
+    broken = [c for c in df.columns if _has_line_break(df[c])
+              or "\n" in str(c) or "\r" in str(c)]
+    if broken:
+        raise ValueError(
+            f"column(s) {broken} hold a cell (or a name) that spans lines, a quoted field "
+            f"with a line break: a stray quote in one record would merge the records after "
+            f"it into one cell, so such files are refused; remove the line breaks from those "
+            f"cells (or write the table as Parquet)")
+
+
+def _has_line_break(s):
+    # lazy: the light CLI commands load no heavy module
+    import pandas as pd
+
+    if isinstance(s.dtype, pd.CategoricalDtype):
+        s = pd.Series(s.cat.categories.astype(str))
+    elif pd.api.types.is_numeric_dtype(s.dtype) or pd.api.types.is_bool_dtype(s.dtype):
+        return False
+    return bool(s.astype("string").str.contains("[\r\n]", regex=True).any())
 
 
 def _reading(path, read, *args, **kwargs):
@@ -167,7 +197,8 @@ def _reading(path, read, *args, **kwargs):
         with warnings.catch_warnings():
             warnings.simplefilter("error", pd.errors.ParserWarning)
             return read(*args, **kwargs)
-    except (OSError, ValueError, UnicodeDecodeError, pd.errors.ParserWarning) as exc:
+    except (OSError, ValueError, UnicodeDecodeError, EOFError, ImportError, lzma.LZMAError,
+            pd.errors.ParserWarning) as exc:  # EOFError, LZMAError: a broken compressed file
         failed = _read_error(exc)
     raise ValueError(f"cannot read {os.fspath(path)!r}: {failed}")
 
@@ -181,18 +212,26 @@ def _declared(names, reading):
     """``{column name: "text" or "numbers"}`` of the declared names; a ValueError naming the
     option for a name that is not a column (left out when ``reading.from_model``) or a
     column declared twice."""
-    both = sorted(set(reading.text) & set(reading.numbers))
+    text, numbers = _split(reading.text, names), _split(reading.numbers, names)
+    both = sorted(set(text) & set(numbers))
     if both:
         raise ValueError(f"column(s) {both} declared both --text and --numbers")
     given = {}
-    for option, declared, kind in (("--text", reading.text, "text"),
-                                   ("--numbers", reading.numbers, "numbers")):
+    for option, declared, kind in (("--text", text, "text"), ("--numbers", numbers, "numbers")):
         unknown = [name for name in declared if name not in names]
         if unknown and not reading.from_model:
             raise ValueError(f"{reading.option(option)}: {unknown} not a column of the "
                              f"table; columns: {list(names)}")
         given.update({name: kind for name in declared if name in names})
     return given
+
+
+def _split(entries, names):
+    """The column names of ``--text`` / ``--numbers`` entries: an entry that names a column
+    is that column (a name may hold a comma: ``size, cm``), any other is split at its
+    commas."""
+    return [part for entry in entries
+            for part in ([entry] if entry in names else [p.strip() for p in entry.split(",")])]
 
 
 def declared_kinds(df, given):
@@ -325,8 +364,12 @@ def _read_error(exc):
         return "not UTF-8 text"
     if isinstance(exc, pd.errors.ParserWarning):
         return "a row has more fields than the header"
-    if isinstance(exc, (pd.errors.ParserError, pd.errors.EmptyDataError, OSError)):
-        return str(exc)
+    if isinstance(exc, OSError) and exc.errno is None:  # gzip's error quotes the file's bytes
+        return f"not a readable compressed file ({type(exc).__name__})"
+    if isinstance(exc, EOFError):
+        return "the compressed file ends early"
+    if isinstance(exc, (pd.errors.ParserError, pd.errors.EmptyDataError, OSError, ImportError)):
+        return str(exc)  # places, a path, or the optional package a compression needs
     return f"not a readable table ({type(exc).__name__})"
 
 
@@ -441,8 +484,8 @@ def read_table(path, reading=Reading(), *, target=-1):
     objects); an infinite number in a numeric target is refused."""
     if not Path(path).exists():
         raise ValueError(f"{os.fspath(path)!r} does not exist")
-    declared = set(reading.text) | set(reading.numbers)
     X, y, name = split_target(read_frame(path, reading, one_kind=True, target=target), target)
+    declared = _declared([*X.columns, name], reading)
     if _true_false(y):
         y = y.astype("boolean")
     elif _is_numeric(y) and np.isinf(y.to_numpy(dtype=np.float64, na_value=np.nan)).any():

@@ -8,11 +8,16 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-__all__ = ["MISSING", "reserved_text", "text_codes", "value_counts", "level_text", "truth_values",
-           "missing_count", "check_cells", "check_finite", "check_keys", "not_unicode", "check_unique_names"]
+__all__ = ["MISSING", "OTHER", "RESERVED", "reserved_text", "text_codes", "value_counts",
+           "level_text", "truth_values", "missing_count", "check_cells", "check_finite",
+           "check_keys", "not_unicode", "check_unique_names"]
 
 #: The key of a missing cell.
 MISSING = "<missing>"
+#: The level of the values outside a column's kept levels (its one-hot column's name).
+OTHER = "<other>"
+#: Texts a value or a declared level cannot have: dpopt's own keys.
+RESERVED = (MISSING, OTHER)
 
 
 def value_counts(values):
@@ -40,18 +45,25 @@ def text_codes(values, name=None):
                          f"({exc}); give one value per cell, e.g. join a list into a string, "
                          f"or drop the column") from None
     keys = [str(u) for u in np.asarray(uniques, dtype=object)] + [MISSING]
-    if MISSING in keys[:-1]:  # it would be counted, coded and predicted as a missing cell
-        raise reserved_text(getattr(values, "name", None) if name is None else name)
+    # MISSING would be counted, coded and predicted as a missing cell; OTHER would name two
+    # one-hot columns alike (the value's and the values outside the kept levels)
+    reserved = [k for k in RESERVED if k in keys[:-1]]
+    if reserved:
+        raise reserved_text(getattr(values, "name", None) if name is None else name,
+                            text=reserved[0])
     codes = np.asarray(codes, dtype=np.int64)
     codes[codes < 0] = len(keys) - 1
     return codes, keys
 
 
-def reserved_text(name, what="holds the text"):
-    """The ValueError of a value (or a declared level) of column ``name`` whose text is
-    :data:`MISSING`, the key of a missing cell."""
-    return ValueError(f"column {name!r} {what} {MISSING!r}, the key dpopt gives a missing "
-                      f"cell; rename that value (or make those cells missing)")
+def reserved_text(name, what="holds the text", text=MISSING):
+    """The ValueError of a value (or a declared level) of column ``name`` whose text is one
+    of :data:`RESERVED`: :data:`MISSING`, the key of a missing cell, or :data:`OTHER`, the
+    level of the values outside the kept ones."""
+    role = "a missing cell" if text == MISSING else "the values outside the kept levels"
+    return ValueError(f"column {name!r} {what} {text!r}, the key dpopt gives {role}; "
+                      f"rename that value" + (" (or make those cells missing)"
+                                              if text == MISSING else ""))
 
 
 def level_text(v, dtype):
@@ -83,7 +95,7 @@ def truth_values(name, s):
     bad = values.isna().to_numpy()
     if bad.any():
         raise ValueError(f"column {name!r} was True/False at fit time but holds "
-                         f"{s[bad].unique()[:3].tolist()} now; give True/False (or 1/0)")
+                         f"{int(bad.sum())} other value(s) now; give True/False (or 1/0)")
     return values.to_numpy(dtype=np.float64)
 
 

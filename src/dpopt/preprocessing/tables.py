@@ -90,6 +90,7 @@ from scipy.stats import norm
 from dpopt._core.exceptions import ImputedValueWarning
 from dpopt.preprocessing._cells import (
     MISSING,
+    OTHER,
     check_unique_names,
     missing_count,
     text_codes,
@@ -105,7 +106,6 @@ __all__ = ["TableSchema", "Prior", "select_noisy", "selection_threshold", "is_fr
            "as_pandas", "plan_table", "OTHER", "MISSING", "SELECTION_SHARE",
            "SELECTION_DELTA_SHARE"]
 
-OTHER = "<other>"
 #: Share of mu^2 of the partition selection when string columns or missing counts are selected.
 SELECTION_SHARE = 0.05
 #: The encoded design is sparse (CSR) when a row fills at most this share of its columns
