@@ -81,6 +81,10 @@ def test_a_parquet_column_of_lists_is_refused_naming_it(tmp_path, capsys):
     df.to_parquet(path)
     code, _, err = run(["fit", path, *FIT], capsys)
     assert code == 2 and "['l'] hold lists, maps or records" in err
+    df["l"] = pd.to_timedelta(np.arange(20), unit="s")  # was "more than one kind"
+    df.to_parquet(path)
+    code, _, err = run(["fit", path, *FIT], capsys)
+    assert code == 2 and "column 'l' has dtype timedelta64" in err
 
 
 def test_dropping_rows_keeps_a_true_false_targets_labels_true_false(tmp_path, capsys):

@@ -268,8 +268,9 @@ def check_one_kind(df, declared=()):
             f"column(s) {sparse} have one cell that is not missing: what kind they are "
             f"(numbers, True/False, text) would be read from that record; declare each one "
             f"(--numbers NAME or --text NAME) or drop it from the file")
-    mixed = [c for c in df.columns if c not in declared
-             and not cell_kinds(df[c]) <= {read_kind(df[c])}]
+    mixed = [c for c in df.columns if c not in declared and df[c].dtype.kind not in "mM"
+             and not cell_kinds(df[c]) <= {read_kind(df[c])}]  # mM: the table layer names
+    # a column of dates or durations (its typed dtype is the file's, not the cells')
     if mixed:
         raise ValueError(
             f"column(s) {mixed} hold cells of more than one kind (numbers, True/False, text), "
