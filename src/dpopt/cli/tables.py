@@ -12,7 +12,10 @@ estimator.
   first row, which in a file without a header is a record. A header naming a column with
   a number, or one name twice, is refused (:func:`check_header`): a file without a header
   read as if it had one.
-* **No data rows**: a table (CSV or Parquet) with a header and no row is refused.
+* **Rows and cells**: a table (CSV or Parquet) with a header and no row is refused; so is
+  a CSV row with more fields than the header, and a CSV cell that spans lines
+  (:func:`check_line_breaks`: a stray quote would merge records into one cell). Column
+  names are text without surrounding spaces, one name per column.
 * **Missing values** are empty cells and pandas' tokens (``NA``, ``N/A``, ``NaN``,
   ``null``, ``None``, ...) plus ``?``.
 * **Column kinds** are numbers, True/False or text. A column whose present cells are all of
@@ -21,7 +24,8 @@ estimator.
   declares it: pandas would otherwise decide from the cells, and one record could then turn a
   numeric column into a text one, a change of the model that no noise pays for. A declared
   kind is public: ``text`` reads every cell as a text level (``01`` stays ``01``),
-  ``numbers`` reads a cell that is not a number as missing. Integer feature columns are made
+  ``numbers`` reads a cell that is not a number as missing. A column with one present
+  cell is refused undeclared too; a column with none is left out (reported). Integer feature columns are made
   float, so that whether a column can hold a missing value does not depend on the data.
 * **Target**: a column name, or its number counted from 1 (negative numbers count from the
   end; default the last column). Names come first: a number is a position only where no
