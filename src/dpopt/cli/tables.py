@@ -165,7 +165,7 @@ def check_line_breaks(df):
     """Refuse a CSV whose parsed cells (or names) hold a line break. Such a cell is a quoted
     field spanning lines, and one record's stray opening quote (a cell ``"a``) makes one
     such field of every line up to the next quote anywhere in the file: the records in
-    between vanish into one cell, pandas fills the short row with missing values, and n
+    between vanish into one cell, the merged row has its count of fields (no parser error), and n
     follows that one record (400 rows read as 110). Only text columns can hold the
     merged cell (a number column holding it is mixed, refused)."""
     broken = [c for c in df.columns if _has_line_break(df[c])
