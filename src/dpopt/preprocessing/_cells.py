@@ -10,7 +10,7 @@ import pandas as pd
 
 __all__ = ["MISSING", "OTHER", "RESERVED", "reserved_text", "text_codes", "value_counts",
            "level_text", "truth_values", "missing_count", "check_cells", "check_finite",
-           "check_keys", "not_unicode", "check_unique_names"]
+           "check_keys", "check_reserved", "not_unicode", "check_unique_names"]
 
 #: The key of a missing cell.
 MISSING = "<missing>"
@@ -45,15 +45,20 @@ def text_codes(values, name=None):
                          f"({exc}); give one value per cell, e.g. join a list into a string, "
                          f"or drop the column") from None
     keys = [str(u) for u in np.asarray(uniques, dtype=object)] + [MISSING]
-    # MISSING would be counted, coded and predicted as a missing cell; OTHER would name two
-    # one-hot columns alike (the value's and the values outside the kept levels)
-    reserved = [k for k in RESERVED if k in keys[:-1]]
-    if reserved:
-        raise reserved_text(getattr(values, "name", None) if name is None else name,
-                            text=reserved[0])
+    check_reserved(getattr(values, "name", None) if name is None else name, keys[:-1])
     codes = np.asarray(codes, dtype=np.int64)
     codes[codes < 0] = len(keys) - 1
     return codes, keys
+
+
+def check_reserved(name, texts):
+    """Refuse column ``name`` when its distinct value ``texts`` hold one of :data:`RESERVED`:
+    :data:`MISSING` would be counted, coded and predicted as a missing cell, :data:`OTHER`
+    would name two one-hot columns alike (the value's and the values outside the kept
+    levels). In memory and on Dask, before any release."""
+    for text in RESERVED:
+        if text in texts:
+            raise reserved_text(name, text=text)
 
 
 def reserved_text(name, what="holds the text", text=MISSING):

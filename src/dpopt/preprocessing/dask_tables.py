@@ -17,6 +17,7 @@ from dpopt.preprocessing._cells import (
     MISSING,
     check_finite,
     check_keys,
+    check_reserved,
     not_unicode,
     split_target,
     text_codes,
@@ -220,7 +221,9 @@ def _dask_counts(ddf, y, columns, count_y, checks=()):
                 raise not_unicode(c) from None
         raise
     for c, counts in zip(strings + declared, out):  # before any release (check_cells)
-        check_keys(c, [str(k) for k in counts.index if not pd.isna(k)])
+        texts = [str(k) for k in counts.index if not pd.isna(k)]
+        check_keys(c, texts)
+        check_reserved(c, texts)
     check_finite([c for c, top in zip(numeric, out[len(out) - len(numeric):])
                   if np.isinf(float(top))])
     out = out[:len(out) - len(numeric)]
