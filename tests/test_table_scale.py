@@ -67,7 +67,8 @@ def test_a_sparse_fit_is_private_and_predicts_with_its_own_map(monkeypatch):
 
 
 def test_cli_reader_keeps_text_compact_and_selected_privately(tmp_path):
-    from dpopt.cli.tables import compact_labels, read_table
+    from dpopt.cli.labels import compact_labels
+    from dpopt.cli.tables import read_table
 
     X, y = _frame(800)
     X["target"] = y

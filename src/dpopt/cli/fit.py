@@ -173,7 +173,7 @@ def _read_fit_data(args):
             raise ValueError(f"DATA: {exc}") from None
         X, y, dropped = _missing_rows(X, y, name, args.missing)
         # lazy: the light CLI commands load no heavy module
-        from dpopt.cli.tables import compact_labels
+        from dpopt.cli.labels import compact_labels
 
         return {"X": X, "y": compact_labels(y), "feature_names": list(X.columns), "target": name,
                 "dropped_rows": dropped, "frame": True, "empty_columns": empty,
@@ -234,7 +234,7 @@ def _fit(args, options, X, y, bounds=None):
     if kind == "DPLogisticRegression" and args.penalty is not None:
         given["penalty"] = args.penalty
     # lazy: the light CLI commands load no heavy module
-    from dpopt.cli.tables import declared_classes, positive_label, whole_labels
+    from dpopt.cli.labels import declared_classes, positive_label, whole_labels
 
     positive = (positive_label(args.positive_label, y)  # in the column's kind, as --classes
                 if kind == "DPLogisticRegression" and args.positive_label is not None else None)

@@ -32,10 +32,10 @@ def cmd_predict(args):
 
     # lazy: the light CLI commands load no heavy module
     from dpopt.api import modelio
+    from dpopt.cli.labels import compact_labels
     from dpopt.cli.tables import (
         Reading,
         check_header_option,
-        compact_labels,
         is_table_path,
         read_frame,
         target_column,
