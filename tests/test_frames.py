@@ -336,6 +336,10 @@ def test_pyarrow_table_through_narwhals():
     a = dpopt.DPLogisticRegression(random_state=0).fit(table, y)
     b = dpopt.DPLogisticRegression(random_state=0).fit(df.drop(columns=["size"]), y)
     np.testing.assert_allclose(a.coef_, b.coef_)
+    # an independent fuzz: feature_names_in_ was np.asarray(table.columns), a pyarrow
+    # Table's columns being its data: the model held every training cell, unreported
+    assert a.feature_names_in_.shape == (table.num_columns,)
+    assert list(a.feature_names_in_) == list(b.feature_names_in_) == table.column_names
 
 
 @pytest.mark.parametrize("kind", ["label", "category"])

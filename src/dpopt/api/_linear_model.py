@@ -199,9 +199,10 @@ class _DPLinearModel(BaseEstimator):
         if self._classifier:
             self.classes_ = out["classes"]
         self.table_ = out["encoder"]
-        if frame:
-            self.feature_names_in_ = np.asarray(X.columns, dtype=object)
-            self.n_features_in_ = len(X.columns)
+        if frame:  # the names the table layer read (a pyarrow Table's .columns is its data)
+            names = self.table_.feature_names_in
+            self.feature_names_in_ = np.asarray(list(names), dtype=object)
+            self.n_features_in_ = len(names)
         return self
 
     def _check_table_target(self, X, y):
