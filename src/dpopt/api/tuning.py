@@ -77,8 +77,8 @@ from dpopt._core.validation import check_choice, check_delta, check_scalar, defa
 from dpopt.api.charge import charged, unchanged_on_failure
 from dpopt.api.estimators import _classes_of
 from dpopt.data.sources import is_chunked_input
-from dpopt.preprocessing._cells import split_target
-from dpopt.preprocessing._plan import column_kind
+from dpopt.preprocessing._cells import check_cells, split_target
+from dpopt.preprocessing._plan import column_kind, declared_categories, plan_table
 from dpopt.preprocessing.labels import declared_classes, labels_present
 from dpopt.preprocessing.tables import as_pandas, is_frame
 from dpopt.privacy import Gaussian, Laplace, gdp_mu
@@ -429,6 +429,9 @@ class PrivateHyperparameterSearch(MetaEstimatorMixin, BaseEstimator):
         """Arrays are validated as numbers; a DataFrame is passed through unchanged (the
         estimator, or the pipeline, encodes its columns), ``y`` may name one of its columns
         (split off as the estimators do). Chunked data (Dask, a path) is refused, unread."""
+        for key, value in self.estimator.get_params(deep=True).items():
+            if key.rsplit("__", 1)[-1] == "categories" and isinstance(value, dict):
+                declared_categories(value)  # dpopt's {column: levels}, before a clone copies
         for name, v in (("X", X), ("y", y)):
             if isinstance(v, str) and name == "y":
                 if not is_frame(X):
@@ -451,6 +454,9 @@ class PrivateHyperparameterSearch(MetaEstimatorMixin, BaseEstimator):
                                  y_numeric=not is_classifier(self.estimator))
         self.n_features_in_ = X.shape[1]
         self.feature_names_in_ = np.asarray(X.columns, dtype=object)
+        # the cells' checks of every fit (text, infinities), before the search's first release:
+        # a trial refusing them would be a failure after it, charging the whole search
+        check_cells(X, plan_table(X))
         y = np.asarray(labels_present(y) if is_classifier(self.estimator)  # refused for free
                        else numeric_target(y, type(self).__name__))
         if y.ndim != 1 or y.shape[0] != X.shape[0]:

@@ -5,7 +5,7 @@ refusal here comes before any release."""
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -110,8 +110,8 @@ def declared_categories(categories):
                          f"{type(categories).__name__}")
     out = {}
     for name, levels in categories.items():
-        if (isinstance(levels, (str, bytes, set, frozenset, Mapping))
-                or not isinstance(levels, Iterable)):
+        if (isinstance(levels, (str, bytes, set, frozenset, Mapping, Iterator))
+                or not isinstance(levels, Iterable)):  # an iterator: a refit would see none
             raise ValueError(f"categories[{name!r}] must list the column's levels in order "
                              f"(a list or a tuple), got {levels!r}")
         out[name] = list(levels)

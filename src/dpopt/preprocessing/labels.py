@@ -99,8 +99,11 @@ def labels_present(y):
     except TypeError:  # an unhashable label (a list, a dict, a set) cannot be counted
         raise ValueError("y holds a label that is neither text nor a number (a list, a dict "
                          "or a set): give one label per row") from None
-    if (infer_dtype(labels, skipna=False) in ("mixed", "mixed-integer")
-            and labels.map(lambda v: isinstance(v, (str, bytes))).any()):  # cannot be sorted
+    mixed = infer_dtype(labels, skipna=False) in ("mixed", "mixed-integer")
+    if mixed and not labels.map(pd.api.types.is_scalar).all():  # a tuple: hashable, but the
+        raise ValueError("y holds a label that is neither text nor a number (a tuple): give "
+                         "one label per row")  # releases read a label as one value
+    if mixed and labels.map(lambda v: isinstance(v, (str, bytes))).any():  # cannot be sorted
         raise ValueError("y mixes text and numbers as labels: give them one kind (e.g. "
                          "y.astype(str))")
     if str(getattr(y, "dtype", "")) == "boolean":  # pandas' nullable bools, no NA left:

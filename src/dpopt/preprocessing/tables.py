@@ -91,6 +91,7 @@ from dpopt._core.exceptions import ImputedValueWarning
 from dpopt.preprocessing._cells import (
     MISSING,
     OTHER,
+    check_keys,
     check_unique_names,
     missing_count,
     text_codes,
@@ -402,6 +403,7 @@ class TableSchema:
         -1, no column (reference coding: the reference level and the values outside the levels)."""
         levels = self._coded_levels(c)
         cell_codes, keys = text_codes(s, c.name)
+        check_keys(c.name, keys)  # a lone surrogate at prediction: named, not pyarrow's error
         to_level = self.key_levels(c, keys)
         if self.coding != "reference":
             to_level[to_level < 0] = len(levels)  # unselected, undeclared or unseen: <other>
