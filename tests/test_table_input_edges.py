@@ -355,3 +355,18 @@ def test_a_lone_surrogate_at_prediction_is_named_by_its_column():
     X.loc[0, "b"] = "\ud800"
     with pytest.raises(ValueError, match="column 'b' holds text that is not valid Unicode"):
         clf.predict(X)
+
+
+@pytest.mark.parametrize("classifier", [True, False])
+def test_score_on_dask_collections_is_the_in_memory_score(classifier):
+    """An independent fuzz: a model fitted on Dask predicted lazily, and ``score`` (sklearn's
+    metrics) failed on the Dask array of unknown length."""
+    dd = pytest.importorskip("dask.dataframe")
+    X, y = _frame_and_labels()
+    X = X.drop(columns=["f"])
+    if not classifier:
+        y = X.a * 2.0 + (X.b == "x")
+    cls = dpopt.DPLogisticRegression if classifier else dpopt.DPLinearRegression
+    Xd, yd = dd.from_pandas(X, npartitions=3), dd.from_pandas(y, npartitions=3)
+    model = cls(epsilon=1.0, random_state=0).fit(Xd, yd)
+    assert model.score(Xd, yd) == pytest.approx(model.score(X, y), abs=1e-12)

@@ -24,6 +24,7 @@ from dpopt._core.validation import (
     default_delta,
     sklearn_seed,
 )
+from dpopt.api._scoring import ChunkedScoreMixin
 from dpopt.api.charge import (
     charged,
     charged_after,
@@ -575,7 +576,7 @@ class _DPLinearModel(BaseEstimator):
         return tags
 
 
-class _Regressor(RegressorMixin, _DPLinearModel):
+class _Regressor(ChunkedScoreMixin, RegressorMixin, _DPLinearModel):
     def predict(self, X):
         """X @ coef_ + intercept_; on the default path the features are clipped to
         ``feature_bounds_`` and the prediction to ``target_range_``, as the fit and its

@@ -86,6 +86,7 @@ from dpopt.api._linear_model import (
     _DPLinearModel,
     _Regressor,
 )
+from dpopt.api._scoring import ChunkedScoreMixin
 from dpopt.api.modelio import is_multinomial, probabilities
 from dpopt.data.losses import huber
 from dpopt.pipeline.inference import InferenceMixin
@@ -112,7 +113,7 @@ __all__ = ["DPLogisticRegression", "DPLinearRegression", "DPLasso", "DPElasticNe
 # ---------------------------------------------------------------------------------
 
 
-class DPLogisticRegression(InferenceMixin, ClassifierMixin, _DPLinearModel):
+class DPLogisticRegression(InferenceMixin, ChunkedScoreMixin, ClassifierMixin, _DPLinearModel):
     """Differentially private logistic regression, binary or multiclass (one-vs-rest).
 
     Minimizes (1/n) sum_i log(1 + exp(-y_i (x_i^T w + b))) + psi(w) with a
