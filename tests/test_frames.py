@@ -508,3 +508,15 @@ def test_reference_coding_keeps_the_dense_design():
     assert len(schema.feature_names_out()) == 21 and schema.prefers_sparse(10 ** 9)
     schema.coding = "reference"
     assert not schema.prefers_sparse(10 ** 9)
+
+
+def test_a_model_file_reads_a_pyarrow_tables_columns_by_name():
+    """modelio matched the training names against ``X.columns``, a pyarrow Table's data."""
+    pa = pytest.importorskip("pyarrow")
+    pytest.importorskip("narwhals")
+    from dpopt.api import modelio
+
+    df = pd.DataFrame({"b": [3.0, 4.0], "a": [1.0, 2.0]})
+    model = {"data": {"columns": ["a", "b"]}}
+    np.testing.assert_array_equal(modelio.features(model, pa.Table.from_pandas(df)),
+                                  [[1.0, 3.0], [2.0, 4.0]])

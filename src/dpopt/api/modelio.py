@@ -49,7 +49,7 @@ from dpopt.data.losses import LOSSES
 from dpopt.datasets import load_file
 from dpopt.preprocessing._transformers import _clip_columns
 from dpopt.preprocessing.feature_maps import normalize_rows
-from dpopt.preprocessing.tables import TableSchema, is_frame
+from dpopt.preprocessing.tables import TableSchema, as_pandas, is_frame
 
 FORMAT = "dpopt-model/1"
 
@@ -329,6 +329,7 @@ def features(model: dict, X):
             schema = TableSchema.from_dict(data["table"])
             encode = schema.transform_sparse if schema.prefers_sparse(len(X)) else schema.transform
             return encode(X, at_prediction=True)
+        X = as_pandas(X)  # a pyarrow Table's .columns is its data, not its names
         names = data.get("columns") or data.get("feature_names")
         missing = [c for c in (names or []) if c not in X.columns]
         if names and not missing:
