@@ -7,9 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-
-def _is_dask(v):
-    return type(v).__module__.split(".")[0] == "dask" or hasattr(v, "dask")
+from dpopt.data.sources import is_chunked_input
 
 
 class ChunkedScoreMixin:
@@ -17,7 +15,7 @@ class ChunkedScoreMixin:
     on in-memory data, the same metric on Dask collections."""
 
     def score(self, X, y, sample_weight=None):
-        if not (_is_dask(X) or _is_dask(y)):
+        if not (is_chunked_input(X) or (is_chunked_input(y) and not isinstance(y, str))):
             return super().score(X, y, sample_weight=sample_weight)
         # lazy: dask is an optional dependency (pip install dpopt[dask])
         import dask

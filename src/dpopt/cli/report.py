@@ -20,6 +20,7 @@ def report(args, data, fitted, classes, caught):
 
     # lazy: the light CLI commands load no heavy module
     from dpopt.api import modelio
+    from dpopt.api.modelio import _plain
     from dpopt.data.losses import get_loss
     from dpopt.data.penalties import get_penalty
 
@@ -152,10 +153,6 @@ def _save(out, model):
                          f"({type(exc).__name__}); the model was printed above: save it by "
                          f"hand rather than fit again") from None
     print(f"model written to {out}")
-
-
-def _plain(v):
-    return v.item() if hasattr(v, "item") else v
 
 
 def _train_target(data, classes, args):

@@ -51,14 +51,14 @@ def text_codes(values, name=None):
     return codes, keys
 
 
-def check_reserved(name, texts):
+def check_reserved(name, texts, what="holds the text"):
     """Refuse column ``name`` when its distinct value ``texts`` hold one of :data:`RESERVED`:
     :data:`MISSING` would be counted, coded and predicted as a missing cell, :data:`OTHER`
     would name two one-hot columns alike (the value's and the values outside the kept
     levels). In memory and on Dask, before any release."""
     for text in RESERVED:
         if text in texts:
-            raise reserved_text(name, text=text)
+            raise reserved_text(name, what, text)
 
 
 def reserved_text(name, what="holds the text", text=MISSING):

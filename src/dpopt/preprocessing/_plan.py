@@ -11,12 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from dpopt.preprocessing._cells import (
-    RESERVED,
-    check_unique_names,
-    level_text,
-    reserved_text,
-)
+from dpopt.preprocessing._cells import check_reserved, check_unique_names, level_text
 
 __all__ = ["Column", "column_kind", "plan_table", "declared_categories"]
 
@@ -92,9 +87,7 @@ def plan_table(df, categories=None):
             if twice:
                 raise ValueError(f"categories of column {name!r}: {twice} appear twice (levels "
                                  f"are matched by their text); give each level once")
-            for text in RESERVED:
-                if text in levels:
-                    raise reserved_text(name, "has a category", text)
+            check_reserved(name, levels, "has a category")
         cols.append(Column(name, kind, missable, levels))
     return cols
 
