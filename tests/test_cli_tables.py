@@ -231,12 +231,17 @@ def test_missing_values_private_rule_error_and_drop(table, tmp_path, capsys):
                           "error"], capsys)
     assert code == 2 and out == ""
     assert "2 row(s) have missing values" in err and "['age', 'color']" in err
-    # drop: rows 3 and 7 dropped, reported, and a PrivacyLeakWarning (n depends on the data)
+    # drop: rows 3 and 7 dropped, counted (which rows have a missing cell is private: not
+    # named), and a PrivacyLeakWarning (n depends on the data), in the model file too
+    model = tmp_path / "drop.json"
     code, out, err = run(["fit", path, "--loss", "logistic", "--epsilon", "1", "--missing", "drop",
-                          "--seed", "0"], capsys)
+                          "--seed", "0", "--out", str(model)], capsys)
     assert code == 0, err
-    assert "n=1998" in out and "dropped 2 row(s)" in out and ": 3, 7" in out
+    assert "n=1998" in out and "dropped 2 row(s) (--missing drop)\n" in out
+    assert ": 3, 7" not in out
     assert "PrivacyLeakWarning: --missing drop" in out
+    leaks = json.loads(model.read_text())["privacy"]["leaks"]
+    assert any(leak.startswith("--missing drop removed 2 row(s)") for leak in leaks)
 
 
 def test_output_path_is_checked_before_the_fit(table, tmp_path, capsys, monkeypatch):

@@ -517,6 +517,6 @@ def test_a_model_file_reads_a_pyarrow_tables_columns_by_name():
     from dpopt.api import modelio
 
     df = pd.DataFrame({"b": [3.0, 4.0], "a": [1.0, 2.0]})
-    model = {"data": {"columns": ["a", "b"]}}
+    model = {"data": {"columns": ["a", "b"]}, "coef": np.zeros(2)}
     np.testing.assert_array_equal(modelio.features(model, pa.Table.from_pandas(df)),
                                   [[1.0, 3.0], [2.0, 4.0]])

@@ -208,7 +208,7 @@ def test_modelio_predict_takes_sparse_input_with_a_clip_feature_map(tmp_path):
                ({"coef": [[1.0, 2.0]]}, "do not match coef"),
                ({"coef": [[1.0, 2.0]] * 3, "classes": None}, "one intercept each"),
                ({"feature_map": {}}, "type None is neither"),
-               ({"feature_map": {"type": "clip", "lower": [0], "upper": [1]}}, "2 bounds each"),
+               ({"feature_map": {"type": "clip", "lower": [0], "upper": [1]}}, "2 finite bounds each"),
                ({"data": {"table": {"bogus": 1}}}, "not a table schema")]
     (tmp_path / "whole.json").write_text(json.dumps(table_model))
     assert modelio.load_model(tmp_path / "whole.json")["loss"] == "logistic"

@@ -26,8 +26,10 @@ class UnchargedFitWarning(RuntimeWarning):
 
 
 class ImputedValueWarning(UserWarning):
-    """A prediction met missing cells that the model encodes without a missing indicator
-    (imputed at 0, or counted outside a categorical column's levels, as in training)."""
+    """A prediction met cells that the model encodes as it encodes no value: missing cells
+    without a missing indicator (imputed at 0, or counted outside a categorical column's
+    levels, as in training), or a categorical column none of whose values is one of the
+    model's levels (written otherwise than in training: case, numbers as text)."""
 
 
 class NoIntervalsError(ValueError, AttributeError):

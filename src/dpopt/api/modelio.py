@@ -153,8 +153,19 @@ def save_model(path, model: dict):
     whole new one, never a partial one. On Linux the temporary file is anonymous
     (``O_TMPFILE``) until complete, so a kill leaves nothing behind; elsewhere a failure
     removes it. Errors are ``OSError`` (the folder removed, disk full, no permission)."""
-    path = Path(path)
-    data = (json.dumps(model, indent=2, default=_plain) + "\n").encode("utf-8")
+    write_atomic(path, (json.dumps(model, indent=2, default=_plain) + "\n").encode("utf-8"))
+
+
+def write_atomic(path, data: bytes):
+    """Write ``data`` to ``path`` as :func:`save_model` does (a temporary file renamed over
+    it): a reader sees the old file or the whole new one. A link is followed (the file it
+    names is replaced, the link kept); a path that is no regular file (a device, a pipe:
+    ``/dev/stdout``) is written in place, as no rename can replace it."""
+    if os.path.exists(path) and not os.path.isfile(path):
+        with open(path, "wb") as f:
+            f.write(data)
+        return
+    path = Path(os.path.realpath(path))
     folder = path.parent if str(path.parent) else Path(".")
     tmp = _write_anonymous(folder, path.name, data) or _write_named(folder, path.name, data)
     try:
@@ -237,10 +248,11 @@ def _remove_quietly(path):
 
 def load_model(path) -> dict:
     """Read a model JSON; ``coef`` becomes an array."""
-    try:
-        model = json.loads(Path(path).read_text())
-    except (OSError, json.JSONDecodeError) as exc:
-        raise ValueError(f"model {str(path)!r}: cannot read ({exc})") from None
+    try:  # ValueError: not UTF-8, a number of more than 4,300 digits; RecursionError: nesting
+        model = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError) as exc:
+        raise ValueError(f"model {str(path)!r}: cannot read ({type(exc).__name__}: "
+                         f"{str(exc)[:200]})") from None
     if not isinstance(model, dict) or model.get("format") != FORMAT:
         raise ValueError(f"model {str(path)!r}: not a {FORMAT} file")
     missing = [k for k in ("loss", "coef", "intercept") if k not in model]
@@ -248,6 +260,8 @@ def load_model(path) -> dict:
         raise ValueError(f"model {str(path)!r}: field(s) {missing} missing; not a complete "
                          f"model written by dpopt fit")
     try:
+        if not (_all_numbers(model["coef"]) and _all_numbers(model["intercept"])):
+            raise TypeError
         coef = np.asarray(model["coef"], dtype=np.float64)
         model["coef"] = coef if coef.ndim == 2 else coef.ravel()
         model["intercept"] = (np.asarray(model["intercept"], dtype=np.float64)
@@ -265,31 +279,109 @@ def load_model(path) -> dict:
 
 
 def _inconsistent(model):
-    """What in a loaded model contradicts the form ``dpopt fit`` writes, or None."""
+    """What in a loaded model contradicts the form ``dpopt fit`` writes, or None: every
+    field that prediction reads is checked for its type, shape and order (a file is
+    untrusted input)."""
     coef, classes, fmap = model["coef"], model.get("classes"), model.get("feature_map")
-    if model["loss"] not in LOSSES:
+    if not isinstance(model["loss"], str) or model["loss"] not in LOSSES:
         return f"loss {model['loss']!r} is not one of {sorted(LOSSES)}"
     k = coef.shape[0] if coef.ndim == 2 else None
     if model["loss"] == "logistic" and classes is not None and (
             not isinstance(classes, list) or len(classes) < 1
             or (k is None and len(classes) > 2) or (k is not None and len(classes) != k)):
         return f"classes {classes!r} do not match coef of shape {coef.shape}"
+    if classes is not None and not _distinct_scalars(classes):
+        return "classes must be distinct labels (text, numbers or True/False)"
     if k is not None and (k < 3 or np.shape(model["intercept"]) != (k,)):
         return f"a one-vs-rest coef needs >= 3 rows and one intercept each, got {coef.shape}"
-    if fmap is not None:
-        width = coef.shape[-1]
-        if not isinstance(fmap, dict) or fmap.get("type") not in ("clip", "row-normalize"):
-            what = fmap.get("type") if isinstance(fmap, dict) else fmap
-            return f"feature_map of type {what!r} is neither a clip nor a row normalization"
-        if fmap["type"] == "clip" and not (np.shape(fmap.get("lower")) == (width,)
-                                           == np.shape(fmap.get("upper"))):
-            return f"feature_map's lower and upper need {width} bounds each"
+    why = (_feature_map_problem(fmap, coef.shape[-1]) or _range_problem(model.get("target_range"))
+           or _dicts_problem(model))
+    if why:
+        return why
     table = (model.get("data") or {}).get("table")
     if table:
         try:
-            TableSchema.from_dict(table)
-        except (KeyError, TypeError, ValueError, AttributeError):
+            width = len(TableSchema.from_dict(table).feature_names_out())
+        except (KeyError, TypeError, ValueError, AttributeError, OverflowError):
             return "data.table is not a table schema"
+        if width != coef.shape[-1]:
+            return f"data.table encodes {width} features but coef has {coef.shape[-1]}"
+    return None
+
+
+def _all_numbers(value):
+    """Whether ``value`` is a number or (nested) lists of numbers; True/False is not one."""
+    if isinstance(value, list):
+        return all(_all_numbers(v) for v in value)
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _finite_numbers(value, size):
+    return (isinstance(value, list) and len(value) == size and _all_numbers(value)
+            and bool(np.all(np.isfinite(np.asarray(value, dtype=np.float64)))))
+
+
+def _distinct_scalars(values):
+    if not isinstance(values, list) or not all(
+            isinstance(v, (str, int, float, bool)) for v in values):
+        return False
+    return len({(type(v) is str, str(v)) for v in values}) == len(values)
+
+
+def _feature_map_problem(fmap, width):
+    """What is wrong with a ``feature_map`` for ``width`` features, or None."""
+    if fmap is None:
+        return None
+    if not isinstance(fmap, dict) or fmap.get("type") not in ("clip", "row-normalize"):
+        what = fmap.get("type") if isinstance(fmap, dict) else fmap
+        return f"feature_map of type {what!r} is neither a clip nor a row normalization"
+    if fmap["type"] == "clip":
+        lower, upper = fmap.get("lower"), fmap.get("upper")
+        if not (_finite_numbers(lower, width) and _finite_numbers(upper, width)):
+            return f"feature_map's lower and upper need {width} finite bounds each"
+        if np.any(np.asarray(lower, float) > np.asarray(upper, float)):
+            return "feature_map has a lower bound above its upper bound"
+        return None
+    columns = fmap.get("columns")
+    if columns is not None and not (
+            isinstance(columns, list) and all(type(j) is int and 0 <= j < width for j in columns)
+            and len(set(columns)) == len(columns)):
+        return f"feature_map's columns must be distinct feature indices in [0, {width})"
+    return None
+
+
+def _range_problem(target_range):
+    if target_range is None:
+        return None
+    if not _finite_numbers(target_range, 2) or target_range[0] > target_range[1]:
+        return "target_range must be two finite numbers, lower first"
+    return None
+
+
+def _dicts_problem(model):
+    """The fields that hold objects (``params``, ``data`` and its declarations)."""
+    data = model.get("data")
+    for name, value in (("params", model.get("params")), ("data", data)):
+        if value is not None and not isinstance(value, dict):
+            return f"{name} must be an object"
+    auto = (model.get("params") or {}).get("auto")
+    if auto is not None and not isinstance(auto, dict):
+        return "params.auto must be an object"
+    data = data or {}
+    kinds = data.get("kinds")
+    if kinds is not None and not (isinstance(kinds, dict) and all(
+            isinstance(v, list) and all(isinstance(c, str) for c in v) for v in kinds.values())):
+        return "data.kinds must map text / numbers to lists of column names"
+    for key in ("columns", "feature_names"):
+        names = data.get(key)
+        if names is not None and not (isinstance(names, list)
+                                      and all(isinstance(c, (str, int)) for c in names)):
+            return f"data.{key} must be a list of column names"
+    if not isinstance(data.get("target"), (str, int, type(None))) or \
+            isinstance(data.get("target"), bool):
+        return "data.target must be a column name"
+    if not isinstance(data.get("header"), (bool, type(None))):
+        return "data.header must be true, false or null"
     return None
 
 
@@ -337,7 +429,7 @@ def features(model: dict, X):
         elif names:
             raise ValueError(f"DATA lacks the training columns {missing}")
         try:
-            return X.to_numpy(dtype=np.float64)
+            X = X.to_numpy(dtype=np.float64)
         except (TypeError, ValueError):
             raise ValueError("DATA has non-numeric columns but the model was fitted on numbers "
                              "only") from None

@@ -121,14 +121,19 @@ def _names(text):
     return [text.strip()]
 
 
-def check_output_path(path):
-    """--out must be a writable file in an existing directory (checked before the fit, or
-    before ``dpopt predict`` reads anything)."""
+def check_output_path(path, inputs=()):
+    """--out must be a writable file in an existing directory, and none of the command's
+    ``inputs`` (the data, the model): writing it would destroy what it was made from.
+    Checked before the fit, or before ``dpopt predict`` reads anything."""
     out = Path(path)
     parent = out.parent if str(out.parent) else Path(".")
-    if out.is_dir():
+    if out.is_dir() or str(path).endswith(("/", os.sep)):
         raise ValueError(f"--out: {path!r} is a directory; give a file name")
     if not parent.is_dir():
         raise ValueError(f"--out: directory {str(parent)!r} does not exist")
     if not os.access(parent, os.W_OK | os.X_OK) or (out.exists() and not os.access(out, os.W_OK)):
         raise ValueError(f"--out: {path!r} is not writable")
+    for name, given in inputs:
+        if out.exists() and Path(given).exists() and os.path.samefile(out, given):
+            raise ValueError(f"--out: {path!r} is the {name} this command reads; write the "
+                             f"output to another file")

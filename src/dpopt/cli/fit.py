@@ -50,6 +50,8 @@ def cmd_fit(args):
     _check_fit_arguments(args, options)
     data = _read_fit_data(args)
     X, y = data["X"], data["y"]
+    if args.solver is not None and data["frame"]:
+        _check_public_schema(X)
     classes = None
     if args.loss == "logistic" and _numeric_target(y):
         # lazy: the light CLI commands load no heavy module
@@ -75,6 +77,20 @@ def cmd_fit(args):
         classes = fitted["classes"]
     report(args, data, fitted, classes, caught)
     return 0
+
+
+def _check_public_schema(X):
+    """An explicit ``--solver`` takes the table's public schema only (numbers, True/False):
+    a text column's levels would be read from the records, and the command line declares
+    none, so it is refused before anything is spent."""
+    # lazy: the light CLI commands load no heavy module
+    from dpopt.preprocessing._plan import plan_table
+
+    text = [c.name for c in plan_table(X) if c.kind == "string"]
+    if text:
+        raise ValueError(f"--solver: column(s) {text} hold text, whose levels only the default "
+                         f"path chooses (privately); leave out --solver, or give the file "
+                         f"without them")
 
 
 def _numeric_target(y):
@@ -132,7 +148,7 @@ def _check_fit_arguments(args, options):
     if (args.loss, args.penalty) == ("squared", "l2") and not args.alpha:
         raise ValueError("--alpha: --penalty l2 with the squared loss needs --alpha > 0")
     if args.out is not None:
-        check_output_path(args.out)
+        check_output_path(args.out, [("DATA", args.data)])
 
 
 def _feature_bounds(args, names=None):
@@ -180,7 +196,9 @@ def _read_fit_data(args):
                 **reading.to_model()}
     # lazy: the light CLI commands load no heavy module
     from dpopt.api import modelio
+    from dpopt.cli.tables import check_numeric_file
 
+    check_numeric_file(args.data)
     try:
         X, y, names = modelio.read_data(args.data)
     except ValueError as exc:

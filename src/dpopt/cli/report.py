@@ -49,6 +49,9 @@ def report(args, data, fitted, classes, caught):
                                      "empty_columns": data.get("empty_columns"),
                                      "missing": args.missing,
                                      "dropped_rows": len(data["dropped_rows"])})
+    # everything the fit read without privacy, as the report prints it: the solver's own
+    # leaks and the warnings of the estimator and of the reading (--missing drop)
+    model["privacy"]["leaks"] = list(dict.fromkeys([*model["privacy"]["leaks"], *leaks]))
     coef = model["coef"]
     nnz = int(np.count_nonzero(coef))
     multiclass = classes is not None and len(classes) > 2
@@ -90,11 +93,8 @@ def report(args, data, fitted, classes, caught):
                   f"-> +1")
         if fitted.get("positive_note"):
             print(f"warning: {fitted['positive_note']}")
-    if data["dropped_rows"]:
-        shown = ", ".join(str(r) for r in data["dropped_rows"][:10])
-        print(f"missing values: dropped {len(data['dropped_rows'])} row(s) (--missing drop; rows "
-              f"numbered from 1 after the header): {shown}"
-              + (" ..." if len(data["dropped_rows"]) > 10 else ""))
+    if data["dropped_rows"]:  # their count only: which records have a missing cell is private
+        print(f"missing values: dropped {len(data['dropped_rows'])} row(s) (--missing drop)")
     print(f"privacy: {fitted.get('report') or result.privacy_report()}")
     summary = fitted.get("summary")
     if summary is not None:

@@ -51,10 +51,28 @@ CSV_SUFFIXES = (".csv", ".tsv", ".txt.gz", ".csv.gz", ".csv.bz2", ".csv.xz", ".c
 PARQUET_SUFFIXES = (".parquet", ".pq")
 
 
+def separator(path):
+    """The field separator a table file's suffix names: tabs for .tsv (.tsv.gz), else commas."""
+    return "\t" if os.fspath(path).lower().endswith((".tsv", ".tsv.gz")) else ","
+
+
 def is_table_path(path) -> bool:
     """A file :func:`read_table` reads (CSV, compressed CSV, TSV, Parquet)."""
     name = os.fspath(path).lower()
     return name.endswith(CSV_SUFFIXES + PARQUET_SUFFIXES)
+
+
+def check_numeric_file(path):
+    """A DATA that is no table must be a numeric file (npz, LIBSVM); otherwise a
+    ValueError listing every type the commands read."""
+    # lazy: the light CLI commands load no heavy module
+    from dpopt.datasets.loaders import FILE_SUFFIXES
+
+    suffix = os.path.splitext(os.fspath(path))[1].lower()
+    if suffix not in FILE_SUFFIXES:
+        raise ValueError(f"DATA: {os.fspath(path)!r} is of no type dpopt reads: tables "
+                         f"({', '.join(CSV_SUFFIXES + PARQUET_SUFFIXES)}) or numeric files "
+                         f"({', '.join(s for s in FILE_SUFFIXES if s != '.csv')})")
 
 
 #: Rows read first to tell text columns from numbers (the whole file is then read once).
@@ -140,7 +158,7 @@ def _read_csv(path, reading):
     # lazy: the light CLI commands load no heavy module
     import pandas as pd
 
-    sep = "\t" if os.fspath(path).lower().endswith((".tsv", ".tsv.gz")) else ","
+    sep = separator(path)
     if reading.header:  # pandas renames a repeated name ("a", "a.1"): checked as written
         check_header(_reading(path, pd.read_csv, path, sep=sep, header=None, nrows=1,
                               dtype=str, skipinitialspace=True).iloc[0].tolist())
@@ -253,8 +271,21 @@ def declared_kinds(df, given):
             s = pd.to_numeric(s.astype("string").str.strip(), errors="coerce")
             df[c] = s.astype("Float64").to_numpy(dtype=np.float64, na_value=np.nan)
         else:
-            df[c] = s.astype("string").astype("category")
+            df[c] = _as_text(s).astype("category")
     return df
+
+
+def _as_text(s):
+    """The cells of a declared text column as text; a typed float column (Parquet) writes a
+    whole number as an integer, "10" as a CSV would, not "10.0", so that one table stored
+    either way gives the model the same levels."""
+    if s.dtype.kind != "f" and str(s.dtype) not in ("Float32", "Float64"):
+        return s.astype("string")
+    values = s.astype("Float64")
+    whole = (values.notna() & (values % 1 == 0) & (values.abs() < 2.0 ** 53)).fillna(False)
+    text = values.astype("string")
+    text[whole] = values[whole].astype("Int64").astype("string")
+    return text
 
 
 def check_one_kind(df, declared=()):
@@ -511,7 +542,7 @@ def target_column(target, names, what="target"):
         except ValueError:
             why = "is not a column" if target not in names else "names several columns"
             raise ValueError(f"{what} {target!r} {why}; columns: {names}"
-                             + _delimiter_hint(names)) from None
+                             + delimiter_hint(names)) from None
     if isinstance(target, bool) or not isinstance(target, int):
         raise ValueError(f"{what} must be a column name or number, got {target!r}")
     if target == 0 or not -len(names) <= target <= len(names):
@@ -520,7 +551,7 @@ def target_column(target, names, what="target"):
     return target - 1 if target > 0 else len(names) + target
 
 
-def _delimiter_hint(names):
+def delimiter_hint(names):
     """A hint when the header read as one column holding another delimiter (a CSV written
     with semicolons or tabs, read with commas)."""
     seps = [s for s in (";", "\t", "|") if len(names) == 1 and s in str(names[0])]

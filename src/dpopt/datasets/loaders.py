@@ -320,6 +320,8 @@ def load_csv(path, target=-1, *, header="infer", delimiter=",") -> LoadedData:
 
 _READERS = {".npz": (load_npz, ()), ".csv": (load_csv, ("target", "header", "delimiter"))}
 _READERS.update({s: (load_libsvm, ("n_features",)) for s in _LIBSVM_SUFFIXES})
+#: The suffixes :func:`load_file` reads.
+FILE_SUFFIXES = tuple(sorted(_READERS))
 
 
 def load_file(path, **kwargs) -> LoadedData:

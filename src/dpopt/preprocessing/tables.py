@@ -173,6 +173,27 @@ def select_noisy(counts, sigma, tau, rng):
     return {k: float(v) for k, v in zip(keys, noisy) if v > tau}
 
 
+def _values_outside(s, levels):
+    """Whether the column ``s`` holds a present value and none of ``levels`` (its cells'
+    texts, as :func:`~dpopt.preprocessing._cells.text_codes` keys them)."""
+    present = pd.unique(s.dropna())
+    return len(present) > 0 and not set(map(str, present)) & set(map(str, levels))
+
+
+def _levels_of(d):
+    """The levels of one column of a schema dict, checked: a column of a known kind named
+    by text, numbers and bools with no level, categories of distinct scalar levels."""
+    kinds = ("numeric", "bool", "declared", "string")
+    levels = d["levels"]
+    if d["kind"] not in kinds or not isinstance(d["name"], str) or not isinstance(levels, list):
+        raise ValueError(f"a table schema's column is named by text, of a kind in {kinds}")
+    if any(not isinstance(v, (str, int, float, bool)) for v in levels) or \
+            len(set(map(str, levels))) != len(levels) or \
+            (levels and d["kind"] in ("numeric", "bool")):
+        raise ValueError("a table schema's levels are distinct texts or numbers")
+    return list(levels)
+
+
 # --------------------------------------------------------------------------- schema
 
 
@@ -246,10 +267,14 @@ class TableSchema:
 
     @classmethod
     def from_dict(cls, data):
-        cols = [Column(d["name"], d["kind"], d["kind"] != "string", list(d["levels"]),
+        """The schema :meth:`to_dict` wrote; a ValueError where a field has another type,
+        an unknown kind or repeated levels (a model file is untrusted input)."""
+        cols = [Column(d["name"], d["kind"], d["kind"] != "string", _levels_of(d),
                        bool(d["missing_indicator"]), d.get("reference"),
                        TargetCode.from_dict(d["target_code"]) if "target_code" in d else None)
                 for d in data["columns"]]
+        if len({c.name for c in cols}) != len(cols):
+            raise ValueError("a table schema names each column once")
         coding = data.get("coding", "one-hot")
         if coding not in CODINGS or any(
                 c.reference is not None and c.reference not in c.levels + [MISSING] * c.has_missing
@@ -314,6 +339,21 @@ class TableSchema:
                           f"to be released): a missing number or bool is imputed at 0, a missing "
                           f"category counts as one outside the levels, as in training",
                           ImputedValueWarning, stacklevel=5)
+
+    def _warn_unmatched(self, df):
+        """At prediction (never on training data, as :meth:`_warn_imputed`): an
+        :class:`ImputedValueWarning` naming the categorical columns of ``df`` that hold
+        values but none of the model's levels, so that every row counts as outside them:
+        most likely the column is written otherwise than in training (other case, numbers
+        for text, another code)."""
+        lost = [c.name for c in self.columns
+                if c.kind in ("string", "declared") and c.code is None and c.levels
+                and _values_outside(df[c.name], c.levels)]
+        if lost:
+            warnings.warn(f"column(s) {lost} hold none of the model's levels in any row: every "
+                          f"value counts as one outside the levels; is the column written as in "
+                          f"training (case, numbers as text)?", ImputedValueWarning,
+                          stacklevel=5)
 
     # ---- the encoding (a per-record map: free)
     def transform(self, df, *, at_prediction=False):
@@ -391,6 +431,7 @@ class TableSchema:
         check_unique_names(df.columns, among={c.name for c in self.columns})
         if at_prediction:
             self._warn_imputed(df)
+            self._warn_unmatched(df)
         return df
 
     def key_levels(self, c, keys):

@@ -138,8 +138,10 @@ class TargetCode:
     def from_dict(cls, data):
         buckets = int(data["buckets"])
         values = {int(b): float(v) for b, v in data["values"].items()}
-        if buckets < 1 or any(not 0 <= b < buckets for b in values):
+        if not 1 <= buckets < 2 ** 63 or any(not 0 <= b < buckets for b in values):
             raise ValueError("a target code's buckets are in [0, buckets)")
+        if not all(math.isfinite(v) for v in values.values()):
+            raise ValueError("a target code's values are finite")
         return cls(buckets, values)
 
 
