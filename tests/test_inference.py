@@ -494,3 +494,16 @@ def test_a_search_over_inference_candidates_is_refused_before_anything_is_spent(
         with pytest.raises(ValueError, match="post-selection inference"):
             dpopt.PrivateHyperparameterSearch(est, grid, accountant=acc, score_clip=1.0).fit(X, y)
         assert acc.spent() == 0
+
+
+def test_a_multiclass_fit_has_no_intervals_and_says_why():
+    """bse_, conf_int and summary of a 3-class fit raised AttributeError from the fit's
+    internals (session 40's fuzz)."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(3000, 2))
+    y = np.digitize(X[:, 0], [-0.5, 0.5])
+    est = dpopt.DPLogisticRegression(epsilon=2.0, random_state=0).fit(X, y)
+    assert len(est.classes_) == 3
+    for get in (lambda: est.bse_, est.conf_int, est.summary):
+        with pytest.raises(dpopt.NoIntervalsError, match="fitted on 3 classes"):
+            get()

@@ -3,6 +3,7 @@ refused with a ValueError naming what is wrong, before anything is spent, or rea
 user meant it. Each test fails without its fix (the last one on the release watch of the
 same session, which charged that public refusal)."""
 
+import re
 import warnings
 
 import numpy as np
@@ -370,3 +371,51 @@ def test_score_on_dask_collections_is_the_in_memory_score(classifier):
     Xd, yd = dd.from_pandas(X, npartitions=3), dd.from_pandas(y, npartitions=3)
     model = cls(epsilon=1.0, random_state=0).fit(Xd, yd)
     assert model.score(Xd, yd) == pytest.approx(model.score(X, y), abs=1e-12)
+
+
+# -- an independent fuzz of inference, multiclass and the search (session 40)
+
+
+def _categorical_labels(n=3000, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 3))
+    labels = np.where(X[:, 0] > 0.5, "c", np.where(X[:, 0] < -0.5, "a", "b"))
+    return X, pd.Series(pd.Categorical(labels, categories=["c", "a", "b", "zz"]))
+
+
+@pytest.mark.parametrize("solver", ["auto", "dp-gd"])
+def test_a_categorical_y_declares_its_categories_with_an_array_x(solver):
+    """With a numpy X, y became an array before its categories were read: the labels were
+    selected privately (paying for public labels), the unused category and the order lost;
+    an explicit solver read np.unique(y) with a PrivacyLeakWarning."""
+    X, y = _categorical_labels()
+    options = {} if solver == "auto" else {"solver_options": {"smoothness": 1.0}}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        warnings.simplefilter("error", dpopt.PrivacyLeakWarning)
+        for Xin in (X, pd.DataFrame(X, columns=["p", "q", "r"])):  # a frame: its own releases
+            est, declared = (dpopt.DPLogisticRegression(epsilon=4.0, random_state=0,
+                                                        solver=solver, classes=classes,
+                                                        **options).fit(Xin, y)
+                             for classes in (None, ["c", "a", "b", "zz"]))
+            assert [str(c) for c in est.classes_] == ["c", "a", "b", "zz"]
+            np.testing.assert_allclose(est.coef_, declared.coef_)
+            assert est.epsilon_spent_ == declared.epsilon_spent_
+
+
+def test_declared_categories_no_cell_could_hold_are_refused_for_free():
+    """Text levels for a numeric column left the column out of the model silently (and
+    spent the budget)."""
+    rng = np.random.default_rng(1)
+    X = pd.DataFrame({"a": rng.normal(size=500), "s": rng.choice(["u", "v"], 500)})
+    y = X["a"] + rng.normal(size=500)
+    acc = dpopt.BudgetAccountant(10.0, 1e-3)
+    for categories, words in (({"a": ["p", "q"]}, "lists text levels, but column 'a' holds"),
+                              ({"a": [1.0, "x"]}, "lists text levels")):
+        with pytest.raises(ValueError, match=re.escape(f"categories[{next(iter(categories))!r}]")
+                           + ".*" + words):
+            dpopt.DPLinearRegression(epsilon=1.0, categories=categories,
+                                     accountant=acc).fit(X, y)
+    assert acc.spent() == 0.0
+    dpopt.DPLinearRegression(epsilon=1.0, categories={"s": ["u", "v", "w"]},
+                             random_state=0).fit(X, y)  # a declared, absent level is fine

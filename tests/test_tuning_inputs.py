@@ -120,3 +120,42 @@ def test_a_pyarrow_table_is_searched_as_the_frame_it_holds():
     assert runs[0].epsilon_spent_ == runs[1].epsilon_spent_
     assert list(runs[1].feature_names_in_) == ["a", "c", "age"]
     np.testing.assert_array_equal(runs[0].predict(X), runs[1].predict(X))
+
+
+def test_a_categorical_y_declares_every_candidates_labels():
+    """The search made y an array and then refused a categorical y as undeclared labels
+    (the estimator alone takes its categories); it also gave no classes_ (session 40)."""
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(2000, 2))
+    y = pd.Series(pd.Categorical(np.where(X[:, 0] > 0, "yes", "no"), categories=["yes", "no"]))
+    search = dpopt.PrivateHyperparameterSearch(dpopt.DPLogisticRegression(epsilon=0.5),
+                                               {"alpha": [1e-3, 1e-2]}, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        search.fit(X, y)
+    assert [str(c) for c in search.classes_] == ["yes", "no"]
+    assert search.predict_proba(X).shape == (2000, 2)
+    assert not hasattr(dpopt.PrivateHyperparameterSearch(
+        dpopt.DPLogisticRegression(), {"alpha": [1e-3]}), "classes_")
+
+
+@pytest.mark.parametrize("regressor", [False, True])
+def test_magnitudes_an_explicit_solver_refuses_are_refused_before_the_search(regressor):
+    """A direct fit refuses entries beyond 1e150 for free; the search refused them in a
+    trial, after its first release, charging the whole search (session 40's fuzz)."""
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(1000, 3))
+    if regressor:
+        est, y = dpopt.DPLinearRegression(epsilon=1.0, solver="dp-gd"), X[:, 0] * 1e300
+    else:
+        est, y = (dpopt.DPLogisticRegression(epsilon=1.0, solver="objective-perturbation",
+                                             classes=[0, 1]), (X[:, 0] > 0).astype(int))
+        X = X * 1e300
+    acc = dpopt.BudgetAccountant(10.0, 1e-3)
+    search = dpopt.PrivateHyperparameterSearch(est, {"alpha": [1e-3]}, accountant=acc,
+                                               random_state=0,
+                                               **({"score_clip": 1.0} if regressor else {}))
+    with pytest.raises(ValueError, match="entries beyond 1e\\+150") as info:
+        search.fit(X, y)
+    assert not isinstance(info.value, dpopt.ChargedFitError)
+    assert acc.spent() == 0.0 and len(acc.ledger) == 0

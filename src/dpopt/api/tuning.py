@@ -61,7 +61,6 @@ import os
 import warnings
 
 import numpy as np
-import pandas as pd
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator, MetaEstimatorMixin, clone, is_classifier
 from sklearn.compose import ColumnTransformer
@@ -74,12 +73,14 @@ from sklearn.utils.validation import _num_samples, check_is_fitted, validate_dat
 from dpopt._core.exceptions import ChargedFitError, ImputedValueWarning, PrivacyLeakWarning
 from dpopt._core.input import numeric_target
 from dpopt._core.validation import check_choice, check_delta, check_scalar, default_delta
+from dpopt.api._surrogate import surrogate
 from dpopt.api.charge import charged, unchanged_on_failure
 from dpopt.api.estimators import _classes_of
+from dpopt.data.problem import _check_magnitude
 from dpopt.data.sources import is_chunked_input
 from dpopt.preprocessing._cells import check_cells, split_target
-from dpopt.preprocessing._plan import column_kind, declared_categories, plan_table
-from dpopt.preprocessing.labels import declared_classes, labels_present
+from dpopt.preprocessing._plan import declared_categories, plan_table
+from dpopt.preprocessing.labels import categorical_classes, declared_classes, labels_present
 from dpopt.preprocessing.tables import as_pandas, is_frame
 from dpopt.privacy import Gaussian, Laplace, gdp_mu
 from dpopt.privacy.budget import Spend, _unbudgeted
@@ -267,39 +268,6 @@ def _probe_classes(est, y, params):
     return _classes_of(y), True
 
 
-def _surrogate(X, n, rng):
-    """Public stand-in data of X's shape and schema: standard normal numbers (sparse:
-    about 10 non-zeros a row, every column touched), and for a DataFrame each column of
-    its dtype (numbers, booleans alternating, a categorical column cycling through its
-    declared categories, a string column through placeholders; others refused, as at fit)."""
-    if is_frame(X):
-        cols = {}
-        for name, dtype in X.dtypes.items():
-            kind, _ = column_kind(name, dtype, {})  # dates, durations: refused, unread
-            if kind == "declared":
-                cats = list(dtype.categories) or ["level0"]
-                values = pd.Categorical([cats[i % len(cats)] for i in range(n)],
-                                        categories=dtype.categories, ordered=dtype.ordered)
-            elif kind == "bool":
-                values = pd.array(np.arange(n) % 2 == 0, dtype=dtype)
-            elif kind == "numeric":
-                draws = rng.standard_normal(n)
-                values = (pd.array(np.rint(draws * 3).astype(np.int64), dtype=dtype)
-                          if pd.api.types.is_integer_dtype(dtype) else
-                          pd.array(draws, dtype=dtype))
-            else:  # text: placeholders (an Arrow dictionary column's as plain text)
-                values = pd.array([f"level{i % 3}" for i in range(n)],
-                                  dtype=dtype if pd.api.types.is_string_dtype(dtype) else object)
-            cols[name] = values
-        return pd.DataFrame(cols, columns=X.columns)
-    p = X.shape[1]
-    if sp.issparse(X) and n * p > 2_000_000:
-        Xs = sp.random(n, p, density=min(1.0, 10.0 / p), format="csr", random_state=rng,
-                       data_rvs=rng.standard_normal)
-        return Xs + sp.csr_matrix((np.ones(p), (np.arange(p) % n, np.arange(p))), shape=(n, p))
-    return rng.standard_normal((n, p))
-
-
 # ---------------------------------------------------------------------------
 # the search
 
@@ -404,6 +372,7 @@ class PrivateHyperparameterSearch(MetaEstimatorMixin, BaseEstimator):
         X, y = self._validate(X, y)
         n = _num_samples(X)
         candidates, delta = self._check_params(n)
+        self._check_magnitudes(candidates, X, y)
         rng = np.random.default_rng(self.random_state)
         perm = rng.permutation(n)
         m = max(1, int(round(self.validation_fraction * n)))
@@ -449,6 +418,9 @@ class PrivateHyperparameterSearch(MetaEstimatorMixin, BaseEstimator):
             X = as_pandas(X)
         if isinstance(y, str):  # y names the target column, split off as the estimators do
             X, y = split_target(X, y)
+        # a categorical y's categories are public labels, which the arrays below lose: every
+        # candidate declares them (_candidate), as the estimator alone reads them
+        self._y_categories = categorical_classes(y) if is_classifier(self.estimator) else None
         if not is_frame(X):
             return validate_data(self, X, y, accept_sparse=("csr", "csc"), dtype=np.float64,
                                  y_numeric=not is_classifier(self.estimator))
@@ -464,12 +436,25 @@ class PrivateHyperparameterSearch(MetaEstimatorMixin, BaseEstimator):
                              f"({X.shape[0]}), got shape {y.shape}")
         return X, y
 
+    def _check_magnitudes(self, candidates, X, y):
+        """An explicit solver refuses entries beyond the magnitude limits for free (its
+        ``Problem``); inside the search that refusal came in a trial, after the first
+        release, charging the whole search. Checked before, on the raw data of a candidate
+        that is the estimator itself (a Pipeline's steps change the scale first)."""
+        if all(isinstance(est, Pipeline) or getattr(est, "solver", "auto") == "auto"
+               for est in (self._candidate(c, 0) for c in candidates)):
+            return
+        values = X.select_dtypes("number").to_numpy(np.float64) if is_frame(X) else X
+        _check_magnitude(values.data if sp.issparse(values) else values, "X")
+        if not is_classifier(self.estimator):
+            _check_magnitude(np.asarray(y, dtype=np.float64), "y")
+
     def _probe(self, candidates, n_train, X, y):
         """Each candidate's mechanisms, from a fit on public surrogate data of the same
         shape and schema (column dtypes, declared categories) and, for a classifier, the
         label set its real fits will use (:func:`_probe_classes`)."""
         prng = np.random.default_rng(12345)
-        Xs = _surrogate(X, n_train, prng)
+        Xs = surrogate(X, n_train, prng)
         classifier = is_classifier(self.estimator)
         ys = None if classifier else prng.standard_normal(n_train)
         out = []
@@ -496,12 +481,17 @@ class PrivateHyperparameterSearch(MetaEstimatorMixin, BaseEstimator):
     def _candidate(self, params, seed):
         """A clone with ``params``; every ``random_state`` (an estimator's, or each step's of
         a Pipeline: distinct seeds, so that no two mechanisms share noise) drawn from
-        ``seed``, every ``accountant`` None (the search is charged as a whole)."""
+        ``seed``, every ``accountant`` None (the search is charged as a whole), and a
+        categorical y's categories as its ``classes`` where none are declared."""
         est = clone(self.estimator)
         est.set_params(**params)
         names = sorted(est.get_params(deep=True))
         seeds = np.random.SeedSequence(seed).generate_state(len(names))
         updates = {}
+        if getattr(self, "_y_categories", None) is not None and \
+                getattr(_final(est), "classes", None) is None:
+            prefix = f"{est.steps[-1][0]}__" if isinstance(est, Pipeline) else ""
+            updates[f"{prefix}classes"] = list(self._y_categories)
         for name, s in zip(names, seeds):
             last = name.rsplit("__", 1)[-1]
             if last == "random_state":
@@ -579,6 +569,12 @@ class PrivateHyperparameterSearch(MetaEstimatorMixin, BaseEstimator):
 
     def predict_proba(self, X):
         return self._best().predict_proba(X)
+
+    @property
+    def classes_(self):
+        """The chosen classifier's labels: the order of :meth:`predict_proba`'s columns (as
+        scikit-learn's searches give them)."""
+        return self._best().classes_
 
     def decision_function(self, X):
         return self._best().decision_function(X)

@@ -523,6 +523,9 @@ class InferenceMixin:
             raise NoIntervalsError(f"{name} was fitted with solver={self.solver!r}: intervals "
                                    f"are only given for the default path (solver='auto', "
                                    f"inference=True)")
+        if getattr(auto, "inference", None) is None and len(getattr(self, "classes_", ())) > 2:
+            raise NoIntervalsError(f"{name} was fitted on {len(self.classes_)} classes: "
+                                   f"intervals are given for a regression or two classes")
         if auto.inference is None:
             reason = (unsupported_reason(None, unlearnable=True) if auto.plan.get("unlearnable")
                       else auto.plan.get("inference_unavailable"))

@@ -81,6 +81,8 @@ def plan_table(df, categories=None):
         levels = []
         if kind == "declared":
             dtype = df[name].dtype
+            if name in declared:
+                check_declared_levels(name, declared[name], dtype)
             levels = ([level_text(v, dtype) for v in declared[name]] if name in declared
                       else [str(v) for v in df[name].cat.categories])
             twice = sorted(v for v, k in Counter(levels).items() if k > 1)
@@ -90,6 +92,19 @@ def plan_table(df, categories=None):
             check_reserved(name, levels, "has a category")
         cols.append(Column(name, kind, missable, levels))
     return cols
+
+
+def check_declared_levels(name, levels, dtype):
+    """Declared levels that no cell of a column of ``dtype`` could hold (public: the dtype
+    and the declaration): text for a column of numbers or True/False. Every record would
+    count as outside them and the column would carry nothing. (An empty list is a
+    declaration of its own: a column, such as an id, whose values are all outside.)"""
+    typed = pd.api.types.is_bool_dtype(dtype) or (
+        pd.api.types.is_numeric_dtype(dtype) and not isinstance(dtype, pd.CategoricalDtype))
+    if typed and any(isinstance(v, (str, bytes)) for v in levels):
+        raise ValueError(f"categories[{name!r}] lists text levels, but column {name!r} holds "
+                         f"{dtype} values: no cell could be one of them; declare its values "
+                         f"as they are (numbers, True/False)")
 
 
 def declared_categories(categories):

@@ -17,7 +17,8 @@ from sklearn.utils.multiclass import check_classification_targets
 from dpopt.preprocessing.tables import Prior, delta_split, select_noisy, selection_threshold
 from dpopt.privacy import Gaussian, gdp_mu
 
-__all__ = ["select_labels", "label_prior", "label_share", "declared_classes", "encode_labels",
+__all__ = ["select_labels", "label_prior", "label_share", "declared_classes",
+           "categorical_classes", "encode_labels",
            "OTHER_LABEL", "LABELS_SELECTED", "LABELS_COUNTED", "SELECTION_SHARE_LABELS", "MAX_LABEL_SHARE",
            "MIN_CLASS_FRACTION", "signed_labels", "labels_present",
            "check_label_kind", "label_checks", "partition_checks",
@@ -220,6 +221,13 @@ def declared_classes(y, classes=None):
                               else str(dtype) == "boolean"):
         return np.array([False, True])
     return None
+
+
+def categorical_classes(y):
+    """A categorical y's categories, public labels, read before y becomes an array, which
+    keeps none of them (the labels would then be selected privately, paying for what is
+    public, and an unused category lost); None for any other y."""
+    return declared_classes(y) if str(getattr(y, "dtype", None)) == "category" else None
 
 
 def _held_kind(y):
