@@ -520,3 +520,24 @@ def test_a_model_file_reads_a_pyarrow_tables_columns_by_name():
     model = {"data": {"columns": ["a", "b"]}, "coef": np.zeros(2)}
     np.testing.assert_array_equal(modelio.features(model, pa.Table.from_pandas(df)),
                                   [[1.0, 3.0], [2.0, 4.0]])
+
+
+def test_an_arrow_dictionary_column_of_a_pyarrow_table_is_text_chosen_privately():
+    """Converted by narwhals, an Arrow dictionary column became a pandas category, whose
+    categories (every value the data holds, one record's included) were used as declared
+    levels: named in the model in every seed (session 40's neighbour audit)."""
+    pa = pytest.importorskip("pyarrow")
+    pytest.importorskip("narwhals")
+    rng = np.random.default_rng(0)
+    n = 400
+    a, y = rng.normal(size=n), rng.normal(size=n)
+    city = rng.choice(["x", "y", "z"], n).astype(object)
+    city[0] = "rare_id_12345"
+    table = pa.table({"a": pa.array(a),
+                      "city": pa.array(list(city), pa.string()).dictionary_encode()})
+    for seed in range(5):
+        est = dpopt.DPLinearRegression(epsilon=1.0, random_state=seed).fit(table, y)
+        (line,) = est.table_.schema.describe()
+        assert line.startswith("city: chosen privately") and "rare_id" not in line
+        assert not any("rare_id" in name for name in est.table_.get_feature_names_out())
+    assert est.predict(table).shape == (n,)

@@ -124,7 +124,7 @@ def read_frame(path, reading=Reading(), *, one_kind=False, target=None):
 
     Memory: a text column is parsed straight into integer codes (pandas' C parser with
     ``dtype="category"`` for the columns whose first :data:`SNIFF_ROWS` rows hold text), then
-    handed to the table layer as an Arrow dictionary column (:func:`data_dictionary`): its
+    handed to the table layer as an Arrow dictionary column (:func:`compact_text`): its
     values stay data, chosen privately like any string column. The peak is about 2.3x the
     file (``benchmarks/table_memory.py``) where Python string objects made it 4x.
     """
@@ -431,24 +431,13 @@ def compact_text(df):
     # lazy: the light CLI commands load no heavy module
     import pandas as pd
 
+    from dpopt.preprocessing.tables import data_dictionary
+
     df = df.copy(deep=False)
     for c in df.columns:
         if isinstance(df[c].dtype, pd.CategoricalDtype):
             df[c] = data_dictionary(df[c])
     return df
-
-
-def data_dictionary(s):
-    """A pandas categorical Series as an Arrow ``dictionary<string>`` Series (same codes,
-    values as text; a missing cell stays missing)."""
-    # lazy: the light CLI commands load no heavy module (pyarrow: optional)
-    import pandas as pd
-    import pyarrow as pa
-
-    codes = s.cat.codes.to_numpy()
-    values = pa.array([str(v) for v in s.cat.categories], pa.string())
-    array = pa.DictionaryArray.from_arrays(pa.array(codes, mask=codes < 0), values)
-    return pd.Series(pd.arrays.ArrowExtensionArray(array), index=s.index, name=s.name)
 
 
 def kinds_without_missing_cells(X):

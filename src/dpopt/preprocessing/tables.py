@@ -147,7 +147,27 @@ def as_pandas(X):
     except ImportError:  # pragma: no cover - narwhals is installed with dpopt[frames]
         raise ValueError(f"X is a {type(X).__name__}: install narwhals to fit it, or pass a "
                          f"pandas DataFrame") from None
-    return nw.from_native(X, eager_only=True).to_pandas()
+    df = nw.from_native(X, eager_only=True).to_pandas()
+    # an Arrow dictionary (or polars categorical) column arrives as a pandas category whose
+    # categories are the values the data holds: a storage encoding, not a declaration, so it
+    # is handed on as a text column, whose levels are chosen privately (docs/tables.md)
+    encoded = [c for c in df.columns if isinstance(df[c].dtype, pd.CategoricalDtype)]
+    if encoded:
+        df = df.copy(deep=False)
+        for c in encoded:
+            df[c] = data_dictionary(df[c])
+    return df
+
+
+def data_dictionary(s):
+    """A pandas categorical Series as an Arrow ``dictionary<string>`` Series (same codes,
+    values as text; a missing cell stays missing): a text column to the table layer."""
+    import pyarrow as pa  # lazy: optional dependency (dpopt[frames]), with Arrow tables
+
+    codes = s.cat.codes.to_numpy()
+    values = pa.array([str(v) for v in s.cat.categories], pa.string())
+    array = pa.DictionaryArray.from_arrays(pa.array(codes, mask=codes < 0), values)
+    return pd.Series(pd.arrays.ArrowExtensionArray(array), index=s.index, name=s.name)
 
 
 # --------------------------------------------------------------------------- selection
