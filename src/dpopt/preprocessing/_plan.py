@@ -141,3 +141,17 @@ def no_reference_without_intercept(df, categories):
                          f"intercept (fit_intercept=True; dpopt fit without --no-intercept): "
                          f"each is coded against a reference level, which the intercept "
                          f"carries; without one the coefficients are not identified")
+
+
+def schema_levels(d):
+    """The levels of one column of a schema dict, checked: a column of a known kind named
+    by text, numbers and bools with no level, categories of distinct scalar levels."""
+    kinds = ("numeric", "bool", "declared", "string")
+    levels = d["levels"]
+    if d["kind"] not in kinds or not isinstance(d["name"], str) or not isinstance(levels, list):
+        raise ValueError(f"a table schema's column is named by text, of a kind in {kinds}")
+    if any(not isinstance(v, (str, int, float, bool)) for v in levels) or \
+            len(set(map(str, levels))) != len(levels) or \
+            (levels and d["kind"] in ("numeric", "bool")):
+        raise ValueError("a table schema's levels are distinct texts or numbers")
+    return list(levels)

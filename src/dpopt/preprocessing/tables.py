@@ -93,12 +93,18 @@ from dpopt.preprocessing._cells import (
     OTHER,
     check_keys,
     check_unique_names,
+    holds_no_level,
     missing_count,
     text_codes,
     truth_values,
     value_counts,
 )
-from dpopt.preprocessing._plan import Column, column_kind, plan_table  # noqa: F401 (public here)
+from dpopt.preprocessing._plan import (  # noqa: F401 (public here)
+    Column,
+    column_kind,
+    plan_table,
+    schema_levels,
+)
 from dpopt.preprocessing.target_coding import TargetCode
 from dpopt.privacy import Gaussian
 from dpopt.privacy.releases import begin
@@ -193,27 +199,6 @@ def select_noisy(counts, sigma, tau, rng):
     return {k: float(v) for k, v in zip(keys, noisy) if v > tau}
 
 
-def _values_outside(s, levels):
-    """Whether the column ``s`` holds a present value and none of ``levels`` (its cells'
-    texts, as :func:`~dpopt.preprocessing._cells.text_codes` keys them)."""
-    present = pd.unique(s.dropna())
-    return len(present) > 0 and not set(map(str, present)) & set(map(str, levels))
-
-
-def _levels_of(d):
-    """The levels of one column of a schema dict, checked: a column of a known kind named
-    by text, numbers and bools with no level, categories of distinct scalar levels."""
-    kinds = ("numeric", "bool", "declared", "string")
-    levels = d["levels"]
-    if d["kind"] not in kinds or not isinstance(d["name"], str) or not isinstance(levels, list):
-        raise ValueError(f"a table schema's column is named by text, of a kind in {kinds}")
-    if any(not isinstance(v, (str, int, float, bool)) for v in levels) or \
-            len(set(map(str, levels))) != len(levels) or \
-            (levels and d["kind"] in ("numeric", "bool")):
-        raise ValueError("a table schema's levels are distinct texts or numbers")
-    return list(levels)
-
-
 # --------------------------------------------------------------------------- schema
 
 
@@ -289,7 +274,7 @@ class TableSchema:
     def from_dict(cls, data):
         """The schema :meth:`to_dict` wrote; a ValueError where a field has another type,
         an unknown kind or repeated levels (a model file is untrusted input)."""
-        cols = [Column(d["name"], d["kind"], d["kind"] != "string", _levels_of(d),
+        cols = [Column(d["name"], d["kind"], d["kind"] != "string", schema_levels(d),
                        bool(d["missing_indicator"]), d.get("reference"),
                        TargetCode.from_dict(d["target_code"]) if "target_code" in d else None)
                 for d in data["columns"]]
@@ -368,7 +353,7 @@ class TableSchema:
         for text, another code)."""
         lost = [c.name for c in self.columns
                 if c.kind in ("string", "declared") and c.code is None and c.levels
-                and _values_outside(df[c.name], c.levels)]
+                and holds_no_level(df[c.name], c.levels)]
         if lost:
             warnings.warn(f"column(s) {lost} hold none of the model's levels in any row: every "
                           f"value counts as one outside the levels; is the column written as in "
