@@ -500,3 +500,28 @@ def test_the_dask_predict_benchmark_runs_on_a_small_table(monkeypatch, capsys):
     out = capsys.readouterr().out
     ratio = [line for line in out.splitlines() if "ratio" in line]
     assert len(ratio) == 1 and float(ratio[0].split()[-1]) > 0
+
+
+def test_a_dask_parquet_dictionary_column_is_text_not_an_empty_declaration(tmp_path):
+    """Dask reads an Arrow dictionary column of a Parquet file written without pandas'
+    metadata as a category with known, empty categories: declared with no level, every
+    value went to <other> and the column carried nothing (session 40)."""
+    dd = pytest.importorskip("dask.dataframe")
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
+    rng = np.random.default_rng(0)
+    n = 3000
+    city = rng.choice(["x", "y", "z"], n)
+    target = np.where(city == "x", 2.0, 0.0) + rng.normal(size=n)
+    pq.write_table(pa.table({"a": rng.normal(size=n),
+                             "city": pa.array(list(city)).dictionary_encode(),
+                             "t": target}), tmp_path / "d.parquet")
+    frame = dd.read_parquet(tmp_path / "d.parquet")
+    assert list(frame["city"].dtype.categories) == []  # Dask's reading, the case at hand
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        est = dpopt.DPLinearRegression(epsilon=4.0, random_state=0).fit(
+            frame.drop(columns=["t"]), frame["t"])
+    (line,) = [r for r in est.table_.schema.describe() if r.startswith("city")]
+    assert line.startswith("city: chosen privately: x, y, z")

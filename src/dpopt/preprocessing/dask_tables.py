@@ -161,8 +161,7 @@ def prepare_dask(ddf, y, *, n, epsilon, delta, categories, feature_bounds, class
     columns = plan_table(meta, categories)
     given = check_feature_bounds(feature_bounds, columns, len(columns))  # before any release
     y_meta = getattr(y, "_meta", None)
-    if str(getattr(y_meta, "dtype", "")) == "category" and "__UNKNOWN_CATEGORIES__" in list(
-            y_meta.cat.categories):
+    if _unread(getattr(y_meta, "dtype", None)):
         y_meta = None  # categories Dask has not read: data, selected privately
     declared = declared_classes(y_meta, classes) if classifier else None
     select_y = classifier and declared is None
@@ -344,15 +343,21 @@ def dask_table(ddf, y, categories=None):
 
 
 def _declared_meta(meta, categories):
-    """The meta frame with a ``category`` column of unknown categories (Dask's placeholder)
+    """The meta frame with a ``category`` column of categories not read (:func:`_unread`)
     made a string column: its categories are data unless declared."""
     meta = meta.copy()
     for c in meta.columns:
-        dtype = meta[c].dtype
-        if isinstance(dtype, pd.CategoricalDtype) and "__UNKNOWN_CATEGORIES__" in list(
-                dtype.categories) and c not in (categories or {}):
+        if _unread(meta[c].dtype) and c not in (categories or {}):
             meta[c] = meta[c].astype(object)
     return meta
+
+
+def _unread(dtype):
+    """A Dask ``category`` whose categories the meta does not hold: unknown (Dask's
+    placeholder) or none at all (an Arrow dictionary column of a Parquet file written
+    without pandas' metadata reads as known and empty, while its partitions hold values)."""
+    return isinstance(dtype, pd.CategoricalDtype) and (
+        "__UNKNOWN_CATEGORIES__" in list(dtype.categories) or len(dtype.categories) == 0)
 
 
 def declared_counts_prior(y, classes, n, epsilon, delta, rng, checks=()):
