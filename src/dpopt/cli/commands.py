@@ -485,7 +485,8 @@ def build_parser():
                    help="target column to score against, a name or a number counted from 1 "
                         "as for 'dpopt fit' (default: the training target, if present)")
     p.add_argument("--out", metavar="PRED.csv", default="predictions.csv",
-                   help="where to write the predictions")
+                   help="where to write the predictions: CSV, or as the suffix says (.parquet, "
+                        ".tsv; .gz, .bz2, .xz, .zst compress); never the model or DATA")
     p.add_argument("--header", action=argparse.BooleanOptionalAction, default=None,
                    help="CSV only: whether the file's first row is its header (--no-header: "
                         "it is data; default: as the model's training file was read)")
