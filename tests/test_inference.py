@@ -507,3 +507,25 @@ def test_a_multiclass_fit_has_no_intervals_and_says_why():
     for get in (lambda: est.bse_, est.conf_int, est.summary):
         with pytest.raises(dpopt.NoIntervalsError, match="fitted on 3 classes"):
             get()
+
+
+@pytest.mark.parametrize("frame", [False, True])
+def test_inference_on_dask_is_refused_before_anything_is_spent(frame):
+    """Whether the data is chunked is public, yet inference=True on Dask was refused after
+    the labels' or columns' selection, a ChargedFitError (session 40's accounting audit)."""
+    da = pytest.importorskip("dask.array")
+    dd = pytest.importorskip("dask.dataframe")
+    import pandas as pd
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(2000, 2))
+    y = np.where(X[:, 0] > 0, "yes", "no")
+    if frame:
+        Xc = dd.from_pandas(pd.DataFrame(X, columns=["a", "b"]), npartitions=2)
+        yc = dd.from_pandas(pd.Series(y), npartitions=2)
+    else:
+        Xc, yc = da.from_array(X, chunks=(500, 2)), da.from_array(y, chunks=500)
+    acc = dpopt.BudgetAccountant(10.0, 1e-3)
+    with pytest.raises(ValueError, match="not implemented on chunked data") as info:
+        dpopt.DPLogisticRegression(epsilon=1.0, inference=True, accountant=acc).fit(Xc, yc)
+    assert not isinstance(info.value, dpopt.ChargedFitError) and acc.ledger == []

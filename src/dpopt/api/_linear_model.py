@@ -279,7 +279,7 @@ class _DPLinearModel(BaseEstimator):
                 bounds = array_bounds(given, problem.n_features)
                 return problem, scored, bounds, prior
 
-            self._fit_auto(prepare, epsilon, delta, penalty, penalty_kwargs)
+            self._fit_auto(prepare, epsilon, delta, penalty, penalty_kwargs, chunked=True)
             set_input_names(self, None, self.fit_result_.coef.shape[-1])
             return self
         penalty_kwargs = _resolve_alpha(penalty_kwargs, self._loss(), n)
@@ -335,7 +335,7 @@ class _DPLinearModel(BaseEstimator):
                                      check_magnitude=False)
             return problem, scored, bounds, prior
 
-        self._fit_auto(prepare, epsilon, delta, penalty, penalty_kwargs)
+        self._fit_auto(prepare, epsilon, delta, penalty, penalty_kwargs, chunked=True)
         set_input_names(self, self.table_.feature_names_in, None)
         return self
 
@@ -398,17 +398,18 @@ class _DPLinearModel(BaseEstimator):
             else:
                 warnings.warn(w.message, w.category, stacklevel=stacklevel)
 
-    def _fit_auto(self, prepare, epsilon, delta, penalty, penalty_kwargs):
+    def _fit_auto(self, prepare, epsilon, delta, penalty, penalty_kwargs, chunked=False):
         """The default path (:mod:`dpopt.pipeline.default_path`): private bounds, scaling,
         mechanism, and the private choice between the model and the constant
         (:mod:`dpopt.pipeline.selection`; one-vs-rest for k >= 3 classes). ``prepare(rng)``
         gives ``(X, target, public bounds, prior releases)``; it runs inside the budget
         reservation, so a refused fit reads nothing and a failed one charges nothing (but
-        a :class:`ChargedFitError`, :mod:`dpopt.api.charge`)."""
+        a :class:`ChargedFitError`, :mod:`dpopt.api.charge`); ``chunked`` (Dask, public)
+        refuses ``inference=True`` before it."""
         _check_auto_epsilon(epsilon)
         if getattr(self, "inference", False):  # refused before the table layer's releases
             loss = self._loss()
-            check_inference(getattr(loss, "name", loss), penalty, penalty_kwargs)
+            check_inference(getattr(loss, "name", loss), penalty, penalty_kwargs, chunked)
             declared = getattr(self, "classes", None) if self._classifier else None
             if declared is not None and len(declared) > 2:  # public: refused for free
                 raise no_intervals(len(declared), None)
