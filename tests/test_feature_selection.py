@@ -237,3 +237,22 @@ def test_column_warnings_of_a_routed_fit_name_the_original_columns():
     texts = [str(w.message) for w in caught if issubclass(w.category, ColumnWarning)]
     assert len(texts) == 1 and f"features {fell}" in texts[0]
     assert f"features {fell}" in model.privacy_report()
+
+
+def test_the_screens_constant_plan_counts_the_table_layers_share():
+    """When the screen keeps no feature, the plan's mu and shares left out the declared
+    labels' counts (the table layer's share), which every other route lists (session 40's
+    accounting audit): the plan's mu is now the records'."""
+    rng = np.random.default_rng(7)
+    X = rng.normal(size=(600, 800))
+    y = (X[:, 0] + X[:, 1] > 0).astype(int)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est = dpopt.DPLogisticRegression(epsilon=1.0, classes=[0, 1], random_state=0).fit(X, y)
+    plan = est.auto_.plan
+    assert plan["solver"] == "none" and set(plan["mu_shares"]) == {"feature_selection",
+                                                                   "selection"}
+    records = math.sqrt(sum(m.count / m.noise_multiplier ** 2
+                            for m in est.fit_result_.mechanisms))
+    assert plan["mu"] == pytest.approx(records, rel=1e-12)
+    assert plan["mu"] == pytest.approx(math.hypot(*plan["mu_shares"].values()), rel=1e-12)

@@ -231,11 +231,13 @@ def fit_screened(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon,
                  "rule": f"p={p} > dimension_limit(n={n}, mu={mu:.3g}) = "
                          f"{dimension_limit(n, mu):.0f}",
                  "class_rate": rate, "class_rate_sigma": sigma / n}
-    if columns.size == 0:
+    if columns.size == 0:  # spent: the screen and the table layer's releases (its share)
+        shares = {"feature_selection": mu_sel,
+                  **({"selection": mu * math.sqrt(prior.share)} if prior and prior.share else {})}
         plan = {"solver": "none", "reason": "high-dimensional route: no feature's noisy marginal "
                 "score cleared the universal threshold; the model is the majority-class "
-                "constant from the released class share", "mu": mu_sel,
-                "mu_shares": {"feature_selection": mu_sel}, "scaling": "none",
+                "constant from the released class share", "mu": math.hypot(*shares.values()),
+                "mu_shares": shares, "scaling": "none",
                 "row_bound": None, "model_options": {}, "screen": selection}
         if prior is not None:
             plan["table"], plan["selection_delta"] = prior.info, prior.delta
