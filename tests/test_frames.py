@@ -334,7 +334,11 @@ def test_pyarrow_table_through_narwhals():
     df, y = _table(2000)
     table = pa.Table.from_pandas(df.drop(columns=["size"]))
     a = dpopt.DPLogisticRegression(random_state=0).fit(table, y)
-    b = dpopt.DPLogisticRegression(random_state=0).fit(df.drop(columns=["size"]), y)
+    # an Arrow integer or bool column holds missing cells whatever its cells: pandas'
+    # nullable types say the same (numpy's int64 and bool cannot, a missing cell would make
+    # them float and object: the table layer plans their missing counts only with the former)
+    nullable = df.drop(columns=["size"]).astype({"age": "Int64", "member": "boolean"})
+    b = dpopt.DPLogisticRegression(random_state=0).fit(nullable, y)
     np.testing.assert_allclose(a.coef_, b.coef_)
     # an independent fuzz: feature_names_in_ was np.asarray(table.columns), a pyarrow
     # Table's columns being its data: the model held every training cell, unreported
@@ -541,3 +545,26 @@ def test_an_arrow_dictionary_column_of_a_pyarrow_table_is_text_chosen_privately(
         assert line.startswith("city: chosen privately") and "rare_id" not in line
         assert not any("rare_id" in name for name in est.table_.get_feature_names_out())
     assert est.predict(table).shape == (n,)
+
+
+def test_an_arrow_tables_missing_cell_keeps_its_columns_kinds():
+    """pandas makes an Arrow integer column with a missing cell float, and a bool one object
+    (text to the table layer): one record's empty cell changed the plan (a bool column's
+    text levels, an integer column's missing count), for a table whose types say what each
+    column is (session 40)."""
+    pa = pytest.importorskip("pyarrow")
+    pytest.importorskip("narwhals")
+    rng = np.random.default_rng(2)
+    n = 1500
+    age, member = rng.integers(18, 80, n).tolist(), (rng.random(n) < 0.4).tolist()
+    y = np.asarray(age) / 10 + np.asarray(member) + rng.normal(size=n)
+    plans = []
+    for gap in (False, True):
+        a, m = list(age), list(member)
+        if gap:
+            a[0] = m[0] = None
+        table = pa.table({"age": pa.array(a, pa.int64()), "member": pa.array(m, pa.bool_())})
+        est = dpopt.DPLinearRegression(epsilon=2.0, random_state=0).fit(table, y)
+        plans.append((est.table_.schema.describe(), sorted(est.auto_.plan["mu_shares"])))
+    assert plans[0] == plans[1]
+    assert any(line.startswith("member: bool") for line in plans[0][0])

@@ -153,14 +153,21 @@ def as_pandas(X):
     except ImportError:  # pragma: no cover - narwhals is installed with dpopt[frames]
         raise ValueError(f"X is a {type(X).__name__}: install narwhals to fit it, or pass a "
                          f"pandas DataFrame") from None
-    df = nw.from_native(X, eager_only=True).to_pandas()
-    # an Arrow dictionary (or polars categorical) column arrives as a pandas category whose
-    # categories are the values the data holds: a storage encoding, not a declaration, so it
-    # is handed on as a text column, whose levels are chosen privately (docs/tables.md)
-    encoded = [c for c in df.columns if isinstance(df[c].dtype, pd.CategoricalDtype)]
-    if encoded:
-        df = df.copy(deep=False)
-        for c in encoded:
+    native = nw.from_native(X, eager_only=True)
+    df = native.to_pandas().copy(deep=False)
+    for c, dtype in native.schema.items():
+        # the table's own types, which say what a column is whatever its cells: pandas makes
+        # an integer column with a missing cell float and a bool one object (text to the
+        # table layer), so one record's empty cell would change the plan; nullable types
+        # keep the column's kind
+        if dtype.is_integer():
+            df[c] = df[c].astype("UInt64" if dtype.is_unsigned_integer() else "Int64")
+        elif dtype == nw.Boolean:
+            df[c] = df[c].astype("boolean")
+        elif isinstance(df[c].dtype, pd.CategoricalDtype):
+            # an Arrow dictionary (polars categorical) column: a pandas category of the
+            # values the data holds, a storage encoding, not a declaration: text, whose
+            # levels are chosen privately (docs/tables.md)
             df[c] = data_dictionary(df[c])
     return df
 
