@@ -525,3 +525,53 @@ def test_a_dask_parquet_dictionary_column_is_text_not_an_empty_declaration(tmp_p
             frame.drop(columns=["t"]), frame["t"])
     (line,) = [r for r in est.table_.schema.describe() if r.startswith("city")]
     assert line.startswith("city: chosen privately: x, y, z")
+
+
+@pytest.mark.parametrize("case", ["label", "float label", "bool cell", "number cell"])
+def test_a_partition_whose_types_disagree_with_the_metadata_is_refused_for_free(tmp_path, case):
+    """A Parquet file per chunk, each chunk's types read from its own cells: one record's
+    label 'zz', label 1.0, cell 'maybe' in a True/False column or cell 'zz' in a column of
+    numbers gave the last file other types than the metadata (the first file's). The fit
+    failed after its first release (charged), crashed, or released float labels; the
+    counting pass now checks each partition against the plan, before any release
+    (session 40's Dask neighbour audit)."""
+    dd = pytest.importorskip("dask.dataframe")
+    rng = np.random.default_rng(0)
+    n = 300
+    frame = pd.DataFrame({"x": rng.normal(size=n), "bb": rng.random(n) < 0.5,
+                          "y": (rng.random(n) < 0.5).astype(int)})
+    column, value = {"label": ("y", "zz"), "float label": ("y", "1.0"),
+                     "bool cell": ("bb", "maybe"), "number cell": ("x", "zz")}[case]
+    text = frame.astype(str)
+    text.iloc[n - 1, text.columns.get_loc(column)] = value
+    for i in range(3):  # each chunk through a CSV: pandas reads its types from its cells
+        text.iloc[i * 100:(i + 1) * 100].to_csv(tmp_path / f"part{i}.csv", index=False)
+        pd.read_csv(tmp_path / f"part{i}.csv").to_parquet(tmp_path / f"part{i}.parquet")
+        (tmp_path / f"part{i}.csv").unlink()
+    data = dd.read_parquet(tmp_path)
+    acc = dpopt.BudgetAccountant(10.0, 1e-3)
+    with pytest.raises(ValueError, match="a partition holds") as info:
+        dpopt.DPLogisticRegression(epsilon=1.0, random_state=0, accountant=acc).fit(
+            data.drop(columns=["y"]), data["y"])
+    assert not isinstance(info.value, dpopt.ChargedFitError) and acc.ledger == []
+
+
+def test_a_partition_whose_column_holds_no_value_agrees_with_any_plan(tmp_path):
+    """The check above reads kinds from values: a chunk whose text column is all empty
+    (pandas reads it as float) is not refused."""
+    dd = pytest.importorskip("dask.dataframe")
+    rng = np.random.default_rng(1)
+    n = 300
+    frame = pd.DataFrame({"x": rng.normal(size=n), "c": rng.choice(["a", "b"], n),
+                          "y": (rng.random(n) < 0.5).astype(int)})
+    frame.loc[200:, "c"] = np.nan
+    for i in range(3):
+        frame.iloc[i * 100:(i + 1) * 100].to_csv(tmp_path / f"part{i}.csv", index=False)
+        pd.read_csv(tmp_path / f"part{i}.csv").to_parquet(tmp_path / f"part{i}.parquet")
+        (tmp_path / f"part{i}.csv").unlink()
+    data = dd.read_parquet(tmp_path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        est = dpopt.DPLogisticRegression(epsilon=2.0, random_state=0).fit(
+            data.drop(columns=["y"]), data["y"])
+    assert est.coef_.shape[0] == 1

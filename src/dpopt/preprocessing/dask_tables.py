@@ -41,7 +41,7 @@ from dpopt.preprocessing.table_encoder import (
     released_class_counts,
     selection_split,
 )
-from dpopt.preprocessing.tables import TableSchema, fit_schema, plan_table
+from dpopt.preprocessing.tables import TableSchema, column_kind, fit_schema, plan_table
 
 
 def is_dask_frame(X):
@@ -202,6 +202,7 @@ def _dask_counts(ddf, y, columns, count_y, checks=()):
     y's number of rows)`` summed over the partitions (one ``dask.compute``; the labels' when
     ``count_y``, and y's ``checks``, :func:`target_checks`, in the same pass)."""
     # lazy: dask is an optional dependency (pip install dpopt[dask])
+    ddf, y = _checked_partitions(ddf, y, columns, count_y)  # each partition, as read
     strings = [c.name for c in columns if c.kind == "string"]
     declared = [c.name for c in columns if c.kind == "declared"]  # texts checked, not counted
     fixed = [c.name for c in columns if c.kind != "string" and c.missable]
@@ -239,6 +240,50 @@ def _dask_counts(ddf, y, columns, count_y, checks=()):
     rows = int(out[len(strings) + len(fixed)])
     labels = {k: int(v) for k, v in out[-1].items()} if count_y else None
     return values, missing, labels, rows
+
+
+def _checked_partitions(ddf, y, columns, selected):
+    """``ddf`` and ``y`` whose every partition is checked, when the counting pass reads it,
+    against the kinds planned from the metadata (the first partition's types): pandas reads
+    each chunk's types from its own cells, so one record's text in a column of numbers or
+    True/False, or a label written otherwise, made one partition disagree with the plan and
+    the fit fail after its first release (or the ``selected`` labels change type: their
+    integer, float or bool type must then agree too, else numbers or text). A ValueError
+    naming the columns, before any release; a partition whose column holds no value agrees."""
+    kinds = {c.name: c.kind for c in columns}
+    ddf = ddf.map_partitions(_agreeing, kinds, meta=ddf._meta)
+    if hasattr(y, "to_dask_array"):  # a Dask Series: its partitions' labels likewise
+        y = y.map_partitions(_agreeing_labels, _label_class(y._meta.dtype, selected), selected,
+                             meta=y._meta)
+    return ddf, y
+
+
+def _agreeing(part, kinds):
+    declared = {name for name, kind in kinds.items() if kind == "declared"}
+    wrong = [name for name, kind in kinds.items() if bool(part[name].notna().any())
+             and column_kind(name, part[name].dtype, declared)[0] not in (
+                 (kind, "declared") if kind == "string" else (kind,))]
+    if wrong:
+        raise ValueError(f"Dask DataFrame column(s) {wrong}: a partition holds values of "
+                         f"another kind (numbers, True/False, text) than the frame's metadata "
+                         f"says: each chunk's types were read from its own cells; read the data "
+                         f"with the columns' types given (dtype=, a Parquet schema)")
+    return part
+
+
+def _label_class(dtype, exact):
+    kind = getattr(dtype, "kind", "O")
+    if not exact:
+        return "numbers" if kind in "iufb" else "text"
+    return {"i": "integer", "u": "integer", "f": "float", "b": "bool"}.get(kind, "text")
+
+
+def _agreeing_labels(part, expected, exact):
+    if len(part) and _label_class(part.dtype, exact) != expected:
+        raise ValueError(f"y: a partition holds labels of another type ({part.dtype}) than the "
+                         f"Dask Series' metadata says ({expected}): each chunk's types were "
+                         f"read from its own cells; read y with its type given")
+    return part
 
 
 def _row_count(y):
