@@ -431,7 +431,7 @@ def compact_text(df):
     # lazy: the light CLI commands load no heavy module
     import pandas as pd
 
-    from dpopt.preprocessing.tables import data_dictionary
+    from dpopt._core.arrow import data_dictionary
 
     df = df.copy(deep=False)
     for c in df.columns:

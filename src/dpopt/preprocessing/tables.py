@@ -87,6 +87,7 @@ import pandas as pd
 import scipy.sparse as sp
 from scipy.stats import norm
 
+from dpopt._core.arrow import data_dictionary
 from dpopt._core.exceptions import ImputedValueWarning
 from dpopt.preprocessing._cells import (
     MISSING,
@@ -170,17 +171,6 @@ def as_pandas(X):
             # levels are chosen privately (docs/tables.md)
             df[c] = data_dictionary(df[c])
     return df
-
-
-def data_dictionary(s):
-    """A pandas categorical Series as an Arrow ``dictionary<string>`` Series (same codes,
-    values as text; a missing cell stays missing): a text column to the table layer."""
-    import pyarrow as pa  # lazy: optional dependency (dpopt[frames]), with Arrow tables
-
-    codes = s.cat.codes.to_numpy()
-    values = pa.array([str(v) for v in s.cat.categories], pa.string())
-    array = pa.DictionaryArray.from_arrays(pa.array(codes, mask=codes < 0), values)
-    return pd.Series(pd.arrays.ArrowExtensionArray(array), index=s.index, name=s.name)
 
 
 # --------------------------------------------------------------------------- selection
