@@ -82,6 +82,7 @@ def test_a_pipe_is_written_in_place_not_replaced(fitted, tmp_path, capsys):
     reader.join(timeout=60)
     assert code == 0, err
     assert stat.S_ISFIFO(os.stat(pipe).st_mode) and got[0].startswith(b"prediction,")
+    assert b"dpopt predict" not in got[0] and "accuracy on the" in err  # the report: stderr
 
 
 def test_out_follows_a_link_and_its_suffix(fitted, tmp_path, capsys):

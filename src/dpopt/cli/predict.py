@@ -56,10 +56,12 @@ def cmd_predict(args):
     _write(_output(model, pred, margin), args.out)
     for message, category in dict.fromkeys((str(w.message), w.category) for w in caught):
         print(f"note ({category.__name__}): {message}", file=sys.stderr)
+    # the report beside a stream of predictions (--out /dev/stdout, a pipe) goes to stderr
+    report = sys.stderr if os.path.exists(args.out) and not os.path.isfile(args.out) else sys.stdout
     print(f"dpopt predict: {args.data} (n={len(pred)}) with {args.model}; predictions written "
-          f"to {args.out}")
+          f"to {args.out}", file=report)
     for line in scored or ():
-        print(line)
+        print(line, file=report)
     return 0
 
 
