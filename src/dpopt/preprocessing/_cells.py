@@ -192,9 +192,3 @@ def not_unicode(name):
                       f"surrogate character): read the file with its encoding, or replace "
                       f"the character")
 
-
-def holds_no_level(s, levels):
-    """Whether the column ``s`` holds a present value and none of ``levels`` (its cells'
-    texts, as :func:`~dpopt.preprocessing._cells.text_codes` keys them)."""
-    present = pd.unique(s.dropna())
-    return len(present) > 0 and not set(map(str, present)) & set(map(str, levels))

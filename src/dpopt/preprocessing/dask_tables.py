@@ -202,7 +202,7 @@ def _dask_counts(ddf, y, columns, count_y, checks=()):
     y's number of rows)`` summed over the partitions (one ``dask.compute``; the labels' when
     ``count_y``, and y's ``checks``, :func:`target_checks`, in the same pass)."""
     # lazy: dask is an optional dependency (pip install dpopt[dask])
-    ddf, y = _checked_partitions(ddf, y, columns, count_y)  # each partition, as read
+    checks = [*checks, *kind_checks(ddf, y, columns, count_y)]  # each partition, as read
     strings = [c.name for c in columns if c.kind == "string"]
     declared = [c.name for c in columns if c.kind == "declared"]  # texts checked, not counted
     fixed = [c.name for c in columns if c.kind != "string" and c.missable]
@@ -242,24 +242,25 @@ def _dask_counts(ddf, y, columns, count_y, checks=()):
     return values, missing, labels, rows
 
 
-def _checked_partitions(ddf, y, columns, selected):
-    """``ddf`` and ``y`` whose every partition is checked, when the counting pass reads it,
-    against the kinds planned from the metadata (the first partition's types): pandas reads
-    each chunk's types from its own cells, so one record's text in a column of numbers or
-    True/False, or a label written otherwise, made one partition disagree with the plan and
-    the fit fail after its first release (or the ``selected`` labels change type: their
-    integer, float or bool type must then agree too, else numbers or text). A ValueError
-    naming the columns, before any release; a partition whose column holds no value agrees."""
+def kind_checks(ddf, y, columns, selected):
+    """Checks (:func:`~dpopt.preprocessing.labels.partition_checks`, computed in the counting
+    pass) of every partition of ``ddf`` and ``y`` against the kinds planned from the metadata
+    (the first partition's types): pandas reads each chunk's types from its own cells, so one
+    record's text in a column of numbers or True/False, or a label written otherwise, made
+    one partition disagree with the plan and the fit fail after its first release (or the
+    ``selected`` labels change type: their integer, float or bool type must then agree too,
+    else numbers or text). A ValueError naming the columns, before any release; a
+    partition whose column holds no value agrees."""
     kinds = {c.name: c.kind for c in columns}
-    ddf = ddf.map_partitions(_agreeing, kinds, meta=ddf._meta)
+    declared = {c.name for c in columns if c.kind == "declared"}
+    checks = partition_checks(ddf, _agreeing, kinds, declared)
     if hasattr(y, "to_dask_array"):  # a Dask Series: its partitions' labels likewise
-        y = y.map_partitions(_agreeing_labels, _label_class(y._meta.dtype, selected), selected,
-                             meta=y._meta)
-    return ddf, y
+        checks += partition_checks(y, _agreeing_labels, _label_class(y._meta.dtype, selected),
+                                   selected)
+    return checks
 
 
-def _agreeing(part, kinds):
-    declared = {name for name, kind in kinds.items() if kind == "declared"}
+def _agreeing(part, kinds, declared):
     wrong = [name for name, kind in kinds.items() if bool(part[name].notna().any())
              and column_kind(name, part[name].dtype, declared)[0] not in (
                  (kind, "declared") if kind == "string" else (kind,))]
@@ -268,7 +269,7 @@ def _agreeing(part, kinds):
                          f"another kind (numbers, True/False, text) than the frame's metadata "
                          f"says: each chunk's types were read from its own cells; read the data "
                          f"with the columns' types given (dtype=, a Parquet schema)")
-    return part
+    return 0
 
 
 def _label_class(dtype, exact):
@@ -283,7 +284,7 @@ def _agreeing_labels(part, expected, exact):
         raise ValueError(f"y: a partition holds labels of another type ({part.dtype}) than the "
                          f"Dask Series' metadata says ({expected}): each chunk's types were "
                          f"read from its own cells; read y with its type given")
-    return part
+    return 0
 
 
 def _row_count(y):

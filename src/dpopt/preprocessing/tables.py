@@ -94,7 +94,6 @@ from dpopt.preprocessing._cells import (
     OTHER,
     check_keys,
     check_unique_names,
-    holds_no_level,
     missing_count,
     text_codes,
     truth_values,
@@ -342,20 +341,18 @@ class TableSchema:
                           f"category counts as one outside the levels, as in training",
                           ImputedValueWarning, stacklevel=5)
 
-    def _warn_unmatched(self, df):
+    @staticmethod
+    def _warn_unmatched(lost):
         """At prediction (never on training data, as :meth:`_warn_imputed`): an
-        :class:`ImputedValueWarning` naming the categorical columns of ``df`` that hold
-        values but none of the model's levels, so that every row counts as outside them:
-        most likely the column is written otherwise than in training (other case, numbers
-        for text, another code)."""
-        lost = [c.name for c in self.columns
-                if c.kind in ("string", "declared") and c.code is None and c.levels
-                and holds_no_level(df[c.name], c.levels)]
+        :class:`ImputedValueWarning` naming the categorical columns ``lost`` that held values
+        but none of the model's levels (:meth:`_level_codes`), so that every row counts as
+        outside them: most likely the column is written otherwise than in training (other
+        case, numbers for text, another code)."""
         if lost:
             warnings.warn(f"column(s) {lost} hold none of the model's levels in any row: every "
                           f"value counts as one outside the levels; is the column written as in "
                           f"training (case, numbers as text)?", ImputedValueWarning,
-                          stacklevel=5)
+                          stacklevel=4)
 
     # ---- the encoding (a per-record map: free)
     def transform(self, df, *, at_prediction=False):
@@ -365,11 +362,12 @@ class TableSchema:
         df = self._frame(df, at_prediction)
         n = len(df)
         out = np.zeros((n, sum(self._width(c) for c in self.columns)))
-        j = 0
+        j, lost = 0, [] if at_prediction else None
         for c in self.columns:  # filled in place: no per-column blocks to stack
             width = self._width(c)
-            self._encode(c, df[c.name], out[:, j:j + width])
+            self._encode(c, df[c.name], out[:, j:j + width], lost)
             j += width
+        self._warn_unmatched(lost)
         return out
 
     # ---- the sparse design: at most one stored entry per slot of a row
@@ -402,21 +400,22 @@ class TableSchema:
         n, k = len(df), self.row_slots()
         data = np.zeros((n, k))
         indices = np.zeros((n, k), dtype=np.int32)
-        slot, j = 0, 0
+        slot, j, lost = 0, 0, [] if at_prediction else None
         for c in self.columns:
             width = self._width(c)
             if c.one_column:
                 block = np.zeros((n, width))
-                self._encode(c, df[c.name], block)
+                self._encode(c, df[c.name], block, lost)
                 data[:, slot:slot + width] = block
                 indices[:, slot:slot + width] = np.arange(j, j + width)
                 slot += width
             elif width:  # one slot: the cell's level (an explicit 0 for a reference cell)
-                codes = self._level_codes(c, df[c.name])
+                codes = self._level_codes(c, df[c.name], lost)
                 indices[:, slot] = j + np.maximum(codes, 0)
                 data[:, slot] = codes >= 0
                 slot += 1
             j += width
+        self._warn_unmatched(lost)
         indptr = np.arange(0, n * k + 1, k, dtype=np.int64)
         return sp.csr_matrix((data.ravel(), indices.ravel(), indptr), shape=(n, j))
 
@@ -433,7 +432,6 @@ class TableSchema:
         check_unique_names(df.columns, among={c.name for c in self.columns})
         if at_prediction:
             self._warn_imputed(df)
-            self._warn_unmatched(df)
         return df
 
     def key_levels(self, c, keys):
@@ -441,19 +439,25 @@ class TableSchema:
         its ``<other>``)."""
         return pd.Index(self._coded_levels(c), dtype=object).get_indexer(keys).astype(np.int64)
 
-    def _level_codes(self, c, s):
+    def _level_codes(self, c, s, lost=None):
         """Index of each cell's column among the coded levels: ``<other>`` last (one-hot), or
-        -1, no column (reference coding: the reference level and the values outside the levels)."""
+        -1, no column (reference coding: the reference level and the values outside the levels).
+        ``lost`` (a list, at prediction): gets ``c``'s name when its cells hold values but none
+        of its levels (:meth:`_warn_unmatched`), read from the distinct keys at no extra pass."""
         levels = self._coded_levels(c)
         cell_codes, keys = text_codes(s, c.name)
         check_keys(c.name, keys)  # a lone surrogate at prediction: named, not pyarrow's error
+        if lost is not None and c.levels and len(keys) > 1 and set(keys[:-1]).isdisjoint(
+                map(str, c.levels)):  # keys: the cells' texts, MISSING last
+            lost.append(c.name)
         to_level = self.key_levels(c, keys)
         if self.coding != "reference":
             to_level[to_level < 0] = len(levels)  # unselected, undeclared or unseen: <other>
         return to_level[cell_codes]
 
-    def _encode(self, c, s, out):
-        """Write column ``c`` of the values ``s`` into ``out`` (its encoded columns)."""
+    def _encode(self, c, s, out, lost=None):
+        """Write column ``c`` of the values ``s`` into ``out`` (its encoded columns);
+        ``lost``: :meth:`_level_codes`'s."""
         if c.code is not None:
             out[:, 0] = c.code.transform(s)
             return
@@ -475,7 +479,7 @@ class TableSchema:
         elif c.kind == "bool":
             out[~absent, 0] = truth_values(c.name, s[~absent])
         else:
-            codes = self._level_codes(c, s)
+            codes = self._level_codes(c, s, lost)
             rows = np.flatnonzero(codes >= 0)
             out[rows, codes[rows]] = 1.0
             return
