@@ -20,6 +20,7 @@ import pandas as pd
 
 NAMES = ["city_b", "city_c", "city_d", "kind_y", "kind_z", "age"]
 TRUTH = np.array([0.5, -0.3, 1.0, 0.2, -0.4, 0.02])
+KINDS = ["empty", "x", "y", "z"]  # public levels, declared (a level no record holds first)
 
 
 def table(n, rng):
@@ -30,8 +31,7 @@ def table(n, rng):
     y = (1.0 + np.array([0.0, 0.5, -0.3, 1.0])[codes]
          + np.array([0.0, 0.2, -0.4])[np.searchsorted(["x", "y", "z"], kind)]
          + 0.02 * age + rng.standard_normal(n))
-    frame = pd.DataFrame({"city": city, "kind": pd.Categorical(kind, ["empty", "x", "y", "z"]),
-                          "age": age})
+    frame = pd.DataFrame({"city": city, "kind": pd.Categorical(kind, KINDS), "age": age})
     return frame, y
 
 
@@ -45,8 +45,8 @@ def coverage(n, epsilon, reps, seed=0):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             try:
-                est = dpopt.DPLinearRegression(epsilon=epsilon, inference=True,
-                                               random_state=r).fit(frame, y)
+                est = dpopt.DPLinearRegression(epsilon=epsilon, inference=True, random_state=r,
+                                               categories={"kind": KINDS}).fit(frame, y)
                 ci = est.conf_int(alpha=0.05)
             except dpopt.NoIntervalsError:
                 failed += 1

@@ -11,7 +11,11 @@ from scipy.stats import norm
 
 import dpopt
 import dpopt.preprocessing.tables as F
+from dpopt.preprocessing.labels import LABELS_SELECTED
 from dpopt.privacy import Gaussian, epsilon_of, gdp_mu
+
+#: The size column's public levels (its dtype's categories are not read as a declaration).
+SIZES = {"size": ["S", "M", "L", "XL"]}
 
 
 def _table(n=3000, seed=0):
@@ -33,9 +37,12 @@ def _table(n=3000, seed=0):
 def test_plan_reads_only_dtypes_and_declarations():
     df, _ = _table(100)
     kinds = {c.name: c.kind for c in F.plan_table(df)}
+    # a pandas category is text, its levels selected privately: its categories are most
+    # often made from the data (astype("category") lists every value, one record's too)
     assert kinds == {"age": "numeric", "color": "string", "income": "numeric",
-                     "member": "bool", "size": "declared", "client": "string"}
-    declared = {c.name: c.levels for c in F.plan_table(df, {"color": ["red", "blue"]})}
+                     "member": "bool", "size": "string", "client": "string"}
+    declared = {c.name: c.levels for c in F.plan_table(
+        df, {"color": ["red", "blue"], "size": ["S", "M", "L", "XL"]})}
     assert declared["color"] == ["red", "blue"] and declared["size"] == ["S", "M", "L", "XL"]
     with pytest.raises(ValueError, match="'when' has dtype datetime64"):
         F.plan_table(pd.DataFrame({"when": pd.to_datetime(["2020-01-01"])}))
@@ -77,7 +84,8 @@ def test_dataframe_fit_selects_privately_and_keeps_indicator_columns():
     df, y = _table()
     with warnings.catch_warnings():
         warnings.simplefilter("error", dpopt.PrivacyLeakWarning)
-        model = dpopt.DPLogisticRegression(epsilon=1.0, random_state=0).fit(df, y)
+        model = dpopt.DPLogisticRegression(
+            epsilon=1.0, random_state=0, categories={"size": ["S", "M", "L", "XL"]}).fit(df, y)
     schema = model.table_.schema
     levels = {c.name: c.levels for c in schema.columns}
     assert levels["color"] == ["blue", "green", "red"]
@@ -168,8 +176,8 @@ def test_selection_sensitivity_threshold_and_its_delta():
     cols = F.plan_table(df)
     mu, delta_sel = 0.3, 1e-7
     schema, _ = F.fit_schema(df, cols, mu, delta_sel, np.random.default_rng(0))
-    k = 2  # color, client: data-driven; income, size (missing counts) are fixed partitions
-    fixed = 2
+    k = 3  # color, client, size (an undeclared category): data-driven; income's missing
+    fixed = 1  # count is a fixed partition
     assert schema.sigma == pytest.approx(math.sqrt(2 * k + fixed) / mu)
     assert schema.threshold == pytest.approx(1 + schema.sigma * norm.isf(delta_sel / k))
     # a value held by one record clears the threshold with probability <= delta_sel over all k
@@ -186,8 +194,11 @@ def test_labels_declared_bool_categorical_and_arrays():
     assert 0.0 < m.auto_.plan["table"]["label_share"] <= 0.3
     m = dpopt.DPLogisticRegression(random_state=0).fit(df, y == "yes")
     assert list(m.classes_) == [False, True]
-    m = dpopt.DPLogisticRegression(random_state=0).fit(df, pd.Categorical(y))
+    # a categorical y's categories may be the data's labels: selected privately, as text
+    m = dpopt.DPLogisticRegression(random_state=0).fit(
+        df, pd.Categorical(y, categories=["yes", "no", "rare"]))
     assert list(m.classes_) == ["no", "yes"]
+    assert m.auto_.plan["table"]["labels"] == LABELS_SELECTED
     # arrays with a well-populated binary numeric target: the classes np.unique would give,
     # chosen privately (a small share of the plan)
     X = np.random.default_rng(0).standard_normal((2000, 3))
@@ -270,7 +281,7 @@ def test_explicit_solver_takes_public_schema_only():
     opts = {"smoothness": 1.0}
     with pytest.warns(dpopt.PrivacyLeakWarning, match="np.unique"):
         m = dpopt.DPLogisticRegression(solver="dp-gd", solver_options=opts, categories={
-            "color": ["red", "green", "blue"], "client": []}).fit(df, y)
+            "color": ["red", "green", "blue"], "client": [], "size": ["S", "M"]}).fit(df, y)
     assert any("np.unique" in msg for msg in m.privacy_leaks_)
 
 
@@ -308,7 +319,7 @@ def test_private_table_encoder_is_charged_like_every_private_transformer():
     assert free.epsilon_spent_ == 0.0 and free.mechanisms_ == [] and len(acc.ledger) == 3
     assert acc.ledger[2].epsilon == 0.0
     # in a search: the encoder's records are composed into every run's
-    declared = {"color": ["red", "green", "blue"], "client": []}
+    declared = {"color": ["red", "green", "blue"], "client": [], "size": ["S", "M"]}
     pipe = make_pipeline(
         dpopt.PrivateTableEncoder(epsilon=0.3, categories=declared, random_state=0),
         dpopt.DPLogisticRegression(solver="objective-perturbation", classes=["no", "yes"],
@@ -323,9 +334,31 @@ def test_private_table_encoder_is_charged_like_every_private_transformer():
     assert not search.privacy_leaks_ and len(search.candidate_mechanisms_[0]) == \
         len(search.best_estimator_.steps[-1][1].fit_result_.mechanisms) + 1
     assert search.epsilon_spent_ > alone.epsilon_spent_ + 0.2
-    with pytest.raises(ValueError, match=r"text column\(s\) \['color', 'client'\]"):
+    with pytest.raises(ValueError, match=r"text column\(s\) \['color', 'size', 'client'\]"):
         dpopt.PrivateHyperparameterSearch(make_pipeline(
             dpopt.PrivateTableEncoder(epsilon=0.3), pipe.steps[-1][1]), grid).fit(df, y)
+
+
+def test_a_pandas_category_is_text_unless_declared():
+    """``astype("category")`` on the private data lists every value the column holds, one
+    record's included; read as a declaration, that value was a level of the model in every
+    seed, and a neighbour without it never had it (session 40's neighbour audit). A
+    category is now text, its levels chosen privately (the fit is the text column's), unless
+    ``categories=`` names it: then its levels are the declaration's, as given."""
+    df, y = _table(2000)
+    text = df.assign(color=df["color"].astype(object))
+    text.loc[0, "color"] = "violet"  # one record's value
+    cat = text.assign(color=text["color"].astype("category"))
+    assert "violet" in list(cat["color"].cat.categories)
+    for seed in range(3):
+        a, b = (dpopt.DPLogisticRegression(random_state=seed).fit(X, y) for X in (cat, text))
+        names = list(a.table_.get_feature_names_out())
+        assert names == list(b.table_.get_feature_names_out()) and "color_violet" not in names
+        np.testing.assert_array_equal(a.coef_, b.coef_)
+        assert a.epsilon_spent_ == b.epsilon_spent_
+    declared = dpopt.DPLogisticRegression(random_state=0, categories={
+        "color": list(cat["color"].cat.categories)}).fit(cat, y)
+    assert "color_violet" in declared.table_.get_feature_names_out()
 
 
 def test_pyarrow_table_through_narwhals():
@@ -403,7 +436,7 @@ def test_reference_coding_schema_dense_sparse_names_and_round_trip():
     record holds); its cells and values outside the levels get no column. The dense and
     sparse designs agree, and the schema survives a model file."""
     df, _ = _table(3000)
-    schema, _ = F.fit_schema(df, F.plan_table(df), 2.0, 1e-7, np.random.default_rng(0),
+    schema, _ = F.fit_schema(df, F.plan_table(df, SIZES), 2.0, 1e-7, np.random.default_rng(0),
                              coding="reference")
     color, size = schema.columns[1], schema.columns[4]
     assert color.reference == max(color.levels, key=schema.counts["color"].get)
@@ -431,9 +464,9 @@ def test_reference_coding_counts_declared_columns_with_their_sensitivity():
     selected column) instead of the 1 of its missing count, and the change is attained."""
     df, _ = _table(500)
     mu = 0.3
-    one_hot, _ = F.fit_schema(df, F.plan_table(df), mu, 1e-7, np.random.default_rng(0))
-    reference, _ = F.fit_schema(df, F.plan_table(df), mu, 1e-7, np.random.default_rng(0),
-                                coding="reference")
+    one_hot, _ = F.fit_schema(df, F.plan_table(df, SIZES), mu, 1e-7, np.random.default_rng(0))
+    reference, _ = F.fit_schema(df, F.plan_table(df, SIZES), mu, 1e-7,
+                                np.random.default_rng(0), coding="reference")
     assert one_hot.sigma == pytest.approx(math.sqrt(2 * 2 + 2) / mu)  # size: a missing count
     assert reference.sigma == pytest.approx(math.sqrt(2 * 3 + 1) / mu)  # size: its counts
     changed = df.copy()
@@ -441,7 +474,7 @@ def test_reference_coding_counts_declared_columns_with_their_sensitivity():
     a, b = (F._declared_counts(d["size"], ["S", "M", "L", "XL"]) for d in (df, changed))
     assert math.sqrt(sum((a[k] - b[k]) ** 2 for k in a)) == pytest.approx(math.sqrt(2))
     with pytest.raises(ValueError, match="needs the table"):
-        F.fit_schema(None, F.plan_table(df), mu, 1e-7, np.random.default_rng(0),
+        F.fit_schema(None, F.plan_table(df, SIZES), mu, 1e-7, np.random.default_rng(0),
                      counts=({}, {}), coding="reference")
 
 
@@ -500,7 +533,7 @@ def test_declared_levels_match_cells_by_the_columns_text_and_are_distinct():
                         {"k": [1, 2], "i": [1.0, 2.0]})
     assert [c.levels for c in cols] == [["1.0", "2.0"], ["1", "2"]]
     with pytest.raises(ValueError, match=r"categories of column 'k': \['1'\] appear twice"):
-        F.plan_table(pd.DataFrame({"k": pd.Categorical(k.astype(int), categories=[1, "1", 2])}))
+        F.plan_table(pd.DataFrame({"k": k.astype(int).astype(object)}), {"k": [1, "1", 2]})
 
 
 def test_reference_coding_keeps_the_dense_design():

@@ -30,7 +30,7 @@ def _frame(n=600, seed=0):
 
 def test_sparse_design_equals_the_dense_one():
     X, _ = _frame()
-    schema, dense = public_table(X.drop(columns=["city"]))
+    schema, dense = public_table(X.drop(columns=["city"]), {"size": ["S", "M", "L"]})
     sparse = schema.transform_sparse(X)
     assert sp.isspmatrix_csr(sparse) and sparse.has_sorted_indices
     np.testing.assert_array_equal(sparse.toarray(), dense)
@@ -66,6 +66,32 @@ def test_a_sparse_fit_is_private_and_predicts_with_its_own_map(monkeypatch):
     assert np.any(dense.auto_.scaling.offset != 0)  # dense: shifted to the lower bound
 
 
+def test_cli_fits_and_predicts_a_text_csv_without_pyarrow(tmp_path):
+    """pyarrow is not a dependency of dpopt: the CLI's reader turned each text column into an
+    Arrow dictionary, so ``dpopt fit`` on a CSV with text failed with ModuleNotFoundError
+    where pyarrow is not installed (here: unimportable from the start, in a subprocess, so
+    that pandas too knows it is absent)."""
+    import subprocess
+    import sys
+
+    X, y = _frame(400)
+    X.drop(columns=["size"]).assign(target=y).to_csv(tmp_path / "t.csv", index=False)
+    script = """
+import sys
+sys.modules["pyarrow"] = None  # before pandas: as where pyarrow is not installed
+from dpopt.cli.commands import main
+data, model, out = sys.argv[1:]
+assert main(["fit", data, "--loss", "logistic", "--target", "target", "--epsilon", "2",
+             "--seed", "0", "--out", model]) == 0
+assert main(["predict", model, data, "--out", out]) == 0
+"""
+    data, model, out = (str(tmp_path / name) for name in ("t.csv", "m.json", "p.csv"))
+    run = subprocess.run([sys.executable, "-c", script, data, model, out],
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    assert len(pd.read_csv(out)) == 400
+
+
 def test_cli_reader_keeps_text_compact_and_selected_privately(tmp_path):
     from dpopt.cli.labels import compact_labels
     from dpopt.cli.tables import read_table
@@ -75,7 +101,7 @@ def test_cli_reader_keeps_text_compact_and_selected_privately(tmp_path):
     path = tmp_path / "t.csv"
     X.drop(columns=["size"]).to_csv(path, index=False)
     Xr, yr, _, _ = read_table(path, target="target")
-    assert isinstance(Xr["city"].dtype, pd.ArrowDtype)
+    assert isinstance(Xr["city"].dtype, pd.CategoricalDtype)  # integer codes
     kinds = {c.name: c.kind for c in plan_table(Xr)}
     assert kinds["city"] == "string"  # its values are data: chosen privately, not declared
     labels = compact_labels(yr)
@@ -172,17 +198,34 @@ def test_clip_sparse_in_column_groups_equals_the_dense_clip(monkeypatch):
     assert (X != before).nnz == 0  # the input is not modified
 
 
-def test_dask_category_of_unknown_categories_is_selected_not_declared():
+@pytest.mark.parametrize("known", [False, True])
+def test_dask_category_is_selected_not_declared(known):
+    """A Dask category column is text whether Dask has read its categories or not (known
+    ones come from the data too: ``categorize()``, a Parquet file's pandas metadata)."""
     X, y = _frame(2000, seed=5)
     X["city"] = X["city"].astype(pd.CategoricalDtype([f"c{i}" for i in range(40)]))
     ddf, dy = _dask(X, y)
-    ddf["city"] = ddf["city"].cat.as_unknown()  # Dask has not read them: data
+    if not known:
+        ddf["city"] = ddf["city"].cat.as_unknown()
     est = dpopt.DPLogisticRegression(epsilon=4.0, random_state=0).fit(ddf, dy)
     plain = X.assign(city=X["city"].astype(object))  # 10 categories no record holds
     ref = _one_hot(dpopt.DPLogisticRegression(epsilon=4.0, random_state=0)).fit(plain, y)
     kinds = {c.name: c.kind for c in est.table_.schema.columns}
-    assert kinds["city"] == "string" and kinds["size"] == "declared"
+    assert kinds["city"] == "string" and kinds["size"] == "string"
     assert est.table_.schema.to_dict() == ref.table_.schema.to_dict()
+
+
+def test_a_dask_categorical_y_is_selected_like_in_memory():
+    """A Dask category target's known categories were its classes (an unused one too): they
+    are data, the labels are selected privately, the same as in memory (one-hot coding)."""
+    X, y = _frame(2000, seed=6)
+    y = y.astype(pd.CategoricalDtype(["yes", "no", "zz"]))  # "zz": no record's label
+    ddf, dy = _dask(X, y)
+    est = dpopt.DPLogisticRegression(epsilon=4.0, random_state=0).fit(ddf, dy)
+    ref = _one_hot(dpopt.DPLogisticRegression(epsilon=4.0, random_state=0)).fit(X, y)
+    assert list(est.classes_) == list(ref.classes_) == ["no", "yes"]
+    assert est.auto_.plan["table"]["labels"] == "selected privately"
+    np.testing.assert_allclose(est.coef_, ref.coef_)
 
 
 @pytest.mark.parametrize("declared", [False, True])

@@ -245,9 +245,14 @@ def test_multiclass_inference_and_declared_categories_keep_one_hot():
         warnings.simplefilter("ignore")
         reg = dpopt.DPLinearRegression(epsilon=1.0, inference=True, random_state=0).fit(X, y)
     assert "target_coding" not in reg.fit_result_.params["auto"].get("table", {})
-    cat = X.assign(city=X["city"].astype("category"))  # declared: nothing is dropped
-    reg = dpopt.DPLinearRegression(epsilon=1.0, random_state=0).fit(cat, y)
+    cities = [f"c{c:03d}" for c in range(40)]  # declared: nothing is dropped
+    reg = dpopt.DPLinearRegression(epsilon=1.0, random_state=0,
+                                   categories={"city": cities}).fit(X, y)
     assert "target_coding" not in reg.fit_result_.params["auto"].get("table", {})
+    # a pandas category is no declaration: its categories may be the data's values
+    cat = X.assign(city=X["city"].astype("category"))
+    reg = dpopt.DPLinearRegression(epsilon=1.0, random_state=0).fit(cat, y)
+    assert reg.fit_result_.params["auto"]["table"]["target_coding"]
     big = dpopt.DPLinearRegression(epsilon=50.0, random_state=0).fit(X, y)  # levels all kept
     assert "target_coding" not in big.fit_result_.params["auto"].get("table", {})
     assert len(big.table_.get_feature_names_out()) == 40 + 1 + 1  # cities, <other>, x
@@ -276,7 +281,7 @@ def test_predictions_survive_the_model_file_and_unseen_values(tmp_path):
     assert [c["name"] for c in columns if "target_code" in c] == ["city"]
     Xr, yr, _, _ = read_table(tmp_path / "t.csv", target="y")  # the CLI's reader
     m = dpopt.DPLinearRegression(epsilon=2.0, random_state=0).fit(Xr, yr)
-    new = Xr.head(50).copy()
+    new = Xr.head(50).astype({"city": object})
     new.loc[:9, "city"] = "a city never seen"
     new.loc[10:14, "city"] = None
     pred = m.predict(new)

@@ -122,14 +122,22 @@ def test_a_pyarrow_table_is_searched_as_the_frame_it_holds():
     np.testing.assert_array_equal(runs[0].predict(X), runs[1].predict(X))
 
 
-def test_a_categorical_y_declares_every_candidates_labels():
-    """The search made y an array and then refused a categorical y as undeclared labels
-    (the estimator alone takes its categories); it also gave no classes_ (session 40)."""
+def test_a_categorical_y_is_undeclared_and_classes_declares_it():
+    """A categorical y's categories may be the data's labels, so they declare nothing: the
+    search refuses it before reading the data, as a text y, and ``classes=`` declares the
+    labels (their order too: ``classes_``, the columns of ``predict_proba``)."""
     rng = np.random.default_rng(3)
     X = rng.normal(size=(2000, 2))
     y = pd.Series(pd.Categorical(np.where(X[:, 0] > 0, "yes", "no"), categories=["yes", "no"]))
-    search = dpopt.PrivateHyperparameterSearch(dpopt.DPLogisticRegression(epsilon=0.5),
-                                               {"alpha": [1e-3, 1e-2]}, random_state=0)
+    accountant = dpopt.BudgetAccountant(epsilon=10.0, delta=1e-3)
+    with pytest.raises(ValueError, match="labels declared"):
+        dpopt.PrivateHyperparameterSearch(dpopt.DPLogisticRegression(epsilon=0.5),
+                                          {"alpha": [1e-3, 1e-2]}, random_state=0,
+                                          accountant=accountant).fit(X, y)
+    assert not accountant.ledger
+    search = dpopt.PrivateHyperparameterSearch(
+        dpopt.DPLogisticRegression(epsilon=0.5, classes=["yes", "no"]),
+        {"alpha": [1e-3, 1e-2]}, random_state=0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         search.fit(X, y)

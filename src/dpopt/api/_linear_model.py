@@ -56,7 +56,7 @@ from dpopt.preprocessing.dask_tables import (
     set_input_names,
     split_default_target,
 )
-from dpopt.preprocessing.labels import categorical_classes, labels_present, signed_labels
+from dpopt.preprocessing.labels import labels_present, signed_labels
 from dpopt.preprocessing.table_encoder import (
     array_bounds,
     explicit_table,
@@ -121,10 +121,8 @@ class _DPLinearModel(BaseEstimator):
             X, y = split_target(as_pandas(X), y)
         if is_chunked_input(X):
             return self._fit_chunked(X, y, epsilon, delta_given, spec, options)
-        labels = (categorical_classes(y) if self._classifier  # an array keeps no category
-                  and getattr(self, "classes", None) is None else None)
         if spec is None:
-            return self._fit_default_path(X, y, epsilon, delta_given, labels)
+            return self._fit_default_path(X, y, epsilon, delta_given)
         names, self.table_ = None, None
         if is_frame(X):  # the public schema; numbers only: an array, missing cells at 0
             names, X, self.table_ = explicit_table(X, getattr(self, "categories", None))
@@ -139,7 +137,7 @@ class _DPLinearModel(BaseEstimator):
                              "explicit solver takes the data as given")
         with warnings.catch_warnings(record=True) as label_leaks:
             warnings.simplefilter("always")
-            target = self._encode_y(y, labels)
+            target = self._encode_y(y)
         delta = default_delta(X.shape[0]) if delta_given is None else delta_given
         penalty, penalty_kwargs = self._penalty()
         penalty_kwargs = _resolve_alpha(penalty_kwargs, self._loss(), X.shape[0])
@@ -156,11 +154,10 @@ class _DPLinearModel(BaseEstimator):
                           fit_intercept=self.fit_intercept, **penalty_kwargs)
         return self._solve(problem, spec, epsilon, delta, options, label_leaks)
 
-    def _fit_default_path(self, X, y, epsilon, delta_given, labels=None):
+    def _fit_default_path(self, X, y, epsilon, delta_given):
         """The default path on arrays or tables: the table layer (:mod:`dpopt.preprocessing.tables`:
         column kinds, private selection of categories and labels, public bounds) inside the
-        same accounted composition as :func:`dpopt.pipeline.default_path.fit_default`.
-        ``labels``: a categorical y's categories (:func:`categorical_classes`)."""
+        same accounted composition as :func:`dpopt.pipeline.default_path.fit_default`."""
         _check_auto_epsilon(epsilon)
         frame = is_frame(X)
         if frame:
@@ -188,7 +185,7 @@ class _DPLinearModel(BaseEstimator):
             Xf, yy, classes, encoder, bounds, prior = prepare_default(
                 X, y, epsilon=epsilon, delta=delta, categories=getattr(self, "categories", None),
                 feature_bounds=getattr(self, "feature_bounds", None),
-                classes=getattr(self, "classes", None) if labels is None else labels,
+                classes=getattr(self, "classes", None),
                 classifier=self._classifier, rng=rng,
                 count_declared=count_declared, coding=self._coding(),
                 target_range=self._public_target(), gradient_model=adassp_declines_at)
@@ -501,7 +498,7 @@ class _DPLinearModel(BaseEstimator):
         return epsilon, delta, spec, ({} if spec is None else
                                       spec.check_options(options, what="solver_options"))
 
-    def _encode_y(self, y, labels=None):
+    def _encode_y(self, y):
         return y
 
     def _coding(self):

@@ -15,24 +15,20 @@ from dpopt.preprocessing.tables import is_frame
 def surrogate(X, n, rng):
     """Public stand-in data of X's shape and schema: standard normal numbers (sparse:
     about 10 non-zeros a row, every column touched), and for a DataFrame each column of
-    its dtype (numbers, booleans alternating, a categorical column cycling through its
-    declared categories, a string column through placeholders; others refused, as at fit)."""
+    its dtype (numbers, booleans alternating, a text or categorical column cycling through
+    placeholders, as plain text; others refused, as at fit)."""
     if is_frame(X):
         cols = {}
         for name, dtype in X.dtypes.items():
             kind, _ = column_kind(name, dtype, {})  # dates, durations: refused, unread
-            if kind == "declared":
-                cats = list(dtype.categories) or ["level0"]
-                values = pd.Categorical([cats[i % len(cats)] for i in range(n)],
-                                        categories=dtype.categories, ordered=dtype.ordered)
-            elif kind == "bool":
+            if kind == "bool":
                 values = pd.array(np.arange(n) % 2 == 0, dtype=dtype)
             elif kind == "numeric":
                 draws = rng.standard_normal(n)
                 values = (pd.array(np.rint(draws * 3).astype(np.int64), dtype=dtype)
                           if pd.api.types.is_integer_dtype(dtype) else
                           pd.array(draws, dtype=dtype))
-            else:  # text: placeholders (an Arrow dictionary column's as plain text)
+            else:  # text: placeholders (an Arrow dictionary or category column's as plain text)
                 values = pd.array([f"level{i % 3}" for i in range(n)],
                                   dtype=dtype if pd.api.types.is_string_dtype(dtype) else object)
             cols[name] = values

@@ -228,14 +228,14 @@ class DPLogisticRegression(InferenceMixin, ChunkedScoreMixin, ClassifierMixin, _
             return index.astype(np.float64)
         return np.where(index == 1, 1.0, -1.0)
 
-    def _encode_y(self, y, labels=None):
-        """An explicit solver's labels: ``classes=`` or a categorical / bool target are public
-        (``labels``: a categorical y's, read before y became an array); otherwise
+    def _encode_y(self, y):
+        """An explicit solver's labels: ``classes=`` or a bool target are public; otherwise
         ``np.unique(y)`` is read from the data without privacy (a PrivacyLeakWarning; the
-        default path selects the labels privately). Binary: +-1 labels; multiclass: class
-        indices 0..k-1 (as floats)."""
+        default path selects the labels privately), a categorical target's too (its
+        categories are most often made from the labels). Binary: +-1 labels; multiclass:
+        class indices 0..k-1 (as floats)."""
         check_classification_targets(y)
-        declared = labels if labels is not None else declared_classes(y, self.classes)
+        declared = declared_classes(y, self.classes)
         if declared is not None:
             return self._encode_classes(encode_labels(y, declared), declared)
         warnings.warn(LABELS_READ, PrivacyLeakWarning, stacklevel=2)

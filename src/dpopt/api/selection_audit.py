@@ -92,8 +92,7 @@ def neighbours(kind, n):
         c0, c1 = col.copy(), col.copy()
         c0[-1], c1[-1] = "x", "y"
         y = np.linspace(0.0, 1.0, n)
-        return ((pd.DataFrame({"kind": pd.Categorical(c0, ["x", "y"])}), y),
-                (pd.DataFrame({"kind": pd.Categorical(c1, ["x", "y"])}), y))
+        return (pd.DataFrame({"kind": c0}), y), (pd.DataFrame({"kind": c1}), y)
     raise ValueError(f"kind must be 'label', 'category', 'counts' or 'reference', got {kind!r}")
 
 
@@ -102,7 +101,8 @@ def _released(kind, X, y, epsilon, delta, rng):
     ``kind="counts"``, the difference of the two noisy counts)."""
     counts = kind == "counts"
     _, _, classes, encoder, _, prior = prepare_default(
-        X, y, epsilon=epsilon, delta=delta, categories=None, feature_bounds=None,
+        X, y, epsilon=epsilon, delta=delta, feature_bounds=None,
+        categories={"kind": ["x", "y"]} if kind == "reference" else None,
         classes=["a", "b"] if counts else None, classifier=kind in ("label", "counts"),
         rng=rng, count_declared=counts,
         coding="reference" if kind == "reference" else "one-hot")

@@ -80,7 +80,7 @@ from dpopt.data.problem import _check_magnitude
 from dpopt.data.sources import is_chunked_input
 from dpopt.preprocessing._cells import check_cells, split_target
 from dpopt.preprocessing._plan import declared_categories, plan_table
-from dpopt.preprocessing.labels import categorical_classes, declared_classes, labels_present
+from dpopt.preprocessing.labels import declared_classes, labels_present
 from dpopt.preprocessing.tables import as_pandas, is_frame
 from dpopt.privacy import Gaussian, Laplace, gdp_mu
 from dpopt.privacy.budget import Spend, _unbudgeted
@@ -418,9 +418,6 @@ class PrivateHyperparameterSearch(MetaEstimatorMixin, BaseEstimator):
             X = as_pandas(X)
         if isinstance(y, str):  # y names the target column, split off as the estimators do
             X, y = split_target(X, y)
-        # a categorical y's categories are public labels, which the arrays below lose: every
-        # candidate declares them (_candidate), as the estimator alone reads them
-        self._y_categories = categorical_classes(y) if is_classifier(self.estimator) else None
         if not is_frame(X):
             return validate_data(self, X, y, accept_sparse=("csr", "csc"), dtype=np.float64,
                                  y_numeric=not is_classifier(self.estimator))
@@ -481,17 +478,12 @@ class PrivateHyperparameterSearch(MetaEstimatorMixin, BaseEstimator):
     def _candidate(self, params, seed):
         """A clone with ``params``; every ``random_state`` (an estimator's, or each step's of
         a Pipeline: distinct seeds, so that no two mechanisms share noise) drawn from
-        ``seed``, every ``accountant`` None (the search is charged as a whole), and a
-        categorical y's categories as its ``classes`` where none are declared."""
+        ``seed``, every ``accountant`` None (the search is charged as a whole)."""
         est = clone(self.estimator)
         est.set_params(**params)
         names = sorted(est.get_params(deep=True))
         seeds = np.random.SeedSequence(seed).generate_state(len(names))
         updates = {}
-        if getattr(self, "_y_categories", None) is not None and \
-                getattr(_final(est), "classes", None) is None:
-            prefix = f"{est.steps[-1][0]}__" if isinstance(est, Pipeline) else ""
-            updates[f"{prefix}classes"] = list(self._y_categories)
         for name, s in zip(names, seeds):
             last = name.rsplit("__", 1)[-1]
             if last == "random_state":

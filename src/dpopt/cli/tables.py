@@ -123,9 +123,9 @@ def read_frame(path, reading=Reading(), *, one_kind=False, target=None):
     predict`` reads through the model's schema, which says what each column is).
 
     Memory: a text column is parsed straight into integer codes (pandas' C parser with
-    ``dtype="category"`` for the columns whose first :data:`SNIFF_ROWS` rows hold text), then
-    handed to the table layer as an Arrow dictionary column (:func:`compact_text`): its
-    values stay data, chosen privately like any string column. The peak is about 2.3x the
+    ``dtype="category"`` for the columns whose first :data:`SNIFF_ROWS` rows hold text), a
+    text column to the table layer (an undeclared ``category``: its values are data, chosen
+    privately like any string column). The peak is about 2.3x the
     file (``benchmarks/table_memory.py``) where Python string objects made it 4x.
     """
     # lazy: the light CLI commands load no heavy module
@@ -149,7 +149,7 @@ def read_frame(path, reading=Reading(), *, one_kind=False, target=None):
         if target is not None:  # an argument is named before the cells
             target_column(target, list(df.columns))
         check_one_kind(df, given)
-    return compact_text(df)
+    return df
 
 
 def _read_csv(path, reading):
@@ -422,22 +422,6 @@ def _true_false(s):
     import pandas as pd
 
     return s.dtype == object and pd.api.types.infer_dtype(s, skipna=True) == "boolean"
-
-
-def compact_text(df):
-    """Every categorical column of a file as an Arrow dictionary column (the table layer
-    selects its values privately: categories read from a file are data, not a declaration),
-    made in place column by column (no copy of the whole frame)."""
-    # lazy: the light CLI commands load no heavy module
-    import pandas as pd
-
-    from dpopt._core.arrow import data_dictionary
-
-    df = df.copy(deep=False)
-    for c in df.columns:
-        if isinstance(df[c].dtype, pd.CategoricalDtype):
-            df[c] = data_dictionary(df[c])
-    return df
 
 
 def kinds_without_missing_cells(X):

@@ -37,13 +37,17 @@ class Column:
 def column_kind(name, dtype, declared):
     """``(kind, missable)`` of column ``name`` from its dtype (or its name among the
     ``declared`` categories); a ValueError naming it for a dtype no kind encodes (dates,
-    durations, complex numbers, ...), at fit and at prediction alike."""
+    durations, complex numbers, ...), at fit and at prediction alike. A pandas ``category``
+    column is text, its levels chosen privately, unless ``categories=`` names it: its
+    categories are most often made from the data (``astype("category")`` lists every value,
+    one record's included), and the dtype cannot say whether they were (True/False
+    categories are bool: their levels are known)."""
     if name in declared:
         return "declared", True
     if pd.api.types.is_bool_dtype(dtype):
         return "bool", str(dtype) == "boolean"
-    if isinstance(dtype, pd.CategoricalDtype):
-        return "declared", True
+    if isinstance(dtype, pd.CategoricalDtype):  # its categories may be data: text (docstring)
+        return "string", True
     if pd.api.types.is_numeric_dtype(dtype) and not pd.api.types.is_complex_dtype(dtype):
         return "numeric", (pd.api.types.is_float_dtype(dtype)
                            or pd.api.types.is_extension_array_dtype(dtype))
@@ -51,8 +55,8 @@ def column_kind(name, dtype, declared):
             or _arrow_dictionary(dtype)):
         return "string", True
     raise ValueError(f"column {name!r} has dtype {dtype}, which dpopt cannot encode: convert "
-                     f"it to numbers (e.g. a date to days since an origin), to strings, or to "
-                     f"a pandas 'category' with declared categories, or drop it")
+                     f"it to numbers (e.g. a date to days since an origin) or to strings (and "
+                     f"declare its levels with categories= if they are public), or drop it")
 
 
 def _arrow_dictionary(dtype):
@@ -83,8 +87,7 @@ def plan_table(df, categories=None):
             dtype = df[name].dtype
             if name in declared:
                 check_declared_levels(name, declared[name], dtype)
-            levels = ([level_text(v, dtype) for v in declared[name]] if name in declared
-                      else [str(v) for v in df[name].cat.categories])
+            levels = [level_text(v, dtype) for v in declared[name]]
             twice = sorted(v for v, k in Counter(levels).items() if k > 1)
             if twice:
                 raise ValueError(f"categories of column {name!r}: {twice} appear twice (levels "

@@ -157,12 +157,9 @@ def prepare_dask(ddf, y, *, n, epsilon, delta, categories, feature_bounds, class
     over the partitions, then the same release). ``y``: a Dask Series or 1-d array
     (:func:`split_default_target`), checked in the counting pass (:func:`target_checks`:
     ``who`` names the estimator in a regressor's refusal), its length too."""
-    meta = _declared_meta(ddf._meta, categories)
-    columns = plan_table(meta, categories)
+    columns = plan_table(ddf._meta, categories)
     given = check_feature_bounds(feature_bounds, columns, len(columns))  # before any release
     y_meta = getattr(y, "_meta", None)
-    if _unread(getattr(y_meta, "dtype", None)):
-        y_meta = None  # categories Dask has not read: data, selected privately
     declared = declared_classes(y_meta, classes) if classifier else None
     select_y = classifier and declared is None
     mu, delta_sel, delta_y, share_y, share_c = selection_split(n, columns, select_y,
@@ -238,7 +235,7 @@ def _dask_counts(ddf, y, columns, count_y, checks=()):
             values[c][text] = values[c].get(text, 0) + int(count)
     missing = {c: int(m) for c, m in zip(fixed, out[len(strings):])}
     rows = int(out[len(strings) + len(fixed)])
-    labels = {k: int(v) for k, v in out[-1].items()} if count_y else None
+    labels = {k: int(v) for k, v in out[-1].items() if v} if count_y else None  # held ones
     return values, missing, labels, rows
 
 
@@ -262,8 +259,7 @@ def kind_checks(ddf, y, columns, selected):
 
 def _agreeing(part, kinds, declared):
     wrong = [name for name, kind in kinds.items() if bool(part[name].notna().any())
-             and column_kind(name, part[name].dtype, declared)[0] not in (
-                 (kind, "declared") if kind == "string" else (kind,))]
+             and column_kind(name, part[name].dtype, declared)[0] != kind]
     if wrong:
         raise ValueError(f"Dask DataFrame column(s) {wrong}: a partition holds values of "
                          f"another kind (numbers, True/False, text) than the frame's metadata "
@@ -375,35 +371,17 @@ def dask_table(ddf, y, categories=None):
     column whose categories would have to be read from the data is refused, naming it."""
     ddf, y = split_dask_target(ddf, y)
     names = np.asarray(ddf.columns, dtype=object)
-    columns = plan_table(_declared_meta(ddf._meta, categories), categories)
+    columns = plan_table(ddf._meta, categories)
     if all(c.kind == "numeric" for c in columns):  # a missing value at 0, as in memory
         return encode_partitions(ddf, TableEncoder(TableSchema(columns), names)), y, None, names
     strings = [c.name for c in columns if c.kind == "string"]
     if strings:
         raise ValueError(f"Dask DataFrame column(s) {strings} hold text whose categories are "
                          f"not declared: an explicit solver takes declared categories only "
-                         f"(categories={{{strings[0]!r}: [...]}}, or a 'category' dtype with "
-                         f"known categories); solver='auto' selects them privately")
+                         f"(categories={{{strings[0]!r}: [...]}}); solver='auto' selects them "
+                         f"privately")
     encoder = TableEncoder(TableSchema(columns), names)
     return encode_partitions(ddf, encoder), y, encoder, names
-
-
-def _declared_meta(meta, categories):
-    """The meta frame with a ``category`` column of categories not read (:func:`_unread`)
-    made a string column: its categories are data unless declared."""
-    meta = meta.copy()
-    for c in meta.columns:
-        if _unread(meta[c].dtype) and c not in (categories or {}):
-            meta[c] = meta[c].astype(object)
-    return meta
-
-
-def _unread(dtype):
-    """A Dask ``category`` whose categories the meta does not hold: unknown (Dask's
-    placeholder) or none at all (an Arrow dictionary column of a Parquet file written
-    without pandas' metadata reads as known and empty, while its partitions hold values)."""
-    return isinstance(dtype, pd.CategoricalDtype) and (
-        "__UNKNOWN_CATEGORIES__" in list(dtype.categories) or len(dtype.categories) == 0)
 
 
 def declared_counts_prior(y, classes, n, epsilon, delta, rng, checks=()):

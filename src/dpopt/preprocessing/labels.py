@@ -18,7 +18,7 @@ from dpopt.preprocessing.tables import Prior, delta_split, select_noisy, selecti
 from dpopt.privacy import Gaussian, gdp_mu
 
 __all__ = ["select_labels", "label_prior", "label_share", "declared_classes",
-           "categorical_classes", "encode_labels",
+           "encode_labels",
            "OTHER_LABEL", "LABELS_SELECTED", "LABELS_COUNTED", "SELECTION_SHARE_LABELS", "MAX_LABEL_SHARE",
            "MIN_CLASS_FRACTION", "signed_labels", "labels_present",
            "check_label_kind", "label_checks", "partition_checks",
@@ -197,8 +197,9 @@ def _label_counts(labels):
 
 
 def declared_classes(y, classes=None):
-    """The public label set: ``classes=``, a categorical target's categories, or
-    [False, True] for a bool target; None when the labels must be selected."""
+    """The public label set: ``classes=``, or [False, True] for a bool target; None when the
+    labels must be selected (a categorical target's too: its categories are most often
+    made from the labels, one record's included)."""
     if classes is not None:
         if isinstance(classes, (set, frozenset, dict)):  # the positive class is the second
             raise ValueError(f"classes must be a list or a tuple (their order names the "
@@ -213,21 +214,11 @@ def declared_classes(y, classes=None):
             raise ValueError(f"classes must list at least 2 distinct labels, each once, got {classes!r}")
         check_label_kind(y, items)
         return out
-    dtype = getattr(y, "dtype", None)
-    if dtype is not None and str(dtype) == "category":
-        cats = y.categories if hasattr(y, "categories") else y.cat.categories
-        return np.asarray(cats)
+    dtype = getattr(y, "dtype", None)  # a categorical y's categories may be data: selected
     if dtype is not None and (np.dtype(dtype).kind == "b" if isinstance(dtype, np.dtype)
                               else str(dtype) == "boolean"):
         return np.array([False, True])
     return None
-
-
-def categorical_classes(y):
-    """A categorical y's categories, public labels, read before y becomes an array, which
-    keeps none of them (the labels would then be selected privately, paying for what is
-    public, and an unused category lost); None for any other y."""
-    return declared_classes(y) if str(getattr(y, "dtype", None)) == "category" else None
 
 
 def _held_kind(y):

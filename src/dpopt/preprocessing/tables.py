@@ -87,7 +87,6 @@ import pandas as pd
 import scipy.sparse as sp
 from scipy.stats import norm
 
-from dpopt._core.arrow import data_dictionary
 from dpopt._core.exceptions import ImputedValueWarning
 from dpopt.preprocessing._cells import (
     MISSING,
@@ -164,11 +163,8 @@ def as_pandas(X):
             df[c] = df[c].astype("UInt64" if dtype.is_unsigned_integer() else "Int64")
         elif dtype == nw.Boolean:
             df[c] = df[c].astype("boolean")
-        elif isinstance(df[c].dtype, pd.CategoricalDtype):
-            # an Arrow dictionary (polars categorical) column: a pandas category of the
-            # values the data holds, a storage encoding, not a declaration: text, whose
-            # levels are chosen privately (docs/tables.md)
-            df[c] = data_dictionary(df[c])
+    # an Arrow dictionary (polars categorical) column arrives as a pandas category of the
+    # values the data holds: text to the table layer, as every undeclared category
     return df
 
 
