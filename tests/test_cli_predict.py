@@ -54,6 +54,33 @@ def test_out_is_never_an_input(fitted, tmp_path, capsys):
     assert copy_model.read_bytes() == model.read_bytes()
 
 
+def test_a_directory_of_parquet_files_is_one_table(fitted, tmp_path, capsys):
+    """The estimators read a directory of Parquet files as one table; the CLI refused it as
+    "not a readable compressed file". It now fits and predicts the same as on the one file
+    that holds the same rows, and refuses an --out inside that directory (a later read would
+    take the output for data)."""
+    pytest.importorskip("pyarrow")
+    data, _ = fitted
+    frame = pd.read_csv(data)
+    folder = tmp_path / "parts.parquet"
+    folder.mkdir()
+    for k, part in enumerate((frame.iloc[:700], frame.iloc[700:])):
+        part.to_parquet(folder / f"part{k}.parquet")
+    frame.to_parquet(tmp_path / "whole.parquet")
+    models = []
+    for source in (folder, tmp_path / "whole.parquet"):
+        models.append(tmp_path / f"{source.stem}.json")
+        code, _, err = run(["fit", source, "--loss", "logistic", "--epsilon", "4", "--seed", "0",
+                            "--out", models[-1]], capsys)
+        assert code == 0, err
+    np.testing.assert_array_equal(*(modelio.load_model(m)["coef"] for m in models))
+    code, out, err = _predict(capsys, models[0], folder, "--out", tmp_path / "p.csv")
+    assert code == 0 and "n=1500" in out, err
+    code, _, err = _predict(capsys, models[0], folder, "--out", folder / "p.csv")
+    assert code == 2 and "in the directory of Parquet files" in err
+    assert sorted(p.name for p in folder.iterdir()) == ["part0.parquet", "part1.parquet"]
+
+
 def test_a_failed_write_leaves_no_file_and_names_out(fitted, tmp_path, capsys, monkeypatch):
     data, model = fitted
     code, _, err = _predict(capsys, model, data, "--out", f"{tmp_path}/nodir/")

@@ -353,13 +353,14 @@ def _kind_of(value):
 
 
 def _parquet_columns(path):
-    """``(names, names of nested columns)`` from a Parquet file's schema (its index columns
-    left out); nested: lists, maps, records."""
+    """``(names, names of nested columns)`` from a Parquet file's schema, or a directory of
+    Parquet files' (a dataset, as the estimators read a path; its index columns left out);
+    nested: lists, maps, records."""
     # lazy: the light CLI commands load no heavy module (pyarrow: optional)
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    schema = pq.read_schema(path)
+    schema = pq.ParquetDataset(path).schema if os.path.isdir(path) else pq.read_schema(path)
     index = {c for c in (schema.pandas_metadata or {}).get("index_columns", [])
              if isinstance(c, str)}  # a RangeIndex is a dict of metadata, not a column
     fields = [f for f in schema if f.name not in index]
