@@ -7,6 +7,7 @@ import math
 import os
 import stat
 import threading
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -212,6 +213,37 @@ def test_the_api_warns_of_a_categorical_column_holding_no_level():
     est = dpopt.DPLinearRegression(epsilon=4.0, random_state=0).fit(X, y)
     with pytest.warns(dpopt.ImputedValueWarning, match=r"\['c'\] hold none of the model's"):
         est.predict(X.assign(c=X["c"].str.upper()))
+
+
+def test_predictions_by_blocks_of_rows_equal_the_whole_and_warn_once(fitted, tmp_path,
+                                                                    monkeypatch):
+    """Prediction encodes a table a block of rows at a time (the dense design of a large
+    table, and its copies, held memory in proportion to n): the same predictions, from the
+    estimator and the model file, and each warning once for the whole table; a column that
+    matches no level in some blocks but does in another is not warned about."""
+    from dpopt.preprocessing import table_encoder
+
+    data, model = fitted
+    df = pd.read_csv(data)
+    est = dpopt.DPLogisticRegression(epsilon=4.0, random_state=0).fit(df.drop(columns="y"),
+                                                                      df["y"])
+    loaded = modelio.load_model(model)
+    whole = est.predict_proba(df), modelio.margins(loaded, df)
+    test = df.assign(age=df["age"].astype(float), sex=df["sex"].str.lower())
+    test.loc[1400:, "sex"] = df["sex"]  # the last block's values are levels
+    test.loc[:10, "age"] = np.nan  # no indicator for age's missing cells
+    monkeypatch.setattr(table_encoder, "PREDICTION_BLOCK_BYTES", 8 * 3 * 100)  # 100 rows
+    np.testing.assert_allclose(est.predict_proba(df), whole[0], rtol=1e-12)
+    np.testing.assert_allclose(modelio.margins(loaded, df), whole[1], rtol=1e-12)
+    for predict in (est.predict, lambda X: modelio.predict(loaded, X)):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            predict(test)
+        said = [str(w.message) for w in caught if w.category is dpopt.ImputedValueWarning]
+        assert len(said) == 1 and "['age'] hold missing values" in said[0], said
+        with pytest.warns(dpopt.ImputedValueWarning, match=r"\['sex'\] hold none") as caught:
+            predict(test.head(1400))
+        assert sum("hold none" in str(w.message) for w in caught) == 1
 
 
 def test_scores_need_rows_with_a_target(fitted, tmp_path, capsys):

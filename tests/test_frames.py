@@ -361,6 +361,35 @@ def test_a_pandas_category_is_text_unless_declared():
     assert "color_violet" in declared.table_.get_feature_names_out()
 
 
+def test_a_categorys_kind_and_level_names_do_not_depend_on_one_record():
+    """Two ways a category's data changed what the model is named (session 41's audit):
+    pandas calls a category of True/False categories bool, so one record's "maybe" turned a
+    bool column (one feature) into text (three); and a category of numbers becomes floats
+    when one value is not whole, so one record's 2.5 renamed every level ("k_1" ->
+    "k_1.0"). A category is text whatever its categories, and a category's whole floats are
+    keyed as integers (declared levels too)."""
+    rng = np.random.default_rng(0)
+    n = 1500
+    flag = rng.random(n) < 0.4
+    k = rng.choice([1, 2, 3], n).astype(object)
+    y = 2.0 * flag + (k == 2) + rng.standard_normal(n)
+    odd_flag, odd_k = flag.astype(object), k.copy()
+    odd_flag[0], odd_k[0] = "maybe", 2.5
+    plain = pd.DataFrame({"flag": flag, "k": k}).astype("category")
+    odd = pd.DataFrame({"flag": odd_flag, "k": odd_k}).astype("category")
+    assert list(odd["k"].cat.categories) == [1.0, 2.0, 2.5, 3.0]
+    assert [c.kind for c in F.plan_table(plain)] == [c.kind for c in F.plan_table(odd)] == \
+        ["string", "string"]
+    for seed in range(3):
+        names = [list(dpopt.DPLinearRegression(epsilon=2.0, random_state=seed).fit(
+            X, y).table_.get_feature_names_out()) for X in (plain, odd)]
+        assert names[0] == names[1] and "k_2.5" not in names[0]
+    assert "k_2" in names[0] and "flag_True" in names[0]
+    m = dpopt.DPLinearRegression(epsilon=2.0, random_state=0, categories={"k": [1, 2, 3]})
+    m.fit(odd.assign(k=odd["k"].cat.remove_categories([2.5])), y)  # floats 1.0, 2.0, 3.0
+    assert m.table_.transform(odd)[1:, -4:-1].sum() == n - 1  # each matched a declared level
+
+
 def test_pyarrow_table_through_narwhals():
     pa = pytest.importorskip("pyarrow")
     pytest.importorskip("narwhals")

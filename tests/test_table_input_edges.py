@@ -383,6 +383,28 @@ def _categorical_labels(n=3000, seed=0):
     return X, pd.Series(pd.Categorical(labels, categories=["c", "a", "b", "zz"]))
 
 
+def test_a_true_false_category_y_is_no_declaration_either():
+    """pandas calls a category of True/False categories bool; read so, its labels were
+    declared, while one record's other label made them text (selected): the record decided.
+    A categorical y is its values as objects whatever its categories: the labels are
+    selected privately, an explicit solver reads them with its PrivacyLeakWarning (and
+    keeps them bools, not the floats scikit-learn's checks made of them), the search needs
+    classes=."""
+    rng = np.random.default_rng(2)
+    X = rng.normal(size=(2000, 2))
+    y = pd.Series(X[:, 0] > 0).astype("category")
+    est = dpopt.DPLogisticRegression(epsilon=2.0, random_state=0).fit(X, y)
+    assert est.auto_.plan["table"]["labels"] == "selected privately"
+    assert list(est.classes_) == [False, True]
+    with pytest.warns(dpopt.PrivacyLeakWarning, match="np.unique"):
+        explicit = dpopt.DPLogisticRegression(epsilon=2.0, solver="dp-gd", random_state=0,
+                                              solver_options={"smoothness": 1.0}).fit(X, y)
+    assert [type(c) for c in explicit.classes_] == [bool, bool]
+    with pytest.raises(ValueError, match="labels declared"):
+        dpopt.PrivateHyperparameterSearch(dpopt.DPLogisticRegression(epsilon=0.5),
+                                          {"alpha": [1e-3, 1e-2]}).fit(X, y)
+
+
 @pytest.mark.parametrize("solver", ["auto", "dp-gd"])
 def test_a_categorical_ys_categories_are_data_unless_declared(solver):
     """A categorical y's categories are most often made from the labels (``astype("category")``

@@ -11,7 +11,6 @@ import warnings
 
 import numpy as np
 from sklearn.base import BaseEstimator, RegressorMixin
-from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from dpopt._core.exceptions import PrivacyLeakWarning
@@ -56,7 +55,12 @@ from dpopt.preprocessing.dask_tables import (
     set_input_names,
     split_default_target,
 )
-from dpopt.preprocessing.labels import labels_present, signed_labels
+from dpopt.preprocessing.labels import (
+    category_values,
+    check_label_targets,
+    labels_present,
+    signed_labels,
+)
 from dpopt.preprocessing.table_encoder import (
     array_bounds,
     explicit_table,
@@ -121,6 +125,7 @@ class _DPLinearModel(BaseEstimator):
             X, y = split_target(as_pandas(X), y)
         if is_chunked_input(X):
             return self._fit_chunked(X, y, epsilon, delta_given, spec, options)
+        y = category_values(y)
         if spec is None:
             return self._fit_default_path(X, y, epsilon, delta_given)
         names, self.table_ = None, None
@@ -173,7 +178,7 @@ class _DPLinearModel(BaseEstimator):
                 y = labels_present(y)
             X, y = self._validate_data(X, y)
             if self._classifier:
-                check_classification_targets(y)
+                check_label_targets(y)
         n = X.shape[0]
         delta = default_delta(n) if delta_given is None else delta_given
         penalty, penalty_kwargs = self._penalty()
@@ -220,7 +225,7 @@ class _DPLinearModel(BaseEstimator):
         if self._classifier:  # continuous numbers are refused as for arrays, before any release
             y = labels_present(y)
             if np.asarray(y).dtype.kind == "f":
-                check_classification_targets(y)
+                check_label_targets(y)
             return y
         return numeric_target(y, type(self).__name__)
 
@@ -532,6 +537,8 @@ class _DPLinearModel(BaseEstimator):
         if is_chunked_input(X):
             return self._chunked_decision(X)
         table = getattr(self, "table_", None)
+        if table is not None and table.schema is not None:  # a block of rows at a time
+            return np.concatenate([self._margins(b) for b in table.prediction_blocks(X)])
         if table is not None:
             return self._margins(table.transform(X, at_prediction=True))
         if getattr(self, "feature_names_in_", None) is not None:  # fitted on numbers only:

@@ -150,8 +150,9 @@ def no_intervals(k, prior):
            "is none" if k == 1 else "inference=True gives intervals for a binary or linear "
            "model; a fit of k >= 3 classes has none")
     private = prior is not None and prior.info.get("labels") == LABELS_SELECTED
-    return (ChargedFitError(f"{why} (the label selection is charged)", prior.records,
-                            prior.delta) if private else ValueError(why))
+    return (ChargedFitError(f"{why} (the label selection is charged; declare the labels, "
+                            f"classes=[...], to skip it)", prior.records, prior.delta)
+            if private else ValueError(why))
 
 
 def failure_spend(err, delta, label, adjacency="replace-one"):

@@ -79,7 +79,6 @@ import warnings
 import numpy as np
 from scipy.special import log_softmax
 from sklearn.base import ClassifierMixin
-from sklearn.utils.multiclass import check_classification_targets
 
 from dpopt._core.exceptions import PrivacyLeakWarning
 from dpopt.api._linear_model import (
@@ -93,6 +92,7 @@ from dpopt.pipeline.inference import InferenceMixin
 from dpopt.preprocessing.dask_tables import declared_counts_prior
 from dpopt.preprocessing.labels import (
     OTHER_LABEL,
+    check_label_targets,
     computed_with_checks,
     declared_classes,
     encode_labels,
@@ -234,7 +234,7 @@ class DPLogisticRegression(InferenceMixin, ChunkedScoreMixin, ClassifierMixin, _
         default path selects the labels privately), a categorical target's too (its
         categories are most often made from the labels). Binary: +-1 labels; multiclass:
         class indices 0..k-1 (as floats)."""
-        check_classification_targets(y)
+        check_label_targets(y)
         declared = declared_classes(y, self.classes)
         if declared is not None:
             return self._encode_classes(encode_labels(y, declared), declared)
@@ -529,7 +529,7 @@ def _classes_of(y):
         import dask.array as da
 
         y = da.unique(y).compute()
-    check_classification_targets(y)
+    check_label_targets(y)
     return np.unique(y)
 
 

@@ -49,6 +49,7 @@ from dpopt.data.losses import LOSSES
 from dpopt.datasets import load_file
 from dpopt.preprocessing._transformers import _clip_columns
 from dpopt.preprocessing.feature_maps import normalize_rows
+from dpopt.preprocessing.table_encoder import TableEncoder
 from dpopt.preprocessing.tables import TableSchema, as_pandas, is_frame
 
 FORMAT = "dpopt-model/1"
@@ -437,8 +438,17 @@ def features(model: dict, X):
 
 
 def margins(model: dict, X):
-    """x^T coef + intercept on the model's features (its feature map applied)."""
-    X = features(model, X)
+    """x^T coef + intercept on the model's features (its feature map applied); a table
+    block of rows by block of rows (:meth:`TableEncoder.prediction_blocks`)."""
+    table = (model.get("data") or {}).get("table")
+    if is_frame(X) and table:
+        encoder = TableEncoder(TableSchema.from_dict(table), None)
+        return np.concatenate([_margins(model, block)
+                               for block in encoder.prediction_blocks(X)])
+    return _margins(model, features(model, X))
+
+
+def _margins(model, X):
     width = np.shape(model["coef"])[-1]
     if X.shape[1] != width:
         raise ValueError(f"DATA has {X.shape[1]} features; the model has {width}")

@@ -80,7 +80,7 @@ from dpopt.data.problem import _check_magnitude
 from dpopt.data.sources import is_chunked_input
 from dpopt.preprocessing._cells import check_cells, split_target
 from dpopt.preprocessing._plan import declared_categories, plan_table
-from dpopt.preprocessing.labels import declared_classes, labels_present
+from dpopt.preprocessing.labels import category_values, declared_classes, labels_present
 from dpopt.preprocessing.tables import as_pandas, is_frame
 from dpopt.privacy import Gaussian, Laplace, gdp_mu
 from dpopt.privacy.budget import Spend, _unbudgeted
@@ -418,6 +418,7 @@ class PrivateHyperparameterSearch(MetaEstimatorMixin, BaseEstimator):
             X = as_pandas(X)
         if isinstance(y, str):  # y names the target column, split off as the estimators do
             X, y = split_target(X, y)
+        y = category_values(y)  # as the estimators read it
         if not is_frame(X):
             return validate_data(self, X, y, accept_sparse=("csr", "csc"), dtype=np.float64,
                                  y_numeric=not is_classifier(self.estimator))

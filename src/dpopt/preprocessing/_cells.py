@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-__all__ = ["MISSING", "OTHER", "RESERVED", "reserved_text", "text_codes", "value_counts",
+__all__ = ["MISSING", "OTHER", "RESERVED", "reserved_text", "text_codes", "value_counts", "cell_text",
            "level_text", "truth_values", "missing_count", "check_cells", "check_finite",
            "check_keys", "check_reserved", "not_unicode", "check_unique_names"]
 
@@ -44,7 +44,8 @@ def text_codes(values, name=None):
         raise ValueError(f"column {name!r} holds values that are neither text nor numbers "
                          f"({exc}); give one value per cell, e.g. join a list into a string, "
                          f"or drop the column") from None
-    keys = [str(u) for u in np.asarray(uniques, dtype=object)] + [MISSING]
+    dtype = getattr(values, "dtype", None)
+    keys = [cell_text(u, dtype) for u in np.asarray(uniques, dtype=object)] + [MISSING]
     check_reserved(getattr(values, "name", None) if name is None else name, keys[:-1])
     codes = np.asarray(codes, dtype=np.int64)
     codes[codes < 0] = len(keys) - 1
@@ -76,11 +77,31 @@ def level_text(v, dtype):
     matched by text): 1 declared for a float column is "1.0", 2.0 for an integer one "2"."""
     if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float, np.number)):
         return str(v)
+    if _whole_floats(dtype):  # a category of floats: keyed as its cells are
+        return cell_text(float(v), dtype)
+    if isinstance(dtype, pd.CategoricalDtype):  # its cells have its categories' type
+        dtype = dtype.categories.dtype
     if pd.api.types.is_integer_dtype(dtype) and float(v).is_integer():
         return str(int(v))
     if pd.api.types.is_float_dtype(dtype):
         return str(float(v))
     return str(v)
+
+
+def cell_text(v, dtype):
+    """The text key of a value ``v`` of a column of ``dtype``: ``str(v)``, except that in a
+    ``category`` of float categories a whole number is keyed as an integer. pandas makes a
+    category's numbers floats when one of them is not whole (or a cell was missing when the
+    column became a category), so one record's value would otherwise rename every level
+    ("1" -> "1.0"), in a name of the model."""
+    if _whole_floats(dtype) and isinstance(v, (float, np.floating)) and float(v).is_integer():
+        return str(int(v))
+    return str(v)
+
+
+def _whole_floats(dtype):
+    return isinstance(dtype, pd.CategoricalDtype) and pd.api.types.is_float_dtype(
+        dtype.categories.dtype)
 
 
 #: The cells a True/False column may hold at prediction (a file read back as text; 1 == True

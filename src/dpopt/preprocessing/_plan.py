@@ -40,14 +40,14 @@ def column_kind(name, dtype, declared):
     durations, complex numbers, ...), at fit and at prediction alike. A pandas ``category``
     column is text, its levels chosen privately, unless ``categories=`` names it: its
     categories are most often made from the data (``astype("category")`` lists every value,
-    one record's included), and the dtype cannot say whether they were (True/False
-    categories are bool: their levels are known)."""
+    one record's included), and the dtype cannot say whether they were. So are True/False
+    categories: pandas calls such a dtype bool, and one record's other value made it text."""
     if name in declared:
         return "declared", True
-    if pd.api.types.is_bool_dtype(dtype):
-        return "bool", str(dtype) == "boolean"
     if isinstance(dtype, pd.CategoricalDtype):  # its categories may be data: text (docstring)
         return "string", True
+    if pd.api.types.is_bool_dtype(dtype):
+        return "bool", str(dtype) == "boolean"
     if pd.api.types.is_numeric_dtype(dtype) and not pd.api.types.is_complex_dtype(dtype):
         return "numeric", (pd.api.types.is_float_dtype(dtype)
                            or pd.api.types.is_extension_array_dtype(dtype))

@@ -15,6 +15,7 @@ from dpopt.data.chunked import as_dask_arrays
 from dpopt.data.sources import is_chunked_input, open_target
 from dpopt.preprocessing._cells import (
     MISSING,
+    cell_text,
     check_finite,
     check_keys,
     check_reserved,
@@ -204,7 +205,7 @@ def _dask_counts(ddf, y, columns, count_y, checks=()):
     declared = [c.name for c in columns if c.kind == "declared"]  # texts checked, not counted
     fixed = [c.name for c in columns if c.kind != "string" and c.missable]
     numeric = [c.name for c in columns if c.kind == "numeric"]  # infinities refused
-    tasks = ([ddf[c].value_counts(dropna=False) for c in strings + declared]
+    tasks = ([_as_values(ddf[c]).value_counts(dropna=False) for c in strings + declared]
              + [ddf[c].isna().sum() for c in fixed]
              + [_row_count(y)] + ([_label_count_task(y)] if count_y else [])
              + [ddf[c].abs().max() for c in numeric])
@@ -231,12 +232,19 @@ def _dask_counts(ddf, y, columns, count_y, checks=()):
         for key, count in counts.items():
             if not count:  # a category no record holds (a categorical's dtype lists it)
                 continue
-            text = MISSING if pd.isna(key) else str(key)
+            text = MISSING if pd.isna(key) else cell_text(key, ddf[c].dtype)
             values[c][text] = values[c].get(text, 0) + int(count)
     missing = {c: int(m) for c, m in zip(fixed, out[len(strings):])}
     rows = int(out[len(strings) + len(fixed)])
     labels = {k: int(v) for k, v in out[-1].items() if v} if count_y else None  # held ones
     return values, missing, labels, rows
+
+
+def _as_values(s):
+    """A Dask ``category`` column counted by its values (objects): Dask joins the partitions'
+    counts by their categories, which fails when the metadata's are unknown and the
+    partitions' are not text (True/False, numbers)."""
+    return s.astype(object) if isinstance(s.dtype, pd.CategoricalDtype) else s
 
 
 def kind_checks(ddf, y, columns, selected):

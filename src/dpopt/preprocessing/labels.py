@@ -20,7 +20,7 @@ from dpopt.privacy import Gaussian, gdp_mu
 __all__ = ["select_labels", "label_prior", "label_share", "declared_classes",
            "encode_labels",
            "OTHER_LABEL", "LABELS_SELECTED", "LABELS_COUNTED", "SELECTION_SHARE_LABELS", "MAX_LABEL_SHARE",
-           "MIN_CLASS_FRACTION", "signed_labels", "labels_present",
+           "MIN_CLASS_FRACTION", "signed_labels", "labels_present", "category_values", "check_label_targets",
            "check_label_kind", "label_checks", "partition_checks",
            "computed_with_checks"]
 
@@ -82,6 +82,27 @@ def label_prior(counts, n, epsilon, delta, rng):
     return classes, Prior(share, delta_sel, [Gaussian(1.0 / mu_y, 1)], info)
 
 
+def check_label_targets(y):
+    """scikit-learn's refusal of continuous numbers as labels (``check_classification_targets``),
+    which calls an object array of True/False (a nullable boolean chunk, a categorical y's
+    values: :func:`category_values`) "unknown": such labels are checked as bools."""
+    y = np.asarray(y)
+    if y.dtype == object and y.size and infer_dtype(y.ravel(), skipna=False) == "boolean":
+        y = y.astype(bool)
+    check_classification_targets(y)
+
+
+def category_values(y):
+    """An in-memory categorical ``y`` as an object array of its values; any other y as it is.
+    Its categories are no declaration (they are most often made from the labels), and
+    neither is their dtype: True/False categories made a bool y, whose labels are public,
+    until one record's other value made it text. As objects, its labels are selected
+    privately, or read by an explicit solver with its PrivacyLeakWarning, as a text y's."""
+    if str(getattr(y, "dtype", None)) == "category" and not hasattr(y, "dask"):
+        return np.asarray(y, dtype=object)
+    return y
+
+
 def labels_present(y):
     """y, after a clear ValueError for a missing label (None, NaN: scikit-learn would call
     it 'unknown') or a text label that is not valid Unicode (pandas reads text through
@@ -117,10 +138,8 @@ def _checked_block(y, classes):
     refusal of continuous numbers, the kind of the declared ``classes``); a chunk fails iff
     the whole would."""
     y = np.asarray(y)
-    if y.dtype == object and y.size and infer_dtype(y.ravel(), skipna=False) == "boolean":
-        y = y.astype(bool)  # a nullable boolean chunk without NA: bools, as in memory
     if y.size:
-        check_classification_targets(labels_present(y))
+        check_label_targets(labels_present(y))
         if classes is not None:
             check_label_kind(y, classes)
     return 0

@@ -48,6 +48,9 @@ from dpopt.preprocessing.target_coding import code_table, coding_shares
 from dpopt.privacy import epsilon_of, gdp_mu
 from dpopt.privacy.releases import begin
 
+#: Bytes of one block of the dense design at prediction (:meth:`TableEncoder.prediction_blocks`).
+PREDICTION_BLOCK_BYTES = 2 ** 25
+
 
 @dataclass
 class TableEncoder:
@@ -60,6 +63,18 @@ class TableEncoder:
         if self.schema is None:
             return X
         return self.schema.transform(X, at_prediction=at_prediction)
+
+    def prediction_blocks(self, X, budget=PREDICTION_BLOCK_BYTES):
+        """The dense design of ``X`` at prediction, block of rows by block of rows (at most
+        ``budget`` bytes each, whatever n): the encoding and every feature map are per-row, so
+        the blocks' margins are the whole design's, without its copies in memory. The
+        warnings of ``transform(X, at_prediction=True)`` are raised once, for the whole X."""
+        df = self.schema.checked_frame(X, at_prediction=True)
+        rows = max(1, budget // (8 * max(1, len(self.schema.feature_names_out()))))
+        lost = {}  # per column: whether every block's values missed the levels
+        for start in range(0, max(len(df), 1), rows):
+            yield self.schema.transform(df.iloc[start:start + rows], lost=lost)
+        self.schema.warn_unmatched(lost)
 
     def get_feature_names_out(self):
         return np.array(self.schema.feature_names_out(), dtype=object)
@@ -388,7 +403,8 @@ def public_table(X, categories=None):
     columns = plan_table(df, categories)
     strings = [c.name for c in columns if c.kind == "string"]
     if strings:
-        raise ValueError(f"columns {strings} hold strings: their categories must be chosen "
+        raise ValueError(f"columns {strings} hold strings (or pandas categories, whose "
+                         f"categories are data unless declared): their levels must be chosen "
                          f"privately (solver='auto') or declared "
                          f"(categories={{{strings[0]!r}: [...]}})")
     schema = TableSchema(columns)

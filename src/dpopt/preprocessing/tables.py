@@ -338,12 +338,13 @@ class TableSchema:
                           ImputedValueWarning, stacklevel=5)
 
     @staticmethod
-    def _warn_unmatched(lost):
+    def warn_unmatched(lost):
         """At prediction (never on training data, as :meth:`_warn_imputed`): an
-        :class:`ImputedValueWarning` naming the categorical columns ``lost`` that held values
-        but none of the model's levels (:meth:`_level_codes`), so that every row counts as
+        :class:`ImputedValueWarning` naming the categorical columns that held values but none
+        of the model's levels (``lost``: :meth:`_level_codes`'s), so that every row counts as
         outside them: most likely the column is written otherwise than in training (other
         case, numbers for text, another code)."""
+        lost = [name for name, unmatched in (lost or {}).items() if unmatched]
         if lost:
             warnings.warn(f"column(s) {lost} hold none of the model's levels in any row: every "
                           f"value counts as one outside the levels; is the column written as in "
@@ -351,19 +352,20 @@ class TableSchema:
                           stacklevel=4)
 
     # ---- the encoding (a per-record map: free)
-    def transform(self, df, *, at_prediction=False):
+    def transform(self, df, *, at_prediction=False, lost=None):
         """The float matrix of ``df`` (columns matched by name; unseen levels -> other).
         ``at_prediction``: ``df`` is not the private data, so missing cells without an
-        indicator may be warned about (:meth:`_warn_imputed`)."""
-        df = self._frame(df, at_prediction)
+        indicator may be warned about (:meth:`_warn_imputed`); ``lost``: a dict that gathers
+        :meth:`_level_codes`'s over blocks of rows, warned about by the caller instead."""
+        df = self.checked_frame(df, at_prediction)
         n = len(df)
         out = np.zeros((n, sum(self._width(c) for c in self.columns)))
-        j, lost = 0, [] if at_prediction else None
+        j, gathered = 0, {} if at_prediction else lost
         for c in self.columns:  # filled in place: no per-column blocks to stack
             width = self._width(c)
-            self._encode(c, df[c.name], out[:, j:j + width], lost)
+            self._encode(c, df[c.name], out[:, j:j + width], gathered)
             j += width
-        self._warn_unmatched(lost)
+        self.warn_unmatched(gathered if at_prediction else None)
         return out
 
     # ---- the sparse design: at most one stored entry per slot of a row
@@ -392,11 +394,11 @@ class TableSchema:
         """The design of :meth:`transform` as a CSR matrix, built row-slot by row-slot (each
         row has exactly :meth:`row_slots` stored entries, some may be explicit zeros): no
         dense n x width matrix is ever made."""
-        df = self._frame(df, at_prediction)
+        df = self.checked_frame(df, at_prediction)
         n, k = len(df), self.row_slots()
         data = np.zeros((n, k))
         indices = np.zeros((n, k), dtype=np.int32)
-        slot, j, lost = 0, 0, [] if at_prediction else None
+        slot, j, lost = 0, 0, {} if at_prediction else None
         for c in self.columns:
             width = self._width(c)
             if c.one_column:
@@ -411,11 +413,13 @@ class TableSchema:
                 data[:, slot] = codes >= 0
                 slot += 1
             j += width
-        self._warn_unmatched(lost)
+        self.warn_unmatched(lost)
         indptr = np.arange(0, n * k + 1, k, dtype=np.int64)
         return sp.csr_matrix((data.ravel(), indices.ravel(), indptr), shape=(n, j))
 
-    def _frame(self, df, at_prediction=False):
+    def checked_frame(self, df, at_prediction=False):
+        """``df`` as a pandas frame holding the schema's columns (:meth:`_warn_imputed` at
+        prediction)."""
         if not is_frame(df):  # the schema matches columns by name: an array has none
             raise ValueError(f"X must be a table (a DataFrame) with the columns the model was "
                              f"fitted on, {[c.name for c in self.columns]}: its columns are "
@@ -438,14 +442,14 @@ class TableSchema:
     def _level_codes(self, c, s, lost=None):
         """Index of each cell's column among the coded levels: ``<other>`` last (one-hot), or
         -1, no column (reference coding: the reference level and the values outside the levels).
-        ``lost`` (a list, at prediction): gets ``c``'s name when its cells hold values but none
-        of its levels (:meth:`_warn_unmatched`), read from the distinct keys at no extra pass."""
+        ``lost`` (a dict, at prediction): ``c``'s name -> whether its cells so far hold values
+        but none of its levels (:meth:`warn_unmatched`), from the distinct keys (no extra pass)."""
         levels = self._coded_levels(c)
         cell_codes, keys = text_codes(s, c.name)
         check_keys(c.name, keys)  # a lone surrogate at prediction: named, not pyarrow's error
-        if lost is not None and c.levels and len(keys) > 1 and set(keys[:-1]).isdisjoint(
-                map(str, c.levels)):  # keys: the cells' texts, MISSING last
-            lost.append(c.name)
+        if lost is not None and c.levels and len(keys) > 1:  # keys: the texts, MISSING last
+            none = set(keys[:-1]).isdisjoint(map(str, c.levels))
+            lost[c.name] = lost.get(c.name, True) and none
         to_level = self.key_levels(c, keys)
         if self.coding != "reference":
             to_level[to_level < 0] = len(levels)  # unselected, undeclared or unseen: <other>
