@@ -22,6 +22,7 @@ from dpopt.preprocessing._bounds import (
     COARSE_GRID,
     DEFAULT_CONFIDENCE,
     DEFAULT_GRID,
+    DEFAULT_QUANTILES,
     ZERO_INFLATED_FALLBACK,
     bounds_resolvable,
     check_public_bounds,
@@ -31,6 +32,7 @@ from dpopt.preprocessing._bounds import (
 )
 from dpopt.preprocessing._indicators import other_value_counts, private_indicators
 from dpopt.preprocessing._norms import (
+    ROW_NORM_QUANTILE,
     mean_noise,
     noisy_means,
     noisy_target_mean,
@@ -52,6 +54,30 @@ from dpopt.privacy.releases import begin
 MAX_SHARE = 0.30
 #: The noise sd of the re-centring's means, on features spanning [-1, 1] (:func:`recentre_mu`).
 RECENTRE_SD = 0.1
+
+
+def inference_levels(n, mu):
+    """Clip levels of a least-squares fit with ``inference=True``: (feature and target
+    quantiles, row-norm quantile), their tails ``min(today's, 1 / (n mu))`` (today's: 1% each
+    side, :data:`~dpopt.preprocessing._bounds.DEFAULT_QUANTILES`; 5% of the rows,
+    :data:`~dpopt.preprocessing._norms.ROW_NORM_QUANTILE`); ``mu`` the fit's whole Gaussian-DP
+    mu.
+
+    Why (docs/inference.md, "The estimand"). Clipping a fraction q of a value at C biases a
+    moment by E(X - C)+ = q e(C) (e: the mean excess beyond C) and the model's noise, whose
+    sensitivity grows with C, by about C / (n mu); their sum is smallest where
+    d/dC = -q + 1 / (n mu) = 0, i.e. q = 1 / (n mu) (about 1 / mu records clipped). There the
+    bias, q e(C), is e(C) / C times the noise and q e(C) sqrt(n) times the sampling error:
+    both go to 0 as n mu grows (light tails), so the clipped data's estimand converges to the
+    raw coefficient, which fixed levels never do. Below about 1 / (n mu) the release's own
+    margin (its noise) decides how much is clipped, so smaller levels would not clip less.
+    The levels are functions of public n and epsilon (n is public under replace-one): the
+    releases, their sensitivities and records are unchanged. Not for the logistic model:
+    its estimand moved little with today's levels, and its intervals covered less with the
+    wider bounds (measured: docs/inference.md)."""
+    tail = 1.0 / (n * mu)
+    q = min(DEFAULT_QUANTILES[0], 1.0 - DEFAULT_QUANTILES[1], tail)
+    return (q, 1.0 - q), 1.0 - min(1.0 - ROW_NORM_QUANTILE, tail)
 
 
 def bounds_grid(n, p, mu_bounds):
@@ -163,9 +189,10 @@ class InMemoryData:
             self._scaled = (scaling, Xs)
         return self._scaled[1]
 
-    def feature_bounds(self, mu, rng, bounds=None, grid=DEFAULT_GRID):
+    def feature_bounds(self, mu, rng, bounds=None, grid=DEFAULT_GRID,
+                       quantiles=DEFAULT_QUANTILES):
         return private_feature_bounds(self.X, mu, rng, bounds=bounds, grid=grid,
-                                      fallback=ZERO_INFLATED_FALLBACK)
+                                      fallback=ZERO_INFLATED_FALLBACK, quantiles=quantiles)
 
     def other_value_counts(self, columns):
         return other_value_counts(self.X, columns)
@@ -177,23 +204,25 @@ class InMemoryData:
     def means(self, scaling, mu, rng):
         return noisy_means(self.scaled_sums(scaling), self.shape[0], mu, rng)
 
-    def centred_bounds(self, scaling, columns, mu, rng):
+    def centred_bounds(self, scaling, columns, mu, rng, quantiles=DEFAULT_QUANTILES):
         # the counts of scaling.transform(X), without storing it (the design that follows
         # uses the narrowed map, another array)
         counts = scaled_feature_histograms(self.X, scaling, columns, DEFAULT_GRID)
-        return private_bounds_from_counts(counts, self.shape[0], mu, rng, quiet=True)
+        return private_bounds_from_counts(counts, self.shape[0], mu, rng, quiet=True,
+                                          quantiles=quantiles)
 
-    def row_bound(self, scaling, mu, rng):
-        return private_row_bound(self.scaled(scaling), mu, rng)
+    def row_bound(self, scaling, mu, rng, quantile=ROW_NORM_QUANTILE):
+        return private_row_bound(self.scaled(scaling), mu, rng, quantile)
 
-    def target_bounds(self, mu, rng):
+    def target_bounds(self, mu, rng, quantiles=DEFAULT_QUANTILES):
         if self.public_target is not None:
             return public_bounds(*self.public_target, self.shape[0])
-        return private_target_bounds(self.y, mu, rng, quiet=True)
+        return private_target_bounds(self.y, mu, rng, quiet=True, quantiles=quantiles)
 
-    def confirmed_target_range(self, noisy, sigma, lower, upper, mu, rng):
+    def confirmed_target_range(self, noisy, sigma, lower, upper, mu, rng,
+                               quantiles=DEFAULT_QUANTILES):
         return confirmed_range(noisy, sigma, self.shape[0], lower, upper, mu, rng,
-                               lambda: target_histogram(self.y))
+                               lambda: target_histogram(self.y), quantiles=quantiles)
 
     def refined_target_bounds(self, lower, upper, mu, rng, bins=REFINE_BINS):
         counts = linear_counts(self.y, lower, upper, bins)
@@ -263,6 +292,14 @@ def private_scaling(data, mus, *, fit_intercept, center, regression, rng, bounds
     run and the far end's mu leaves the model whether or not its count runs."""
     begin()  # the model path's first release (dpopt.privacy.releases)
     records, columns_note = [], {}
+    # inference=True on a regression: clip levels shrinking with n mu (a consistent estimand)
+    levels = {}
+    if "inference" in mus and regression and not data.chunked:
+        mu_fit = math.sqrt(sum(v * v for v in mus.values()))  # the fit's mu, public
+        quantiles, row_q = inference_levels(data.shape[0], mu_fit)
+        levels = {"quantiles": quantiles, "row": {"quantile": row_q}}
+        columns_note["inference_levels"] = {"tail": quantiles[0], "row_tail": 1.0 - row_q}
+    q_kw = {"quantiles": levels["quantiles"]} if levels else {}
     if row_mode is None:
         row_mode = "feature_bounds" not in mus
     if row_mode:
@@ -277,7 +314,7 @@ def private_scaling(data, mus, *, fit_intercept, center, regression, rng, bounds
         if private == 0:  # every bound is public now: the histograms' mu goes to the model
             _to_model(mus, "feature_bounds", "centred_bounds")
         grid = (bounds_grid(data.shape[0], private, mu_b) if private else None) or DEFAULT_GRID
-        fb = data.feature_bounds(mu_b, rng, bounds=bounds, grid=grid)
+        fb = data.feature_bounds(mu_b, rng, bounds=bounds, grid=grid, **q_kw)
         records += list(fb.mechanisms)
         scaling = Scaling.from_bounds(fb.lower, fb.upper, shift=fit_intercept, sparse=data.sparse)
         columns_note.update(note_columns(fb, scaling), coarse_grid=grid is COARSE_GRID)
@@ -288,7 +325,7 @@ def private_scaling(data, mus, *, fit_intercept, center, regression, rng, bounds
             if "centred_bounds" in mus:
                 reach = DEFAULT_CONFIDENCE * mean_noise(*data.shape, mus["feature_means"])
                 scaling, rec, moved = _narrow(data, scaling, fb, mus["centred_bounds"], rng,
-                                              reach)
+                                              reach, q_kw)
                 records += rec
                 if moved.size:  # narrowed about their bounds' middle (free)
                     columns_note["recentred_features"] = moved.tolist()
@@ -297,20 +334,20 @@ def private_scaling(data, mus, *, fit_intercept, center, regression, rng, bounds
                     from_model(mus, "recentre", mu_c)
                     scaling, rec = recentre(data, scaling, moved, mus["recentre"], rng)
                     records += rec
-        R, rec = data.row_bound(scaling, mus["row_norm"], rng)
+        R, rec = data.row_bound(scaling, mus["row_norm"], rng, **levels.get("row", {}))
         records += rec
     target = None
     if regression:
         if data.public_target is not None:  # for the report (_column_lines)
             columns_note["public_target"] = [float(v) for v in data.public_target]
-        tb = data.target_bounds(mus.get("target_bounds", math.inf), rng)
+        tb = data.target_bounds(mus.get("target_bounds", math.inf), rng, **q_kw)
         records += list(tb.mechanisms)
         # a far end confirmed by a fresh count, its mu out of the model's: when the count
         # runs, or in any case before objective perturbation (gaussian_model)
         mu_c = confirm_mu(mus["target_bounds"], mus["model"]) if "target_bounds" in mus else None
         if mu_c is not None and not gaussian_model:
             from_model(mus, "target_confirm", mu_c)
-        lo, hi, rec, far = target_range(data, tb, mu_c, rng)
+        lo, hi, rec, far = target_range(data, tb, mu_c, rng, q_kw)
         if rec and gaussian_model:
             from_model(mus, "target_confirm", mu_c)
         records += rec
@@ -333,7 +370,7 @@ def private_scaling(data, mus, *, fit_intercept, center, regression, rng, bounds
     return scaling, target, R, records, columns_note
 
 
-def target_range(data, tb, mu, rng):
+def target_range(data, tb, mu, rng, q_kw=None):
     """(lower, upper, records, note) of the target's released range ``tb`` (a
     :class:`FeatureBounds` of y), each far end kept only on a fresh count at ``mu`` (None:
     replaced by its inner end where the restarted scan found the data, kept otherwise), by
@@ -342,7 +379,8 @@ def target_range(data, tb, mu, rng):
     lo, hi = float(tb.lower[0]), float(tb.upper[0])
     if data.public_target is not None or not tb.sigma > 0:
         return lo, hi, [], None
-    return data.confirmed_target_range(tb.noisy_counts, tb.sigma, lo, hi, mu, rng)
+    return data.confirmed_target_range(tb.noisy_counts, tb.sigma, lo, hi, mu, rng,
+                                       **(q_kw or {}))
 
 
 def _to_model(mus, *steps):
@@ -378,7 +416,7 @@ def _short(columns, head=20):
     return f"[{shown}]" if len(columns) <= head else f"[{shown}, ...]"
 
 
-def _narrow(data, scaling, fb, mu, rng, reach):
+def _narrow(data, scaling, fb, mu, rng, reach, q_kw=None):
     """The centred features' own scale (step "centred bounds"): private bounds of the
     centred, scaled values of every feature whose bounds were released, then
     :meth:`Scaling.narrowed`. A feature whose values fill a small part of its first bounds
@@ -397,7 +435,7 @@ def _narrow(data, scaling, fb, mu, rng, reach):
     columns = fb.private_index
     if columns is None or len(columns) == 0:
         return scaling, [], np.zeros(0, dtype=np.intp)
-    cb = data.centred_bounds(scaling, columns, mu, rng)
+    cb = data.centred_bounds(scaling, columns, mu, rng, **(q_kw or {}))
     # one bin of the grid: all the first release knows of such a feature is its order of
     # magnitude, so its values may fill a sliver of that range (a year in [1778, 3162]);
     # over several bins a feature fills a good part of its range, and a one-sided

@@ -52,14 +52,15 @@ def row_norms(X):
     return np.sqrt(row_sq_norms(X))
 
 
-def private_row_bound(X_scaled, mu, rng):
-    """R: private ROW_NORM_QUANTILE-quantile of the scaled rows' norms, capped at the
-    domain bound sqrt(p) (every scaled feature is in [-1, 1]), and equal to it when the
-    noisy scan finds no quantile (too few rows for the budget). One noisy histogram of
-    sensitivity sqrt(2) (replace-one): a Gaussian mechanism of multiplier 1/mu."""
+def private_row_bound(X_scaled, mu, rng, quantile=ROW_NORM_QUANTILE):
+    """R: private ``quantile`` (default ROW_NORM_QUANTILE) of the scaled rows' norms, capped
+    at the domain bound sqrt(p) (every scaled feature is in [-1, 1]), and equal to it when
+    the noisy scan finds no quantile (too few rows for the budget). One noisy histogram of
+    sensitivity sqrt(2) (replace-one): a Gaussian mechanism of multiplier 1/mu, whatever the
+    (public) level."""
     p = X_scaled.shape[1]
     return row_bound_from_counts(quantile_counts(row_norms(X_scaled), row_norm_edges(p)), p,
-                                 mu, rng)
+                                 mu, rng, quantile)
 
 
 def _row_norm_range(p):
@@ -74,12 +75,12 @@ def row_norm_edges(p):
     return quantile_edges(*_row_norm_range(p), ROW_NORM_BINS)
 
 
-def row_bound_from_counts(counts, p, mu, rng):
+def row_bound_from_counts(counts, p, mu, rng, quantile=ROW_NORM_QUANTILE):
     """:func:`private_row_bound` from the exact counts of the scaled rows' norms on
     :func:`row_norm_edges` (counted in memory or summed over chunks)."""
     lower, cap = _row_norm_range(p)
     rho = 0.5 * mu ** 2  # private_quantile's rho-zCDP histogram is sqrt(2 rho)-GDP
-    r, info = private_quantile_from_counts(rng, counts, ROW_NORM_QUANTILE, rho, lower=lower,
+    r, info = private_quantile_from_counts(rng, counts, quantile, rho, lower=lower,
                                            upper=cap, bins=ROW_NORM_BINS)
     # a scan that never stopped (too few rows for this budget) says nothing: use the domain
     return (cap if r <= lower else r), list(info["gaussian_records"])
