@@ -77,9 +77,11 @@ def test_a_directory_of_parquet_files_is_one_table(fitted, tmp_path, capsys):
     np.testing.assert_array_equal(*(modelio.load_model(m)["coef"] for m in models))
     code, out, err = _predict(capsys, models[0], folder, "--out", tmp_path / "p.csv")
     assert code == 0 and "n=1500" in out, err
-    code, _, err = _predict(capsys, models[0], folder, "--out", folder / "p.csv")
-    assert code == 2 and "in the directory of Parquet files" in err
-    assert sorted(p.name for p in folder.iterdir()) == ["part0.parquet", "part1.parquet"]
+    (folder / "sub").mkdir()
+    for out in (folder / "p.csv", folder / "sub" / "p.csv"):  # pyarrow reads subfolders too
+        code, _, err = _predict(capsys, models[0], folder, "--out", out)
+        assert code == 2 and "in the directory of Parquet files" in err
+    assert sorted(p.name for p in folder.iterdir()) == ["part0.parquet", "part1.parquet", "sub"]
 
 
 def test_a_failed_write_leaves_no_file_and_names_out(fitted, tmp_path, capsys, monkeypatch):

@@ -137,7 +137,9 @@ def check_output_path(path, inputs=()):
         if out.exists() and Path(given).exists() and os.path.samefile(out, given):
             raise ValueError(f"--out: {path!r} is the {name} this command reads; write the "
                              f"output to another file")
-        if Path(given).is_dir() and os.path.samefile(parent, given):
+        inside = Path(given).is_dir() and Path(given).resolve() in (
+            parent.resolve(), *parent.resolve().parents)
+        if inside:
             raise ValueError(f"--out: {path!r} is in the directory of Parquet files that is "
                              f"the {name} this command reads (a later read would take it for "
                              f"data); write the output elsewhere")

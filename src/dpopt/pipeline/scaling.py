@@ -58,10 +58,11 @@ RECENTRE_SD = 0.1
 
 def inference_levels(n, mu):
     """Clip levels of a least-squares fit with ``inference=True``: (feature and target
-    quantiles, row-norm quantile), their tails ``min(today's, 1 / (n mu))`` (today's: 1% each
+    quantiles, row-norm quantile), their tails ``min(fixed, 1 / (n mu))`` (the fixed levels: 1% each
     side, :data:`~dpopt.preprocessing._bounds.DEFAULT_QUANTILES`; 5% of the rows,
-    :data:`~dpopt.preprocessing._norms.ROW_NORM_QUANTILE`); ``mu`` the fit's whole Gaussian-DP
-    mu.
+    :data:`~dpopt.preprocessing._norms.ROW_NORM_QUANTILE`; the indicator test's share of
+    values outside {0, 1} likewise); ``mu`` the Gaussian-DP mu of the model path's plan
+    (its shares' root sum of squares: public n, p and epsilon).
 
     Why (docs/inference.md, "The estimand"). Clipping a fraction q of a value at C biases a
     moment by E(X - C)+ = q e(C) (e: the mean excess beyond C) and the model's noise, whose
@@ -295,7 +296,7 @@ def private_scaling(data, mus, *, fit_intercept, center, regression, rng, bounds
     # inference=True on a regression: clip levels shrinking with n mu (a consistent estimand)
     levels = {}
     if "inference" in mus and regression and not data.chunked:
-        mu_fit = math.sqrt(sum(v * v for v in mus.values()))  # the fit's mu, public
+        mu_fit = math.sqrt(sum(v * v for v in mus.values()))  # the plan's mu, public
         quantiles, row_q = inference_levels(data.shape[0], mu_fit)
         levels = {"quantiles": quantiles, "row": {"quantile": row_q}}
         columns_note["inference_levels"] = {"tail": quantiles[0], "row_tail": 1.0 - row_q}
@@ -308,7 +309,7 @@ def private_scaling(data, mus, *, fit_intercept, center, regression, rng, bounds
         mu_b = mus.get("feature_bounds", math.inf)
         if "indicators" in mus and not data.sparse:
             bounds, rec, columns_note["indicator_features"] = _indicators(
-                data, bounds, mus["indicators"], rng)
+                data, bounds, mus["indicators"], rng, *levels.get("quantiles", ())[:1])
             records += rec
         private = data.shape[1] - public_count(bounds)
         if private == 0:  # every bound is public now: the histograms' mu goes to the model
@@ -392,9 +393,10 @@ def _to_model(mus, *steps):
     mus["model"] = math.sqrt(mus["model"] ** 2 + freed)
 
 
-def _indicators(data, bounds, mu, rng):
+def _indicators(data, bounds, mu, rng, quantile=DEFAULT_QUANTILES[0]):
     """The indicator test (:mod:`dpopt.preprocessing._indicators`) on the columns with no
-    public bound: (bounds with [0, 1] for the columns it finds to be 0/1 indicators, its
+    public bound, at its ``quantile`` (the share of values outside {0, 1} that a [0, 1]
+    range may clip): (bounds with [0, 1] for the columns it finds to be 0/1 indicators, its
     records, those columns). They are then public to the feature bounds' release, which
     counts only the others (its noise is sqrt(2 p') / mu for p' released columns), and, as
     a table's bool columns, are not narrowed around their means."""
@@ -404,7 +406,7 @@ def _indicators(data, bounds, mu, rng):
     if columns.size == 0:
         return bounds, [], []
     test = private_indicators(data.other_value_counts(columns), data.shape[0], mu, rng,
-                              columns)
+                              columns, quantile)
     found = test.indicator_columns
     lower[found], upper[found] = 0.0, 1.0
     return (lower, upper), list(test.mechanisms), found.tolist()

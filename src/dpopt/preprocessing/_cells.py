@@ -8,9 +8,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-__all__ = ["MISSING", "OTHER", "RESERVED", "reserved_text", "text_codes", "value_counts", "cell_text",
-           "level_text", "truth_values", "missing_count", "check_cells", "check_finite",
-           "check_keys", "check_reserved", "not_unicode", "check_unique_names"]
+__all__ = ["MISSING", "OTHER", "RESERVED", "reserved_text", "text_codes", "value_counts",
+           "cell_text", "number_text", "level_text", "truth_values", "missing_count",
+           "check_cells", "check_finite", "check_keys", "check_reserved", "not_unicode", "check_unique_names"]
 
 #: The key of a missing cell.
 MISSING = "<missing>"
@@ -97,6 +97,17 @@ def cell_text(v, dtype):
     if _whole_floats(dtype) and isinstance(v, (float, np.floating)) and float(v).is_integer():
         return str(int(v))
     return str(v)
+
+
+def number_text(text):
+    """``text`` with a whole number written as an integer ("1.0" -> "1"), None for a text
+    that is no number: the form in which the keys of one number written two ways are
+    compared."""
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        return None
+    return str(int(value)) if value.is_integer() else str(value)
 
 
 def _whole_floats(dtype):

@@ -241,10 +241,17 @@ def _dask_counts(ddf, y, columns, count_y, checks=()):
 
 
 def _as_values(s):
-    """A Dask ``category`` column counted by its values (objects): Dask joins the partitions'
-    counts by their categories, which fails when the metadata's are unknown and the
-    partitions' are not text (True/False, numbers)."""
-    return s.astype(object) if isinstance(s.dtype, pd.CategoricalDtype) else s
+    """A Dask ``category`` column counted by its cells' text keys, each partition's read with
+    its own dtype (:func:`cell_text`: the metadata's categories may be unknown): Dask joins
+    the partitions' counts by their categories, which fails when the metadata's are unknown
+    and the partitions' are not text (True/False, numbers)."""
+    if not isinstance(s.dtype, pd.CategoricalDtype):
+        return s
+    return s.map_partitions(_keyed, meta=pd.Series([], dtype=object, name=s.name))
+
+
+def _keyed(part):
+    return part.cat.rename_categories(lambda v: cell_text(v, part.dtype)).astype(object)
 
 
 def kind_checks(ddf, y, columns, selected):
@@ -306,8 +313,8 @@ def _checked_text(s, name):
 
 
 def _label_count_task(y):
-    if hasattr(y, "value_counts"):
-        return y.value_counts()
+    if hasattr(y, "value_counts"):  # a category by its labels: its categories may be unknown
+        return (y.astype(object) if isinstance(y.dtype, pd.CategoricalDtype) else y).value_counts()
     # lazy: dask is an optional dependency (pip install dpopt[dask])
     import dask
     import dask.array as da

@@ -84,12 +84,19 @@ def label_prior(counts, n, epsilon, delta, rng):
 
 def check_label_targets(y):
     """scikit-learn's refusal of continuous numbers as labels (``check_classification_targets``),
-    which calls an object array of True/False (a nullable boolean chunk, a categorical y's
-    values: :func:`category_values`) "unknown": such labels are checked as bools."""
+    which calls an object array of True/False or numbers (a nullable boolean chunk, a
+    categorical y's values: :func:`category_values`) "unknown": such labels are checked as
+    bools or numbers."""
     y = np.asarray(y)
-    if y.dtype == object and y.size and infer_dtype(y.ravel(), skipna=False) == "boolean":
-        y = y.astype(bool)
+    kind = infer_dtype(y.ravel(), skipna=False) if y.dtype == object and y.size else None
+    if kind in _TYPED:
+        y = y.astype(_TYPED[kind])
     check_classification_targets(y)
+
+
+#: An object array's labels (:func:`~pandas.api.types.infer_dtype`) as scikit-learn checks them.
+_TYPED = {"boolean": bool, "integer": np.int64, "floating": np.float64,
+          "mixed-integer-float": np.float64}
 
 
 def category_values(y):

@@ -94,6 +94,7 @@ from dpopt.preprocessing._cells import (
     check_keys,
     check_unique_names,
     missing_count,
+    number_text,
     text_codes,
     truth_values,
     value_counts,
@@ -436,8 +437,16 @@ class TableSchema:
 
     def key_levels(self, c, keys):
         """Index of each text key among column ``c``'s coded levels, -1 outside them (one-hot:
-        its ``<other>``)."""
-        return pd.Index(self._coded_levels(c), dtype=object).get_indexer(keys).astype(np.int64)
+        its ``<other>``). A number written another way matches too ("1" and "1.0": a float
+        category's whole values are keyed as integers, a float column's are not)."""
+        levels = self._coded_levels(c)
+        out = pd.Index(levels, dtype=object).get_indexer(keys).astype(np.int64)
+        outside = np.flatnonzero(out < 0)
+        numbers = [number_text(v) for v in levels]  # None: no number (most text levels)
+        known = {t: j for j, t in enumerate(numbers) if t is not None}
+        if outside.size and known and len(known) == sum(t is not None for t in numbers):
+            out[outside] = [known.get(number_text(keys[i]), -1) for i in outside]
+        return out
 
     def _level_codes(self, c, s, lost=None):
         """Index of each cell's column among the coded levels: ``<other>`` last (one-hot), or
@@ -448,7 +457,9 @@ class TableSchema:
         cell_codes, keys = text_codes(s, c.name)
         check_keys(c.name, keys)  # a lone surrogate at prediction: named, not pyarrow's error
         if lost is not None and c.levels and len(keys) > 1:  # keys: the texts, MISSING last
-            none = set(keys[:-1]).isdisjoint(map(str, c.levels))
+            none = set(keys[:-1]).isdisjoint(map(str, c.levels)) and (
+                {number_text(k) for k in keys[:-1]} - {None}).isdisjoint(
+                    map(number_text, c.levels))
             lost[c.name] = lost.get(c.name, True) and none
         to_level = self.key_levels(c, keys)
         if self.coding != "reference":
