@@ -76,10 +76,14 @@ def test_inference_is_in_the_one_composition(which, request):
     assert sum(v ** 2 for v in plan["mu_shares"].values()) == pytest.approx(mu ** 2, rel=1e-9)
     assert est.epsilon_spent_ <= 2.0 * (1 + 1e-9) and est.epsilon_spent_ > 1.99
     assert "inference mu=" in est.privacy_report() and est.privacy_leaks_ == []
-    # the releases are Gaussian mechanisms at the inference share (split for logistic)
+    # the releases are Gaussian mechanisms at the inference share (split: the residual clip
+    # and the meat for least squares, the Hessian and the meat for logistic)
+    from dpopt.pipeline.inference import RESIDUAL_CLIP_SHARE
+
     mu_inf = plan["mu_shares"]["inference"]
     zs = [m.noise_multiplier for m in est.fit_result_.mechanisms if isinstance(m, Gaussian)]
-    shares = (1.0,) if which == "linear" else logistic_shares(est, X.shape[0])
+    shares = ((RESIDUAL_CLIP_SHARE, 1.0 - RESIDUAL_CLIP_SHARE) if which == "linear"
+              else logistic_shares(est, X.shape[0]))
     wanted = [1 / (mu_inf * math.sqrt(share)) for share in shares]
     for z in wanted:
         assert any(v == pytest.approx(z, rel=1e-12) for v in zs)
@@ -543,7 +547,9 @@ def test_least_squares_intervals_cover_the_raw_slope_as_n_mu_grows():
     intervals covered the raw slope of a Gaussian design in 1 of these 6 fits (0.33 over 200,
     session 41). With inference=True a regression clips a fraction min(fixed, 1 / (n mu))
     (pipeline.scaling.inference_levels), recorded in the plan; other fits keep the levels."""
-    covered = 0
+    from scipy import stats
+
+    covered, t_over_z = 0, []
     for seed in range(6):
         rng = np.random.default_rng(seed)
         n = 20_000
@@ -555,7 +561,11 @@ def test_least_squares_intervals_cover_the_raw_slope_as_n_mu_grows():
                                            random_state=seed).fit(np.column_stack([x, z]), y)
         lower, upper = est.conf_int()[0]
         covered += lower <= 2.0 <= upper
+        # the meat's noise follows the released residual clip (residual_clip): the degrees
+        # of freedom were 1-15 with the public clip 2 (t up to 12.7), now t is about z
+        t_over_z.append((upper - lower) / (2.0 * stats.norm.ppf(0.975) * est.bse_[0]))
     assert covered >= 5, covered
+    assert max(t_over_z) < 1.01, t_over_z
     levels = est.auto_.plan["inference_levels"]
     assert levels["tail"] == pytest.approx(1.0 / (n * est.auto_.plan["mu"]), rel=1e-9)
     assert levels["row_tail"] == pytest.approx(levels["tail"])

@@ -39,10 +39,11 @@ psi_i for the per-record score at the estimate and H for the Hessian of the summ
       Cov(E theta) = sigma_2^2 (||theta||^2 I + theta theta^T - diag(theta^2))
 
   (:func:`gram_noise_cov`), with the released noise scales used exactly; the meat
-  sum_i r_i^2 u_i u_i^T, r_i = clip(y_i - u_i^T theta_hat, -2, 2) (|y_i| <= 1 after
-  scaling, so the clip binds only on rows predicted outside the target range), is
-  released once: the Gaussian mechanism of :func:`release_gram`, L2 sensitivity
-  sqrt(2) * 4 * B_a^2 (replace-one; B_a^2 = R^2 + [intercept]); its noise enters the
+  sum_i r_i^2 u_i u_i^T, r_i = clip(y_i - u_i^T theta_hat, -C, C), is released once: the
+  Gaussian mechanism of :func:`release_gram`, L2 sensitivity sqrt(2) * C^2 * B_a^2
+  (replace-one; B_a^2 = R^2 + [intercept]), C a private quantile of |r_i| released first
+  with a quarter of the inference mu^2 (:func:`residual_clip`; at most 2, where |y_i| <= 1
+  after scaling); its noise enters the
   covariance linearly, and only the sum in brackets is projected on the PSD cone. M^{-1}
   depends on E, which biases theta_hat at second order: E[theta_hat] = (I + B) theta,
   B = G^{-1} E[E G^{-1} E] = sigma_2^2 G^{-1} (G^{-1} - diag(G^{-1}) + tr(G^{-1}) I)
@@ -99,14 +100,18 @@ from scipy import special
 from sklearn.utils.validation import check_is_fitted
 
 from dpopt._core.exceptions import NoIntervalsError
+from dpopt.pipeline.residual_clip import (  # noqa: F401 (the meat's constants, public here)
+    RESIDUAL_BINS,
+    RESIDUAL_BOUND,
+    RESIDUAL_CLIP_SHARE,
+    residual_clip,
+)
 from dpopt.privacy import Gaussian
 from dpopt.solvers.adassp import symmetric_noise
 from dpopt.solvers.objective_perturbation import clip_feature_rows
 
 #: Mechanisms of the default path whose released model has a known noise law here.
 SUPPORTED = ("adassp", "objective-perturbation")
-#: Bound on |residual| used for the least-squares meat (targets are in [-1, 1]).
-RESIDUAL_BOUND = 2.0
 #: Bounds on the logistic loss's curvature and squared slope: 0 <= l'' <= 1/4, l'^2 <= 1.
 LOGISTIC_CURVATURE, LOGISTIC_SLOPE_SQ = 0.25, 1.0
 
@@ -190,11 +195,14 @@ def least_squares_inference(problem, result, release, row_bound, mu, rng):
     theta = fit.estimate if fit.unavailable is None else np.asarray(result.w, dtype=np.float64)
     U = clipped_design(problem, row_bound)
     r = np.clip(np.clip(problem.y, -1.0, 1.0) - U @ theta, -RESIDUAL_BOUND, RESIDUAL_BOUND)
+    mu_clip, mu_meat = mu * math.sqrt(RESIDUAL_CLIP_SHARE), mu * math.sqrt(1 - RESIDUAL_CLIP_SHARE)
+    bound, rec_clip = residual_clip(r, mu_clip, mu_meat, rng)
+    r = np.clip(r, -bound, bound)
     B_a2 = row_bound ** 2 + problem.fit_intercept
-    S, sigma_meat, rec = release_gram(U, r * r, RESIDUAL_BOUND ** 2, B_a2, mu, rng)
+    S, sigma_meat, rec = release_gram(U, r * r, bound ** 2, B_a2, mu_meat, rng)
     if fit.unavailable is not None:
         return ScaledInference(theta, np.full((d, d), np.nan), METHOD_LS,
-                               unavailable=fit.unavailable), [rec]
+                               unavailable=fit.unavailable), rec_clip + [rec]
     # the noisy meat enters linearly (unbiased): only the sum is projected on the PSD cone
     S = S * n / max(n - d, 1)  # HC1 small-sample factor
     noise = sigma_xty ** 2 * np.eye(d) + gram_noise_cov(theta, sigma_gram)
@@ -205,7 +213,7 @@ def least_squares_inference(problem, result, release, row_bound, mu, rng):
                  f"they solve the noisy normal equations without it (the noisy Gram matrix "
                  f"is positive definite here) and correct the second-order bias of its noise",)
     return ScaledInference(fit.estimate, cov, METHOD_LS, notes, propagator=fit.propagator,
-                           noise_scale=sigma_meat * n / max(n - d, 1)), [rec]
+                           noise_scale=sigma_meat * n / max(n - d, 1)), rec_clip + [rec]
 
 
 METHOD_LS = "sandwich (HC1) + delta method of AdaSSP's noise"
