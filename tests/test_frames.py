@@ -388,6 +388,11 @@ def test_a_categorys_kind_and_level_names_do_not_depend_on_one_record():
     m = dpopt.DPLinearRegression(epsilon=2.0, random_state=0, categories={"k": [1, 2, 3]})
     m.fit(odd.assign(k=odd["k"].cat.remove_categories([2.5])), y)  # floats 1.0, 2.0, 3.0
     assert m.table_.transform(odd)[1:, -4:-1].sum() == n - 1  # each matched a declared level
+    # the same numbers written otherwise at prediction match the levels "1", "2", "3" (a float
+    # column, text from a CSV, an older model's "1.0"); a text that only looks like one does not
+    later = pd.DataFrame({"flag": flag[:4], "k": [1.0, "2.0", "3", "01"]})
+    np.testing.assert_array_equal(m.table_.transform(later)[:, -4:],
+                                  [[1, 0, 0, 0], [0, 1, 0, 0], [0, 0, 1, 0], [0, 0, 0, 1]])
 
 
 def test_pyarrow_table_through_narwhals():

@@ -5,6 +5,8 @@ they read no other record."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pandas as pd
 
@@ -100,14 +102,16 @@ def cell_text(v, dtype):
 
 
 def number_text(text):
-    """``text`` with a whole number written as an integer ("1.0" -> "1"), None for a text
-    that is no number: the form in which the keys of one number written two ways are
-    compared."""
-    try:
-        value = float(text)
-    except (TypeError, ValueError):
-        return None
-    return str(int(value)) if value.is_integer() else str(value)
+    """``text`` with a whole float written as an integer ("1.0" -> "1", "-2.00" -> "-2"),
+    any other text as it is ("01", "1e3" and "1.5" too: texts that only look like numbers,
+    such as codes with leading zeros, stay apart): the form in which the keys of one number
+    written two ways are compared."""
+    text = str(text)
+    whole = _WHOLE_FLOAT.match(text)
+    return whole.group(1) if whole else text
+
+
+_WHOLE_FLOAT = re.compile(r"^(-?\d+)\.0+$")
 
 
 def _whole_floats(dtype):

@@ -442,9 +442,8 @@ class TableSchema:
         levels = self._coded_levels(c)
         out = pd.Index(levels, dtype=object).get_indexer(keys).astype(np.int64)
         outside = np.flatnonzero(out < 0)
-        numbers = [number_text(v) for v in levels]  # None: no number (most text levels)
-        known = {t: j for j, t in enumerate(numbers) if t is not None}
-        if outside.size and known and len(known) == sum(t is not None for t in numbers):
+        known = {number_text(v): j for j, v in enumerate(levels)}
+        if outside.size and len(known) == len(levels):
             out[outside] = [known.get(number_text(keys[i]), -1) for i in outside]
         return out
 
@@ -457,9 +456,7 @@ class TableSchema:
         cell_codes, keys = text_codes(s, c.name)
         check_keys(c.name, keys)  # a lone surrogate at prediction: named, not pyarrow's error
         if lost is not None and c.levels and len(keys) > 1:  # keys: the texts, MISSING last
-            none = set(keys[:-1]).isdisjoint(map(str, c.levels)) and (
-                {number_text(k) for k in keys[:-1]} - {None}).isdisjoint(
-                    map(number_text, c.levels))
+            none = set(map(number_text, keys[:-1])).isdisjoint(map(number_text, c.levels))
             lost[c.name] = lost.get(c.name, True) and none
         to_level = self.key_levels(c, keys)
         if self.coding != "reference":
