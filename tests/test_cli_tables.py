@@ -585,3 +585,42 @@ def test_predict_says_an_imputed_column_once(table, tmp_path, capsys):
         warnings.simplefilter("error")  # nothing reaches Python's warning machinery
         code, _, err = run(["predict", model, test, "--out", tmp_path / "p.csv"], capsys)
     assert code == 0 and err.count("note (ImputedValueWarning)") == 1, err
+
+
+def test_categories_declare_a_columns_public_levels(tmp_path, capsys):
+    """The command line had no way to declare public levels: every text column's were
+    selected privately (a rare level lost, a share of the budget paid). ``--categories
+    NAME=A,B,...`` is ``categories=``: each level gets a column whatever its count, numbers
+    for a column of numbers; refused before anything is spent when malformed."""
+    pd = pytest.importorskip("pandas")
+    rng = np.random.default_rng(0)
+    n = 2000
+    size = rng.choice(["S", "M", "L"], n, p=[0.5, 0.495, 0.005])  # L: about 10 records
+    grade = rng.choice([1, 2, 3], n)
+    y = (size == "S") + 0.5 * grade + rng.standard_normal(n)
+    data = tmp_path / "t.csv"
+    pd.DataFrame({"size": size, "grade": grade, "y": y}).to_csv(data, index=False)
+    model = tmp_path / "m.json"
+    base = ["fit", data, "--loss", "squared", "--target", "y", "--epsilon", "1", "--seed", "0"]
+    code, _, err = run([*base, "--categories", "size=S,M,L,XL", "--categories",
+                        "grade=1,2,3", "--out", model], capsys)
+    assert code == 0, err
+    columns = {c["name"]: c for c in modelio.load_model(model)["data"]["table"]["columns"]}
+    assert columns["size"]["kind"] == "declared"
+    assert columns["size"]["levels"] == ["S", "M", "L", "XL"]
+    assert columns["grade"]["kind"] == "declared" and len(columns["grade"]["levels"]) == 3
+    code, out, err = run(["predict", model, data, "--out", tmp_path / "p.csv"], capsys)
+    assert code == 0 and "hold none" not in err, err
+    # with an explicit solver, declared text is the public schema it needs
+    code, _, err = run([*base, "--solver", "dp-gd", "--categories", "size=S,M,L"], capsys)
+    assert code == 0, err
+    code, _, err = run([*base, "--solver", "dp-gd"], capsys)
+    assert code == 2 and "--categories size=A,B" in err
+    for bad, words in ((["--categories", "size"], "expected NAME=LEVEL"),
+                       (["--categories", "size=S,,M"], "expected NAME=LEVEL"),
+                       (["--categories", "colour=red"], "not feature columns"),
+                       (["--categories", "grade=one,two"], "must be numbers"),
+                       (["--categories", "size=S", "--categories", "size=M"], "given twice")):
+        code, _, err = run([*base, *bad, "--out", tmp_path / "bad.json"], capsys)
+        assert code == 2 and words in err, (bad, err)
+        assert not (tmp_path / "bad.json").exists()

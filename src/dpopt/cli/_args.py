@@ -111,6 +111,17 @@ def _feature_bound(text):
     return name.strip(), (a, b)
 
 
+def _category_levels(text):
+    """NAME=A,B,... (``--categories``, repeatable): a column's public levels, as text here;
+    read in the column's kind once the table is read (``dpopt.cli.fit``)."""
+    name, sep, levels = text.partition("=")
+    parts = [v.strip() for v in levels.split(",")]
+    if not sep or not name.strip() or not all(parts):
+        raise argparse.ArgumentTypeError(f"expected NAME=LEVEL,LEVEL,... (e.g. size=S,M,L), "
+                                         f"got {text!r}")
+    return name.strip(), parts
+
+
 def _names(text):
     """NAME[,NAME...] (``--text``, ``--numbers``, repeatable), stripped and kept whole: a
     column whose name holds a comma is that column, and any other text is split at its

@@ -31,6 +31,7 @@ from dpopt._core.validation import (
     default_delta,
 )
 from dpopt.cli._args import (
+    _category_levels,
     _checked_number,
     _feature_bound,
     _HelpFormatter,
@@ -438,6 +439,12 @@ def build_parser():
                         "age=17:90): values are clipped to them and no budget is spent on that "
                         "column's bounds (default: bounds estimated privately; 0/1 columns "
                         "always have public bounds [0, 1])")
+    p.add_argument("--categories", type=_category_levels, action="append",
+                   metavar="NAME=A,B,...",
+                   help="tables only: the public levels of a column, repeatable (e.g. "
+                        "--categories size=S,M,L): each gets a 0/1 column, others go to "
+                        "<other>, and nothing is spent choosing them (default: a column's "
+                        "levels are chosen privately; numbers for a column of numbers)")
     p.add_argument("--target-bounds", type=_target_bound, default=None, metavar="LO:HI",
                    help="regression: a public range of the target (e.g. 0:100): the target "
                         "is clipped to it and no budget is spent on its range (default: "

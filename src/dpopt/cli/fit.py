@@ -51,7 +51,7 @@ def cmd_fit(args):
     data = _read_fit_data(args)
     X, y = data["X"], data["y"]
     if args.solver is not None and data["frame"]:
-        _check_public_schema(X)
+        _check_public_schema(X, _categories(args, X))
     classes = None
     if args.loss == "logistic" and _numeric_target(y):
         # lazy: the light CLI commands load no heavy module
@@ -79,18 +79,19 @@ def cmd_fit(args):
     return 0
 
 
-def _check_public_schema(X):
-    """An explicit ``--solver`` takes the table's public schema only (numbers, True/False):
-    a text column's levels would be read from the records, and the command line declares
-    none, so it is refused before anything is spent."""
+def _check_public_schema(X, categories=None):
+    """An explicit ``--solver`` takes the table's public schema only (numbers, True/False,
+    ``--categories``): an undeclared text column's levels would be read from the records,
+    so it is refused before anything is spent."""
     # lazy: the light CLI commands load no heavy module
     from dpopt.preprocessing._plan import plan_table
 
-    text = [c.name for c in plan_table(X) if c.kind == "string"]
+    text = [c.name for c in plan_table(X, categories) if c.kind == "string"]
     if text:
         raise ValueError(f"--solver: column(s) {text} hold text, whose levels only the default "
-                         f"path chooses (privately); leave out --solver, or give the file "
-                         f"without them")
+                         f"path chooses (privately); declare them (--categories "
+                         f"{text[0]}=A,B,...), leave out --solver, or give the file without "
+                         f"them")
 
 
 def _numeric_target(y):
@@ -109,14 +110,15 @@ def _check_fit_arguments(args, options):
         raise ValueError(f"--target applies to tables (CSV, Parquet) only, got {args.data!r}")
     if args.missing != "auto" and not is_table_path(args.data):
         raise ValueError(f"--missing applies to tables (CSV, Parquet) only, got {args.data!r}")
-    if (args.text or args.numbers) and not is_table_path(args.data):
-        raise ValueError(f"--text and --numbers apply to tables (CSV, Parquet) only, got "
-                         f"{args.data!r}")
+    if (args.text or args.numbers or args.categories) and not is_table_path(args.data):
+        raise ValueError(f"--text, --numbers and --categories apply to tables (CSV, Parquet) "
+                         f"only, got {args.data!r}")
     check_header_option(args.no_header, args.data)
     if getattr(args, "feature_bounds", None) and args.solver is not None:
         raise ValueError("--feature-bounds applies to the default path (no --solver): an "
                          "explicit solver takes its own clipping options (--option)")
     _feature_bounds(args)  # a column given twice, before the data are read
+    _categories(args)
     if getattr(args, "target_bounds", None) is not None:
         if args.solver is not None:
             raise ValueError("--target-bounds applies to the default path (no --solver): an "
@@ -168,6 +170,39 @@ def _feature_bounds(args, names=None):
         raise ValueError(f"--feature-bounds: {unknown} are not columns of DATA; columns: "
                          f"{list(names)}")
     return {list(names).index(k): v for k, v in out.items()}
+
+
+def _categories(args, X=None):
+    """``--categories``: {column: levels} for the estimator's ``categories=``, each level in
+    its column's kind once the table ``X`` is read (numbers for a column of numbers, as
+    ``categories=`` takes them); a column given twice, not a feature of DATA, or a True/False
+    one (its levels are known) is refused before anything is spent."""
+    out = {}
+    for name, levels in getattr(args, "categories", None) or []:
+        if name in out:
+            raise ValueError(f"--categories: column {name!r} is given twice")
+        out[name] = levels
+    if X is None or not out:
+        return out or None
+    # lazy: the light CLI commands load no heavy module
+    import pandas as pd
+
+    unknown = [k for k in out if k not in X.columns]
+    if unknown:
+        raise ValueError(f"--categories: {unknown} are not feature columns of DATA; columns: "
+                         f"{list(X.columns)}")
+    for name, levels in out.items():
+        dtype = X[name].dtype
+        if pd.api.types.is_bool_dtype(dtype):
+            raise ValueError(f"--categories: column {name!r} holds True/False, whose levels "
+                             f"are public already; leave it out")
+        if pd.api.types.is_numeric_dtype(dtype) and not isinstance(dtype, pd.CategoricalDtype):
+            try:
+                out[name] = [float(v) for v in levels]
+            except ValueError:
+                raise ValueError(f"--categories: column {name!r} holds numbers; its levels "
+                                 f"must be numbers, got {levels}") from None
+    return out
 
 
 def _read_fit_data(args):
@@ -248,6 +283,7 @@ def _fit(args, options, X, y, bounds=None):
     given = {"delta": args.delta, "alpha": args.alpha, "l1_ratio": args.l1_ratio,
              "threshold": args.huber_threshold, "solver": args.solver,
              "solver_options": options or None, "feature_bounds": bounds,
+             "categories": _categories(args, X),
              "target_bounds": getattr(args, "target_bounds", None)}
     if kind == "DPLogisticRegression" and args.penalty is not None:
         given["penalty"] = args.penalty
@@ -404,7 +440,7 @@ def _fit_with_solve(args, options, X, y, bounds=None):
         # lazy: the light CLI commands load no heavy module
         from dpopt.preprocessing.table_encoder import public_table
 
-        table, X = public_table(X)
+        table, X = public_table(X, _categories(args, X))
     problem = dpopt.Problem(X, y, loss=loss, penalty=penalty, fit_intercept=not args.no_intercept,
                             **kwargs)
     solver = args.solver
@@ -436,7 +472,8 @@ def _fit_default(args, X, y, loss, penalty, kwargs, bounds=None):
     delta = default_delta(X.shape[0]) if args.delta is None else args.delta
     rng = check_random_state(args.seed)
     X, y, _, encoder, bounds, prior = prepare_default(
-        X, y, epsilon=args.epsilon, delta=delta, categories=None, feature_bounds=None,
+        X, y, epsilon=args.epsilon, delta=delta, categories=_categories(args, X),
+        feature_bounds=None,
         classes=None, classifier=False, rng=rng)
     auto = fit_default(X, y, loss=loss, penalty=penalty, penalty_kwargs=kwargs,
                        fit_intercept=not args.no_intercept, epsilon=args.epsilon, delta=delta,
