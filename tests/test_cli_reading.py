@@ -293,7 +293,7 @@ def test_kinds_mixing_true_false_and_text_are_refused_and_declarations_are_check
     np.savez(npz, X=np.zeros((4, 2)), y=np.arange(4.0))
     code, _, err = run(["fit", npz, "--loss", "squared", "--epsilon", "1", "--text", "a"],
                        capsys)
-    assert code == 2 and "--text and --numbers apply to tables" in err
+    assert code == 2 and "--text, --numbers and --categories apply to tables" in err
 
 
 def test_a_parquet_columns_declared_kinds(tmp_path):
