@@ -418,10 +418,8 @@ def features(model: dict, X):
     ``<other>``), or is read by the training column names; arrays are taken as they are."""
     data = model.get("data") or {}
     if is_frame(X):
-        if data.get("table"):  # CSR when one-hot columns dominate a large table
-            schema = TableSchema.from_dict(data["table"])
-            encode = schema.transform_sparse if schema.prefers_sparse(len(X)) else schema.transform
-            return encode(X, at_prediction=True)
+        if data.get("table"):  # (margins encodes a table block by block instead)
+            return TableSchema.from_dict(data["table"]).transform(X, at_prediction=True)
         X = as_pandas(X)  # a pyarrow Table's .columns is its data, not its names
         names = data.get("columns") or data.get("feature_names")
         missing = [c for c in (names or []) if c not in X.columns]

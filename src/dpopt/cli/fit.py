@@ -50,8 +50,9 @@ def cmd_fit(args):
     _check_fit_arguments(args, options)
     data = _read_fit_data(args)
     X, y = data["X"], data["y"]
+    categories = _categories(args, X) if data["frame"] else None
     if args.solver is not None and data["frame"]:
-        _check_public_schema(X, _categories(args, X))
+        _check_public_schema(X, categories)
     classes = None
     if args.loss == "logistic" and _numeric_target(y):
         # lazy: the light CLI commands load no heavy module
@@ -72,7 +73,7 @@ def cmd_fit(args):
                           f"which the guarantee does not cover", dpopt.PrivacyLeakWarning,
                           stacklevel=1)
         bounds = _feature_bounds(args, None if data["frame"] else data["feature_names"])
-        fitted = _fit(args, options, X, y, bounds)
+        fitted = _fit(args, options, X, y, bounds, categories)
     if fitted.get("classes") is not None:
         classes = fitted["classes"]
     report(args, data, fitted, classes, caught)
@@ -268,14 +269,14 @@ def _missing_rows(X, y, name, mode):
     return X, y, []
 
 
-def _fit(args, options, X, y, bounds=None):
+def _fit(args, options, X, y, bounds=None, categories=None):
     """(FitResult, loss, penalty, fit_intercept, how) of the estimator (or solve) fit."""
     # lazy: the light CLI commands load no heavy module
     import numpy as np
 
     kind = _ESTIMATORS.get((args.loss, args.penalty))
     if kind is None:
-        return _fit_with_solve(args, options, X, y, bounds)
+        return _fit_with_solve(args, options, X, y, bounds, categories)
     params = {"epsilon": args.epsilon, "random_state": args.seed,
               "fit_intercept": not args.no_intercept}
     if getattr(args, "inference", False):
@@ -283,7 +284,7 @@ def _fit(args, options, X, y, bounds=None):
     given = {"delta": args.delta, "alpha": args.alpha, "l1_ratio": args.l1_ratio,
              "threshold": args.huber_threshold, "solver": args.solver,
              "solver_options": options or None, "feature_bounds": bounds,
-             "categories": _categories(args, X),
+             "categories": categories,
              "target_bounds": getattr(args, "target_bounds", None)}
     if kind == "DPLogisticRegression" and args.penalty is not None:
         given["penalty"] = args.penalty
@@ -421,7 +422,7 @@ def _format_params(all_params, given):
     return ", ".join(f"{k}={v!r}" for k, v in sorted(shown.items()) if k != "random_state")
 
 
-def _fit_with_solve(args, options, X, y, bounds=None):
+def _fit_with_solve(args, options, X, y, bounds=None, categories=None):
     loss = dpopt.data.losses.huber(args.huber_threshold or 1.35) if args.loss == "huber" \
         else args.loss
     penalty = args.penalty or "none"
@@ -431,7 +432,7 @@ def _fit_with_solve(args, options, X, y, bounds=None):
     if penalty == "elastic_net":
         kwargs["l1_ratio"] = 0.5 if args.l1_ratio is None else args.l1_ratio
     if args.solver is None:
-        return _fit_default(args, X, y, loss, penalty, kwargs, bounds)
+        return _fit_default(args, X, y, loss, penalty, kwargs, bounds, categories)
     # lazy: the light CLI commands load no heavy module
     from dpopt.preprocessing.tables import is_frame
 
@@ -440,7 +441,7 @@ def _fit_with_solve(args, options, X, y, bounds=None):
         # lazy: the light CLI commands load no heavy module
         from dpopt.preprocessing.table_encoder import public_table
 
-        table, X = public_table(X, _categories(args, X))
+        table, X = public_table(X, categories)
     problem = dpopt.Problem(X, y, loss=loss, penalty=penalty, fit_intercept=not args.no_intercept,
                             **kwargs)
     solver = args.solver
@@ -454,7 +455,7 @@ def _fit_with_solve(args, options, X, y, bounds=None):
                    f"penalty={penalty})", "options": options}
 
 
-def _fit_default(args, X, y, loss, penalty, kwargs, bounds=None):
+def _fit_default(args, X, y, loss, penalty, kwargs, bounds=None, categories=None):
     """The estimators' default path (:func:`dpopt.pipeline.default_path.fit_default`) for a loss and penalty
     without an estimator: private scaling, then the mechanism of ``auto.choose_solver``."""
 
@@ -472,7 +473,7 @@ def _fit_default(args, X, y, loss, penalty, kwargs, bounds=None):
     delta = default_delta(X.shape[0]) if args.delta is None else args.delta
     rng = check_random_state(args.seed)
     X, y, _, encoder, bounds, prior = prepare_default(
-        X, y, epsilon=args.epsilon, delta=delta, categories=_categories(args, X),
+        X, y, epsilon=args.epsilon, delta=delta, categories=categories,
         feature_bounds=None,
         classes=None, classifier=False, rng=rng)
     auto = fit_default(X, y, loss=loss, penalty=penalty, penalty_kwargs=kwargs,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from dpopt.preprocessing._bounds import DEFAULT_QUANTILES
 from dpopt.privacy import private_quantile_from_counts, quantile_counts, quantile_edges
 
 __all__ = ["RESIDUAL_BOUND", "RESIDUAL_CLIP_SHARE", "RESIDUAL_BINS", "residual_clip"]
@@ -43,7 +44,7 @@ def residual_clip(r, mu_clip, mu_meat, rng):
     accounting of the plan is unchanged. A scan that finds no quantile (too few rows for
     the budget) keeps RESIDUAL_BOUND."""
     n = r.size
-    level = 1.0 - min(0.01, 1.0 / (n * mu_meat))
+    level = 1.0 - min(DEFAULT_QUANTILES[0], 1.0 / (n * mu_meat))  # inference_levels' rule
     lower = RESIDUAL_BOUND * 1e-4
     edges = quantile_edges(lower, RESIDUAL_BOUND, RESIDUAL_BINS)
     bound, info = private_quantile_from_counts(rng, quantile_counts(np.abs(r), edges), level,

@@ -308,8 +308,9 @@ def private_scaling(data, mus, *, fit_intercept, center, regression, rng, bounds
     else:
         mu_b = mus.get("feature_bounds", math.inf)
         if "indicators" in mus and not data.sparse:
+            q_ind = levels["quantiles"][0] if levels else DEFAULT_QUANTILES[0]
             bounds, rec, columns_note["indicator_features"] = _indicators(
-                data, bounds, mus["indicators"], rng, *levels.get("quantiles", ())[:1])
+                data, bounds, mus["indicators"], rng, q_ind)
             records += rec
         private = data.shape[1] - public_count(bounds)
         if private == 0:  # every bound is public now: the histograms' mu goes to the model

@@ -232,7 +232,7 @@ def _dask_counts(ddf, y, columns, count_y, checks=()):
         for key, count in counts.items():
             if not count:  # a category no record holds (a categorical's dtype lists it)
                 continue
-            text = MISSING if pd.isna(key) else cell_text(key, ddf[c].dtype)
+            text = MISSING if pd.isna(key) else str(key)  # a category's: keyed (_as_values)
             values[c][text] = values[c].get(text, 0) + int(count)
     missing = {c: int(m) for c, m in zip(fixed, out[len(strings):])}
     rows = int(out[len(strings) + len(fixed)])

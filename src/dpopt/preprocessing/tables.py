@@ -356,17 +356,19 @@ class TableSchema:
     def transform(self, df, *, at_prediction=False, lost=None):
         """The float matrix of ``df`` (columns matched by name; unseen levels -> other).
         ``at_prediction``: ``df`` is not the private data, so missing cells without an
-        indicator may be warned about (:meth:`_warn_imputed`); ``lost``: a dict that gathers
-        :meth:`_level_codes`'s over blocks of rows, warned about by the caller instead."""
+        indicator and columns matching no level may be warned about (:meth:`_warn_imputed`,
+        :meth:`warn_unmatched`); ``lost``: a dict that gathers :meth:`_level_codes`'s over
+        blocks of rows instead, for the caller to warn about once."""
         df = self.checked_frame(df, at_prediction)
         n = len(df)
         out = np.zeros((n, sum(self._width(c) for c in self.columns)))
-        j, gathered = 0, {} if at_prediction else lost
+        j, gathered = 0, lost if lost is not None else ({} if at_prediction else None)
         for c in self.columns:  # filled in place: no per-column blocks to stack
             width = self._width(c)
             self._encode(c, df[c.name], out[:, j:j + width], gathered)
             j += width
-        self.warn_unmatched(gathered if at_prediction else None)
+        if lost is None:
+            self.warn_unmatched(gathered)
         return out
 
     # ---- the sparse design: at most one stored entry per slot of a row
@@ -442,9 +444,10 @@ class TableSchema:
         levels = self._coded_levels(c)
         out = pd.Index(levels, dtype=object).get_indexer(keys).astype(np.int64)
         outside = np.flatnonzero(out < 0)
-        known = {number_text(v): j for j, v in enumerate(levels)}
-        if outside.size and len(known) == len(levels):
-            out[outside] = [known.get(number_text(keys[i]), -1) for i in outside]
+        if outside.size:
+            known = {number_text(v): j for j, v in enumerate(levels)}
+            if len(known) == len(levels):
+                out[outside] = [known.get(number_text(keys[i]), -1) for i in outside]
         return out
 
     def _level_codes(self, c, s, lost=None):
@@ -455,10 +458,11 @@ class TableSchema:
         levels = self._coded_levels(c)
         cell_codes, keys = text_codes(s, c.name)
         check_keys(c.name, keys)  # a lone surrogate at prediction: named, not pyarrow's error
-        if lost is not None and c.levels and len(keys) > 1:  # keys: the texts, MISSING last
-            none = set(map(number_text, keys[:-1])).isdisjoint(map(number_text, c.levels))
-            lost[c.name] = lost.get(c.name, True) and none
         to_level = self.key_levels(c, keys)
+        if lost is not None and c.levels and len(keys) > 1:  # keys: the texts, MISSING last
+            held = bool((to_level[:-1] >= 0).any()) or (c.reference is not None and number_text(
+                c.reference) in {number_text(k) for k in keys[:-1]})  # the reference's no column
+            lost[c.name] = lost.get(c.name, True) and not held
         if self.coding != "reference":
             to_level[to_level < 0] = len(levels)  # unselected, undeclared or unseen: <other>
         return to_level[cell_codes]
