@@ -574,3 +574,30 @@ def test_least_squares_intervals_cover_the_raw_slope_as_n_mu_grows():
         np.column_stack([x, z]), y > 1.0)
     assert "inference_levels" not in plain.auto_.plan
     assert "inference_levels" not in logistic.auto_.plan
+
+
+def test_the_meat_is_released_at_the_residual_clip_it_is_calibrated_to(monkeypatch):
+    """The meat's noise is calibrated to C^2 B_a^2 with C the released residual clip: every
+    record's weight r_i^2 must be within C^2 (a meat of unclipped residuals would get too
+    little noise), C below the public bound 2 here, at three quarters of the inference mu^2."""
+    import dpopt.pipeline.inference as inference
+
+    seen = []
+    real = inference.release_gram
+
+    def watched(U, weights, bound, B_a2, mu, rng):
+        seen.append((float(np.max(weights)), bound, mu))
+        return real(U, weights, bound, B_a2, mu, rng)
+
+    monkeypatch.setattr(inference, "release_gram", watched)
+    rng = np.random.default_rng(5)
+    n = 20_000
+    X = rng.standard_normal((n, 2))
+    y = 1.0 + 2.0 * X[:, 0] + 0.5 * X[:, 1] + rng.standard_normal(n)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est = dpopt.DPLinearRegression(epsilon=8.0, inference=True, random_state=0).fit(X, y)
+    (largest, bound, mu), = seen
+    assert largest <= bound * (1 + 1e-12) and bound < inference.RESIDUAL_BOUND ** 2
+    mu_inf = est.auto_.plan["mu_shares"]["inference"]
+    assert mu == pytest.approx(mu_inf * math.sqrt(1.0 - inference.RESIDUAL_CLIP_SHARE))
