@@ -220,7 +220,9 @@ def constant_score(ytr, yte, task):
 
 def dp_scores(Xtr, Xte, ytr, yte, task, epsilon, seeds, **params):
     """Scores over seeds, fit times, the number of PrivacyLeakWarnings raised, and the share
-    of fits that released the constant (the held-out selection, dpopt.pipeline.selection)."""
+    of fits that released the constant (the held-out selection, dpopt.pipeline.selection).
+    A fit refused before any release (dpopt.pipeline.releasable: too few rows at this
+    epsilon, from public facts, so every seed alike) scores nan: nothing was released."""
     import dpopt
 
     cls = dpopt.DPLogisticRegression if task == "classification" else dpopt.DPLinearRegression
@@ -231,7 +233,12 @@ def dp_scores(Xtr, Xte, ytr, yte, task, epsilon, seeds, **params):
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             t0 = time.perf_counter()
-            model = cls(epsilon=epsilon, random_state=seed, **params).fit(Xtr, ytr)
+            try:
+                model = cls(epsilon=epsilon, random_state=seed, **params).fit(Xtr, ytr)
+            except ValueError as err:  # refused before any release (public n, epsilon)
+                if "nothing was spent" not in str(err):
+                    raise
+                return np.full(seeds, np.nan), np.zeros(seeds), 0, 0.0
             times.append(time.perf_counter() - t0)
         leaks += sum(issubclass(w.category, dpopt.PrivacyLeakWarning) for w in caught)
         plan = getattr(model, "auto_", None) and model.auto_.plan
@@ -285,7 +292,8 @@ def table(rows):
         rs = {r["epsilon"]: r for r in rows if r["dataset"] == name}
         r0 = next(iter(rs.values()))
         score = "accuracy" if r0["task"] == "classification" else "R²"
-        cells = " | ".join(f"{_mark(rs[e])}{rs[e]['auto']:.3f} ± {rs[e]['auto_std']:.3f}"
+        cells = " | ".join("refused" if _refused(rs[e]) else
+                           f"{_mark(rs[e])}{rs[e]['auto']:.3f} ± {rs[e]['auto_std']:.3f}"
                            + (f" (c {rs[e]['released_constant']:.0%})"
                               if rs[e]["released_constant"] else "") for e in eps)
         sh = rs[1.0]["share"] if 1.0 in rs else float("nan")
@@ -301,6 +309,11 @@ def _below(r):
     return r["auto"] < -0.01
 
 
+def _refused(r):
+    """The fit refused before any release (nothing released, nothing spent)."""
+    return not np.isfinite(r["auto"])
+
+
 def _mark(r):
     return "⚠ " if _below(r) else ""
 
@@ -309,11 +322,15 @@ def verdicts(rows):
     """The issue's targets, each with its number and met / not met."""
     out = []
     bad = [r for r in rows if _below(r)]
+    refused = [r for r in rows if _refused(r)]
     out.append(f"- do no harm (accuracy ≥ constant − 0.005, R² ≥ −0.01) at every ε on every "
-               f"table: {len(rows) - len(bad)} of {len(rows)} cells: "
-               f"{'met' if not bad else 'NOT met'}"
+               f"table: {len(rows) - len(bad) - len(refused)} of {len(rows)} cells"
+               + (f" ({len(refused)} refused: nothing released)" if refused else "")
+               + f": {'met' if not bad and not refused else 'NOT met'}"
                + "".join(f"\n  - {r['dataset']} at ε = {r['epsilon']:g}: {r['auto']:.4f} "
-                         f"(constant {r['constant']:.4f})" for r in bad))
+                         f"(constant {r['constant']:.4f})" for r in bad)
+               + "".join(f"\n  - {r['dataset']} at ε = {r['epsilon']:g}: refused "
+                         f"(too few rows at this ε)" for r in refused))
     top = [r for r in rows if r["epsilon"] == max(r2["epsilon"] for r2 in rows)]
     far = [r for r in top if r["auto"] < r["sklearn"]
            - (0.005 if r["task"] == "classification" else 0.01)]
@@ -337,13 +354,13 @@ def verdicts(rows):
         if nxt:
             q = min(nxt, key=lambda q: q["epsilon"])
             noise = 2 * math.hypot(r["auto_std"], q["auto_std"]) / math.sqrt(r.get("seeds", 1))
-            if q["auto"] < r["auto"] - max(noise, 0.002):
+            if q["auto"] < r["auto"] - max(noise, 0.002):  # False where one is refused
                 drops.append((r, q))
     out.append(f"- a larger ε never lowers the mean score by more than twice its standard "
                f"error (or 0.002): {'met' if not drops else 'NOT met'}"
                + "".join(f"\n  - {r['dataset']}: {r['auto']:.4f} at ε = {r['epsilon']:g}, "
                          f"{q['auto']:.4f} at ε = {q['epsilon']:g}" for r, q in drops))
-    slow = max(r["auto_time"] for r in rows)
+    slow = max(r["auto_time"] for r in rows if not _refused(r))
     out.append(f"- slowest default fit: {slow:.2f} s (mean over seeds)")
     leaks = sum(r["auto_leaks"] for r in rows)
     out.append(f"- PrivacyLeakWarnings raised by default fits: {leaks} (target 0): "
@@ -657,7 +674,9 @@ def report(rows, seeds, args, elapsed):
     took = "" if elapsed is None else f"Total time {elapsed:.0f} s.\n"
     text = (f"## Results\n\n{table(rows)}\n\nCells: mean ± sd over {seeds} seeds; ⚠ marks a "
             f"cell below the do-no-harm target; (c x%) the share of fits that released the "
-            f"constant.\n\nTargets (mean of {seeds} seeds):\n\n{verdicts(rows)}\n\n{took}")
+            f"constant; refused: every fit raised before any release (too few rows at this ε, "
+            f"dpopt.pipeline.releasable), nothing released or spent.\n\nTargets (mean of "
+            f"{seeds} seeds):\n\n{verdicts(rows)}\n\n{took}")
     emit(text, args.out, HEADER)
     if args.figure:
         figure(rows, args.figure)

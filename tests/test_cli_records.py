@@ -75,13 +75,13 @@ def test_a_record_with_a_field_more_than_the_header_is_refused(tmp_path, capsys)
 
 def test_a_parquet_column_of_lists_is_refused_naming_it(tmp_path, capsys):
     """It crashed with "TypeError: unhashable type" deep in the kinds' check."""
-    df = _table(20)
-    df["l"] = [[1, 2]] * 20
+    df = _table(60)  # rows enough to name a label at epsilon = 1 (else refused first)
+    df["l"] = [[1, 2]] * 60
     path = tmp_path / "d.parquet"
     df.to_parquet(path)
     code, _, err = run(["fit", path, *FIT], capsys)
     assert code == 2 and "['l'] hold lists, maps or records" in err
-    df["l"] = pd.to_timedelta(np.arange(20), unit="s")  # was "more than one kind"
+    df["l"] = pd.to_timedelta(np.arange(60), unit="s")  # was "more than one kind"
     df.to_parquet(path)
     code, _, err = run(["fit", path, *FIT], capsys)
     assert code == 2 and "column 'l' has dtype timedelta64" in err

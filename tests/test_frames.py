@@ -126,11 +126,12 @@ def test_whole_fit_is_one_composition_and_one_charge():
     assert "selection" in plan["mu_shares"]
     assert len(acc._ledger) == 1  # one charge
     # a fit whose labels' selection keeps no label fails; the failure is the noisy
-    # selection's outcome, so its releases (labels and columns) are charged
-    few = df.iloc[:30]
+    # selection's outcome, so its releases (labels and columns) are charged (80 rows: a
+    # label of all of them would clear the threshold, so the fit is not refused for free)
+    few = df.iloc[:80]
     with pytest.raises(dpopt.ChargedFitError, match="kept 0 classes.*classes="):
         dpopt.DPLogisticRegression(epsilon=1.0, delta=1e-6, random_state=1,
-                                   accountant=acc).fit(few, pd.Series([f"l{i}" for i in range(30)]))
+                                   accountant=acc).fit(few, pd.Series([f"l{i}" for i in range(80)]))
     assert len(acc._ledger) == 2
     failed = acc._ledger[1]
     assert failed.delta == 1e-6 and 0.0 < failed.epsilon < 1.0

@@ -244,10 +244,11 @@ def test_numeric_and_bool_columns_keep_their_columns_with_inference():
 
 def test_constant_and_row_normalized_models_have_no_intervals():
     rng = np.random.default_rng(0)
-    X, y = rng.normal(size=(40, 3)), rng.normal(size=40)
+    X, y = rng.normal(size=(90, 3)), rng.normal(size=90)  # the private mean: no model
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        const = dpopt.DPLinearRegression(epsilon=0.1, inference=True, random_state=0).fit(X, y)
+        const = dpopt.DPLinearRegression(epsilon=1.0, inference=True, random_state=0).fit(X, y)
+    assert const.auto_.plan["solver"] == "none"
     with pytest.raises(ValueError, match="no model"):
         const.conf_int()
     Xc, yc = data(n=300, logistic=True, p=5)

@@ -61,7 +61,7 @@ def test_a_value_error_after_the_first_release_charges_the_whole_fit(monkeypatch
     """A regressor on an array has no table release before the model path, so a ValueError
     from inside it passed uncharged, whatever the scaling or the constant had released."""
     monkeypatch.setattr(module, name, _raise)
-    X, y = regression(2000 if name == "_model_options" else 30)
+    X, y = regression(2000 if name == "_model_options" else 90)  # 90: the private mean
     acc = budget()
     with pytest.raises(dpopt.ChargedFitError, match="decided by a release"):
         dpopt.DPLinearRegression(epsilon=1.0, random_state=0, accountant=acc).fit(X, y)

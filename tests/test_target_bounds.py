@@ -124,9 +124,13 @@ def test_an_unresolved_target_is_warned_about_as_the_target():
         private_target_bounds(y, 0.1, np.random.default_rng(0))
     assert not any("features [0]" in str(w.message) for w in caught)
     private_target_bounds(y, 0.1, np.random.default_rng(0), quiet=True)  # no warning (filter)
+    # 16 rows: no budget could locate it, so the fit is refused, naming the remedy
+    with pytest.raises(ValueError, match=r"target's range.*target_bounds=\(lower, upper\)"):
+        dpopt.DPLinearRegression(epsilon=1.0, random_state=0).fit(np.ones((16, 2)), y)
+    y = 60000 + 3000 * np.random.default_rng(0).standard_normal(90)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        dpopt.DPLinearRegression(epsilon=1.0, random_state=0).fit(np.ones((16, 2)), y)
+        dpopt.DPLinearRegression(epsilon=1.0, random_state=0).fit(np.ones((90, 2)), y)
     messages = [str(w.message) for w in caught]
     assert not any("features [0]" in m or "target y;" in m for m in messages)
     assert any("target_bounds=(lower, upper)" in m for m in messages)

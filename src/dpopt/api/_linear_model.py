@@ -27,9 +27,9 @@ from dpopt.api._scoring import ChunkedScoreMixin
 from dpopt.api.charge import (
     charged,
     charged_after,
+    charged_solve,
     ledger_entry,
     no_intervals,
-    solve,
     unchanged_on_failure,
 )
 from dpopt.data import Problem
@@ -39,8 +39,9 @@ from dpopt.data.sources import open_table
 from dpopt.pipeline.autofit import prediction_range
 from dpopt.pipeline.constant import fit_one_class
 from dpopt.pipeline.default_path import check_inference
-from dpopt.pipeline.multiclass import OneVsRestProblems, solve_one_vs_rest
+from dpopt.pipeline.multiclass import OneVsRestProblems
 from dpopt.pipeline.multiclass_selection import fit_selected_one_vs_rest
+from dpopt.pipeline.releasable import check_releasable
 from dpopt.pipeline.scaling import ColumnWarning
 from dpopt.pipeline.selection import fit_selected, n_features, selection_runs
 from dpopt.pipeline.selection import resolve_alpha as _resolve_alpha
@@ -74,23 +75,6 @@ from dpopt.solvers import check_distributed, get_solver
 from dpopt.solvers.adassp import declines_at as adassp_declines_at
 
 _RESERVED_OPTIONS = ("epsilon", "delta", "random_state", "rng", "problem", "budget")
-
-
-def _charged_solve(problem, spec, epsilon, delta, options, accountant, seed):
-    """An explicit solver's fit, charged once (:func:`dpopt.api.charge.charged`): one
-    :func:`dpopt.solve` call, or the k binary fits of a one-vs-rest problem composed as
-    one release (:func:`dpopt.pipeline.multiclass.solve_one_vs_rest`)."""
-    if not isinstance(problem, OneVsRestProblems):
-        return solve(problem, spec.name, epsilon=epsilon, delta=delta, random_state=seed,
-                     budget=accountant, **options)
-    epsilon, delta = check_privacy_target(epsilon, delta, problem[0].n_samples)
-    target = epsilon if spec.private else math.inf  # a non-private solver: refused by a budget
-    with charged(accountant, target, delta, adjacency=spec.adjacency(spec.check_options(options)),
-                 label=spec.name) as slot:
-        result = solve_one_vs_rest(problem, spec.name, epsilon=epsilon, delta=delta,
-                                   random_state=seed, **options)
-        slot.record(result, label=spec.name)
-    return result
 
 
 def _check_auto_epsilon(epsilon):
@@ -202,7 +186,7 @@ class _DPLinearModel(BaseEstimator):
                 target = signed_labels(yy)
             return Xf, target, bounds, prior
 
-        self._fit_auto(prepare, epsilon, delta, penalty, penalty_kwargs)
+        self._fit_auto(prepare, epsilon, delta, penalty, penalty_kwargs, released=(n, y))
         if self._classifier:
             self.classes_ = out["classes"]
         self.table_ = out["encoder"]
@@ -281,7 +265,8 @@ class _DPLinearModel(BaseEstimator):
                 bounds = array_bounds(given, problem.n_features)
                 return problem, scored, bounds, prior
 
-            self._fit_auto(prepare, epsilon, delta, penalty, penalty_kwargs, chunked=True)
+            self._fit_auto(prepare, epsilon, delta, penalty, penalty_kwargs, chunked=True,
+                           released=(n, y))
             set_input_names(self, None, self.fit_result_.coef.shape[-1])
             return self
         penalty_kwargs = _resolve_alpha(penalty_kwargs, self._loss(), n)
@@ -337,7 +322,8 @@ class _DPLinearModel(BaseEstimator):
                                      check_magnitude=False)
             return problem, scored, bounds, prior
 
-        self._fit_auto(prepare, epsilon, delta, penalty, penalty_kwargs, chunked=True)
+        self._fit_auto(prepare, epsilon, delta, penalty, penalty_kwargs, chunked=True,
+                       released=(n, y))
         set_input_names(self, self.table_.feature_names_in, None)
         return self
 
@@ -366,7 +352,7 @@ class _DPLinearModel(BaseEstimator):
         the frames between ``_fit`` and this call, 1 from ``_fit_chunked``)."""
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            result = _charged_solve(problem, spec, epsilon, delta, options, self.accountant,
+            result = charged_solve(problem, spec, epsilon, delta, options, self.accountant,
                                     sklearn_seed(self.random_state))
         self.privacy_leaks_ = []
         if not spec.private or math.isinf(result.epsilon):
@@ -400,15 +386,19 @@ class _DPLinearModel(BaseEstimator):
             else:
                 warnings.warn(w.message, w.category, stacklevel=stacklevel)
 
-    def _fit_auto(self, prepare, epsilon, delta, penalty, penalty_kwargs, chunked=False):
+    def _fit_auto(self, prepare, epsilon, delta, penalty, penalty_kwargs, chunked=False,
+                  *, released):
         """The default path (:mod:`dpopt.pipeline.default_path`): private bounds, scaling,
         mechanism, and the private choice between the model and the constant
         (:mod:`dpopt.pipeline.selection`; one-vs-rest for k >= 3 classes). ``prepare(rng)``
         gives ``(X, target, public bounds, prior releases)``; it runs inside the budget
         reservation, so a refused fit reads nothing and a failed one charges nothing (but
         a :class:`ChargedFitError`, :mod:`dpopt.api.charge`); ``chunked`` (Dask, public)
-        refuses ``inference=True`` before it."""
+        refuses ``inference=True`` before it; ``released`` (n, y): a fit that could release
+        nothing is refused before it (:mod:`dpopt.pipeline.releasable`)."""
         _check_auto_epsilon(epsilon)
+        check_releasable(*released, epsilon, delta, self._classifier, self.fit_intercept,
+                         getattr(self, "classes", None), self._public_target())
         if getattr(self, "inference", False):  # refused before the table layer's releases
             loss = self._loss()
             check_inference(getattr(loss, "name", loss), penalty, penalty_kwargs, chunked)

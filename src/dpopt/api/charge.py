@@ -32,17 +32,20 @@ BudgetAccountant(...)`` of the current context (:mod:`dpopt.privacy.budget`, a
 
 from __future__ import annotations
 
+import math
 from contextlib import contextmanager
 
 from dpopt._core.exceptions import ChargedFitError
+from dpopt._core.validation import check_privacy_target
+from dpopt.pipeline.multiclass import OneVsRestProblems, solve_one_vs_rest
 from dpopt.preprocessing.labels import LABELS_SELECTED
 from dpopt.privacy import Gaussian, epsilon_of, gdp_mu
 from dpopt.privacy.budget import Spend, _unbudgeted, resolve_budget
 from dpopt.privacy.releases import watch
 from dpopt.solvers import FitResult, prepare_solve
 
-__all__ = ["charged", "charged_after", "released_failures", "failure_spend", "ledger_entry",
-           "no_intervals", "solve"]
+__all__ = ["charged", "charged_solve", "charged_after", "released_failures", "failure_spend",
+           "ledger_entry", "no_intervals", "solve"]
 
 
 class _Uncharged:
@@ -211,3 +214,20 @@ def ledger_entry(result, label):
         return result
     return Spend(label, float(result.epsilon), float(result.delta), result.adjacency,
                  result.accountant, ())
+
+
+def charged_solve(problem, spec, epsilon, delta, options, accountant, seed):
+    """An explicit solver's fit, charged once (:func:`dpopt.api.charge.charged`): one
+    :func:`dpopt.solve` call, or the k binary fits of a one-vs-rest problem composed as
+    one release (:func:`dpopt.pipeline.multiclass.solve_one_vs_rest`)."""
+    if not isinstance(problem, OneVsRestProblems):
+        return solve(problem, spec.name, epsilon=epsilon, delta=delta, random_state=seed,
+                     budget=accountant, **options)
+    epsilon, delta = check_privacy_target(epsilon, delta, problem[0].n_samples)
+    target = epsilon if spec.private else math.inf  # a non-private solver: refused by a budget
+    with charged(accountant, target, delta, adjacency=spec.adjacency(spec.check_options(options)),
+                 label=spec.name) as slot:
+        result = solve_one_vs_rest(problem, spec.name, epsilon=epsilon, delta=delta,
+                                   random_state=seed, **options)
+        slot.record(result, label=spec.name)
+    return result

@@ -540,6 +540,8 @@ def _no_model(data, p, fit_intercept, delta, n, epsilon, mu, rng, prior=None, wh
     plan = {"solver": "none", "reason": reason, "mu": spent_mu,
             "mu_shares": {}, "unlearnable": True, "constant": what, "scaling": "none",
             "row_bound": None, "model_options": {}}
+    if public_y:  # no narrow-band warning about a range the user gave
+        plan["public_target"] = [float(v) for v in data.public_target]
     return constant_fit(p, fit_intercept, intercept, mechanisms=spent,
                         epsilon=epsilon_of(spent, delta) if spent else 0.0,
                         delta=delta + (prior.delta if prior else 0.0), accountant="none",

@@ -1,0 +1,114 @@
+"""A default fit that could release nothing is refused before any data is read
+(dpopt.pipeline.releasable): a regressor whose target's range no budget could locate, a
+classifier whose labels no budget could name."""
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from sklearn.datasets import load_diabetes
+from tests._cli import run
+
+import dpopt
+from dpopt.pipeline.releasable import label_threshold, mean_locatable
+from dpopt.preprocessing._bounds import DEFAULT_BIN_CONFIDENCE
+from dpopt.privacy import gdp_mu
+
+
+def _diabetes(n, seed=0):
+    X, y = load_diabetes(return_X_y=True)
+    rows = np.random.default_rng(seed).choice(len(y), n, replace=False)
+    return X[rows], y[rows]
+
+
+def test_the_rule_is_the_histograms_resolution_at_the_whole_budget():
+    need = 4 * DEFAULT_BIN_CONFIDENCE * math.sqrt(2.0)  # a decade's 4 bins, 4.5 sigma each
+    for n in (20, 60, 225, 331, 1000):
+        for eps in (0.25, 0.5, 1.0, 4.0):
+            mu = gdp_mu(eps, 1.0 / n ** 2)
+            assert mean_locatable(n, eps, 1.0 / n ** 2) == (n * mu >= need)
+    assert not mean_locatable(225, 0.25, 1 / 225 ** 2) and mean_locatable(225, 0.5, 1 / 225 ** 2)
+
+
+def test_a_regressor_no_budget_can_locate_is_refused_and_spends_nothing():
+    X, y = _diabetes(30)
+    with dpopt.BudgetAccountant(epsilon=5.0, delta=1e-3) as acc:
+        est = dpopt.DPLinearRegression(epsilon=0.5, random_state=0)
+        with pytest.raises(ValueError, match=r"n_samples=30 is too few.*epsilon=0\.5.*"
+                                             r"nothing was spent.*target_bounds"):
+            est.fit(X, y)
+        assert acc.spent() == 0.0 and len(acc.ledger) == 0
+    assert not hasattr(est, "coef_")
+    # what it released before: the constant 0 (no bin of y cleared its noise), R^2 about -4
+    fitted = dpopt.DPLinearRegression(epsilon=0.5, target_bounds=(25.0, 346.0),
+                                      random_state=0).fit(X, y)
+    assert fitted.predict(X[:1])[0] == pytest.approx(fitted.intercept_)  # the constant
+    assert 25.0 <= fitted.intercept_ <= 346.0  # a public range: the mean is released
+    for est in (dpopt.DPLasso(epsilon=0.5), dpopt.DPHuberRegressor(epsilon=0.5)):
+        with pytest.raises(ValueError, match="too few for a private fit"):
+            est.fit(X, y)
+
+
+def test_where_a_budget_can_locate_the_target_the_fit_runs():
+    X, y = _diabetes(90)
+    assert mean_locatable(90, 1.0, 1 / 90 ** 2) and not mean_locatable(90, 0.5, 1 / 90 ** 2)
+    est = dpopt.DPLinearRegression(epsilon=1.0, random_state=0).fit(X, y)
+    assert est.epsilon_spent_ <= 1.0 and np.isfinite(est.intercept_)
+    with pytest.raises(ValueError, match="too few"):
+        dpopt.DPLinearRegression(epsilon=0.5, random_state=0).fit(X, y)
+    # without an intercept the constant is 0 and nothing needs locating
+    dpopt.DPLinearRegression(epsilon=0.5, fit_intercept=False, random_state=0).fit(X, y)
+
+
+def test_a_classifier_whose_labels_no_budget_can_name_is_refused():
+    rng = np.random.default_rng(0)
+    n = 50
+    X = rng.normal(size=(n, 2))
+    y = np.where(X[:, 0] > 0, "yes", "no")
+    assert n < label_threshold(0.5, 1 / n ** 2) and n > label_threshold(1.0, 1 / n ** 2)
+    with dpopt.BudgetAccountant(epsilon=5.0, delta=1e-3) as acc:
+        with pytest.raises(ValueError, match=r"too few to release a label.*nothing was "
+                                             r"spent.*classes="):
+            dpopt.DPLogisticRegression(epsilon=0.5, random_state=0).fit(X, y)
+        assert acc.spent() == 0.0
+    # declared labels (classes=, a bool y) need no selection: the fit runs
+    clf = dpopt.DPLogisticRegression(epsilon=0.5, classes=["no", "yes"], random_state=0)
+    assert list(clf.fit(X, y).classes_) == ["no", "yes"]
+    dpopt.DPLogisticRegression(epsilon=0.5, random_state=0).fit(X, y == "yes")
+    # a table alike; at epsilon = 1 the selection can name a label held by most rows
+    frame = pd.DataFrame({"a": X[:, 0], "b": np.where(X[:, 1] > 0, "u", "v")})
+    with pytest.raises(ValueError, match="too few to release a label"):
+        dpopt.DPLogisticRegression(epsilon=0.5).fit(frame, y)
+
+
+def test_chunked_data_is_refused_alike():
+    da = pytest.importorskip("dask.array")
+    X, y = _diabetes(40)
+    with pytest.raises(ValueError, match="too few for a private fit"):
+        dpopt.DPLinearRegression(epsilon=1.0).fit(da.from_array(X, chunks=20),
+                                                   da.from_array(y, chunks=20))
+
+
+def test_the_cli_refuses_before_writing(tmp_path, capsys):
+    X, y = _diabetes(30)
+    path = tmp_path / "d.csv"
+    pd.DataFrame(X, columns=[f"x{i}" for i in range(X.shape[1])]).assign(t=y).to_csv(path,
+                                                                                     index=False)
+    out = tmp_path / "m.json"
+    code, _, err = run(["fit", path, "--target", "t", "--loss", "squared", "--epsilon", "0.5",
+                        "--out", out], capsys)
+    assert code == 2 and "too few for a private fit" in err and not out.exists()
+
+
+def test_the_tiny_tables_benchmark_counts_refusals_apart(capsys):
+    from tests._benchmarks import load_benchmark
+
+    bench = load_benchmark("tiny_tables")
+    bench.main(["--n", "30", "--epsilons", "0.5,100", "--draws", "2",
+                "--tables", "diabetes,breast_cancer"])
+    rows = [line.split(" | ") for line in capsys.readouterr().out.splitlines()[2:]]
+    cells = {(r[0].strip("| "), r[2]): r for r in rows}
+    assert cells[("diabetes", "0.5")][3] == "nan" and cells[("diabetes", "0.5")][6] == "100% |"
+    assert cells[("diabetes", "100")][6] == "0% |" and float(cells[("diabetes", "100")][3]) > 0
+    assert cells[("breast_cancer", "0.5")][6] == "0% |"  # declared labels: not refused
