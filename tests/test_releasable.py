@@ -99,6 +99,19 @@ def test_the_cli_refuses_before_writing(tmp_path, capsys):
     code, _, err = run(["fit", path, "--target", "t", "--loss", "squared", "--epsilon", "0.5",
                         "--out", out], capsys)
     assert code == 2 and "too few for a private fit" in err and not out.exists()
+    assert "--target-bounds LO:HI" in err and "target_bounds=" not in err  # the flag's name
+    code, _, err = run(["fit", path, "--target", "t", "--loss", "squared", "--epsilon", "0.5",
+                        "--target-bounds", "25:346", "--out", out], capsys)
+    assert code == 0 and out.exists()
+    # a loss without an estimator (Huber with an L1 penalty) takes the default path alike
+    code, _, err = run(["fit", path, "--target", "t", "--loss", "huber", "--penalty", "l1",
+                        "--epsilon", "0.5", "--out", tmp_path / "h.json"], capsys)
+    assert code == 2 and "too few for a private fit" in err and not (tmp_path / "h.json").exists()
+    labels = tmp_path / "c.csv"
+    pd.DataFrame({"a": X[:, 0], "y": np.where(y > 140, "hi", "lo")}).to_csv(labels, index=False)
+    code, _, err = run(["fit", labels, "--target", "y", "--loss", "logistic", "--epsilon", "0.5",
+                        "--out", out], capsys)
+    assert code == 2 and "--classes A,B,..." in err and "classes=[" not in err
 
 
 def test_the_tiny_tables_benchmark_counts_refusals_apart(capsys):

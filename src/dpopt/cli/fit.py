@@ -73,7 +73,8 @@ def cmd_fit(args):
                           f"which the guarantee does not cover", dpopt.PrivacyLeakWarning,
                           stacklevel=1)
         bounds = _feature_bounds(args, None if data["frame"] else data["feature_names"])
-        fitted = _fit(args, options, X, y, bounds, categories)
+        with _naming_the_flags():
+            fitted = _fit(args, options, X, y, bounds, categories)
     if fitted.get("classes") is not None:
         classes = fitted["classes"]
     report(args, data, fitted, classes, caught)
@@ -414,6 +415,26 @@ def _naming_the_option(options):
         raise ValueError(f"--option {named[0]}: {exc}" if named else str(exc)) from None
 
 
+#: The estimators' arguments a fit's message may recommend, as the command line spells them.
+_FLAGS = {"target_bounds=(lower, upper)": "--target-bounds LO:HI",
+          "classes=[...]": "--classes A,B,..."}
+
+
+@contextlib.contextmanager
+def _naming_the_flags():
+    """A fit's ValueError that recommends an estimator argument names its flag instead."""
+    try:
+        yield
+    except ValueError as exc:
+        text = str(exc)
+        if not any(k in text for k in _FLAGS):
+            raise
+        for name, flag in _FLAGS.items():
+            text = text.replace(name, flag)
+        exc.args = (text, *exc.args[1:])  # the same error (a ChargedFitError stays one)
+        raise
+
+
 def _format_params(all_params, given):
     shown = {k: v for k, v in all_params.items()
              if k in given or k in ("alpha", "penalty", "l1_ratio", "threshold", "solver")}
@@ -467,10 +488,13 @@ def _fit_default(args, X, y, loss, penalty, kwargs, bounds=None, categories=None
                          "for a non-private fit")
     # lazy: the light CLI commands load no heavy module
     from dpopt._core.input import numeric_target
+    from dpopt.pipeline.releasable import check_releasable
     from dpopt.preprocessing.table_encoder import prepare_default
 
     y = numeric_target(y, f"--loss {args.loss}")  # before the table's selection
     delta = default_delta(X.shape[0]) if args.delta is None else args.delta
+    check_releasable(X.shape[0], y, args.epsilon, delta, False, not args.no_intercept, None,
+                     getattr(args, "target_bounds", None))
     rng = check_random_state(args.seed)
     X, y, _, encoder, bounds, prior = prepare_default(
         X, y, epsilon=args.epsilon, delta=delta, categories=categories,
