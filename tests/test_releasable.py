@@ -125,3 +125,16 @@ def test_the_tiny_tables_benchmark_counts_refusals_apart(capsys):
     assert cells[("diabetes", "0.5")][3] == "nan" and cells[("diabetes", "0.5")][6] == "100% |"
     assert cells[("diabetes", "100")][6] == "0% |" and float(cells[("diabetes", "100")][3]) > 0
     assert cells[("breast_cancer", "0.5")][6] == "0% |"  # declared labels: not refused
+
+
+def test_a_search_names_the_refused_candidate_and_spends_nothing():
+    X, y = _diabetes(90)  # 72 training rows: below the rule at epsilon = 1
+    search = dpopt.PrivateHyperparameterSearch(dpopt.DPLinearRegression(epsilon=1.0),
+                                               {"alpha": [0.0, 0.1]}, score_clip=100.0,
+                                               random_state=0)
+    with dpopt.BudgetAccountant(epsilon=50.0, delta=1e-2) as acc:
+        with pytest.raises(ValueError, match=r"candidate \{'alpha': 0.0\}, fitted on the 72 "
+                                             r"training rows.*too few for a private fit"):
+            search.fit(X, y)
+        assert acc.spent() == 0.0
+    assert not hasattr(search, "best_estimator_")

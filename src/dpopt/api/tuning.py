@@ -234,6 +234,19 @@ def _charged_whole(params):
                               f"(epsilon, delta) is charged", whole=True) from exc
 
 
+@contextlib.contextmanager
+def _refused_as_candidate(params, n_train):
+    """A candidate refused on public facts alone (:mod:`dpopt.pipeline.releasable`: too few
+    rows at its epsilon), named, with the rows it is fitted on: the training part."""
+    try:
+        yield
+    except ValueError as exc:
+        if "nothing was spent" not in str(exc):
+            raise
+        raise ValueError(f"candidate {params}, fitted on the {n_train} training rows "
+                         f"(validation_fraction held out): {exc}") from None
+
+
 def _final(est):
     """A candidate's estimator: the last step of a Pipeline, or the candidate."""
     return est.steps[-1][1] if isinstance(est, Pipeline) else est
@@ -463,7 +476,7 @@ class PrivateHyperparameterSearch(MetaEstimatorMixin, BaseEstimator):
                 ys = classes[np.arange(n_train) % len(classes)]
                 if read and PROBE_LABELS_READ not in self.privacy_leaks_:
                     self.privacy_leaks_.append(PROBE_LABELS_READ)
-            with _unbudgeted(), warnings.catch_warnings():
+            with _unbudgeted(), warnings.catch_warnings(), _refused_as_candidate(c, n_train):
                 warnings.simplefilter("ignore")
                 est.fit(Xs, ys)
             _refuse_selected_levels(est, c)
