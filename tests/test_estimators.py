@@ -59,10 +59,9 @@ def _expected_failures(estimator):
     return {}
 
 
-# On the checks' tens of samples at epsilon=1 the default path could release nothing: no label
-# clears the classifier's selection threshold, no bin of y a regressor's histogram's, and the
-# fit is refused (dpopt.pipeline.releasable); so the default-path estimators run at a large
-# epsilon.
+# On the checks' tens of samples at epsilon=1 no label would clear the classifier's selection
+# threshold and no bin of y a regressor's histogram's, so the fit is refused
+# (dpopt.pipeline.releasable); the default-path estimators run at a large epsilon.
 @pytest.mark.filterwarnings("ignore::dpopt.PrivacyLeakWarning")
 @parametrize_with_checks([cls(epsilon=100.0) for cls in ALL]
                          + [DPLogisticRegression(solver="dp-gd"), DPLasso(solver="dp-gd")],

@@ -23,6 +23,7 @@ _LAZY = {
     "NoIntervalsError": "dpopt._core.exceptions",
     "ImputedValueWarning": "dpopt._core.exceptions",
     "ChargedFitError": "dpopt._core.exceptions",
+    "NotReleasableError": "dpopt._core.exceptions",
     "Problem": "dpopt.data",
     "FitResult": "dpopt.solvers",
     "available_solvers": "dpopt.solvers",

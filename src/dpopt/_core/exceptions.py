@@ -39,6 +39,14 @@ class NoIntervalsError(ValueError, AttributeError):
     False and ``dir(model)`` (IPython's completion, scikit-learn's ``__dir__``) works."""
 
 
+class NotReleasableError(ValueError):
+    """A default fit refused before any release because, by public facts alone (n, epsilon,
+    delta, the estimator's arguments), it could not release anything reliable: too few rows
+    to locate a regression target's range or to name a class label privately
+    (:mod:`dpopt.pipeline.releasable`). Nothing is spent; declaring what it could not find
+    (``target_bounds=``, ``classes=``), a larger epsilon or more rows lifts it."""
+
+
 class ChargedFitError(ValueError):
     """A fit failed on the outcome of a private release it had already made (no label held
     by enough records to be released, say). Unlike a failure on bad input, whether it

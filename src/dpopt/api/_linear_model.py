@@ -186,7 +186,7 @@ class _DPLinearModel(BaseEstimator):
                 target = signed_labels(yy)
             return Xf, target, bounds, prior
 
-        self._fit_auto(prepare, epsilon, delta, penalty, penalty_kwargs, released=(n, y))
+        self._fit_auto(prepare, epsilon, delta, penalty, penalty_kwargs, releasable=(n, y))
         if self._classifier:
             self.classes_ = out["classes"]
         self.table_ = out["encoder"]
@@ -266,7 +266,7 @@ class _DPLinearModel(BaseEstimator):
                 return problem, scored, bounds, prior
 
             self._fit_auto(prepare, epsilon, delta, penalty, penalty_kwargs, chunked=True,
-                           released=(n, y))
+                           releasable=(n, y))
             set_input_names(self, None, self.fit_result_.coef.shape[-1])
             return self
         penalty_kwargs = _resolve_alpha(penalty_kwargs, self._loss(), n)
@@ -323,7 +323,7 @@ class _DPLinearModel(BaseEstimator):
             return problem, scored, bounds, prior
 
         self._fit_auto(prepare, epsilon, delta, penalty, penalty_kwargs, chunked=True,
-                       released=(n, y))
+                       releasable=(n, y))
         set_input_names(self, self.table_.feature_names_in, None)
         return self
 
@@ -387,18 +387,19 @@ class _DPLinearModel(BaseEstimator):
                 warnings.warn(w.message, w.category, stacklevel=stacklevel)
 
     def _fit_auto(self, prepare, epsilon, delta, penalty, penalty_kwargs, chunked=False,
-                  *, released):
+                  *, releasable):
         """The default path (:mod:`dpopt.pipeline.default_path`): private bounds, scaling,
         mechanism, and the private choice between the model and the constant
         (:mod:`dpopt.pipeline.selection`; one-vs-rest for k >= 3 classes). ``prepare(rng)``
         gives ``(X, target, public bounds, prior releases)``; it runs inside the budget
         reservation, so a refused fit reads nothing and a failed one charges nothing (but
         a :class:`ChargedFitError`, :mod:`dpopt.api.charge`); ``chunked`` (Dask, public)
-        refuses ``inference=True`` before it; ``released`` (n, y): a fit that could release
-        nothing is refused before it (:mod:`dpopt.pipeline.releasable`)."""
+        refuses ``inference=True`` before it; ``releasable`` (n, y): a fit with too few rows
+        to release anything reliable is refused before it (:mod:`dpopt.pipeline.releasable`)."""
         _check_auto_epsilon(epsilon)
-        check_releasable(*released, epsilon, delta, self._classifier, self.fit_intercept,
-                         getattr(self, "classes", None), self._public_target())
+        check_releasable(*releasable, epsilon, delta, classifier=self._classifier,
+                         fit_intercept=self.fit_intercept, classes=getattr(self, "classes", None),
+                         target_bounds=self._public_target())
         if getattr(self, "inference", False):  # refused before the table layer's releases
             loss = self._loss()
             check_inference(getattr(loss, "name", loss), penalty, penalty_kwargs, chunked)

@@ -70,7 +70,12 @@ from sklearn.preprocessing import FunctionTransformer, OneHotEncoder, OrdinalEnc
 from sklearn.utils import _safe_indexing
 from sklearn.utils.validation import _num_samples, check_is_fitted, validate_data
 
-from dpopt._core.exceptions import ChargedFitError, ImputedValueWarning, PrivacyLeakWarning
+from dpopt._core.exceptions import (
+    ChargedFitError,
+    ImputedValueWarning,
+    NotReleasableError,
+    PrivacyLeakWarning,
+)
 from dpopt._core.input import numeric_target
 from dpopt._core.validation import check_choice, check_delta, check_scalar, default_delta
 from dpopt.api._surrogate import surrogate
@@ -240,11 +245,9 @@ def _refused_as_candidate(params, n_train):
     rows at its epsilon), named, with the rows it is fitted on: the training part."""
     try:
         yield
-    except ValueError as exc:
-        if "nothing was spent" not in str(exc):
-            raise
-        raise ValueError(f"candidate {params}, fitted on the {n_train} training rows "
-                         f"(validation_fraction held out): {exc}") from None
+    except NotReleasableError as exc:
+        raise NotReleasableError(f"candidate {params}, fitted on the {n_train} training rows "
+                                 f"(validation_fraction held out): {exc}") from None
 
 
 def _final(est):

@@ -412,7 +412,10 @@ def _naming_the_option(options):
         yield
     except ValueError as exc:
         named = [k for k in options if str(exc).startswith(k)]
-        raise ValueError(f"--option {named[0]}: {exc}" if named else str(exc)) from None
+        if not named or len(exc.args) != 1:
+            raise
+        exc.args = (f"--option {named[0]}: {exc}",)  # the same error, its type and records
+        raise
 
 
 #: The estimators' arguments a fit's message may recommend, as the command line spells them.
@@ -427,11 +430,11 @@ def _naming_the_flags():
         yield
     except ValueError as exc:
         text = str(exc)
-        if not any(k in text for k in _FLAGS):
+        if len(exc.args) != 1 or not any(k in text for k in _FLAGS):
             raise
         for name, flag in _FLAGS.items():
             text = text.replace(name, flag)
-        exc.args = (text, *exc.args[1:])  # the same error (a ChargedFitError stays one)
+        exc.args = (text,)  # the same error: a ChargedFitError keeps its records
         raise
 
 
@@ -493,8 +496,9 @@ def _fit_default(args, X, y, loss, penalty, kwargs, bounds=None, categories=None
 
     y = numeric_target(y, f"--loss {args.loss}")  # before the table's selection
     delta = default_delta(X.shape[0]) if args.delta is None else args.delta
-    check_releasable(X.shape[0], y, args.epsilon, delta, False, not args.no_intercept, None,
-                     getattr(args, "target_bounds", None))
+    check_releasable(X.shape[0], y, args.epsilon, delta, classifier=False,
+                     fit_intercept=not args.no_intercept,
+                     target_bounds=getattr(args, "target_bounds", None))
     rng = check_random_state(args.seed)
     X, y, _, encoder, bounds, prior = prepare_default(
         X, y, epsilon=args.epsilon, delta=delta, categories=categories,

@@ -324,13 +324,15 @@ def release_histograms(X, columns, mu, rng, grid=DEFAULT_GRID):
 
 def bounds_resolvable(n, p, mu_bounds, grid=DEFAULT_GRID):
     """Whether the bounds' release on ``grid`` can see a feature's bulk, from public (n, p,
-    mu): its counts carry N(0, sigma^2), sigma = sqrt(2p) / mu_bounds, and a bin is trusted
-    above ``DEFAULT_BIN_CONFIDENCE`` sigma; a feature spanning one decade fills about
-    ``grid.bins_per_decade`` bins of n / bins_per_decade records each, which must clear it.
-    Below, every feature would collapse (the default path then takes a coarser grid or
-    normalizes rows, :func:`dpopt.pipeline.scaling.bounds_grid`)."""
-    sigma = math.sqrt(2.0 * p) / mu_bounds
-    return n / grid.bins_per_decade >= DEFAULT_BIN_CONFIDENCE * sigma
+    mu): a bin is trusted above ``DEFAULT_BIN_CONFIDENCE`` sigma = sqrt(2p) / mu_bounds, and a
+    decade fills about ``grid.bins_per_decade`` bins of n / bins_per_decade records each.
+    Below, every feature would collapse (:func:`dpopt.pipeline.scaling.bounds_grid`)."""
+    return n * mu_bounds >= resolvable_n_mu(p, grid)
+
+
+def resolvable_n_mu(p, grid=DEFAULT_GRID):
+    """The least n mu for :func:`bounds_resolvable` (about 25.5 for one feature, default grid)."""
+    return grid.bins_per_decade * DEFAULT_BIN_CONFIDENCE * math.sqrt(2.0 * p)
 
 
 def release_counts(counts, mu, rng):

@@ -17,7 +17,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from dpopt.preprocessing.tables import Prior, delta_split, select_noisy, selection_threshold
 from dpopt.privacy import Gaussian, gdp_mu
 
-__all__ = ["select_labels", "label_prior", "label_share", "declared_classes",
+__all__ = ["select_labels", "label_prior", "label_selection", "label_share", "declared_classes",
            "encode_labels",
            "OTHER_LABEL", "LABELS_SELECTED", "LABELS_COUNTED", "SELECTION_SHARE_LABELS", "MAX_LABEL_SHARE",
            "MIN_CLASS_FRACTION", "signed_labels", "labels_present", "category_values", "check_label_targets",
@@ -70,16 +70,24 @@ def label_prior(counts, n, epsilon, delta, rng):
     counted in memory or over chunks): ``(classes, Prior)``. Its share is
     :func:`label_share`, its threshold delta all of delta_sel (the labels are the only
     data-driven partition here)."""
-    delta_g, delta_sel = delta_split(delta, True)
-    mu = gdp_mu(epsilon, delta_g)
-    share = label_share(n, mu, delta_sel)
-    mu_y = mu * math.sqrt(share)
-    sigma = math.sqrt(2.0) / mu_y
-    classes, noisy = _kept_labels(counts, sigma, selection_threshold(sigma, 1, delta_sel), rng)
+    share, mu_y, sigma, tau, delta_sel = label_selection(n, epsilon, delta)
+    classes, noisy = _kept_labels(counts, sigma, tau, rng)
     info = {"selection_mu": mu_y, "selection_delta": delta_sel, "label_share": share,
             "column_share": 0.0, "labels": LABELS_SELECTED, "label_counts": noisy,
             "label_sigma": sigma}
     return classes, Prior(share, delta_sel, [Gaussian(1.0 / mu_y, 1)], info)
+
+
+def label_selection(n, epsilon, delta, share=None):
+    """``(share, mu, sigma, tau, delta_sel)`` of the labels' selection when they are the only
+    data-driven partition (:func:`label_prior`): its share of mu^2 (:func:`label_share`, or
+    ``share``), its mu, the noise sd sqrt(2) / mu of a count, the threshold and its delta."""
+    delta_g, delta_sel = delta_split(delta, True)
+    mu = gdp_mu(epsilon, delta_g)
+    share = label_share(n, mu, delta_sel) if share is None else share
+    mu_y = mu * math.sqrt(share)
+    sigma = math.sqrt(2.0) / mu_y
+    return share, mu_y, sigma, selection_threshold(sigma, 1, delta_sel), delta_sel
 
 
 def check_label_targets(y):
