@@ -135,6 +135,13 @@ def test_the_cli_refuses_before_writing(tmp_path, capsys):
     code, _, err = run(["fit", path, "--target", "t", "--loss", "squared", "--epsilon", "0.5",
                         "--target-bounds", "25:346", "--out", out], capsys)
     assert code == 0 and out.exists()
+    X90, y90 = _diabetes(90)  # fitted: the constant-only fit's warning names the flag too
+    path90 = tmp_path / "d90.csv"
+    pd.DataFrame(X90[:, :2], columns=["a", "b"]).assign(t=y90).to_csv(path90, index=False)
+    code, printed, err = run(["fit", path90, "--target", "t", "--loss", "squared",
+                              "--epsilon", "1", "--out", out], capsys)
+    assert code == 0 and "--target-bounds LO:HI" in printed + err
+    assert "target_bounds=" not in printed + err
     # a loss without an estimator (Huber with an L1 penalty) takes the default path alike
     code, _, err = run(["fit", path, "--target", "t", "--loss", "huber", "--penalty", "l1",
                         "--epsilon", "0.5", "--out", tmp_path / "h.json"], capsys)

@@ -154,3 +154,16 @@ def check_output_path(path, inputs=()):
             raise ValueError(f"--out: {path!r} is in the directory of Parquet files that is "
                              f"the {name} this command reads (a later read would take it for "
                              f"data); write the output elsewhere")
+
+
+#: The estimators' arguments a fit's message may recommend, as the command line spells them.
+FLAGS = {"target_bounds=(lower, upper)": "--target-bounds LO:HI",
+         "classes=[...]": "--classes A,B,..."}
+
+
+def flag_words(text):
+    """``text`` (a fit's error, warning or report) with the estimator arguments it recommends
+    named as the command line's flags (:data:`FLAGS`)."""
+    for name, flag in FLAGS.items():
+        text = text.replace(name, flag)
+    return text

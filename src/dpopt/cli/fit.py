@@ -11,7 +11,7 @@ import warnings
 
 import dpopt
 from dpopt._core.validation import check_random_state, default_delta
-from dpopt.cli._args import check_output_path
+from dpopt.cli._args import check_output_path, flag_words
 from dpopt.cli.report import report
 
 
@@ -418,23 +418,15 @@ def _naming_the_option(options):
         raise
 
 
-#: The estimators' arguments a fit's message may recommend, as the command line spells them.
-_FLAGS = {"target_bounds=(lower, upper)": "--target-bounds LO:HI",
-          "classes=[...]": "--classes A,B,..."}
-
-
 @contextlib.contextmanager
 def _naming_the_flags():
     """A fit's ValueError that recommends an estimator argument names its flag instead."""
     try:
         yield
     except ValueError as exc:
-        text = str(exc)
-        if len(exc.args) != 1 or not any(k in text for k in _FLAGS):
+        if len(exc.args) != 1 or flag_words(str(exc)) == str(exc):
             raise
-        for name, flag in _FLAGS.items():
-            text = text.replace(name, flag)
-        exc.args = (text,)  # the same error: a ChargedFitError keeps its records
+        exc.args = (flag_words(str(exc)),)  # the same error: a ChargedFitError keeps its records
         raise
 
 

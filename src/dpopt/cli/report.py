@@ -9,6 +9,7 @@ import math
 import types
 
 import dpopt
+from dpopt.cli._args import flag_words
 
 
 def report(args, data, fitted, classes, caught):
@@ -95,7 +96,7 @@ def report(args, data, fitted, classes, caught):
             print(f"warning: {fitted['positive_note']}")
     if data["dropped_rows"]:  # their count only: which records have a missing cell is private
         print(f"missing values: dropped {len(data['dropped_rows'])} row(s) (--missing drop)")
-    print(f"privacy: {fitted.get('report') or result.privacy_report()}")
+    print(f"privacy: {flag_words(fitted.get('report') or result.privacy_report())}")
     summary = fitted.get("summary")
     if summary is not None:
         print(summary.attrs["text"])
@@ -107,7 +108,7 @@ def report(args, data, fitted, classes, caught):
     print(f"model: {nnz}/{np.size(coef)} non-zero coefficients, intercept {shown}; "
           f"{result.n_iter} updates, {result.passes:g} passes, {result.time:.2f} s")
     for w in others:
-        print(f"warning: {w.message}")
+        print(f"warning: {flag_words(str(w.message))}")
     for msg in leaks:
         print(f"PrivacyLeakWarning: {msg}")
     if args.train_metrics and multiclass:
