@@ -424,9 +424,10 @@ def _naming_the_flags():
     try:
         yield
     except ValueError as exc:
-        if len(exc.args) != 1 or flag_words(str(exc)) == str(exc):
+        text = flag_words(str(exc))
+        if len(exc.args) != 1 or text == str(exc):
             raise
-        exc.args = (flag_words(str(exc)),)  # the same error: a ChargedFitError keeps its records
+        exc.args = (text,)  # the same error: a ChargedFitError keeps its records
         raise
 
 
