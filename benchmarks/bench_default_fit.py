@@ -51,7 +51,7 @@ STAGES = [("row split (held-out selection)", selection, "_rows"),
           ("scaled problem (design copy)", default_path.InMemoryData, "problem"),
           ("mechanism (solver)", default_path, "solve_uncharged"),
           ("accounting of the composition", default_path, "epsilon_of"),
-          ("held-out selection (scores)", selection, "_select")]
+          ("held-out selection (scores)", selection, "select_released")]
 
 
 @contextlib.contextmanager

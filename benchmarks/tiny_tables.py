@@ -10,7 +10,9 @@ the constant (training mean / majority class) and scikit-learn's default model o
 rows. A fit refused before any release (``dpopt.pipeline.releasable``: too few rows at this
 epsilon) is counted as refused, not scored. ``--min-validation`` sets the held-out choice's
 floor (``dpopt.pipeline.selection.MIN_VALIDATION``, 20 rows) for the experiment of
-docs/default_path.md ("Too few rows to release anything reliable").
+docs/default_path.md ("Too few rows to release anything reliable"); below it (n < 100 by
+default) the model is checked on its own rows (``dpopt.pipeline.in_sample``, "Tables of a
+few dozen rows").
 """
 
 from __future__ import annotations

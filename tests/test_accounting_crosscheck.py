@@ -454,3 +454,50 @@ def test_selection_release_is_dominated_by_the_training_branch(estimator):
         independent = gaussian_epsilon(1 / nu, 1, delta_g)
     assert est.epsilon_spent_ == pytest.approx(independent, rel=2e-3)
     assert est.epsilon_spent_ <= 1.0 * (1 + 1e-9)
+
+
+@pytest.mark.parametrize("estimator", ["linear", "logistic"])
+def test_in_sample_check_composes_with_the_training_branch(estimator):
+    """Below 100 rows the check's score release meets every record the training branch
+    met (dpopt.pipeline.in_sample): its Gaussians, read from the selection's record
+    (sensitivities 2 T / n and sqrt(2) for a regressor's difference and gaps, sqrt(k) / n
+    for a classifier's scores, 2 / n for a paid mean), must compose to at most the mu_s
+    the fit reports and records; the whole fit's epsilon is then the independent
+    composition of the training branch and that Gaussian."""
+    rng = np.random.default_rng(3)
+    X = rng.standard_normal((80, 3)) * 3 + 1
+    z = X @ np.array([1.0, -1.0, 0.5])
+    delta = 1e-4
+    if estimator == "logistic":
+        est = dpopt.DPLogisticRegression(epsilon=4.0, delta=delta, random_state=0,
+                                         classes=[0, 1]).fit(X, (z > 0).astype(int))
+    else:
+        est = dpopt.DPLinearRegression(epsilon=4.0, delta=delta, random_state=0)
+        est.fit(X, z + rng.standard_normal(80) + 20)
+    sel, plan = est.auto_.plan["selection"], est.auto_.plan
+    n = sel["validation_rows"]
+    assert sel["in_sample"] and n == 80
+    mu_s = plan["mu_shares"]["in_sample_check"]
+    if estimator == "linear":
+        ratio = math.hypot(2 * sel["difference_bound"] / n / sel["sigma"],
+                           math.sqrt(2) / sel["gap_sigma"])
+    else:
+        ratio = math.sqrt(sel["released_columns"]) / n / sel["sigma"]
+    if sel["sigma_mean"] is not None:
+        ratio = math.hypot(ratio, (2 / n) / sel["sigma_mean"])
+    assert ratio <= mu_s * (1 + 1e-9)
+    mechs = est.fit_result_.mechanisms
+    assert mechs[-1] == Gaussian(1 / mu_s, 1)
+    nu = math.sqrt(sum(m.count / m.noise_multiplier ** 2 for m in mechs
+                       if isinstance(m, Gaussian)))
+    ops = [m for m in mechs if isinstance(m, ObjectivePerturbation)]
+    assert len(ops) == (1 if estimator == "logistic" else 0)
+    delta_g = delta - plan.get("selection_delta", 0.0)
+    if ops:
+        op = ops[0]
+        independent = op_epsilon_quad(op.noise_multiplier, op.shift, op.dof, delta_g,
+                                      z_gauss=1 / nu)
+    else:
+        independent = gaussian_epsilon(1 / nu, 1, delta_g)
+    assert est.epsilon_spent_ == pytest.approx(independent, rel=2e-3)
+    assert est.epsilon_spent_ <= 4.0 * (1 + 1e-9)

@@ -39,11 +39,12 @@ OP_TOL = 2e-6  # objective perturbation: 2 x its default tolerance (1e-6)
 @pytest.fixture(autouse=True)
 def _in_memory_without_the_held_out_choice(monkeypatch):
     """The fits here compare the default path itself, on all rows: the held-out choice
-    between the model and the constant (dpopt.pipeline.selection) is off for both layouts
-    (tests/test_chunked_selection.py compares the two with it)."""
+    between the model and the constant (dpopt.pipeline.selection) and its in-sample check
+    are off for both layouts (tests/test_chunked_selection.py compares the two with it)."""
     from dpopt.pipeline import selection
 
     monkeypatch.setattr(selection, "MIN_VALIDATION", 10 ** 18)
+    monkeypatch.setattr(selection, "in_sample_runs", lambda *args, **kwargs: False)
 
 
 def raw_data(seed=0):

@@ -237,10 +237,13 @@ def test_a_large_table_trains_on_more_rows_and_still_keeps_the_constant():
     assert small.auto_.plan["selection"]["validation_rows"] == 4000  # small mu: 0.2 n
 
 
-def test_tiny_data_skips_the_selection_and_says_why():
+def test_tiny_data_checks_the_model_on_its_own_rows_and_says_so():
     X, y = signal(n=60)
     clf = fit_quiet(dpopt.DPLogisticRegression(epsilon=8.0, random_state=0), X, y)
-    assert "no selection" in clf.auto_.plan["selection"]["reason"]
+    assert clf.auto_.plan["selection"]["reason"].startswith("in-sample check on 60 rows")
+    inf = fit_quiet(dpopt.DPLogisticRegression(epsilon=8.0, random_state=0, inference=True),
+                    X, y)
+    assert "no selection" in inf.auto_.plan["selection"]["reason"]
 
 
 @pytest.mark.parametrize("alpha", ["big", -1.0, float("nan"), True])
@@ -332,9 +335,15 @@ def test_declared_labels_spend_nothing_when_no_selection_uses_their_counts():
     clf = fit_quiet(dpopt.DPLogisticRegression(epsilon=1.0, random_state=0, inference=True,
                                                classes=["no", "yes"]), X, y)
     assert "label_counts" not in clf.auto_.plan.get("table", {})
+    # without an intercept there is no constant to compare with: no counts either
+    plain = fit_quiet(dpopt.DPLogisticRegression(epsilon=4.0, random_state=0, fit_intercept=False,
+                                                 classes=["no", "yes"]), X[:60], y[:60])
+    assert "label_counts" not in plain.auto_.plan.get("table", {})
+    # 60 rows: the model is checked on its own rows, against the majority the counts name
     tiny = fit_quiet(dpopt.DPLogisticRegression(epsilon=4.0, random_state=0,
                                                 classes=["no", "yes"]), X[:60], y[:60])
-    assert "label_counts" not in tiny.auto_.plan.get("table", {})
+    assert "label_counts" in tiny.auto_.plan["table"]
+    assert tiny.auto_.plan["selection"]["majority_from"] is not None
 
 
 def test_adassps_released_sum_of_y_is_the_free_constant():

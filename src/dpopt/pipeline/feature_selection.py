@@ -207,17 +207,19 @@ def _constant_fit(p, rate, fit_intercept, records, delta, plan, prior_delta=0.0)
 
 
 def fit_screened(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, delta, rng,
-                 prior=None):
+                 prior=None, spent_mu=0.0):
     """The route (module docstring): screen with ``SELECTION_SHARE`` of mu^2, then
     ``fit_default`` on the kept columns with the rest (``spent_mu`` tells it what was
     spent), or the constant model when none is kept. Returns an :class:`dpopt.pipeline.autofit.AutoFit`
     whose result holds the whole composition. ``prior``: the declared classes' noisy counts
-    (:func:`screenable`), whose share of mu^2 and delta come first, as in ``fit_default``."""
+    (:func:`screenable`), whose share of mu^2 and delta come first, as in ``fit_default``;
+    ``spent_mu``: what a later release of the same fit keeps out (sum of mu^2)."""
 
     n, p = X.shape
     prior_delta = prior.delta if prior is not None else 0.0
     mu = gdp_mu(epsilon, delta - prior_delta)
-    mu_left = mu * math.sqrt(1.0 - (prior.share if prior is not None else 0.0))
+    mu_left = math.sqrt(max(mu ** 2 * (1.0 - (prior.share if prior is not None else 0.0))
+                            - spent_mu ** 2, 0.0))
     mu_sel = mu_left * math.sqrt(SELECTION_SHARE)
     mu_model = math.sqrt(mu_left ** 2 - mu_sel ** 2)
     begin()  # the screen, the route's first release (dpopt.privacy.releases)
@@ -248,7 +250,8 @@ def fit_screened(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon,
         warnings.simplefilter("always")
         inner = fit_default(Xs, y, loss=loss, penalty=penalty, penalty_kwargs=penalty_kwargs,
                             fit_intercept=fit_intercept, epsilon=epsilon, delta=delta, rng=rng,
-                            regression=False, spent_mu=mu_sel, prior=prior)
+                            regression=False, spent_mu=math.hypot(spent_mu, mu_sel),
+                            prior=prior)
     for w in caught:  # column warnings are re-issued below, in the original indices
         if not issubclass(w.category, ColumnWarning):
             warnings.warn(w.message, w.category, stacklevel=3)
@@ -280,15 +283,16 @@ def fit_routed(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, d
     from public n, p and mu only). Same arguments and result as ``fit_default``. The route
     is not taken after releases of the table layer that select labels or categories, whose
     budget its screen would need (declare the labels with ``classes=`` to use it; their
-    noisy counts, :func:`screenable`, come first), with public ``feature_bounds``, nor after
-    another release (``spent_mu``, the held-out choice's constant of a regression)."""
+    noisy counts, :func:`screenable`, come first), nor with public ``feature_bounds``.
+    ``spent_mu``: a release of the same fit kept out of this one (the in-sample check's share,
+    :mod:`dpopt.pipeline.in_sample`); the route's screen and model share what it leaves."""
     chunked = getattr(X, "is_chunked", False) is True or is_chunked_input(X)
     if (not (regression or chunked or inference) and screenable(prior)
-            and feature_bounds is None and not spent_mu
+            and feature_bounds is None
             and high_dimensional(*X.shape, gdp_mu(epsilon, delta))):
         return fit_screened(X, y, loss=loss, penalty=penalty, penalty_kwargs=penalty_kwargs,
                             fit_intercept=fit_intercept, epsilon=epsilon, delta=delta, rng=rng,
-                            prior=prior)
+                            prior=prior, spent_mu=spent_mu)
     return fit_default(X, y, loss=loss, penalty=penalty, penalty_kwargs=penalty_kwargs,
                        fit_intercept=fit_intercept, epsilon=epsilon, delta=delta, rng=rng,
                        regression=regression, feature_bounds=feature_bounds, prior=prior,

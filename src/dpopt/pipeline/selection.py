@@ -4,12 +4,15 @@ chosen privately on a held-out part of the data.
 The wrapper (:func:`fit_selected`) splits the records once, by a permutation drawn from the
 fit's generator (independent of the data), into a *training* part and a *validation* part
 of m rows: a share f = :data:`VALIDATION_FRACTION` of n, or fewer where fewer already resolve
-the choice at the plan's mu (:func:`validation_rows`, from public n and mu). The training part
+the choice at the plan's mu (:func:`validation_rows`, from public n and mu; below n = 100,
+too few to hold out, the same choice is made on all rows with a share of the budget kept
+for it: :mod:`dpopt.pipeline.in_sample`). The training part
 runs the model path (:func:`dpopt.pipeline.default_path.fit_default`, whatever mechanism it chooses: its
 scaling, its mechanism, a high-dimensional route). Given what that branch released, every
 candidate predictor is a fixed function, and the validation part releases their mean
 per-record scores with Gaussian noise; the released model is a function of the noisy
-scores (post-processing). Candidates (:func:`candidates`):
+scores (post-processing; the releases and the decision: :mod:`dpopt.pipeline.choice`).
+Candidates (:func:`~dpopt.pipeline.held_out.candidates`):
 
 * the model released by the training branch;
 * the constant predictor: for a classifier both classes (the majority class is the better
@@ -123,20 +126,24 @@ from dpopt._core.exceptions import WeakPrivacyWarning
 from dpopt._core.validation import warn_if_delta_exceeds_one_over_n
 from dpopt.data.chunked import is_chunked_input
 from dpopt.data.rows import RowSubset
+from dpopt.pipeline.choice import (  # noqa: F401 (choose, constant_resolved: public here too)
+    choose,
+    constant_model,
+    constant_resolved,
+    held_out_mean,
+    select_released,
+)
 from dpopt.pipeline.chunked import ChunkedData
-from dpopt.pipeline.constant import all_rows_mean, composed, constant_mu, mu_left, pooled_mean
+from dpopt.pipeline.constant import all_rows_mean, constant_mu, mu_left, pooled_mean
 from dpopt.pipeline.default_path import model_possible
 from dpopt.pipeline.feature_selection import fit_routed
-from dpopt.pipeline.held_out import (  # noqa: F401 (noisy_scores: public here too)
+from dpopt.pipeline.held_out import (  # noqa: F401 (the held-out releases: public here too)
     GAP_SHARE,
-    candidates,
-    clipped_difference_split,
     held_out_totals,
     noisy_difference_total,
-    noisy_score_totals,
     noisy_scores,
-    prediction_gap_bound,
 )
+from dpopt.pipeline.in_sample import fit_in_sample, in_sample_mu
 from dpopt.pipeline.majority import (  # noqa: F401 (TOLERANCE, tolerance_margin: public here too)
     ARGMAX_LOSS,
     MARGIN,
@@ -146,7 +153,6 @@ from dpopt.pipeline.majority import (  # noqa: F401 (TOLERANCE, tolerance_margin
     screened_majority,
     tolerance_margin,
 )
-from dpopt.pipeline.mean_of_y import private_mean_of_y
 from dpopt.pipeline.scaling import _data_of
 from dpopt.privacy import Gaussian, ObjectivePerturbation, gdp_mu
 
@@ -156,8 +162,9 @@ __all__ = ["VALIDATION_FRACTION", "MARGIN", "against_known_rate", "fit_selected"
 
 #: Share of the records held out to choose between the model and the constant.
 VALIDATION_FRACTION = 0.2
-#: Fewer validation records than this: no selection (one record would move a score by
-#: more than 1/MIN_VALIDATION); the model of the whole data is released as before.
+#: Fewer validation records than this: no held-out selection (one record would move a score
+#: by more than 1/MIN_VALIDATION); the model is checked on its own rows instead
+#: (:mod:`dpopt.pipeline.in_sample`), or released unchecked where no check runs.
 MIN_VALIDATION = 20
 
 
@@ -243,28 +250,6 @@ def validation_mu(mechanisms):
     return math.sqrt(total)
 
 
-def choose(noisy_model, noisy_constants, sigma, best=None):
-    """(index of the best constant, whether the model is released): the model when its
-    noisy score exceeds the best constant's by MARGIN standard deviations of the
-    difference (sigma sqrt(2): two independent noises; post-processing only). ``best``:
-    the constant already chosen by an earlier release (the labels' noisy counts), else
-    the one with the largest noisy score."""
-    best = int(np.argmax(noisy_constants)) if best is None else int(best)
-    return best, bool(noisy_model - noisy_constants[best] > MARGIN * sigma * math.sqrt(2.0))
-
-
-def constant_resolved(noisy_constants, sigma):
-    """Whether the noisy release resolves the constant (reported in the plan; not used by
-    the decision, see the module docstring). A classifier's two constants score s and 1 - s:
-    the better one is resolved when it beats the other by MARGIN standard deviations of their
-    noisy difference (2 sigma: 2 s - 1 carries twice the noise of s). A single constant (a
-    regressor's noisy mean, or the zero model without an intercept) is resolved: its noisy
-    score measures that very constant."""
-    if len(noisy_constants) == 2:
-        return abs(noisy_constants[0] - noisy_constants[1]) > MARGIN * 2.0 * sigma
-    return True
-
-
 # --------------------------------------------------------------------------- the wrapper
 
 
@@ -315,7 +300,8 @@ def fit_selected(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon,
 
     A ``penalty_kwargs["alpha"]`` of ``"auto"`` is resolved to :func:`default_alpha` of the
     training rows. Data too small for :data:`MIN_VALIDATION` held-out rows run the model
-    path on all rows without a selection (the plan says why). Chunked data (a
+    path on all rows and check it there (:mod:`dpopt.pipeline.in_sample`; without an
+    intercept or with ``inference``, without a selection: the plan says why). Chunked data (a
     :class:`~dpopt.data.chunked.ChunkedProblem`, or what it takes, with ``y``) runs the same
     choice on the same split: the training branch on the problem's
     :meth:`~dpopt.data.chunked.ChunkedProblem.take` of the training rows, the held-out sums
@@ -345,6 +331,18 @@ def fit_selected(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon,
     p = n_features(X)
     constant_only = runs and not model_possible(n - m, epsilon, delta, prior, spent_mu=mu_c,
                                                 p=p)
+    if not constant_only and in_sample_runs(n, inference=inference, fit_intercept=fit_intercept):
+        kwargs = resolve_alpha(penalty_kwargs, loss_name, n)
+        checked = fit_in_sample(
+            fit, X, y, scored, lambda *xy: _records(*xy, target_bounds), n=n, p=p,
+            mu_s=in_sample_mu(planned_mu(epsilon, delta, prior), VALIDATION_FRACTION),
+            epsilon=epsilon, delta=delta, prior=prior, regression=regression,
+            fit_intercept=fit_intercept, rng=rng, loss=loss, penalty=penalty,
+            penalty_kwargs=kwargs, **{k: v for k, v in extra.items() if k != "prior"})
+        if checked is not None:
+            checked.plan["alpha"] = kwargs.get("alpha")
+            return checked
+        constant_only, extra["constant_only"] = True, True
     if constant_only or not selection_runs(n, inference=inference):
         why = (INFERENCE_NO_SELECTION if inference
                else f"n_samples={n} leaves fewer than {MIN_VALIDATION} held-out rows"
@@ -384,7 +382,7 @@ def fit_selected(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon,
     if mu_c and auto.target is not None:
         mu_all = mu_left(auto, prior, whole, mu_c) if auto.target.half_width == 0 else 0.0
         if mu_all and n * mu_all >= m * mu_v:  # more than the held-out rows could
-            return _held_out_mean(auto, _records(X, y, target_bounds), mu_all, rng, prior,
+            return held_out_mean(auto, _records(X, y, target_bounds), mu_all, rng, prior,
                                   spent=True)
         if auto.target.half_width > 0:
             all_rows, auto = all_rows_mean(auto, _records(X, y, target_bounds), mu_c, rng,
@@ -392,7 +390,7 @@ def fit_selected(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon,
             auto.plan["mu_shares"]["constant"] = mu_c  # the plan's split: sum of mu^2 = mu^2
             if auto.plan.get("target_collapsed"):  # two noisy means, no model: pool them
                 return _pooled_constant(auto, n - m, all_rows)
-    return _select(auto, _records(*_rows(*scored, val), target_bounds), regression, fit_intercept,
+    return select_released(auto, _records(*_rows(*scored, val), target_bounds), regression, fit_intercept,
                    mu_v, rng, n - m, majority, all_rows)
 
 
@@ -433,16 +431,8 @@ def _pooled_constant(auto, n_train, all_rows):
               "reason": (f"no model: the training rows' histogram of y collapsed, so the "
                          f"training branch released the private mean of y; released {source}")}
     plan = {**auto.plan, "selection": record}
-    return replace(auto, result=replace(auto.result, **_constant_model(auto.result, mean, plan)),
+    return replace(auto, result=replace(auto.result, **constant_model(auto.result, mean, plan)),
                    plan=plan)
-
-
-def _constant_model(result, mean, plan):
-    """The FitResult fields of the constant ``mean`` (scaled units): zero coefficients, the
-    intercept, and ``plan`` as its ``params["auto"]``."""
-    coef = np.zeros_like(np.asarray(result.coef, dtype=np.float64))
-    return dict(coef=coef, intercept=float(mean), w=np.append(coef.ravel(), mean),
-                params={**result.params, "auto": plan})
 
 
 def split_rows(n, m, rng):
@@ -461,6 +451,21 @@ def branch_mu(auto, prior):
         auto.plan["selection"] = {"released": "model", "reason": "no selection: the training "
                                   "branch has no record that dominates a Gaussian score release"}
     return mu_v
+
+
+def in_sample_runs(n, *, inference=False, fit_intercept=True):
+    """Whether :func:`fit_selected` checks its model on its own rows
+    (:mod:`dpopt.pipeline.in_sample`): too few rows to hold any out, an intercept (the
+    constants to compare with), no ``inference``. Public facts only."""
+    return fit_intercept and not inference and not selection_runs(n)
+
+
+def choice_runs(n, *, inference=False, fit_intercept=True):
+    """Whether a binary classifier's fit chooses privately between its model and the
+    constant, held out or in-sample: the table layer then releases the declared labels'
+    counts on all n rows (they name the majority class). Public facts only."""
+    return selection_runs(n, inference=inference) or in_sample_runs(
+        n, inference=inference, fit_intercept=fit_intercept)
 
 
 def selection_runs(n, *, inference=False):
@@ -505,96 +510,3 @@ def resolve_alpha(penalty_kwargs, loss, n):
     return {**penalty_kwargs, "alpha": 0.0 if alpha is None else alpha}
 
 
-def _held_out_mean(auto, data, mu_v, rng, prior=None, spent=False):
-    """The released predictor when the training branch's target scale collapsed (its
-    histogram of y did not resolve: the model is the constant 0 in raw units): the private
-    mean of the held-out y (:func:`dpopt.pipeline.mean_of_y.private_mean_of_y` with mu_v, the
-    same domination argument as the score release), 0 if that range does not resolve
-    either. Nothing is compared: both candidates are constants, and 0 has no claim.
-    ``spent``: the rows are all n rows and mu the constant's own mu_c (kept out of the
-    training branch), whose records join the composition."""
-    target, mean, records, what, spent_mu = private_mean_of_y(data, mu_v, rng)
-    rows, m = "all" if spent else "held-out", data.shape[0]
-    record = {"released": f"noisy mean of y ({rows})", "candidates": ["noisy mean of y"],
-              "mu": mu_v, "validation_rows": int(m),
-              "reason": (f"{rows} constant on {m} rows (Gaussian, mu={mu_v:.3g}): "
-                         f"the training rows' histogram of y did not resolve its range, so "
-                         f"the released predictor is {what}")}
-    plan = {**auto.plan, "selection": record}
-    if spent:  # the constant's own mu_c, in the plan's split
-        plan.update(constant_mu=mu_v, mu_shares={**plan["mu_shares"], "constant": mu_v})
-    changes = _constant_model(auto.result, mean, plan)
-    if spent:  # its Gaussians compose to exactly one of mu = spent_mu (GDP): one record, as
-        # on the other branch (a search's data-independent probe expects that structure)
-        merged = [Gaussian(1.0 / spent_mu, 1)] if spent_mu > 0 else []  # 0: nothing read
-        return replace(composed(auto, merged, prior, **changes), plan=plan, target=target)
-    return replace(auto, result=replace(auto.result, **changes), plan=plan, target=target)
-
-
-def _select(auto, data, regression, fit_intercept, mu_v, rng, n_train, majority=None,
-            all_rows=None):
-    """The held-out release on the records of ``data`` (the validation rows' adapter) and
-    the choice it makes (module docstring)."""
-    m = data.shape[0]
-    if regression and fit_intercept and auto.target is not None and auto.target.half_width == 0:
-        return _held_out_mean(auto, data, mu_v, rng)
-    mu_scores, constant, source = mu_v, None, None
-    if regression and fit_intercept:
-        half = mu_v / math.sqrt(2.0)
-        constant, source = pooled_mean(auto, n_train, all_rows, 2.0 / (m * half))
-        if constant is None:  # the held-out release, with what the others carry
-            mu_scores = half
-            held = data.target_mean(auto.target, mu_scores, rng)[0]
-            constant, source = pooled_mean(auto, n_train, all_rows, math.inf, paid=(
-                held, 2.0 / (m * half), "the held-out rows (half of mu_v)"))
-    cands = candidates(auto, regression, fit_intercept, constant)
-    maps = {"scaling": auto.scaling, "target": auto.target, "cands": cands}
-    bound = prediction_gap_bound(cands[0], cands[1]) if regression else None
-    clip, mu_d, gap_sigma = (clipped_difference_split(data, **maps, bound=bound, mu=mu_scores,
-                                                      rng=rng) if regression else (None,) * 3)
-    totals = held_out_totals(data, **maps, regression=regression, bound=bound, clip=clip)
-    if regression:  # the paired difference, model minus constant, clipped at T <= H
-        noisy_d, sigma = noisy_difference_total(float(totals[0]), m, clip, mu_d, rng)
-        noisy, released_columns = np.array([noisy_d]), 1
-        best, use_model = 0, bool(noisy_d > MARGIN * sigma)
-    elif majority is not None and fit_intercept:  # the constant's rate is released already
-        best = majority.best
-        score, sigma, use_model = against_known_rate(totals[0], m, mu_scores, rng,
-                                                     majority.rate, majority.sd)
-        noisy, released_columns = np.array([score, *majority.rates]), 1
-    else:
-        noisy, sigma = noisy_score_totals(totals, m, mu_scores, rng)
-        released_columns = len(totals)
-        if released_columns < len(cands):  # classifier: constant -1 scores 1 - (constant +1)
-            noisy = np.append(noisy, 1.0 - noisy[1])
-        best, use_model = choose(noisy[0], noisy[1:], sigma,
-                                 None if majority is None else majority.best)
-    sigma_mean = None if source is None or mu_scores == mu_v else 2.0 / (m * mu_scores)
-    resolved = (True if regression else majority.resolved if majority is not None
-                else constant_resolved(noisy[1:], sigma))
-    name, coef, intercept = cands[0] if use_model else cands[1 + best]
-    if not use_model and not regression and fit_intercept:
-        # the constant's probability: the noisy rate of its class (post-processing)
-        rate = noisy[1 + best] if majority is None else majority.probability
-        rate = float(np.clip(rate, 0.5 + 1e-9, 1.0 - 1e-6))
-        intercept = math.copysign(math.log(rate / (1.0 - rate)), intercept)
-    record = {"released": "model" if use_model else name,
-              "candidates": [c[0] for c in cands],
-              "noisy_scores": [float(s) for s in noisy], "sigma": sigma, "mu": mu_v,
-              "mu_scores": mu_scores, "noisy_mean": constant, "noisy_mean_from": source,
-              "sigma_mean": sigma_mean, "constant_resolved": resolved,
-              "validation_rows": int(m), "released_columns": released_columns,
-              "margin": MARGIN, "difference_bound": clip, "gap_bound": bound, "gap_sigma": gap_sigma,
-              "majority_from": None if majority is None else majority.source,
-              "reason": (f"held-out selection on {m} rows (Gaussian, mu={mu_v:.3g}, "
-                         f"sigma={sigma:.3g}): released {'the model' if use_model else name}"
-                         + ("" if resolved else " (which class is the majority is not "
-                                                "resolved at this budget)"))}
-    plan = {**auto.plan, "selection": record}
-    result = auto.result
-    if not use_model:
-        w = np.append(coef, intercept) if fit_intercept else coef.copy()
-        result = replace(result, coef=coef.reshape(np.shape(result.coef)),
-                         intercept=float(intercept), w=w)
-    result = replace(result, params={**result.params, "auto": plan})
-    return replace(auto, result=result, plan=plan)
