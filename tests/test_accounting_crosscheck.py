@@ -446,14 +446,17 @@ def test_selection_release_is_dominated_by_the_training_branch(estimator):
         d_val = hockey_stick_gaussian(ratio, 1.0, e)
         assert d_val <= train_delta(e) * (1 + 1e-6) + 1e-13, e
     delta_g = delta - est.auto_.plan.get("selection_delta", 0.0)  # the labels' threshold
+    assert est.epsilon_spent_ == pytest.approx(_independent_epsilon(ops, nu, delta_g), rel=2e-3)
+    assert est.epsilon_spent_ <= 1.0 * (1 + 1e-9)
+
+
+def _independent_epsilon(ops, nu, delta_g):
+    """The fit's epsilon from its records, independently: the Gaussians' nu in quadrature
+    with objective perturbation's by quadrature (at most one), else the analytic Gaussian."""
     if ops:
         op = ops[0]
-        independent = op_epsilon_quad(op.noise_multiplier, op.shift, op.dof, delta_g,
-                                      z_gauss=1 / nu)
-    else:
-        independent = gaussian_epsilon(1 / nu, 1, delta_g)
-    assert est.epsilon_spent_ == pytest.approx(independent, rel=2e-3)
-    assert est.epsilon_spent_ <= 1.0 * (1 + 1e-9)
+        return op_epsilon_quad(op.noise_multiplier, op.shift, op.dof, delta_g, z_gauss=1 / nu)
+    return gaussian_epsilon(1 / nu, 1, delta_g)
 
 
 @pytest.mark.parametrize("estimator", ["linear", "logistic"])
@@ -493,11 +496,5 @@ def test_in_sample_check_composes_with_the_training_branch(estimator):
     ops = [m for m in mechs if isinstance(m, ObjectivePerturbation)]
     assert len(ops) == (1 if estimator == "logistic" else 0)
     delta_g = delta - plan.get("selection_delta", 0.0)
-    if ops:
-        op = ops[0]
-        independent = op_epsilon_quad(op.noise_multiplier, op.shift, op.dof, delta_g,
-                                      z_gauss=1 / nu)
-    else:
-        independent = gaussian_epsilon(1 / nu, 1, delta_g)
-    assert est.epsilon_spent_ == pytest.approx(independent, rel=2e-3)
+    assert est.epsilon_spent_ == pytest.approx(_independent_epsilon(ops, nu, delta_g), rel=2e-3)
     assert est.epsilon_spent_ <= 4.0 * (1 + 1e-9)
