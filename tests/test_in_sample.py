@@ -92,17 +92,17 @@ def test_a_classifier_of_noise_releases_the_majority_named_by_its_counts():
     assert wrong <= 1
 
 
-def test_no_check_with_inference_without_intercept_or_for_three_declared_classes():
+def test_no_check_with_inference_or_without_intercept():
     X, y = _signal_regression(80)
     reg = dpopt.DPLinearRegression(epsilon=100.0, fit_intercept=False, random_state=0).fit(X, y)
     assert "in_sample" not in reg.auto_.plan.get("selection", {})
-    rng = np.random.default_rng(0)
-    X3, y3 = rng.normal(size=(90, 3)), rng.integers(0, 3, size=90)
-    clf = dpopt.DPLogisticRegression(epsilon=100.0, classes=[0, 1, 2], random_state=0).fit(X3, y3)
-    assert clf.auto_.plan.get("table") is None  # no counts: no in-sample check of k > 2
-    assert "in_sample" not in clf.auto_.plan["selection"]
     inf = dpopt.DPLinearRegression(epsilon=100.0, inference=True, random_state=0).fit(X, y)
     assert "in_sample" not in inf.auto_.plan["selection"]
+    rng = np.random.default_rng(0)
+    Xc, yc = rng.normal(size=(90, 3)), rng.integers(0, 2, size=90)
+    clf = dpopt.DPLogisticRegression(epsilon=100.0, classes=[0, 1], fit_intercept=False,
+                                     random_state=0).fit(Xc, yc)
+    assert "label_counts" not in clf.auto_.plan.get("table", {})  # nothing to name
 
 def test_a_regressor_that_cannot_spare_the_check_releases_the_constant():
     eps = 2.0
@@ -132,3 +132,44 @@ def test_the_screening_route_keeps_the_checks_share_out():
     assert math.fsum(v * v for v in shares.values()) == pytest.approx(
         gdp_mu(16.0, 1.0 / 90 ** 2) ** 2, rel=1e-9)
     assert 16.0 - 1e-6 < clf.epsilon_spent_ <= 16.0 * (1 + 1e-9)
+
+
+def test_a_collapsed_target_pools_a_mean_on_all_rows_instead_of_a_check():
+    # the branch's target histogram collapsed: it released the private mean of y, not a
+    # model; the check's share buys a second mean on all rows, pooled (nothing compared)
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(80, 3))
+    y = X[:, 0] * 3 + 3 + rng.normal(size=80)
+    reg = dpopt.DPLinearRegression(epsilon=8.0, delta=1e-5, random_state=0).fit(X, y)
+    plan, sel = reg.auto_.plan, reg.auto_.plan["selection"]
+    assert plan["target_collapsed"] and sel["released"] == "noisy mean of y (pooled)"
+    assert "the release on all rows" in sel["noisy_mean_from"]
+    mu_s = plan["constant_mu"]
+    assert mu_s == pytest.approx(gdp_mu(8.0, 1e-5) * math.sqrt(VALIDATION_FRACTION))
+    assert reg.fit_result_.mechanisms[-1] == Gaussian(1.0 / mu_s, 1)  # released, once
+    assert reg.epsilon_spent_ == pytest.approx(epsilon_of(reg.fit_result_.mechanisms, 1e-5))
+    np.testing.assert_array_equal(reg.coef_, 0.0)
+
+
+def test_no_range_at_all_spends_what_the_branch_left_on_the_mean():
+    # a target of zeros and three huge values: no range is located, no model; the mean on
+    # all rows takes the check's share and what the branch left, as on the held-out path
+    rng = np.random.default_rng(2)
+    X = rng.normal(size=(90, 3))
+    y = np.r_[np.zeros(87), 1e6 * np.ones(3)]
+    reg = dpopt.DPLinearRegression(epsilon=3.0, random_state=2).fit(X, y)
+    sel = reg.auto_.plan["selection"]
+    assert sel["released"] == "noisy mean of y (all)"
+    assert sel["reason"].startswith("all constant on 90 rows")
+    assert reg.epsilon_spent_ == pytest.approx(3.0, rel=1e-9)  # all of it, no more
+
+
+def test_the_plan_says_the_paid_constant_is_from_all_rows():
+    found = []
+    for seed in range(6):
+        X, y = _noise_regression(90, seed=seed)
+        sel = dpopt.DPLinearRegression(epsilon=16.0, random_state=seed).fit(X, y).auto_.plan[
+            "selection"]
+        assert "held-out" not in sel["reason"] and "held-out" not in str(sel["noisy_mean_from"])
+        found.append(str(sel["noisy_mean_from"]))
+    assert any(s.startswith("all rows (half of mu_v)") for s in found), found

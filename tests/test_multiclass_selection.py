@@ -10,7 +10,7 @@ import pytest
 import dpopt
 from dpopt.pipeline import majority, multiclass_selection
 from dpopt.pipeline.selection import validation_mu
-from dpopt.privacy import Gaussian, epsilon_of
+from dpopt.privacy import Gaussian, epsilon_of, gdp_mu
 
 
 def fit(X, y, **kw):
@@ -144,10 +144,24 @@ def test_replacing_one_record_moves_the_scores_by_at_most_the_stated_sensitivity
         multiclass_selection.noisy_class_scores(bad, 1.0, rng)
 
 
-def test_a_tiny_multiclass_fit_runs_without_the_choice():
+def test_a_tiny_multiclass_fit_is_checked_on_its_own_rows():
+    # 90 rows: too few to hold out; the choice runs on all rows with a share of its own
+    # (dpopt.pipeline.in_sample) against the majority the declared labels' counts name
     X, y = no_signal(n=90)
     f = fit(X, y, epsilon=4.0, random_state=0, classes=[0, 1, 2])
-    assert f.auto_.plan["selection"]["reason"].startswith("no selection")
+    sel, plan = f.auto_.plan["selection"], f.auto_.plan
+    assert sel["reason"].startswith("in-sample check on 90 rows") and sel["in_sample"]
+    assert sel["released"].startswith("constant class")  # no signal
+    assert sel["majority_from"] == "the labels' noisy counts" and sel["released_columns"] == 1
+    mu_s = plan["mu_shares"]["in_sample_check"]
+    assert f.fit_result_.mechanisms[-1] == Gaussian(1.0 / mu_s, 1)
+    assert sel["sigma"] == pytest.approx(1.0 / (90 * mu_s))  # one mean, sensitivity 1/n
+    assert math.fsum(v * v for v in plan["mu_shares"].values()) <= \
+        gdp_mu(4.0, 1 / 90 ** 2) ** 2 * (1 + 1e-9)
+    # objective perturbation's classes are calibrated, with the check counted, to about 1%
+    assert 3.9 < f.epsilon_spent_ <= 4.0 * (1 + 1e-9)
+    plain = fit(X, y, epsilon=4.0, random_state=0, classes=[0, 1, 2], fit_intercept=False)
+    assert plain.auto_.plan["selection"]["reason"].startswith("no selection")
 
 
 def test_the_held_out_release_is_dominated_by_the_training_branch_independently():
@@ -220,12 +234,12 @@ def test_the_rate_is_over_all_rows_when_records_outside_the_labels_are_resolved(
     assert f.score(X[kept], y[kept]) > 0.8
 
 
-@pytest.mark.parametrize("n, delta, reason", [(1000, 0.01, "held-out"), (80, 0.05, "fewer than")])
+@pytest.mark.parametrize("n, delta, reason", [(1000, 0.01, "held-out"), (80, 0.05, "in-sample")])
 def test_delta_above_one_over_n_warns_once_about_all_rows(n, delta, reason):
     """The training branch's delta warning is judged on its n - m rows and suppressed, so the
     held-out choice warns about all n (as the binary one does: an independent audit found the
-    multiclass path silent); without the choice each one-vs-rest fit warns, and the estimator
-    re-raises the warning once."""
+    multiclass path silent); the in-sample check's fit (n < 100) is on all rows, and the
+    estimator raises the warning once."""
     X, y = no_signal(n)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

@@ -43,7 +43,7 @@ from dpopt.pipeline.multiclass import OneVsRestProblems
 from dpopt.pipeline.multiclass_selection import fit_selected_one_vs_rest
 from dpopt.pipeline.releasable import check_releasable
 from dpopt.pipeline.scaling import ColumnWarning
-from dpopt.pipeline.selection import choice_runs, fit_selected, n_features, selection_runs
+from dpopt.pipeline.selection import choice_runs, fit_selected, n_features
 from dpopt.pipeline.selection import resolve_alpha as _resolve_alpha
 from dpopt.pipeline.target_looks import NARROW_BAND, narrow_band
 from dpopt.preprocessing._cells import is_label, split_target
@@ -336,12 +336,10 @@ class _DPLinearModel(BaseEstimator):
         """Whether declared classes get noisy counts on all n rows, in memory and chunked:
         they name the majority where the held-out choice runs, on the high-dimensional route
         too (its screen's class share counted the records of neither class as negatives,
-        and a fuzz saw the minority class released), and where a binary classifier is
-        checked on its own rows (fewer rows). Public facts only."""
-        inference = bool(getattr(self, "inference", False))
-        binary = getattr(self, "classes", None) is None or len(self.classes) <= 2
-        runs = choice_runs if binary else selection_runs
-        return bool(self._classifier and self.fit_intercept and runs(n, inference=inference))
+        and a fuzz saw the minority class released), and where the model is checked on its
+        own rows (fewer rows: dpopt.pipeline.in_sample). Public facts only."""
+        return bool(self._classifier and self.fit_intercept and choice_runs(
+            n, inference=bool(getattr(self, "inference", False))))
 
     def _n_classes(self):
         """k > 2: a one-vs-rest fit of the classes found by ``_encode_y`` (0 for regressors)."""

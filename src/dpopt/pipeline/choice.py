@@ -27,7 +27,8 @@ from dpopt.pipeline.majority import MARGIN, against_known_rate
 from dpopt.pipeline.mean_of_y import private_mean_of_y
 from dpopt.privacy import Gaussian
 
-__all__ = ["choose", "constant_resolved", "constant_model", "held_out_mean", "select_released"]
+__all__ = ["choose", "constant_resolved", "constant_model", "held_out_mean", "select_released",
+           "pooled_constant"]
 
 
 def choose(noisy_model, noisy_constants, sigma, best=None):
@@ -87,9 +88,11 @@ def held_out_mean(auto, data, mu_v, rng, prior=None, spent=False):
 
 
 def select_released(auto, data, regression, fit_intercept, mu_v, rng, n_train, majority=None,
-            all_rows=None):
+                    all_rows=None, in_sample=False):
     """The held-out release on the records of ``data`` (the validation rows' adapter) and
-    the choice it makes (module docstring)."""
+    the choice it makes (module docstring); ``in_sample``: ``data`` holds all n rows, the
+    training rows too (:mod:`dpopt.pipeline.in_sample`), and the plan says so."""
+    rows, how = ("all", "in-sample check") if in_sample else ("the held-out", "held-out selection")
     m = data.shape[0]
     if regression and fit_intercept and auto.target is not None and auto.target.half_width == 0:
         return held_out_mean(auto, data, mu_v, rng)
@@ -101,7 +104,7 @@ def select_released(auto, data, regression, fit_intercept, mu_v, rng, n_train, m
             mu_scores = half
             held = data.target_mean(auto.target, mu_scores, rng)[0]
             constant, source = pooled_mean(auto, n_train, all_rows, math.inf, paid=(
-                held, 2.0 / (m * half), "the held-out rows (half of mu_v)"))
+                held, 2.0 / (m * half), f"{rows} rows (half of mu_v)"))
     cands = candidates(auto, regression, fit_intercept, constant)
     maps = {"scaling": auto.scaling, "target": auto.target, "cands": cands}
     bound = prediction_gap_bound(cands[0], cands[1]) if regression else None
@@ -141,7 +144,7 @@ def select_released(auto, data, regression, fit_intercept, mu_v, rng, n_train, m
               "validation_rows": int(m), "released_columns": released_columns,
               "margin": MARGIN, "difference_bound": clip, "gap_bound": bound, "gap_sigma": gap_sigma,
               "majority_from": None if majority is None else majority.source,
-              "reason": (f"held-out selection on {m} rows (Gaussian, mu={mu_v:.3g}, "
+              "reason": (f"{how} on {m} rows (Gaussian, mu={mu_v:.3g}, "
                          f"sigma={sigma:.3g}): released {'the model' if use_model else name}"
                          + ("" if resolved else " (which class is the majority is not "
                                                 "resolved at this budget)"))}
@@ -153,3 +156,19 @@ def select_released(auto, data, regression, fit_intercept, mu_v, rng, n_train, m
                          intercept=float(intercept), w=w)
     result = replace(result, params={**result.params, "auto": plan})
     return replace(auto, result=result, plan=plan)
+
+
+def pooled_constant(auto, n_train, all_rows):
+    """The released predictor when the training branch released the private mean of y
+    instead of a model (its target histogram collapsed): that mean and the one on all rows,
+    pooled with weights 1/sd^2 (:func:`dpopt.pipeline.constant.pooled_mean`). Both are
+    constants, so nothing is compared and the held-out rows release nothing.
+    Post-processing."""
+    mean, source = pooled_mean(auto, n_train, all_rows, math.inf)
+    record = {"released": "noisy mean of y (pooled)", "candidates": ["noisy mean of y"],
+              "noisy_mean": mean, "noisy_mean_from": source,
+              "reason": (f"no model: the training rows' histogram of y collapsed, so the "
+                         f"training branch released the private mean of y; released {source}")}
+    plan = {**auto.plan, "selection": record}
+    return replace(auto, result=replace(auto.result, **constant_model(auto.result, mean, plan)),
+                   plan=plan)

@@ -26,20 +26,28 @@ and one ``Gaussian(1 / mu_s)`` (:func:`dpopt.pipeline.constant.composed`), so it
 The check's cost is the model's: mu_branch = sqrt(0.8) mu. What the score sees is the
 model's *training* score, which is optimistic by its fit to the sampling noise; the privacy
 noise of the released model is independent of the data, so its harm is measured in full.
+Where n mu_s is small the check is blind: its noise exceeds any gain a model could show (at
+most the scaled target's variance / 4), and it releases the constant whatever the model is
+worth (measured, and not yet decided otherwise: docs/default_path.md).
 A regressor whose training branch could not fit a model with mu_branch
 (:func:`dpopt.pipeline.default_path.model_possible`) releases the private mean of y with
-the whole budget, as the held-out choice does on its training rows.
+the whole budget, as the held-out choice does on its training rows. When the branch's
+target range collapsed there is no model to check: its constant is pooled with a mean on
+all rows released with mu_s (or, with no range at all, the mean on all rows takes mu_s and
+what the branch left unspent), as the held-out choice does with its constant's share. For k >= 3 classes
+:mod:`dpopt.pipeline.multiclass_selection` makes its own choice the same way (this
+module's :func:`in_sample_mu`, its class scores on all rows).
 """
 
 from __future__ import annotations
 
 import math
 
-from dpopt.pipeline.choice import select_released
-from dpopt.pipeline.constant import composed
+from dpopt.pipeline.choice import held_out_mean, pooled_constant, select_released
+from dpopt.pipeline.constant import all_rows_mean, composed, mu_left
 from dpopt.pipeline.default_path import model_possible
 from dpopt.pipeline.majority import released_majority, screened_majority
-from dpopt.privacy import Gaussian
+from dpopt.privacy import Gaussian, gdp_mu
 
 __all__ = ["in_sample_mu", "fit_in_sample"]
 
@@ -65,11 +73,19 @@ def fit_in_sample(fit, X, y, scored, records, *, mu_s, n, p, epsilon, delta, pri
         auto.plan["selection"] = {"released": "model", "reason": "no selection: nothing was "
                                   "learned on the training rows"}
         return auto
+    data = records(*scored)
+    if regression and auto.target is not None and auto.target.half_width == 0:
+        # no range, no model: the mean on all rows with mu_s and what the branch left
+        whole = gdp_mu(epsilon, delta - (prior.delta if prior is not None else 0.0))
+        return held_out_mean(auto, data, mu_left(auto, prior, whole, mu_s), rng, prior,
+                             spent=True)
+    if regression and auto.plan.get("target_collapsed"):  # the branch released a mean: a
+        all_rows, auto = all_rows_mean(auto, data, mu_s, rng, prior)  # second one, pooled
+        return pooled_constant(auto, n, all_rows)
     majority = None if regression else released_majority(prior, n) or screened_majority(auto.plan)
-    chosen = select_released(auto, records(*scored), regression, fit_intercept, mu_s, rng, n,
-                             majority)
+    chosen = select_released(auto, data, regression, fit_intercept, mu_s, rng, n, majority,
+                             in_sample=True)
     record = chosen.plan["selection"]
-    record["reason"] = record["reason"].replace("held-out selection", "in-sample check", 1)
     record["in_sample"] = True
     chosen.plan["mu_shares"] = {**chosen.plan["mu_shares"], "in_sample_check": mu_s}
     return composed(chosen, [Gaussian(1.0 / mu_s, 1)], prior)

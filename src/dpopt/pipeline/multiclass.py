@@ -336,7 +336,7 @@ def _plan(entries, why, n_classes, mu_total, mus, R, public, prior):
 
 
 def fit_default_one_vs_rest(X, labels, n_classes, *, penalty, penalty_kwargs, fit_intercept,
-                            epsilon, delta, rng, feature_bounds=None, prior=None):
+                            epsilon, delta, rng, feature_bounds=None, prior=None, spent_mu=0.0):
     """The default path (:func:`dpopt.pipeline.default_path.fit_default`) for k >= 3 classes by one-vs-rest.
 
     ``labels`` are class indices 0..k-1 (in memory, or a Dask array with a chunked ``X``).
@@ -346,6 +346,9 @@ def fit_default_one_vs_rest(X, labels, n_classes, *, penalty, penalty_kwargs, fi
     Returns a :class:`MulticlassFit` whose ``result`` is the whole composition.
     ``feature_bounds`` / ``prior``: the table layer's public bounds and its releases before
     this call (their share of mu^2 and their delta are taken out, as in ``fit_default``).
+    ``spent_mu``: a later release of the same fit on the same rows (the in-sample check,
+    :mod:`dpopt.pipeline.in_sample`), kept out as in ``fit_default``: the steps here share
+    sqrt(mu^2 - spent_mu^2), and objective perturbation is calibrated with it counted.
     """
     # the labels are class indices: "squared" only asks them to be finite
     data = _data_of(X, labels, "squared", fit_intercept)
@@ -353,14 +356,17 @@ def fit_default_one_vs_rest(X, labels, n_classes, *, penalty, penalty_kwargs, fi
     center = fit_intercept and not data.sparse
     delta_total, delta = delta, delta - (prior.delta if prior is not None else 0.0)
     public = public_count(feature_bounds)
-    shares = plan_budget(n, p, gdp_mu(epsilon, delta), regression=False, center=center,
+    whole = gdp_mu(epsilon, delta)
+    mu_avail = math.sqrt(max(whole ** 2 - spent_mu ** 2, 0.0))
+    shares = plan_budget(n, p, mu_avail, regression=False, center=center,
                          public=public, sparse=data.sparse)
     if shares is None:
         raise ValueError(f"n_samples={n} is too few for a private multiclass fit at "
                          f"epsilon={epsilon:g}")
-    if prior is not None and prior.share:
-        shares["selection"] = prior.share
-    mu_total, mus = split_mu(epsilon, delta, shares)
+    if prior is not None and prior.share:  # a share of the whole mu^2, as in fit_default
+        shares["selection"] = prior.share * whole ** 2 / mu_avail ** 2
+    mu_total, mus = split_mu(epsilon, delta, shares, spent_mu=spent_mu)
+    later = (Gaussian(1.0 / spent_mu, 1),) if spent_mu else ()  # the check, for OP's calibration
     row_mode = "feature_bounds" not in shares and public < p
     scaling, _, R, records, _ = private_scaling(
         data, mus, fit_intercept=fit_intercept, center=center, regression=False, rng=rng,
@@ -389,7 +395,7 @@ def fit_default_one_vs_rest(X, labels, n_classes, *, penalty, penalty_kwargs, fi
     if solver == "objective-perturbation":
         alpha = float(first.penalty.alpha) if first.penalty.name == "l2" else 0.0
         guess = gdp_epsilon(mus["model"] / math.sqrt(n_classes), delta)
-        eps_class = op_class_epsilon(epsilon, delta, n_classes, tuple(records), guess,
+        eps_class = op_class_epsilon(epsilon, delta, n_classes, tuple(records) + later, guess,
                                      alpha=alpha, b2=R * R, n=n, intercept=fit_intercept)
         options = {"row_bound": R}
     else:

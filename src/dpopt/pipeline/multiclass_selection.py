@@ -9,7 +9,8 @@ such check, and on a 178-row, 3-class table it scored below the majority class a
 1. one data-independent split, by a permutation from the fit's generator, into training
    rows and m validation rows (:func:`dpopt.pipeline.selection.validation_rows`: a share
    ``VALIDATION_FRACTION`` of n, or fewer where fewer resolve the choice; at least
-   ``MIN_VALIDATION`` rows and an intercept, else no selection); in memory or chunked (the
+   ``MIN_VALIDATION`` rows, else the same choice on all n rows with a share of its own,
+   :mod:`dpopt.pipeline.in_sample`; an intercept, else no selection); in memory or chunked (the
    training rows a :meth:`~dpopt.data.chunked.ChunkedProblem.take`, the held-out sums
    chunk by chunk: :func:`held_out_class_totals`);
 2. the multiclass default path on the training rows at the whole (epsilon, delta);
@@ -47,23 +48,28 @@ from dataclasses import replace
 import numpy as np
 
 from dpopt._core.validation import warn_if_delta_exceeds_one_over_n
+from dpopt.pipeline.constant import composed
 from dpopt.pipeline.held_out import _margins, summed_over_records
+from dpopt.pipeline.in_sample import in_sample_mu
 from dpopt.pipeline.majority import MARGIN, against_known_rate, kept_rate
 from dpopt.pipeline.multiclass import fit_default_one_vs_rest
 from dpopt.pipeline.selection import (
     MIN_VALIDATION,
+    VALIDATION_FRACTION,
     _delta_judged_on,
     _records,
     _rows,
     as_records,
     branch_mu,
     choose,
+    in_sample_runs,
     is_chunked,
     planned_mu,
     resolve_alpha,
     split_rows,
     validation_rows,
 )
+from dpopt.privacy import Gaussian
 
 __all__ = ["fit_selected_one_vs_rest", "class_scores", "class_totals", "noisy_class_scores",
            "noisy_class_totals"]
@@ -84,6 +90,18 @@ def fit_selected_one_vs_rest(X, labels, n_classes, *, penalty, penalty_kwargs, f
     m = validation_rows(n, planned_mu(epsilon, delta, prior), 1.0 if known else math.sqrt(6.0))
     kw = dict(penalty=penalty, fit_intercept=fit_intercept, epsilon=epsilon, delta=delta,
               rng=rng, feature_bounds=feature_bounds, prior=prior)
+    if fit_intercept and in_sample_runs(n):  # too few rows to hold out: check on all rows
+        mu_s = in_sample_mu(planned_mu(epsilon, delta, prior), VALIDATION_FRACTION)
+        kwargs = resolve_alpha(penalty_kwargs, "logistic", n)
+        auto = fit_default_one_vs_rest(X, labels, n_classes, penalty_kwargs=kwargs,
+                                       spent_mu=mu_s, **kw)
+        auto.plan["alpha"] = kwargs.get("alpha")
+        labels = None if chunked else np.asarray(labels)
+        chosen = _choose(auto, _records(X, labels), n_classes, mu_s, rng, counts if known
+                         else None, prior, n, "in-sample check")
+        chosen.plan["selection"]["in_sample"] = True
+        chosen.plan["mu_shares"] = {**chosen.plan["mu_shares"], "in_sample_check": mu_s}
+        return composed(chosen, [Gaussian(1.0 / mu_s, 1)], prior)
     if not fit_intercept or m < MIN_VALIDATION:
         kwargs = resolve_alpha(penalty_kwargs, "logistic", n)
         auto = fit_default_one_vs_rest(X, labels, n_classes, penalty_kwargs=kwargs, **kw)
@@ -102,8 +120,16 @@ def fit_selected_one_vs_rest(X, labels, n_classes, *, penalty, penalty_kwargs, f
     mu_v = branch_mu(auto, prior)
     if mu_v == 0.0:
         return auto
-    totals, m = held_out_class_totals(_records(*_rows(X, labels, val)), auto, n_classes)
-    if known:
+    return _choose(auto, _records(*_rows(X, labels, val)), n_classes, mu_v, rng,
+                   counts if known else None, prior, n, "held-out selection")
+
+
+def _choose(auto, data, n_classes, mu_v, rng, counts, prior, n, how):
+    """The score release on the records of ``data`` (held out, or all n rows for the
+    in-sample check) with mu_v, and the choice it makes (module docstring); ``counts``: the
+    labels' noisy counts on all n rows, when released."""
+    totals, m = held_out_class_totals(data, auto, n_classes)
+    if counts is not None:
         noisy, sigma, best, use_model = _against_counts(totals[0], m, mu_v, rng, counts,
                                                         prior.info["label_sigma"], n)
         columns, sensitivity, majority = 1, 1.0 / m, best
@@ -117,7 +143,7 @@ def fit_selected_one_vs_rest(X, labels, n_classes, *, penalty, penalty_kwargs, f
               "validation_rows": m, "released_columns": columns,
               "sensitivity": sensitivity, "margin": MARGIN,
               "majority_from": None if majority is None else "the labels' noisy counts",
-              "reason": (f"held-out selection on {m} rows (Gaussian, mu={mu_v:.3g}, "
+              "reason": (f"{how} on {m} rows (Gaussian, mu={mu_v:.3g}, "
                          f"sigma={sigma:.3g}): released "
                          f"{'the model' if use_model else f'the constant class {best}'}")}
     plan = {**auto.plan, "selection": record}

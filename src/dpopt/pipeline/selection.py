@@ -117,7 +117,6 @@ import contextlib
 import math
 import numbers
 import warnings
-from dataclasses import replace
 
 import numpy as np
 import scipy.sparse as sp
@@ -128,13 +127,13 @@ from dpopt.data.chunked import is_chunked_input
 from dpopt.data.rows import RowSubset
 from dpopt.pipeline.choice import (  # noqa: F401 (choose, constant_resolved: public here too)
     choose,
-    constant_model,
     constant_resolved,
     held_out_mean,
+    pooled_constant,
     select_released,
 )
 from dpopt.pipeline.chunked import ChunkedData
-from dpopt.pipeline.constant import all_rows_mean, constant_mu, mu_left, pooled_mean
+from dpopt.pipeline.constant import all_rows_mean, constant_mu, mu_left
 from dpopt.pipeline.default_path import model_possible
 from dpopt.pipeline.feature_selection import fit_routed
 from dpopt.pipeline.held_out import (  # noqa: F401 (the held-out releases: public here too)
@@ -389,7 +388,7 @@ def fit_selected(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon,
                                           prior)
             auto.plan["mu_shares"]["constant"] = mu_c  # the plan's split: sum of mu^2 = mu^2
             if auto.plan.get("target_collapsed"):  # two noisy means, no model: pool them
-                return _pooled_constant(auto, n - m, all_rows)
+                return pooled_constant(auto, n - m, all_rows)
     return select_released(auto, _records(*_rows(*scored, val), target_bounds), regression, fit_intercept,
                    mu_v, rng, n - m, majority, all_rows)
 
@@ -417,22 +416,6 @@ def _neither_class(X, y, regression, prior, fit_intercept=True):
     y = np.asarray(y, dtype=np.float64)
     train = np.where(y == 0.0, -1.0, y)
     return (X, train), (X, y if counted else train)
-
-
-def _pooled_constant(auto, n_train, all_rows):
-    """The released predictor when the training branch released the private mean of y
-    instead of a model (its target histogram collapsed): that mean and the one on all rows,
-    pooled with weights 1/sd^2 (:func:`dpopt.pipeline.constant.pooled_mean`). Both are
-    constants, so nothing is compared and the held-out rows release nothing.
-    Post-processing."""
-    mean, source = pooled_mean(auto, n_train, all_rows, math.inf)
-    record = {"released": "noisy mean of y (pooled)", "candidates": ["noisy mean of y"],
-              "noisy_mean": mean, "noisy_mean_from": source,
-              "reason": (f"no model: the training rows' histogram of y collapsed, so the "
-                         f"training branch released the private mean of y; released {source}")}
-    plan = {**auto.plan, "selection": record}
-    return replace(auto, result=replace(auto.result, **constant_model(auto.result, mean, plan)),
-                   plan=plan)
 
 
 def split_rows(n, m, rng):
