@@ -164,6 +164,10 @@ def test_the_tiny_tables_benchmark_counts_refusals_apart(capsys):
     assert cells[("diabetes", "0.5")][3] == "nan" and cells[("diabetes", "0.5")][6] == "100% |"
     assert cells[("diabetes", "100")][6] == "0% |" and float(cells[("diabetes", "100")][3]) > 0
     assert cells[("breast_cancer", "0.5")][6] == "0% |"  # declared labels: not refused
+    bench.main(["--n", "30", "--epsilons", "0.5", "--draws", "2", "--tables", "breast_cancer",
+                "--undeclared"])
+    rows = [line.split(" | ") for line in capsys.readouterr().out.splitlines()[2:]]
+    assert rows[0][6] == "100% |"  # labels selected on 30 rows at 0.5: refused (56 needed)
 
 
 def test_a_search_names_the_refused_candidate_and_spends_nothing():
