@@ -146,6 +146,7 @@ def test_a_collapsed_target_pools_a_mean_on_all_rows_instead_of_a_check():
     assert "the release on all rows" in sel["noisy_mean_from"]
     mu_s = plan["constant_mu"]
     assert mu_s == pytest.approx(gdp_mu(8.0, 1e-5) * math.sqrt(VALIDATION_FRACTION))
+    assert plan["mu_shares"]["constant"] == mu_s  # the report's split names it
     assert reg.fit_result_.mechanisms[-1] == Gaussian(1.0 / mu_s, 1)  # released, once
     assert reg.epsilon_spent_ == pytest.approx(epsilon_of(reg.fit_result_.mechanisms, 1e-5))
     np.testing.assert_array_equal(reg.coef_, 0.0)

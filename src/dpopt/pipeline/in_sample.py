@@ -81,6 +81,7 @@ def fit_in_sample(fit, X, y, scored, records, *, mu_s, n, p, epsilon, delta, pri
                              spent=True)
     if regression and auto.plan.get("target_collapsed"):  # the branch released a mean: a
         all_rows, auto = all_rows_mean(auto, data, mu_s, rng, prior)  # second one, pooled
+        auto.plan["mu_shares"]["constant"] = mu_s  # the plan's split: sum of mu^2 = mu^2
         return pooled_constant(auto, n, all_rows)
     majority = None if regression else released_majority(prior, n) or screened_majority(auto.plan)
     chosen = select_released(auto, data, regression, fit_intercept, mu_s, rng, n, majority,

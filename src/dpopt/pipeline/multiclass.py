@@ -364,7 +364,8 @@ def fit_default_one_vs_rest(X, labels, n_classes, *, penalty, penalty_kwargs, fi
         raise ValueError(f"n_samples={n} is too few for a private multiclass fit at "
                          f"epsilon={epsilon:g}")
     if prior is not None and prior.share:  # a share of the whole mu^2, as in fit_default
-        shares["selection"] = prior.share * whole ** 2 / mu_avail ** 2
+        shares["selection"] = (prior.share * whole ** 2 / mu_avail ** 2 if spent_mu
+                               else prior.share)  # (bit for bit as before when nothing is kept)
     mu_total, mus = split_mu(epsilon, delta, shares, spent_mu=spent_mu)
     later = (Gaussian(1.0 / spent_mu, 1),) if spent_mu else ()  # the check, for OP's calibration
     row_mode = "feature_bounds" not in shares and public < p
