@@ -2,6 +2,7 @@
 was trained on, with a share of the budget kept for the check (dpopt.pipeline.in_sample)."""
 
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -174,3 +175,27 @@ def test_the_plan_says_the_paid_constant_is_from_all_rows():
         assert "held-out" not in sel["reason"] and "held-out" not in str(sel["noisy_mean_from"])
         found.append(str(sel["noisy_mean_from"]))
     assert any(s.startswith("all rows (half of mu_v)") for s in found), found
+
+
+def test_no_checked_fit_raises_a_privacy_leak_warning():
+    # every fit below 100 rows on raw data, with only epsilon given: regressors, a binary
+    # classifier (labels selected privately) and three classes, dense and sparse
+    import scipy.sparse as sp
+
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(90, 4)) * [1.0, 10.0, 100.0, 0.1] + [0.0, 5.0, -40.0, 1.0]
+    z = X[:, 0] + X[:, 1] / 10
+    fits = [(dpopt.DPLinearRegression(epsilon=8.0), X, 30.0 + 5.0 * z),
+            (dpopt.DPHuberRegressor(epsilon=8.0), X, 30.0 + 5.0 * z),
+            (dpopt.DPLogisticRegression(epsilon=8.0), X, np.where(z > 0, "yes", "no")),
+            (dpopt.DPLogisticRegression(epsilon=8.0), sp.csr_matrix(np.abs(X)),
+             np.where(z > 0, "yes", "no")),
+            (dpopt.DPLogisticRegression(epsilon=8.0), X, np.digitize(z, [-0.5, 0.5]))]
+    for est, A, b in fits:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            warnings.simplefilter("error", dpopt.PrivacyLeakWarning)  # checked first
+            est.set_params(random_state=0).fit(A, b)
+        assert est.privacy_leaks_ == []
+        assert est.auto_.plan["selection"].get("in_sample") or \
+            est.auto_.plan["selection"]["reason"].startswith("no selection: nothing")

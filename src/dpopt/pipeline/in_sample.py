@@ -49,7 +49,7 @@ from dpopt.pipeline.default_path import model_possible
 from dpopt.pipeline.majority import released_majority, screened_majority
 from dpopt.privacy import Gaussian, gdp_mu
 
-__all__ = ["in_sample_mu", "fit_in_sample"]
+__all__ = ["in_sample_mu", "fit_in_sample", "with_check"]
 
 
 def in_sample_mu(planned, fraction):
@@ -86,7 +86,12 @@ def fit_in_sample(fit, X, y, scored, records, *, mu_s, n, p, epsilon, delta, pri
     majority = None if regression else released_majority(prior, n) or screened_majority(auto.plan)
     chosen = select_released(auto, data, regression, fit_intercept, mu_s, rng, n, majority,
                              in_sample=True)
-    record = chosen.plan["selection"]
-    record["in_sample"] = True
+    return with_check(chosen, mu_s, prior)
+
+
+def with_check(chosen, mu_s, prior):
+    """``chosen`` (a fit and the choice made on all its rows) with the check in its plan and
+    its composition: ``Gaussian(1 / mu_s)`` after the branch's records (module docstring)."""
+    chosen.plan["selection"]["in_sample"] = True
     chosen.plan["mu_shares"] = {**chosen.plan["mu_shares"], "in_sample_check": mu_s}
     return composed(chosen, [Gaussian(1.0 / mu_s, 1)], prior)

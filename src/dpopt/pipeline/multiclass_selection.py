@@ -48,9 +48,8 @@ from dataclasses import replace
 import numpy as np
 
 from dpopt._core.validation import warn_if_delta_exceeds_one_over_n
-from dpopt.pipeline.constant import composed
 from dpopt.pipeline.held_out import _margins, summed_over_records
-from dpopt.pipeline.in_sample import in_sample_mu
+from dpopt.pipeline.in_sample import in_sample_mu, with_check
 from dpopt.pipeline.majority import MARGIN, against_known_rate, kept_rate
 from dpopt.pipeline.multiclass import fit_default_one_vs_rest
 from dpopt.pipeline.selection import (
@@ -69,7 +68,6 @@ from dpopt.pipeline.selection import (
     split_rows,
     validation_rows,
 )
-from dpopt.privacy import Gaussian
 
 __all__ = ["fit_selected_one_vs_rest", "class_scores", "class_totals", "noisy_class_scores",
            "noisy_class_totals"]
@@ -99,9 +97,7 @@ def fit_selected_one_vs_rest(X, labels, n_classes, *, penalty, penalty_kwargs, f
         labels = None if chunked else np.asarray(labels)
         chosen = _choose(auto, _records(X, labels), n_classes, mu_s, rng, counts if known
                          else None, prior, n, "in-sample check")
-        chosen.plan["selection"]["in_sample"] = True
-        chosen.plan["mu_shares"] = {**chosen.plan["mu_shares"], "in_sample_check": mu_s}
-        return composed(chosen, [Gaussian(1.0 / mu_s, 1)], prior)
+        return with_check(chosen, mu_s, prior)
     if not fit_intercept or m < MIN_VALIDATION:
         kwargs = resolve_alpha(penalty_kwargs, "logistic", n)
         auto = fit_default_one_vs_rest(X, labels, n_classes, penalty_kwargs=kwargs, **kw)
