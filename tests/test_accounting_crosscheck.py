@@ -498,3 +498,35 @@ def test_in_sample_check_composes_with_the_training_branch(estimator):
     delta_g = delta - plan.get("selection_delta", 0.0)
     assert est.epsilon_spent_ == pytest.approx(_independent_epsilon(ops, nu, delta_g), rel=2e-3)
     assert est.epsilon_spent_ <= 4.0 * (1 + 1e-9)
+
+
+def test_second_look_at_the_target_composes_with_the_fit(monkeypatch):
+    """A target centred at 0 whose first histogram of y does not resolve is read again
+    (dpopt.pipeline.target_looks.second_look): one more histogram of y, whose exact counts
+    move by one in two bins when a record is replaced (L2 sensitivity sqrt(2)), released
+    with sigma = sqrt(2) / mu_2. Its Gaussian(1 / mu_2) must be among the records, and the
+    fit's epsilon the independent composition of them all."""
+    import dpopt.preprocessing._bounds as bounds
+
+    released = []
+    real = bounds.release_counts
+
+    def spy(counts, mu, rng):
+        out = real(counts, mu, rng)
+        released.append((np.asarray(counts).shape[0], out[1], mu))
+        return out
+
+    monkeypatch.setattr(bounds, "release_counts", spy)
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((300, 3))
+    y = X @ np.array([1.0, 2.0, 3.0]) + rng.standard_normal(300)
+    est = dpopt.DPLinearRegression(epsilon=4.0, delta=1e-5, random_state=0).fit(X, y)
+    mu_2 = est.auto_.plan["mu_shares"]["target_second_look"]
+    rows, sigma, _ = next(r for r in released if r[2] == pytest.approx(mu_2, rel=1e-12))
+    assert rows == 1 and sigma == pytest.approx(math.sqrt(2.0) / mu_2, rel=1e-12)
+    mechs = est.fit_result_.mechanisms
+    assert Gaussian(1 / mu_2, 1) in mechs
+    nu = math.sqrt(sum(m.count / m.noise_multiplier ** 2 for m in mechs))
+    assert all(isinstance(m, Gaussian) for m in mechs)
+    assert est.epsilon_spent_ == pytest.approx(_independent_epsilon([], nu, 1e-5), rel=2e-3)
+    assert est.epsilon_spent_ <= 4.0 * (1 + 1e-9)

@@ -16,7 +16,7 @@ import scipy.sparse as sp
 from dpopt.data import Problem
 from dpopt.data.chunked import is_chunked_input
 from dpopt.pipeline.chunked import ChunkedData
-from dpopt.pipeline.target_looks import NARROW_BAND, from_model, looks_at_target
+from dpopt.pipeline.target_looks import NARROW_BAND, from_model, looks_at_target, second_look
 from dpopt.preprocessing import private_feature_bounds, private_target_bounds
 from dpopt.preprocessing._bounds import (
     COARSE_GRID,
@@ -355,10 +355,17 @@ def private_scaling(data, mus, *, fit_intercept, center, regression, rng, bounds
         records += rec
         if far:
             columns_note["target_far_ends"] = far
+        noisy, sigma = tb.noisy_counts, tb.sigma
+        if (gaussian_model and fit_intercept and sigma > 0 and tb.unresolved is not None
+                and tb.unresolved[0]):  # not located: a second look, pooled with the first
+            lo, hi, noisy, sigma, rec = second_look(data, tb, mus, rng, q_kw)
+            records += rec
+            if rec:
+                columns_note["target_second_look"] = bool(hi > lo)
         if data.public_target is None and max(abs(lo), abs(hi)) >= tb.grid.edges[-1]:
             columns_note["target_grid_end"] = True
             warnings.warn(TARGET_END, ColumnWarning, stacklevel=5)
-        if hi > lo and tb.sigma > 0 and zeros_only(tb.noisy_counts, tb.sigma, lo, hi, tb.grid):
+        if hi > lo and sigma > 0 and zeros_only(noisy, sigma, lo, hi, tb.grid):
             lo = hi = 0.0  # the zeros alone: collapsed (fit_default releases a mean of y)
         # not with inference=True: the narrower range clips about 1% of a normal target,
         # a bias of the estimand that intervals at large n would not cover. Its mu leaves
