@@ -502,7 +502,7 @@ def test_in_sample_check_composes_with_the_training_branch(estimator):
 
 def test_second_look_at_the_target_composes_with_the_fit(monkeypatch):
     """A target centred at 0 whose first histogram of y does not resolve is read again
-    (dpopt.pipeline.target_looks.second_look): one more histogram of y, whose exact counts
+    (dpopt.pipeline.second_look.target_second_look): one more histogram of y, whose exact counts
     move by one in two bins when a record is replaced (L2 sensitivity sqrt(2)), released
     with sigma = sqrt(2) / mu_2. Its Gaussian(1 / mu_2) must be among the records, and the
     fit's epsilon the independent composition of them all."""

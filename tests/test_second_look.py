@@ -1,5 +1,5 @@
 """A regression target centred near 0 that the first histogram of y does not locate: the
-training branch reads its range again (dpopt.pipeline.target_looks.second_look), out of the
+training branch reads its range again (dpopt.pipeline.second_look.target_second_look), out of the
 model's mu, instead of releasing a mean of y in place of a model."""
 
 import math
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import dpopt
-from dpopt.pipeline.target_looks import second_look_mu
+from dpopt.pipeline.second_look import second_look_mu
 from dpopt.preprocessing._bounds import resolvable_n_mu
 from dpopt.privacy import Gaussian, epsilon_of, gdp_mu
 

@@ -16,7 +16,8 @@ import scipy.sparse as sp
 from dpopt.data import Problem
 from dpopt.data.chunked import is_chunked_input
 from dpopt.pipeline.chunked import ChunkedData
-from dpopt.pipeline.target_looks import NARROW_BAND, from_model, looks_at_target, second_look
+from dpopt.pipeline.second_look import target_second_look
+from dpopt.pipeline.target_looks import NARROW_BAND, from_model, looks_at_target
 from dpopt.preprocessing import private_feature_bounds, private_target_bounds
 from dpopt.preprocessing._bounds import (
     COARSE_GRID,
@@ -358,7 +359,7 @@ def private_scaling(data, mus, *, fit_intercept, center, regression, rng, bounds
         noisy, sigma = tb.noisy_counts, tb.sigma
         if (gaussian_model and fit_intercept and sigma > 0 and tb.unresolved is not None
                 and tb.unresolved[0]):  # not located: a second look, pooled with the first
-            lo, hi, noisy, sigma, rec = second_look(data, tb, mus, rng, q_kw)
+            lo, hi, noisy, sigma, rec = target_second_look(data, tb, mus, rng, q_kw)
             records += rec
             if rec:
                 columns_note["target_second_look"] = bool(hi > lo)

@@ -13,27 +13,21 @@ values only; which looks run depends on earlier releases, and their mu^2 add up 
 plan's (fully adaptive composition of Gaussian mechanisms, Smith & Thakurta 2022). The
 constant's own looks are in :func:`dpopt.pipeline.mean_of_y.private_mean_of_y`. Where the
 first histogram does not locate the target at all (a target centred near 0 splits its records
-between the two signs of the grid), :func:`second_look` releases it once more on the same
-grid, pooled with the first.
+between the two signs of the grid), :func:`dpopt.pipeline.second_look.target_second_look` releases it once
+more on the same grid, pooled with the first.
 """
 
 from __future__ import annotations
 
 import math
 
-from dpopt.preprocessing._bounds import (
-    DEFAULT_BIN_CONFIDENCE,
-    DEFAULT_QUANTILES,
-    histogram_bounds,
-    resolvable_n_mu,
-)
-from dpopt.preprocessing._refine import REFINE_BINS, concentrated, pooled_counts
+from dpopt.preprocessing._bounds import DEFAULT_BIN_CONFIDENCE
+from dpopt.preprocessing._refine import REFINE_BINS, concentrated
 from dpopt.preprocessing.shares import SHARES
 
 __all__ = ["MIN_REFINE_BINS", "NARROWING", "NARROW_BAND", "RESOLUTION", "from_model",
            "least_refine_mu", "look_estimates", "looks_at_target", "narrow_band", "narrowed",
-           "pooled", "read_again", "refine_bins", "refine_mu", "refine_resolvable", "second_look",
-           "second_look_mu", "weighable"]
+           "pooled", "read_again", "refine_bins", "refine_mu", "refine_resolvable", "weighable"]
 
 
 def refine_resolvable(n, mu_refine):
@@ -123,46 +117,6 @@ def from_model(mus, step, mu):
     A step given mu twice holds their mu^2 summed (the target's further looks)."""
     mus[step] = math.hypot(mus.get(step, 0.0), mu)
     mus["model"] = math.sqrt(max(mus["model"] ** 2 - mu ** 2, 0.0))
-
-
-def second_look_mu(n, first, model):
-    """The mu of :func:`second_look` from public (n, the first look's mu, the model's mu),
-    or None: what brings the pooled look to n mu = 2 :func:`resolvable_n_mu` (the public
-    rule asks n mu >= resolvable_n_mu for a target whose records fill one decade of one
-    sign; a target centred near 0 puts half of them on each side of the signed grid), at
-    least ``first`` (the pooled release then has twice the first's mu^2, the doubling of
-    :data:`dpopt.pipeline.mean_of_y.LOOKS`), and None where that is more than half of the
-    model's mu^2 (a model left with less would lose more to its noise than its range
-    gains)."""
-    need = 2.0 * resolvable_n_mu(1) / n
-    mu = max(first, math.sqrt(max(need ** 2 - first ** 2, 0.0)))
-    return mu if mu ** 2 <= 0.5 * model ** 2 else None
-
-
-def second_look(data, tb, mus, rng, q_kw=None):
-    """(lower, upper, noisy counts, sigma, records): the target's range read again where
-    its first histogram ``tb`` did not resolve (the training branch would otherwise release
-    a mean of y instead of a model: :func:`dpopt.pipeline.mean_of_y.adassp_mean_instead`).
-
-    The histogram of y is released once more on the same grid with :func:`second_look_mu`,
-    out of the model's mu (:func:`from_model`: a release decided by the first one's
-    outcome, fully adaptive composition of Gaussian mechanisms, Smith & Thakurta 2022),
-    sensitivity sqrt(2) under replace-one, one Gaussian record, and pooled with the first
-    bin by bin (:func:`~dpopt.preprocessing._refine.pooled_counts`: the release at mu =
-    sqrt(first^2 + second^2)) before the bounds' scans read it again (post-processing).
-    Returns (0, 0, ...) where it still does not resolve, or where the model cannot spare
-    the mu (no release then)."""
-    n = data.shape[0]
-    mu = second_look_mu(n, mus["target_bounds"], mus["model"])
-    if mu is None:
-        return 0.0, 0.0, tb.noisy_counts, tb.sigma, []
-    from_model(mus, "target_second_look", mu)
-    again = data.target_bounds(mu, rng, **(q_kw or {}))
-    noisy, sigma = pooled_counts(tb, again)
-    quantiles = (q_kw or {}).get("quantiles", DEFAULT_QUANTILES)
-    lo, hi, unresolved = histogram_bounds(noisy, sigma, n, quantiles, grid=tb.grid)
-    lo, hi = (0.0, 0.0) if unresolved[0] else (float(lo[0]), float(hi[0]))
-    return lo, hi, noisy, sigma, list(again.mechanisms)
 
 
 def refine_mu(n, mus):
