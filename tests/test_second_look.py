@@ -88,3 +88,15 @@ def test_the_second_looks_mu_follows_the_public_rule():
     assert math.hypot(0.1, mu) * 300 == pytest.approx(need)
     # never more than half of the model's mu^2
     assert second_look_mu(300, 0.1, 0.15) is None
+
+
+@pytest.mark.parametrize("epsilon, delta", [(0.1, 0.1), (0.25, 0.2)])
+def test_the_second_look_never_turns_an_admitted_fit_into_a_refused_one(epsilon, delta):
+    # found by an independent review: at a delta far above 1/n the look left the model a
+    # share worth epsilon 0 at that delta, so the fit raised ChargedFitError where it used
+    # to release a constant; the look (and the refining looks) now keep the model's mu above
+    # the smallest usable epsilon's
+    X, y, _, _ = centred(0)
+    model = fit(X, y, epsilon=epsilon, delta=delta, random_state=0)
+    assert model.epsilon_spent_ <= epsilon * (1 + 1e-9)
+    assert second_look_mu(300, 0.1, 2.0, least=2.0) is None

@@ -379,7 +379,8 @@ def fit_default(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, 
         _check_model_share(gdp_epsilon(mus["model"], delta), epsilon, delta, n)
     scaling, target, R, records, columns_note = private_scaling(
         data, mus, fit_intercept=fit_intercept, center=center, regression=regression, rng=rng,
-        bounds=feature_bounds, row_mode=row_mode, gaussian_model=gaussian)
+        bounds=feature_bounds, row_mode=row_mode, gaussian_model=gaussian,
+        least_model_mu=gdp_mu(MIN_EPSILON, delta))
     records = (list(prior.records) if prior is not None else []) + records
     if prior is not None and prior.info.get("target_coding", {}).get("grid_end"):
         columns_note["target_grid_end"] = True  # y's range released by the table layer

@@ -279,7 +279,7 @@ def _data_of(X, y, loss, fit_intercept, target_bounds=None):
 
 
 def private_scaling(data, mus, *, fit_intercept, center, regression, rng, bounds=None,
-                    row_mode=None, gaussian_model=False):
+                    row_mode=None, gaussian_model=False, least_model_mu=0.0):
     """The scaling steps of :func:`fit_default` (the releases of the module table with the
     mu of ``mus``; rows normalized, for free, when ``mus`` has no ``feature_bounds``).
     Returns ``(scaling, target_scaling or None, R, records, columns_note)``, the note naming
@@ -291,7 +291,10 @@ def private_scaling(data, mus, *, fit_intercept, center, regression, rng, bounds
     re-centring after the (free) narrowing of a feature whose mean missed its values, the
     count of a far end of the target's range): objective perturbation is calibrated against
     the scaling's mu, which must not depend on the data, so there the re-centring does not
-    run and the far end's mu leaves the model whether or not its count runs."""
+    run and the far end's mu leaves the model whether or not its count runs.
+    ``least_model_mu``: the mu the model must keep after a release decided by the data
+    (the smallest usable epsilon at the fit's delta), so that such a release never turns a
+    fit the plan admits into a refused one."""
     begin()  # the model path's first release (dpopt.privacy.releases)
     records, columns_note = [], {}
     # inference=True on a regression: clip levels shrinking with n mu (a consistent estimand)
@@ -359,7 +362,8 @@ def private_scaling(data, mus, *, fit_intercept, center, regression, rng, bounds
         noisy, sigma = tb.noisy_counts, tb.sigma
         if (gaussian_model and fit_intercept and sigma > 0 and tb.unresolved is not None
                 and tb.unresolved[0]):  # not located: a second look, pooled with the first
-            lo, hi, noisy, sigma, rec = target_second_look(data, tb, mus, rng, q_kw)
+            lo, hi, noisy, sigma, rec = target_second_look(data, tb, mus, rng, q_kw,
+                                                             least_model_mu)
             records += rec
             if rec:
                 columns_note["target_second_look"] = bool(hi > lo)
@@ -375,7 +379,7 @@ def private_scaling(data, mus, *, fit_intercept, center, regression, rng, bounds
         # onto one value cannot be read again and leaves it unspent
         if fit_intercept and "inference" not in mus:
             lo, hi = looks_at_target(data, lo, hi, mus, rng, gaussian_model, columns_note,
-                                      records)
+                                      records, least_model_mu)
         target = TargetScaling.from_bounds(lo, hi, shift=fit_intercept)
     return scaling, target, R, records, columns_note
 

@@ -34,7 +34,7 @@ from dpopt.preprocessing._refine import pooled_counts
 __all__ = ["second_look_mu", "target_second_look"]
 
 
-def second_look_mu(n, first, model):
+def second_look_mu(n, first, model, least=0.0):
     """mu_2 of :func:`target_second_look` from public (n, the first look's mu, the model's
     mu), or None. It brings the pooled look to n mu = 2
     :func:`~dpopt.preprocessing._bounds.resolvable_n_mu` (1): the public rule asks
@@ -43,19 +43,21 @@ def second_look_mu(n, first, model):
     then has twice the first's mu^2, the doubling of the constant's own looks,
     :data:`dpopt.pipeline.mean_of_y.LOOKS`), and None where mu_2^2 is more than half of
     the ``model``'s mu^2 (a model left with less loses more to its noise than the range
-    gains)."""
+    gains) or where it would leave the model less than ``least`` (the smallest usable
+    epsilon's mu at the fit's delta: the look must not turn a fit into a refused one)."""
     need = 2.0 * resolvable_n_mu(1) / n
     mu = max(first, math.sqrt(max(need ** 2 - first ** 2, 0.0)))
-    return mu if mu ** 2 <= 0.5 * model ** 2 else None
+    fits = mu ** 2 <= 0.5 * model ** 2 and model ** 2 - mu ** 2 >= least ** 2
+    return mu if fits else None
 
 
-def target_second_look(data, tb, mus, rng, q_kw=None):
+def target_second_look(data, tb, mus, rng, q_kw=None, least_model_mu=0.0):
     """(lower, upper, noisy counts, sigma, records): y's range read again where its first
     histogram ``tb`` did not resolve (module docstring), (0, 0) where it still does not
-    or where the model cannot spare mu_2 (no release then); ``mus`` gets
-    ``target_second_look``."""
+    or where the model cannot spare mu_2 (no release then: :func:`second_look_mu` with
+    ``least_model_mu``); ``mus`` gets ``target_second_look``."""
     n = data.shape[0]
-    mu = second_look_mu(n, mus["target_bounds"], mus["model"])
+    mu = second_look_mu(n, mus["target_bounds"], mus["model"], least_model_mu)
     if mu is None:
         return 0.0, 0.0, tb.noisy_counts, tb.sigma, []
     from_model(mus, "target_second_look", mu)

@@ -119,7 +119,7 @@ def from_model(mus, step, mu):
     mus["model"] = math.sqrt(max(mus["model"] ** 2 - mu ** 2, 0.0))
 
 
-def refine_mu(n, mus):
+def refine_mu(n, mus, least=0.0):
     """The mu of the model path's second look at the target's range, or None.
 
     The model's noise, in the target's units, is proportional to the width of the
@@ -133,10 +133,13 @@ def refine_mu(n, mus):
     model keeps at least half of it (its noise grows by at most sqrt(2), less than the
     narrowing it buys). Whether it runs depends on the released target bounds; the
     total mu^2 is the same on both branches (fully adaptive composition, Smith &
-    Thakurta 2022). ``mus`` is the plan's split (:func:`split_mu`)."""
+    Thakurta 2022). ``mus`` is the plan's split (:func:`split_mu`); ``least``: the mu the
+    model must keep (the smallest usable epsilon's at the fit's delta, public), so that a
+    look never turns a fit the plan admits into a refused one."""
     whole = math.sqrt(sum(m ** 2 for m in mus.values()))
     mu_r = max(whole * math.sqrt(SHARES["target_bounds"]), least_refine_mu(n))
-    return mu_r if mu_r ** 2 <= 0.5 * mus["model"] ** 2 else None
+    fits = mu_r ** 2 <= 0.5 * mus["model"] ** 2 and mus["model"] ** 2 - mu_r ** 2 >= least ** 2
+    return mu_r if fits else None
 
 
 def read_again(data, lo, hi, rng, records, further_mu, first_mu=None):
@@ -202,7 +205,7 @@ def pooled(estimates):
     return (mean, least / math.sqrt(total)) if math.isfinite(mean) else None
 
 
-def looks_at_target(data, lo, hi, mus, rng, gaussian_model, columns_note, records):
+def looks_at_target(data, lo, hi, mus, rng, gaussian_model, columns_note, records, least=0.0):
     """The model path's looks at the target's range ``[lo, hi]`` (:func:`read_again`):
     (lo, hi) narrowed.
 
@@ -215,16 +218,17 @@ def looks_at_target(data, lo, hi, mus, rng, gaussian_model, columns_note, record
     another each time a look narrowed the range by :data:`NARROWING` or more
     (:func:`narrowed`). Each takes half of what the model can still give while it keeps
     half of its mu^2 from before the looks (:func:`_further_look_mu`), on as many bins as
-    that resolves (:func:`refine_bins`). One Gaussian record each (:func:`refined_bounds`)."""
+    that resolves (:func:`refine_bins`), and never below ``least``. One Gaussian record each
+    (:func:`refined_bounds`)."""
     n, model0 = data.shape[0], mus["model"]
-    first = refine_mu(n, mus)
+    first = refine_mu(n, mus, least)
     if first is not None:
         from_model(mus, "target_refine", first)
     elif not concentrated(lo, hi):
         return lo, hi
 
     def further_mu():
-        mu = _further_look_mu(n, mus, model0) if gaussian_model else None
+        mu = _further_look_mu(n, mus, model0, least) if gaussian_model else None
         if mu is not None:
             from_model(mus, "target_refine", mu)
         return mu
@@ -241,11 +245,12 @@ def looks_at_target(data, lo, hi, mus, rng, gaussian_model, columns_note, record
     return lo, hi
 
 
-def _further_look_mu(n, mus, model0):
+def _further_look_mu(n, mus, model0, least=0.0):
     """The mu of a further look at the target's range (:func:`looks_at_target`): half of
     what the model can still give while it keeps half of ``model0`` ** 2 (so each look has
     as many bins as that resolves, and the looks together never take more), at least the
-    least mu for :data:`MIN_REFINE_BINS` bins; None when that is more than is left."""
-    left = mus["model"] ** 2 - 0.5 * model0 ** 2
+    least mu for :data:`MIN_REFINE_BINS` bins; None when that is more than is left (the
+    model keeping ``least`` too)."""
+    left = mus["model"] ** 2 - max(0.5 * model0 ** 2, least ** 2)
     mu = max(math.sqrt(max(0.5 * left, 0.0)), least_refine_mu(n, MIN_REFINE_BINS))
     return mu if mu ** 2 <= left else None
