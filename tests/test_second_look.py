@@ -100,3 +100,12 @@ def test_the_second_look_never_turns_an_admitted_fit_into_a_refused_one(epsilon,
     model = fit(X, y, epsilon=epsilon, delta=delta, random_state=0)
     assert model.epsilon_spent_ <= epsilon * (1 + 1e-9)
     assert second_look_mu(300, 0.1, 2.0, least=2.0) is None
+
+
+def test_the_target_shift_benchmark_runs_and_finds_the_centred_target_fitted(capsys):
+    from tests._benchmarks import load_benchmark
+
+    load_benchmark("target_shift").main(["--quick"])
+    row = capsys.readouterr().out.splitlines()[2].strip("| ").split(" | ")
+    centred, shifted, models = float(row[2]), float(row[3]), row[5]
+    assert models == "2/2" and centred > 0.5 and abs(centred - shifted) < 0.2
