@@ -14,7 +14,8 @@ Mechanism. y's histogram is released once more on the same grid, sensitivity sqr
 replace-one (one record leaves one bin and enters another), N(0, 2 / mu_2^2) per count, one
 ``Gaussian(1 / mu_2)`` record, and pooled with the first release bin by bin with weights
 1 / sigma_k^2 (post-processing: the release at sqrt(mu_1^2 + mu_2^2)) before the bounds'
-scans read it again. Whether it runs depends on the first release, and mu_2 comes out of
+scans read it again (its ends are the scans' own: no far end is confirmed by a fresh count,
+as the first look's are). Whether it runs depends on the first release, and mu_2 comes out of
 the model's share (:func:`~dpopt.pipeline.target_looks.from_model`), so both branches spend
 the plan's mu^2: fully adaptive composition of Gaussian mechanisms (Smith & Thakurta 2022).
 Hence only ahead of a Gaussian model (objective perturbation is calibrated against a
