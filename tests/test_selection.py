@@ -358,7 +358,7 @@ def test_adassps_released_sum_of_y_is_the_free_constant():
     assert sel["noisy_mean_from"] == (
         "the training branch's release and "
         + ("the training branch's looks at y's range and " if looked else "")
-        + "the release on all rows (free)")
+        + "the release on all rows (already released: no new spending)")
     # all of mu_v goes to the scores, and nothing more is spent than the target
     assert sel["mu_scores"] == sel["mu"] and sel["sigma_mean"] is None
     assert reg.epsilon_spent_ == pytest.approx(1.0, rel=1e-6)
@@ -976,7 +976,8 @@ def test_the_model_paths_looks_join_the_constant():
     without = dataclasses.replace(reg.auto_, plan={k: v for k, v in plan.items()
                                                    if k != "target_look_mean"})
     assert pooled_mean(reg.auto_, n_train, None, math.inf) == (
-        pytest.approx(np.clip(scaled[0], -1, 1)), "the training branch's looks at y's range (free)")
+        pytest.approx(np.clip(scaled[0], -1, 1)),
+        "the training branch's looks at y's range (already released: no new spending)")
     assert pooled_mean(without, n_train, None, math.inf) == (None, None)
     assert "looks at y's range" in plan["selection"]["noisy_mean_from"]
     assert reg.epsilon_spent_ == pytest.approx(1.0, rel=1e-6)
@@ -998,7 +999,7 @@ def test_a_held_out_mean_is_pooled_with_the_free_ones():
     mean, source = pooled_mean(reg.auto_, n_train, None, math.inf, paid=paid)
     assert mean == pytest.approx(np.clip((0.3 + free_mean) / 2, -1, 1))  # equal weights
     assert source == ("the held-out rows (half of mu_v), pooled with the training branch's "
-                      "looks at y's range (free)")
+                      "looks at y's range (already released: no new spending)")
     # a far better release dominates; with nothing free it is the constant unchanged
     assert pooled_mean(reg.auto_, n_train, None, math.inf, paid=(0.3, free_sd / 1e3, "h"))[0] \
         == pytest.approx(0.3, abs=1e-5)

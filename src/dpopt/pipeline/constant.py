@@ -133,7 +133,7 @@ def pooled_mean(auto, n_train, all_rows, sigma_alternative, paid=None):
         return (float(paid[0]), paid[2]) if paid else (None, None)
     if paid is None and both[1] > sigma_alternative:
         return None, None
-    free = " and ".join(w for _, _, w in found) + " (free)"
+    free = " and ".join(w for _, _, w in found) + " (already released: no new spending)"
     source = free if paid is None else paid[2] + (f", pooled with {free}" if found else "")
     return float(np.clip(both[0], -1.0, 1.0)), source
 
