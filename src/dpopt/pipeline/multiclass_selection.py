@@ -49,17 +49,17 @@ import numpy as np
 
 from dpopt._core.validation import warn_if_delta_exceeds_one_over_n
 from dpopt.pipeline.held_out import _margins, summed_over_records
-from dpopt.pipeline.in_sample import in_sample_mu, with_check
+from dpopt.pipeline.in_sample import with_check
 from dpopt.pipeline.majority import MARGIN, against_known_rate, kept_rate
 from dpopt.pipeline.multiclass import fit_default_one_vs_rest
 from dpopt.pipeline.selection import (
     MIN_VALIDATION,
-    VALIDATION_FRACTION,
     _delta_judged_on,
     _records,
     _rows,
     as_records,
     branch_mu,
+    checked_mu,
     choose,
     in_sample_runs,
     is_chunked,
@@ -89,7 +89,7 @@ def fit_selected_one_vs_rest(X, labels, n_classes, *, penalty, penalty_kwargs, f
     kw = dict(penalty=penalty, fit_intercept=fit_intercept, epsilon=epsilon, delta=delta,
               rng=rng, feature_bounds=feature_bounds, prior=prior)
     if fit_intercept and in_sample_runs(n):  # too few rows to hold out: check on all rows
-        mu_s = in_sample_mu(planned_mu(epsilon, delta, prior), VALIDATION_FRACTION)
+        mu_s = checked_mu(epsilon, delta, prior)
         kwargs = resolve_alpha(penalty_kwargs, "logistic", n)
         auto = fit_default_one_vs_rest(X, labels, n_classes, penalty_kwargs=kwargs,
                                        spent_mu=mu_s, **kw)

@@ -205,6 +205,12 @@ def planned_mu(epsilon, delta, prior, spent=0.0):
     return math.sqrt(max(whole ** 2 * (1.0 - (prior.share if prior else 0.0)) - spent ** 2, 0.0))
 
 
+def checked_mu(epsilon, delta, prior):
+    """mu_s of the check on all rows (:func:`dpopt.pipeline.in_sample.in_sample_mu`): the
+    ``VALIDATION_FRACTION`` of mu^2 of the plan's mu (:func:`planned_mu`). Public."""
+    return in_sample_mu(planned_mu(epsilon, delta, prior), VALIDATION_FRACTION)
+
+
 def score_spread(regression, prior):
     """The ``spread`` of :func:`validation_rows` for the held-out release that will run
     (:func:`_select`): a classifier whose majority rate comes from label counts on all rows
@@ -334,7 +340,7 @@ def fit_selected(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon,
         kwargs = resolve_alpha(penalty_kwargs, loss_name, n)
         checked = fit_in_sample(
             fit, X, y, scored, lambda *xy: _records(*xy, target_bounds), n=n, p=p,
-            mu_s=in_sample_mu(planned_mu(epsilon, delta, prior), VALIDATION_FRACTION),
+            mu_s=checked_mu(epsilon, delta, prior),
             epsilon=epsilon, delta=delta, prior=prior, regression=regression,
             fit_intercept=fit_intercept, rng=rng, loss=loss, penalty=penalty,
             penalty_kwargs=kwargs, **{k: v for k, v in extra.items() if k != "prior"})
@@ -389,8 +395,8 @@ def fit_selected(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon,
             auto.plan["mu_shares"]["constant"] = mu_c  # the plan's split: sum of mu^2 = mu^2
             if auto.plan.get("target_collapsed"):  # two noisy means, no model: pool them
                 return pooled_constant(auto, n - m, all_rows)
-    return select_released(auto, _records(*_rows(*scored, val), target_bounds), regression, fit_intercept,
-                   mu_v, rng, n - m, majority, all_rows)
+    return select_released(auto, _records(*_rows(*scored, val), target_bounds), regression,
+                           fit_intercept, mu_v, rng, n - m, majority, all_rows)
 
 
 def _neither_class(X, y, regression, prior, fit_intercept=True):
