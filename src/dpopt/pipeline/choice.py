@@ -91,7 +91,11 @@ def select_released(auto, data, regression, fit_intercept, mu_v, rng, n_train, m
                     all_rows=None, in_sample=False):
     """The held-out release on the records of ``data`` (the validation rows' adapter) and
     the choice it makes (module docstring); ``in_sample``: ``data`` holds all n rows, the
-    training rows too (:mod:`dpopt.pipeline.in_sample`), and the plan says so."""
+    training rows too (:mod:`dpopt.pipeline.in_sample`), and the plan says so. ``all_rows``:
+    the release on all rows (:class:`~dpopt.pipeline.constant.AllRows`) or None; one on a
+    wider range than the model's target is not the check's constant (the check scores y
+    clipped to the model's range) but the constant released when the check keeps the
+    model out, with its range as the prediction's."""
     rows, how = ("all", "in-sample check") if in_sample else ("the held-out", "held-out selection")
     m = data.shape[0]
     if regression and fit_intercept and auto.target is not None and auto.target.half_width == 0:
@@ -131,6 +135,11 @@ def select_released(auto, data, regression, fit_intercept, mu_v, rng, n_train, m
     resolved = (True if regression else majority.resolved if majority is not None
                 else constant_resolved(noisy[1:], sigma))
     name, coef, intercept = cands[0] if use_model else cands[1 + best]
+    wider = None if use_model or all_rows is None else all_rows.wider
+    if wider is not None:  # the constant released: the mean on its wider range
+        intercept, constant, sigma_mean = all_rows.mean, all_rows.mean, all_rows.sd
+        source = (f"the release on all rows, its range widened over a thin tail of y to "
+                  f"[{wider.lower:.4g}, {wider.upper:.4g}] (the choice's constant: {source})")
     if not use_model and not regression and fit_intercept:
         # the constant's probability: the noisy rate of its class (post-processing)
         rate = noisy[1 + best] if majority is None else majority.probability
@@ -155,7 +164,7 @@ def select_released(auto, data, regression, fit_intercept, mu_v, rng, n_train, m
         result = replace(result, coef=coef.reshape(np.shape(result.coef)),
                          intercept=float(intercept), w=w)
     result = replace(result, params={**result.params, "auto": plan})
-    return replace(auto, result=result, plan=plan)
+    return replace(auto, result=result, plan=plan, target=wider or auto.target)
 
 
 def pooled_constant(auto, n_train, all_rows):

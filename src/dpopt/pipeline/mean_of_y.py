@@ -37,6 +37,7 @@ from dpopt.preprocessing._refine import (
 )
 from dpopt.preprocessing.far_ends import confirm_mu
 from dpopt.preprocessing.feature_maps import TargetScaling
+from dpopt.preprocessing.thin_tails import extended_tails
 from dpopt.privacy import epsilon_of, resolve_accountant
 from dpopt.solvers.adassp import calibrate_adassp, check_budget_split
 
@@ -167,13 +168,20 @@ def _looks(data, mu, rng, rule):
 def _confirmed(data, releases, records, lower, upper, share, mu, rng):
     """The located range with each far end confirmed by a fresh count (appended to
     ``records``) whose mu (``confirm_mu`` of :mod:`dpopt.preprocessing.far_ends`) comes out
-    of the mean's share, or replaced by its inner end. Returns (lower, upper, share of mu^2
-    spent, the words for the report: :func:`far_words`)."""
+    of the mean's share, or replaced by its inner end; then widened over a thin tail of y
+    where that lowers the mean's estimated error at the mu left to it
+    (:func:`~dpopt.preprocessing.thin_tails.extended_tails`, post-processing of the same
+    counts). Returns (lower, upper, share of mu^2 spent, the words for the report:
+    :func:`far_words`)."""
     noisy, sigma = pooled_counts(*releases)
     mu_c = confirm_mu(mu * math.sqrt(share), mu * math.sqrt(1.0 - share))
     lower, upper, rec, note = data.confirmed_target_range(noisy, sigma, lower, upper, mu_c, rng)
     records += rec
-    return lower, upper, share + (mu_c / mu) ** 2 if rec else share, far_words(note)
+    share = share + (mu_c / mu) ** 2 if rec else share
+    n, mu_mean = data.shape[0], mu * math.sqrt(max(1.0 - share, 0.0))
+    if mu_mean > 0:
+        lower, upper = extended_tails(noisy, sigma, n, lower, upper, mu_mean)
+    return lower, upper, share, far_words(note)
 
 
 def far_words(note):

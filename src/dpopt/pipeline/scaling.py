@@ -49,6 +49,7 @@ from dpopt.preprocessing._refine import (
 from dpopt.preprocessing.far_ends import confirm_mu, confirmed_range, target_histogram
 from dpopt.preprocessing.feature_maps import RowNormalization, Scaling, TargetScaling
 from dpopt.preprocessing.shares import SHARES  # noqa: F401 (the default path's, here too)
+from dpopt.preprocessing.thin_tails import tail_steps
 from dpopt.privacy.releases import begin
 
 #: The largest share a scaling step may take when its default share cannot resolve it.
@@ -372,6 +373,13 @@ def private_scaling(data, mus, *, fit_intercept, center, regression, rng, bounds
             warnings.warn(TARGET_END, ColumnWarning, stacklevel=5)
         if hi > lo and sigma > 0 and zeros_only(noisy, sigma, lo, hi, tb.grid):
             lo = hi = 0.0  # the zeros alone: collapsed (fit_default releases a mean of y)
+        if data.public_target is None and hi > lo and sigma > 0:
+            # a thin tail beyond the range: the constant's mean may be clipped further out
+            # than the model's target (dpopt.pipeline.constant.all_rows_mean; free)
+            steps = tail_steps(noisy, sigma, data.shape[0], lo, hi, grid=tb.grid,
+                               quantiles=(q_kw or {}).get("quantiles", DEFAULT_QUANTILES))
+            if steps["lower"] or steps["upper"]:
+                columns_note["target_tail"] = {"range": [lo, hi], **steps}
         # not with inference=True: the narrower range clips about 1% of a normal target,
         # a bias of the estimand that intervals at large n would not cover. Its mu leaves
         # the model by public sizes alone, so the model's calibration (objective

@@ -391,7 +391,7 @@ def fit_selected(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon,
                                   spent=True)
         if auto.target.half_width > 0:
             all_rows, auto = all_rows_mean(auto, _records(X, y, target_bounds), mu_c, rng,
-                                          prior)
+                                          prior, n - m, check_sd=2.0 * math.sqrt(2.0) / (m * mu_v))
             auto.plan["mu_shares"]["constant"] = mu_c  # the plan's split: sum of mu^2 = mu^2
             if auto.plan.get("target_collapsed"):  # two noisy means, no model: pool them
                 return pooled_constant(auto, n - m, all_rows)
