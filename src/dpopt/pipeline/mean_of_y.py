@@ -179,7 +179,7 @@ def _confirmed(data, releases, records, lower, upper, share, mu, rng):
     records += rec
     share = share + (mu_c / mu) ** 2 if rec else share
     n, mu_mean = data.shape[0], mu * math.sqrt(max(1.0 - share, 0.0))
-    if mu_mean > 0:
+    if mu_mean > 0 and upper > lower:  # a range collapsed onto one value stays the constant
         lower, upper = extended_tails(noisy, sigma, n, lower, upper, mu_mean)
     return lower, upper, share, far_words(note)
 

@@ -373,7 +373,8 @@ def private_scaling(data, mus, *, fit_intercept, center, regression, rng, bounds
             warnings.warn(TARGET_END, ColumnWarning, stacklevel=5)
         if hi > lo and sigma > 0 and zeros_only(noisy, sigma, lo, hi, tb.grid):
             lo = hi = 0.0  # the zeros alone: collapsed (fit_default releases a mean of y)
-        if data.public_target is None and hi > lo and sigma > 0:
+        if (data.public_target is None and hi > lo and sigma > 0 and fit_intercept
+                and "inference" not in mus):
             # a thin tail beyond the range: the constant's mean may be clipped further out
             # than the model's target (dpopt.pipeline.constant.all_rows_mean; free)
             steps = tail_steps(noisy, sigma, data.shape[0], lo, hi, grid=tb.grid,
