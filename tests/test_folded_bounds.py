@@ -1,0 +1,92 @@
+"""Centred values whose signed histogram does not resolve, read again folded onto |v|
+(dpopt.preprocessing._bounds.folded_bounds; post-processing of the centred bounds' release)."""
+
+import warnings
+
+import numpy as np
+
+import dpopt
+from dpopt.preprocessing._bounds import (
+    DEFAULT_GRID,
+    DEFAULT_QUANTILES,
+    feature_histograms,
+    folded_bounds,
+    histogram_bounds,
+)
+
+G = DEFAULT_GRID
+
+
+def test_centred_values_the_signed_reading_misses_are_read_folded():
+    # a feature near 40 (sd 1) centred and scaled by its first range's half-width 24.6, at
+    # the centred bounds' noise of a 1,000-row fit at epsilon = 1 with three features
+    rng = np.random.default_rng(0)
+    v = rng.standard_normal(1000) / 24.6
+    counts = feature_histograms(v[:, None], [0])[0]
+    q99 = np.quantile(np.abs(v), 0.99)
+    signed, folded = 0, []
+    for _ in range(200):
+        noisy = counts + 34.5 * rng.standard_normal(G.n_bins)
+        signed += bool(histogram_bounds(noisy, 34.5, 1000, DEFAULT_QUANTILES)[2][0])
+        lo, hi, unresolved = folded_bounds(noisy, 34.5, 1000, DEFAULT_QUANTILES)
+        assert lo[0] == -hi[0]
+        if not unresolved[0]:
+            folded.append(hi[0])
+    assert signed > 100  # the signed reading is unresolved in most releases
+    folded = np.array(folded)
+    assert len(folded) > 180
+    # the scan stops at the first bin from the top that clears its noise: mostly at 0.056,
+    # the top of the second bin below the one that holds the 99% quantile of |v| (q99 =
+    # 0.103 lies in (0.1, 0.178]; 14% of the records lie beyond 0.056), rarely lower
+    assert np.median(folded) == G.bin_ends()[1][G.bin_index(np.array([q99]))[0] - 2]
+    assert np.mean(folded >= 0.0316) > 0.95 and np.all(folded <= q99 * 1.78 ** 2)
+
+
+def test_folding_adds_each_negative_bin_to_its_mirror():
+    noisy = np.zeros((1, G.n_bins))
+    z = G.zero_bin
+    noisy[0, z - 3], noisy[0, z + 3], noisy[0, z] = 400.0, 500.0, 100.0
+    lo, hi, unresolved = folded_bounds(noisy, 1.0, 1000, DEFAULT_QUANTILES)
+    assert not unresolved[0] and hi[0] == G.bin_ends()[1][z + 3] and lo[0] == -hi[0]
+    # a histogram whose scans find nothing stays unresolved, h = 0
+    lo, hi, unresolved = folded_bounds(np.zeros((1, G.n_bins)), 50.0, 1000, DEFAULT_QUANTILES)
+    assert unresolved[0] and hi[0] == 0.0
+
+
+def fit_scores(offset, n=1000, epsilon=1.0, seeds=4):
+    scores = []
+    for s in range(seeds):
+        rng = np.random.default_rng(s)
+        X = rng.standard_normal((n + 4000, 3)) + offset
+        y = (X - offset) @ [1.0, 2.0, 3.0] + rng.standard_normal(n + 4000) + 20.0
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            model = dpopt.DPLinearRegression(epsilon=epsilon, random_state=s).fit(X[:n], y[:n])
+        scores.append(model.score(X[n:], y[n:]))
+    return np.array(scores)
+
+
+def test_features_far_from_zero_are_narrowed_as_centred_ones_are():
+    # three features near 40 (sd 1), R^2 0.93 without privacy: before the folded reading
+    # their centred histograms did not resolve in most fits, the features stayed a sixth
+    # of [-1, 1] and the fit scored 0.203 (one of four seeds fitted), against 0.596 for the
+    # same table centred at 0
+    scores = fit_scores(40.0)
+    assert np.mean(scores) > 0.5 and np.sum(scores > 0.5) >= 3, scores
+
+
+def test_only_one_bin_features_are_read_folded():
+    # _unfolded reads folded only the unresolved centred ranges of features whose first
+    # bounds are one bin of the grid; a feature over several bins keeps its reading
+    from types import SimpleNamespace
+
+    from dpopt.pipeline.scaling import _unfolded
+
+    rng = np.random.default_rng(3)
+    v = rng.standard_normal(1000) / 24.6
+    noisy = feature_histograms(v[:, None], [0])[0] + 34.5 * rng.standard_normal(G.n_bins)
+    cb = SimpleNamespace(lower=np.zeros(2), upper=np.zeros(2), unresolved=np.array([True, True]),
+                         noisy_counts=np.vstack([noisy, noisy]), sigma=34.5, grid=G)
+    lower, upper = _unfolded(cb, np.array([True, False]), 1000, DEFAULT_QUANTILES)
+    assert lower[0] < 0 < upper[0] and lower[0] == -upper[0]
+    assert lower[1] == upper[1] == 0.0
