@@ -133,10 +133,11 @@ def _wider(auto, n, n_train, mu_c, check_sd):
     tail = auto.plan.get("target_tail")
     if tail is None or auto.plan.get("target_collapsed"):
         return None
-    free = pooled(_free_means(auto, n_train))
-    if check_sd is not None and (free is None or free[1] > check_sd):
+    free = _free_means(auto, n_train)
+    alone = pooled(free)
+    if check_sd is not None and (alone is None or alone[1] > check_sd):
         return None
-    both = pooled(_free_means(auto, n_train) + [(0.0, 2.0 / (n * mu_c))])
+    both = pooled(free + [(0.0, 2.0 / (n * mu_c))])  # the constant kept: its sd
     lo, hi = widened(*tail["range"], tail, n, mu_c, auto.target.half_width * both[1])
     if (lo, hi) == tuple(tail["range"]):
         return None

@@ -75,12 +75,7 @@ def tail_steps(noisy, sigma, n, lower, upper, *, grid=DEFAULT_GRID,
     for side, b, step, ends in (("lower", int(b_lo[0]), -1, lo_end),
                                 ("upper", int(b_hi[-1]), +1, hi_end)):
         inner = hi_end if step < 0 else lo_end  # each bin's end nearest the range
-        while True:
-            window = next((b + step * np.arange(1, w + 1) for w in TAIL_WINDOWS
-                           if _passes(noisy, sigma, b + step * np.arange(1, w + 1),
-                                      tail[side], confidence)), None)
-            if window is None:
-                break
+        while (window := _next_window(noisy, sigma, b, step, tail[side], confidence)) is not None:
             counts = noisy[window]
             b = int(window[-1])
             edge, var = inner[window], (sigma / n) ** 2
@@ -90,12 +85,16 @@ def tail_steps(noisy, sigma, n, lower, upper, *, grid=DEFAULT_GRID,
     return steps
 
 
-def _passes(noisy, sigma, window, tail, confidence):
-    """Whether ``window`` (bin indices) lies on the grid and its noisy count clears the rule
-    of :func:`tail_steps`."""
-    if window.min() < 0 or window.max() >= noisy.size:
-        return False
-    return bool(noisy[window].sum() > tail + confidence * sigma * math.sqrt(window.size))
+def _next_window(noisy, sigma, b, step, tail, confidence):
+    """The first window of :data:`TAIL_WINDOWS` bins beyond bin ``b`` (in direction
+    ``step``) that lies on the grid and whose noisy count clears the rule of
+    :func:`tail_steps` (bin indices), or None."""
+    for w in TAIL_WINDOWS:
+        window = b + step * np.arange(1, w + 1)
+        if (window.min() >= 0 and window.max() < noisy.size
+                and noisy[window].sum() > tail + confidence * sigma * math.sqrt(w)):
+            return window
+    return None
 
 
 def widened(lower, upper, steps, n, mu, sd_kept=None):
