@@ -90,3 +90,20 @@ def test_only_one_bin_features_are_read_folded():
     lower, upper = _unfolded(cb, np.array([True, False]), 1000, DEFAULT_QUANTILES)
     assert lower[0] < 0 < upper[0] and lower[0] == -upper[0]
     assert lower[1] == upper[1] == 0.0
+
+
+def test_a_year_whose_centred_range_ends_a_bin_out_is_narrowed():
+    # three years near 2000 (sd 5), 1,000 rows, epsilon = 4, seed 3: the noisy mean misses
+    # the third by about 9 of its standard deviations, its centred range is one-sided,
+    # [0.0178, 0.0562], and the far end (rounded outwards to a bin edge) lay just beyond the
+    # mean's reach (0.054): the year stayed a sliver of [-1, 1] and R^2 was 0.335. The reach
+    # now allows the far end's rounding (a factor 10^(1/4))
+    rng = np.random.default_rng(3)
+    Z = rng.standard_normal((5000, 3))
+    y = Z @ [1.0, 2.0, 3.0] + rng.standard_normal(5000) + 20.0
+    X = 2000.0 + 5.0 * Z
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = dpopt.DPLinearRegression(epsilon=4.0, random_state=3).fit(X[:1000], y[:1000])
+    assert model.auto_.scaling.scale[2] < 100.0  # narrowed (it was 1,384)
+    assert model.score(X[1000:], y[1000:]) > 0.8

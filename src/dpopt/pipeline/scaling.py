@@ -468,7 +468,10 @@ def _narrow(data, scaling, fb, mu, rng, reach, q_kw=None):
     narrow = within_bins(fb.lower[columns], fb.upper[columns], 1, fb.grid)
     lower, upper = _unfolded(cb, narrow, data.shape[0],
                              (q_kw or {}).get("quantiles", DEFAULT_QUANTILES))
-    out = scaling.narrowed(columns, lower, upper, np.where(narrow, reach, 0.0))
+    # the far end of a one-sided centred range is rounded outwards by up to one bin of the
+    # grid: the values lie within reach when that end, less the rounding, does
+    rounded = reach * 10.0 ** (1.0 / cb.grid.bins_per_decade)
+    out = scaling.narrowed(columns, lower, upper, np.where(narrow, rounded, 0.0))
     return out, list(cb.mechanisms), np.flatnonzero(out.offset != scaling.offset)
 
 
