@@ -455,8 +455,10 @@ def _narrow(data, scaling, fb, mu, rng, reach, q_kw=None):
     number of released features (public, whatever the data). ``reach`` bounds the noisy
     means' error (``DEFAULT_CONFIDENCE`` standard deviations of :func:`noisy_means`, public):
     a feature whose first bounds are one bin of the grid (:func:`within_bins`) and whose centred
-    bounds are one-sided within it is narrowed about their middle (:meth:`Scaling.narrowed`).
-    Returns (scaling, records, the re-centred features)."""
+    bounds are one-sided within it, the far end less its rounding to a bin edge (a factor
+    10^(1/bins_per_decade)), is narrowed about their middle (:meth:`Scaling.narrowed`); where
+    such a feature's centred bounds are unresolved, they are read again folded onto |v|
+    (:func:`_unfolded`). Returns (scaling, records, the re-centred features)."""
     columns = fb.private_index
     if columns is None or len(columns) == 0:
         return scaling, [], np.zeros(0, dtype=np.intp)
