@@ -1,5 +1,5 @@
 """Centred values whose signed histogram does not resolve, read again folded onto |v|
-(dpopt.preprocessing._bounds.folded_bounds; post-processing of the centred bounds' release)."""
+(dpopt.preprocessing.folded; post-processing of the centred bounds' release)."""
 
 import warnings
 
@@ -10,9 +10,9 @@ from dpopt.preprocessing._bounds import (
     DEFAULT_GRID,
     DEFAULT_QUANTILES,
     feature_histograms,
-    folded_bounds,
     histogram_bounds,
 )
+from dpopt.preprocessing.folded import folded_bounds
 
 G = DEFAULT_GRID
 

@@ -27,7 +27,6 @@ from dpopt.preprocessing._bounds import (
     ZERO_INFLATED_FALLBACK,
     bounds_resolvable,
     check_public_bounds,
-    folded_bounds,
     private_bounds_from_counts,
     public_bounds,
     scaled_feature_histograms,
@@ -49,6 +48,7 @@ from dpopt.preprocessing._refine import (
 )
 from dpopt.preprocessing.far_ends import confirm_mu, confirmed_range, target_histogram
 from dpopt.preprocessing.feature_maps import RowNormalization, Scaling, TargetScaling
+from dpopt.preprocessing.folded import folded_bounds
 from dpopt.preprocessing.shares import SHARES  # noqa: F401 (the default path's, here too)
 from dpopt.preprocessing.thin_tails import tail_steps
 from dpopt.privacy.releases import begin
@@ -480,7 +480,7 @@ def _narrow(data, scaling, fb, mu, rng, reach, q_kw=None):
 def _unfolded(cb, narrow, n, quantiles):
     """The centred bounds ``cb``, with those of the ``narrow`` features (first bounds one bin
     of the log grid) that its signed reading left unresolved read again folded onto |v|
-    (:func:`~dpopt.preprocessing._bounds.folded_bounds`: the same counts, free), where that
+    (:func:`~dpopt.preprocessing.folded.folded_bounds`: the same counts, free), where that
     resolves them. Such a feature may fill a sliver of its first range (a value near 40
     with a spread of 1 fills a sixth of [31.6, 56.2]), so its centred values sit near 0 on
     both signs, where the signed reading splits them. A feature spread over several bins

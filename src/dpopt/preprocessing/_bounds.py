@@ -82,8 +82,7 @@ __all__ = ["SignedLogGrid", "FeatureBounds", "DEFAULT_QUANTILES", "DEFAULT_CONFI
            "ZERO_INFLATED_FALLBACK", "collapsed_to_zero",
            "private_feature_bounds", "private_target_bounds", "release_histograms",
            "release_counts", "feature_histograms", "private_bounds_from_counts", "public_bounds",
-           "histogram_bounds", "histogram_quantiles", "coarsened", "coarser_grids",
-           "folded_bounds"]
+           "histogram_bounds", "histogram_quantiles", "coarsened", "coarser_grids"]
 
 #: Default (lower, upper) quantile levels; see docs/preprocessing.md for the reasoning.
 DEFAULT_QUANTILES = (0.01, 0.99)
@@ -422,48 +421,6 @@ def coarsened(noisy, sigma, grid, coarse):
     summed = np.zeros((noisy.shape[0], coarse.n_bins))
     np.add.at(summed, (slice(None), index), noisy)
     return summed, sigma * math.sqrt(grid.bins_per_decade / coarse.bins_per_decade)
-
-
-def folded_bounds(noisy, sigma, n, quantiles, grid=DEFAULT_GRID):
-    """(lower, upper, unresolved): the symmetric range [-h, h] read from noisy histograms of
-    centred values folded onto |v| (post-processing of the same release, free).
-
-    Centred values split their records between the two signs of the grid and spread each
-    half over several bins, so at a small budget no bin of either side clears the scans'
-    thresholds and the signed reading is unresolved, while their magnitudes |v| put the
-    records of both halves in the same bins. Each negative bin's noisy count is added to its
-    mirror positive bin (the grid is symmetric), so a folded bin carries at most two noises
-    (standard deviation ``sigma`` sqrt(2), which the scan uses). Only the upper end of |v|
-    is read, by the scan from the top (its tail (1 - q_hi) n, margins as in
-    :func:`histogram_bounds`): h is the upper end of its stop bin, on the default grid or,
-    where that scan does not stop, on its coarser readings (:func:`coarsened`). The scan
-    stops where its bins' counts clear their noise, so h is not below the data by more than
-    the scan's own margin; a stop on noise above the data (at most 6e-4 of scans over empty
-    bins) gives an h that does not narrow the feature, as an unresolved reading does not.
-    The signed reading's inside test (the range holds half of n) does not apply: it would
-    add the noise of every bin from 1e-4 up to h, about twenty, where |v| has its records
-    in a few. The range about the mean is [-h, h]: for a skewed variable it is wider than
-    its values on the short side, and it holds the long side up to the quantile of |v|.
-    Rows whose scans never stop get h = 0 and stay unresolved."""
-    noisy = np.atleast_2d(np.asarray(noisy, dtype=np.float64))
-    z = grid.zero_bin
-    folded = np.zeros_like(noisy)
-    folded[:, z] = noisy[:, z]
-    folded[:, z + 1:] = noisy[:, z + 1:] + noisy[:, z - 1::-1]
-    h, unresolved = np.zeros(len(noisy)), np.ones(len(noisy), dtype=bool)
-    for reading in (grid, *coarser_grids(grid)):
-        rows = np.flatnonzero(unresolved)
-        if rows.size == 0:
-            break
-        counts, s = ((folded[rows], sigma * math.sqrt(2.0)) if reading is grid
-                     else coarsened(folded[rows], sigma * math.sqrt(2.0), grid, reading))
-        half = counts[:, reading.zero_bin:]
-        b = noisy_scan(half, (1.0 - quantiles[1]) * n, s, DEFAULT_CONFIDENCE, from_top=True,
-                       bin_confidence=DEFAULT_BIN_CONFIDENCE)
-        ok = b >= 0
-        h[rows[ok]] = reading.bin_ends()[1][reading.zero_bin + b[ok]]
-        unresolved[rows[ok]] = False
-    return -h, h, unresolved
 
 
 def warn_unresolved(features, sigma, n, stacklevel=3, target=False):
