@@ -333,7 +333,7 @@ def private_scaling(data, mus, *, fit_intercept, center, regression, rng, bounds
             if "centred_bounds" in mus:
                 reach = DEFAULT_CONFIDENCE * mean_noise(*data.shape, mus["feature_means"])
                 scaling, rec, moved = _narrow(data, scaling, fb, mus["centred_bounds"], rng,
-                                              reach, q_kw)
+                                              reach, q_kw, fold="inference" not in mus)
                 records += rec
                 if moved.size:  # narrowed about their bounds' middle (free)
                     columns_note["recentred_features"] = moved.tolist()
@@ -441,7 +441,7 @@ def _short(columns, head=20):
     return f"[{shown}]" if len(columns) <= head else f"[{shown}, ...]"
 
 
-def _narrow(data, scaling, fb, mu, rng, reach, q_kw=None):
+def _narrow(data, scaling, fb, mu, rng, reach, q_kw=None, fold=True):
     """The centred features' own scale (step "centred bounds"): private bounds of the
     centred, scaled values of every feature whose bounds were released, then
     :meth:`Scaling.narrowed`. A feature whose values fill a small part of its first bounds
@@ -458,7 +458,10 @@ def _narrow(data, scaling, fb, mu, rng, reach, q_kw=None):
     bounds are one-sided within it, the far end less its rounding to a bin edge (a factor
     10^(1/bins_per_decade)), is narrowed about their middle (:meth:`Scaling.narrowed`); where
     such a feature's centred bounds are unresolved, they are read again folded onto |v|
-    (:func:`_unfolded`). Returns (scaling, records, the re-centred features)."""
+    (:func:`_unfolded`), unless ``fold`` is False (with ``inference=True``: the folded scan
+    stops inside the 1%/99% quantiles at a small budget, and the clipping it adds biases the
+    coefficients the intervals are for, as the target's narrower range would). Returns
+    (scaling, records, the re-centred features)."""
     columns = fb.private_index
     if columns is None or len(columns) == 0:
         return scaling, [], np.zeros(0, dtype=np.intp)
@@ -468,7 +471,7 @@ def _narrow(data, scaling, fb, mu, rng, reach, q_kw=None):
     # over several bins a feature fills a good part of its range, and a one-sided
     # centred range is then the histogram's noise, not a mean that missed its bulk
     narrow = within_bins(fb.lower[columns], fb.upper[columns], 1, fb.grid)
-    lower, upper = _unfolded(cb, narrow, data.shape[0],
+    lower, upper = _unfolded(cb, narrow & fold, data.shape[0],
                              (q_kw or {}).get("quantiles", DEFAULT_QUANTILES))
     # the far end of a one-sided centred range is rounded outwards by up to one bin of the
     # grid: the values lie within reach when that end, less the rounding, does

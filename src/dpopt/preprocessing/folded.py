@@ -35,14 +35,18 @@ def folded_bounds(noisy, sigma, n, quantiles, grid=DEFAULT_GRID):
     :func:`~dpopt.preprocessing._bounds.histogram_bounds`): h is the upper end of its stop
     bin, on the default grid or, where that scan does not stop, on its coarser readings
     (:func:`~dpopt.preprocessing._bounds.coarsened`). The scan stops where its bins' counts
-    clear their noise, so h is not below the data by more than the scan's own margin; a stop
-    on noise above the data (at most 6e-4 of scans over empty bins) gives an h that does not
-    narrow the feature, as an unresolved reading does not. The signed reading's inside test
-    (the range holds half of n) does not apply: it would add the noise of every bin from
-    1e-4 up to h, about twenty, where |v| has its records in a few. The range about the mean
-    is [-h, h]: for a skewed variable it is wider than its values on the short side, and it
-    holds the long side up to the quantile of |v|.
-    Rows whose scans never stop get h = 0 and stay unresolved."""
+    clear their noise. Where no bin of the data clears it, the first rule can stop the scan
+    inside the bulk (its margin grows over the forty empty bins it crossed first): a stop
+    whose noisy count above it, up to |v| = 1, exceeds n/2 puts h below the median of |v|,
+    and is refused for the coarser readings' (an independent review measured 2-3% of folded
+    features clipped over half their values without this test). A stop on noise above the
+    data (at most 6e-4 of scans over empty bins) gives an h that clips nothing and narrows
+    less. The signed reading's inside test (the range holds half of n by four deviations)
+    does not apply: it would add the noise of every bin from 1e-4 up to h, about twenty,
+    where |v| has its records in a few. The range about the mean is [-h, h]: for a skewed
+    variable it is wider than its values on the short side, and it holds the long side up
+    to the quantile of |v|. Rows whose scans never stop, or stop at the zero bin, get h = 0
+    and stay unresolved."""
     noisy = np.atleast_2d(np.asarray(noisy, dtype=np.float64))
     z = grid.zero_bin
     folded = np.zeros_like(noisy)
@@ -55,10 +59,15 @@ def folded_bounds(noisy, sigma, n, quantiles, grid=DEFAULT_GRID):
             break
         counts, s = ((folded[rows], sigma * math.sqrt(2.0)) if reading is grid
                      else coarsened(folded[rows], sigma * math.sqrt(2.0), grid, reading))
+        ends = reading.bin_ends()[1][reading.zero_bin:]
         half = counts[:, reading.zero_bin:]
         b = noisy_scan(half, (1.0 - quantiles[1]) * n, s, DEFAULT_CONFIDENCE, from_top=True,
                        bin_confidence=DEFAULT_BIN_CONFIDENCE)
-        ok = b >= 0
-        h[rows[ok]] = reading.bin_ends()[1][reading.zero_bin + b[ok]]
-        unresolved[rows[ok]] = False
+        # the noisy count above the stop, up to |v| = 1 (centred scaled values lie within
+        # [-1, 1]; beyond, only noise): more than half of n there puts h below the median
+        cum = np.cumsum(np.where(ends <= 1.0, half, 0.0), axis=1)
+        above = cum[:, -1] - cum[np.arange(rows.size), np.maximum(b, 0)]
+        ok = (b >= 0) & (above <= n / 2)
+        h[rows[ok]] = ends[b[ok]]
+        unresolved[rows[ok]] = h[rows[ok]] <= 0.0
     return -h, h, unresolved
