@@ -73,6 +73,15 @@ def test_features_far_from_zero_are_narrowed_as_centred_ones_are():
     # same table centred at 0
     scores = fit_scores(40.0)
     assert np.mean(scores) > 0.5 and np.sum(scores > 0.5) >= 3, scores
+    # the report names the features read folded
+    rng = np.random.default_rng(1)
+    X = rng.standard_normal((1000, 3)) + 40.0
+    y = (X - 40.0) @ [1.0, 2.0, 3.0] + rng.standard_normal(1000)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = dpopt.DPLinearRegression(epsilon=1.0, random_state=1).fit(X, y)
+    folded = model.auto_.plan["folded_features"]
+    assert folded and "read on |x - mean|" in model.privacy_report()
 
 
 def test_only_one_bin_features_are_read_folded():
@@ -87,9 +96,9 @@ def test_only_one_bin_features_are_read_folded():
     noisy = feature_histograms(v[:, None], [0])[0] + 34.5 * rng.standard_normal(G.n_bins)
     cb = SimpleNamespace(lower=np.zeros(2), upper=np.zeros(2), unresolved=np.array([True, True]),
                          noisy_counts=np.vstack([noisy, noisy]), sigma=34.5, grid=G)
-    lower, upper = _unfolded(cb, np.array([True, False]), 1000, DEFAULT_QUANTILES)
+    lower, upper, folded = _unfolded(cb, np.array([True, False]), 1000, DEFAULT_QUANTILES)
     assert lower[0] < 0 < upper[0] and lower[0] == -upper[0]
-    assert lower[1] == upper[1] == 0.0
+    assert lower[1] == upper[1] == 0.0 and list(folded) == [0]
 
 
 def test_a_year_whose_centred_range_ends_a_bin_out_is_narrowed():

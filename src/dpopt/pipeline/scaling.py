@@ -332,11 +332,14 @@ def private_scaling(data, mus, *, fit_intercept, center, regression, rng, bounds
             scaling = scaling.centered(means)
             if "centred_bounds" in mus:
                 reach = DEFAULT_CONFIDENCE * mean_noise(*data.shape, mus["feature_means"])
-                scaling, rec, moved = _narrow(data, scaling, fb, mus["centred_bounds"], rng,
-                                              reach, q_kw, fold="inference" not in mus)
+                scaling, rec, moved, folded = _narrow(data, scaling, fb, mus["centred_bounds"],
+                                                      rng, reach, q_kw,
+                                                      fold="inference" not in mus)
                 records += rec
                 if moved.size:  # narrowed about their bounds' middle (free)
                     columns_note["recentred_features"] = moved.tolist()
+                if folded:  # their centred range read on |v| (free)
+                    columns_note["folded_features"] = folded
                 mu_c = recentre_mu(data.shape[0], moved.size, mus) if gaussian_model else None
                 if mu_c is not None:  # then centred by a second location release
                     from_model(mus, "recentre", mu_c)
@@ -461,23 +464,24 @@ def _narrow(data, scaling, fb, mu, rng, reach, q_kw=None, fold=True):
     (:func:`_unfolded`), unless ``fold`` is False (with ``inference=True``: the folded scan
     stops inside the 1%/99% quantiles at a small budget, and the clipping it adds biases the
     coefficients the intervals are for, as the target's narrower range would). Returns
-    (scaling, records, the re-centred features)."""
+    (scaling, records, the re-centred features, the features read folded)."""
     columns = fb.private_index
     if columns is None or len(columns) == 0:
-        return scaling, [], np.zeros(0, dtype=np.intp)
+        return scaling, [], np.zeros(0, dtype=np.intp), []
     cb = data.centred_bounds(scaling, columns, mu, rng, **(q_kw or {}))
     # one bin of the grid: all the first release knows of such a feature is its order of
     # magnitude, so its values may fill a sliver of that range (a year in [1778, 3162]);
     # over several bins a feature fills a good part of its range, and a one-sided
     # centred range is then the histogram's noise, not a mean that missed its bulk
     narrow = within_bins(fb.lower[columns], fb.upper[columns], 1, fb.grid)
-    lower, upper = _unfolded(cb, narrow & fold, data.shape[0],
-                             (q_kw or {}).get("quantiles", DEFAULT_QUANTILES))
+    lower, upper, folded = _unfolded(cb, narrow & fold, data.shape[0],
+                                     (q_kw or {}).get("quantiles", DEFAULT_QUANTILES))
     # the far end of a one-sided centred range is rounded outwards by up to one bin of the
     # grid: the values lie within reach when that end, less the rounding, does
     rounded = reach * 10.0 ** (1.0 / cb.grid.bins_per_decade)
     out = scaling.narrowed(columns, lower, upper, np.where(narrow, rounded, 0.0))
-    return out, list(cb.mechanisms), np.flatnonzero(out.offset != scaling.offset)
+    return (out, list(cb.mechanisms), np.flatnonzero(out.offset != scaling.offset),
+            [int(c) for c in np.asarray(columns)[folded]])
 
 
 def _unfolded(cb, narrow, n, quantiles):
@@ -489,14 +493,18 @@ def _unfolded(cb, narrow, n, quantiles):
     both signs, where the signed reading splits them. A feature spread over several bins
     already fills a good part of its range: the folded reading, whose scan stops where its
     bins clear their noise (inside the 1%/99% quantiles at a small budget), would clip it
-    more than it narrows it (measured, docs/default_path.md)."""
+    more than it narrows it (measured, docs/default_path.md). Returns (lower, upper, the
+    positions in ``cb`` of the ranges read folded)."""
     lower, upper = np.array(cb.lower, dtype=float), np.array(cb.upper, dtype=float)
     rows = (np.flatnonzero(np.asarray(cb.unresolved) & np.asarray(narrow, dtype=bool))
-            if cb.unresolved is not None else [])
+            if cb.unresolved is not None else np.zeros(0, dtype=np.intp))
     if len(rows) and cb.noisy_counts is not None and cb.sigma > 0:
         lo, hi, still = folded_bounds(cb.noisy_counts[rows], cb.sigma, n, quantiles, cb.grid)
         lower[rows[~still]], upper[rows[~still]] = lo[~still], hi[~still]
-    return lower, upper
+        rows = rows[~still]
+    else:
+        rows = np.zeros(0, dtype=np.intp)
+    return lower, upper, rows
 
 
 def recentre_mu(n, k, mus):
@@ -552,6 +560,12 @@ def _column_lines(plan):
         lines.append(f"features {_short(moved)} ({len(moved)}): their values fill a sliver of one "
                      f"bin of the bounds' grid, which the noisy mean missed; they were narrowed "
                      f"about the middle of their centred range and {again}")
+    folded = plan.get("folded_features") or []
+    if folded:
+        lines.append(f"features {_short(folded)} ({len(folded)}): their values fill a sliver of "
+                     f"one bin of the bounds' grid and their centred values, on both signs, did "
+                     f"not resolve; their centred range was read on |x - mean| (the same "
+                     f"counts, folded)")
     public_y = plan.get("public_target")
     coded = (plan.get("table") or {}).get("target_coding")
     if coded:
