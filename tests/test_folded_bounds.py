@@ -85,18 +85,18 @@ def test_features_far_from_zero_are_narrowed_as_centred_ones_are():
 
 
 def test_only_one_bin_features_are_read_folded():
-    # _unfolded reads folded only the unresolved centred ranges of features whose first
+    # folded_centred_bounds reads folded only the unresolved centred ranges of features whose first
     # bounds are one bin of the grid; a feature over several bins keeps its reading
     from types import SimpleNamespace
 
-    from dpopt.pipeline.scaling import _unfolded
+    from dpopt.preprocessing.folded import folded_centred_bounds
 
     rng = np.random.default_rng(3)
     v = rng.standard_normal(1000) / 24.6
     noisy = feature_histograms(v[:, None], [0])[0] + 34.5 * rng.standard_normal(G.n_bins)
     cb = SimpleNamespace(lower=np.zeros(2), upper=np.zeros(2), unresolved=np.array([True, True]),
                          noisy_counts=np.vstack([noisy, noisy]), sigma=34.5, grid=G)
-    lower, upper, folded = _unfolded(cb, np.array([True, False]), 1000, DEFAULT_QUANTILES)
+    lower, upper, folded = folded_centred_bounds(cb, np.array([True, False]), 1000, DEFAULT_QUANTILES)
     assert lower[0] < 0 < upper[0] and lower[0] == -upper[0]
     assert lower[1] == upper[1] == 0.0 and list(folded) == [0]
 

@@ -48,7 +48,7 @@ from dpopt.preprocessing._refine import (
 )
 from dpopt.preprocessing.far_ends import confirm_mu, confirmed_range, target_histogram
 from dpopt.preprocessing.feature_maps import RowNormalization, Scaling, TargetScaling
-from dpopt.preprocessing.folded import folded_bounds
+from dpopt.preprocessing.folded import folded_centred_bounds
 from dpopt.preprocessing.shares import SHARES  # noqa: F401 (the default path's, here too)
 from dpopt.preprocessing.thin_tails import tail_steps
 from dpopt.privacy.releases import begin
@@ -461,10 +461,11 @@ def _narrow(data, scaling, fb, mu, rng, reach, q_kw=None, fold=True):
     bounds are one-sided within it, the far end less its rounding to a bin edge (a factor
     10^(1/bins_per_decade)), is narrowed about their middle (:meth:`Scaling.narrowed`); where
     such a feature's centred bounds are unresolved, they are read again folded onto |v|
-    (:func:`_unfolded`), unless ``fold`` is False (with ``inference=True``: the folded scan
-    stops inside the 1%/99% quantiles at a small budget, and the clipping it adds biases the
-    coefficients the intervals are for, as the target's narrower range would). Returns
-    (scaling, records, the re-centred features, the features read folded)."""
+    (:func:`~dpopt.preprocessing.folded.folded_centred_bounds`), unless ``fold`` is False
+    (with ``inference=True``: the folded scan stops inside the 1%/99% quantiles at a small
+    budget, and the clipping it adds biases the coefficients the intervals are for, as the
+    target's narrower range would). Returns (scaling, records, the re-centred features, the
+    features read folded)."""
     columns = fb.private_index
     if columns is None or len(columns) == 0:
         return scaling, [], np.zeros(0, dtype=np.intp), []
@@ -474,7 +475,7 @@ def _narrow(data, scaling, fb, mu, rng, reach, q_kw=None, fold=True):
     # over several bins a feature fills a good part of its range, and a one-sided
     # centred range is then the histogram's noise, not a mean that missed its bulk
     narrow = within_bins(fb.lower[columns], fb.upper[columns], 1, fb.grid)
-    lower, upper, folded = _unfolded(cb, narrow & fold, data.shape[0],
+    lower, upper, folded = folded_centred_bounds(cb, narrow & fold, data.shape[0],
                                      (q_kw or {}).get("quantiles", DEFAULT_QUANTILES))
     # the far end of a one-sided centred range is rounded outwards by up to one bin of the
     # grid: the values lie within reach when that end, less the rounding, does
@@ -482,29 +483,6 @@ def _narrow(data, scaling, fb, mu, rng, reach, q_kw=None, fold=True):
     out = scaling.narrowed(columns, lower, upper, np.where(narrow, rounded, 0.0))
     return (out, list(cb.mechanisms), np.flatnonzero(out.offset != scaling.offset),
             [int(c) for c in np.asarray(columns)[folded]])
-
-
-def _unfolded(cb, narrow, n, quantiles):
-    """The centred bounds ``cb``, with those of the ``narrow`` features (first bounds one bin
-    of the log grid) that its signed reading left unresolved read again folded onto |v|
-    (:func:`~dpopt.preprocessing.folded.folded_bounds`: the same counts, free), where that
-    resolves them. Such a feature may fill a sliver of its first range (a value near 40
-    with a spread of 1 fills a sixth of [31.6, 56.2]), so its centred values sit near 0 on
-    both signs, where the signed reading splits them. A feature spread over several bins
-    already fills a good part of its range: the folded reading, whose scan stops where its
-    bins clear their noise (inside the 1%/99% quantiles at a small budget), would clip it
-    more than it narrows it (measured, docs/default_path.md). Returns (lower, upper, the
-    positions in ``cb`` of the ranges read folded)."""
-    lower, upper = np.array(cb.lower, dtype=float), np.array(cb.upper, dtype=float)
-    rows = (np.flatnonzero(np.asarray(cb.unresolved) & np.asarray(narrow, dtype=bool))
-            if cb.unresolved is not None else np.zeros(0, dtype=np.intp))
-    if len(rows) and cb.noisy_counts is not None and cb.sigma > 0:
-        lo, hi, still = folded_bounds(cb.noisy_counts[rows], cb.sigma, n, quantiles, cb.grid)
-        lower[rows[~still]], upper[rows[~still]] = lo[~still], hi[~still]
-        rows = rows[~still]
-    else:
-        rows = np.zeros(0, dtype=np.intp)
-    return lower, upper, rows
 
 
 def recentre_mu(n, k, mus):
