@@ -133,7 +133,7 @@ def _wider(auto, n, n_train, mu_c, check_sd):
     tail = auto.plan.get("target_tail")
     if tail is None or auto.plan.get("target_collapsed"):
         return None
-    free = _free_means(auto, n_train)
+    free = [(v, sd) for v, sd, _ in _free_means(auto, n_train)]
     alone = pooled(free)
     if check_sd is not None and (alone is None or alone[1] > check_sd):
         return None
@@ -146,11 +146,12 @@ def _wider(auto, n, n_train, mu_c, check_sd):
 
 
 def _free_means(auto, n_train):
-    """The training branch's own noisy means of y, already released ((value, sd) in its
-    scaled units: :func:`released_mean`, :func:`looks_mean`)."""
-    return [(v, sd) for v, sd in (released_mean(auto, n_train) or (None, None),
-                                  looks_mean(auto) or (None, None))
-            if v is not None and weighable(v, sd)]
+    """The training branch's own noisy means of y, already released, as (value, sd, what)
+    in its scaled units (:func:`released_mean`, :func:`looks_mean`)."""
+    return [(v, sd, what) for v, sd, what in (
+        (*(released_mean(auto, n_train) or (None, None)), "the training branch's release"),
+        (*(looks_mean(auto) or (None, None)), "the training branch's looks at y's range"))
+        if v is not None and weighable(v, sd)]
 
 
 def composed(auto, records, prior, **changes):
@@ -180,12 +181,10 @@ def pooled_mean(auto, n_train, all_rows, sigma_alternative, paid=None):
     carry is not thrown away. A release on all rows on a wider range (:class:`AllRows`
     ``wider``) is not pooled: it estimates the mean of y clipped elsewhere. Post-processing.
     Returns (mean, source) or (None, None)."""
-    found = [(v, sd, what) for v, sd, what in (
-        (*(released_mean(auto, n_train) or (None, None)), "the training branch's release"),
-        (*(looks_mean(auto) or (None, None)), "the training branch's looks at y's range"),
-        (*(all_rows[:2] if all_rows is not None and getattr(all_rows, "wider", None) is None
-           else (None, None)), "the release on all rows"))
-        if v is not None and weighable(v, sd)]
+    found = _free_means(auto, n_train)
+    if (all_rows is not None and getattr(all_rows, "wider", None) is None
+            and weighable(*all_rows[:2])):
+        found.append((*all_rows[:2], "the release on all rows"))
     both = pooled([(v, sd) for v, sd, _ in ([paid] if paid else []) + found])
     if both is None:
         return (float(paid[0]), paid[2]) if paid else (None, None)
