@@ -316,6 +316,19 @@ def test_adassp_s_partial_releases_pass_their_audits_and_broken_variants_are_cau
     assert not broken.consistent, broken.summary()
 
 
+def test_the_constant_released_in_pieces_passes_its_audit_and_its_broken_variant_is_caught():
+    """The mean on a wider range released in three pieces (dpopt.pipeline.constant.
+    release_in_pieces: mu_k^2 in proportion to the pieces' widths, summing to mu^2): their sum
+    is consistent at the claimed budget of one release at mu, and caught with a quarter of
+    the noise."""
+    from dpopt.api.release_audits import audit_constant
+
+    ok = audit_constant(n_runs=1000, pieces=True)
+    assert ok.consistent and ok.epsilon == pytest.approx(2.0, rel=1e-6), ok.summary()
+    broken = audit_constant(n_runs=1000, pieces=True, noise_scale=0.25)
+    assert not broken.consistent, broken.summary()
+
+
 @pytest.mark.parametrize("name", ["audit_class_scores", "audit_constant",
                                   "audit_pooled_histogram", "audit_gap_histogram",
                                   "audit_multinomial_step", "audit_inference_gram"])

@@ -25,7 +25,7 @@ from dpopt.api.audit import (
     empirical_epsilon,
 )
 from dpopt.data import Problem
-from dpopt.pipeline.constant import release_constant
+from dpopt.pipeline.constant import release_constant, release_in_pieces, wider_estimate
 from dpopt.pipeline.curvature import noisy_gram, noisy_mean_residual, noisy_spread_mean
 from dpopt.pipeline.held_out import gap_counts, noisy_gap_counts
 from dpopt.pipeline.inference import RESIDUAL_BOUND, release_gram
@@ -37,7 +37,7 @@ from dpopt.preprocessing._cells import text_codes
 from dpopt.preprocessing._indicators import other_value_counts, private_indicators
 from dpopt.preprocessing._refine import pooled_counts
 from dpopt.preprocessing.far_ends import noisy_beyond, target_histogram
-from dpopt.preprocessing.feature_maps import Scaling
+from dpopt.preprocessing.feature_maps import Scaling, TargetScaling
 from dpopt.preprocessing.tables import plan_table
 from dpopt.preprocessing.target_coding import (
     beyond_noise,
@@ -123,26 +123,33 @@ def _release_audit(solver, scores, mu, delta, confidence, options):
 
 
 def audit_constant(*, epsilon=DEFAULT_EPSILON, delta=DEFAULT_DELTA, n_runs=DEFAULT_RUNS,
-                   n=50, random_state=0, confidence=0.95, noise_scale=1.0) -> AuditResult:
+                   n=50, random_state=0, confidence=0.95, noise_scale=1.0,
+                   pieces=False) -> AuditResult:
     """Empirical lower bound on the epsilon of a regressor's constant on all rows
     (:func:`dpopt.pipeline.constant.release_constant`: the mean of n targets scaled into
     [-1, 1], N(0, (2 / mu)^2) on their sum). Neighbouring target sets of ``n`` records, all
     0 except the canary, at -1 on D0 and +1 on D1 (the worst case: the sum moves by 2). The
     release runs at mu = gdp_mu(epsilon, delta) through the fit's code, with the identity
-    as the target scale; the statistic is the noisy mean. ``noise_scale`` < 1 is a broken
-    variant, for the tests only (it multiplies the noise)."""
+    as the target scale; the statistic is the noisy mean. ``pieces``: the same mean released
+    in pieces (:func:`~dpopt.pipeline.constant.release_in_pieces`, the model's range [-0.5,
+    0.5] inside [-1, 1]: the canary moves all three), the statistic their sum.
+    ``noise_scale`` < 1 is a broken variant, for the tests only (it multiplies the noise)."""
     epsilon, delta, n_runs, mu = _release_claim(epsilon, delta, n_runs)
     identity = SimpleNamespace(transform=lambda v: v)
+    inner, wide = (TargetScaling.from_bounds(v, -v, shift=True) for v in (-0.5, -1.0))
     rng = np.random.default_rng(random_state)
     scores = np.empty((2, n_runs))
     for b, canary in enumerate((-1.0, 1.0)):
         y = np.zeros(n)
         y[0] = canary
         for k in range(n_runs):
-            noisy = release_constant(identity, InMemoryData(np.empty((n, 0)), y), mu, rng)[0]
+            data = InMemoryData(np.empty((n, 0)), y)
+            rows = release_in_pieces(inner, wide, data, mu, rng)[0] if pieces else None
+            noisy = (wider_estimate(rows, inner, rows[:2])[0] if pieces
+                     else release_constant(identity, data, mu, rng)[0])
             scores[b, k] = y.mean() + noise_scale * (noisy - y.mean())
-    return _release_audit("constant on all rows (held-out choice, regression)", scores, mu,
-                          delta, confidence, {"n": n, "noise_scale": noise_scale})
+    return _release_audit("constant on all rows (held-out choice, regression)", scores, mu, delta,
+                          confidence, {"n": n, "noise_scale": noise_scale, "pieces": pieces})
 
 
 def audit_gap_histogram(*, epsilon=DEFAULT_EPSILON, delta=DEFAULT_DELTA, n_runs=DEFAULT_RUNS,

@@ -14,7 +14,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from dpopt.pipeline.constant import composed, pooled_mean
+from dpopt.pipeline.constant import check_constant, composed, pooled_mean
 from dpopt.pipeline.held_out import (
     candidates,
     clipped_difference_split,
@@ -25,6 +25,7 @@ from dpopt.pipeline.held_out import (
 )
 from dpopt.pipeline.majority import MARGIN, against_known_rate
 from dpopt.pipeline.mean_of_y import private_mean_of_y
+from dpopt.pipeline.target_looks import pooled
 from dpopt.privacy import Gaussian
 
 __all__ = ["choose", "constant_resolved", "constant_model", "held_out_mean", "select_released",
@@ -92,16 +93,30 @@ def select_released(auto, data, regression, fit_intercept, mu_v, rng, n_train, m
     """The held-out release on the records of ``data`` (the validation rows' adapter) and
     the choice it makes (module docstring); ``in_sample``: ``data`` holds all n rows, the
     training rows too (:mod:`dpopt.pipeline.in_sample`), and the plan says so. ``all_rows``:
-    the release on all rows (:class:`~dpopt.pipeline.constant.AllRows`) or None; one on a
-    wider range than the model's target is not the check's constant (the check scores y
-    clipped to the model's range) but the constant released when the check keeps the
-    model out, with its range as the prediction's."""
+    the release on all rows (:class:`~dpopt.pipeline.constant.AllRows`) or None. Where it
+    was released in pieces over a range wider than the model's target, the check scores y
+    clipped to that wider range, in its units, and both candidates predict there: the mean
+    on the wider range (:func:`~dpopt.pipeline.constant.check_constant`), and the model
+    raised by the noisy mean of y beyond its own range (``AllRows.outer``: a model fitted
+    to y clipped to its range misses that part of y's mean, as a constant clipped there
+    would); whichever the check releases, its range is the prediction's."""
     rows, how = ("all", "in-sample check") if in_sample else ("the held-out", "held-out selection")
     m = data.shape[0]
     if regression and fit_intercept and auto.target is not None and auto.target.half_width == 0:
         return held_out_mean(auto, data, mu_v, rng)
     mu_scores, constant, source = mu_v, None, None
-    if regression and fit_intercept:
+    wider = all_rows.wider if regression and fit_intercept and all_rows is not None else None
+    target = auto.target
+    if wider is not None:  # the check on y clipped to the constant's wider range
+        target = wider
+        constant, wider_sd, source = check_constant(auto, n_train, all_rows)
+        if wider_sd > 2.0 * math.sqrt(2.0) / (m * mu_v):  # the held-out release, pooled
+            mu_scores = mu_v / math.sqrt(2.0)
+            held = data.target_mean(wider, mu_scores, rng)[0]
+            constant, wider_sd = pooled([(held, 2.0 / (m * mu_scores)), (constant, wider_sd)])
+            constant = float(np.clip(constant, -1.0, 1.0))
+            source = f"{rows} rows (half of mu_v), pooled with {source}"
+    elif regression and fit_intercept:
         half = mu_v / math.sqrt(2.0)
         constant, source = pooled_mean(auto, n_train, all_rows, 2.0 / (m * half))
         if constant is None:  # the held-out release, with what the others carry
@@ -110,7 +125,9 @@ def select_released(auto, data, regression, fit_intercept, mu_v, rng, n_train, m
             constant, source = pooled_mean(auto, n_train, all_rows, math.inf, paid=(
                 held, 2.0 / (m * half), f"{rows} rows (half of mu_v)"))
     cands = candidates(auto, regression, fit_intercept, constant)
-    maps = {"scaling": auto.scaling, "target": auto.target, "cands": cands}
+    if wider is not None:  # the model raised by y's mean beyond its range, in wider's units
+        cands[0] = ("model", *_model_in(auto, wider, all_rows.outer))
+    maps = {"scaling": auto.scaling, "target": target, "cands": cands}
     bound = prediction_gap_bound(cands[0], cands[1]) if regression else None
     clip, mu_d, gap_sigma = (clipped_difference_split(data, **maps, bound=bound, mu=mu_scores,
                                                       rng=rng) if regression else (None,) * 3)
@@ -131,15 +148,11 @@ def select_released(auto, data, regression, fit_intercept, mu_v, rng, n_train, m
             noisy = np.append(noisy, 1.0 - noisy[1])
         best, use_model = choose(noisy[0], noisy[1:], sigma,
                                  None if majority is None else majority.best)
-    sigma_mean = None if source is None or mu_scores == mu_v else 2.0 / (m * mu_scores)
+    sigma_mean = (wider_sd if wider is not None else None
+                  if source is None or mu_scores == mu_v else 2.0 / (m * mu_scores))
     resolved = (True if regression else majority.resolved if majority is not None
                 else constant_resolved(noisy[1:], sigma))
     name, coef, intercept = cands[0] if use_model else cands[1 + best]
-    wider = None if use_model or all_rows is None else all_rows.wider
-    if wider is not None:  # the constant released: the mean on its wider range
-        intercept, constant, sigma_mean = all_rows.mean, all_rows.mean, all_rows.sd
-        source = (f"the release on all rows, its range widened over a thin tail of y to "
-                  f"[{wider.lower:.4g}, {wider.upper:.4g}] (the choice's constant: {source})")
     if not use_model and not regression and fit_intercept:
         # the constant's probability: the noisy rate of its class (post-processing)
         rate = noisy[1 + best] if majority is None else majority.probability
@@ -153,13 +166,14 @@ def select_released(auto, data, regression, fit_intercept, mu_v, rng, n_train, m
               "validation_rows": int(m), "released_columns": released_columns,
               "margin": MARGIN, "difference_bound": clip, "gap_bound": bound, "gap_sigma": gap_sigma,
               "majority_from": None if majority is None else majority.source,
+              "model_raised_by": None if wider is None else all_rows.outer,
               "reason": (f"{how} on {m} rows (Gaussian, mu={mu_v:.3g}, "
                          f"sigma={sigma:.3g}): released {'the model' if use_model else name}"
                          + ("" if resolved else " (which class is the majority is not "
                                                 "resolved at this budget)"))}
     plan = {**auto.plan, "selection": record}
     result = auto.result
-    if not use_model:
+    if not use_model or wider is not None:  # the constant, or the model on wider's scale
         w = np.append(coef, intercept) if fit_intercept else coef.copy()
         result = replace(result, coef=coef.reshape(np.shape(result.coef)),
                          intercept=float(intercept), w=w)
@@ -181,3 +195,14 @@ def pooled_constant(auto, n_train, all_rows):
     plan = {**auto.plan, "selection": record}
     return replace(auto, result=replace(auto.result, **constant_model(auto.result, mean, plan)),
                    plan=plan)
+
+
+def _model_in(auto, wider, outer):
+    """The model's (coef, intercept) in ``wider``'s scaled units, its raw predictions raised
+    by ``outer``: the noisy mean of clip(y, wider) - clip(y, model's range) (y's units,
+    :func:`~dpopt.pipeline.constant.release_in_pieces`), the part of y's mean that the
+    model, fitted to y clipped to its range, leaves out. Post-processing."""
+    t, ratio = auto.target, auto.target.half_width / wider.half_width
+    coef = np.asarray(auto.result.coef, dtype=np.float64).ravel() * ratio
+    raw = t.center + t.half_width * float(auto.result.intercept) + outer
+    return coef, float((raw - wider.center) / wider.half_width)

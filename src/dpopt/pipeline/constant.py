@@ -13,7 +13,9 @@ Mechanism (:func:`release_constant`). The targets are clipped to the training br
 released target scale (post-processing of its release) and mapped to [-1, 1]; their sum
 moves by at most 2 when one record is replaced (replace-one adjacency, n public), and
 N(0, (2 / mu_c)^2) on it is the Gaussian mechanism of multiplier 1 / mu_c, mu_c-GDP (Dong,
-Roth & Su 2022), recorded as ``Gaussian(1 / mu_c)``.
+Roth & Su 2022), recorded as ``Gaussian(1 / mu_c)``. Where y's histogram shows a thin tail
+beyond that scale, the same mean on a wider range is released in pieces whose mu_k^2 add up
+to mu_c^2 (:func:`release_in_pieces`): one mu_c-GDP mechanism, the same record.
 
 Privacy of the whole. The training branch runs on sqrt(mu^2 - mu_c^2) (its ``spent_mu``). A
 training record meets that branch and this release; a held-out record meets the score
@@ -24,7 +26,7 @@ its (epsilon, delta) is theirs (:func:`composed`); fully adaptive composition of
 
 Its share (:func:`constant_mu`) follows from public (n, mu). The released constant is then
 the inverse-variance average of the noisy means available (:func:`pooled_mean`,
-post-processing).
+:func:`check_constant`; post-processing).
 """
 
 from __future__ import annotations
@@ -43,8 +45,10 @@ from dpopt.preprocessing.feature_maps import TargetScaling
 from dpopt.preprocessing.thin_tails import widened
 from dpopt.privacy import Gaussian, epsilon_of
 
-__all__ = ["CONSTANT_LOSS", "constant_mu", "release_constant", "all_rows_mean", "composed",
-           "pooled_mean", "looks_mean", "released_mean", "mu_left", "fit_one_class", "AllRows"]
+__all__ = ["CONSTANT_LOSS", "constant_mu", "release_constant", "release_in_pieces",
+           "all_rows_mean", "composed",
+           "pooled_mean", "check_constant", "wider_estimate", "looks_mean", "released_mean", "mu_left",
+           "fit_one_class", "AllRows"]
 
 #: The R^2 a regressor's released constant may lose to its noise (:func:`constant_mu`): a
 #: tenth of the do-no-harm tolerance (0.01).
@@ -92,57 +96,144 @@ def release_constant(target, data, mu_c, rng):
     return mean, 2.0 / (data.shape[0] * mu_c), records
 
 
+def release_in_pieces(target, wider, data, mu_c, rng):
+    """The mean of y clipped to ``wider``'s range [L, U], which contains ``target``'s [l, u],
+    released as its pieces: the means of y clipped to [L, l], [l, u] and [u, U] (those of
+    positive width W_k), each scaled into [-1, 1] and released by :func:`release_constant`
+    with mu_k = mu_c sqrt(W_k / W), W = U - L. Since clip(y, L, U) = clip(y, L, l) +
+    clip(y, l, u) + clip(y, u, U) - l - u, their sum (post-processing) is the mean on [L, U],
+    with noise variance sum_k (W_k / (n mu_k))^2 = (W / (n mu_c))^2 in y's units: exactly that
+    of one release on [L, U] at mu_c. And the piece [l, u] is the mean of y clipped to the
+    model's range, which the held-out check's constant needs (:func:`pooled_mean`), for free.
+
+    Privacy: replacing one record moves each piece's scaled sum by at most 2, so piece k is
+    mu_k-GDP; sum_k mu_k^2 = mu_c^2 (each mu_k shrunk by a relative 1e-12 for rounding), and
+    the pieces compose to one mu_c-GDP mechanism (Dong, Roth & Su 2022), recorded as one
+    ``Gaussian(1 / mu_c)``, the record of the single release it replaces. Replace-one
+    adjacency, n public. Returns (:class:`AllRows`, records)."""
+    if not wider.lower <= target.lower < target.upper <= wider.upper:
+        raise ValueError("internal error: the wider range must contain the target's")
+    width = wider.upper - wider.lower
+    ends = (wider.lower, target.lower, target.upper, wider.upper)
+    outer, outer_var, narrow = -(target.lower + target.upper), 0.0, None
+    for a, b in zip(ends[:-1], ends[1:]):
+        if not b > a:  # an end not moved: clip(y, a, a) = a, known
+            outer += a
+            continue
+        mu_k = mu_c * math.sqrt((b - a) / width) * (1.0 - 1e-12)
+        if (a, b) == (target.lower, target.upper):
+            narrow = release_constant(target, data, mu_k, rng)[:2]
+            continue
+        piece = type(target).from_bounds(a, b, shift=True)
+        mean, sd, _ = release_constant(piece, data, mu_k, rng)
+        outer += piece.center + piece.half_width * mean
+        outer_var += (piece.half_width * sd) ** 2
+    return AllRows(*narrow, wider, outer, math.sqrt(outer_var)), [Gaussian(1.0 / mu_c, 1)]
+
+
+def wider_estimate(all_rows, target, narrow):
+    """(mean, standard deviation) of y clipped to ``all_rows.wider``'s range, in its scaled
+    units: the pieces' sum of :func:`release_in_pieces`, with ``narrow`` = (mean, sd) in
+    ``target``'s scaled units for the piece on the model's range (that piece alone, or
+    pooled with the training branch's noisy means of the same clipped y). Post-processing."""
+    mean, sd = narrow
+    raw = target.center + target.half_width * mean + all_rows.outer
+    spread = math.hypot(target.half_width * sd, all_rows.outer_sd)
+    mean, sd = all_rows.wider.scaled_estimate(raw, spread)
+    return float(np.clip(mean, -1.0, 1.0)), sd
+
+
+def check_constant(auto, n_train, all_rows):
+    """The held-out check's constant where the release on all rows came in pieces over a
+    wider range (:func:`release_in_pieces`): :func:`wider_estimate` with the piece on the
+    model's range pooled with the training branch's own noisy means of the same clipped y
+    (:func:`_free_means`, weights 1/sd^2). Returns (mean, sd, source), in the wider range's
+    scaled units. Post-processing."""
+    found = _free_means(auto, n_train) + [(*all_rows[:2], "the release on all rows")]
+    found = [f for f in found if weighable(*f[:2])]
+    mean, sd = wider_estimate(all_rows, auto.target, pooled([f[:2] for f in found]))
+    what = " and ".join(w for _, _, w in found)
+    return mean, sd, (f"{what} (already released: no new spending), on y clipped to its "
+                      f"range widened over a thin tail of y, [{all_rows.wider.lower:.4g}, "
+                      f"{all_rows.wider.upper:.4g}]")
+
+
 class AllRows(NamedTuple):
-    """The release on all rows: its noisy mean and standard deviation, in the scaled units
-    of ``wider`` when that is given (the mean of y clipped to a range wider than the
-    training branch's target scale), else of the branch's target scale."""
+    """The release on all rows: the noisy mean of y clipped to the training branch's target
+    scale and its standard deviation (its scaled units); and, where it was released in
+    pieces over a ``wider`` range (:func:`release_in_pieces`), the noisy mean of y clipped
+    there less the piece on the model's range (``outer``, y's units, and its standard
+    deviation: :func:`wider_estimate` adds that piece back)."""
 
     mean: float
     sd: float
     wider: TargetScaling | None = None
+    outer: float = 0.0
+    outer_sd: float = 0.0
 
 
 def all_rows_mean(auto, data, mu_c, rng, prior, n_train=None, check_sd=None):
     """:func:`release_constant` on the records of ``data`` (all n rows), with the training
-    branch's target scale, or with a wider range where the branch's histogram of y shows a
-    thin tail beyond its range (``plan["target_tail"]``) and clipping the mean further out
-    lowers its estimated error at (n, mu_c) (:func:`~dpopt.preprocessing.thin_tails.widened`,
-    post-processing of that release): the model gains from y clipped at its bulk (its noise
-    grows with the range), the constant may not (its mean is biased by the tail left out: a
-    count of visits to a doctor clipped at 3.16 has mean 1.6 where it is 2.9, R^2 -0.08).
+    branch's target scale; or, where the branch's histogram of y shows a thin tail beyond its
+    range (``plan["target_tail"]``) and clipping the mean further out lowers its estimated
+    error at (n, mu_c) (:func:`~dpopt.preprocessing.thin_tails.widened`, post-processing of
+    that release), in pieces over the wider range (:func:`release_in_pieces`): the model
+    gains from y clipped at its bulk (its noise grows with the range), the constant may not
+    (its mean is biased by the tail left out: a count of visits to a doctor clipped at 3.16
+    has mean 1.6 where it is 2.9, R^2 -0.08).
 
-    A mean on a wider range cannot join the held-out check's constant, which is scored on y
-    clipped to the model's range (:func:`pooled_mean`), so it is taken only where the
-    branch's own noisy means already give that constant the precision ``check_sd`` (scaled
-    units) at which the check releases nothing more for it: the check then keeps all of its
-    mu. Not where the branch released a mean of y instead of a model (``target_collapsed``:
-    its range is the mean's own). ``n_train``: the rows the branch trained on (default all
-    n). Returns (:class:`AllRows`, ``auto`` with the record in its composition and
-    ``plan["constant_mu"]``)."""
+    Where the range is widened, the held-out check scores y clipped to it, and its
+    candidates predict there: the mean on that range (:func:`check_constant`) and the model
+    raised by y's mean beyond its own range (``AllRows.outer``,
+    :func:`dpopt.pipeline.choice.select_released`), judged on the y the released one
+    predicts, not on the clipped y the model was fitted to. The check
+    releases a constant of its own, at half of its mu, when the noisy means it can pool are
+    less precise than ``check_sd`` (scaled units, :func:`pooled_mean`); the range is widened
+    only where it does not bring about such a release that the model's range would have
+    spared. Not where the branch released a mean of y instead of a model
+    (``target_collapsed``: its range is the mean's own). ``n_train``: the rows the branch
+    trained on (default all n). Returns (:class:`AllRows`, ``auto`` with the record in its
+    composition and ``plan["constant_mu"]``)."""
     n = data.shape[0]
     n_train = n if n_train is None else n_train
     wider = _wider(auto, n, n_train, mu_c, check_sd)
-    mean, sd, records = release_constant(wider or auto.target, data, mu_c, rng)
+    if wider is None:
+        mean, sd, records = release_constant(auto.target, data, mu_c, rng)
+        all_rows = AllRows(mean, sd)
+    else:
+        all_rows, records = release_in_pieces(auto.target, wider, data, mu_c, rng)
     auto.plan["constant_mu"] = mu_c
-    return AllRows(mean, sd, wider), composed(auto, records, prior)
+    return all_rows, composed(auto, records, prior)
 
 
 def _wider(auto, n, n_train, mu_c, check_sd):
     """The :class:`TargetScaling` of the wider range of :func:`all_rows_mean`, or None
     (its ends in ``plan["constant_range"]``)."""
-    tail = auto.plan.get("target_tail")
+    tail, target = auto.plan.get("target_tail"), auto.target
     if tail is None or auto.plan.get("target_collapsed"):
         return None
     free = [(v, sd) for v, sd, _ in _free_means(auto, n_train)]
-    alone = pooled(free)
-    if check_sd is not None and (alone is None or alone[1] > check_sd):
-        return None
     both = pooled(free + [(0.0, 2.0 / (n * mu_c))])  # the constant kept: its sd
-    lo, hi = widened(*tail["range"], tail, n, mu_c, auto.target.half_width * both[1])
+    lo, hi = widened(*tail["range"], tail, n, mu_c, target.half_width * both[1])
     if (lo, hi) == tuple(tail["range"]):
         return None
+    wider = TargetScaling.from_bounds(lo, hi, shift=True)
+    if check_sd is not None and both[1] <= check_sd < _check_sd(wider, target, free, n, mu_c):
+        return None  # widened, the check would release a constant of its own
     auto.plan["constant_range"] = [lo, hi]
-    return TargetScaling.from_bounds(lo, hi, shift=True)
+    return wider
+
+
+def _check_sd(wider, target, free, n, mu_c):
+    """The standard deviation, in ``wider``'s scaled units, of the held-out check's constant
+    on the wider range (:func:`check_constant`) before its pieces are released: the piece on
+    the model's range at mu_a = mu_c sqrt(W_a / W), pooled with the branch's ``free`` means,
+    and the outer pieces, whose variances add to (W^2 - W W_a) / (n mu_c)^2 in y's units."""
+    inner, width = target.upper - target.lower, wider.upper - wider.lower
+    piece = 2.0 / (n * mu_c * math.sqrt(inner / width))
+    narrow = pooled(free + [(0.0, piece)])[1]
+    outer = math.sqrt(width * (width - inner)) / (n * mu_c)
+    return math.hypot(target.half_width * narrow, outer) / wider.half_width
 
 
 def _free_means(auto, n_train):
@@ -178,12 +269,10 @@ def pooled_mean(auto, n_train, all_rows, sigma_alternative, paid=None):
     their bins; they also differ by the training rows' sampling, a 1/n term), when that is
     more precise than ``sigma_alternative`` (the held-out release's). ``paid``: that
     release, made because they were not, as (mean, sd, what): it joins them, so what they
-    carry is not thrown away. A release on all rows on a wider range (:class:`AllRows`
-    ``wider``) is not pooled: it estimates the mean of y clipped elsewhere. Post-processing.
+    carry is not thrown away. Post-processing.
     Returns (mean, source) or (None, None)."""
     found = _free_means(auto, n_train)
-    if (all_rows is not None and getattr(all_rows, "wider", None) is None
-            and weighable(*all_rows[:2])):
+    if all_rows is not None and weighable(*all_rows[:2]):
         found.append((*all_rows[:2], "the release on all rows"))
     both = pooled([(v, sd) for v, sd, _ in ([paid] if paid else []) + found])
     if both is None:
