@@ -281,6 +281,35 @@ def test_the_pieces_sum_to_the_mean_on_the_wider_range_with_its_noise():
     assert np.mean(sums) == pytest.approx(np.clip(y, 0.0, 12.0).mean(), abs=0.01)
     assert np.std(sums) == pytest.approx(12.0 / (400 * mu), rel=0.05)
     assert np.mean(inner) == pytest.approx(np.clip(y, 0.0, 3.0).mean(), abs=0.01)
+    assert np.std(inner) == pytest.approx(narrow.half_width * rows.sd, rel=0.05)  # its own mu_a
+
+
+def test_the_check_on_a_much_wider_range_scales_its_gaps_grid():
+    # y = exp(1.2 x.b + 0.5 e), 300 rows, epsilon = 4 (an independent review's case): the
+    # constant's range is widened from [0.32, 3.16] to [0.32, 100], where the score gaps are
+    # (2.84 / 99.7)^2 = 8e-4 times smaller. On the unscaled grid the clip T stopped at its
+    # first edge, 1e-3, the difference's noise with it, and the check released the constant
+    # (R^2 -0.048 on fresh data) instead of this model (0.124)
+    from dpopt.pipeline.held_out import GAP_EDGES, gap_edges
+
+    assert gap_edges(1.0) is GAP_EDGES
+    scaled = gap_edges(8e-4)
+    assert scaled[0] == 0.0 and scaled[-1] == 1.0 and np.all(np.diff(scaled) > 0)
+    assert scaled.size == GAP_EDGES.size + 1 and scaled[-2] == pytest.approx(8e-4)
+
+    def make(n, rng):
+        X = rng.normal(size=(n, 5))
+        return X, np.exp(1.2 * X @ np.array([0.8, -0.5, 0.3, 0.0, 0.0]) + 0.5 * rng.normal(size=n))
+
+    X, y = make(300, np.random.default_rng(19_300))
+    Xt, yt = make(20_000, np.random.default_rng(1_000_019))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = dpopt.DPLinearRegression(epsilon=4.0, random_state=19).fit(X, y)
+    sel = model.auto_.plan["selection"]
+    assert model.auto_.plan["constant_range"][1] == pytest.approx(100.0)
+    assert sel["difference_bound"] < 1e-3 and sel["released"] == "model"
+    assert model.score(Xt, yt) > 0.1  # 0.124
 
 
 def test_the_check_moves_to_the_wider_range_where_the_branchs_means_alone_are_imprecise(
@@ -323,7 +352,7 @@ def test_a_skewed_count_on_a_small_raw_table_keeps_its_mean(capsys):
     # the 3 draws of benchmarks/small_frames.py: the training branch's range is [0, 3.16]
     # and the constant clipped there lost 0.081 of R^2 (session 45); the check now scores y
     # on the range widened over the thin tail, with the constant released there or the model
-    # raised by y's mean beyond its range (measured -0.034)
+    # raised by y's mean beyond its range (measured -0.033)
     root = os.environ.get("DPOPT_DATA", "").strip()
     if not root or not os.path.isfile(os.path.join(root, "tables", "tables.json")):
         pytest.skip("the raw tables are not available: set DPOPT_DATA to a directory "

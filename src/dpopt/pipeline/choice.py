@@ -129,8 +129,10 @@ def select_released(auto, data, regression, fit_intercept, mu_v, rng, n_train, m
         cands[0] = ("model", *_model_in(auto, wider, all_rows.outer))
     maps = {"scaling": auto.scaling, "target": target, "cands": cands}
     bound = prediction_gap_bound(cands[0], cands[1]) if regression else None
+    scale = 1.0 if wider is None else (auto.target.half_width / wider.half_width) ** 2
     clip, mu_d, gap_sigma = (clipped_difference_split(data, **maps, bound=bound, mu=mu_scores,
-                                                      rng=rng) if regression else (None,) * 3)
+                                                      rng=rng, gap_scale=scale)
+                             if regression else (None,) * 3)
     totals = held_out_totals(data, **maps, regression=regression, bound=bound, clip=clip)
     if regression:  # the paired difference, model minus constant, clipped at T <= H
         noisy_d, sigma = noisy_difference_total(float(totals[0]), m, clip, mu_d, rng)

@@ -53,7 +53,7 @@ from dpopt.privacy.mechanisms import noisy_scan
 
 __all__ = ["candidates", "per_record_scores", "score_totals", "summed_over_records",
            "held_out_totals", "noisy_scores", "noisy_score_totals", "prediction_gap_bound",
-           "noisy_difference_total", "gap_counts", "noisy_gap_counts", "gap_clip",
+           "noisy_difference_total", "gap_edges", "gap_counts", "noisy_gap_counts", "gap_clip",
            "clipped_difference_split", "GAP_EDGES", "GAP_SHARE"]
 
 #: The public grid of the score gaps' histogram (:func:`noisy_gap_counts`): [0, 1e-3],
@@ -206,48 +206,63 @@ def noisy_difference_total(total, m, bound, mu, rng):
     return float(total / m + sigma * rng.standard_normal()), sigma
 
 
-def gap_counts(X_val, y_val, *, scaling, target, cands):
-    """The counts, on :data:`GAP_EDGES`, of one block's score gaps |s_model - s_constant|
-    (:func:`per_record_scores` of the model ``cands[0]`` and the constant ``cands[1]``,
-    in [0, 1]); and, last, 0 (no record can break a histogram's bound). Summed over chunks
-    out of core."""
+def gap_edges(scale=1.0):
+    """The gaps' grid: :data:`GAP_EDGES` with every edge above 0 times ``scale`` (a released
+    or public number in (0, 1]) and, where ``scale`` < 1, a last bin [scale, 1], so that the
+    grid still covers every gap in [0, 1]. The held-out check on a target range W / W_a times
+    wider than the model's (:func:`dpopt.pipeline.choice.select_released`) has score gaps
+    (W_a / W)^2 times smaller, |f - c| |2 y - f - c| / 4 with both factors in its units: its
+    grid is scaled by that, else its clip T could not go below 1e-3 while the gaps did."""
+    if scale >= 1.0:
+        return GAP_EDGES
+    return np.append(GAP_EDGES * scale, 1.0)
+
+
+def gap_counts(X_val, y_val, *, scaling, target, cands, edges=GAP_EDGES):
+    """The counts, on ``edges`` (:func:`gap_edges`), of one block's score gaps
+    |s_model - s_constant| (:func:`per_record_scores` of the model ``cands[0]`` and the
+    constant ``cands[1]``, in [0, 1]); and, last, 0 (no record can break a histogram's
+    bound). Summed over chunks out of core."""
     scores = per_record_scores(scaling, target, cands[:2], X_val, y_val, True)
     gaps = np.minimum(np.abs(scores[:, 0] - scores[:, 1]), 1.0)
-    counts = np.histogram(gaps, bins=GAP_EDGES)[0].astype(np.float64)
+    counts = np.histogram(gaps, bins=edges)[0].astype(np.float64)
     return np.append(counts, 0.0)
 
 
-def noisy_gap_counts(data, *, scaling, target, cands, mu, rng):
-    """The held-out records' score gaps counted on :data:`GAP_EDGES` (:func:`gap_counts`, in
+def noisy_gap_counts(data, *, scaling, target, cands, mu, rng, edges=GAP_EDGES):
+    """The held-out records' score gaps counted on ``edges`` (:func:`gap_counts`, in
     memory or summed over chunks) plus N(0, sigma^2) per count, sigma = sqrt(2) / mu:
     replacing one record moves one unit between two bins (replace-one sensitivity
     sqrt(2)), so this is the Gaussian mechanism of multiplier 1 / mu, mu-GDP. Returns
     (noisy counts, sigma)."""
-    counts = summed_over_records(data, gap_counts, GAP_EDGES.size, scaling=scaling,
-                                 target=target, cands=cands)
+    counts = summed_over_records(data, gap_counts, edges.size, scaling=scaling,
+                                 target=target, cands=cands, edges=edges)
     noisy, sigma, _ = release_counts(counts[None, :], mu, rng)  # one histogram: sqrt(2) / mu
     return noisy[0], sigma
 
 
-def gap_clip(noisy, sigma, m, bound):
-    """The clip T read from the gaps' noisy counts (post-processing): the scan of the
-    features' bounds (its margins too) from the top at the :data:`GAP_LEVEL` of the m records; T is the upper
-    edge of the bin where it stops, at most ``bound`` (H), and H where it does not stop."""
+def gap_clip(noisy, sigma, m, bound, edges=GAP_EDGES):
+    """The clip T read from the gaps' noisy counts on ``edges`` (post-processing): the scan
+    of the features' bounds (its margins too) from the top at the :data:`GAP_LEVEL` of the m
+    records; T is the upper edge of the bin where it stops, at most ``bound`` (H), and H
+    where it does not stop."""
     stop = noisy_scan(noisy, (1.0 - GAP_LEVEL) * m, sigma, DEFAULT_CONFIDENCE, from_top=True,
                       bin_confidence=DEFAULT_BIN_CONFIDENCE)[0]
-    return float(bound) if stop < 0 else min(float(bound), float(GAP_EDGES[stop + 1]))
+    return float(bound) if stop < 0 else min(float(bound), float(edges[stop + 1]))
 
 
-def clipped_difference_split(data, *, scaling, target, cands, bound, mu, rng):
+def clipped_difference_split(data, *, scaling, target, cands, bound, mu, rng, gap_scale=1.0):
     """The regressor's score release at ``mu`` in two Gaussian mechanisms: the gaps'
     histogram with mu_q = sqrt(:data:`GAP_SHARE`) mu, giving the clip T
     (:func:`noisy_gap_counts`, :func:`gap_clip`), and the clipped differences' mean with
     mu_d = sqrt(1 - GAP_SHARE) mu (mu_q^2 + mu_d^2 = mu^2, so the release is still mu-GDP).
     A model equal to the constant (``bound`` H = 0) has nothing to compare: no histogram.
-    Returns (T, mu_d, the histogram's noise sigma = sqrt(2) / mu_q, or None)."""
+    ``gap_scale``: the grid's scale (:func:`gap_edges`). Returns (T, mu_d, the histogram's
+    noise sigma = sqrt(2) / mu_q, or None)."""
     if bound <= 0.0:
         return bound, mu, None
     mu_q, mu_d = mu * math.sqrt(GAP_SHARE), mu * math.sqrt(1.0 - GAP_SHARE)
+    edges = gap_edges(gap_scale)
     noisy, sigma = noisy_gap_counts(data, scaling=scaling, target=target, cands=cands,
-                                    mu=mu_q, rng=rng)
-    return gap_clip(noisy, sigma, data.shape[0], bound), mu_d, sigma
+                                    mu=mu_q, rng=rng, edges=edges)
+    return gap_clip(noisy, sigma, data.shape[0], bound, edges), mu_d, sigma

@@ -26,7 +26,11 @@ Scores (per record, in [0, 1]). Classifier: 1 if the candidate predicts the labe
 the two constants' scores sum to 1 and one number (the positive-label rate) gives both.
 Regressor, on the training branch's private target scale (y clipped and mapped to
 [-1, 1], predictions clipped to [-1, 1]): 1 - (y - f(x))^2 / 4, the squared error on that
-scale, the loss the estimators' R^2 (``score``) measures. (Until session 31 it was the
+scale, the loss the estimators' R^2 (``score``) measures. Where the constant on all rows was
+released on a wider range (a skewed target's thin tail, :func:`dpopt.pipeline.constant.
+all_rows_mean`), the same on that wider range's scale, with the model raised to it
+(:func:`dpopt.pipeline.choice.select_released`); ``plan["selection"]["noisy_mean"]`` and
+``["sigma_mean"]`` are then in its units, and the gaps' grid is scaled with it. (Until session 31 it was the
 absolute error, for its resolution: errors e << 1 differ far more in |e| than in e^2. On a
 skewed target that chose a predictor near the median, which wins the absolute error while
 it loses R^2 to the mean. The resolution is now the clip's: below.)
