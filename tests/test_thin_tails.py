@@ -282,6 +282,15 @@ def test_the_pieces_sum_to_the_mean_on_the_wider_range_with_its_noise():
     assert np.std(sums) == pytest.approx(12.0 / (400 * mu), rel=0.05)
     assert np.mean(inner) == pytest.approx(np.clip(y, 0.0, 3.0).mean(), abs=0.01)
     assert np.std(inner) == pytest.approx(narrow.half_width * rows.sd, rel=0.05)  # its own mu_a
+    # an end moved by a width whose share of W underflows (an independent review forced one:
+    # mu_k = 0 divided by zero after the releases): that piece is known, nothing released
+    tiny = TargetScaling.from_bounds(-5e-324, 12.0, shift=True)
+    rows, records = release_in_pieces(narrow, tiny, data, mu, rng)
+    assert np.isfinite(rows.outer) and [r.count for r in records] == [1]
+    from dpopt.pipeline.held_out import gap_edges
+
+    with pytest.raises(ValueError, match="scale"):
+        gap_edges(float("nan"))
 
 
 def test_the_check_on_a_much_wider_range_scales_its_gaps_grid():

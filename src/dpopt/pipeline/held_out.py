@@ -213,6 +213,8 @@ def gap_edges(scale=1.0):
     wider than the model's (:func:`dpopt.pipeline.choice.select_released`) has score gaps
     (W_a / W)^2 times smaller, |f - c| |2 y - f - c| / 4 with both factors in its units: its
     grid is scaled by that, else its clip T could not go below 1e-3 while the gaps did."""
+    if not scale > 0.0:  # NaN or 0: np.histogram would count nothing
+        raise ValueError(f"internal error: the gaps' grid scale must be positive, got {scale!r}")
     if scale >= 1.0:
         return GAP_EDGES
     return np.append(GAP_EDGES * scale, 1.0)
