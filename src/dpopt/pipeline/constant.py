@@ -46,9 +46,8 @@ from dpopt.preprocessing.thin_tails import widened
 from dpopt.privacy import Gaussian, epsilon_of
 
 __all__ = ["CONSTANT_LOSS", "constant_mu", "release_constant", "release_in_pieces",
-           "all_rows_mean", "composed",
-           "pooled_mean", "check_constant", "wider_estimate", "looks_mean", "released_mean", "mu_left",
-           "fit_one_class", "AllRows"]
+           "all_rows_mean", "composed", "pooled_mean", "check_constant", "wider_estimate",
+           "looks_mean", "released_mean", "mu_left", "fit_one_class", "AllRows"]
 
 #: The R^2 a regressor's released constant may lose to its noise (:func:`constant_mu`): a
 #: tenth of the do-no-harm tolerance (0.01).
@@ -190,11 +189,11 @@ def all_rows_mean(auto, data, mu_c, rng, prior, n_train=None, check_sd=None):
     candidates predict there: the mean on that range (:func:`check_constant`) and the model
     raised by y's mean beyond its own range (``AllRows.outer``,
     :func:`dpopt.pipeline.choice.select_released`), judged on the y the released one
-    predicts, not on the clipped y the model was fitted to. The check
-    releases a constant of its own, at half of its mu, when the noisy means it can pool are
-    less precise than ``check_sd`` (scaled units, :func:`pooled_mean`); the range is widened
-    only where it does not bring about such a release that the model's range would have
-    spared. Not where the branch released a mean of y instead of a model
+    predicts, not on the clipped y the model was fitted to. The check releases a constant of
+    its own, at half of its mu, when the noisy means it can pool are less precise than
+    ``check_sd`` (scaled units, :func:`pooled_mean`); the range is widened only where it does
+    not bring about such a release that the model's range would have spared
+    (:func:`_check_sd`). Not where the branch released a mean of y instead of a model
     (``target_collapsed``: its range is the mean's own). ``n_train``: the rows the branch
     trained on (default all n). Returns (:class:`AllRows`, ``auto`` with the record in its
     composition and ``plan["constant_mu"]``)."""
