@@ -104,16 +104,17 @@ def select_released(auto, data, regression, fit_intercept, mu_v, rng, n_train, m
     m = data.shape[0]
     if regression and fit_intercept and auto.target is not None and auto.target.half_width == 0:
         return held_out_mean(auto, data, mu_v, rng)
-    mu_scores, constant, source = mu_v, None, None
+    mu_scores, constant, source, sigma_mean = mu_v, None, None, None
     wider = all_rows.wider if regression and fit_intercept and all_rows is not None else None
     target = auto.target
     if wider is not None:  # the check on y clipped to the constant's wider range
         target = wider
-        constant, wider_sd, source = check_constant(auto, n_train, all_rows)
-        if wider_sd > 2.0 * math.sqrt(2.0) / (m * mu_v):  # the held-out release, pooled
+        constant, sigma_mean, source = check_constant(auto, n_train, all_rows)
+        if sigma_mean > 2.0 * math.sqrt(2.0) / (m * mu_v):  # the held-out release, pooled
             mu_scores = mu_v / math.sqrt(2.0)
             held = data.target_mean(wider, mu_scores, rng)[0]
-            constant, wider_sd = pooled([(held, 2.0 / (m * mu_scores)), (constant, wider_sd)])
+            constant, sigma_mean = pooled([(held, 2.0 / (m * mu_scores)),
+                                           (constant, sigma_mean)])
             constant = float(np.clip(constant, -1.0, 1.0))
             source = f"{rows} rows (half of mu_v), pooled with {source}"
     elif regression and fit_intercept:
@@ -121,9 +122,9 @@ def select_released(auto, data, regression, fit_intercept, mu_v, rng, n_train, m
         constant, source = pooled_mean(auto, n_train, all_rows, 2.0 / (m * half))
         if constant is None:  # the held-out release, with what the others carry
             mu_scores = half
-            held = data.target_mean(auto.target, mu_scores, rng)[0]
+            held, sigma_mean = data.target_mean(auto.target, mu_scores, rng)[0], 2.0 / (m * half)
             constant, source = pooled_mean(auto, n_train, all_rows, math.inf, paid=(
-                held, 2.0 / (m * half), f"{rows} rows (half of mu_v)"))
+                held, sigma_mean, f"{rows} rows (half of mu_v)"))
     cands = candidates(auto, regression, fit_intercept, constant)
     if wider is not None:  # the model raised by y's mean beyond its range, in wider's units
         cands[0] = ("model", *_model_in(auto, wider, all_rows.outer))
@@ -150,8 +151,6 @@ def select_released(auto, data, regression, fit_intercept, mu_v, rng, n_train, m
             noisy = np.append(noisy, 1.0 - noisy[1])
         best, use_model = choose(noisy[0], noisy[1:], sigma,
                                  None if majority is None else majority.best)
-    sigma_mean = (wider_sd if wider is not None else None
-                  if source is None or mu_scores == mu_v else 2.0 / (m * mu_scores))
     resolved = (True if regression else majority.resolved if majority is not None
                 else constant_resolved(noisy[1:], sigma))
     name, coef, intercept = cands[0] if use_model else cands[1 + best]

@@ -152,8 +152,7 @@ def check_constant(auto, n_train, all_rows):
     model's range pooled with the training branch's own noisy means of the same clipped y
     (:func:`_free_means`, weights 1/sd^2). Returns (mean, sd, source), in the wider range's
     scaled units. Post-processing."""
-    found = _free_means(auto, n_train) + [(*all_rows[:2], "the release on all rows")]
-    found = [f for f in found if weighable(*f[:2])]
+    found = _known_means(auto, n_train, all_rows)
     mean, sd = wider_estimate(all_rows, auto.target, pooled([f[:2] for f in found]))
     what = " and ".join(w for _, _, w in found)
     return mean, sd, (f"{what} (already released: no new spending), on y clipped to its "
@@ -236,9 +235,9 @@ def _check_sd(wider, target, free, n, mu_c):
     and the outer pieces, whose variances add to (W^2 - W W_a) / (n mu_c)^2 in y's units."""
     inner, width = target.upper - target.lower, wider.upper - wider.lower
     piece = 2.0 / (n * mu_c * math.sqrt(inner / width))
-    narrow = pooled(free + [(0.0, piece)])[1]
     outer = math.sqrt(width * (width - inner)) / (n * mu_c)
-    return math.hypot(target.half_width * narrow, outer) / wider.half_width
+    planned = AllRows(0.0, piece, wider, 0.0, outer)
+    return wider_estimate(planned, target, pooled(free + [(0.0, piece)]))[1]
 
 
 def _free_means(auto, n_train):
@@ -248,6 +247,15 @@ def _free_means(auto, n_train):
         (*(released_mean(auto, n_train) or (None, None)), "the training branch's release"),
         (*(looks_mean(auto) or (None, None)), "the training branch's looks at y's range"))
         if v is not None and weighable(v, sd)]
+
+
+def _known_means(auto, n_train, all_rows):
+    """:func:`_free_means` and the release on all rows (its mean on the branch's target
+    scale), where weighable."""
+    found = _free_means(auto, n_train)
+    if all_rows is not None and weighable(*all_rows[:2]):
+        found.append((*all_rows[:2], "the release on all rows"))
+    return found
 
 
 def composed(auto, records, prior, **changes):
@@ -276,9 +284,7 @@ def pooled_mean(auto, n_train, all_rows, sigma_alternative, paid=None):
     release, made because they were not, as (mean, sd, what): it joins them, so what they
     carry is not thrown away. Post-processing.
     Returns (mean, source) or (None, None)."""
-    found = _free_means(auto, n_train)
-    if all_rows is not None and weighable(*all_rows[:2]):
-        found.append((*all_rows[:2], "the release on all rows"))
+    found = _known_means(auto, n_train, all_rows)
     both = pooled([(v, sd) for v, sd, _ in ([paid] if paid else []) + found])
     if both is None:
         return (float(paid[0]), paid[2]) if paid else (None, None)

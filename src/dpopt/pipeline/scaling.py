@@ -314,7 +314,7 @@ def private_scaling(data, mus, *, fit_intercept, center, regression, rng, bounds
     else:
         mu_b = mus.get("feature_bounds", math.inf)
         if "indicators" in mus and not data.sparse:
-            q_ind = levels["quantiles"][0] if levels else DEFAULT_QUANTILES[0]
+            q_ind = _quantiles(q_kw)[0]
             bounds, rec, columns_note["indicator_features"] = _indicators(
                 data, bounds, mus["indicators"], rng, q_ind)
             records += rec
@@ -382,7 +382,7 @@ def private_scaling(data, mus, *, fit_intercept, center, regression, rng, bounds
             # a thin tail beyond the range: the constant's mean may be clipped further out
             # than the model's target (dpopt.pipeline.constant.all_rows_mean; free)
             steps = tail_steps(noisy, sigma, data.shape[0], lo, hi, grid=tb.grid,
-                               quantiles=(q_kw or {}).get("quantiles", DEFAULT_QUANTILES))
+                               quantiles=_quantiles(q_kw))
             if steps["lower"] or steps["upper"]:
                 columns_note["target_tail"] = {"range": [lo, hi], **steps}
         # not with inference=True: the narrower range clips about 1% of a normal target,
@@ -476,13 +476,18 @@ def _narrow(data, scaling, fb, mu, rng, reach, q_kw=None, fold=True):
     # centred range is then the histogram's noise, not a mean that missed its bulk
     narrow = within_bins(fb.lower[columns], fb.upper[columns], 1, fb.grid)
     lower, upper, folded = folded_centred_bounds(cb, narrow & fold, data.shape[0],
-                                     (q_kw or {}).get("quantiles", DEFAULT_QUANTILES))
+                                                 _quantiles(q_kw))
     # the far end of a one-sided centred range is rounded outwards by up to one bin of the
     # grid: the values lie within reach when that end, less the rounding, does
     rounded = reach * 10.0 ** (1.0 / cb.grid.bins_per_decade)
     out = scaling.narrowed(columns, lower, upper, np.where(narrow, rounded, 0.0))
     return (out, list(cb.mechanisms), np.flatnonzero(out.offset != scaling.offset),
             [int(c) for c in np.asarray(columns)[folded]])
+
+
+def _quantiles(q_kw):
+    """The bounds' quantile levels of the scaling's keywords (``inference=True``'s levels)."""
+    return (q_kw or {}).get("quantiles", DEFAULT_QUANTILES)
 
 
 def recentre_mu(n, k, mus):
