@@ -15,11 +15,13 @@ from dpopt.pipeline.curvature import (
     HUBER_K,
     INTERCEPT_CLIP,
     curvature_share,
+    curvature_step,
     huber_in_place_of_squares,
     intercept_step,
     noisy_gram,
     noisy_mean_residual,
     private_curvature,
+    steps_above,
 )
 from dpopt.privacy import Gaussian, gdp_mu
 from dpopt.solvers import available_solvers, solve_uncharged
@@ -345,3 +347,44 @@ def test_the_intercept_audit_catches_a_release_without_the_clip(monkeypatch):
     monkeypatch.setattr(release_audits, "noisy_mean_residual", unclipped)
     broken = audit_intercept_step(n_runs=1000)
     assert broken.epsilon_lb > broken.epsilon
+
+
+def test_the_dp_gd_steps_leave_the_model_its_least_usable_mu():
+    # the share of the curvature's release is capped where the model would fall below the
+    # smallest usable epsilon's mu, and the release is left out where no share fits
+    n, d, R = 3000, 61, 1.5
+    assert curvature_share(n, d, 0.3, R, True, most=0.01) is None
+    best = curvature_share(n, d, 0.3, R, True)
+    assert curvature_share(n, d, 0.3, R, True, most=best - 0.01) < best
+    X, y = rows(200, 4)
+    problem = Problem(X, y, loss="squared", fit_intercept=True)
+    mus = {"model": 0.3}
+    assert curvature_step(problem, mus, R, np.random.default_rng(0), least=0.299) == (None, None)
+    assert mus == {"model": 0.3}
+    mus = {"model": 0.3}
+    beta, record = curvature_step(problem, mus, R, np.random.default_rng(0), least=0.25)
+    assert record is not None and mus["model"] >= 0.25
+    assert mus["model"] ** 2 + mus["curvature"] ** 2 == pytest.approx(0.09)
+    # the re-read threshold's halves and the intercept's step: each only above the floor
+    assert steps_above(1.0, 100, True, 0.5) == (True, True)
+    assert steps_above(1.0, 100, True, 0.75) == (False, True)  # a half holds 1/2 of the steps
+    assert steps_above(1.0, 100, False, 0.75) == (False, True)
+    assert steps_above(1.0, 100, True, 0.999) == (False, False)
+
+
+@pytest.mark.parametrize("n, p, epsilon, delta", [(3000, 60, 0.1, 0.1), (1000, 30, 0.5, 0.2)])
+def test_a_large_delta_fit_is_not_refused_after_its_releases(n, p, epsilon, delta):
+    # at a delta far above 1/n the smallest usable epsilon's mu is large: the curvature's
+    # release (first case) and the re-read threshold's halves (second) used to take the model
+    # below it after the scaling's releases, a charged refusal (ChargedFitError)
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((n, p))
+    y = X[:, :3].sum(1) + rng.standard_normal(n)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # (delta far above 1/n: warned)
+        model = dpopt.DPLinearRegression(epsilon=epsilon, delta=delta, random_state=0).fit(X, y)
+    assert model.epsilon_spent_ <= epsilon * (1 + 1e-9)
+    plan = model.auto_.plan
+    # DP-GD ran, without the re-read threshold (its halves would fall below the floor)
+    assert plan["solver"] == "dp-gd" and "spread" not in plan["mu_shares"]
+

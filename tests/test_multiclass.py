@@ -407,3 +407,16 @@ def test_the_per_class_search_ends_at_a_tiny_epsilon():
     clf = dpopt.DPLogisticRegression(epsilon=0.01, random_state=0, classes=list(names))
     clf.fit(X, names[y])
     assert clf.epsilon_spent_ <= 0.01
+
+
+def test_a_large_delta_one_vs_rest_search_fails_with_its_reason():
+    # at delta far above 1/n the Gaussian split's per-class epsilon is 0; the search for
+    # objective perturbation's per-class epsilon used to start at log(0) (a math domain
+    # error); it now starts at epsilon / k and, when nothing fits, says why
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((300, 5))
+    y = rng.integers(0, 3, 300)
+    with pytest.raises(dpopt.ChargedFitError, match=r"objective-perturbation fits after the "
+                       r"earlier releases at delta=0\.0\d+; .* keep delta << 1/n"):
+        dpopt.DPLogisticRegression(epsilon=0.1, delta=0.05, random_state=0).fit(X, y)
+

@@ -35,7 +35,12 @@ of the model's mu^2 spent here costs the steps a factor (1 - s)^(-1/3) and buys 
 (lambda_0 + a / sqrt(s)) / (1 - s) on a public grid, lambda_0 = 1 the intercept column's
 own curvature (r^2 / d without an intercept). a is computed from public (n, d) and the
 released row bound: post-processing. The share comes out of the model's mu (fully adaptive
-composition of Gaussian mechanisms, Smith & Thakurta 2022, as for the target's second look).
+composition of Gaussian mechanisms, Smith & Thakurta 2022, as for the target's second look),
+and only as far as the model keeps the mu of the smallest usable epsilon at the fit's delta
+(:func:`keeps_least`; a delta far above 1/n makes that mu large): the grid's shares are cut
+there, and where none is left nothing is released and DP-GD steps by the public bound. The
+intercept's step and the threshold's re-reading below keep the same floor
+(:func:`steps_above`), so a fit the plan admitted is never refused after its releases.
 
 **The residual's clip** (:func:`huber_in_place_of_squares`). DP-GD's noise is proportional to
 its clip G r, G the bound on |loss'|: 2 for the squared loss on the scaled domain (a target
@@ -131,13 +136,22 @@ SPREAD_THRESHOLD = 2.0
 SHARE_GRID = tuple(np.round(np.arange(0.02, 0.51, 0.02), 2))
 
 
-def curvature_share(n, dim, mu, row_bound, fit_intercept):
+def curvature_share(n, dim, mu, row_bound, fit_intercept, most=1.0):
     """The share s of the model's mu^2 for the release (module docstring), from public
-    (n, d) and the released row bound."""
+    (n, d) and the released row bound, among the shares of the grid up to ``most``; None
+    when there is none."""
     delta = sensitivities(row_bound, 1.0, fit_intercept)[1]
     a = 2.0 * math.sqrt(dim) * delta / (n * mu)
     lam0 = 1.0 if fit_intercept else (row_bound ** 2) / dim
-    return min(SHARE_GRID, key=lambda s: (lam0 + a / math.sqrt(s)) / (1.0 - s))
+    grid = [s for s in SHARE_GRID if s <= most]
+    return min(grid, key=lambda s: (lam0 + a / math.sqrt(s)) / (1.0 - s)) if grid else None
+
+
+def keeps_least(mu, share, least):
+    """Whether a model of Gaussian-DP ``mu`` that gives ``share`` of its mu^2 to releases
+    keeps at least ``least`` (the mu of the smallest usable epsilon at the fit's delta), with
+    a relative margin of 1e-9 for the rounding of the squares."""
+    return mu ** 2 * (1.0 - share) >= least ** 2 * (1.0 + 1e-9)
 
 
 def noisy_gram(problem, row_bound, mu, rng):
@@ -168,12 +182,33 @@ def private_curvature(problem, row_bound, mu, rng):
     return min(r2, beta), Gaussian(1.0 / mu)
 
 
-def curvature_step(problem, mus, row_bound, rng):
+def steps_above(mu, passes, suffix, least):
+    """(re-read, intercept): whether the threshold's re-reading (:func:`rescaled_huber_fit`,
+    ``suffix`` runs only) and the intercept's step (:func:`intercept_step`) fit above the
+    model's floor ``least``: their one-step shares of the model's ``mu``
+    (:func:`one_step_share`) leave each solve at least ``least``, the re-reading's two
+    halves each (the smaller: min(h, T - h) / T of the steps' mu^2, h the first half's
+    steps). Public numbers only; below the floor a step is left out, not refused."""
+    head = suffix_start(passes) - 1
+    half = min(head, passes - head) / passes
+    reread = bool(suffix) and keeps_least(mu, 1.0 - passes / (passes + 2.0) * half, least)
+    return reread, keeps_least(mu, 1.0 / (passes + 1.0 + reread), least)
+
+
+def curvature_step(problem, mus, row_bound, rng, least=0.0):
     """The default path's step: (beta, record) of :func:`private_curvature` at the share
     :func:`curvature_share` of the model's mu; ``mus`` (the plan's split) gets the step's
-    "curvature" mu and the model keeps the rest (their squares add up to the model's)."""
+    "curvature" mu and the model keeps the rest (their squares add up to the model's).
+    ``least``: the mu the model must keep (public: the smallest usable epsilon's at the
+    fit's delta). The share is the best one on the grid that leaves the model that much;
+    where none does (a tiny epsilon with a delta far above 1/n) nothing is released and
+    (None, None) is returned: DP-GD then steps by the public bound r^2, and a fit that the
+    plan admitted is not turned into a charged refusal after its scaling releases."""
+    most = next((s for s in reversed(SHARE_GRID) if keeps_least(mus["model"], s, least)), 0.0)
     s = curvature_share(problem.n_samples, problem.dim, mus["model"], row_bound,
-                        problem.fit_intercept)
+                        problem.fit_intercept, most=most)
+    if s is None:
+        return None, None
     from_model(mus, "curvature", math.sqrt(s) * mus["model"])
     return private_curvature(problem, row_bound, mus["curvature"], rng)
 

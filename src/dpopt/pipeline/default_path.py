@@ -103,6 +103,7 @@ from dpopt.pipeline.curvature import (
     intercept_step,
     one_step_share,
     rescaled_huber_fit,
+    steps_above,
 )
 from dpopt.pipeline.inference import SUPPORTED as INFERENCE_PATHS
 from dpopt.pipeline.inference import Inference, release_inference, unsupported_reason
@@ -377,10 +378,11 @@ def fit_default(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, 
                              available_solvers(), chunked=data.chunked)[0] != "objective-perturbation"
     if gaussian:  # the plan's model share, before the data is read
         _check_model_share(gdp_epsilon(mus["model"], delta), epsilon, delta, n)
+    least = gdp_mu(MIN_EPSILON, delta)  # the model's floor: the smallest usable epsilon's mu
     scaling, target, R, records, columns_note = private_scaling(
         data, mus, fit_intercept=fit_intercept, center=center, regression=regression, rng=rng,
         bounds=feature_bounds, row_mode=row_mode, gaussian_model=gaussian,
-        least_model_mu=gdp_mu(MIN_EPSILON, delta))
+        least_model_mu=least)
     records = (list(prior.records) if prior is not None else []) + records
     if prior is not None and prior.info.get("target_coding", {}).get("grid_end"):
         columns_note["target_grid_end"] = True  # y's range released by the table layer
@@ -401,8 +403,8 @@ def fit_default(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, 
                                 available_solvers(), chunked=data.chunked, mu=judged)
     curvature = None
     if solver == "dp-gd" and loss_name == "squared":
-        curvature, rec = curvature_step(problem, mus, R, rng)
-        records.append(rec)
+        curvature, rec = curvature_step(problem, mus, R, rng, least=least)
+        records += [rec] if rec is not None else []
         problem, columns_note["huber_threshold"] = huber_in_place_of_squares(
             problem, columns_note.get("target_scale"))
     # numbers released on the way, for the settings that take them (each ignores the rest)
@@ -413,9 +415,14 @@ def fit_default(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, 
                              inference=inference, **released)
     step_mu = spread_mu = None  # DP-GD's least squares (curvature.py): the steps' mus
     if curvature is not None and fit_intercept and not inference and not collapsed:
-        if options.get("output") == "suffix":  # (L1 / elastic net keep their last iterate)
+        # (L1 / elastic net keep their last iterate: no re-reading); each step only where
+        # the model keeps its floor
+        reread, step = steps_above(mus["model"], options["passes"],
+                                   options.get("output") == "suffix", least)
+        if reread:
             spread_mu = one_step_share(mus, "spread", options["passes"], after=1)
-        step_mu = one_step_share(mus, "intercept", options["passes"])  # out of their noise
+        if step:
+            step_mu = one_step_share(mus, "intercept", options["passes"])  # out of their noise
     eps_model = gdp_epsilon(mus["model"], delta)
     if solver == "objective-perturbation":
         # not a Gaussian mechanism: it calibrates against the whole target, given the

@@ -307,8 +307,9 @@ def op_class_epsilon(epsilon, delta, k, prior, guess, **public):
         while excess(lo) > 0:
             if lo < math.log(guess * SEARCH_FLOOR):
                 raise ValueError(f"epsilon={epsilon:g} is too small for {k} objective-"
-                                 f"perturbation fits after the earlier releases; raise "
-                                 f"epsilon or declare fewer classes")
+                                 f"perturbation fits after the earlier releases at "
+                                 f"delta={delta:g}; raise epsilon, declare fewer classes or "
+                                 f"keep delta << 1/n")
             lo -= step
     optimize.brentq(excess, lo, hi, xtol=1e-2)
     e = max(feasible)
@@ -318,7 +319,8 @@ def op_class_epsilon(epsilon, delta, k, prior, guess, **public):
             return e
         e *= 0.99
     raise ValueError(f"epsilon={epsilon:g} is too small for {k} objective-perturbation fits "
-                     f"after the earlier releases; raise epsilon or declare fewer classes")
+                     f"after the earlier releases at delta={delta:g}; raise epsilon, declare "
+                     f"fewer classes or keep delta << 1/n")
 
 
 def _plan(entries, why, n_classes, mu_total, mus, R, public, prior):
@@ -395,7 +397,9 @@ def fit_default_one_vs_rest(X, labels, n_classes, *, penalty, penalty_kwargs, fi
                                                           R, public, prior))
     if solver == "objective-perturbation":
         alpha = float(first.penalty.alpha) if first.penalty.name == "l2" else 0.0
-        guess = gdp_epsilon(mus["model"] / math.sqrt(n_classes), delta)
+        # the Gaussian split's per-class epsilon starts the search; at a delta far above
+        # 1/n it is 0 (the mu's epsilon vanishes there), and epsilon / k starts it instead
+        guess = gdp_epsilon(mus["model"] / math.sqrt(n_classes), delta) or epsilon / n_classes
         eps_class = op_class_epsilon(epsilon, delta, n_classes, tuple(records) + later, guess,
                                      alpha=alpha, b2=R * R, n=n, intercept=fit_intercept)
         options = {"row_bound": R}
