@@ -54,6 +54,12 @@ def check_scalar(value, name, *, low=None, high=None, low_open=False, high_open=
 #   record in full and only warns (:func:`warn_if_delta_exceeds_one_over_n`).
 MIN_EPSILON, MAX_EPSILON = 1e-6, 100.0
 MIN_DELTA = 1e-30
+#: Share of an estimator's delta that its table layer keeps for the selections of categories
+#: and labels (``dpopt.preprocessing.tables.SELECTION_DELTA_SHARE``).
+SELECTION_DELTA_SHARE = 0.1
+#: The least delta an estimator's fit accepts: its Gaussian releases keep 1 -
+#: ``SELECTION_DELTA_SHARE`` of it, which the accountants need at ``MIN_DELTA`` or above.
+MIN_FIT_DELTA = MIN_DELTA / (1.0 - SELECTION_DELTA_SHARE)
 
 
 def check_epsilon(epsilon, name="epsilon", *, target=True):
@@ -212,13 +218,35 @@ MAX_MAGNITUDE = 1e150
 MAX_TARGET_END = MAX_MAGNITUDE
 
 
+#: The narrowest public range accepted (``feature_bounds``, ``target_bounds``), in absolute
+#: terms and relative to its ends' magnitude: scaling divides by the width (a width below the
+#: data's smallest magnitude, 1 / MAX_MAGNITUDE, overflows the scaled values) and the target's
+#: equal-bin looks cut it into 16 bins, which float64 must tell apart at its ends.
+MIN_RANGE_WIDTH = 1.0 / MAX_MAGNITUDE
+MIN_RELATIVE_WIDTH = 1e-12
+
+
+def check_range_width(lower, upper, name):
+    """ValueError naming ``name`` when the public range (lower < upper) is narrower than
+    :data:`MIN_RANGE_WIDTH` or than :data:`MIN_RELATIVE_WIDTH` of its larger end (found by an
+    independent fuzz: such ranges passed the checks and failed inside the fit, after its
+    first release)."""
+    width = upper - lower
+    if not (width >= MIN_RANGE_WIDTH and width >= MIN_RELATIVE_WIDTH * max(abs(lower),
+                                                                           abs(upper))):
+        raise ValueError(f"{name} = ({lower!r}, {upper!r}): too narrow to scale by (width "
+                         f"{width:g}; at least {MIN_RANGE_WIDTH:g}, and {MIN_RELATIVE_WIDTH:g} "
+                         f"of its ends' magnitude): widen it, or shift and rescale the data")
+
+
 def check_target_range(value, name="target_bounds"):
     """A regressor's public target range: :func:`check_range`, with ends at most
     :data:`MAX_TARGET_END` in magnitude (a range near 1e308 made the scaled target overflow
     after the looks at it were released, an uncharged failure decided by their noise; an
-    independent audit, session 29)."""
+    independent audit, session 29) and a width of at least :func:`check_range_width`'s."""
     lower, upper = check_range(value, name)
     if max(abs(lower), abs(upper)) > MAX_TARGET_END:
         raise ValueError(f"{name} = {value!r}: ends beyond {MAX_TARGET_END:g} in magnitude "
                          f"overflow the scaled target's arithmetic; rescale y")
+    check_range_width(lower, upper, name)
     return lower, upper

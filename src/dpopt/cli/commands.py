@@ -26,6 +26,7 @@ from dpopt._core.validation import (
     MAX_EPSILON,
     MIN_DELTA,
     MIN_EPSILON,
+    MIN_FIT_DELTA,
     check_delta,
     check_epsilon,
     default_delta,
@@ -417,7 +418,8 @@ def build_parser():
     p.add_argument("--epsilon", type=_epsilon, required=True,
                    help=f"target epsilon {eps_range} ('inf': no privacy)")
     p.add_argument("--delta", type=_delta, default=None,
-                   help=f"target delta {delta_range} (default: 1/n^2)")
+                   help=f"target delta in [{MIN_FIT_DELTA:.3g}, 1); a warning when above 1/n "
+                        f"(default: 1/n^2)")
     p.add_argument("--option", type=_option, action="append", metavar="KEY=VALUE",
                    help="solver option, repeatable (e.g. --option passes=20 --option clip=0.5; "
                         "default: the solver's defaults)")

@@ -131,8 +131,23 @@ def non_negative() -> Penalty:
     return Penalty("non_negative", 0.0, 0.0, 0.0, np.inf)
 
 
+#: The largest penalty strength accepted. On the default path's scaled domain a loss's
+#: curvature is at most a few times the squared row bound, so an alpha many orders of
+#: magnitude above it sets every coefficient to 0 within float64's precision already;
+#: beyond about 1e15 objective perturbation's certified solver would need on the order of
+#: sqrt(alpha) accelerated steps (its stage 2, :mod:`dpopt.solvers._op_minimize`) and
+#: never return.
+MAX_ALPHA = 1e12
+
+
 def _alpha(alpha):
-    return check_scalar(alpha, "alpha", low=0.0)
+    value = check_scalar(alpha, "alpha", low=0.0)
+    if value > MAX_ALPHA:
+        raise ValueError(f"alpha={value:g} is above {MAX_ALPHA:g}: beyond any useful strength "
+                         f"on features of ordinary magnitude (rescale raw features in the "
+                         f"millions rather than raise alpha), and where objective "
+                         f"perturbation's certified solver cannot reach its tolerance")
+    return value
 
 
 PENALTIES = {"none": none, "l1": l1, "l2": l2, "elastic_net": elastic_net, "box": box,

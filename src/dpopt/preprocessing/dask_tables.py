@@ -41,6 +41,7 @@ from dpopt.preprocessing.table_encoder import (
     declared_label_share,
     released_class_counts,
     selection_split,
+    warn_unused_columns,
 )
 from dpopt.preprocessing.tables import TableSchema, column_kind, fit_schema, plan_table
 
@@ -183,6 +184,7 @@ def prepare_dask(ddf, y, *, n, epsilon, delta, categories, feature_bounds, class
     schema, _ = fit_schema(None, columns, mu * math.sqrt(share_c) if share_c else 0.0,
                            delta_sel - delta_y, rng, counts=(values, missing))
     records += list(schema.records)
+    warn_unused_columns(schema)
     if classifier:
         chosen = chosen if select_y else declared_classes(y_meta, classes)
         check_labels_kept(chosen, epsilon, mu * math.sqrt(share_y) if select_y else None, delta_y,
@@ -190,7 +192,7 @@ def prepare_dask(ddf, y, *, n, epsilon, delta, categories, feature_bounds, class
     names = list(ddf.columns)
     bounds = _resolve_bounds(given, schema, len(schema.feature_names_out()))
     prior = _prior(mu, delta_sel, share_y, share_c, records, schema, select_y, noisy_counts,
-                   count_y)
+                   count_y, declared if count_y else None)
     encoder = TableEncoder(schema, np.asarray(names, dtype=object))
     return encode_partitions(ddf, encoder), chosen, encoder, bounds, prior
 
@@ -410,4 +412,4 @@ def declared_counts_prior(y, classes, n, epsilon, delta, rng, checks=()):
     summed = computed_with_checks([_label_count_task(y)], checks)[0]
     label_counts, records = released_class_counts([summed.get(c, 0) for c in classes],
                                                   mu * math.sqrt(share_y), rng)
-    return _prior(mu, delta_sel, share_y, 0.0, records, None, False, label_counts, True)
+    return _prior(mu, delta_sel, share_y, 0.0, records, None, False, label_counts, True, classes)

@@ -7,6 +7,7 @@ the per-record map from labels to class indices."""
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -17,7 +18,8 @@ from sklearn.utils.multiclass import check_classification_targets
 from dpopt.preprocessing.tables import Prior, delta_split, select_noisy, selection_threshold
 from dpopt.privacy import Gaussian, gdp_mu
 
-__all__ = ["select_labels", "label_prior", "label_selection", "label_share", "declared_classes",
+__all__ = ["select_labels", "label_prior", "warn_if_none_declared", "label_selection",
+           "label_share", "declared_classes",
            "encode_labels",
            "OTHER_LABEL", "LABELS_SELECTED", "LABELS_COUNTED", "SELECTION_SHARE_LABELS", "MAX_LABEL_SHARE",
            "MIN_CLASS_FRACTION", "signed_labels", "labels_present", "category_values", "check_label_targets",
@@ -63,6 +65,31 @@ def _kept_labels(counts, sigma, tau, rng):
     noisy = select_noisy({str(k): v for k, v in counts.items()}, sigma, tau, rng)
     chosen = np.array(sorted(k for k in counts if str(k) in noisy))
     return chosen, [noisy[str(k)] for k in chosen]
+
+
+#: The declared labels' released counts must sum above this many standard deviations of
+#: their noise for :func:`warn_if_none_declared` to see any record holding one of them.
+DECLARED_EVIDENCE = 3.0
+
+
+def warn_if_none_declared(classes, counts, sigma):
+    """Warn (UserWarning) when the released noisy ``counts`` of the declared ``classes``
+    (noise standard deviation ``sigma`` each) give no evidence that any record holds one of
+    them: their sum is below :data:`DECLARED_EVIDENCE` standard deviations of its noise.
+    Labels outside ``classes=`` count as the negative class, so a misspelt or mis-cased
+    declaration (``["Yes", "No"]`` for "yes"/"no") fits every record as that class and
+    predicts it everywhere. Post-processing of released counts: nothing is spent (an
+    independent fuzz found such fits silent)."""
+    if counts is None or len(counts) == 0 or not sigma > 0:
+        return
+    total, sd = float(np.sum(counts)), sigma * math.sqrt(len(counts))
+    if total < DECLARED_EVIDENCE * sd:
+        warnings.warn(f"classes={[str(c) for c in classes]}: no record's label is shown to be "
+                      f"one of them (their released noisy counts sum to {round(total)}, noise "
+                      f"sd {sd:.0f}); labels outside classes= count as the negative class "
+                      f"{str(classes[0])!r}, so the model predicts it for every row: check "
+                      f"classes= against y's labels (compared exactly, case included)",
+                      UserWarning, stacklevel=5)
 
 
 def label_prior(counts, n, epsilon, delta, rng):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import reprlib
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -16,6 +17,7 @@ import pandas as pd
 
 from dpopt._core.exceptions import ChargedFitError
 from dpopt._core.validation import (
+    check_range_width,
     real_pair,
 )
 from dpopt.preprocessing._bounds import release_counts
@@ -31,6 +33,7 @@ from dpopt.preprocessing.labels import (
     label_share,
     select_labels,
     signed_labels,
+    warn_if_none_declared,
 )
 from dpopt.preprocessing.tables import (
     CODINGS,
@@ -162,15 +165,31 @@ def prepare_default(X, y, *, epsilon, delta, categories, feature_bounds, classes
                 gradient_model=gradient_model)
             records += rec
             share_c += spent
+        warn_unused_columns(schema)
         Xf = (schema.transform_sparse(df) if schema.prefers_sparse(len(df))
               else schema.transform(df))
         encoder = TableEncoder(schema, np.asarray(df.columns, dtype=object))
     bounds = _resolve_bounds(given, schema, Xf.shape[1])
     prior = _prior(mu, delta_sel, share_y, share_c, records, schema, select_y, label_counts,
-                   count_y)
+                   count_y, declared)
     if coding_info:  # for the plan; a regressor's pipeline takes y's range as known
         prior.info.update(coding_info)
     return Xf, y_out, classes_out, encoder, bounds, prior
+
+
+def warn_unused_columns(schema):
+    """Warn (UserWarning) naming the text columns of ``schema`` that kept no level and no
+    target code: every value counts as ``<other>``, so they add nothing to the model. Read
+    from the released selection (post-processing: nothing spent). A column of numbers held
+    as text (``object`` dtype, Decimal cells) is read as text and is the usual cause (an
+    independent fuzz found such columns silent)."""
+    unused = [c.name for c in schema.columns
+              if c.kind == "string" and not c.levels and c.code is None]
+    if unused:
+        warnings.warn(f"column(s) {unused} kept no level at this budget (no value held by "
+                      f"enough records to be named privately) and add nothing to the model; "
+                      f"a column of numbers stored as text or object dtype is read as text: "
+                      f"convert it with pd.to_numeric", UserWarning, stacklevel=5)
 
 
 def begin_selections(select_y, count_y, share_c):
@@ -235,8 +254,10 @@ def selection_split(n, columns, select_y, epsilon, delta):
 
 
 def _prior(mu, delta_sel, share_y, share_c, records, schema, select_y, label_counts=None,
-           count_y=False):
-    """The :class:`Prior` of the table's releases (None when nothing was selected)."""
+           count_y=False, declared=None):
+    """The :class:`Prior` of the table's releases (None when nothing was selected);
+    ``declared``: the declared labels whose ``label_counts`` were released (``count_y``),
+    checked by :func:`~dpopt.preprocessing.labels.warn_if_none_declared`."""
     share = share_y + share_c
     info = {"selection_mu": mu * math.sqrt(share), "selection_delta": delta_sel,
             "label_share": share_y, "column_share": share_c}
@@ -246,6 +267,8 @@ def _prior(mu, delta_sel, share_y, share_c, records, schema, select_y, label_cou
         info["labels"] = LABELS_SELECTED if select_y else LABELS_COUNTED
         info["label_counts"] = label_counts
         info["label_sigma"] = math.sqrt(2.0) / (mu * math.sqrt(share_y))
+        if count_y and declared is not None:
+            warn_if_none_declared(declared, label_counts, info["label_sigma"])
     return Prior(share, delta_sel, records, info) if share else None
 
 
@@ -343,6 +366,8 @@ def _by_name(feature_bounds, names):
         a, b = real_pair(pair, f"feature_bounds[{key!r}]")
         if not (math.isfinite(a) and math.isfinite(b) and a <= b):
             raise ValueError(f"feature_bounds[{key!r}] = {pair!r}: need finite lower <= upper")
+        if a < b:
+            check_range_width(a, b, f"feature_bounds[{key!r}]")
         out[key] = (a, b)
     return out
 

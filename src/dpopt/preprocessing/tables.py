@@ -88,6 +88,7 @@ import scipy.sparse as sp
 from scipy.stats import norm
 
 from dpopt._core.exceptions import ImputedValueWarning
+from dpopt._core.validation import SELECTION_DELTA_SHARE  # the selection's share of delta
 from dpopt.preprocessing._cells import (
     MISSING,
     OTHER,
@@ -123,8 +124,6 @@ SPARSE_DENSITY = 0.25
 #: path holds a few copies of its design (scaled, held-out split), so a dense design above
 #: this reaches gigabytes, while a smaller one keeps the dense scaling (shift + centering).
 SPARSE_MIN_BYTES = 2 ** 28
-#: Share of the fit's delta given to the selection's threshold (delta_sel).
-SELECTION_DELTA_SHARE = 0.1
 #: The codings of a categorical column (:class:`TableSchema`): "one-hot", a 0/1 column per
 #: level plus ``<other>`` (the default path), or "reference", one per level but a reference
 #: level, whose cells and the values outside the levels get no column (the intercept
@@ -330,13 +329,13 @@ class TableSchema:
         has a missing cell): an :class:`ImputedValueWarning` naming the columns of ``df``
         whose missing cells the model has no indicator or level for."""
         silent = [c.name for c in self.columns
-                  if not c.has_missing and c.code is None and bool(pd.isna(df[c.name]).any())]
+                  if not c.has_missing and bool(pd.isna(df[c.name]).any())]
         if silent:
             warnings.warn(f"column(s) {silent} hold missing values, but the model has no "
                           f"missing indicator for them (none or too few were missing in training "
                           f"to be released): a missing number or bool is imputed at 0, a missing "
-                          f"category counts as one outside the levels, as in training",
-                          ImputedValueWarning, stacklevel=5)
+                          f"category counts as one outside the levels (a target-coded one: its "
+                          f"missing key's bucket mean)", ImputedValueWarning, stacklevel=5)
 
     @staticmethod
     def warn_unmatched(lost):

@@ -1,0 +1,122 @@
+"""Public arguments refused before any release, and the silent cases an independent fuzz found
+(session 47): a delta at the floor that the fit's split took below it, an alpha whose
+certified solver never returns, public ranges too narrow to scale by, declared classes that
+no record holds, and columns that add nothing."""
+
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import dpopt
+from dpopt._core.validation import MIN_DELTA, MIN_FIT_DELTA, SELECTION_DELTA_SHARE
+from dpopt.data.penalties import MAX_ALPHA
+
+
+def data(n=600, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 3))
+    return X, X[:, 0] + rng.normal(size=n)
+
+
+def refused_unspent(estimator, X, y, match):
+    """The fit raises a plain ValueError matching ``match`` and its accountant spent nothing."""
+    accountant = dpopt.BudgetAccountant(epsilon=10.0, delta=1e-3)
+    estimator.set_params(accountant=accountant)
+    with pytest.raises(ValueError, match=match) as raised:
+        estimator.fit(X, y)
+    assert not isinstance(raised.value, dpopt.ChargedFitError)
+    assert accountant.spent() == 0.0
+
+
+def test_the_fit_floor_of_delta_keeps_every_share_at_the_accountants_floor():
+    assert MIN_FIT_DELTA * (1 - SELECTION_DELTA_SHARE) == pytest.approx(MIN_DELTA)
+    X, y = data()
+    for delta in (MIN_DELTA, 1.1e-30):
+        refused_unspent(dpopt.DPLogisticRegression(epsilon=1.0, delta=delta), X, y > 0,
+                        r"delta=1(\.1)?e-30 is below 1\.11e-30")
+    model = dpopt.DPLogisticRegression(epsilon=1.0, delta=1.12e-30, random_state=0).fit(X, y > 0)
+    assert model.delta_spent_ == 1.12e-30 and model.epsilon_spent_ <= 1.0
+
+
+@pytest.mark.parametrize("estimator", [dpopt.DPLogisticRegression, dpopt.DPHuberRegressor,
+                                       dpopt.DPLinearRegression, dpopt.DPLasso])
+def test_an_alpha_beyond_any_use_is_refused_before_the_data(estimator):
+    X, y = data()
+    target = y > 0 if estimator is dpopt.DPLogisticRegression else y
+    refused_unspent(estimator(epsilon=1.0, alpha=MAX_ALPHA * 10), X, target,
+                    r"alpha=1e\+13 is above 1e\+12")
+
+
+def test_objective_perturbation_at_the_largest_alpha_returns():
+    # at 1e16 its certified solver's stage 2 would take about 1e11 steps (never returned)
+    X, y = data()
+    model = dpopt.DPLogisticRegression(epsilon=1.0, alpha=MAX_ALPHA, random_state=0).fit(X, y > 0)
+    assert np.all(model.coef_ == 0.0) or np.all(np.abs(model.coef_) < 1e-6)
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"feature_bounds": {0: (-1e-320, 1e-320)}}, r"feature_bounds\[0\] = .* too narrow"),
+    ({"feature_bounds": {0: (0.0, 1e-300)}}, r"feature_bounds\[0\] = .* too narrow"),
+    ({"target_bounds": (0.0, 2e-323)}, r"target_bounds = .* too narrow"),
+    ({"target_bounds": (1e149, 1e149 * (1 + 1e-15))}, r"target_bounds = .* too narrow"),
+])
+def test_a_public_range_too_narrow_to_scale_by_is_refused_before_the_data(kwargs, match):
+    X, y = data()
+    refused_unspent(dpopt.DPLinearRegression(epsilon=1.0, **kwargs), X, y, match)
+
+
+def test_narrow_but_representable_ranges_and_a_point_still_fit():
+    X, y = data()
+    for kwargs in ({"target_bounds": (100.0, 100.0 + 1e-9)}, {"feature_bounds": {0: (1.0, 1.0)}},
+                   {"feature_bounds": {0: (0.0, 1e-140)}}):
+        model = dpopt.DPLinearRegression(epsilon=1.0, random_state=0, **kwargs).fit(X, y)
+        assert model.epsilon_spent_ <= 1.0
+
+
+def test_declared_classes_that_no_record_holds_are_warned_from_their_noisy_counts():
+    rng = np.random.default_rng(0)
+    n = 2000
+    X = pd.DataFrame({"a": rng.normal(size=n)})
+    y = np.where(X["a"] + 0.3 * rng.normal(size=n) > 0, "yes", "no")
+
+    def said(classes, features):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            model = dpopt.DPLogisticRegression(epsilon=1.0, random_state=0,
+                                               classes=classes).fit(features, y)
+        return model, [str(w.message) for w in caught if "classes=" in str(w.message)]
+
+    for features in (X, X.to_numpy()):
+        model, messages = said(["Yes", "No"], features)
+        assert len(messages) == 1 and "no record's label is shown to be one of them" in messages[0]
+        assert "'Yes'" in messages[0] and model.epsilon_spent_ <= 1.0
+        assert said(["no", "yes"], features)[1] == []
+        assert said(["no", "maybe"], features)[1] == []  # a declared subset is not warned
+
+
+def test_missing_cells_of_a_target_coded_column_are_warned_at_prediction():
+    rng = np.random.default_rng(0)
+    n = 8000
+    city = rng.choice([f"c{i}" for i in range(40)], n)
+    effect = dict(zip(sorted(set(city)), rng.normal(0, 1, 40)))
+    X = pd.DataFrame({"city": city, "s": rng.choice(["u", "v"], n), "a": rng.normal(size=n)})
+    y = X["city"].map(effect) + X["a"] + rng.normal(size=n)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = dpopt.DPLinearRegression(epsilon=1.0, random_state=0).fit(X, y)
+    assert any(line.startswith("city: target-coded") for line in model.table_.schema.describe())
+    with pytest.warns(dpopt.ImputedValueWarning, match=r"\['city', 's'\] hold missing values"):
+        model.predict(pd.DataFrame({"city": [None], "s": [None], "a": [0.0]}))
+
+
+def test_a_text_column_that_kept_no_level_is_named_at_the_fit():
+    rng = np.random.default_rng(0)
+    n = 1000
+    X = pd.DataFrame({"a": rng.normal(size=n),
+                      "id": [f"row{i}" for i in range(n)],  # every value held once
+                      "price": pd.Series(rng.normal(size=n)).astype(object)})  # numbers as text
+    y = X["a"] + rng.normal(size=n) > 0
+    with pytest.warns(UserWarning, match=r"\['id', 'price'\] kept no level .* pd\.to_numeric"):
+        dpopt.DPLogisticRegression(epsilon=1.0, random_state=0).fit(X, y)
