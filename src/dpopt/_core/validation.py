@@ -218,25 +218,27 @@ MAX_MAGNITUDE = 1e150
 MAX_TARGET_END = MAX_MAGNITUDE
 
 
-#: The narrowest public range accepted (``feature_bounds``, ``target_bounds``), in absolute
-#: terms and relative to its ends' magnitude: scaling divides by the width (a width below the
-#: data's smallest magnitude, 1 / MAX_MAGNITUDE, overflows the scaled values) and the target's
-#: equal-bin looks cut it into 16 bins, which float64 must tell apart at its ends.
+#: The narrowest public range accepted, in absolute terms (a feature's: ``feature_bounds``;
+#: the target's: ``target_bounds``) and relative to its ends' magnitude. A feature's scaled
+#: values and their squares must stay finite, so its width is at least the data's smallest
+#: magnitude, 1 / MAX_MAGNITUDE (below it DP-CD's iterates overflowed); the target is scaled
+#: before any square, and its equal-bin looks cut the range into 16 bins, which must be
+#: normal floats (a subnormal width failed) that float64 tells apart at the range's ends.
 MIN_RANGE_WIDTH = 1.0 / MAX_MAGNITUDE
+MIN_TARGET_WIDTH = 1e-300
 MIN_RELATIVE_WIDTH = 1e-12
 
 
-def check_range_width(lower, upper, name):
+def check_range_width(lower, upper, name, least=MIN_RANGE_WIDTH):
     """ValueError naming ``name`` when the public range (lower < upper) is narrower than
-    :data:`MIN_RANGE_WIDTH` or than :data:`MIN_RELATIVE_WIDTH` of its larger end (found by an
-    independent fuzz: such ranges passed the checks and failed inside the fit, after its
-    first release)."""
+    ``least`` or than :data:`MIN_RELATIVE_WIDTH` of its larger end (found by an independent
+    fuzz: such ranges passed the checks and failed inside the fit, after its first
+    release)."""
     width = upper - lower
-    if not (width >= MIN_RANGE_WIDTH and width >= MIN_RELATIVE_WIDTH * max(abs(lower),
-                                                                           abs(upper))):
+    if not (width >= least and width >= MIN_RELATIVE_WIDTH * max(abs(lower), abs(upper))):
         raise ValueError(f"{name} = ({lower!r}, {upper!r}): too narrow to scale by (width "
-                         f"{width:g}; at least {MIN_RANGE_WIDTH:g}, and {MIN_RELATIVE_WIDTH:g} "
-                         f"of its ends' magnitude): widen it, or shift and rescale the data")
+                         f"{width:g}; at least {least:g}, and {MIN_RELATIVE_WIDTH:g} of its "
+                         f"ends' magnitude): widen it, or shift and rescale the data")
 
 
 def check_target_range(value, name="target_bounds"):
@@ -248,5 +250,5 @@ def check_target_range(value, name="target_bounds"):
     if max(abs(lower), abs(upper)) > MAX_TARGET_END:
         raise ValueError(f"{name} = {value!r}: ends beyond {MAX_TARGET_END:g} in magnitude "
                          f"overflow the scaled target's arithmetic; rescale y")
-    check_range_width(lower, upper, name)
+    check_range_width(lower, upper, name, MIN_TARGET_WIDTH)
     return lower, upper
