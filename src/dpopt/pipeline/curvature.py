@@ -117,7 +117,7 @@ from scipy.stats import norm
 
 from dpopt.data.losses import huber
 from dpopt.data.problem import with_loss
-from dpopt.pipeline.target_looks import from_model
+from dpopt.pipeline.target_looks import from_model, keeps_least
 from dpopt.privacy import Gaussian, gdp_epsilon
 from dpopt.privacy.mechanisms import gaussian_noise
 from dpopt.solvers import _common, solve_uncharged
@@ -145,13 +145,6 @@ def curvature_share(n, dim, mu, row_bound, fit_intercept, most=1.0):
     lam0 = 1.0 if fit_intercept else (row_bound ** 2) / dim
     grid = [s for s in SHARE_GRID if s <= most]
     return min(grid, key=lambda s: (lam0 + a / math.sqrt(s)) / (1.0 - s)) if grid else None
-
-
-def keeps_least(mu, share, least):
-    """Whether a model of Gaussian-DP ``mu`` that gives ``share`` of its mu^2 to releases
-    keeps at least ``least`` (the mu of the smallest usable epsilon at the fit's delta), with
-    a relative margin of 1e-9 for the rounding of the squares."""
-    return mu ** 2 * (1.0 - share) >= least ** 2 * (1.0 + 1e-9)
 
 
 def noisy_gram(problem, row_bound, mu, rng):

@@ -17,7 +17,7 @@ from dpopt.data import Problem
 from dpopt.data.chunked import is_chunked_input
 from dpopt.pipeline.chunked import ChunkedData
 from dpopt.pipeline.second_look import target_second_look
-from dpopt.pipeline.target_looks import NARROW_BAND, from_model, looks_at_target
+from dpopt.pipeline.target_looks import NARROW_BAND, from_model, keeps_least, looks_at_target
 from dpopt.preprocessing import private_feature_bounds, private_target_bounds
 from dpopt.preprocessing._bounds import (
     COARSE_GRID,
@@ -340,7 +340,8 @@ def private_scaling(data, mus, *, fit_intercept, center, regression, rng, bounds
                     columns_note["recentred_features"] = moved.tolist()
                 if folded:  # their centred range read on |v| (free)
                     columns_note["folded_features"] = folded
-                mu_c = recentre_mu(data.shape[0], moved.size, mus) if gaussian_model else None
+                mu_c = (recentre_mu(data.shape[0], moved.size, mus, least_model_mu)
+                        if gaussian_model else None)
                 if mu_c is not None:  # then centred by a second location release
                     from_model(mus, "recentre", mu_c)
                     scaling, rec = recentre(data, scaling, moved, mus["recentre"], rng)
@@ -356,6 +357,9 @@ def private_scaling(data, mus, *, fit_intercept, center, regression, rng, bounds
         # a far end confirmed by a fresh count, its mu out of the model's: when the count
         # runs, or in any case before objective perturbation (gaussian_model)
         mu_c = confirm_mu(mus["target_bounds"], mus["model"]) if "target_bounds" in mus else None
+        if mu_c is not None and not keeps_least(mus["model"], (mu_c / mus["model"]) ** 2,
+                                                least_model_mu):
+            mu_c = None  # no count: a far end is cut where the restarted scan finds the data
         if mu_c is not None and not gaussian_model:
             from_model(mus, "target_confirm", mu_c)
         lo, hi, rec, far = target_range(data, tb, mu_c, rng, q_kw)
@@ -490,16 +494,18 @@ def _quantiles(q_kw):
     return (q_kw or {}).get("quantiles", DEFAULT_QUANTILES)
 
 
-def recentre_mu(n, k, mus):
+def recentre_mu(n, k, mus, least=0.0):
     """The mu of the re-centring of k features (:func:`recentre`), or None (no feature,
-    or the model would keep less than half its mu^2). Their narrowed values span [-1, 1],
-    so a mean with noise sd ``RECENTRE_SD`` = 0.1 leaves an offset whose square is about 1%
-    of that range's: sd 2 sqrt(k) / (n mu) = 0.1. Never more than the first location
-    step's mu."""
+    or the model would keep less than half its mu^2, or less than ``least``, the smallest
+    usable epsilon's mu). Their narrowed values span [-1, 1], so a mean with noise sd
+    ``RECENTRE_SD`` = 0.1 leaves an offset whose square is about 1% of that range's: sd
+    2 sqrt(k) / (n mu) = 0.1. Never more than the first location step's mu."""
     if k == 0:
         return None
     mu = min(mus["feature_means"], 2.0 * math.sqrt(k) / (n * RECENTRE_SD))
-    return mu if mu ** 2 <= 0.5 * mus["model"] ** 2 else None
+    fits = mu ** 2 <= 0.5 * mus["model"] ** 2 and keeps_least(mus["model"],
+                                                              (mu / mus["model"]) ** 2, least)
+    return mu if fits else None
 
 
 def recentre(data, scaling, columns, mu, rng):

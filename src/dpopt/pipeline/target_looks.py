@@ -25,7 +25,7 @@ from dpopt.preprocessing._bounds import DEFAULT_BIN_CONFIDENCE
 from dpopt.preprocessing._refine import REFINE_BINS, concentrated
 from dpopt.preprocessing.shares import SHARES
 
-__all__ = ["MIN_REFINE_BINS", "NARROWING", "NARROW_BAND", "RESOLUTION", "from_model",
+__all__ = ["MIN_REFINE_BINS", "NARROWING", "NARROW_BAND", "RESOLUTION", "from_model", "keeps_least",
            "least_refine_mu", "look_estimates", "looks_at_target", "narrow_band", "narrowed",
            "pooled", "read_again", "refine_bins", "refine_mu", "refine_resolvable", "weighable"]
 
@@ -117,6 +117,13 @@ def from_model(mus, step, mu):
     A step given mu twice holds their mu^2 summed (the target's further looks)."""
     mus[step] = math.hypot(mus.get(step, 0.0), mu)
     mus["model"] = math.sqrt(max(mus["model"] ** 2 - mu ** 2, 0.0))
+
+
+def keeps_least(mu, share, least):
+    """Whether a model of Gaussian-DP ``mu`` that gives ``share`` of its mu^2 to releases
+    keeps at least ``least`` (the mu of the smallest usable epsilon at the fit's delta), with
+    a relative margin of 1e-9 for the rounding of the squares."""
+    return mu ** 2 * (1.0 - share) >= least ** 2 * (1.0 + 1e-9)
 
 
 def refine_mu(n, mus, least=0.0):

@@ -192,7 +192,7 @@ def prepare_dask(ddf, y, *, n, epsilon, delta, categories, feature_bounds, class
     names = list(ddf.columns)
     bounds = _resolve_bounds(given, schema, len(schema.feature_names_out()))
     prior = _prior(mu, delta_sel, share_y, share_c, records, schema, select_y, noisy_counts,
-                   count_y, declared if count_y else None)
+                   count_y, declared if count_y else None, n)
     encoder = TableEncoder(schema, np.asarray(names, dtype=object))
     return encode_partitions(ddf, encoder), chosen, encoder, bounds, prior
 
@@ -412,4 +412,5 @@ def declared_counts_prior(y, classes, n, epsilon, delta, rng, checks=()):
     summed = computed_with_checks([_label_count_task(y)], checks)[0]
     label_counts, records = released_class_counts([summed.get(c, 0) for c in classes],
                                                   mu * math.sqrt(share_y), rng)
-    return _prior(mu, delta_sel, share_y, 0.0, records, None, False, label_counts, True, classes)
+    return _prior(mu, delta_sel, share_y, 0.0, records, None, False, label_counts, True, classes,
+                  n)

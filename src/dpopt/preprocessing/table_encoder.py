@@ -171,7 +171,7 @@ def prepare_default(X, y, *, epsilon, delta, categories, feature_bounds, classes
         encoder = TableEncoder(schema, np.asarray(df.columns, dtype=object))
     bounds = _resolve_bounds(given, schema, Xf.shape[1])
     prior = _prior(mu, delta_sel, share_y, share_c, records, schema, select_y, label_counts,
-                   count_y, declared)
+                   count_y, declared, X.shape[0])
     if coding_info:  # for the plan; a regressor's pipeline takes y's range as known
         prior.info.update(coding_info)
     return Xf, y_out, classes_out, encoder, bounds, prior
@@ -184,7 +184,7 @@ def warn_unused_columns(schema):
     as text (``object`` dtype, Decimal cells) is read as text and is the usual cause (an
     independent fuzz found such columns silent)."""
     unused = [c.name for c in schema.columns
-              if c.kind == "string" and not c.levels and c.code is None]
+              if c.kind == "string" and not c.levels and c.code is None and not c.has_missing]
     if unused:
         warnings.warn(f"column(s) {unused} kept no level at this budget (no value held by "
                       f"enough records to be named privately) and add nothing to the model; "
@@ -254,10 +254,10 @@ def selection_split(n, columns, select_y, epsilon, delta):
 
 
 def _prior(mu, delta_sel, share_y, share_c, records, schema, select_y, label_counts=None,
-           count_y=False, declared=None):
+           count_y=False, declared=None, n=0):
     """The :class:`Prior` of the table's releases (None when nothing was selected);
-    ``declared``: the declared labels whose ``label_counts`` were released (``count_y``),
-    checked by :func:`~dpopt.preprocessing.labels.warn_if_none_declared`."""
+    ``declared``: the declared labels whose ``label_counts`` on ``n`` records were released
+    (``count_y``), checked by :func:`~dpopt.preprocessing.labels.warn_if_none_declared`."""
     share = share_y + share_c
     info = {"selection_mu": mu * math.sqrt(share), "selection_delta": delta_sel,
             "label_share": share_y, "column_share": share_c}
@@ -268,7 +268,7 @@ def _prior(mu, delta_sel, share_y, share_c, records, schema, select_y, label_cou
         info["label_counts"] = label_counts
         info["label_sigma"] = math.sqrt(2.0) / (mu * math.sqrt(share_y))
         if count_y and declared is not None:
-            warn_if_none_declared(declared, label_counts, info["label_sigma"])
+            warn_if_none_declared(declared, label_counts, info["label_sigma"], n)
     return Prior(share, delta_sel, records, info) if share else None
 
 

@@ -328,14 +328,15 @@ class TableSchema:
         """At prediction (never on training data: the warning would tell whether a record
         has a missing cell): an :class:`ImputedValueWarning` naming the columns of ``df``
         whose missing cells the model has no indicator or level for."""
-        silent = [c.name for c in self.columns
-                  if not c.has_missing and bool(pd.isna(df[c.name]).any())]
+        silent = [c.name for c in self.columns  # (a target code: its missing key's bucket)
+                  if not (c.has_missing if c.code is None else c.code.released(MISSING))
+                  and bool(pd.isna(df[c.name]).any())]
         if silent:
             warnings.warn(f"column(s) {silent} hold missing values, but the model has no "
                           f"missing indicator for them (none or too few were missing in training "
                           f"to be released): a missing number or bool is imputed at 0, a missing "
-                          f"category counts as one outside the levels (a target-coded one: its "
-                          f"missing key's bucket mean)", ImputedValueWarning, stacklevel=5)
+                          f"category counts as one outside the levels (a target-coded one: as "
+                          f"a value of no released mean)", ImputedValueWarning, stacklevel=5)
 
     @staticmethod
     def warn_unmatched(lost):

@@ -126,6 +126,10 @@ class TargetCode:
                          dtype=np.float64)
         return table[codes]
 
+    def released(self, key):
+        """Whether the bucket of the text ``key`` (e.g. ``MISSING``) has a released mean."""
+        return int(buckets_of([key], self.buckets)[0]) in self.values
+
     def bounds(self):
         """(lower, upper): the smallest and largest released value, and 0 (public)."""
         v = [0.0, *self.values.values()]
