@@ -229,6 +229,17 @@ MIN_TARGET_WIDTH = 1e-300
 MIN_RELATIVE_WIDTH = 1e-12
 
 
+def check_fit_delta(delta, name="delta"):
+    """``delta`` (None: the default, 1/n^2) at least :data:`MIN_FIT_DELTA`, checked before a
+    fit reads its data; a ValueError naming ``name`` otherwise."""
+    if delta is not None and delta < MIN_FIT_DELTA:
+        raise ValueError(f"{name}={delta:g} is below {MIN_FIT_DELTA:.3g}: a fit keeps "
+                         f"{SELECTION_DELTA_SHARE:g} of delta for choosing categories and "
+                         f"labels, and its other releases need the rest at {MIN_DELTA:g} or "
+                         f"above")
+    return delta
+
+
 def check_range_width(lower, upper, name, least=MIN_RANGE_WIDTH):
     """ValueError naming ``name`` when the public range (lower < upper) is narrower than
     ``least`` or than :data:`MIN_RELATIVE_WIDTH` of its larger end (found by an independent

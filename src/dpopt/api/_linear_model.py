@@ -16,9 +16,8 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from dpopt._core.exceptions import PrivacyLeakWarning
 from dpopt._core.input import check_Xy_input, numeric_target, one_target
 from dpopt._core.validation import (
-    MIN_FIT_DELTA,
-    SELECTION_DELTA_SHARE,
     check_bool,
+    check_fit_delta,
     check_privacy_target,
     check_random_state,
     check_target_range,
@@ -473,10 +472,7 @@ class _DPLinearModel(BaseEstimator):
         """Everything that can be checked before reading the data, by the checks
         :func:`dpopt.solve` uses (the default delta needs n: resolved by ``_fit``)."""
         epsilon, delta = check_privacy_target(self.epsilon, self.delta)
-        if delta is not None and delta < MIN_FIT_DELTA:
-            raise ValueError(f"delta={delta:g} is below {MIN_FIT_DELTA:.3g}: a fit keeps "
-                             f"{SELECTION_DELTA_SHARE:g} of delta for choosing categories and "
-                             f"labels, and its other releases need the rest at 1e-30 or above")
+        check_fit_delta(delta)
         check_bool(self.fit_intercept, "fit_intercept")
         if check_bool(getattr(self, "inference", False), "inference") and self.solver != "auto":
             raise ValueError(f"inference=True needs solver='auto' (intervals use the default "

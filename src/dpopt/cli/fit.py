@@ -484,7 +484,7 @@ def _fit_default(args, X, y, loss, penalty, kwargs, bounds=None, categories=None
                          "for a non-private fit")
     # lazy: the light CLI commands load no heavy module
     from dpopt._core.input import numeric_target
-    from dpopt._core.validation import MIN_FIT_DELTA, check_target_range
+    from dpopt._core.validation import check_fit_delta, check_target_range
     from dpopt.data.penalties import check_penalty
     from dpopt.pipeline.releasable import check_releasable
     from dpopt.preprocessing.table_encoder import prepare_default
@@ -495,9 +495,7 @@ def _fit_default(args, X, y, loss, penalty, kwargs, bounds=None, categories=None
     check_penalty(penalty, kwargs)
     if getattr(args, "target_bounds", None) is not None:
         check_target_range(args.target_bounds, "--target-bounds")
-    if args.delta is not None and args.delta < MIN_FIT_DELTA:
-        raise ValueError(f"--delta {args.delta:g} is below {MIN_FIT_DELTA:.3g}: the table layer "
-                         f"keeps a tenth of delta, and the rest must stay at 1e-30 or above")
+    check_fit_delta(args.delta, "--delta")
     delta = default_delta(X.shape[0]) if args.delta is None else args.delta
     check_releasable(X.shape[0], y, args.epsilon, delta, classifier=False,
                      fit_intercept=not args.no_intercept,

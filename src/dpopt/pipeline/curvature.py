@@ -182,7 +182,7 @@ def steps_above(mu, passes, suffix, least):
     (:func:`one_step_share`) leave each solve at least ``least``, the re-reading's two
     halves each (the smaller: min(h, T - h) / T of the steps' mu^2, h the first half's
     steps). Public numbers only; below the floor a step is left out, not refused."""
-    head = suffix_start(passes) - 1
+    head = _head_passes(passes)
     half = min(head, passes - head) / passes
     reread = bool(suffix) and keeps_least(mu, 1.0 - passes / (passes + 2.0) * half, least)
     return reread, keeps_least(mu, 1.0 / (passes + 1.0 + reread), least)
@@ -292,6 +292,11 @@ def one_step_share(mus, step, passes, after=0):
     return mus[step]
 
 
+def _head_passes(passes):
+    """The steps of the re-read threshold's first half: those before the suffix average."""
+    return suffix_start(passes) - 1
+
+
 def rescaled_huber_fit(problem, options, mu, spread_mu, delta, rng):
     """DP-GD's suffix-averaged run in two halves with Huber's threshold re-read between them
     (module docstring): the first floor(T / 2) steps at the problem's threshold t, last
@@ -301,7 +306,7 @@ def rescaled_huber_fit(problem, options, mu, spread_mu, delta, rng):
     single run's share of ``mu`` (the steps' mu) over its own steps, so the composition is
     the single run's mu^2 plus one release."""
     passes, t = options["passes"], problem.loss.param
-    head_passes = suffix_start(passes) - 1
+    head_passes = _head_passes(passes)
     head = solve_uncharged(problem, "dp-gd", delta=delta, random_state=rng,
                            epsilon=gdp_epsilon(mu * math.sqrt(head_passes / passes), delta),
                            **{**options, "passes": head_passes, "output": "last"})

@@ -17,7 +17,13 @@ from dpopt.data import Problem
 from dpopt.data.chunked import is_chunked_input
 from dpopt.pipeline.chunked import ChunkedData
 from dpopt.pipeline.second_look import target_second_look
-from dpopt.pipeline.target_looks import NARROW_BAND, from_model, keeps_least, looks_at_target
+from dpopt.pipeline.target_looks import (
+    NARROW_BAND,
+    from_model,
+    keeps_least,
+    looks_at_target,
+    spares,
+)
 from dpopt.preprocessing import private_feature_bounds, private_target_bounds
 from dpopt.preprocessing._bounds import (
     COARSE_GRID,
@@ -503,9 +509,7 @@ def recentre_mu(n, k, mus, least=0.0):
     if k == 0:
         return None
     mu = min(mus["feature_means"], 2.0 * math.sqrt(k) / (n * RECENTRE_SD))
-    fits = mu ** 2 <= 0.5 * mus["model"] ** 2 and keeps_least(mus["model"],
-                                                              (mu / mus["model"]) ** 2, least)
-    return mu if fits else None
+    return mu if spares(mus["model"], mu, least) else None
 
 
 def recentre(data, scaling, columns, mu, rng):

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 
-from dpopt.pipeline.target_looks import from_model
+from dpopt.pipeline.target_looks import from_model, spares
 from dpopt.preprocessing._bounds import DEFAULT_QUANTILES, histogram_bounds, resolvable_n_mu
 from dpopt.preprocessing._refine import pooled_counts
 
@@ -48,8 +48,7 @@ def second_look_mu(n, first, model, least=0.0):
     epsilon's mu at the fit's delta: the look must not turn a fit into a refused one)."""
     need = 2.0 * resolvable_n_mu(1) / n
     mu = max(first, math.sqrt(max(need ** 2 - first ** 2, 0.0)))
-    fits = mu ** 2 <= 0.5 * model ** 2 and model ** 2 - mu ** 2 >= least ** 2
-    return mu if fits else None
+    return mu if spares(model, mu, least) else None
 
 
 def target_second_look(data, tb, mus, rng, q_kw=None, least_model_mu=0.0):

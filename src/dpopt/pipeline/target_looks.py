@@ -25,7 +25,7 @@ from dpopt.preprocessing._bounds import DEFAULT_BIN_CONFIDENCE
 from dpopt.preprocessing._refine import REFINE_BINS, concentrated
 from dpopt.preprocessing.shares import SHARES
 
-__all__ = ["MIN_REFINE_BINS", "NARROWING", "NARROW_BAND", "RESOLUTION", "from_model", "keeps_least",
+__all__ = ["MIN_REFINE_BINS", "NARROWING", "NARROW_BAND", "RESOLUTION", "from_model", "keeps_least", "spares",
            "least_refine_mu", "look_estimates", "looks_at_target", "narrow_band", "narrowed",
            "pooled", "read_again", "refine_bins", "refine_mu", "refine_resolvable", "weighable"]
 
@@ -126,6 +126,13 @@ def keeps_least(mu, share, least):
     return mu ** 2 * (1.0 - share) >= least ** 2 * (1.0 + 1e-9)
 
 
+def spares(model, mu, least):
+    """Whether a release of ``mu`` taken out of the ``model``'s mu (a step decided by an
+    earlier release's outcome) leaves the model at least half its mu^2 (a model left with
+    less loses more to its noise than the step gains) and :func:`keeps_least`'s floor."""
+    return mu ** 2 <= 0.5 * model ** 2 and keeps_least(model, (mu / model) ** 2, least)
+
+
 def refine_mu(n, mus, least=0.0):
     """The mu of the model path's second look at the target's range, or None.
 
@@ -145,8 +152,7 @@ def refine_mu(n, mus, least=0.0):
     look never turns a fit the plan admits into a refused one."""
     whole = math.sqrt(sum(m ** 2 for m in mus.values()))
     mu_r = max(whole * math.sqrt(SHARES["target_bounds"]), least_refine_mu(n))
-    fits = mu_r ** 2 <= 0.5 * mus["model"] ** 2 and mus["model"] ** 2 - mu_r ** 2 >= least ** 2
-    return mu_r if fits else None
+    return mu_r if spares(mus["model"], mu_r, least) else None
 
 
 def read_again(data, lo, hi, rng, records, further_mu, first_mu=None):
