@@ -214,3 +214,27 @@ def test_the_cli_path_without_an_estimator_checks_first_and_keeps_feature_bounds
     assert code == 0
     assert '"public_bounds": 1' in model.read_text()
 
+
+
+@pytest.mark.parametrize("kind", ["frame", "dask"])
+def test_a_tables_model_share_below_the_floor_releases_its_constant_not_a_charge(kind):
+    # (session 47's list: the table layer's releases came before the plan's check, so a
+    # budget whose model share is worth epsilon 0 at a large delta was a ChargedFitError;
+    # the same arrays are refused before the data is read)
+    rng = np.random.default_rng(0)
+    n = 1000
+    frame = pd.DataFrame({"a": rng.normal(size=n), "c": rng.choice(list("xyz"), n)})
+    y = frame["a"] + rng.normal(size=n) + 5
+    accountant = dpopt.BudgetAccountant(epsilon=10.0, delta=0.5)
+    arrays = dpopt.DPLinearRegression(epsilon=0.1, delta=0.2, accountant=accountant)
+    with pytest.raises(ValueError, match="delta=0.2 is too small a budget") as raised:
+        arrays.fit(frame[["a"]].to_numpy(), y.to_numpy())
+    assert not isinstance(raised.value, dpopt.ChargedFitError) and accountant.spent() == 0
+    if kind == "dask":
+        dd = pytest.importorskip("dask.dataframe")
+        frame, y = dd.from_pandas(frame, npartitions=2), dd.from_pandas(y, npartitions=2)
+    est = dpopt.DPLinearRegression(epsilon=0.1, delta=0.2, random_state=0, accountant=accountant)
+    with pytest.warns(UserWarning, match="delta=0.2 is too small a budget.*private mean of y"):
+        est.fit(frame, y)
+    assert np.all(est.coef_ == 0) and 4 < est.intercept_ < 6 and est.auto_.plan["unlearnable"]
+    assert 0 < est.epsilon_spent_ <= 0.1 and len(accountant.ledger) == 1  # charged once

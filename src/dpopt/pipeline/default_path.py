@@ -377,7 +377,14 @@ def fit_default(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, 
     gaussian = choose_solver(loss_name, getattr(penalty, "name", penalty), n, p,
                              available_solvers(), chunked=data.chunked)[0] != "objective-perturbation"
     if gaussian:  # the plan's model share, before the data is read
-        _check_model_share(gdp_epsilon(mus["model"], delta), epsilon, delta, n)
+        eps_plan = gdp_epsilon(mus["model"], delta)
+        if eps_plan < MIN_EPSILON and regression and prior is not None and prior.records:
+            # the table layer has spent already: its constant rather than a charged refusal
+            why = _share_too_small(eps_plan, epsilon, delta_total, n)
+            return _no_model(data, p, fit_intercept, delta, n, epsilon,
+                             math.sqrt(max(mu_avail ** 2 - prior_sq, 0.0)), rng, prior, why,
+                             instead=", or a delta << 1/n (the default is 1/n^2)")
+        _check_model_share(eps_plan, epsilon, delta_total, n)
     least = gdp_mu(MIN_EPSILON, delta)  # the model's floor: the smallest usable epsilon's mu
     scaling, target, R, records, columns_note = private_scaling(
         data, mus, fit_intercept=fit_intercept, center=center, regression=regression, rng=rng,
@@ -429,7 +436,7 @@ def fit_default(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, 
         # Gaussian releases above (their mu adds in quadrature to its Gaussian part)
         options["prior_mu"] = math.sqrt(max(mu_total ** 2 - mus["model"] ** 2, 0.0))
         eps_model = epsilon
-    _check_model_share(eps_model, epsilon, delta, n, records, prior)
+    _check_model_share(eps_model, epsilon, delta_total, n, records, prior)
     if solver == "adassp" and collapsed and not inference:
         return adassp_mean_instead(data, p, eps_model, delta, delta_total, mu_total, mus,
                                    scaling, target, records, R, rng,
@@ -505,22 +512,29 @@ def _check_model_share(eps_model, epsilon, delta, n, records=(), prior=None):
     before the solver runs, after the releases whose outcome moved mu out of the model
     (``records``: then the refusal depends on the data and is charged, ChargedFitError)."""
     if eps_model < MIN_EPSILON:
-        why = (
-            f"epsilon={epsilon:g} with delta={delta:g} is too small a budget for the default "
-            f"path (n={n}): its model share is worth epsilon {eps_model:.3g} at this delta, below "
-            f"the smallest usable {MIN_EPSILON:g}"
-            + (f"; delta is also far above 1/n={1 / n:.3g}, which makes epsilon meaningless"
-               if delta > 1 / n else "")
-            + ". Use a larger epsilon or a delta << 1/n (the default is 1/n^2)")
+        why = (_share_too_small(eps_model, epsilon, delta, n)
+               + ". Use a larger epsilon or a delta << 1/n (the default is 1/n^2)")
         if records:
             raise ChargedFitError(why, records, prior.delta if prior is not None else 0.0)
         raise ValueError(why)
 
 
-def _no_model(data, p, fit_intercept, delta, n, epsilon, mu, rng, prior=None, why=None):
+def _share_too_small(eps_model, epsilon, delta, n):
+    """Why the model's share of (epsilon, delta) calibrates nothing (the user's values)."""
+    return (f"epsilon={epsilon:g} with delta={delta:g} is too small a budget for the default "
+            f"path (n={n}): its model share is worth epsilon {eps_model:.3g} at this delta, "
+            f"below the smallest usable {MIN_EPSILON:g}"
+            + (f"; delta is also far above 1/n={1 / n:.3g}, which makes epsilon meaningless"
+               if delta > 1 / n else ""))
+
+
+def _no_model(data, p, fit_intercept, delta, n, epsilon, mu, rng, prior=None, why=None,
+              instead=", or fewer features"):
     """The documented result when n is too small to locate the target's range for a model
     at this epsilon (:func:`plan_budget` returns None), or for the reason ``why`` (more
-    features than a private fit can use): no model, only the intercept.
+    features than a private fit can use; a model share below the smallest usable epsilon
+    after the table layer's releases, where a refusal would be charged): no model, only
+    the intercept; ``instead``: what else the user can change.
 
     With an intercept the constant is the private mean of y released with ``mu``
     (:func:`dpopt.pipeline.mean_of_y.private_mean_of_y`: its range, then its mean; 0 when the
@@ -541,8 +555,6 @@ def _no_model(data, p, fit_intercept, delta, n, epsilon, mu, rng, prior=None, wh
                f"(even {MAX_SHARE:.0%} of the budget could not resolve {missed})")
         instead = "" if public_y else (", or give y's public range (target_bounds=(lower, "
                                        "upper) on a regressor)")
-    else:
-        instead = ", or fewer features"
     reason = f"{why}: the released predictor is {what}; use a larger epsilon{instead}"
     warnings.warn(reason, UserWarning, stacklevel=4)
     plan = {"solver": "none", "reason": reason, "mu": spent_mu,
