@@ -22,7 +22,8 @@ estimator.
   one kind has that kind; a column mixing kinds (numbers and a text cell, say) is refused
   before anything is fitted (:func:`check_one_kind`), unless ``--numbers`` or ``--text``
   declares it: pandas would otherwise decide from the cells, and one record could then turn a
-  numeric column into a text one, a change of the model that no noise pays for. A declared
+  numeric column into a text one, a change of the model that no noise pays for (a Parquet
+  file's schema types each column: its kinds are public and not checked). A declared
   kind is public: ``text`` reads every cell as a text level (``01`` stays ``01``),
   ``numbers`` reads a cell that is not a number as missing. A column with one present
   cell is refused undeclared too; a column with none is left out (reported). Integer feature columns are made
@@ -120,7 +121,9 @@ def read_frame(path, reading=Reading(), *, one_kind=False, target=None):
 
     ``one_kind``: refuse a column that is not declared and whose kind the cells would decide
     (:func:`check_one_kind`; ``dpopt fit``, whose ``target`` is checked first; ``dpopt
-    predict`` reads through the model's schema, which says what each column is).
+    predict`` reads through the model's schema, which says what each column is). A Parquet
+    file's schema types every column (a text column of digits such as ZIP codes stays
+    text): its kinds are the file's, not the cells', and are not checked.
 
     Memory: a text column is parsed straight into integer codes (pandas' C parser with
     ``dtype="category"`` for the columns whose first :data:`SNIFF_ROWS` rows hold text), a
@@ -131,7 +134,8 @@ def read_frame(path, reading=Reading(), *, one_kind=False, target=None):
     # lazy: the light CLI commands load no heavy module
     import pandas as pd
 
-    if os.fspath(path).lower().endswith(PARQUET_SUFFIXES):
+    typed = os.fspath(path).lower().endswith(PARQUET_SUFFIXES)
+    if typed:
         names, nested = _reading(path, _parquet_columns, path)
         check_unique_columns(_names_as_read(names))
         if nested:
@@ -148,7 +152,8 @@ def read_frame(path, reading=Reading(), *, one_kind=False, target=None):
     if one_kind:
         if target is not None:  # an argument is named before the cells
             target_column(target, list(df.columns))
-        check_one_kind(df, given)
+        if not typed:  # a Parquet column's kind is its schema's: public, one per column
+            check_one_kind(df, given)
     return df
 
 
