@@ -56,10 +56,11 @@ def test_plan_reads_only_dtypes_and_declarations():
         dpopt.DPLinearRegression(epsilon=1.0).fit(twice, np.arange(100.0))
 
 
-@pytest.mark.parametrize("cell", [[1, 2], {"a": 1}, {1, 2}])
+@pytest.mark.parametrize("cell", [[1, 2], {"a": 1}, {1, 2}, (1, 2), frozenset({1, 2})])
 def test_a_cell_without_a_text_key_is_a_value_error_naming_its_column(cell):
     """A list, dict or set in a text column was a TypeError from pandas.factorize; it is now
-    refused before any release, so the failed fit spends nothing."""
+    refused before any release, so the failed fit spends nothing. A tuple or frozenset,
+    hashable, was one level each (session 48): refused as a list is."""
     rng = np.random.default_rng(0)
     df = pd.DataFrame({"a": rng.standard_normal(200),
                        "tags": pd.Series([cell] * 200, dtype=object)})

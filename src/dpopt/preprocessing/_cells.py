@@ -37,11 +37,16 @@ def value_counts(values):
 def text_codes(values, name=None):
     """``(codes, keys)``: each cell's index into ``keys``, the texts of the distinct values
     (``MISSING`` last when a cell is missing; two values with one text share it). A cell
-    with no text key (a list, a dict, a set: unhashable) is a ValueError naming the column
-    ``name``."""
+    with no text key (a list, a dict, a set: unhashable) or several values (a tuple, a
+    frozenset: hashable, and once read as one level each) is a ValueError naming the
+    column ``name``."""
     try:
         codes, uniques = pd.factorize(values if isinstance(values, pd.Series)
                                       else pd.Series(np.asarray(values, dtype=object)))
+        several = next((u for u in np.asarray(uniques, dtype=object)
+                        if isinstance(u, (tuple, frozenset))), None)
+        if several is not None:  # hashable, but several values in one cell as a list is
+            raise TypeError(f"a {type(several).__name__} cell")
     except TypeError as exc:  # an unhashable cell
         raise ValueError(f"column {name!r} holds values that are neither text nor numbers "
                          f"({exc}); give one value per cell, e.g. join a list into a string, "
