@@ -391,9 +391,13 @@ def fit_default(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, 
         bounds=feature_bounds, row_mode=row_mode, gaussian_model=gaussian,
         least_model_mu=least)
     records = (list(prior.records) if prior is not None else []) + records
-    if prior is not None and prior.info.get("target_coding", {}).get("grid_end"):
+    coded = prior.info.get("target_coding", {}) if prior is not None else {}
+    if coded.get("grid_end"):
         columns_note["target_grid_end"] = True  # y's range released by the table layer
         warnings.warn(TARGET_END, ColumnWarning, stacklevel=4)
+    if (coded.get("target_tail") and fit_intercept and not inference and target is not None
+            and [target.lower, target.upper] == coded["target_tail"]["range"]):
+        columns_note["target_tail"] = coded["target_tail"]  # its thin tail, for the constant
     scaled_how = ("row-normalized" if row_mode else "private feature bounds"
                   + (" (coarse grid, 1 bin per decade)" if columns_note.get("coarse_grid")
                      else ""))

@@ -83,6 +83,7 @@ from dpopt.preprocessing._bounds import bounds_resolvable, private_target_bounds
 from dpopt.preprocessing._cells import MISSING, text_codes
 from dpopt.preprocessing.far_ends import confirm_mu, confirmed_range, target_histogram
 from dpopt.preprocessing.shares import SHARES
+from dpopt.preprocessing.thin_tails import tail_steps
 from dpopt.privacy import Gaussian
 from dpopt.privacy.mechanisms import gaussian_noise
 
@@ -275,6 +276,10 @@ def release_target_codes(cells, y, columns, mu_range, mu_codes, rng, public_rang
     info["grid_end"] = public_range is None and max(abs(lo), abs(hi)) >= tb.grid.edges[-1]
     if public_range is None and far:
         info["far_ends"] = far  # a far end of the range, kept or cut (far_ends.py)
+    if public_range is None and hi > lo:  # a thin tail beyond it, for the constant's mean
+        steps = tail_steps(tb.noisy_counts, tb.sigma, len(y), lo, hi, grid=tb.grid)
+        if steps["lower"] or steps["upper"]:  # (dpopt.pipeline.constant: free)
+            info["target_tail"] = {"range": [lo, hi], **steps}
     if not hi > lo:  # collapsed or unresolved: nothing is coded, the pipeline reads y itself
         return records, None, info
     scaled = np.clip((y - 0.5 * (lo + hi)) / (0.5 * (hi - lo)), -1.0, 1.0)
