@@ -157,3 +157,50 @@ def test_epsilon_is_monotone(z, steps, factor):
     assert privacy.epsilon_of([Gaussian(z * factor, steps)], d) <= base
     assert privacy.epsilon_of([Gaussian(z, steps + 1)], d) >= base
     assert privacy.epsilon_of([Gaussian(z, steps)], d * 2) <= base
+
+
+def test_gdp_calibration_round_trips_below_the_target_at_extreme_budgets():
+    """(session 48, an independent fuzz) delta(epsilon) of mu-GDP was a difference of two
+    numbers agreeing to more digits than delta has at small mu: 1.9e-5 relative error at
+    epsilon = 1.7e-6, delta = 1e-30; gdp_mu then certified mus whose true delta was above
+    the target, and epsilon_spent_ came back above the requested epsilon (8e-9 relative;
+    at epsilon = 1e-6 a regressor's own check refused the fit after its releases)."""
+    from dpopt.privacy.accountants import gdp_delta, gdp_epsilon, gdp_mu
+
+    for epsilon in (1e-6, 1.7e-6, 3.3e-5, 1e-3, 0.1, 1.0, 37.0, 100.0):
+        for delta in (1e-30, 1.2e-30, 1e-20, 1e-12, 1e-6, 0.015, 0.3):
+            mu = gdp_mu(epsilon, delta)
+            assert gdp_delta(mu, epsilon) <= delta
+            assert gdp_epsilon(mu, delta) <= epsilon, (epsilon, delta)
+    mp = pytest.importorskip("mpmath")
+    mp.mp.dps = 50
+
+    def exact(mu, eps):
+        mu, eps = mp.mpf(mu), mp.mpf(eps)
+        return mp.ncdf(-eps / mu + mu / 2) - mp.e ** eps * mp.ncdf(-eps / mu - mu / 2)
+
+    for epsilon, delta in ((1.7e-6, 1e-30), (1e-6, 1e-12), (1e-5, 1e-12), (0.05, 1e-30),
+                           (1.0, 1e-10), (99.9, 1e-6)):
+        mu = gdp_mu(epsilon, delta)
+        true = exact(mu, epsilon)
+        assert true <= delta  # a certified mu is (epsilon, delta)-DP in exact arithmetic
+        assert abs(gdp_delta(mu, epsilon) / float(true) - 1) < 1e-9
+
+
+def test_the_smallest_epsilons_spend_no_more_than_asked():
+    import warnings
+
+    import pandas as pd
+
+    import dpopt
+
+    rng = np.random.default_rng(0)
+    X = pd.DataFrame({"a": rng.normal(size=400), "c": rng.choice(["u", "v", "w"], 400)})
+    y = 2 * X["a"] + rng.normal(size=400)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = dpopt.DPLinearRegression(epsilon=1e-6, delta=1e-12, target_bounds=(-8, 8),
+                                         random_state=0).fit(X, y)  # was a ChargedFitError
+        encoder = dpopt.PrivateTableEncoder(epsilon=1.7e-6, delta=1.2e-30,
+                                            random_state=0).fit(X)
+    assert model.epsilon_spent_ <= 1e-6 and encoder.epsilon_spent_ <= 1.7e-6
