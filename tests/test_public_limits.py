@@ -3,6 +3,7 @@
 certified solver never returns, public ranges too narrow to scale by, declared classes that
 no record holds, and columns that add nothing."""
 
+import json
 import warnings
 
 import numpy as np
@@ -238,3 +239,61 @@ def test_a_tables_model_share_below_the_floor_releases_its_constant_not_a_charge
         est.fit(frame, y)
     assert np.all(est.coef_ == 0) and 4 < est.intercept_ < 6 and est.auto_.plan["unlearnable"]
     assert 0 < est.epsilon_spent_ <= 0.1 and len(accountant.ledger) == 1  # charged once
+
+
+def test_keys_and_labels_of_the_wrong_shape_are_named():
+    # (session 48's fuzz: NumPy's IndexError and truth-value error from inside the fit)
+    X, y = data()
+    with pytest.raises(ValueError, match="feature_bounds: the key 0.0 is a float"):
+        dpopt.DPLinearRegression(feature_bounds={0.0: (-3, 3)}).fit(X, y)
+    with pytest.raises(ValueError, match="classes must be a flat list"):
+        dpopt.DPLogisticRegression(classes=np.array([[0, 1]])).fit(X, (y > 0).astype(int))
+
+
+def test_the_cli_takes_a_negative_range_and_numbered_columns_bounds(tmp_path, capsys):
+    # argparse read "-10:10" as an option ("expected one argument"); an npz file's columns
+    # are numbered, and "0=" was refused as "not a column" of columns [0, 1, 2]
+    X, y = data(800)
+    table, numbers = tmp_path / "t.csv", tmp_path / "t.npz"
+    pd.DataFrame({"a": X[:, 0], "y": y}).to_csv(table, index=False)
+    np.savez(numbers, X=X, y=y)
+    fit = ["fit", "--loss", "squared", "--epsilon", "1", "--seed", "0"]
+    code, _, err = run(fit + [table, "--target", "y", "--target-bounds", "-10:10",
+                              "--out", tmp_path / "a.json"], capsys)
+    assert code == 0, err
+    plan = json.loads((tmp_path / "a.json").read_text())["params"]["auto"]
+    assert plan["public_target"] == [-10.0, 10.0]
+    code, _, err = run(fit + [numbers, "--feature-bounds", "0=-4:4", "--out",
+                              tmp_path / "b.json"], capsys)
+    assert code == 0, err
+    code, _, err = run(fit + [table, "--target", "y", "--feature-bounds", "y=0:1"], capsys)
+    assert code == 2 and "'y' is the target; --target-bounds" in err
+
+
+def test_predictions_are_not_written_as_csv_under_another_formats_name(tmp_path, capsys):
+    X, y = data(800)
+    table, model = tmp_path / "t.csv", tmp_path / "m.json"
+    pd.DataFrame({"a": X[:, 0], "y": y}).to_csv(table, index=False)
+    assert run(["fit", table, "--target", "y", "--loss", "squared", "--epsilon", "1",
+                "--out", model], capsys)[0] == 0
+    code, _, err = run(["predict", model, table, "--out", tmp_path / "p.xlsx"], capsys)
+    assert code == 2 and ".xlsx is not a format dpopt writes" in err
+    assert not (tmp_path / "p.xlsx").exists()
+
+
+def test_a_parquet_column_without_values_is_kept_as_its_schema_types_it(tmp_path, capsys):
+    # a CSV column with no value is left out (its kind unknown) and one with one value is
+    # refused; a Parquet column's kind is public, so none, one or many values keep it,
+    # and the table layer reads its emptiness privately
+    X, y = data(800)
+    for filled in (0, 1):
+        extra = np.full(800, np.nan)
+        extra[:filled] = 42.0
+        path = tmp_path / f"e{filled}.parquet"
+        pd.DataFrame({"a": X[:, 0], "extra": extra, "y": y}).to_parquet(path)
+        model = tmp_path / f"m{filled}.json"
+        code, out, err = run(["fit", path, "--target", "y", "--loss", "squared", "--epsilon",
+                              "1", "--out", model], capsys)
+        assert code == 0, err
+        assert "left out" not in out + err
+        assert json.loads(model.read_text())["data"]["columns"] == ["a", "extra"]

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import ast
 import functools
+import os
 import sys
 import textwrap
 import time
@@ -519,12 +520,26 @@ def build_parser():
 
 def main(argv=None):
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(_negative_ranges(sys.argv[1:] if argv is None else argv))
     try:
         return args.func(args)
     except ValueError as exc:
         print(f"dpopt {args.command}: error: {exc}", file=sys.stderr)
         return 2
+
+
+def _negative_ranges(argv):
+    """``--target-bounds -10:10`` as ``--target-bounds=-10:10``: argparse takes a value that
+    starts with "-" and is not a plain number for an option, and refused the common range
+    with a negative lower end ("expected one argument")."""
+    out, argv = [], [str(a) if isinstance(a, os.PathLike) else a for a in argv]
+    for i, token in enumerate(argv):
+        if (i and argv[i - 1] == "--target-bounds" and isinstance(token, str)
+                and token.startswith("-") and ":" in token):
+            out[-1] = f"--target-bounds={token}"
+        else:
+            out.append(token)
+    return out
 
 
 if __name__ == "__main__":

@@ -72,7 +72,8 @@ def cmd_fit(args):
                           f"missing value: the number of records depends on the private data, "
                           f"which the guarantee does not cover", dpopt.PrivacyLeakWarning,
                           stacklevel=1)
-        bounds = _feature_bounds(args, None if data["frame"] else data["feature_names"])
+        bounds = _feature_bounds(args, None if data["frame"] else data["feature_names"],
+                                 list(getattr(X, "columns", range(X.shape[1]))))
         with _naming_the_flags():
             fitted = _fit(args, options, X, y, bounds, categories)
     if fitted.get("classes") is not None:
@@ -155,23 +156,32 @@ def _check_fit_arguments(args, options):
         check_output_path(args.out, [("DATA", args.data)])
 
 
-def _feature_bounds(args, names=None):
+def _feature_bounds(args, names=None, columns=None):
     """``--feature-bounds``: {column: (lo, hi)} for the estimator's ``feature_bounds=``.
     With ``names`` (the feature names of a numeric file, whose estimator takes column
-    indices), each name becomes its index; a name that is not a column is refused."""
+    indices), each name becomes its index; a name that is not a column is refused. With a
+    table's ``columns``, a name is the column it spells (an npz file's are numbered)."""
     given = getattr(args, "feature_bounds", None) or []
     out = {}
     for name, pair in given:
         if name in out:
             raise ValueError(f"--feature-bounds: column {name!r} is given twice")
         out[name] = pair
+    target = getattr(args, "target", None)
+    if target is not None and str(target) in out:
+        raise ValueError(f"--feature-bounds: {str(target)!r} is the target; --target-bounds "
+                         f"LO:HI gives its public range")
+    if columns is not None:
+        spelled = {str(c): c for c in columns}
+        out = {spelled.get(k, k): v for k, v in out.items()}
     if names is None or not out:
         return out or None
-    unknown = [k for k in out if k not in names]
+    text = [str(n) for n in names]  # an npz file's columns are numbered 0, 1, ...
+    unknown = [k for k in out if str(k) not in text]
     if unknown:
         raise ValueError(f"--feature-bounds: {unknown} are not columns of DATA; columns: "
                          f"{list(names)}")
-    return {list(names).index(k): v for k, v in out.items()}
+    return {text.index(str(k)): v for k, v in out.items()}
 
 
 def _categories(args, X=None):

@@ -159,6 +159,9 @@ def _output(model, pred, margin):
 
 #: Compression of a CSV / TSV output, from the last suffix (as pandas reads them).
 COMPRESSION = {".gz": "gzip", ".bz2": "bz2", ".xz": "xz", ".zst": "zstd"}
+#: Suffixes of other table formats, refused for ``--out`` (everything else is CSV).
+OTHER_FORMATS = {".xlsx", ".xls", ".ods", ".json", ".feather", ".arrow", ".orc", ".h5",
+                 ".hdf5", ".pkl", ".pickle", ".npz", ".npy", ".sav", ".dta", ".zip"}
 
 
 def _write(frame, path):
@@ -172,6 +175,10 @@ def _write(frame, path):
     from dpopt.api.modelio import write_atomic
     from dpopt.cli.tables import PARQUET_SUFFIXES, separator
 
+    if Path(path).suffix.lower() in OTHER_FORMATS:  # CSV text under its name misleads
+        raise ValueError(f"--out: {Path(path).suffix} is not a format dpopt writes; name the "
+                         f"file .csv, .tsv or .parquet (a CSV or TSV may end in .gz, .bz2, "
+                         f".xz or .zst)")
     buffer = io.BytesIO()
     try:
         if Path(path).suffix.lower() in PARQUET_SUFFIXES:

@@ -481,7 +481,8 @@ def read_table(path, reading=Reading(), *, target=-1):
     """The :class:`Table` of a table file (module docstring); a column whose kind the cells
     would decide is refused unless ``reading`` declares it. A feature column that is not
     declared and holds no value in any row is left out (``Table.empty``): it carries
-    nothing, and its kind could only be guessed (a neighbour's one cell is refused). A
+    nothing, and its kind could only be guessed (a neighbour's one cell is refused); a
+    Parquet file's columns are typed by its schema and all kept. A
     True/False target is pandas' nullable boolean (a missing label leaves it one, not Python
     objects); an infinite number in a numeric target is refused."""
     if not Path(path).exists():
@@ -492,7 +493,10 @@ def read_table(path, reading=Reading(), *, target=-1):
         y = y.astype("boolean")
     elif _is_numeric(y) and np.isinf(y.to_numpy(dtype=np.float64, na_value=np.nan)).any():
         raise ValueError(f"the target column {name!r} holds an infinite number")
-    empty = [c for c in X.columns if c not in declared and X[c].count() == 0]
+    # a Parquet column's kind is its schema's: kept however many values it holds (the
+    # table layer reads its emptiness privately), where leaving it out at none told that
+    typed = os.fspath(path).lower().endswith(PARQUET_SUFFIXES)
+    empty = [] if typed else [c for c in X.columns if c not in declared and X[c].count() == 0]
     if empty and len(empty) == X.shape[1]:
         raise ValueError(f"no feature column holds a value: {empty}")
     return Table(kinds_without_missing_cells(X.drop(columns=empty)), y, name, empty)

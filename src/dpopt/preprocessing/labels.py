@@ -269,6 +269,8 @@ def declared_classes(y, classes=None):
             raise ValueError(f"classes must be a list or a tuple (their order names the "
                              f"positive class), got a {type(classes).__name__}")
         items = [] if isinstance(classes, (str, bytes)) else list(classes)
+        if any(np.ndim(c) != 0 for c in items):  # (a 2-d array was NumPy's truth-value error)
+            raise ValueError(f"classes must be a flat list of labels, got {classes!r}")
         text = [isinstance(c, (str, bytes)) for c in items]
         if any(c is None or c != c for c in items) or (any(text) and not all(text)):
             raise ValueError(f"classes must be labels of one kind (all text or all numbers), "

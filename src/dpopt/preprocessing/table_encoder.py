@@ -204,8 +204,10 @@ def no_column_left(prior):
     """The error of an encoded table with no column (reference coding, each categorical
     column's one kept level its reference): decided by the selection, so it is charged."""
     return ChargedFitError("the table's private selection left no column to fit (each "
-                           "categorical column kept one level, its reference): use a larger "
-                           "epsilon, or declare the categories", prior.records, prior.delta)
+                           "categorical column kept one level, its reference, and the others "
+                           "were too rare to clear the selection's noise): use a larger "
+                           "epsilon, declare the categories (or more of their levels), or add "
+                           "a numeric column", prior.records, prior.delta)
 
 
 def declared_label_share(n, mu):
@@ -354,6 +356,10 @@ def _by_name(feature_bounds, names):
         if isinstance(key, (bool, np.bool_)):
             raise ValueError(f"feature_bounds: the key {key!r} is a bool, not a column name "
                              f"or index")
+        if isinstance(key, (float, np.floating)) and not any(
+                isinstance(name, (float, np.floating)) and name == key for name in names):
+            raise ValueError(f"feature_bounds: the key {key!r} is a float, not a column name "
+                             f"or index")  # (0.0 matched column 0, then indexed an array)
         if key in names:
             pass
         elif isinstance(key, (int, np.integer)):
