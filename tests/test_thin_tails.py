@@ -236,6 +236,12 @@ def test_the_small_frames_benchmark_runs(capsys):
     row = lines[2].strip("| ").split(" | ")
     assert row[:3] == ["doctor_contacts", "300", "4"] and row[6] == "100%"
     assert -0.5 < float(row[3]) < 0.1 and lines[-1].endswith("of 1")
+    # other columns as targets: doctor_contacts' first two of its shuffled candidates
+    assert load_benchmark("small_frames").main(["--quick", "--other-targets", "2"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    names = [line.split(" | ")[0].strip("| ") for line in lines[2:4]]
+    assert all(n.startswith("doctor_contacts:") for n in names) and len(set(names)) == 2
+    assert lines[-1].endswith("of 2")
 
 
 def test_the_check_keeps_its_mu_where_the_branchs_means_are_too_imprecise():

@@ -53,7 +53,12 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 from scipy import optimize
 
-from dpopt._core.validation import check_privacy_target, check_random_state, check_scalar
+from dpopt._core.validation import (
+    MIN_EPSILON,
+    check_privacy_target,
+    check_random_state,
+    check_scalar,
+)
 from dpopt.pipeline.default_path import (
     _data_of,
     _model_options,
@@ -77,9 +82,12 @@ __all__ = ["one_vs_rest", "solve_one_vs_rest", "fit_default_one_vs_rest", "Multi
 #: loss up by one step, and at 2e-3 a few records alone overran a target of 0.01, so the
 #: search for a feasible per-class epsilon never ended.
 SEARCH_PLD_STEP = 2e-3
-#: The search gives up (a clear error, nothing released) below this fraction of its guess,
-#: and its certification on the final grid after this many 1% steps down.
-SEARCH_FLOOR = 1e-9
+#: The search gives up (a clear error; the default path then splits a Gaussian mechanism's
+#: mu instead) below this fraction of its guess, the Gaussian split's per-class epsilon: a
+#: target a thousand times below it is no use, and at 1e-9 an infeasible search at
+#: epsilon = 1e-4 took 15 s to a minute of PLD compositions on ever finer grids (session
+#: 48's fuzz); and its certification on the final grid after this many 1% steps down.
+SEARCH_FLOOR = 1e-3
 CERTIFY_STEPS = 100
 
 
@@ -400,10 +408,21 @@ def fit_default_one_vs_rest(X, labels, n_classes, *, penalty, penalty_kwargs, fi
         # the Gaussian split's per-class epsilon starts the search; at a delta far above
         # 1/n it is 0 (the mu's epsilon vanishes there), and epsilon / k starts it instead
         guess = gdp_epsilon(mus["model"] / math.sqrt(n_classes), delta) or epsilon / n_classes
-        eps_class = op_class_epsilon(epsilon, delta, n_classes, tuple(records) + later, guess,
-                                     alpha=alpha, b2=R * R, n=n, intercept=fit_intercept)
-        options = {"row_bound": R}
-    else:
+        try:
+            eps_class = op_class_epsilon(epsilon, delta, n_classes, tuple(records) + later,
+                                         guess, alpha=alpha, b2=R * R, n=n,
+                                         intercept=fit_intercept)
+            options = {"row_bound": R}
+        except ValueError:  # no per-class target composes (a tiny epsilon; it reads the
+            # released row bound R): the Gaussian mechanism's split, exact, instead of a
+            # refusal charged for the releases above, where that split is usable (at a
+            # delta far above 1/n it is worth epsilon 0: the search's reason stands)
+            if gdp_epsilon(mus["model"] / math.sqrt(n_classes), delta) < MIN_EPSILON:
+                raise
+            solver, why = "dp-gd", (f"{why}; objective perturbation's {n_classes} fits could "
+                                    f"not be calibrated at epsilon={epsilon:g} after the "
+                                    f"scaling, so dp-gd")
+    if solver != "objective-perturbation":
         mu_class = mus["model"] / math.sqrt(n_classes) * (1 - 1e-9)  # margin for rounding
         eps_class = gdp_epsilon(mu_class, delta)
         options = _model_options(solver, first, mu_class, R)
