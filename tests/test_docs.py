@@ -223,11 +223,11 @@ def _inline_commands(text):
 
 
 def _parses(argv):
-    from dpopt.cli.commands import build_parser
+    from dpopt.cli.commands import _negative_ranges, build_parser
 
     with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
-        try:
-            build_parser().parse_args(argv[1:])
+        try:  # as dpopt's main reads its arguments
+            build_parser().parse_args(_negative_ranges(argv[1:]))
         except SystemExit as stop:
             return stop.code == 0
     return True
