@@ -173,18 +173,18 @@ def test_gdp_calibration_round_trips_below_the_target_at_extreme_budgets():
             assert gdp_delta(mu, epsilon) <= delta
             assert gdp_epsilon(mu, delta) <= epsilon, (epsilon, delta)
     mp = pytest.importorskip("mpmath")
-    mp.mp.dps = 50
 
     def exact(mu, eps):
         mu, eps = mp.mpf(mu), mp.mpf(eps)
         return mp.ncdf(-eps / mu + mu / 2) - mp.e ** eps * mp.ncdf(-eps / mu - mu / 2)
 
-    for epsilon, delta in ((1.7e-6, 1e-30), (1e-6, 1e-12), (1e-5, 1e-12), (0.05, 1e-30),
-                           (1.0, 1e-10), (99.9, 1e-6)):
-        mu = gdp_mu(epsilon, delta)
-        true = exact(mu, epsilon)
-        assert true <= delta  # a certified mu is (epsilon, delta)-DP in exact arithmetic
-        assert abs(gdp_delta(mu, epsilon) / float(true) - 1) < 1e-9
+    with mp.workdps(50):  # (0.05, 1e-30): mu near 2e-3, just above the expansion's switch
+        for epsilon, delta in ((1.7e-6, 1e-30), (1e-6, 1e-12), (1e-5, 1e-12), (0.05, 1e-30),
+                               (1.0, 1e-10), (99.9, 1e-6)):
+            mu = gdp_mu(epsilon, delta)
+            true = exact(mu, epsilon)
+            assert true <= delta  # a certified mu is (epsilon, delta)-DP in exact arithmetic
+            assert abs(gdp_delta(mu, epsilon) / float(true) - 1) < 1e-9
 
 
 def test_the_smallest_epsilons_spend_no_more_than_asked():

@@ -238,7 +238,11 @@ def test_a_tables_model_share_below_the_floor_releases_its_constant_not_a_charge
     with pytest.warns(UserWarning, match="delta=0.2 is too small a budget.*private mean of y"):
         est.fit(frame, y)
     assert np.all(est.coef_ == 0) and 4 < est.intercept_ < 6 and est.auto_.plan["unlearnable"]
-    assert 0 < est.epsilon_spent_ <= 0.1 and len(accountant.ledger) == 1  # charged once
+    assert 0.099 < est.epsilon_spent_ <= 0.1 and len(accountant.ledger) == 1  # charged once
+    # on all n rows, with the whole budget (an independent review: the training branch
+    # released it from its 800 rows and left the constant's mu unspent, epsilon 0.069)
+    assert est.auto_.plan["selection"]["released"] == "noisy mean of y"
+    assert "too small a budget" in est.auto_.plan["selection"]["reason"]
 
 
 def test_keys_and_labels_of_the_wrong_shape_are_named():
@@ -297,6 +301,27 @@ def test_a_parquet_column_without_values_is_kept_as_its_schema_types_it(tmp_path
         assert code == 0, err
         assert "left out" not in out + err
         assert json.loads(model.read_text())["data"]["columns"] == ["a", "extra"]
+
+
+def test_a_parquet_true_false_column_is_one_whatever_its_cells(tmp_path, capsys):
+    # (an independent review) pandas reads a nullable bool column with no value as objects,
+    # which the table layer codes as text, and one with a True as booleans: the model's
+    # columns told whether one record held a value
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
+    X, y = data(800)
+    kinds = []
+    for filled in (0, 1, 400):
+        flag = pa.array([True if i < filled else None for i in range(800)], pa.bool_())
+        path, model = tmp_path / f"b{filled}.parquet", tmp_path / f"m{filled}.json"
+        pq.write_table(pa.table({"a": X[:, 0], "flag": flag, "y": y}), path)
+        code, _, err = run(["fit", path, "--target", "y", "--loss", "squared", "--epsilon",
+                            "1", "--seed", "0", "--out", model], capsys)
+        assert code == 0, err
+        table = json.loads(model.read_text())["data"]["table"]["columns"]
+        kinds.append([c["kind"] for c in table])
+    assert kinds[0] == kinds[1] == kinds[2] and "string" not in kinds[0]
 
 
 def test_a_declared_multiclass_fit_at_a_tiny_epsilon_splits_a_gaussian_instead():

@@ -534,8 +534,9 @@ def _negative_ranges(argv):
     with a negative lower end ("expected one argument")."""
     out, argv = [], [str(a) if isinstance(a, os.PathLike) else a for a in argv]
     for i, token in enumerate(argv):
-        if (i and argv[i - 1] == "--target-bounds" and isinstance(token, str)
-                and token.startswith("-") and ":" in token):
+        flag = argv[i - 1] if i and isinstance(argv[i - 1], str) else ""
+        if (flag.startswith("--ta") and "--target-bounds".startswith(flag)  # abbreviated too
+                and isinstance(token, str) and token.startswith("-") and ":" in token):
             out[-1] = f"--target-bounds={token}"
         else:
             out.append(token)

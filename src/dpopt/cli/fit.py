@@ -496,6 +496,7 @@ def _fit_default(args, X, y, loss, penalty, kwargs, bounds=None, categories=None
     from dpopt._core.input import numeric_target
     from dpopt._core.validation import check_fit_delta, check_target_range
     from dpopt.data.penalties import check_penalty
+    from dpopt.pipeline.default_path import NoModelShare
     from dpopt.pipeline.releasable import check_releasable
     from dpopt.preprocessing.table_encoder import prepare_default
 
@@ -514,10 +515,14 @@ def _fit_default(args, X, y, loss, penalty, kwargs, bounds=None, categories=None
     X, y, _, encoder, bounds, prior = prepare_default(  # --feature-bounds checked, resolved
         X, y, epsilon=args.epsilon, delta=delta, categories=categories,
         feature_bounds=bounds, classes=None, classifier=False, rng=rng)
-    auto = fit_default(X, y, loss=loss, penalty=penalty, penalty_kwargs=kwargs,
-                       fit_intercept=not args.no_intercept, epsilon=args.epsilon, delta=delta,
-                       rng=rng, regression=True, feature_bounds=bounds, prior=prior,
-                       target_bounds=getattr(args, "target_bounds", None))
+    options = dict(loss=loss, penalty=penalty, penalty_kwargs=kwargs,
+                   fit_intercept=not args.no_intercept, epsilon=args.epsilon, delta=delta,
+                   rng=rng, regression=True, feature_bounds=bounds, prior=prior,
+                   target_bounds=getattr(args, "target_bounds", None))
+    try:
+        auto = fit_default(X, y, **options)
+    except NoModelShare as reason:  # after the table's releases: its constant, not a refusal
+        auto = fit_default(X, y, **options, constant_only=str(reason))
     coef, intercept = auto.raw_model()
     return {"result": auto.result, "loss": loss, "penalty": (penalty, kwargs),
             "model": (coef, float(intercept), auto.scaling.to_dict()),

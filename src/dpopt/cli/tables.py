@@ -136,13 +136,15 @@ def read_frame(path, reading=Reading(), *, one_kind=False, target=None):
 
     typed = os.fspath(path).lower().endswith(PARQUET_SUFFIXES)
     if typed:
-        names, nested = _reading(path, _parquet_columns, path)
+        names, nested, truths = _reading(path, _parquet_columns, path)
         check_unique_columns(_names_as_read(names))
         if nested:
             raise ValueError(f"column(s) {nested} hold lists, maps or records: a table "
                              f"column holds one number, True/False or text per row")
         df = _reading(path, pd.read_parquet, path)
         df.columns = _names_as_read(df.columns)
+        for c in _names_as_read(truths):  # the schema's True/False, whatever the cells: pandas
+            df[c] = df[c].astype("boolean")  # reads one without a value as objects (text)
         given = _declared(df.columns, reading)
     else:
         df, given = _read_csv(path, reading)
@@ -358,9 +360,9 @@ def _kind_of(value):
 
 
 def _parquet_columns(path):
-    """``(names, names of nested columns)`` from a Parquet file's schema, or a directory of
-    Parquet files' (a dataset, as the estimators read a path; its index columns left out);
-    nested: lists, maps, records."""
+    """``(names, names of nested columns, names of True/False columns)`` from a Parquet
+    file's schema, or a directory of Parquet files' (a dataset, as the estimators read a
+    path; its index columns left out); nested: lists, maps, records."""
     # lazy: the light CLI commands load no heavy module (pyarrow: optional)
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -369,7 +371,8 @@ def _parquet_columns(path):
     index = {c for c in (schema.pandas_metadata or {}).get("index_columns", [])
              if isinstance(c, str)}  # a RangeIndex is a dict of metadata, not a column
     fields = [f for f in schema if f.name not in index]
-    return [f.name for f in fields], [f.name for f in fields if pa.types.is_nested(f.type)]
+    return ([f.name for f in fields], [f.name for f in fields if pa.types.is_nested(f.type)],
+            [f.name for f in fields if pa.types.is_boolean(f.type)])
 
 
 def check_header_option(no_header, path):

@@ -366,6 +366,9 @@ def fit_default(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, 
         why = (f"p={p} features are more than a private fit on n_samples={n} can use at "
                f"epsilon={epsilon:g} (dimension_limit {dimension_limit(n, mu_avail):.0f})"
                if wide else None)
+        if isinstance(constant_only, str):  # the reason of a NoModelShare
+            return _no_model(data, p, fit_intercept, delta, n, epsilon, left, rng, prior,
+                             constant_only, ", or a delta << 1/n (the default is 1/n^2)")
         return _no_model(data, p, fit_intercept, delta, n, epsilon, left, rng, prior, why)
     if prior_sq:
         shares["selection"] = prior_sq / mu_avail ** 2
@@ -379,11 +382,9 @@ def fit_default(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, 
     if gaussian:  # the plan's model share, before the data is read
         eps_plan = gdp_epsilon(mus["model"], delta)
         if eps_plan < MIN_EPSILON and regression and prior is not None and prior.records:
-            # the table layer has spent already: its constant rather than a charged refusal
-            why = _share_too_small(eps_plan, epsilon, delta_total, n)
-            return _no_model(data, p, fit_intercept, delta, n, epsilon,
-                             math.sqrt(max(mu_avail ** 2 - prior_sq, 0.0)), rng, prior, why,
-                             instead=", or a delta << 1/n (the default is 1/n^2)")
+            # the table layer has spent already: the caller releases the constant on all
+            # rows (dpopt.pipeline.selection) rather than a charged refusal
+            raise NoModelShare(_share_too_small(eps_plan, epsilon, delta_total, n))
         _check_model_share(eps_plan, epsilon, delta_total, n)
     least = gdp_mu(MIN_EPSILON, delta)  # the model's floor: the smallest usable epsilon's mu
     scaling, target, R, records, columns_note = private_scaling(
@@ -505,6 +506,13 @@ def _warn_row_normalization(n, p, epsilon):
                   f"at epsilon={epsilon:g}: rows are normalized to unit norm instead (free, and "
                   f"predict does the same); give more data, a larger epsilon, or scale X "
                   f"with public bounds", UserWarning, stacklevel=4)
+
+
+class NoModelShare(ValueError):
+    """A plan whose model share is worth no usable epsilon, found after the table layer's
+    releases (``prior``): :func:`dpopt.pipeline.selection.fit_selected` then releases the
+    constant on all rows (``constant_only`` set to this reason), where a refusal would be
+    charged. Raised before any release of :func:`fit_default`."""
 
 
 def _check_model_share(eps_model, epsilon, delta, n, records=(), prior=None):

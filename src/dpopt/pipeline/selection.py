@@ -138,7 +138,7 @@ from dpopt.pipeline.choice import (  # noqa: F401 (choose, constant_resolved: pu
 )
 from dpopt.pipeline.chunked import ChunkedData
 from dpopt.pipeline.constant import all_rows_mean, constant_mu, mu_left
-from dpopt.pipeline.default_path import model_possible
+from dpopt.pipeline.default_path import NoModelShare, model_possible
 from dpopt.pipeline.feature_selection import fit_routed
 from dpopt.pipeline.held_out import (  # noqa: F401 (the held-out releases: public here too)
     GAP_SHARE,
@@ -322,7 +322,26 @@ def fit_selected(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon,
     prior's: a held-out record meets the prior and the score release, a training record the
     prior and the training branch, so the prior is common to both sides. ``target_bounds``:
     a regression target's public (lower, upper), for every release of the target here and
-    in the training branch (no histogram of y is released)."""
+    in the training branch (no histogram of y is released).
+
+    A plan whose model share is worth no usable epsilon after the table layer's releases
+    (:class:`~dpopt.pipeline.default_path.NoModelShare`, before any release of the branch)
+    releases the constant on all n rows instead, as a plan with too few rows does."""
+    args = (X, y)
+    kwargs = dict(loss=loss, penalty=penalty, penalty_kwargs=penalty_kwargs,
+                  fit_intercept=fit_intercept, epsilon=epsilon, delta=delta, rng=rng,
+                  regression=regression, fit=fit, feature_bounds=feature_bounds, prior=prior,
+                  inference=inference, target_bounds=target_bounds)
+    try:
+        return _fit_selected(*args, **kwargs)
+    except NoModelShare as reason:
+        return _fit_selected(*args, **kwargs, constant_only=str(reason))
+
+
+def _fit_selected(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, delta, rng,
+                  regression, fit=None, feature_bounds=None, prior=None, inference=False,
+                  target_bounds=None, constant_only=False):
+    """:func:`fit_selected`; ``constant_only``: a NoModelShare's reason."""
     extra = {k: v for k, v in (("feature_bounds", feature_bounds), ("prior", prior),
                                ("inference", inference or None),
                                ("target_bounds", target_bounds)) if v is not None}
@@ -338,8 +357,8 @@ def fit_selected(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon,
     m = validation_rows(n, planned_mu(epsilon, delta, prior, mu_c),
                         score_spread(regression, prior))
     p = n_features(X)
-    constant_only = runs and not model_possible(n - m, epsilon, delta, prior, spent_mu=mu_c,
-                                                p=p)
+    constant_only = constant_only or (runs and not model_possible(
+        n - m, epsilon, delta, prior, spent_mu=mu_c, p=p))
     if not constant_only and in_sample_runs(n, inference=inference, fit_intercept=fit_intercept):
         kwargs = resolve_alpha(penalty_kwargs, loss_name, n)
         checked = fit_in_sample(
@@ -353,14 +372,15 @@ def fit_selected(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon,
             return checked
         constant_only, extra["constant_only"] = True, True
     if constant_only or not selection_runs(n, inference=inference):
-        why = (INFERENCE_NO_SELECTION if inference
+        why = (constant_only if isinstance(constant_only, str)
+               else INFERENCE_NO_SELECTION if inference
                else f"n_samples={n} leaves fewer than {MIN_VALIDATION} held-out rows"
                if not constant_only else
                f"n_samples={n} is too few for a model of {p} features at epsilon={epsilon:g}, "
                f"so the constant is released from all rows")
         kwargs = resolve_alpha(penalty_kwargs, loss_name, n)
         if constant_only:
-            extra["constant_only"] = True
+            extra["constant_only"] = constant_only  # True, or a NoModelShare's reason
         auto = fit(X, y, loss=loss, penalty=penalty, penalty_kwargs=kwargs,
                    fit_intercept=fit_intercept, epsilon=epsilon, delta=delta, rng=rng,
                    regression=regression, **extra)

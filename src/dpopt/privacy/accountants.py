@@ -97,7 +97,7 @@ def gdp_epsilon(mu: float, delta: float) -> float:
     # tolerances relative (an absolute 1e-14 was 1e-9 of epsilon = 1e-5: the round trip
     # epsilon -> gdp_mu -> gdp_epsilon came back above the target)
     eps = optimize.brentq(lambda e: gdp_delta(mu, e) - delta, 0.0, hi, xtol=1e-300,
-                          rtol=1e-14)
+                          rtol=1e-14, maxiter=500)
     # brentq brackets the root; step up until the profile certifies it (doubling steps:
     # fixed relative steps took millions of iterations for tiny epsilons).
     step = max(eps * 1e-14, 1e-300)
@@ -108,14 +108,16 @@ def gdp_epsilon(mu: float, delta: float) -> float:
 
 def gdp_mu(epsilon: float, delta: float) -> float:
     """Largest mu such that mu-GDP is (epsilon, delta)-DP, certified with a relative margin
-    of :data:`CERTIFY_MARGIN` on delta (the residual error of :func:`gdp_delta`, 2e-11
-    relative against 60-digit arithmetic over epsilon in [1e-6, 100] and delta in
-    [1e-30, 0.3], must not make a mu whose true delta is above the target)."""
+    of :data:`CERTIFY_MARGIN` on delta: the residual error of :func:`gdp_delta` against
+    60-digit arithmetic over epsilon in [1e-6, 100] and delta in [1e-30, 0.5] (2e-12
+    relative below its switch, up to 1.4e-10 just above it, at mu near 2e-3 and delta
+    near 1e-30) must not make a mu whose true delta is above the target. (``maxiter``: a
+    relative tolerance takes more steps than 100 below epsilon = 3e-10.)"""
     hi = 1.0
     while gdp_delta(hi, epsilon) < delta:
         hi *= 2.0
     mu = optimize.brentq(lambda m: gdp_delta(m, epsilon) - delta, 0.0, hi, xtol=1e-300,
-                         rtol=1e-14)
+                         rtol=1e-14, maxiter=500)
     step, target = mu * 1e-14, delta * (1.0 - CERTIFY_MARGIN)
     while gdp_delta(mu, epsilon) > target:
         mu, step = max(mu - step, 0.0), 2.0 * step
