@@ -534,8 +534,8 @@ def _check_model_share(eps_model, epsilon, delta, n, records=(), prior=None):
 def _share_too_small(eps_model, epsilon, delta, n):
     """Why the model's share of (epsilon, delta) calibrates nothing (the user's values)."""
     return (f"epsilon={epsilon:g} with delta={delta:g} is too small a budget for the default "
-            f"path (n={n}): its model share is worth epsilon {eps_model:.3g} at this delta, "
-            f"below the smallest usable {MIN_EPSILON:g}"
+            f"path ({n} rows to train on): its model share is worth epsilon {eps_model:.3g} at "
+            f"this delta, below the smallest usable {MIN_EPSILON:g}"
             + (f"; delta is also far above 1/n={1 / n:.3g}, which makes epsilon meaningless"
                if delta > 1 / n else ""))
 

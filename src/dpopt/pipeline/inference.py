@@ -123,8 +123,9 @@ def unsupported_reason(solver, *, chunked=False, row_normalized=False, unlearnab
         return ("the target's private bounds collapsed (too few samples for this epsilon): "
                 "the model is the constant 0, there is nothing to give intervals for")
     if unlearnable:
-        return ("the default path released no model (only a constant: too few samples for "
-                "this epsilon), so there is nothing to give intervals for")
+        return ("the default path released no model (only a constant: too few rows for a "
+                "model at this epsilon and delta; the plan's reason says which), so there is "
+                "nothing to give intervals for")
     if chunked:
         return "inference is not implemented on chunked data (fit in memory)"
     if row_normalized:
