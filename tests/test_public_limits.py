@@ -270,8 +270,9 @@ def test_the_cli_takes_a_negative_range_and_numbered_columns_bounds(tmp_path, ca
     code, _, err = run(fit + [numbers, "--feature-bounds", "0=-4:4", "--out",
                               tmp_path / "b.json"], capsys)
     assert code == 0, err
-    code, _, err = run(fit + [table, "--target", "y", "--feature-bounds", "y=0:1"], capsys)
-    assert code == 2 and "'y' is the target; --target-bounds" in err
+    for target in (["--target", "y"], []):  # named, or the last column by default
+        code, _, err = run(fit + [table, *target, "--feature-bounds", "y=0:1"], capsys)
+        assert code == 2 and "'y' is the target; --target-bounds" in err
 
 
 def test_predictions_are_not_written_as_csv_under_another_formats_name(tmp_path, capsys):

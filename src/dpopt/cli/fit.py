@@ -73,7 +73,8 @@ def cmd_fit(args):
                           f"which the guarantee does not cover", dpopt.PrivacyLeakWarning,
                           stacklevel=1)
         bounds = _feature_bounds(args, None if data["frame"] else data["feature_names"],
-                                 list(getattr(X, "columns", range(X.shape[1]))))
+                                 list(getattr(X, "columns", range(X.shape[1]))),
+                                 data["target"])
         with _naming_the_flags():
             fitted = _fit(args, options, X, y, bounds, categories)
     if fitted.get("classes") is not None:
@@ -156,18 +157,19 @@ def _check_fit_arguments(args, options):
         check_output_path(args.out, [("DATA", args.data)])
 
 
-def _feature_bounds(args, names=None, columns=None):
+def _feature_bounds(args, names=None, columns=None, target=None):
     """``--feature-bounds``: {column: (lo, hi)} for the estimator's ``feature_bounds=``.
     With ``names`` (the feature names of a numeric file, whose estimator takes column
     indices), each name becomes its index; a name that is not a column is refused. With a
-    table's ``columns``, a name is the column it spells (an npz file's are numbered)."""
+    table's ``columns``, a name is the column it spells (an npz file's are numbered);
+    ``target``: the target column's name as read (``--target``, or the last column)."""
     given = getattr(args, "feature_bounds", None) or []
     out = {}
     for name, pair in given:
         if name in out:
             raise ValueError(f"--feature-bounds: column {name!r} is given twice")
         out[name] = pair
-    target = getattr(args, "target", None)
+    target = getattr(args, "target", None) if target is None else target
     if target is not None and str(target) in out:
         raise ValueError(f"--feature-bounds: {str(target)!r} is the target; --target-bounds "
                          f"LO:HI gives its public range")
