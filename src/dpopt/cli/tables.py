@@ -57,6 +57,11 @@ def separator(path):
     return "\t" if os.fspath(path).lower().endswith((".tsv", ".tsv.gz")) else ","
 
 
+def is_parquet(path) -> bool:
+    """Whether ``path`` names a Parquet file (or dataset), whose schema types its columns."""
+    return os.fspath(path).lower().endswith(PARQUET_SUFFIXES)
+
+
 def is_table_path(path) -> bool:
     """A file :func:`read_table` reads (CSV, compressed CSV, TSV, Parquet)."""
     name = os.fspath(path).lower()
@@ -134,7 +139,7 @@ def read_frame(path, reading=Reading(), *, one_kind=False, target=None):
     # lazy: the light CLI commands load no heavy module
     import pandas as pd
 
-    typed = os.fspath(path).lower().endswith(PARQUET_SUFFIXES)
+    typed = is_parquet(path)
     if typed:
         names, nested, truths = _reading(path, _parquet_columns, path)
         check_unique_columns(_names_as_read(names))
@@ -498,8 +503,7 @@ def read_table(path, reading=Reading(), *, target=-1):
         raise ValueError(f"the target column {name!r} holds an infinite number")
     # a Parquet column's kind is its schema's: kept however many values it holds (the
     # table layer reads its emptiness privately), where leaving it out at none told that
-    typed = os.fspath(path).lower().endswith(PARQUET_SUFFIXES)
-    empty = [] if typed else [c for c in X.columns if c not in declared and X[c].count() == 0]
+    empty = [] if is_parquet(path) else [c for c in X.columns if c not in declared and X[c].count() == 0]
     if empty and len(empty) == X.shape[1]:
         raise ValueError(f"no feature column holds a value: {empty}")
     return Table(kinds_without_missing_cells(X.drop(columns=empty)), y, name, empty)

@@ -366,10 +366,8 @@ def fit_default(X, y, *, loss, penalty, penalty_kwargs, fit_intercept, epsilon, 
         why = (f"p={p} features are more than a private fit on n_samples={n} can use at "
                f"epsilon={epsilon:g} (dimension_limit {dimension_limit(n, mu_avail):.0f})"
                if wide else None)
-        if isinstance(constant_only, str):  # the reason of a NoModelShare
-            return _no_model(data, p, fit_intercept, delta, n, epsilon, left, rng, prior,
-                             constant_only, ", or a delta << 1/n (the default is 1/n^2)")
-        return _no_model(data, p, fit_intercept, delta, n, epsilon, left, rng, prior, why)
+        reason = (constant_only, SMALLER_DELTA) if isinstance(constant_only, str) else (why,)
+        return _no_model(data, p, fit_intercept, delta, n, epsilon, left, rng, prior, *reason)
     if prior_sq:
         shares["selection"] = prior_sq / mu_avail ** 2
     mu_total, mus = split_mu(epsilon, delta, shares, spent_mu=spent_mu)
@@ -508,6 +506,10 @@ def _warn_row_normalization(n, p, epsilon):
                   f"with public bounds", UserWarning, stacklevel=4)
 
 
+#: The advice of a budget whose delta leaves the model no usable epsilon.
+SMALLER_DELTA = ", or a delta << 1/n (the default is 1/n^2)"
+
+
 class NoModelShare(ValueError):
     """A plan whose model share is worth no usable epsilon, found after the table layer's
     releases (``prior``): :func:`dpopt.pipeline.selection.fit_selected` then releases the
@@ -524,8 +526,7 @@ def _check_model_share(eps_model, epsilon, delta, n, records=(), prior=None):
     before the solver runs, after the releases whose outcome moved mu out of the model
     (``records``: then the refusal depends on the data and is charged, ChargedFitError)."""
     if eps_model < MIN_EPSILON:
-        why = (_share_too_small(eps_model, epsilon, delta, n)
-               + ". Use a larger epsilon or a delta << 1/n (the default is 1/n^2)")
+        why = f"{_share_too_small(eps_model, epsilon, delta, n)}. Use a larger epsilon{SMALLER_DELTA}"
         if records:
             raise ChargedFitError(why, records, prior.delta if prior is not None else 0.0)
         raise ValueError(why)

@@ -407,7 +407,8 @@ def fit_default_one_vs_rest(X, labels, n_classes, *, penalty, penalty_kwargs, fi
         alpha = float(first.penalty.alpha) if first.penalty.name == "l2" else 0.0
         # the Gaussian split's per-class epsilon starts the search; at a delta far above
         # 1/n it is 0 (the mu's epsilon vanishes there), and epsilon / k starts it instead
-        guess = gdp_epsilon(mus["model"] / math.sqrt(n_classes), delta) or epsilon / n_classes
+        split = gdp_epsilon(mus["model"] / math.sqrt(n_classes), delta)
+        guess = split or epsilon / n_classes
         try:
             eps_class = op_class_epsilon(epsilon, delta, n_classes, tuple(records) + later,
                                          guess, alpha=alpha, b2=R * R, n=n,
@@ -417,7 +418,7 @@ def fit_default_one_vs_rest(X, labels, n_classes, *, penalty, penalty_kwargs, fi
             # released row bound R): the Gaussian mechanism's split, exact, instead of a
             # refusal charged for the releases above, where that split is usable (at a
             # delta far above 1/n it is worth epsilon 0: the search's reason stands)
-            if gdp_epsilon(mus["model"] / math.sqrt(n_classes), delta) < MIN_EPSILON:
+            if split < MIN_EPSILON:
                 raise
             solver, why = "dp-gd", (f"{why}; objective perturbation's {n_classes} fits could "
                                     f"not be calibrated at epsilon={epsilon:g} after the "

@@ -25,8 +25,9 @@ from dpopt.preprocessing._bounds import DEFAULT_BIN_CONFIDENCE
 from dpopt.preprocessing._refine import REFINE_BINS, concentrated
 from dpopt.preprocessing.shares import SHARES
 
-__all__ = ["MIN_REFINE_BINS", "NARROWING", "NARROW_BAND", "RESOLUTION", "from_model", "keeps_least", "spares",
-           "least_refine_mu", "look_estimates", "looks_at_target", "narrow_band", "narrowed",
+__all__ = ["MIN_REFINE_BINS", "NARROWING", "NARROW_BAND", "RESOLUTION", "from_model",
+           "keeps_least", "spares", "least_refine_mu", "look_estimates", "looks_at_target",
+           "narrow_band", "narrowed",
            "pooled", "read_again", "refine_bins", "refine_mu", "refine_resolvable", "weighable"]
 
 

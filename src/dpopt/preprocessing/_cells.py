@@ -43,8 +43,8 @@ def text_codes(values, name=None):
     try:
         codes, uniques = pd.factorize(values if isinstance(values, pd.Series)
                                       else pd.Series(np.asarray(values, dtype=object)))
-        several = next((u for u in np.asarray(uniques, dtype=object)
-                        if isinstance(u, (tuple, frozenset))), None)
+        uniques = np.asarray(uniques, dtype=object)
+        several = next((u for u in uniques if isinstance(u, (tuple, frozenset))), None)
         if several is not None:  # hashable, but several values in one cell as a list is
             raise TypeError(f"a {type(several).__name__} cell")
     except TypeError as exc:  # an unhashable cell
@@ -52,7 +52,7 @@ def text_codes(values, name=None):
                          f"({exc}); give one value per cell, e.g. join a list into a string, "
                          f"or drop the column") from None
     dtype = getattr(values, "dtype", None)
-    keys = [cell_text(u, dtype) for u in np.asarray(uniques, dtype=object)] + [MISSING]
+    keys = [cell_text(u, dtype) for u in uniques] + [MISSING]
     check_reserved(getattr(values, "name", None) if name is None else name, keys[:-1])
     codes = np.asarray(codes, dtype=np.int64)
     codes[codes < 0] = len(keys) - 1
