@@ -4,6 +4,7 @@ certified solver never returns, public ranges too narrow to scale by, declared c
 no record holds, and columns that add nothing."""
 
 import json
+import math
 import warnings
 
 import numpy as np
@@ -243,6 +244,23 @@ def test_a_tables_model_share_below_the_floor_releases_its_constant_not_a_charge
     # released it from its 800 rows and left the constant's mu unspent, epsilon 0.069)
     assert est.auto_.plan["selection"]["released"] == "noisy mean of y"
     assert "too small a budget" in est.auto_.plan["selection"]["reason"]
+    independent_gaussian_composition(est, 0.1)
+
+
+def independent_gaussian_composition(model, epsilon):
+    """The fit's records are Gaussian mechanisms whose composition, by dp-accounting's analytic
+    Gaussian mechanism at the delta the selections' thresholds leave, is within the target:
+    a release short of noise would show here (test-only accounting, not dpopt.privacy)."""
+    from _independent_accounting import gaussian_epsilon
+
+    from dpopt.privacy import Gaussian, gdp_mu
+
+    records = model.fit_result_.mechanisms
+    assert records and all(isinstance(r, Gaussian) for r in records)
+    nu = math.sqrt(sum(r.count / r.noise_multiplier ** 2 for r in records))
+    delta = model.delta_spent_ - model.auto_.plan.get("table", {}).get("selection_delta", 0.0)
+    assert gaussian_epsilon(1 / nu, 1, delta) <= epsilon * (1 + 1e-6)
+    assert nu <= gdp_mu(epsilon, delta) * (1 + 1e-9)
 
 
 def test_keys_and_labels_of_the_wrong_shape_are_named():
@@ -340,3 +358,4 @@ def test_a_declared_multiclass_fit_at_a_tiny_epsilon_splits_a_gaussian_instead()
     training = plan.get("training", plan)  # the model branch's plan (selection's record)
     assert "could not be calibrated" in str(plan) or "could not be calibrated" in str(training)
     assert model.epsilon_spent_ <= 1e-4
+    independent_gaussian_composition(model, 1e-4)
