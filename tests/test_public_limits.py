@@ -252,7 +252,6 @@ def independent_gaussian_composition(model, epsilon):
     Gaussian mechanism at the delta the selections' thresholds leave, is within the target:
     a release short of noise would show here (test-only accounting, not dpopt.privacy)."""
     from _independent_accounting import gaussian_epsilon
-
     from dpopt.privacy import Gaussian, gdp_mu
 
     records = model.fit_result_.mechanisms
